@@ -1,0 +1,206 @@
+/*
+ * SPA: the storage pool allocator, the layer that makes a set of vdevs into a
+ * pool (src/spa/).
+ *
+ * It owns the vdev tree, the labels and their uberblock ring, the allocator
+ * and its persistent space map log, the transaction-group (txg) machinery and
+ * the block pipeline: compress -> checksum -> allocate -> write every copy, and
+ * read -> verify -> self-heal -> decompress. It knows nothing of objects: the
+ * layer above (the DMU) registers an upper-layer ops table and is called to
+ * initialise a new pool, to write out a txg (returning the new root block
+ * pointer of its meta object set, the MOS), and to enumerate every block it
+ * references (for scrub and the offline check).
+ *
+ * Transaction groups. At any moment one txg is open (accepting changes) and at
+ * most one is syncing. A writer brackets its changes with spa_tx_hold() and
+ * spa_tx_rele(); the sync thread closes the open txg on a timer (txg_timeout,
+ * 5 s) or when its dirty data passes a threshold, waits for its holders to
+ * leave, then writes it out: the upper layer's blocks, the space map log block,
+ * a flush of every leaf, the uberblock into every label, another flush. Only
+ * then is the txg durable and spa_txg_wait_synced() returns for it. Writers are
+ * throttled in spa_tx_hold() while dirty data runs ahead of the disks.
+ *
+ * Frees are deferred: a block freed in txg T becomes allocatable again only
+ * after txg T + SPA_DEFER_TXGS is durable, so the last few uberblocks (which
+ * import may fall back to) still point at intact trees.
+ */
+#ifndef CAIRN_SPA_H
+#define CAIRN_SPA_H
+
+#include <cairn/blkptr.h>
+#include <cairn/types.h>
+#include <cairn/vdev.h>
+
+typedef struct spa spa_t;
+
+#define SPA_NAME_MAX 64
+#define SPA_DEFER_TXGS 2
+
+/* ---- describing a pool's vdevs (CLI -> daemon -> spa_create) ---- */
+typedef struct spa_vdev_spec {
+    vdev_type_t type;     /* ROOT at the top; LEAF, MIRROR or RAIDZ below */
+    uint32_t nparity;     /* RAIDZ: 1..3 */
+    const char *path;     /* LEAF */
+    uint32_t nchildren;
+    struct spa_vdev_spec *children;
+} spa_vdev_spec_t;
+
+typedef struct spa_create_opts {
+    uint32_t ashift;      /* 0 = VDEV_DEFAULT_ASHIFT */
+    bool force;           /* use devices that carry another pool's label */
+} spa_create_opts_t;
+
+enum {
+    SPA_IMPORT_FORCE = 1 << 0,    /* import a pool that looks active elsewhere */
+    SPA_IMPORT_READONLY = 1 << 1, /* never write (offline check) */
+};
+
+/* Every function that can fail for a reason a user must hear about fills err
+ * (one line, no trailing newline) and returns a negative errno. */
+int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_opts_t *opts,
+               spa_t **out, char *err, size_t errlen);
+/* paths: leaf files/devices or directories to search. name NULL: the only pool found. */
+int spa_import(const char *name, const char *const *paths, size_t npaths, int flags,
+               spa_t **out, char *err, size_t errlen);
+
+typedef struct spa_import_candidate {
+    char name[SPA_NAME_MAX];
+    uint64_t guid;
+    uint64_t txg;
+    int state;            /* spa_pool_state_t from its label */
+    uint32_t nleaves_found;
+} spa_import_candidate_t;
+/* Lists the pools whose labels are found under paths. Caller frees *out. */
+int spa_import_scan(const char *const *paths, size_t npaths, spa_import_candidate_t **out,
+                    size_t *n);
+
+/* Writes out everything, marks every label exported and closes. */
+int spa_export(spa_t *spa);
+/* Marks every label destroyed (the devices can be reused) and closes. */
+int spa_destroy(spa_t *spa);
+/* Writes out everything and closes, leaving the pool active (daemon shutdown). */
+int spa_close(spa_t *spa);
+/* Test hook: stop at once, writing nothing more (the pool as after a crash). */
+void spa_abandon(spa_t *spa);
+
+typedef enum spa_pool_state {
+    SPA_STATE_ACTIVE = 0,
+    SPA_STATE_EXPORTED = 1,
+    SPA_STATE_DESTROYED = 2,
+} spa_pool_state_t;
+
+const char *spa_name(const spa_t *spa);
+uint64_t spa_guid(const spa_t *spa);
+vdev_t *spa_root_vdev(spa_t *spa);
+bool spa_readonly(const spa_t *spa);
+/* Health of the pool as a whole: the root vdev's state. */
+vdev_state_t spa_health(spa_t *spa);
+/* Leaf paths in tree order (for the daemon's cache file). Caller frees each and the array. */
+int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n);
+
+typedef struct spa_space {
+    uint64_t size;        /* allocatable bytes over all top-level vdevs */
+    uint64_t alloc;       /* allocated bytes (including parity and padding) */
+    uint64_t free;
+} spa_space_t;
+void spa_get_space(spa_t *spa, spa_space_t *out);
+uint64_t spa_last_synced_txg(spa_t *spa);
+
+/* ---- properties: size alloc free capacity health guid ashift (read-only),
+ *      comment, txg_timeout, dirty_max (settable, kept in the labels) ---- */
+int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len);
+int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen);
+/* Names of all pool properties, NULL-terminated. */
+const char *const *spa_prop_names(void);
+
+/* ---- scrub ---- */
+typedef enum spa_scrub_state {
+    SPA_SCRUB_NONE = 0, SPA_SCRUB_SCANNING, SPA_SCRUB_FINISHED, SPA_SCRUB_CANCELED,
+} spa_scrub_state_t;
+typedef struct spa_scrub_stat {
+    spa_scrub_state_t state;
+    uint64_t start_time, end_time;     /* wall clock seconds */
+    uint64_t to_examine;               /* allocated bytes when it started */
+    uint64_t examined;                 /* bytes of blocks verified so far */
+    uint64_t repaired;                 /* bytes rewritten */
+    uint64_t errors;                   /* blocks with no good copy left */
+} spa_scrub_stat_t;
+int spa_scrub_start(spa_t *spa);   /* runs in the background */
+int spa_scrub_stop(spa_t *spa);
+void spa_scrub_wait(spa_t *spa);
+void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
+/* Resets the error counters of every vdev and the pool's error list. */
+void spa_clear_errors(spa_t *spa);
+
+/* ---- offline consistency check of an exported (or not imported) pool ---- */
+typedef struct spa_check_report {
+    uint64_t blocks;             /* distinct blocks referenced */
+    uint64_t bytes_referenced;   /* allocated bytes they occupy */
+    uint64_t bytes_allocated;    /* allocated bytes per the space maps */
+    uint64_t bad_blocks;         /* blocks with no copy that verifies */
+    uint64_t leaked_bytes;       /* allocated but referenced by nothing */
+    uint64_t double_bytes;       /* referenced twice, or referenced but free */
+} spa_check_report_t;
+/* Returns 0 when every block verifies and accounting is exact; -EUCLEAN otherwise,
+ * with a one-line summary in err. */
+int spa_check(const char *name, const char *const *paths, size_t npaths,
+              spa_check_report_t *rep, char *err, size_t errlen);
+
+/* ======== interface for the layer above (the DMU) ======== */
+
+/* How a block is to be written. */
+typedef struct spa_write_props {
+    cairn_blk_type_t type;
+    uint8_t level;
+    cairn_checksum_t checksum;
+    cairn_compress_t compress;
+    uint8_t copies;          /* 1..3; the pool may store more for metadata */
+} spa_write_props_t;
+
+/* Compresses (if it saves >= 12.5%), checksums, allocates `copies` DVAs on distinct
+ * top-level vdevs where possible, writes them and fills *bp. Syncing context only
+ * (the upper layer's sync callback), callable from many threads at once. */
+int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                    const spa_write_props_t *props, cairn_blkptr_t *bp);
+/* Reads the block into buf (bp->lsize bytes), verifying it against bp and
+ * repairing bad copies. -ECKSUM when no copy verifies. Any context. */
+int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
+/* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
+void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+
+/* Transactions: hold the open txg while making changes to it. */
+uint64_t spa_tx_hold(spa_t *spa);
+void spa_tx_rele(spa_t *spa, uint64_t txg);
+/* Tell the txg machinery how many bytes of dirty data txg now carries (for the
+ * size trigger and the write throttle). delta may be negative. */
+void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta);
+/* Waits until txg (0: the currently open one) is durable. Forces it to close now. */
+int spa_txg_wait_synced(spa_t *spa, uint64_t txg);
+uint64_t spa_open_txg(spa_t *spa);
+
+/* A visitor for block enumeration: called once per block pointer reachable. */
+typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, void *arg);
+
+typedef struct spa_upper_ops {
+    /* A new pool: set up an empty meta object set; called once in txg 1. */
+    int (*create)(spa_t *spa, uint64_t txg);
+    /* Pool opened (created or imported): load from the MOS root block pointer. */
+    int (*open)(spa_t *spa, const cairn_blkptr_t *mos_root);
+    /* Write out txg's changes; set *mos_root to the new MOS root (unchanged if nothing
+     * changed). Called by the sync thread. */
+    int (*sync)(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root);
+    /* Call visit for every block pointer reachable from mos_root, each shared block
+     * once, including the MOS root itself. Holes are not visited. */
+    int (*traverse)(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
+                    void *arg);
+    /* Pool closing: release everything. */
+    void (*close)(spa_t *spa);
+} spa_upper_ops_t;
+
+/* Registered once per process by the upper layer (dmu_init()). */
+void spa_register_upper(const spa_upper_ops_t *ops);
+/* Upper layer's per-pool state. */
+void spa_set_upper_private(spa_t *spa, void *priv);
+void *spa_get_upper_private(spa_t *spa);
+
+#endif

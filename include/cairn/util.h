@@ -1,0 +1,37 @@
+/*
+ * Small helpers used across layers: aligned buffers for direct I/O, time,
+ * deterministic pseudo-random numbers for tests and placement, and strings.
+ */
+#ifndef CAIRN_UTIL_H
+#define CAIRN_UTIL_H
+
+#include <cairn/types.h>
+
+/* Buffers handed to leaf vdevs are aligned for O_DIRECT. */
+#define CAIRN_IO_ALIGN 4096
+void *cairn_alloc_aligned(size_t size);   /* zero-filled; aborts on OOM */
+void *cairn_zalloc(size_t size);          /* calloc that aborts on OOM */
+void *cairn_realloc(void *p, size_t size);/* realloc that aborts on OOM */
+char *cairn_strdup(const char *s);        /* strdup that aborts on OOM */
+
+uint64_t cairn_now_ns(void);              /* CLOCK_MONOTONIC */
+uint64_t cairn_wallclock_s(void);         /* CLOCK_REALTIME seconds */
+
+/* splitmix64-seeded xoshiro256**: fast, reproducible from a 64-bit seed. */
+typedef struct cairn_rng { uint64_t s[4]; } cairn_rng_t;
+void cairn_rng_seed(cairn_rng_t *r, uint64_t seed);
+uint64_t cairn_rng_next(cairn_rng_t *r);
+uint64_t cairn_rng_below(cairn_rng_t *r, uint64_t bound); /* uniform in [0, bound) */
+
+/* A random 64-bit identifier from the OS entropy pool (never 0). */
+uint64_t cairn_random_guid(void);
+
+/* snprintf into a fixed buffer; always terminates. */
+void cairn_strlcpy(char *dst, const char *src, size_t size);
+
+/* "1.5G"-style human size (base 1024) into buf. */
+void cairn_format_size(uint64_t bytes, char *buf, size_t len);
+/* Parse "128K", "4M", "10G", "512" into bytes; -EINVAL on junk. */
+int cairn_parse_size(const char *s, uint64_t *out);
+
+#endif

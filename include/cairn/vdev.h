@@ -1,0 +1,156 @@
+/*
+ * Virtual devices: the bottom layer of a pool.
+ *
+ * A pool's vdevs form a tree. Its root has one child per top-level vdev; a
+ * top-level vdev is a single leaf, an N-way mirror of leaves, or a raidz1/2/3
+ * group of leaves. Leaves are files or block devices, driven asynchronously
+ * through io_uring with a bounded queue per leaf (src/vdev/vdev_file.c), or,
+ * for tests, a fault-injecting leaf that can simulate a power cut and return
+ * EIO or garbage on chosen reads (src/vdev/vdev_fault.c).
+ *
+ * Leaf layout: four 256 KiB labels, two at the front (0 and 256 KiB) and two
+ * at the end of the device (its size rounded down to 256 KiB); data starts at
+ * 4 MiB. Labels are read and written by the pool layer with
+ * vdev_leaf_io_sync() at vdev_label_offset(); the vdev layer only reserves
+ * their space.
+ *
+ * Each top-level vdev has a linear address space of `asize` bytes in which
+ * the allocator hands out extents, always multiples of 1 << ashift. A block
+ * is written and read through its top-level vdev with vdev_write_block() and
+ * vdev_read_block(): a mirror writes every side and reads any side that
+ * verifies; raidz spreads the block over the children as a variable-width
+ * stripe with P parity columns (see docs/ondisk-format.md, "raidz layout") and
+ * reconstructs up to P missing or bad columns. Reads take a verify callback
+ * (the pool checks the block pointer's checksum): when the data a device
+ * returned does not verify, the vdev tries another mirror side or another
+ * combination of columns to reconstruct, and on success rewrites the bad
+ * copy (self-healing) and counts a checksum error on the leaf that lied.
+ *
+ * Thread safety: every function here may be called from many threads at once.
+ */
+#ifndef CAIRN_VDEV_H
+#define CAIRN_VDEV_H
+
+#include <cairn/types.h>
+
+typedef enum vdev_type {
+    VDEV_TYPE_ROOT = 0,
+    VDEV_TYPE_LEAF = 1, /* a file or a block device */
+    VDEV_TYPE_MIRROR = 2,
+    VDEV_TYPE_RAIDZ = 3,
+} vdev_type_t;
+
+typedef enum vdev_state {
+    VDEV_STATE_ONLINE = 0,
+    VDEV_STATE_DEGRADED = 1, /* working, with less redundancy than configured */
+    VDEV_STATE_FAULTED = 2,  /* too many errors or children lost to serve I/O */
+    VDEV_STATE_UNAVAIL = 3,  /* leaf could not be opened */
+} vdev_state_t;
+
+#define VDEV_LABEL_SIZE (256 * 1024ULL)
+#define VDEV_LABELS 4
+#define VDEV_DATA_START (4 * 1024 * 1024ULL)
+#define VDEV_END_RESERVE (2 * VDEV_LABEL_SIZE)
+#define VDEV_MIN_LEAF_SIZE (64 * 1024 * 1024ULL)
+#define VDEV_DEFAULT_ASHIFT 12
+#define VDEV_MAX_CHILDREN 255
+#define VDEV_MAX_NPARITY 3
+
+typedef struct vdev_stats {
+    _Atomic uint64_t reads, writes, read_bytes, write_bytes;
+    _Atomic uint64_t read_errors, write_errors, checksum_errors;
+    _Atomic uint64_t repaired_bytes; /* bytes rewritten by self-healing */
+} vdev_stats_t;
+
+typedef struct vdev vdev_t;
+
+/* Leaf I/O operations. Offsets and lengths are absolute device bytes. */
+typedef enum vdev_io_op { VDEV_IO_READ = 0, VDEV_IO_WRITE = 1, VDEV_IO_FLUSH = 2 } vdev_io_op_t;
+/* Completion: error is 0 or a negative errno. Called from a completion thread. */
+typedef void (*vdev_io_done_t)(void *arg, int error);
+
+typedef struct vdev_leaf_ops {
+    /* Queue one I/O; blocks while the leaf's queue is full. buf is CAIRN_IO_ALIGN-aligned,
+     * offset and len are multiples of 512 (of 1 << ashift for data). */
+    int (*submit)(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                  vdev_io_done_t done, void *arg);
+    void (*close)(vdev_t *leaf);
+} vdev_leaf_ops_t;
+
+struct vdev {
+    vdev_type_t type;
+    uint64_t guid;
+    uint32_t id;            /* index within the parent; for a top-level vdev, its DVA id */
+    vdev_t *parent;
+    vdev_t **children;
+    uint32_t nchildren;
+    uint32_t nparity;       /* raidz only: 1, 2 or 3 */
+    uint32_t ashift;        /* allocation unit of a top-level vdev (and its leaves) */
+    uint64_t asize;         /* top-level: bytes of allocatable address space */
+    /* leaves */
+    char *path;
+    uint64_t psize;         /* device size in bytes (0 when unavailable) */
+    const vdev_leaf_ops_t *ops;
+    void *leaf_priv;
+    _Atomic int state;      /* vdev_state_t */
+    vdev_stats_t stats;
+};
+
+/* ---- tree construction (src/vdev/vdev.c) ---- */
+vdev_t *vdev_alloc(vdev_type_t type, uint64_t guid);
+void vdev_add_child(vdev_t *parent, vdev_t *child);  /* sets child->id and parent */
+/* Closes leaves and frees the subtree. */
+void vdev_free(vdev_t *vd);
+/* Computes asize of a top-level vdev from its leaves' sizes (smallest leaf governs). */
+void vdev_compute_asize(vdev_t *top);
+/* Recomputes states bottom-up from leaf states: a mirror is DEGRADED while a side is
+ * missing and FAULTED when none is left; raidz tolerates nparity missing children. */
+void vdev_state_refresh(vdev_t *vd);
+vdev_t *vdev_top(vdev_t *vd);                 /* the top-level vdev above (or equal to) vd */
+bool vdev_is_leaf(const vdev_t *vd);
+const char *vdev_state_name(vdev_state_t s); /* "ONLINE", ... */
+const char *vdev_type_name(const vdev_t *vd);/* "mirror", "raidz2", "file", ... */
+/* Calls fn on every leaf under vd, in tree order. */
+void vdev_foreach_leaf(vdev_t *vd, void (*fn)(vdev_t *leaf, void *arg), void *arg);
+
+/* ---- leaves (src/vdev/vdev_file.c, src/vdev/vdev_fault.c) ---- */
+/* Opens a file or block device (O_DIRECT when the file system allows it). A path
+ * starting with "fault:" opens a fault-injecting leaf over the file after the prefix.
+ * A leaf that cannot be opened comes back with state UNAVAIL and a negative return. */
+int vdev_leaf_open(const char *path, vdev_t **out);
+/* Synchronous leaf I/O at absolute device offsets (labels, tests). */
+int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
+/* Absolute offset of label l (0..3) on a leaf of psize bytes. */
+uint64_t vdev_label_offset(uint64_t leaf_psize, int l);
+/* Data area bytes of a leaf of psize bytes (between the front reserve and the end labels). */
+uint64_t vdev_leaf_data_size(uint64_t leaf_psize);
+
+/* ---- block I/O through a top-level vdev (src/vdev/vdev_mirror.c, vdev_raidz.c) ---- */
+/* Bytes to allocate on top for a block of psize stored bytes (raidz adds parity/padding). */
+uint64_t vdev_psize_to_asize(const vdev_t *top, uint64_t psize);
+
+/* Writes psize bytes (buf is padded with zeros to 1 << ashift) at offset of top's address
+ * space, to every mirror side or every raidz column with parity. Returns 0 when enough
+ * children took the write to read it back (a mirror: one side; raidz: all but nparity). */
+int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize);
+
+typedef bool (*vdev_verify_fn)(const void *buf, uint64_t psize, void *arg);
+enum {
+    VDEV_READ_SCRUB = 1 << 0,   /* read and verify every copy/column, repair all bad ones */
+    VDEV_READ_NOREPAIR = 1 << 1,/* never write (read-only import, offline check) */
+};
+typedef struct vdev_read_result {
+    uint64_t repaired_bytes;   /* bytes rewritten on children that returned bad data */
+    uint32_t errors_found;     /* children that returned EIO or data that did not verify */
+} vdev_read_result_t;
+/* Reads psize bytes into buf (at least psize rounded up to 1 << ashift bytes). Returns
+ * 0 when data that verifies was found (repairing bad children unless NOREPAIR),
+ * -ECKSUM when no copy or reconstruction verifies, -EIO when too few children answer.
+ * res may be NULL. */
+int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize,
+                    vdev_verify_fn verify, void *arg, int flags, vdev_read_result_t *res);
+
+/* Makes every write completed so far under vd durable (fdatasync on each leaf, in parallel). */
+int vdev_flush(vdev_t *vd);
+
+#endif
