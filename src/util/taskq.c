@@ -6,6 +6,7 @@
 #include <cairn/taskq.h>
 #include <cairn/util.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ taskq_t *taskq_create(const char *name, unsigned nthreads)
     for (unsigned i = 0; i < nthreads; i++) {
         pthread_create(&tq->threads[i], NULL, taskq_worker, tq);
         char tname[16];
-        snprintf(tname, sizeof tname, "%.11s/%u", tq->name, i);
+        snprintf(tname, sizeof tname, "%.8s/%u", tq->name, i % 1000);
         pthread_setname_np(tq->threads[i], tname);
     }
     return tq;
