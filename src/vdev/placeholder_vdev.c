@@ -1,3 +1,0 @@
-/* placeholder: the vdev layer is being written */
-void cairn_vdev_placeholder(void);
-void cairn_vdev_placeholder(void) {}

@@ -1,0 +1,240 @@
+/*
+ * The vdev tree: construction, sizes, states, and the parallel leaf I/O
+ * batch every top-level block operation is built on.
+ *
+ * A top-level vdev's address space (asize) is what its smallest leaf can
+ * hold: a leaf contributes only its data area (between the 4 MiB front
+ * reserve and the two end labels), rounded down to the allocation unit, so
+ * every allocation maps onto whole sectors of every child. A mirror offers
+ * one such area; raidz stripes sectors across all children, so it offers
+ * nchildren of them (parity comes out of that space per block, see
+ * vdev_raidz.c).
+ *
+ * States are derived bottom-up from the leaves, which the leaf driver marks
+ * UNAVAIL when they cannot be opened (or FAULTED when they fail): a mirror
+ * needs one side, raidz needs all but nparity children, and the root is only
+ * as healthy as its worst top-level vdev, since data is spread over all of them.
+ *
+ * The batch (vdev_batch_run) is how mirrors and raidz stay fast: all the
+ * children's I/Os of a block are queued at once through the leaves'
+ * asynchronous submit, and one countdown latch waits for the last
+ * completion. Completions may arrive on any thread, or synchronously inside
+ * submit, so the count is raised before each submit.
+ */
+#include <cairn/raidz.h>
+#include <cairn/util.h>
+#include <cairn/vdev.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+vdev_t *vdev_alloc(vdev_type_t type, uint64_t guid)
+{
+    vdev_t *vd = cairn_zalloc(sizeof *vd);
+    vd->type = type;
+    vd->guid = guid;
+    vd->ashift = VDEV_DEFAULT_ASHIFT;
+    vd->state = VDEV_STATE_ONLINE;
+    return vd;
+}
+
+void vdev_add_child(vdev_t *parent, vdev_t *child)
+{
+    parent->children = cairn_realloc(parent->children, (parent->nchildren + 1) * sizeof(vdev_t *));
+    child->id = parent->nchildren;
+    child->parent = parent;
+    parent->children[parent->nchildren++] = child;
+}
+
+void vdev_free(vdev_t *vd)
+{
+    if (!vd) return;
+    for (uint32_t i = 0; i < vd->nchildren; i++) vdev_free(vd->children[i]);
+    if (vd->ops && vd->ops->close) vd->ops->close(vd);
+    free(vd->children);
+    free(vd->path);
+    free(vd);
+}
+
+bool vdev_is_leaf(const vdev_t *vd) { return vd->type == VDEV_TYPE_LEAF; }
+
+/* Same formula as vdev_leaf_data_size(); kept here so sizing does not depend
+ * on the leaf driver's object being linked. */
+static uint64_t vdev_data_size_of(uint64_t psize)
+{
+    uint64_t end = CAIRN_P2ALIGN(psize, VDEV_LABEL_SIZE);
+    if (end < VDEV_DATA_START + VDEV_END_RESERVE) return 0;
+    return end - VDEV_DATA_START - VDEV_END_RESERVE;
+}
+
+void vdev_compute_asize(vdev_t *top)
+{
+    if (top->type == VDEV_TYPE_ROOT) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < top->nchildren; i++) {
+            vdev_compute_asize(top->children[i]);
+            sum += top->children[i]->asize;
+        }
+        top->asize = sum;
+        return;
+    }
+    if (top->ashift == 0) top->ashift = VDEV_DEFAULT_ASHIFT;
+    uint64_t unit = 1ULL << top->ashift;
+    if (top->type == VDEV_TYPE_LEAF) {
+        top->asize = CAIRN_P2ALIGN(vdev_data_size_of(top->psize), unit);
+        return;
+    }
+    /* Missing leaves (psize 0) do not shrink the vdev: the smallest leaf
+     * present governs; a replacement must be at least that big. */
+    uint64_t min = UINT64_MAX;
+    for (uint32_t i = 0; i < top->nchildren; i++) {
+        vdev_t *c = top->children[i];
+        c->ashift = top->ashift;
+        if (c->psize == 0) continue;
+        min = CAIRN_MIN(min, vdev_data_size_of(c->psize));
+    }
+    if (min == UINT64_MAX) {
+        top->asize = 0;
+        return;
+    }
+    min = CAIRN_P2ALIGN(min, unit);
+    top->asize = top->type == VDEV_TYPE_RAIDZ ? min * top->nchildren : min;
+}
+
+static bool state_missing(int s) { return s == VDEV_STATE_UNAVAIL || s == VDEV_STATE_FAULTED; }
+
+void vdev_state_refresh(vdev_t *vd)
+{
+    if (vd->type == VDEV_TYPE_LEAF) return; /* set by the leaf driver */
+    uint32_t missing = 0, degraded = 0;
+    for (uint32_t i = 0; i < vd->nchildren; i++) {
+        vdev_state_refresh(vd->children[i]);
+        int s = vd->children[i]->state;
+        if (state_missing(s)) missing++;
+        else if (s == VDEV_STATE_DEGRADED) degraded++;
+    }
+    int st;
+    switch (vd->type) {
+    case VDEV_TYPE_MIRROR:
+        st = missing == vd->nchildren ? VDEV_STATE_FAULTED
+             : (missing || degraded)  ? VDEV_STATE_DEGRADED
+                                      : VDEV_STATE_ONLINE;
+        break;
+    case VDEV_TYPE_RAIDZ:
+        st = missing > vd->nparity || vd->nchildren == 0 ? VDEV_STATE_FAULTED
+             : (missing || degraded)                     ? VDEV_STATE_DEGRADED
+                                                         : VDEV_STATE_ONLINE;
+        break;
+    default: /* root: every top-level vdev holds part of the data */
+        st = missing ? VDEV_STATE_FAULTED : degraded ? VDEV_STATE_DEGRADED : VDEV_STATE_ONLINE;
+        break;
+    }
+    vd->state = st;
+}
+
+vdev_t *vdev_top(vdev_t *vd)
+{
+    if (!vd || vd->type == VDEV_TYPE_ROOT) return NULL;
+    while (vd->parent && vd->parent->type != VDEV_TYPE_ROOT) vd = vd->parent;
+    return vd;
+}
+
+const char *vdev_state_name(vdev_state_t s)
+{
+    switch (s) {
+    case VDEV_STATE_ONLINE: return "ONLINE";
+    case VDEV_STATE_DEGRADED: return "DEGRADED";
+    case VDEV_STATE_FAULTED: return "FAULTED";
+    case VDEV_STATE_UNAVAIL: return "UNAVAIL";
+    }
+    return "UNKNOWN";
+}
+
+const char *vdev_type_name(const vdev_t *vd)
+{
+    switch (vd->type) {
+    case VDEV_TYPE_ROOT: return "root";
+    case VDEV_TYPE_MIRROR: return "mirror";
+    case VDEV_TYPE_RAIDZ:
+        switch (vd->nparity) {
+        case 1: return "raidz1";
+        case 2: return "raidz2";
+        case 3: return "raidz3";
+        default: return "raidz";
+        }
+    case VDEV_TYPE_LEAF:
+        return vd->path && strncmp(vd->path, "/dev/", 5) == 0 ? "disk" : "file";
+    }
+    return "unknown";
+}
+
+void vdev_foreach_leaf(vdev_t *vd, void (*fn)(vdev_t *leaf, void *arg), void *arg)
+{
+    if (vd->type == VDEV_TYPE_LEAF) {
+        fn(vd, arg);
+        return;
+    }
+    for (uint32_t i = 0; i < vd->nchildren; i++) vdev_foreach_leaf(vd->children[i], fn, arg);
+}
+
+/* ---- parallel leaf I/O ---- */
+
+typedef struct vdev_batch {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    unsigned pending;
+} vdev_batch_t;
+
+bool vdev_leaf_usable(const vdev_t *leaf)
+{
+    int s = leaf->state;
+    return leaf->ops && leaf->ops->submit && !state_missing(s);
+}
+
+static void vdev_batch_done(void *arg, int error)
+{
+    vdev_batch_io_t *io = arg;
+    vdev_batch_t *b = io->batch;
+    io->error = error;
+    /* Signal under the lock: once the waiter sees pending == 0 it frees b. */
+    pthread_mutex_lock(&b->lock);
+    if (--b->pending == 0) pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->lock);
+}
+
+unsigned vdev_batch_run(vdev_batch_io_t *io, unsigned n)
+{
+    vdev_batch_t b = {.pending = 1}; /* our own reference until all are queued */
+    pthread_mutex_init(&b.lock, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    for (unsigned i = 0; i < n; i++) {
+        io[i].batch = &b;
+        io[i].error = 0;
+        if (!vdev_leaf_usable(io[i].leaf)) {
+            io[i].error = -ENXIO;
+            continue;
+        }
+        pthread_mutex_lock(&b.lock);
+        b.pending++;
+        pthread_mutex_unlock(&b.lock);
+        int rc = io[i].leaf->ops->submit(io[i].leaf, io[i].op, io[i].offset, io[i].buf, io[i].len,
+                                         vdev_batch_done, &io[i]);
+        if (rc) {
+            /* Not queued: the completion will never run. */
+            io[i].error = rc;
+            pthread_mutex_lock(&b.lock);
+            b.pending--;
+            pthread_mutex_unlock(&b.lock);
+        }
+    }
+    pthread_mutex_lock(&b.lock);
+    b.pending--;
+    while (b.pending) pthread_cond_wait(&b.cv, &b.lock);
+    pthread_mutex_unlock(&b.lock);
+    pthread_mutex_destroy(&b.lock);
+    pthread_cond_destroy(&b.cv);
+    unsigned failed = 0;
+    for (unsigned i = 0; i < n; i++) failed += io[i].error != 0;
+    return failed;
+}

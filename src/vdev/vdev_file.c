@@ -1,0 +1,385 @@
+/*
+ * File and block-device leaves, driven through io_uring.
+ *
+ * Design
+ * ------
+ * Each open leaf owns one fd, one io_uring and one completion thread.
+ *
+ *  - Submission. Any thread may call submit. A mutex serializes access to the
+ *    submission queue (liburing's SQ helpers are not thread-safe); each call
+ *    prepares one SQE and enters the kernel right away. Batching several SQEs
+ *    per io_uring_enter would save a syscall per I/O, but the callers issue
+ *    large blocks from several threads, where the syscall is noise next to the
+ *    transfer and an I/O that waits for a batch to fill adds latency.
+ *
+ *  - Bounded queue. At most VDEV_FILE_QDEPTH I/Os are in flight per leaf;
+ *    further submitters sleep on a condition variable until a completion frees
+ *    a slot. This caps the memory pinned by one slow device and keeps one busy
+ *    pool from starving the others of the device's attention. The completion
+ *    thread itself never waits for a slot (a done callback that submits more I/O
+ *    would otherwise wait for itself); the ring has room for twice the bound so
+ *    those rare extra submissions always find an SQE.
+ *
+ *  - Completion. The completion thread loops on io_uring_wait_cqe. A short
+ *    transfer (legal for buffered I/O on regular files, e.g. after a signal) is
+ *    resubmitted for the remainder from the completion thread; a transfer of 0
+ *    bytes means the I/O ran past the end of the device, which the range check
+ *    at submit should have made impossible, so it is reported as -EIO. Leaf
+ *    statistics are updated before the done callback runs, and the in-flight
+ *    slot is released before it too, so a callback may submit to this leaf.
+ *
+ *  - Flush is IORING_OP_FSYNC with DATASYNC: on a file it persists the data
+ *    and the block mapping of sparse regions; on a block device it flushes the
+ *    drive's volatile cache. It orders nothing against in-flight writes: as
+ *    vdev.h says, it covers writes that have completed.
+ *
+ *  - Direct I/O. Leaves are opened O_DIRECT so the pool's own cache (the ARC's
+ *    job) is not duplicated in the page cache. Some file systems refuse O_DIRECT
+ *    at open, or accept it but refuse 512-byte aligned transfers (4K-sector
+ *    devices); a probe read at open detects the second case and both fall back
+ *    to buffered I/O, which is still correct because flush syncs.
+ *
+ *  - Exclusivity. An exclusive flock on the fd keeps two daemons (or one daemon
+ *    importing twice) from driving the same device: the second open fails
+ *    with -EBUSY.
+ *
+ *  - Errors. submit returns a negative errno without ever calling done when it
+ *    refuses a request (misaligned: -EINVAL, past the end: -EIO, closed or
+ *    UNAVAIL leaf: -ENXIO); once it returns 0, done is called exactly once.
+ *
+ *  - Close waits for in-flight I/O, then posts a NOP whose user_data is the
+ *    ring itself; the completion thread exits when it sees it.
+ *
+ * A leaf that cannot be opened still yields a vdev_t, in state UNAVAIL with
+ * psize 0, whose submit refuses everything with -ENXIO: the pool keeps the
+ * device's place in the tree and can show it as missing.
+ */
+#include <cairn/vdev.h>
+#include <cairn/vdev_fault.h>
+#include <cairn/log.h>
+#include <cairn/util.h>
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define VDEV_FILE_QDEPTH 64
+#define VDEV_FILE_RING_ENTRIES (2 * VDEV_FILE_QDEPTH)
+#define VDEV_FAULT_PREFIX "fault:"
+
+typedef struct file_leaf {
+    int fd;
+    bool direct;
+    struct io_uring ring;
+    pthread_mutex_t lock;     /* SQ access, inflight, closing */
+    pthread_cond_t slot_free; /* inflight dropped below the bound, or reached 0 */
+    unsigned inflight;
+    bool closing;
+    pthread_t completer;
+} file_leaf_t;
+
+typedef struct file_io {
+    vdev_t *leaf;
+    vdev_io_op_t op;
+    uint64_t offset;
+    char *buf;
+    size_t len;
+    size_t xferred; /* bytes done so far (short transfers resubmit the rest) */
+    vdev_io_done_t done;
+    void *arg;
+} file_io_t;
+
+/* ---- UNAVAIL leaves ---- */
+
+static int unavail_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                          vdev_io_done_t done, void *arg)
+{
+    (void)leaf, (void)op, (void)offset, (void)buf, (void)len, (void)done, (void)arg;
+    return -ENXIO;
+}
+
+static void unavail_close(vdev_t *leaf) { (void)leaf; }
+
+static const vdev_leaf_ops_t unavail_ops = {.submit = unavail_submit, .close = unavail_close};
+
+/* ---- I/O ---- */
+
+/* Prepares and submits the (remaining part of the) I/O; fl->lock held. */
+static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
+{
+    struct io_uring_sqe *sqe;
+    while ((sqe = io_uring_get_sqe(&fl->ring)) == NULL) {
+        /* Only possible when the completion thread exceeds the bound; push what is queued. */
+        io_uring_submit(&fl->ring);
+        sched_yield();
+    }
+    size_t left = io->len - io->xferred;
+    switch (io->op) {
+    case VDEV_IO_READ:
+        io_uring_prep_read(sqe, fl->fd, io->buf + io->xferred, (unsigned)left,
+                           io->offset + io->xferred);
+        break;
+    case VDEV_IO_WRITE:
+        io_uring_prep_write(sqe, fl->fd, io->buf + io->xferred, (unsigned)left,
+                            io->offset + io->xferred);
+        break;
+    case VDEV_IO_FLUSH:
+        io_uring_prep_fsync(sqe, fl->fd, IORING_FSYNC_DATASYNC);
+        break;
+    }
+    io_uring_sqe_set_data(sqe, io);
+    int rc;
+    /* The SQ tail is already published, so a failed enter only delays the I/O until the
+     * next one; retry the transient failures so it is not left waiting. */
+    do {
+        rc = io_uring_submit(&fl->ring);
+    } while (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY);
+    if (rc < 0) log_error("vdev", "io_uring_submit on %s: %s", io->leaf->path, strerror(-rc));
+}
+
+static void file_io_finish(file_leaf_t *fl, file_io_t *io, int error)
+{
+    vdev_t *leaf = io->leaf;
+    vdev_leaf_account(leaf, io->op, io->len, error);
+    vdev_io_done_t done = io->done;
+    void *arg = io->arg;
+    free(io);
+
+    pthread_mutex_lock(&fl->lock);
+    /* One freed slot wakes one submitter; close waits for 0 and needs everyone woken. */
+    if (--fl->inflight == 0) pthread_cond_broadcast(&fl->slot_free);
+    else pthread_cond_signal(&fl->slot_free);
+    pthread_mutex_unlock(&fl->lock);
+
+    done(arg, error);
+}
+
+static void *file_leaf_completer(void *arg)
+{
+    vdev_t *leaf = arg;
+    file_leaf_t *fl = leaf->leaf_priv;
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int rc = io_uring_wait_cqe(&fl->ring, &cqe);
+        if (rc == -EINTR || rc == -EAGAIN) continue;
+        if (rc < 0) {
+            log_error("vdev", "io_uring_wait_cqe on %s: %s", leaf->path, strerror(-rc));
+            sched_yield();
+            continue;
+        }
+        void *data = io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(&fl->ring, cqe);
+        if (data == &fl->ring) break; /* close's stop marker */
+
+        file_io_t *io = data;
+        if (res < 0) {
+            file_io_finish(fl, io, res);
+        } else if (io->op == VDEV_IO_FLUSH) {
+            file_io_finish(fl, io, 0);
+        } else if (res == 0) {
+            file_io_finish(fl, io, -EIO); /* past the end of the device */
+        } else {
+            io->xferred += (size_t)res;
+            if (io->xferred >= io->len) {
+                file_io_finish(fl, io, 0);
+            } else {
+                pthread_mutex_lock(&fl->lock);
+                file_leaf_queue_locked(fl, io);
+                pthread_mutex_unlock(&fl->lock);
+            }
+        }
+    }
+    return NULL;
+}
+
+static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                            vdev_io_done_t done, void *arg)
+{
+    file_leaf_t *fl = leaf->leaf_priv;
+    if (!fl) return -ENXIO;
+    if (op != VDEV_IO_FLUSH) {
+        if (op != VDEV_IO_READ && op != VDEV_IO_WRITE) return -EINVAL;
+        if (len == 0 || len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset | len, 512)) return -EINVAL;
+        if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
+    }
+    file_io_t *io = malloc(sizeof *io);
+    if (!io) return -ENOMEM;
+    *io = (file_io_t){.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len,
+                      .done = done, .arg = arg};
+
+    bool from_completer = pthread_equal(pthread_self(), fl->completer);
+    pthread_mutex_lock(&fl->lock);
+    while (!from_completer && fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
+        pthread_cond_wait(&fl->slot_free, &fl->lock);
+    if (fl->closing) {
+        pthread_mutex_unlock(&fl->lock);
+        free(io);
+        return -ENXIO;
+    }
+    fl->inflight++;
+    file_leaf_queue_locked(fl, io);
+    pthread_mutex_unlock(&fl->lock);
+    return 0;
+}
+
+static void file_leaf_close(vdev_t *leaf)
+{
+    file_leaf_t *fl = leaf->leaf_priv;
+    if (!fl) return;
+    pthread_mutex_lock(&fl->lock);
+    while (fl->inflight > 0) pthread_cond_wait(&fl->slot_free, &fl->lock);
+    fl->closing = true;
+    pthread_cond_broadcast(&fl->slot_free);
+    struct io_uring_sqe *sqe;
+    while ((sqe = io_uring_get_sqe(&fl->ring)) == NULL) {
+        io_uring_submit(&fl->ring);
+        sched_yield();
+    }
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, &fl->ring);
+    int rc;
+    do {
+        rc = io_uring_submit(&fl->ring);
+    } while (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY);
+    pthread_mutex_unlock(&fl->lock);
+
+    pthread_join(fl->completer, NULL);
+    io_uring_queue_exit(&fl->ring);
+    close(fl->fd); /* also drops the flock */
+    pthread_cond_destroy(&fl->slot_free);
+    pthread_mutex_destroy(&fl->lock);
+    free(fl);
+    leaf->leaf_priv = NULL;
+}
+
+static const vdev_leaf_ops_t file_leaf_ops = {.submit = file_leaf_submit, .close = file_leaf_close};
+
+/* ---- open ---- */
+
+/* Opens path for O_DIRECT I/O if the file system really supports 512-byte aligned
+ * direct transfers, else buffered. Returns the fd or -errno. */
+static int file_leaf_open_fd(const char *path, bool *direct)
+{
+    int fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno != EINVAL) return -errno;
+    if (fd >= 0) {
+        /* O_DIRECT accepted at open; check that the smallest transfer the pool issues works. */
+        void *probe = cairn_alloc_aligned(CAIRN_IO_ALIGN);
+        ssize_t n = pread(fd, probe, 512, 512);
+        int err = n < 0 ? errno : 0;
+        free(probe);
+        if (err != EINVAL) {
+            *direct = true;
+            return fd;
+        }
+        close(fd);
+    }
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    *direct = false;
+    return fd;
+}
+
+static int file_leaf_size(int fd, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) return -errno;
+    if (S_ISREG(st.st_mode)) {
+        *size = (uint64_t)st.st_size;
+        return 0;
+    }
+    if (S_ISBLK(st.st_mode)) {
+        uint64_t bytes = 0;
+        if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) return -errno;
+        *size = bytes;
+        return 0;
+    }
+    return -ENODEV;
+}
+
+/* Opens the file leaf; on failure returns -errno and leaves *out untouched. */
+static int vdev_file_open(const char *path, vdev_t **out)
+{
+    bool direct = false;
+    int fd = file_leaf_open_fd(path, &direct);
+    if (fd < 0) return fd;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        close(fd);
+        return err;
+    }
+    uint64_t psize = 0;
+    int rc = file_leaf_size(fd, &psize);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+
+    file_leaf_t *fl = cairn_zalloc(sizeof *fl);
+    fl->fd = fd;
+    fl->direct = direct;
+    rc = io_uring_queue_init(VDEV_FILE_RING_ENTRIES, &fl->ring, 0);
+    if (rc < 0) {
+        log_error("vdev", "io_uring_queue_init for %s: %s", path, strerror(-rc));
+        close(fd);
+        free(fl);
+        return rc;
+    }
+    pthread_mutex_init(&fl->lock, NULL);
+    pthread_cond_init(&fl->slot_free, NULL);
+
+    vdev_t *leaf = vdev_alloc(VDEV_TYPE_LEAF, 0);
+    leaf->path = cairn_strdup(path);
+    leaf->psize = psize;
+    leaf->ops = &file_leaf_ops;
+    leaf->leaf_priv = fl;
+    leaf->state = VDEV_STATE_ONLINE;
+    rc = pthread_create(&fl->completer, NULL, file_leaf_completer, leaf);
+    if (rc != 0) {
+        io_uring_queue_exit(&fl->ring);
+        close(fd);
+        pthread_cond_destroy(&fl->slot_free);
+        pthread_mutex_destroy(&fl->lock);
+        free(fl);
+        leaf->leaf_priv = NULL;
+        leaf->ops = &unavail_ops;
+        vdev_free(leaf);
+        return -rc;
+    }
+    pthread_setname_np(fl->completer, "vdev_cq");
+    if (!direct) log_debug("vdev", "%s: O_DIRECT unsupported, using buffered I/O", path);
+    *out = leaf;
+    return 0;
+}
+
+int vdev_leaf_open(const char *path, vdev_t **out)
+{
+    vdev_t *leaf = NULL;
+    int rc;
+    size_t plen = strlen(VDEV_FAULT_PREFIX);
+    if (strncmp(path, VDEV_FAULT_PREFIX, plen) == 0)
+        rc = vdev_fault_leaf_open(path + plen, path, &leaf);
+    else
+        rc = vdev_file_open(path, &leaf);
+    if (rc == 0) {
+        *out = leaf;
+        return 0;
+    }
+    leaf = vdev_alloc(VDEV_TYPE_LEAF, 0);
+    leaf->path = cairn_strdup(path);
+    leaf->psize = 0;
+    leaf->ops = &unavail_ops;
+    leaf->leaf_priv = NULL;
+    leaf->state = VDEV_STATE_UNAVAIL;
+    *out = leaf;
+    return rc;
+}

@@ -1,0 +1,141 @@
+/*
+ * Leaf helpers shared by every kind of leaf: label placement, the size of the
+ * data area, synchronous I/O for callers that cannot pipeline (labels, tests)
+ * and a tree-wide flush.
+ *
+ * Layout of a leaf of psize bytes (see vdev.h):
+ *
+ *   0        256K     512K            4M                      end-512K  end
+ *   | label0 | label1 | boot/reserved | data ...              | label2 | label3 |
+ *
+ * "end" is psize rounded down to 256 KiB, so that the back labels sit at the
+ * same offsets whatever tail of less than 256 KiB a device happens to have;
+ * an importer that only knows the device size finds them without a hint.
+ *
+ * Synchronous I/O is built on the asynchronous submit operation with a
+ * stack-allocated waiter, so every leaf type only has to implement submit.
+ *
+ * vdev_flush() issues one FLUSH per leaf before waiting for any, so a pool of
+ * N devices pays for one cache flush, not N in a row. UNAVAIL leaves are
+ * skipped: they hold nothing that could be made durable.
+ */
+#include <cairn/vdev.h>
+#include <cairn/vdev_fault.h>
+#include <cairn/util.h>
+
+#include <pthread.h>
+
+uint64_t vdev_label_offset(uint64_t leaf_psize, int l)
+{
+    if (l < 2) return (uint64_t)l * VDEV_LABEL_SIZE;
+    uint64_t end = CAIRN_P2ALIGN(leaf_psize, VDEV_LABEL_SIZE);
+    return end - (uint64_t)(VDEV_LABELS - l) * VDEV_LABEL_SIZE;
+}
+
+uint64_t vdev_leaf_data_size(uint64_t leaf_psize)
+{
+    uint64_t end = CAIRN_P2ALIGN(leaf_psize, VDEV_LABEL_SIZE);
+    if (end <= VDEV_DATA_START + VDEV_END_RESERVE) return 0;
+    return end - VDEV_DATA_START - VDEV_END_RESERVE;
+}
+
+void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error)
+{
+    switch (op) {
+    case VDEV_IO_READ:
+        if (error) {
+            leaf->stats.read_errors++;
+        } else {
+            leaf->stats.reads++;
+            leaf->stats.read_bytes += len;
+        }
+        break;
+    case VDEV_IO_WRITE:
+        if (error) {
+            leaf->stats.write_errors++;
+        } else {
+            leaf->stats.writes++;
+            leaf->stats.write_bytes += len;
+        }
+        break;
+    case VDEV_IO_FLUSH:
+        /* A failed flush means completed writes may be lost: count it against writes. */
+        if (error) leaf->stats.write_errors++;
+        break;
+    }
+}
+
+/* Counts outstanding I/Os and remembers the first error, for callers that wait. */
+typedef struct leaf_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    unsigned pending;
+    int error;
+} leaf_waiter_t;
+
+static void leaf_waiter_init(leaf_waiter_t *w)
+{
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->pending = 0;
+    w->error = 0;
+}
+
+static void leaf_waiter_done(void *arg, int error)
+{
+    leaf_waiter_t *w = arg;
+    pthread_mutex_lock(&w->lock);
+    if (error && !w->error) w->error = error;
+    /* Broadcast while holding the lock: the waiter may destroy w as soon as it sees 0. */
+    if (--w->pending == 0) pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static int leaf_waiter_wait(leaf_waiter_t *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->pending > 0) pthread_cond_wait(&w->cv, &w->lock);
+    int error = w->error;
+    pthread_mutex_unlock(&w->lock);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->lock);
+    return error;
+}
+
+/* Submits one I/O counted by w; a synchronous refusal is recorded as the I/O's error. */
+static void leaf_waiter_submit(leaf_waiter_t *w, vdev_t *leaf, vdev_io_op_t op, uint64_t offset,
+                               void *buf, size_t len)
+{
+    pthread_mutex_lock(&w->lock);
+    w->pending++;
+    pthread_mutex_unlock(&w->lock);
+    int rc = leaf->ops ? leaf->ops->submit(leaf, op, offset, buf, len, leaf_waiter_done, w) : -ENXIO;
+    if (rc < 0) leaf_waiter_done(w, rc);
+}
+
+int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len)
+{
+    leaf_waiter_t w;
+    leaf_waiter_init(&w);
+    leaf_waiter_submit(&w, leaf, op, offset, buf, len);
+    return leaf_waiter_wait(&w);
+}
+
+static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
+{
+    if (vd->type == VDEV_TYPE_LEAF) {
+        if (vd->state != VDEV_STATE_UNAVAIL && vd->ops)
+            leaf_waiter_submit(w, vd, VDEV_IO_FLUSH, 0, NULL, 0);
+        return;
+    }
+    for (uint32_t c = 0; c < vd->nchildren; c++)
+        if (vd->children[c]) vdev_flush_submit_all(vd->children[c], w);
+}
+
+int vdev_flush(vdev_t *vd)
+{
+    leaf_waiter_t w;
+    leaf_waiter_init(&w);
+    vdev_flush_submit_all(vd, &w);
+    return leaf_waiter_wait(&w);
+}

@@ -1,0 +1,209 @@
+/*
+ * Block I/O through a top-level vdev: the public entry points, which
+ * dispatch on the vdev type, and the mirror (and single-leaf) implementation.
+ * Raidz lives in vdev_raidz.c.
+ *
+ * A single leaf is handled as a one-sided mirror: the same code paths, with
+ * no other side to fall back to or to repair from.
+ *
+ * Mirror layout is trivial: top-level offset o is device offset
+ * VDEV_DATA_START + o on every side; a block occupies psize rounded up to the
+ * sector size (1 << ashift).
+ *
+ * Writes go to every usable side at once; the write succeeds when at least
+ * one side took it, since one good copy is enough to read it back (and a
+ * scrub or the next read will heal the others).
+ *
+ * Normal reads go to one side at a time, starting at a side chosen by the
+ * block's offset so that concurrent readers spread over all sides; when the
+ * copy fails (EIO) or does not verify, the next side is tried. Once a copy
+ * verifies, every side that failed or lied is rewritten with it
+ * (self-healing) and a checksum error is charged to each side that returned
+ * data that did not verify. Scrub reads every side in parallel and verifies
+ * each copy on its own, so silent damage on a side that a normal read would
+ * never have looked at is found and repaired too.
+ *
+ * The leaf driver counts reads, writes and their errors on each leaf; this
+ * layer adds what only it can know: checksum errors and repaired bytes.
+ */
+#include <cairn/raidz.h>
+#include <cairn/util.h>
+#include <cairn/vdev.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_io_aligned(const void *p) { return ((uintptr_t)p & (CAIRN_IO_ALIGN - 1)) == 0; }
+
+/* Which sides of the top-level vdev hold copies: its children, or (NULL)
+ * the top-level leaf itself. */
+static vdev_t **mirror_sides(vdev_t *top, unsigned *n)
+{
+    if (top->type == VDEV_TYPE_LEAF) {
+        *n = 1;
+        return NULL;
+    }
+    *n = top->nchildren;
+    return top->children;
+}
+
+static int mirror_write(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset, const void *buf,
+                        uint64_t psize)
+{
+    uint64_t len = CAIRN_P2ROUNDUP(psize, 1ULL << top->ashift);
+    void *wbuf = (void *)buf, *bounce = NULL;
+    if (!is_io_aligned(buf)) {
+        wbuf = bounce = cairn_alloc_aligned(len);
+        memcpy(bounce, buf, psize);
+    }
+    vdev_batch_io_t stack_io[4];
+    vdev_batch_io_t *io = n <= 4 ? stack_io : cairn_zalloc(n * sizeof *io);
+    for (unsigned i = 0; i < n; i++)
+        io[i] = (vdev_batch_io_t){.leaf = sides[i], .op = VDEV_IO_WRITE,
+                                  .offset = VDEV_DATA_START + offset, .buf = wbuf, .len = len};
+    unsigned failed = vdev_batch_run(io, n);
+    if (io != stack_io) free(io);
+    free(bounce);
+    return failed < n ? 0 : -EIO;
+}
+
+enum side_status { SIDE_UNTRIED = 0, SIDE_MISSING, SIDE_EIO, SIDE_BAD, SIDE_GOOD };
+
+static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset, void *buf,
+                       uint64_t psize, vdev_verify_fn verify, void *arg, int flags,
+                       vdev_read_result_t *res)
+{
+    uint64_t len = CAIRN_P2ROUNDUP(psize, 1ULL << top->ashift);
+    uint64_t dev_off = VDEV_DATA_START + offset;
+    bool scrub = flags & VDEV_READ_SCRUB;
+    uint8_t st_stack[8];
+    uint8_t *status = n <= 8 ? st_stack : cairn_zalloc(n);
+    memset(status, 0, n);
+    void *rbuf = is_io_aligned(buf) ? buf : NULL;
+    void *bounce = NULL, **copies = NULL;
+    int good = -1;
+    bool any_bad = false;
+
+    if (scrub) {
+        /* Every side into its own buffer, all at once. */
+        copies = cairn_zalloc(n * sizeof *copies);
+        vdev_batch_io_t *io = cairn_zalloc(n * sizeof *io);
+        for (unsigned i = 0; i < n; i++) {
+            copies[i] = cairn_alloc_aligned(len);
+            io[i] = (vdev_batch_io_t){.leaf = sides[i], .op = VDEV_IO_READ, .offset = dev_off,
+                                      .buf = copies[i], .len = len};
+        }
+        vdev_batch_run(io, n);
+        for (unsigned i = 0; i < n; i++) {
+            if (io[i].error == -ENXIO && !vdev_leaf_usable(sides[i])) status[i] = SIDE_MISSING;
+            else if (io[i].error) status[i] = SIDE_EIO;
+            else if (!verify || verify(copies[i], psize, arg)) status[i] = SIDE_GOOD;
+            else status[i] = SIDE_BAD;
+            if (status[i] == SIDE_GOOD && good < 0) good = (int)i;
+        }
+        free(io);
+        if (good >= 0) memcpy(buf, copies[good], len);
+    } else {
+        if (!rbuf) rbuf = bounce = cairn_alloc_aligned(len);
+        /* Spread readers over the sides by block position (1 MiB granules). */
+        unsigned start = (unsigned)((offset >> 20) % n);
+        for (unsigned k = 0; k < n && good < 0; k++) {
+            unsigned i = (start + k) % n;
+            if (!vdev_leaf_usable(sides[i])) {
+                status[i] = SIDE_MISSING;
+                continue;
+            }
+            vdev_batch_io_t io = {.leaf = sides[i], .op = VDEV_IO_READ, .offset = dev_off,
+                                  .buf = rbuf, .len = len};
+            vdev_batch_run(&io, 1);
+            if (io.error) status[i] = SIDE_EIO;
+            else if (!verify || verify(rbuf, psize, arg)) status[i] = SIDE_GOOD, good = (int)i;
+            else status[i] = SIDE_BAD;
+        }
+        if (good >= 0 && bounce) memcpy(buf, bounce, len);
+    }
+
+    uint32_t errors = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (status[i] == SIDE_EIO || status[i] == SIDE_BAD) errors++;
+        if (status[i] == SIDE_BAD) {
+            sides[i]->stats.checksum_errors++;
+            any_bad = true;
+        }
+    }
+
+    uint64_t repaired = 0;
+    if (good >= 0 && errors && !(flags & VDEV_READ_NOREPAIR)) {
+        const void *src = copies ? copies[good] : rbuf;
+        vdev_batch_io_t *io = cairn_zalloc(n * sizeof *io);
+        unsigned nio = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (status[i] == SIDE_EIO || status[i] == SIDE_BAD)
+                io[nio++] = (vdev_batch_io_t){.leaf = sides[i], .op = VDEV_IO_WRITE,
+                                              .offset = dev_off, .buf = (void *)src, .len = len};
+        vdev_batch_run(io, nio);
+        for (unsigned k = 0; k < nio; k++) {
+            if (io[k].error) continue;
+            io[k].leaf->stats.repaired_bytes += len;
+            repaired += len;
+        }
+        free(io);
+    }
+
+    if (copies) {
+        for (unsigned i = 0; i < n; i++) free(copies[i]);
+        free(copies);
+    }
+    free(bounce);
+    if (status != st_stack) free(status);
+    if (res) {
+        res->repaired_bytes += repaired;
+        res->errors_found += errors;
+    }
+    if (good >= 0) return 0;
+    return any_bad ? -ECKSUM : -EIO;
+}
+
+/* ---- public entry points ---- */
+
+uint64_t vdev_psize_to_asize(const vdev_t *top, uint64_t psize)
+{
+    if (top->type == VDEV_TYPE_RAIDZ) return vdev_raidz_psize_to_asize(top, psize);
+    return CAIRN_P2ROUNDUP(psize, 1ULL << top->ashift);
+}
+
+static int check_block_args(const vdev_t *top, uint64_t offset, uint64_t psize)
+{
+    if (psize == 0 || !CAIRN_IS_P2ALIGNED(offset, 1ULL << top->ashift)) return -EINVAL;
+    if (top->type != VDEV_TYPE_LEAF && top->type != VDEV_TYPE_MIRROR &&
+        top->type != VDEV_TYPE_RAIDZ)
+        return -EINVAL;
+    if (top->type != VDEV_TYPE_LEAF && top->nchildren == 0) return -EINVAL;
+    /* asize 0: not computed yet (tests, early import); the leaves bound I/O. */
+    if (top->asize && (offset >= top->asize || vdev_psize_to_asize(top, psize) > top->asize - offset))
+        return -EINVAL;
+    return 0;
+}
+
+int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
+{
+    int rc = check_block_args(top, offset, psize);
+    if (rc) return rc;
+    if (top->type == VDEV_TYPE_RAIDZ) return vdev_raidz_write(top, offset, buf, psize);
+    unsigned n;
+    vdev_t **sides = mirror_sides(top, &n);
+    return mirror_write(top, sides ? sides : &top, n, offset, buf, psize);
+}
+
+int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vdev_verify_fn verify,
+                    void *arg, int flags, vdev_read_result_t *res)
+{
+    if (res) *res = (vdev_read_result_t){0};
+    int rc = check_block_args(top, offset, psize);
+    if (rc) return rc;
+    if (top->type == VDEV_TYPE_RAIDZ)
+        return vdev_raidz_read(top, offset, buf, psize, verify, arg, flags, res);
+    unsigned n;
+    vdev_t **sides = mirror_sides(top, &n);
+    return mirror_read(top, sides ? sides : &top, n, offset, buf, psize, verify, arg, flags, res);
+}
