@@ -177,6 +177,8 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta);
 /* Waits until txg (0: the currently open one) is durable. Forces it to close now. */
 int spa_txg_wait_synced(spa_t *spa, uint64_t txg);
 uint64_t spa_open_txg(spa_t *spa);
+/* Asks the sync thread to close and write the open txg now, without waiting. */
+void spa_txg_kick(spa_t *spa);
 
 /* A visitor for block enumeration: called once per block pointer reachable. */
 typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, void *arg);

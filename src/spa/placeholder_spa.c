@@ -1,3 +1,0 @@
-/* placeholder: the spa layer is being written */
-void cairn_spa_placeholder(void);
-void cairn_spa_placeholder(void) {}

@@ -1,0 +1,727 @@
+/*
+ * Pools: creation, import, export and destruction, and the pool's
+ * properties.
+ *
+ * Creating a pool validates everything before writing anything: the name, the
+ * layout (mirror >= 2 devices, raidzP >= P+2), each device (exists, big
+ * enough, not listed twice, not part of another live or exported pool unless
+ * forced). Only then are labels written and txg 1 synced, so a refused create
+ * leaves every device as it was.
+ *
+ * Import reads the labels of the candidate devices, groups them by pool guid,
+ * rebuilds the vdev tree from the newest config, opens the leaves it can find
+ * (by leaf guid among the scanned devices, else by the recorded path), marks
+ * the others UNAVAIL, and refuses when the redundancy cannot cover what is
+ * missing. It then picks the newest uberblock that verifies and whose MOS root
+ * and space map log read back, replays the space map log into the allocators,
+ * and hands the MOS root to the upper layer.
+ */
+#include "spa_impl.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const spa_upper_ops_t *spa_upper;
+
+#define SPA_DEFAULT_TXG_TIMEOUT_MS 5000
+#define SPA_DEFAULT_DIRTY_MAX (256 * CAIRN_MIB)
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+void spa_register_upper(const spa_upper_ops_t *ops) { spa_upper = ops; }
+void spa_set_upper_private(spa_t *spa, void *priv) { spa->upper_priv = priv; }
+void *spa_get_upper_private(spa_t *spa) { return spa->upper_priv; }
+const char *spa_name(const spa_t *spa) { return spa->name; }
+uint64_t spa_guid(const spa_t *spa) { return spa->guid; }
+vdev_t *spa_root_vdev(spa_t *spa) { return spa->root; }
+bool spa_readonly(const spa_t *spa) { return spa->readonly; }
+
+vdev_state_t spa_health(spa_t *spa)
+{
+    vdev_state_refresh(spa->root);
+    return (vdev_state_t)atomic_load(&spa->root->state);
+}
+
+static spa_t *spa_alloc(const char *name)
+{
+    spa_t *spa = cairn_zalloc(sizeof *spa);
+    cairn_strlcpy(spa->name, name, sizeof spa->name);
+    spa->txg_timeout_ms = SPA_DEFAULT_TXG_TIMEOUT_MS;
+    spa->dirty_max = SPA_DEFAULT_DIRTY_MAX;
+    pthread_mutex_init(&spa->rotor_lock, NULL);
+    pthread_mutex_init(&spa->scrub_lock, NULL);
+    pthread_cond_init(&spa->scrub_cv, NULL);
+    return spa;
+}
+
+static void spa_free(spa_t *spa)
+{
+    if (!spa) return;
+    spa_metaslabs_fini(spa);
+    if (spa->zio_tq) taskq_destroy(spa->zio_tq);
+    if (spa->root) vdev_free(spa->root);
+    pthread_mutex_destroy(&spa->rotor_lock);
+    pthread_mutex_destroy(&spa->scrub_lock);
+    pthread_cond_destroy(&spa->scrub_cv);
+    free(spa);
+}
+
+static bool spa_name_valid(const char *name, char *err, size_t errlen)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= SPA_NAME_MAX) {
+        seterr(err, errlen, "pool name must be 1 to %d characters", SPA_NAME_MAX - 1);
+        return false;
+    }
+    if (!isalpha((unsigned char)name[0])) {
+        seterr(err, errlen, "pool name '%s' must begin with a letter", name);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!isalnum(c) && c != '_' && c != '-' && c != '.' && c != ':') {
+            seterr(err, errlen, "pool name '%s' has an invalid character '%c'", name, c);
+            return false;
+        }
+    }
+    static const char *reserved[] = {"mirror", "raidz", "log", "cache", "spare", "draid"};
+    for (size_t i = 0; i < CAIRN_ARRAY_SIZE(reserved); i++) {
+        if (!strncmp(name, reserved[i], strlen(reserved[i]))) {
+            seterr(err, errlen, "pool name '%s' is reserved (begins with '%s')", name, reserved[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---------------- creation ---------------- */
+
+typedef struct leaf_check {
+    const char *path;
+    dev_t dev;
+    ino_t ino;
+} leaf_check_t;
+
+static int validate_spec(const spa_vdev_spec_t *s, int depth, leaf_check_t **leaves, size_t *n,
+                         char *err, size_t errlen)
+{
+    switch (s->type) {
+    case VDEV_TYPE_ROOT:
+        if (depth != 0 || s->nchildren == 0) {
+            seterr(err, errlen, "a pool needs at least one device");
+            return -EINVAL;
+        }
+        break;
+    case VDEV_TYPE_MIRROR:
+        if (depth != 1) { seterr(err, errlen, "mirror can only be a top-level vdev"); return -EINVAL; }
+        if (s->nchildren < 2) {
+            seterr(err, errlen, "mirror needs at least 2 devices, got %u", s->nchildren);
+            return -EINVAL;
+        }
+        break;
+    case VDEV_TYPE_RAIDZ:
+        if (depth != 1) { seterr(err, errlen, "raidz can only be a top-level vdev"); return -EINVAL; }
+        if (s->nparity < 1 || s->nparity > VDEV_MAX_NPARITY) {
+            seterr(err, errlen, "raidz parity must be 1, 2 or 3, got %u", s->nparity);
+            return -EINVAL;
+        }
+        if (s->nchildren < s->nparity + 2) {
+            seterr(err, errlen, "raidz%u needs at least %u devices, got %u", s->nparity,
+                   s->nparity + 2, s->nchildren);
+            return -EINVAL;
+        }
+        break;
+    case VDEV_TYPE_LEAF: {
+        if (depth < 1 || depth > 2 || !s->path || !*s->path) {
+            seterr(err, errlen, "invalid device in vdev specification");
+            return -EINVAL;
+        }
+        if (strlen(s->path) >= SPA_PATH_MAX) {
+            seterr(err, errlen, "device path too long: %.40s...", s->path);
+            return -ENAMETOOLONG;
+        }
+        const char *real = !strncmp(s->path, "fault:", 6) ? s->path + 6 : s->path;
+        struct stat st;
+        if (stat(real, &st)) {
+            seterr(err, errlen, "cannot open '%s': %s", s->path, strerror(errno));
+            return -errno;
+        }
+        if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+            seterr(err, errlen, "'%s' is not a file or block device", s->path);
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < *n; i++) {
+            if ((*leaves)[i].dev == st.st_dev && (*leaves)[i].ino == st.st_ino) {
+                seterr(err, errlen, "device '%s' is listed more than once", s->path);
+                return -EINVAL;
+            }
+        }
+        *leaves = cairn_realloc(*leaves, (*n + 1) * sizeof **leaves);
+        (*leaves)[(*n)++] = (leaf_check_t){s->path, st.st_dev, st.st_ino};
+        return 0;
+    }
+    default:
+        seterr(err, errlen, "unknown vdev type %d", (int)s->type);
+        return -EINVAL;
+    }
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        const spa_vdev_spec_t *c = &s->children[i];
+        if (s->type != VDEV_TYPE_ROOT && c->type != VDEV_TYPE_LEAF) {
+            seterr(err, errlen, "%s vdevs can only contain devices",
+                   s->type == VDEV_TYPE_MIRROR ? "mirror" : "raidz");
+            return -EINVAL;
+        }
+        int e = validate_spec(c, depth + 1, leaves, n, err, errlen);
+        if (e) return e;
+    }
+    return 0;
+}
+
+static vdev_t *build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, char *err,
+                          size_t errlen)
+{
+    vdev_t *vd;
+    if (s->type == VDEV_TYPE_LEAF) {
+        vd = NULL;
+        int e = vdev_leaf_open(s->path, &vd);
+        if (e) {
+            seterr(err, errlen, "cannot open '%s': %s", s->path,
+                   e == -EBUSY ? "device is in use by another pool or process" : strerror(-e));
+            *errp = e;
+            if (vd) vdev_free(vd);
+            return NULL;
+        }
+        vd->guid = cairn_random_guid();
+    } else {
+        vd = vdev_alloc(s->type, cairn_random_guid());
+        vd->nparity = s->nparity;
+    }
+    vd->ashift = ashift;
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        vdev_t *c = build_tree(&s->children[i], ashift, errp, err, errlen);
+        if (!c) {
+            vdev_free(vd);
+            return NULL;
+        }
+        vdev_add_child(vd, c);
+    }
+    return vd;
+}
+
+typedef struct leaf_scan_ctx {
+    bool force;
+    char *err;
+    size_t errlen;
+    int error;
+} leaf_scan_ctx_t;
+
+static void check_leaf(vdev_t *leaf, void *arg)
+{
+    leaf_scan_ctx_t *c = arg;
+    if (c->error) return;
+    if (leaf->psize < VDEV_MIN_LEAF_SIZE) {
+        char sz[32];
+        cairn_format_size(VDEV_MIN_LEAF_SIZE, sz, sizeof sz);
+        seterr(c->err, c->errlen, "device '%s' is too small (minimum %s)", leaf->path, sz);
+        c->error = -EINVAL;
+        return;
+    }
+    spa_config_phys_t *cfg = NULL;
+    if (spa_label_read_config(leaf, &cfg) == 0) {
+        if (cfg->state != SPA_STATE_DESTROYED && !c->force) {
+            seterr(c->err, c->errlen, "device '%s' is part of %s pool '%s'; use -f to override",
+                   leaf->path, cfg->state == SPA_STATE_EXPORTED ? "exported" : "active", cfg->name);
+            c->error = -EEXIST;
+        }
+        free(cfg);
+    }
+}
+
+static void leaf_ashift(vdev_t *leaf, void *arg) { leaf->ashift = *(uint32_t *)arg; }
+
+int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_opts_t *opts,
+               spa_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!spa_upper) {
+        seterr(err, errlen, "internal error: no upper layer registered");
+        return -EINVAL;
+    }
+    if (!spa_name_valid(name, err, errlen)) return -EINVAL;
+    uint32_t ashift = opts && opts->ashift ? opts->ashift : VDEV_DEFAULT_ASHIFT;
+    if (ashift < 9 || ashift > 16) {
+        seterr(err, errlen, "ashift must be between 9 and 16, got %u", ashift);
+        return -EINVAL;
+    }
+    leaf_check_t *leaves = NULL;
+    size_t nleaves = 0;
+    int e = validate_spec(root, 0, &leaves, &nleaves, err, errlen);
+    free(leaves);
+    if (e) return e;
+    if (root->nchildren > 32) {
+        seterr(err, errlen, "a pool can have at most 32 top-level vdevs");
+        return -EINVAL;
+    }
+
+    spa_t *spa = spa_alloc(name);
+    spa->ashift = ashift;
+    spa->guid = cairn_random_guid();
+    int berr = 0;
+    spa->root = build_tree(root, ashift, &berr, err, errlen);
+    if (!spa->root) {
+        spa_free(spa);
+        return berr ? berr : -EIO;
+    }
+    vdev_foreach_leaf(spa->root, leaf_ashift, &ashift);
+    leaf_scan_ctx_t lc = {.force = opts && opts->force, .err = err, .errlen = errlen};
+    vdev_foreach_leaf(spa->root, check_leaf, &lc);
+    if (lc.error) {
+        spa_free(spa);
+        return lc.error;
+    }
+    spa->ntop = spa->root->nchildren;
+    for (uint32_t i = 0; i < spa->ntop; i++) vdev_compute_asize(spa->root->children[i]);
+    vdev_state_refresh(spa->root);
+    spa->ub_slot_size = spa_ub_slot_size(ashift);
+    spa_metaslabs_init(spa);
+    spa->zio_tq = taskq_create("zio", 0);
+
+    /* Everything checked: from here on devices are written. */
+    e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
+    if (e) {
+        seterr(err, errlen, "cannot write labels: %s", strerror(-e));
+        spa_free(spa);
+        return e;
+    }
+    memset(&spa->ub, 0, sizeof spa->ub);
+    spa_txg_init(spa, 1);
+    e = spa_upper->create(spa, 1);
+    if (!e) {
+        spa->upper_open = true;
+        spa_txg_start(spa);
+        e = spa_txg_wait_synced(spa, 1);
+    }
+    if (e) {
+        seterr(err, errlen, "cannot initialise pool: %s", strerror(-e));
+        spa_abandon(spa);
+        return e;
+    }
+    log_info("spa", "created pool %s (guid %016llx)", spa->name, (unsigned long long)spa->guid);
+    *out = spa;
+    return 0;
+}
+
+/* ---------------- import ---------------- */
+
+typedef struct scanned {
+    vdev_t **leaves;
+    spa_config_phys_t **cfgs;
+    size_t n;
+} scanned_t;
+
+static void scan_add(scanned_t *s, const char *path)
+{
+    vdev_t *leaf = NULL;
+    if (vdev_leaf_open(path, &leaf) != 0) {
+        if (leaf) vdev_free(leaf);
+        return;
+    }
+    spa_config_phys_t *cfg = NULL;
+    if (spa_label_read_config(leaf, &cfg) != 0) {
+        vdev_free(leaf);
+        return;
+    }
+    leaf->guid = cfg->leaf_guid;
+    s->leaves = cairn_realloc(s->leaves, (s->n + 1) * sizeof *s->leaves);
+    s->cfgs = cairn_realloc(s->cfgs, (s->n + 1) * sizeof *s->cfgs);
+    s->leaves[s->n] = leaf;
+    s->cfgs[s->n] = cfg;
+    s->n++;
+}
+
+static void scan_paths(scanned_t *s, const char *const *paths, size_t npaths)
+{
+    for (size_t i = 0; i < npaths; i++) {
+        const char *p = paths[i];
+        const char *real = !strncmp(p, "fault:", 6) ? p + 6 : p;
+        struct stat st;
+        if (stat(real, &st)) continue;
+        if (S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(real);
+            if (!d) continue;
+            struct dirent *de;
+            while ((de = readdir(d))) {
+                if (de->d_name[0] == '.') continue;
+                char full[4096];
+                snprintf(full, sizeof full, "%s/%s", real, de->d_name);
+                struct stat fst;
+                if (stat(full, &fst) || !(S_ISREG(fst.st_mode) || S_ISBLK(fst.st_mode))) continue;
+                if (fst.st_size && (uint64_t)fst.st_size < VDEV_MIN_LEAF_SIZE / 2) continue;
+                scan_add(s, full);
+            }
+            closedir(d);
+        } else {
+            scan_add(s, p);
+        }
+    }
+}
+
+static void scan_free(scanned_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->leaves[i]) vdev_free(s->leaves[i]);
+        free(s->cfgs[i]);
+    }
+    free(s->leaves);
+    free(s->cfgs);
+}
+
+int spa_import_scan(const char *const *paths, size_t npaths, spa_import_candidate_t **out,
+                    size_t *n)
+{
+    scanned_t s = {0};
+    scan_paths(&s, paths, npaths);
+    spa_import_candidate_t *c = NULL;
+    size_t nc = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        spa_config_phys_t *cfg = s.cfgs[i];
+        if (cfg->state == SPA_STATE_DESTROYED) continue;
+        size_t k;
+        for (k = 0; k < nc; k++) if (c[k].guid == cfg->pool_guid) break;
+        if (k == nc) {
+            c = cairn_realloc(c, (nc + 1) * sizeof *c);
+            memset(&c[nc], 0, sizeof c[nc]);
+            cairn_strlcpy(c[nc].name, cfg->name, sizeof c[nc].name);
+            c[nc].guid = cfg->pool_guid;
+            c[nc].state = (int)cfg->state;
+            c[nc].txg = cfg->config_txg;
+            nc++;
+        }
+        c[k].nleaves_found++;
+        if (cfg->config_txg > c[k].txg) {
+            c[k].txg = cfg->config_txg;
+            c[k].state = (int)cfg->state;
+            cairn_strlcpy(c[k].name, cfg->name, sizeof c[k].name);
+        }
+    }
+    scan_free(&s);
+    *out = c;
+    *n = nc;
+    return 0;
+}
+
+static int cmp_ub_desc(const void *a, const void *b)
+{
+    const spa_uberblock_phys_t *x = a, *y = b;
+    return x->txg < y->txg ? 1 : x->txg > y->txg ? -1 : 0;
+}
+
+typedef struct ub_gather {
+    spa_t *spa;
+    spa_uberblock_phys_t *list;
+    size_t n;
+} ub_gather_t;
+
+static void gather_ub(vdev_t *leaf, void *arg)
+{
+    ub_gather_t *g = arg;
+    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL) return;
+    spa_uberblock_collect(leaf, g->spa->guid, g->spa->ub_slot_size, &g->list, &g->n);
+}
+
+/* An uberblock is usable when the roots it names read back and verify. */
+static bool ub_usable(spa_t *spa, const spa_uberblock_phys_t *ub)
+{
+    const cairn_blkptr_t *roots[2] = {&ub->mos_root, &ub->sm_head};
+    for (int i = 0; i < 2; i++) {
+        if (cairn_bp_is_hole(roots[i])) continue;
+        void *buf = cairn_zalloc(roots[i]->lsize ? roots[i]->lsize : 1);
+        int e = spa_block_read_flags(spa, roots[i], buf, VDEV_READ_NOREPAIR, NULL);
+        free(buf);
+        if (e) return false;
+    }
+    return true;
+}
+
+static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanned_t *s,
+                                int flags, char *err, size_t errlen)
+{
+    spa->guid = cfg->pool_guid;
+    spa->config_txg = cfg->config_txg;
+    cairn_strlcpy(spa->comment, cfg->comment, sizeof spa->comment);
+    if (cfg->txg_timeout_ms) spa->txg_timeout_ms = cfg->txg_timeout_ms;
+    if (cfg->dirty_max) spa->dirty_max = cfg->dirty_max;
+    spa->readonly = flags & SPA_IMPORT_READONLY;
+    spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
+    spa->ntop = spa->root->nchildren;
+    spa->ashift = spa->ntop ? spa->root->children[0]->ashift : VDEV_DEFAULT_ASHIFT;
+    spa->ub_slot_size = spa_ub_slot_size(spa->ashift);
+    vdev_state_refresh(spa->root);
+    if (atomic_load(&spa->root->state) == VDEV_STATE_FAULTED) {
+        seterr(err, errlen, "pool '%s' cannot be imported: too many devices are missing",
+               spa->name);
+        return -ENXIO;
+    }
+    ub_gather_t g = {.spa = spa};
+    vdev_foreach_leaf(spa->root, gather_ub, &g);
+    qsort(g.list, g.n, sizeof *g.list, cmp_ub_desc);
+    spa_metaslabs_init(spa);
+    spa->zio_tq = taskq_create("zio", 0);
+    int found = -1;
+    for (size_t i = 0; i < g.n; i++) {
+        if (ub_usable(spa, &g.list[i])) { found = (int)i; break; }
+        log_warn("spa", "pool %s: uberblock of txg %llu does not verify; trying an older one",
+                 spa->name, (unsigned long long)g.list[i].txg);
+    }
+    if (found < 0) {
+        free(g.list);
+        seterr(err, errlen, "pool '%s' cannot be imported: no valid uberblock found", spa->name);
+        return -ECKSUM;
+    }
+    spa->ub = g.list[found];
+    free(g.list);
+    int e = spa_spacemap_load(spa);
+    if (e) {
+        seterr(err, errlen, "pool '%s' cannot be imported: space map log unreadable (%s)",
+               spa->name, strerror(-e));
+        return e;
+    }
+    spa_txg_init(spa, spa->ub.txg + 1);
+    e = spa_upper->open(spa, &spa->ub.mos_root);
+    if (e) {
+        seterr(err, errlen, "pool '%s' cannot be imported: meta object set unreadable (%s)",
+               spa->name, strerror(-e));
+        return e;
+    }
+    spa->upper_open = true;
+    return 0;
+}
+
+int spa_import(const char *name, const char *const *paths, size_t npaths, int flags,
+               spa_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!spa_upper) {
+        seterr(err, errlen, "internal error: no upper layer registered");
+        return -EINVAL;
+    }
+    scanned_t s = {0};
+    scan_paths(&s, paths, npaths);
+    /* Choose the pool: by name (or guid in hex), or the only one present. */
+    uint64_t guid = 0;
+    const spa_config_phys_t *best = NULL;
+    for (size_t i = 0; i < s.n; i++) {
+        const spa_config_phys_t *c = s.cfgs[i];
+        if (c->state == SPA_STATE_DESTROYED) continue;
+        if (name) {
+            char hex[32];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)c->pool_guid);
+            if (strcmp(c->name, name) && strcmp(hex, name)) continue;
+        }
+        if (guid && c->pool_guid != guid) {
+            if (!name || !best || strcmp(best->name, c->name) == 0) {
+                seterr(err, errlen, "more than one pool %s%s found; name it by guid",
+                       name ? "named " : "", name ? name : "");
+                scan_free(&s);
+                return -EEXIST;
+            }
+            continue;
+        }
+        guid = c->pool_guid;
+        if (!best || c->config_txg > best->config_txg) best = c;
+    }
+    if (!best) {
+        seterr(err, errlen, name ? "no pool named '%s' found" : "no pool found%s", name ? name : "");
+        scan_free(&s);
+        return -ENOENT;
+    }
+    if (best->state == SPA_STATE_ACTIVE && !(flags & (SPA_IMPORT_FORCE | SPA_IMPORT_READONLY))) {
+        seterr(err, errlen, "pool '%s' was not exported and may be in use by another daemon; "
+               "use -f to import it anyway", best->name);
+        scan_free(&s);
+        return -EBUSY;
+    }
+    spa_t *spa = spa_alloc(best->name);
+    spa_config_phys_t *cfg = cairn_zalloc(best->length);
+    memcpy(cfg, best, best->length);
+    int e = spa_open_from_config(spa, cfg, &s, flags, err, errlen);
+    free(cfg);
+    scan_free(&s);
+    if (e) {
+        if (spa->upper_open && spa_upper) spa_upper->close(spa);
+        spa_free(spa);
+        return e;
+    }
+    if (!spa->readonly) {
+        e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
+        if (e) log_warn("spa", "pool %s: cannot rewrite labels: %s", spa->name, strerror(-e));
+        spa_txg_start(spa);
+    }
+    if (spa_health(spa) != VDEV_STATE_ONLINE)
+        log_warn("spa", "pool %s imported %s", spa->name, vdev_state_name(spa_health(spa)));
+    else
+        log_info("spa", "imported pool %s at txg %llu", spa->name, (unsigned long long)spa->ub.txg);
+    *out = spa;
+    return 0;
+}
+
+/* ---------------- closing ---------------- */
+
+static int spa_shutdown(spa_t *spa, int state)
+{
+    spa_scrub_fini(spa);
+    int err = 0;
+    if (!spa->readonly) {
+        err = spa_txg_wait_synced(spa, 0);
+        spa_txg_stop(spa);
+        if (spa->tx.failed) err = -EIO;
+        if (state >= 0 && !err) err = spa_config_write_all(spa, (spa_pool_state_t)state);
+    }
+    if (spa->upper_open && spa_upper) spa_upper->close(spa);
+    spa->upper_open = false;
+    log_info("spa", "closed pool %s", spa->name);
+    spa_free(spa);
+    return err;
+}
+
+int spa_export(spa_t *spa) { return spa_shutdown(spa, SPA_STATE_EXPORTED); }
+int spa_destroy(spa_t *spa) { return spa_shutdown(spa, SPA_STATE_DESTROYED); }
+int spa_close(spa_t *spa) { return spa_shutdown(spa, -1); }
+
+void spa_abandon(spa_t *spa)
+{
+    spa_scrub_fini(spa);
+    pthread_mutex_lock(&spa->tx.lock);
+    spa->tx.failed = true; /* the sync thread writes nothing more */
+    pthread_mutex_unlock(&spa->tx.lock);
+    spa_txg_stop(spa);
+    if (spa->upper_open && spa_upper) spa_upper->close(spa);
+    spa->upper_open = false;
+    spa_free(spa);
+}
+
+/* ---------------- space and properties ---------------- */
+
+void spa_get_space(spa_t *spa, spa_space_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < spa->ntop; i++) {
+        out->size += spa->root->children[i]->asize;
+        metaslab_stats_t st;
+        metaslab_get_stats(spa->ms[i], &st);
+        out->alloc += st.allocated + st.deferred;
+    }
+    out->free = out->size - out->alloc;
+}
+
+typedef struct leaf_paths_ctx {
+    char **paths;
+    size_t n;
+} leaf_paths_ctx_t;
+
+static void collect_path(vdev_t *leaf, void *arg)
+{
+    leaf_paths_ctx_t *c = arg;
+    c->paths = cairn_realloc(c->paths, (c->n + 1) * sizeof *c->paths);
+    c->paths[c->n++] = cairn_strdup(leaf->path ? leaf->path : "");
+}
+
+int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
+{
+    leaf_paths_ctx_t c = {0};
+    vdev_foreach_leaf(spa->root, collect_path, &c);
+    *paths = c.paths;
+    *n = c.n;
+    return 0;
+}
+
+static const char *const spa_props[] = {
+    "size", "alloc", "free", "capacity", "health", "guid", "ashift",
+    "comment", "txg_timeout", "dirty_max", "txg", "readonly", NULL,
+};
+
+const char *const *spa_prop_names(void) { return spa_props; }
+
+int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
+{
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    if (!strcmp(prop, "size")) snprintf(buf, len, "%llu", (unsigned long long)sp.size);
+    else if (!strcmp(prop, "alloc")) snprintf(buf, len, "%llu", (unsigned long long)sp.alloc);
+    else if (!strcmp(prop, "free")) snprintf(buf, len, "%llu", (unsigned long long)sp.free);
+    else if (!strcmp(prop, "capacity"))
+        snprintf(buf, len, "%llu", (unsigned long long)(sp.size ? sp.alloc * 100 / sp.size : 0));
+    else if (!strcmp(prop, "health")) snprintf(buf, len, "%s", vdev_state_name(spa_health(spa)));
+    else if (!strcmp(prop, "guid")) snprintf(buf, len, "%llu", (unsigned long long)spa->guid);
+    else if (!strcmp(prop, "ashift")) snprintf(buf, len, "%u", spa->ashift);
+    else if (!strcmp(prop, "comment")) snprintf(buf, len, "%s", spa->comment[0] ? spa->comment : "-");
+    else if (!strcmp(prop, "txg_timeout"))
+        snprintf(buf, len, "%llu", (unsigned long long)(spa->txg_timeout_ms / 1000));
+    else if (!strcmp(prop, "dirty_max")) snprintf(buf, len, "%llu", (unsigned long long)spa->dirty_max);
+    else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
+    else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
+    else return -ENOENT;
+    return 0;
+}
+
+int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen)
+{
+    bool known = false;
+    for (const char *const *p = spa_props; *p; p++) if (!strcmp(*p, prop)) known = true;
+    if (!known) {
+        seterr(err, errlen, "unknown pool property '%s'", prop);
+        return -ENOENT;
+    }
+    if (spa->readonly) {
+        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        return -EROFS;
+    }
+    if (!strcmp(prop, "comment")) {
+        if (strlen(value) >= SPA_COMMENT_MAX) {
+            seterr(err, errlen, "comment is too long (at most %d characters)", SPA_COMMENT_MAX - 1);
+            return -EINVAL;
+        }
+        for (const char *c = value; *c; c++) {
+            if (!isprint((unsigned char)*c)) {
+                seterr(err, errlen, "comment must be printable text");
+                return -EINVAL;
+            }
+        }
+        cairn_strlcpy(spa->comment, value, sizeof spa->comment);
+    } else if (!strcmp(prop, "txg_timeout")) {
+        char *end;
+        unsigned long v = strtoul(value, &end, 10);
+        if (*end || !*value || v < 1 || v > 300) {
+            seterr(err, errlen, "txg_timeout must be a number of seconds from 1 to 300");
+            return -EINVAL;
+        }
+        spa->txg_timeout_ms = v * 1000;
+    } else if (!strcmp(prop, "dirty_max")) {
+        uint64_t v;
+        if (cairn_parse_size(value, &v) || v < 16 * CAIRN_MIB || v > 64 * CAIRN_GIB) {
+            seterr(err, errlen, "dirty_max must be a size from 16M to 64G");
+            return -EINVAL;
+        }
+        spa->dirty_max = v;
+    } else {
+        seterr(err, errlen, "pool property '%s' is read-only", prop);
+        return -EROFS;
+    }
+    int e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
+    if (e) seterr(err, errlen, "cannot write labels: %s", strerror(-e));
+    return e;
+}

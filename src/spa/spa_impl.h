@@ -1,0 +1,179 @@
+/*
+ * Private structures of the pool layer, shared by the files of src/spa/ only.
+ */
+#ifndef CAIRN_SPA_IMPL_H
+#define CAIRN_SPA_IMPL_H
+
+#include <cairn/log.h>
+#include <cairn/metaslab.h>
+#include <cairn/spa.h>
+#include <cairn/taskq.h>
+#include <cairn/util.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---------------- on-disk: labels and uberblocks ---------------- */
+
+#define SPA_LABEL_CONFIG_OFFSET (16 * 1024)   /* within a label */
+#define SPA_LABEL_CONFIG_SIZE (112 * 1024)
+#define SPA_LABEL_RING_OFFSET (128 * 1024)
+#define SPA_LABEL_RING_SIZE (128 * 1024)
+#define SPA_CONFIG_MAGIC 0x4746434e52494143ULL  /* "CAIRNCFG" */
+#define SPA_UBERBLOCK_MAGIC 0x4b4c42524542ULL   /* "UBERBLK" */
+#define SPA_VERSION 1
+#define SPA_PATH_MAX 256
+#define SPA_COMMENT_MAX 256
+
+/* One vdev of the tree, in pre-order; the root is entry 0. */
+typedef struct spa_vdev_phys {
+    uint32_t type;          /* vdev_type_t */
+    uint32_t id;
+    int32_t parent;         /* index of the parent entry, -1 for the root */
+    uint32_t nchildren;
+    uint32_t nparity;
+    uint32_t ashift;
+    uint64_t guid;
+    uint64_t asize;
+    char path[SPA_PATH_MAX];
+} spa_vdev_phys_t;
+
+/* The config area of a label: pool identity, state, properties and the vdev tree. */
+typedef struct spa_config_phys {
+    uint64_t magic;
+    uint64_t version;
+    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of the bytes after this field up to `length` */
+    uint64_t length;        /* bytes of the whole config, header included */
+    uint64_t pool_guid;
+    uint64_t config_txg;    /* newer config wins */
+    uint64_t leaf_guid;     /* which leaf this label is on */
+    uint32_t state;         /* spa_pool_state_t */
+    uint32_t nvdevs;
+    char name[SPA_NAME_MAX];
+    char comment[SPA_COMMENT_MAX];
+    uint64_t txg_timeout_ms;
+    uint64_t dirty_max;
+    uint64_t reserved[16];
+    spa_vdev_phys_t vdevs[]; /* nvdevs entries */
+} spa_config_phys_t;
+
+typedef struct spa_uberblock_phys {
+    uint64_t magic;
+    uint64_t version;
+    uint64_t txg;
+    uint64_t pool_guid;
+    uint64_t timestamp;
+    uint64_t sm_chain_len;  /* log blocks since the last condensed snapshot */
+    cairn_blkptr_t mos_root;
+    cairn_blkptr_t sm_head; /* newest space map log block */
+    uint64_t reserved[16];
+    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
+} spa_uberblock_phys_t;
+
+/* ---------------- in memory ---------------- */
+
+typedef struct spa_txg_state {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;              /* any change below */
+    uint64_t open_txg;
+    uint64_t quiescing_txg;         /* 0 when none */
+    uint64_t syncing_txg;           /* 0 when none */
+    uint64_t synced_txg;
+    uint64_t holders[4];            /* indexed by txg & 3 */
+    uint64_t dirty[4];
+    bool touched[4];
+    uint64_t wait_target;           /* highest txg someone waits for */
+    uint64_t last_sync_ns;
+    bool stop;
+    bool failed;                    /* a sync failed: the pool stops accepting writes */
+    pthread_t thread;
+    bool thread_running;
+} spa_txg_state_t;
+
+struct spa {
+    char name[SPA_NAME_MAX];
+    uint64_t guid;
+    vdev_t *root;
+    uint32_t ntop;
+    bool readonly;
+    uint32_t ashift;
+    char comment[SPA_COMMENT_MAX];
+    uint64_t txg_timeout_ms;
+    uint64_t dirty_max;
+    uint64_t config_txg;
+
+    spa_uberblock_phys_t ub;        /* the last durable uberblock */
+    uint32_t ub_slot_size;
+
+    /* allocation: one allocator per top-level vdev, indexed by vdev id */
+    metaslab_t **ms;
+    void *sm_chain;                 /* spa_sm_chain_t, see spa_spacemap.c */
+    pthread_mutex_t rotor_lock;
+    uint32_t rotor;
+    uint64_t rotor_bytes;
+
+    spa_txg_state_t tx;
+    taskq_t *zio_tq;                /* parallel block writes of the sync path */
+
+    /* upper layer */
+    void *upper_priv;
+    bool upper_open;
+
+    /* scrub */
+    pthread_mutex_t scrub_lock;
+    pthread_cond_t scrub_cv;
+    spa_scrub_stat_t scrub;
+    bool scrub_stop;
+    bool scrub_thread_running;
+    pthread_t scrub_thread;
+    _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */
+    uint64_t held_synced_txg;       /* frees released up to here before the hold */
+    _Atomic uint64_t data_errors;   /* blocks read with no good copy */
+};
+
+extern const spa_upper_ops_t *spa_upper;
+
+/* spa_label.c */
+size_t spa_config_size(uint32_t nvdevs);
+spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t txg);
+int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize);
+/* Writes the config into all labels of all available leaves: front labels, flush, back labels, flush. */
+int spa_config_write_all(spa_t *spa, spa_pool_state_t state);
+/* Reads the newest valid config from any label of one leaf. Caller frees. */
+int spa_label_read_config(vdev_t *leaf, spa_config_phys_t **out);
+int spa_uberblock_write_all(spa_t *spa, const spa_uberblock_phys_t *ub);
+/* Best (highest-txg valid) uberblock on a leaf; -ENOENT when none. */
+void spa_uberblock_collect(vdev_t *leaf, uint64_t pool_guid, uint32_t slot_size,
+                           spa_uberblock_phys_t **list, size_t *n);
+bool spa_uberblock_valid(const spa_uberblock_phys_t *ub, uint64_t pool_guid);
+void spa_uberblock_seal(spa_uberblock_phys_t *ub);
+uint32_t spa_ub_slot_size(uint32_t ashift);
+/* Builds an in-memory vdev tree from a config, opening leaves found in `leaves`
+ * (leaf guid -> opened leaf) or by their recorded path. */
+vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, size_t nfound);
+
+/* spa_txg.c */
+void spa_txg_init(spa_t *spa, uint64_t first_open_txg);
+void spa_txg_start(spa_t *spa);
+void spa_txg_stop(spa_t *spa);      /* syncs what is dirty first unless abandoning */
+int spa_sync(spa_t *spa, uint64_t txg);
+
+/* spa_zio.c */
+int spa_alloc_dvas(spa_t *spa, uint64_t txg, uint64_t psize, int copies, cairn_dva_t *dvas);
+int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, uint64_t psize);
+int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
+                         uint64_t *repaired);
+bool spa_bp_verify(const cairn_blkptr_t *bp, const void *data);
+
+/* spa_spacemap.c */
+int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub);
+int spa_spacemap_load(spa_t *spa);
+/* Every block of the space map log chain (for the offline check). */
+int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
+void spa_metaslabs_init(spa_t *spa);
+void spa_metaslabs_fini(spa_t *spa);
+
+/* spa_scrub.c */
+void spa_scrub_fini(spa_t *spa);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * Labels: how a device says which pool it belongs to, and where the pool's
+ * newest state is.
+ *
+ * Every leaf carries four 256 KiB labels (vdev_label_offset(): two at the
+ * front, two at the end, so a device overwritten at either end still
+ * identifies itself). A label is laid out as
+ *
+ *     0 ..  16 KiB   reserved, zero (room for boot blocks / partition tables)
+ *    16 .. 128 KiB   config: spa_config_phys_t, sealed with sha256
+ *   128 .. 256 KiB   uberblock ring: slots of spa_ub_slot_size() bytes
+ *
+ * The config names the pool (name, guid, state, properties), the leaf the
+ * label sits on, and the whole vdev tree in pre-order, so any single surviving
+ * leaf is enough to learn the pool's shape. It changes rarely (create, export,
+ * property change) and is written in two rounds, front labels then back
+ * labels, with a flush between: a crash can tear at most one round, and the
+ * config with the highest config_txg that verifies wins.
+ *
+ * The uberblock of txg T goes to slot T % nslots of every label of every leaf,
+ * after all the blocks of T are flushed; it is itself sealed with sha256. At
+ * import the newest uberblock that verifies (and whose tree reads back) is the
+ * pool's state; the older slots keep the previous txgs as fall-backs.
+ */
+#include "spa_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t spa_ub_slot_size(uint32_t ashift)
+{
+    uint32_t s = 1U << (ashift > 12 ? ashift : 12);
+    return s > SPA_LABEL_RING_SIZE / 4 ? (uint32_t)(SPA_LABEL_RING_SIZE / 4) : s;
+}
+
+size_t spa_config_size(uint32_t nvdevs)
+{
+    return sizeof(spa_config_phys_t) + (size_t)nvdevs * sizeof(spa_vdev_phys_t);
+}
+
+static void config_checksum(const spa_config_phys_t *cfg, uint8_t out[CAIRN_CHECKSUM_LEN])
+{
+    const uint8_t *start = (const uint8_t *)&cfg->length;
+    size_t len = cfg->length - offsetof(spa_config_phys_t, length);
+    cairn_checksum(CAIRN_CHECKSUM_SHA256, start, len, out);
+}
+
+static void count_vdevs(const vdev_t *vd, uint32_t *n)
+{
+    (*n)++;
+    for (uint32_t i = 0; i < vd->nchildren; i++) count_vdevs(vd->children[i], n);
+}
+
+static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out, uint32_t *idx)
+{
+    uint32_t me = (*idx)++;
+    spa_vdev_phys_t *p = &out[me];
+    memset(p, 0, sizeof *p);
+    p->type = vd->type;
+    p->id = vd->id;
+    p->parent = parent;
+    p->nchildren = vd->nchildren;
+    p->nparity = vd->nparity;
+    p->ashift = vd->ashift;
+    p->guid = vd->guid;
+    p->asize = vd->asize;
+    if (vd->path) cairn_strlcpy(p->path, vd->path, sizeof p->path);
+    for (uint32_t i = 0; i < vd->nchildren; i++) fill_vdevs(vd->children[i], (int32_t)me, out, idx);
+}
+
+spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t txg)
+{
+    uint32_t n = 0;
+    count_vdevs(spa->root, &n);
+    size_t size = spa_config_size(n);
+    spa_config_phys_t *cfg = cairn_alloc_aligned(CAIRN_P2ROUNDUP(size, (size_t)4096));
+    cfg->magic = SPA_CONFIG_MAGIC;
+    cfg->version = SPA_VERSION;
+    cfg->length = size;
+    cfg->pool_guid = spa->guid;
+    cfg->config_txg = txg;
+    cfg->state = state;
+    cfg->nvdevs = n;
+    cairn_strlcpy(cfg->name, spa->name, sizeof cfg->name);
+    cairn_strlcpy(cfg->comment, spa->comment, sizeof cfg->comment);
+    cfg->txg_timeout_ms = spa->txg_timeout_ms;
+    cfg->dirty_max = spa->dirty_max;
+    uint32_t idx = 0;
+    fill_vdevs(spa->root, -1, cfg->vdevs, &idx);
+    return cfg;
+}
+
+int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
+{
+    if (cfg->magic != SPA_CONFIG_MAGIC || cfg->version != SPA_VERSION) return -EINVAL;
+    if (cfg->length < sizeof *cfg || cfg->length > bufsize ||
+        cfg->nvdevs == 0 || cfg->nvdevs > 4096 || spa_config_size(cfg->nvdevs) != cfg->length)
+        return -EINVAL;
+    uint8_t ck[CAIRN_CHECKSUM_LEN];
+    config_checksum(cfg, ck);
+    if (memcmp(ck, cfg->cksum, sizeof ck)) return -ECKSUM;
+    if (!memchr(cfg->name, 0, sizeof cfg->name)) return -EINVAL;
+    /* The tree must be well formed: parents precede children, leaves have paths. */
+    for (uint32_t i = 0; i < cfg->nvdevs; i++) {
+        const spa_vdev_phys_t *v = &cfg->vdevs[i];
+        if ((i == 0) != (v->parent < 0)) return -EINVAL;
+        if (v->parent >= (int32_t)i) return -EINVAL;
+        if (v->type > VDEV_TYPE_RAIDZ) return -EINVAL;
+        if (!memchr(v->path, 0, sizeof v->path)) return -EINVAL;
+    }
+    if (cfg->vdevs[0].type != VDEV_TYPE_ROOT) return -EINVAL;
+    return 0;
+}
+
+static int write_config_to_leaf(vdev_t *leaf, spa_config_phys_t *cfg, int first, int step)
+{
+    cfg->leaf_guid = leaf->guid;
+    config_checksum(cfg, cfg->cksum);
+    size_t len = CAIRN_P2ROUNDUP((size_t)cfg->length, (size_t)4096);
+    int err = 0;
+    for (int l = first; l < VDEV_LABELS; l += step) {
+        uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_CONFIG_OFFSET;
+        int e = vdev_leaf_io_sync(leaf, VDEV_IO_WRITE, off, cfg, len);
+        if (e && !err) err = e;
+    }
+    return err;
+}
+
+typedef struct cfg_write_ctx {
+    spa_config_phys_t *cfg;
+    int labels[2];
+    int nok, nfail;
+} cfg_write_ctx_t;
+
+static void cfg_write_leaf(vdev_t *leaf, void *arg)
+{
+    cfg_write_ctx_t *c = arg;
+    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    int e = 0;
+    for (int i = 0; i < 2; i++) {
+        int l = c->labels[i];
+        int r = write_config_to_leaf(leaf, c->cfg, l, VDEV_LABELS);
+        if (r) e = r;
+    }
+    if (e) c->nfail++; else c->nok++;
+}
+
+int spa_config_write_all(spa_t *spa, spa_pool_state_t state)
+{
+    spa->config_txg++;
+    spa_config_phys_t *cfg = spa_config_build(spa, state, spa->config_txg);
+    cfg_write_ctx_t c = {.cfg = cfg, .labels = {0, 1}};
+    vdev_foreach_leaf(spa->root, cfg_write_leaf, &c); /* front labels */
+    int err = vdev_flush(spa->root);
+    c.labels[0] = 2;
+    c.labels[1] = 3;
+    vdev_foreach_leaf(spa->root, cfg_write_leaf, &c); /* back labels */
+    int err2 = vdev_flush(spa->root);
+    free(cfg);
+    if (c.nok == 0) return -EIO;
+    return err ? err : err2;
+}
+
+int spa_label_read_config(vdev_t *leaf, spa_config_phys_t **out)
+{
+    *out = NULL;
+    if (!leaf->psize || leaf->psize < VDEV_MIN_LEAF_SIZE / 2) return -ENOENT;
+    void *buf = cairn_alloc_aligned(SPA_LABEL_CONFIG_SIZE);
+    spa_config_phys_t *best = NULL;
+    for (int l = 0; l < VDEV_LABELS; l++) {
+        uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_CONFIG_OFFSET;
+        if (vdev_leaf_io_sync(leaf, VDEV_IO_READ, off, buf, SPA_LABEL_CONFIG_SIZE)) continue;
+        spa_config_phys_t *c = buf;
+        if (spa_config_verify(c, SPA_LABEL_CONFIG_SIZE)) continue;
+        if (best && best->config_txg >= c->config_txg) continue;
+        free(best);
+        best = cairn_zalloc(c->length);
+        memcpy(best, c, c->length);
+    }
+    free(buf);
+    if (!best) return -ENOENT;
+    *out = best;
+    return 0;
+}
+
+void spa_uberblock_seal(spa_uberblock_phys_t *ub)
+{
+    cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum), ub->cksum);
+}
+
+bool spa_uberblock_valid(const spa_uberblock_phys_t *ub, uint64_t pool_guid)
+{
+    if (ub->magic != SPA_UBERBLOCK_MAGIC || ub->version != SPA_VERSION) return false;
+    if (pool_guid && ub->pool_guid != pool_guid) return false;
+    uint8_t ck[CAIRN_CHECKSUM_LEN];
+    cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum), ck);
+    return memcmp(ck, ub->cksum, sizeof ck) == 0;
+}
+
+typedef struct ub_write_ctx {
+    void *buf;
+    uint64_t slot_off;
+    size_t len;
+    int nok, nfail;
+} ub_write_ctx_t;
+
+static void ub_write_leaf(vdev_t *leaf, void *arg)
+{
+    ub_write_ctx_t *c = arg;
+    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    int ok = 0;
+    for (int l = 0; l < VDEV_LABELS; l++) {
+        uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_RING_OFFSET + c->slot_off;
+        if (vdev_leaf_io_sync(leaf, VDEV_IO_WRITE, off, c->buf, c->len) == 0) ok++;
+    }
+    if (ok) c->nok++; else c->nfail++;
+}
+
+int spa_uberblock_write_all(spa_t *spa, const spa_uberblock_phys_t *ub)
+{
+    uint32_t nslots = SPA_LABEL_RING_SIZE / spa->ub_slot_size;
+    ub_write_ctx_t c = {
+        .buf = cairn_alloc_aligned(spa->ub_slot_size),
+        .slot_off = (ub->txg % nslots) * spa->ub_slot_size,
+        .len = spa->ub_slot_size,
+    };
+    memcpy(c.buf, ub, sizeof *ub);
+    vdev_foreach_leaf(spa->root, ub_write_leaf, &c);
+    free(c.buf);
+    if (c.nok == 0) return -EIO;
+    return vdev_flush(spa->root);
+}
+
+void spa_uberblock_collect(vdev_t *leaf, uint64_t pool_guid, uint32_t slot_size,
+                           spa_uberblock_phys_t **list, size_t *n)
+{
+    if (!leaf->psize) return;
+    void *ring = cairn_alloc_aligned(SPA_LABEL_RING_SIZE);
+    for (int l = 0; l < VDEV_LABELS; l++) {
+        uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_RING_OFFSET;
+        if (vdev_leaf_io_sync(leaf, VDEV_IO_READ, off, ring, SPA_LABEL_RING_SIZE)) continue;
+        for (uint32_t s = 0; s < SPA_LABEL_RING_SIZE / slot_size; s++) {
+            const spa_uberblock_phys_t *ub =
+                (const spa_uberblock_phys_t *)((const uint8_t *)ring + (size_t)s * slot_size);
+            if (!spa_uberblock_valid(ub, pool_guid)) continue;
+            bool dup = false;
+            for (size_t i = 0; i < *n; i++)
+                if ((*list)[i].txg == ub->txg) { dup = true; break; }
+            if (dup) continue;
+            *list = cairn_realloc(*list, (*n + 1) * sizeof **list);
+            (*list)[(*n)++] = *ub;
+        }
+    }
+    free(ring);
+}
+
+vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, size_t nfound)
+{
+    vdev_t **built = cairn_zalloc(sizeof(vdev_t *) * cfg->nvdevs);
+    for (uint32_t i = 0; i < cfg->nvdevs; i++) {
+        const spa_vdev_phys_t *p = &cfg->vdevs[i];
+        vdev_t *vd = NULL;
+        if (p->type == VDEV_TYPE_LEAF) {
+            for (size_t k = 0; k < nfound; k++) {
+                if (found[k] && found[k]->guid == p->guid) {
+                    vd = found[k];
+                    found[k] = NULL; /* ownership moves into the tree */
+                    break;
+                }
+            }
+            if (!vd) {
+                /* Not among the scanned devices: try the recorded path. */
+                vdev_t *opened = NULL;
+                int e = vdev_leaf_open(p->path, &opened);
+                if (e == 0 && opened) {
+                    spa_config_phys_t *c = NULL;
+                    if (spa_label_read_config(opened, &c) == 0 && c->leaf_guid == p->guid &&
+                        c->pool_guid == cfg->pool_guid) {
+                        vd = opened;
+                    } else {
+                        vdev_free(opened);
+                        opened = NULL;
+                    }
+                    free(c);
+                } else if (opened) {
+                    vdev_free(opened);
+                }
+                if (!vd) {
+                    vd = vdev_alloc(VDEV_TYPE_LEAF, p->guid);
+                    vd->path = cairn_strdup(p->path);
+                    atomic_store(&vd->state, VDEV_STATE_UNAVAIL);
+                }
+            }
+            vd->guid = p->guid;
+        } else {
+            vd = vdev_alloc((vdev_type_t)p->type, p->guid);
+        }
+        vd->nparity = p->nparity;
+        vd->ashift = p->ashift;
+        vd->asize = p->asize;
+        built[i] = vd;
+        if (p->parent >= 0) {
+            vdev_add_child(built[p->parent], vd);
+            vd->id = p->id;
+        }
+    }
+    vdev_t *root = built[0];
+    free(built);
+    vdev_state_refresh(root);
+    return root;
+}

@@ -1,0 +1,279 @@
+/*
+ * The space map log: how the allocators' state survives a crash exactly.
+ *
+ * Each top-level vdev has an in-memory allocator (src/metaslab) that records
+ * every allocation and free it makes, stamped with the txg. When txg T syncs,
+ * after the upper layer has written (and so allocated and freed) everything
+ * of T, the records of T are encoded into one or more space map log blocks
+ * (format in src/metaslab/spacemap.c) and written, each block naming the
+ * previous one. The uberblock of T points at the newest block, so the log and
+ * the tree it describes become durable in the same instant: after a crash the
+ * pool comes back with allocators exactly matching the last durable tree.
+ *
+ * A log block is lsize bytes, uncompressed (its size must be known before its
+ * own space is allocated), checksummed with fletcher4 and stored as two
+ * copies:
+ *
+ *     0 .. 256    spa_sm_block_phys_t: magic, txg, flags, prev block pointer
+ *   256 .. end    space map records (spacemap_encode)
+ *
+ * The log's own blocks are allocations of T too: their space is allocated
+ * first, then T's records (which now include those allocations) are taken and
+ * encoded into them. More blocks are added until everything fits.
+ *
+ * Condensing: once the chain since the last snapshot is SPA_SM_CONDENSE_BLOCKS
+ * long, the next txg writes a snapshot instead (every allocated extent, and
+ * deferred frees with their own txg so the defer window survives), frees the
+ * old chain, and starts a new chain whose first block has a hole for prev.
+ * Import walks back from the uberblock's head to that first block and replays
+ * forward.
+ */
+#include "spa_impl.h"
+
+#include <cairn/spacemap.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SPA_SM_MAGIC 0x474f4c4d534e5243ULL /* "CRNSMLOG" */
+#define SPA_SM_HEADER 256
+#define SPA_SM_MAX_BLOCK (128 * 1024)
+#define SPA_SM_CONDENSE_BLOCKS 64
+#define SPA_SM_COPIES 2
+
+typedef struct spa_sm_block_phys {
+    uint64_t magic;
+    uint64_t txg;
+    uint64_t flags;          /* SPACEMAP_FLAG_SNAPSHOT on snapshot blocks */
+    uint64_t reserved[13];
+    cairn_blkptr_t prev;     /* older block of the chain; hole for the first */
+} spa_sm_block_phys_t;
+_Static_assert(sizeof(spa_sm_block_phys_t) == SPA_SM_HEADER, "log block header");
+
+/* The chain since the last snapshot, oldest first. Guarded by tx.lock for readers. */
+typedef struct spa_sm_chain {
+    cairn_blkptr_t *bps;
+    size_t n, cap;
+} spa_sm_chain_t;
+
+static spa_sm_chain_t *chain_of(spa_t *spa)
+{
+    if (!spa->sm_chain) spa->sm_chain = cairn_zalloc(sizeof(spa_sm_chain_t));
+    return spa->sm_chain;
+}
+
+static void chain_push(spa_t *spa, const cairn_blkptr_t *bp)
+{
+    spa_sm_chain_t *c = chain_of(spa);
+    pthread_mutex_lock(&spa->tx.lock);
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 64;
+        c->bps = cairn_realloc(c->bps, c->cap * sizeof *c->bps);
+    }
+    c->bps[c->n++] = *bp;
+    pthread_mutex_unlock(&spa->tx.lock);
+}
+
+void spa_metaslabs_init(spa_t *spa)
+{
+    spa->ms = cairn_zalloc(sizeof(metaslab_t *) * (spa->ntop ? spa->ntop : 1));
+    for (uint32_t i = 0; i < spa->ntop; i++) {
+        vdev_t *top = spa->root->children[i];
+        int e = metaslab_create(i, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[i]);
+        if (e) log_error("spa", "pool %s: cannot set up allocator for vdev %u: %s", spa->name, i,
+                         strerror(-e));
+    }
+}
+
+void spa_metaslabs_fini(spa_t *spa)
+{
+    if (spa->ms) {
+        for (uint32_t i = 0; i < spa->ntop; i++) metaslab_destroy(spa->ms[i]);
+        free(spa->ms);
+        spa->ms = NULL;
+    }
+    spa_sm_chain_t *c = spa->sm_chain;
+    if (c) {
+        free(c->bps);
+        free(c);
+        spa->sm_chain = NULL;
+    }
+}
+
+typedef struct rec_list {
+    spacemap_record_t *r;
+    size_t n;
+} rec_list_t;
+
+static void recs_append(rec_list_t *l, spacemap_record_t *add, size_t n)
+{
+    if (!n) { free(add); return; }
+    l->r = cairn_realloc(l->r, (l->n + n) * sizeof *l->r);
+    memcpy(l->r + l->n, add, n * sizeof *add);
+    l->n += n;
+    free(add);
+}
+
+static int take_all(spa_t *spa, uint64_t txg, rec_list_t *l)
+{
+    for (uint32_t i = 0; i < spa->ntop; i++) {
+        spacemap_record_t *r = NULL;
+        size_t n = 0;
+        int e = metaslab_take_records(spa->ms[i], txg, &r, &n);
+        if (e) return e;
+        recs_append(l, r, n);
+    }
+    return 0;
+}
+
+static uint32_t choose_block_size(spa_t *spa, size_t nrecs)
+{
+    size_t want = SPA_SM_HEADER + SPACEMAP_HEADER_SIZE + (nrecs + 32) * 2 * SPACEMAP_ENTRY_SIZE;
+    size_t sz = (size_t)1 << spa->ashift;
+    if (sz < 4096) sz = 4096;
+    while (sz < want && sz < SPA_SM_MAX_BLOCK) sz <<= 1;
+    return (uint32_t)sz;
+}
+
+int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
+{
+    spa_sm_chain_t *chain = chain_of(spa);
+    bool condense = cairn_bp_is_hole(&ub->sm_head) || chain->n >= SPA_SM_CONDENSE_BLOCKS;
+    rec_list_t recs = {0};
+    int err = 0;
+    if (condense) {
+        /* The old chain dies in this txg; the snapshot below accounts for that. */
+        for (size_t i = 0; i < chain->n; i++) spa_block_free(spa, txg, &chain->bps[i]);
+        for (uint32_t i = 0; i < spa->ntop && !err; i++) {
+            spacemap_record_t *r = NULL;
+            size_t n = 0;
+            err = metaslab_condense(spa->ms[i], txg, &r, &n);
+            recs_append(&recs, r, n);
+        }
+    } else {
+        err = take_all(spa, txg, &recs);
+    }
+    if (err) { free(recs.r); return err; }
+    if (!condense && recs.n == 0) return 0; /* nothing allocated or freed: log unchanged */
+
+    uint32_t bsize = choose_block_size(spa, recs.n);
+    size_t payload = bsize - SPA_SM_HEADER;
+    cairn_dva_t (*dvas)[CAIRN_MAX_COPIES] = NULL;
+    size_t nblocks = 0;
+    for (;;) {
+        size_t need = spacemap_blocks_needed(payload, recs.r, recs.n);
+        if (need == 0) need = 1;
+        if (need <= nblocks) break;
+        dvas = cairn_realloc(dvas, need * sizeof *dvas);
+        for (size_t b = nblocks; b < need; b++) {
+            memset(dvas[b], 0, sizeof dvas[b]);
+            err = spa_alloc_dvas(spa, txg, bsize, SPA_SM_COPIES, dvas[b]);
+            if (err) { free(dvas); free(recs.r); return err; }
+        }
+        nblocks = need;
+        err = take_all(spa, txg, &recs); /* the allocations just made */
+        if (err) { free(dvas); free(recs.r); return err; }
+    }
+
+    uint8_t *buf = cairn_alloc_aligned(bsize);
+    cairn_blkptr_t prev = condense ? (cairn_blkptr_t){0} : ub->sm_head;
+    size_t done = 0;
+    cairn_blkptr_t *written = cairn_zalloc(nblocks * sizeof *written);
+    for (size_t b = 0; b < nblocks && !err; b++) {
+        memset(buf, 0, bsize);
+        spa_sm_block_phys_t *h = (spa_sm_block_phys_t *)buf;
+        h->magic = SPA_SM_MAGIC;
+        h->txg = txg;
+        h->flags = condense ? SPACEMAP_FLAG_SNAPSHOT : 0;
+        h->prev = prev;
+        long used = spacemap_encode(buf + SPA_SM_HEADER, payload, txg, (uint32_t)h->flags,
+                                    recs.r + done, recs.n - done);
+        if (used < 0) { err = (int)used; break; }
+        done += (size_t)used;
+        cairn_blkptr_t bp = {0};
+        memcpy(bp.dva, dvas[b], sizeof bp.dva);
+        bp.birth_txg = txg;
+        bp.fill = 1;
+        bp.lsize = bp.psize = bsize;
+        bp.type = CAIRN_BT_SPACEMAP;
+        bp.checksum = CAIRN_CHECKSUM_FLETCHER4;
+        bp.compress = CAIRN_COMPRESS_OFF;
+        bp.ncopies = SPA_SM_COPIES;
+        cairn_checksum(CAIRN_CHECKSUM_FLETCHER4, buf, bsize, bp.cksum);
+        err = spa_write_dvas(spa, bp.dva, SPA_SM_COPIES, buf, bsize);
+        written[b] = bp;
+        prev = bp;
+    }
+    if (!err && done != recs.n) err = -EIO; /* cannot happen: blocks_needed said it fits */
+    free(buf);
+    free(dvas);
+    free(recs.r);
+    if (err) { free(written); return err; }
+
+    if (condense) {
+        pthread_mutex_lock(&spa->tx.lock);
+        chain->n = 0;
+        pthread_mutex_unlock(&spa->tx.lock);
+        ub->sm_chain_len = 0;
+    }
+    for (size_t b = 0; b < nblocks; b++) chain_push(spa, &written[b]);
+    ub->sm_chain_len += nblocks;
+    ub->sm_head = prev;
+    free(written);
+    return 0;
+}
+
+int spa_spacemap_load(spa_t *spa)
+{
+    spa_sm_chain_t *chain = chain_of(spa);
+    chain->n = 0;
+    if (cairn_bp_is_hole(&spa->ub.sm_head)) return 0;
+    /* Walk back to the start of the chain, then replay forward. */
+    cairn_blkptr_t *bps = NULL;
+    size_t n = 0;
+    cairn_blkptr_t cur = spa->ub.sm_head;
+    int err = 0;
+    uint8_t *buf = NULL;
+    while (!cairn_bp_is_hole(&cur)) {
+        if (cur.type != CAIRN_BT_SPACEMAP || cur.lsize < SPA_SM_HEADER + SPACEMAP_MIN_BLOCK ||
+            cur.lsize > SPA_SM_MAX_BLOCK || n > 1000000) { err = -EINVAL; break; }
+        buf = cairn_realloc(buf, cur.lsize);
+        err = spa_block_read_flags(spa, &cur, buf, 0, NULL);
+        if (err) break;
+        const spa_sm_block_phys_t *h = (const spa_sm_block_phys_t *)buf;
+        if (h->magic != SPA_SM_MAGIC) { err = -EINVAL; break; }
+        bps = cairn_realloc(bps, (n + 1) * sizeof *bps);
+        bps[n++] = cur;
+        cur = h->prev;
+    }
+    for (size_t i = n; i-- > 0 && !err;) {
+        buf = cairn_realloc(buf, bps[i].lsize);
+        err = spa_block_read_flags(spa, &bps[i], buf, 0, NULL);
+        if (err) break;
+        err = spacemap_replay(buf + SPA_SM_HEADER, bps[i].lsize - SPA_SM_HEADER, spa->ms, spa->ntop,
+                              spa->ub.txg);
+        if (err) log_error("spa", "pool %s: space map log block of txg %llu is inconsistent",
+                           spa->name, (unsigned long long)bps[i].birth_txg);
+        chain_push(spa, &bps[i]);
+    }
+    free(buf);
+    free(bps);
+    /* Frees still in their defer window at the last durable txg stay deferred. */
+    for (uint32_t i = 0; i < spa->ntop && !err; i++) metaslab_txg_synced(spa->ms[i], spa->ub.txg);
+    spa->held_synced_txg = spa->ub.txg;
+    return err;
+}
+
+int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
+{
+    spa_sm_chain_t *chain = chain_of(spa);
+    pthread_mutex_lock(&spa->tx.lock);
+    size_t n = chain->n;
+    cairn_blkptr_t *copy = cairn_zalloc((n ? n : 1) * sizeof *copy);
+    if (n) memcpy(copy, chain->bps, n * sizeof *copy);
+    pthread_mutex_unlock(&spa->tx.lock);
+    int err = 0;
+    for (size_t i = 0; i < n && !err; i++) err = visit(spa, &copy[i], arg);
+    free(copy);
+    return err;
+}

@@ -1,0 +1,241 @@
+/*
+ * Transaction groups.
+ *
+ * Every change to a pool belongs to a txg. Three txgs can be alive at once:
+ *
+ *   open       - accepts new holders (spa_tx_hold); there is always one
+ *   quiescing  - closed to new holders, waiting for its holders to leave
+ *   syncing    - being written out by the sync thread
+ *
+ * The sync thread closes the open txg when the txg timeout has passed since
+ * the last sync and the txg is non-empty, when its dirty data passes a
+ * quarter of dirty_max, or when someone waits for it (spa_txg_wait_synced).
+ * Closing is cheap for writers: the open txg number simply advances, so new
+ * holders join the next txg while the closed one drains.
+ *
+ * The write throttle: spa_tx_hold() sleeps while the open txg already carries
+ * dirty_max bytes, i.e. while writers run ahead of what the disks absorb; it
+ * wakes as soon as a sync completes. This keeps memory bounded and makes the
+ * stall smooth rather than a cliff at a hard limit.
+ *
+ * spa_sync() writes txg T: the upper layer's blocks (giving a new MOS root),
+ * then the space map log for T, a flush of every leaf, the uberblock, and a
+ * second flush. Only after that second flush is T durable; deferred frees of
+ * T - SPA_DEFER_TXGS are released then. If anything fails, the pool stops
+ * accepting new changes (failed) rather than write an uberblock over a tree
+ * that is not entirely on disk.
+ */
+#include "spa_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void spa_txg_init(spa_t *spa, uint64_t first_open_txg)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    memset(tx, 0, sizeof *tx);
+    pthread_mutex_init(&tx->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&tx->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    tx->open_txg = first_open_txg;
+    tx->synced_txg = first_open_txg - 1;
+    tx->last_sync_ns = cairn_now_ns();
+}
+
+uint64_t spa_open_txg(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->tx.lock);
+    uint64_t t = spa->tx.open_txg;
+    pthread_mutex_unlock(&spa->tx.lock);
+    return t;
+}
+
+uint64_t spa_last_synced_txg(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->tx.lock);
+    uint64_t t = spa->tx.synced_txg;
+    pthread_mutex_unlock(&spa->tx.lock);
+    return t;
+}
+
+uint64_t spa_tx_hold(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    /* Throttle: wait while the open txg is full and a sync is making room. */
+    while (!tx->stop && !tx->failed && tx->dirty[tx->open_txg & 3] >= spa->dirty_max &&
+           tx->thread_running) {
+        pthread_cond_broadcast(&tx->cv);
+        pthread_cond_wait(&tx->cv, &tx->lock);
+    }
+    uint64_t t = tx->open_txg;
+    tx->holders[t & 3]++;
+    tx->touched[t & 3] = true;
+    pthread_mutex_unlock(&tx->lock);
+    return t;
+}
+
+void spa_tx_rele(spa_t *spa, uint64_t txg)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    if (--tx->holders[txg & 3] == 0) pthread_cond_broadcast(&tx->cv);
+    pthread_mutex_unlock(&tx->lock);
+}
+
+void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    uint64_t *d = &tx->dirty[txg & 3];
+    if (delta < 0 && (uint64_t)-delta > *d) *d = 0;
+    else *d += (uint64_t)delta;
+    if (txg == tx->open_txg && *d >= spa->dirty_max / 4) pthread_cond_broadcast(&tx->cv);
+    pthread_mutex_unlock(&tx->lock);
+}
+
+int spa_txg_wait_synced(spa_t *spa, uint64_t txg)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    if (txg == 0) txg = tx->open_txg;
+    if (txg > tx->wait_target) tx->wait_target = txg;
+    pthread_cond_broadcast(&tx->cv);
+    while (tx->synced_txg < txg && !tx->failed && tx->thread_running)
+        pthread_cond_wait(&tx->cv, &tx->lock);
+    int err = tx->synced_txg >= txg ? 0 : (tx->failed ? -EIO : -ESHUTDOWN);
+    pthread_mutex_unlock(&tx->lock);
+    return err;
+}
+
+void spa_txg_kick(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    if (tx->open_txg > tx->wait_target) tx->wait_target = tx->open_txg;
+    pthread_cond_broadcast(&tx->cv);
+    pthread_mutex_unlock(&tx->lock);
+}
+
+static bool txg_should_close(spa_t *spa, uint64_t now)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    uint64_t t = tx->open_txg;
+    if (tx->wait_target >= t) return true;
+    if (!tx->touched[t & 3]) return false;
+    if (tx->dirty[t & 3] >= spa->dirty_max / 4) return true;
+    if (tx->stop) return true;
+    return now - tx->last_sync_ns >= spa->txg_timeout_ms * 1000000ULL;
+}
+
+static void *spa_sync_thread(void *arg)
+{
+    spa_t *spa = arg;
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    for (;;) {
+        uint64_t now = cairn_now_ns();
+        if (!txg_should_close(spa, now)) {
+            if (tx->stop) break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t wait_ns = spa->txg_timeout_ms * 1000000ULL;
+            uint64_t since = now - tx->last_sync_ns;
+            wait_ns = since < wait_ns ? wait_ns - since : 1000000ULL;
+            if (wait_ns > 500000000ULL) wait_ns = 500000000ULL;
+            ts.tv_sec += (time_t)(wait_ns / 1000000000ULL);
+            ts.tv_nsec += (long)(wait_ns % 1000000000ULL);
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&tx->cv, &tx->lock, &ts);
+            continue;
+        }
+        /* Close the open txg: new holders join the next one. */
+        uint64_t t = tx->open_txg;
+        tx->open_txg = t + 1;
+        tx->holders[(t + 1) & 3] = 0;
+        tx->dirty[(t + 1) & 3] = 0;
+        tx->touched[(t + 1) & 3] = false;
+        tx->quiescing_txg = t;
+        while (tx->holders[t & 3]) pthread_cond_wait(&tx->cv, &tx->lock);
+        tx->quiescing_txg = 0;
+        tx->syncing_txg = t;
+        pthread_mutex_unlock(&tx->lock);
+
+        int err = tx->failed ? -EIO : spa_sync(spa, t);
+
+        pthread_mutex_lock(&tx->lock);
+        tx->syncing_txg = 0;
+        tx->last_sync_ns = cairn_now_ns();
+        if (err) {
+            if (!tx->failed)
+                log_error("spa", "pool %s: sync of txg %llu failed (%s); the pool is suspended",
+                          spa->name, (unsigned long long)t, strerror(-err));
+            tx->failed = true;
+        } else {
+            tx->synced_txg = t;
+        }
+        tx->dirty[t & 3] = 0;
+        tx->touched[t & 3] = false;
+        pthread_cond_broadcast(&tx->cv);
+        if (tx->failed && tx->stop) break;
+    }
+    tx->thread_running = false;
+    pthread_cond_broadcast(&tx->cv);
+    pthread_mutex_unlock(&tx->lock);
+    return NULL;
+}
+
+void spa_txg_start(spa_t *spa)
+{
+    if (spa->readonly) return;
+    spa->tx.thread_running = true;
+    pthread_create(&spa->tx.thread, NULL, spa_sync_thread, spa);
+    pthread_setname_np(spa->tx.thread, "spa_sync");
+}
+
+void spa_txg_stop(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    bool running = tx->thread_running;
+    tx->stop = true;
+    pthread_cond_broadcast(&tx->cv);
+    pthread_mutex_unlock(&tx->lock);
+    if (running || spa->tx.thread) pthread_join(tx->thread, NULL);
+    spa->tx.thread = 0;
+}
+
+int spa_sync(spa_t *spa, uint64_t txg)
+{
+    spa_uberblock_phys_t ub = spa->ub;
+    int err = 0;
+    if (spa_upper && spa->upper_open) {
+        err = spa_upper->sync(spa, txg, &ub.mos_root);
+        if (err) return err;
+    }
+    err = spa_spacemap_sync(spa, txg, &ub);
+    if (err) return err;
+    /* Every block of txg must be on stable storage before the uberblock names it. */
+    err = vdev_flush(spa->root);
+    if (err) return err;
+    ub.magic = SPA_UBERBLOCK_MAGIC;
+    ub.version = SPA_VERSION;
+    ub.txg = txg;
+    ub.pool_guid = spa->guid;
+    ub.timestamp = cairn_wallclock_s();
+    spa_uberblock_seal(&ub);
+    err = spa_uberblock_write_all(spa, &ub);
+    if (err) return err;
+    pthread_mutex_lock(&spa->tx.lock);
+    spa->ub = ub;
+    pthread_mutex_unlock(&spa->tx.lock);
+    uint64_t release = txg;
+    if (atomic_load(&spa->hold_frees)) release = spa->held_synced_txg;
+    else spa->held_synced_txg = txg;
+    for (uint32_t i = 0; i < spa->ntop; i++) metaslab_txg_synced(spa->ms[i], release);
+    return 0;
+}
