@@ -1,1 +1,395 @@
-int main(void) { return 1; }
+/*
+ * cairnd: the daemon that owns the pools and answers the `cairn` CLI on an
+ * admin UNIX socket.
+ *
+ * Start-up order matters and is chosen so that every mistake an administrator
+ * can make is reported on the terminal that started us, with a non-zero exit:
+ * configuration (file, then command-line overrides), the state directory, the
+ * single-instance lock (flock on state_dir/cairnd.lock, released by the kernel
+ * if we die, so a crash never leaves a stale lock), and the socket are all set
+ * up before daemonizing. The foreground parent then waits on a pipe until the
+ * daemon has imported its cached pools and is about to serve; so when `cairnd`
+ * returns 0 the pools are back and the socket answers, which is what scripts
+ * and tests want.
+ *
+ * Serving: the main thread polls the listening socket and a signalfd. Each
+ * client gets a detached thread that reads framed requests until the client
+ * hangs up; a client that sends garbage or an oversized frame gets an error
+ * response or is disconnected, touching nothing shared. SIGTERM/SIGINT close
+ * every pool cleanly (spa_close) and exit 0; the cache file is left as is so
+ * the next start imports the same pools.
+ */
+#include "cairnd.h"
+
+#include <cairn/dmu.h>
+#include <cairn/log.h>
+#include <cairn/util.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define SUB "cairnd"
+#define MAX_CLIENTS 128
+
+static _Atomic int g_nclients;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cairnd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cairnd [--config FILE] [--state-dir DIR] [--socket PATH] [--foreground]\n"
+            "              [--nfs-listen ADDR:PORT] [--mount-listen ADDR:PORT]\n"
+            "              [--portmap-listen ADDR:PORT] [--iscsi-listen ADDR:PORT]\n"
+            "defaults: state dir %s, socket STATE_DIR/cairnd.sock\n",
+            CAIRN_DEFAULT_STATE_DIR);
+}
+
+/* mkdir -p with mode 0700 for what we create. */
+static int make_dirs(const char *path)
+{
+    char buf[MGMT_PATH_MAX];
+    cairn_strlcpy(buf, path, sizeof buf);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) && errno != EEXIST) return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) && errno != EEXIST) return -errno;
+    struct stat st;
+    if (stat(buf, &st)) return -errno;
+    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- clients */
+
+static void *client_thread(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    for (;;) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int rc = mgmt_frame_recv(fd, &buf, &len);
+        if (rc == -ENOTCONN) break;
+        Cairn__Mgmt__Response resp;
+        cairn__mgmt__response__init(&resp);
+        cairnd_arena_t arena = {0};
+        Cairn__Mgmt__Request *req = NULL;
+        bool close_after = false;
+        if (rc == -EMSGSIZE) {
+            resp.error = -EMSGSIZE;
+            resp.message = (char *)"request larger than the 16 MiB frame limit";
+            close_after = true; /* the rest of the stream cannot be trusted */
+        } else if (rc) {
+            log_debug(SUB, "client dropped mid-request: %s", strerror(-rc));
+            break;
+        } else {
+            req = cairn__mgmt__request__unpack(NULL, len, buf);
+            if (!req) {
+                resp.error = -EBADMSG;
+                resp.message = (char *)"malformed request (not a cairn.mgmt.Request)";
+            } else {
+                cairnd_handle_request(req, &resp, &arena);
+            }
+        }
+        free(buf);
+        size_t plen = cairn__mgmt__response__get_packed_size(&resp);
+        uint8_t *out = malloc(plen ? plen : 1);
+        int src = -ENOMEM;
+        if (out) {
+            cairn__mgmt__response__pack(&resp, out);
+            src = mgmt_frame_send(fd, out, plen);
+            free(out);
+        }
+        if (req) cairn__mgmt__request__free_unpacked(req, NULL);
+        cairnd_arena_free(&arena);
+        if (src || close_after) break;
+    }
+    close(fd);
+    atomic_fetch_sub(&g_nclients, 1);
+    return NULL;
+}
+
+static void accept_one(int lfd)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno != EINTR && errno != EAGAIN) log_warn(SUB, "accept: %s", strerror(errno));
+        return;
+    }
+    if (atomic_fetch_add(&g_nclients, 1) >= MAX_CLIENTS) {
+        atomic_fetch_sub(&g_nclients, 1);
+        log_warn(SUB, "too many clients (%d); refusing one", MAX_CLIENTS);
+        close(fd);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    if (pthread_create(&t, &attr, client_thread, (void *)(intptr_t)fd)) {
+        log_warn(SUB, "cannot start a client thread");
+        close(fd);
+        atomic_fetch_sub(&g_nclients, 1);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* ---------------------------------------------------------------- start-up */
+
+static int open_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) die("socket path too long: %s", path);
+    cairn_strlcpy(sa.sun_path, path, sizeof sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) die("socket: %s", strerror(errno));
+    /* We hold the instance lock, so a socket file left here is a dead daemon's. */
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) die("%s exists and is not a socket", path);
+        unlink(path);
+    }
+    /* Bind with a tight umask so the socket is never reachable by others, even briefly. */
+    mode_t old = umask(0177);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rc) die("cannot bind %s: %s", path, strerror(errno));
+    if (chmod(path, 0600)) die("chmod %s: %s", path, strerror(errno));
+    if (listen(fd, 64)) die("listen %s: %s", path, strerror(errno));
+    return fd;
+}
+
+static void write_pid_file(const char *state_dir)
+{
+    char path[MGMT_PATH_MAX + 16], tmp[MGMT_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/cairnd.pid", state_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) || rename(tmp, path))
+        log_warn(SUB, "cannot write %s: %s", path, strerror(errno));
+}
+
+/* Double fork; returns in the daemon with ready_fd open (write end). The original
+ * process waits for the daemon's first message on the pipe and exits with it. */
+static int daemonize(const char *log_path)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC)) die("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) die("fork: %s", strerror(errno));
+    if (pid > 0) {
+        close(pfd[1]);
+        char msg[1024];
+        ssize_t n, got = 0;
+        while ((n = read(pfd[0], msg + got, sizeof msg - 1 - (size_t)got)) > 0) got += n;
+        msg[got] = '\0';
+        if (got > 0 && !strcmp(msg, "ok")) _exit(0);
+        fprintf(stderr, "cairnd: %s\n", got > 0 ? msg : "daemon exited during start-up");
+        _exit(1);
+    }
+    close(pfd[0]);
+    if (setsid() < 0) die("setsid: %s", strerror(errno));
+    pid = fork();
+    if (pid < 0) die("fork: %s", strerror(errno));
+    if (pid > 0) _exit(0);
+    if (chdir("/")) { /* nothing sensible to do; paths are absolute anyway */
+    }
+    int null = open("/dev/null", O_RDWR);
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (null < 0 || logfd < 0) {
+        dprintf(pfd[1], "cannot open %s: %s", logfd < 0 ? log_path : "/dev/null",
+                strerror(errno));
+        _exit(1);
+    }
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(logfd, 2);
+    close(null);
+    close(logfd);
+    return pfd[1];
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_NFS = 256, OPT_MOUNT, OPT_PORTMAP, OPT_ISCSI, OPT_VERSION };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"state-dir", required_argument, NULL, 'd'},
+        {"socket", required_argument, NULL, 's'},
+        {"foreground", no_argument, NULL, 'f'},
+        {"nfs-listen", required_argument, NULL, OPT_NFS},
+        {"mount-listen", required_argument, NULL, OPT_MOUNT},
+        {"portmap-listen", required_argument, NULL, OPT_PORTMAP},
+        {"iscsi-listen", required_argument, NULL, OPT_ISCSI},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {0},
+    };
+    struct { const char *key, *value; } overrides[32];
+    size_t nover = 0;
+    const char *config_path = NULL;
+    bool foreground = false;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":c:d:s:fh", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (c) {
+        case 'c': config_path = optarg; break;
+        case 'd': key = "state_dir"; break;
+        case 's': key = "socket"; break;
+        case 'f': foreground = true; break;
+        case OPT_NFS: key = "nfs_listen"; break;
+        case OPT_MOUNT: key = "mount_listen"; break;
+        case OPT_PORTMAP: key = "portmap_listen"; break;
+        case OPT_ISCSI: key = "iscsi_listen"; break;
+        case 'h': usage(stdout); return 0;
+        case OPT_VERSION: printf("cairnd %s\n", CAIRN_VERSION); return 0;
+        case ':': die("option '%s' needs an argument", argv[optind - 1]);
+        default: die("unknown option '%s' (see cairnd --help)", argv[optind - 1]);
+        }
+        if (key) {
+            if (nover == CAIRN_ARRAY_SIZE(overrides)) die("too many options");
+            overrides[nover].key = key;
+            overrides[nover++].value = optarg;
+        }
+    }
+    if (optind < argc) die("unexpected argument '%s'", argv[optind]);
+
+    cairnd_config_t cfg;
+    char err[MGMT_PATH_MAX + 512];
+    mgmt_config_defaults(&cfg);
+    if (config_path && mgmt_config_load(&cfg, config_path, err, sizeof err)) die("%s", err);
+    for (size_t i = 0; i < nover; i++)
+        if (mgmt_config_set(&cfg, overrides[i].key, overrides[i].value, err, sizeof err))
+            die("--%s: %s", overrides[i].key, err);
+    cairn_log_set_level((cairn_log_level_t)cfg.log_level);
+
+    /* The daemon runs in "/", so every path must be absolute from here on. */
+    int rc = make_dirs(cfg.state_dir);
+    if (rc) die("cannot create state dir %s: %s", cfg.state_dir, strerror(-rc));
+    char abs[PATH_MAX];
+    if (!realpath(cfg.state_dir, abs)) die("%s: %s", cfg.state_dir, strerror(errno));
+    cairn_strlcpy(cfg.state_dir, abs, sizeof cfg.state_dir);
+    if (!cfg.socket[0]) {
+        if (strlen(cfg.state_dir) + sizeof "/cairnd.sock" > 108)
+            die("state dir path too long for a socket path; give --socket");
+        char sock[MGMT_PATH_MAX + 16];
+        snprintf(sock, sizeof sock, "%s/cairnd.sock", cfg.state_dir);
+        cairn_strlcpy(cfg.socket, sock, sizeof cfg.socket);
+    } else if (cfg.socket[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) die("getcwd: %s", strerror(errno));
+        char sock[PATH_MAX + MGMT_PATH_MAX + 2];
+        snprintf(sock, sizeof sock, "%s/%s", cwd, cfg.socket);
+        if (strlen(sock) >= 108) die("socket path too long: %s", sock);
+        cairn_strlcpy(cfg.socket, sock, sizeof cfg.socket);
+    }
+
+    char lock_path[MGMT_PATH_MAX + 16];
+    snprintf(lock_path, sizeof lock_path, "%s/cairnd.lock", cfg.state_dir);
+    int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd < 0) die("cannot open %s: %s", lock_path, strerror(errno));
+    if (flock(lock_fd, LOCK_EX | LOCK_NB))
+        die("another cairnd is running on state dir %s (%s is locked)", cfg.state_dir,
+            lock_path);
+
+    int lfd = open_socket(cfg.socket);
+
+    int ready_fd = -1;
+    if (!foreground) {
+        char log_path[MGMT_PATH_MAX + 16];
+        snprintf(log_path, sizeof log_path, "%s/cairnd.log", cfg.state_dir);
+        ready_fd = daemonize(log_path);
+    }
+    write_pid_file(cfg.state_dir);
+
+    /* Signals are taken synchronously by the main loop; every thread started from
+     * here on inherits the mask. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sfd < 0) die("signalfd: %s", strerror(errno));
+
+    char nfs[300], mnt[300], pm[300], isc[300];
+    mgmt_listen_format(&cfg.nfs, nfs, sizeof nfs);
+    mgmt_listen_format(&cfg.mount, mnt, sizeof mnt);
+    mgmt_listen_format(&cfg.portmap, pm, sizeof pm);
+    mgmt_listen_format(&cfg.iscsi, isc, sizeof isc);
+    log_info(SUB, "cairnd %s starting: pid %ld, state dir %s, socket %s", CAIRN_VERSION,
+             (long)getpid(), cfg.state_dir, cfg.socket);
+    log_debug(SUB, "listen (for later layers): nfs %s mount %s portmap %s iscsi %s", nfs, mnt,
+              pm, isc);
+
+    dmu_init();
+    if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
+    cairnd_pools_import_cached();
+
+    if (ready_fd >= 0) {
+        if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
+        }
+        close(ready_fd);
+    }
+    log_info(SUB, "ready");
+
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            log_error(SUB, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pfd[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGHUP) {
+                    log_info(SUB, "SIGHUP ignored (nothing to reload yet)");
+                    continue;
+                }
+                log_info(SUB, "signal %u: shutting down", si.ssi_signo);
+                break;
+            }
+        }
+        if (pfd[0].revents & POLLIN) accept_one(lfd);
+    }
+    close(lfd);
+    unlink(cfg.socket);
+    cairnd_pools_shutdown();
+    char pid_path[MGMT_PATH_MAX + 16];
+    snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);
+    unlink(pid_path);
+    log_info(SUB, "stopped");
+    return 0;
+}

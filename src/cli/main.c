@@ -1,1 +1,754 @@
-int main(void) { return 1; }
+/*
+ * cairn: the administrator's command line.
+ *
+ * Almost every command is a thin client: parse and check the words locally,
+ * turn them into one cairn.mgmt.Request, send it to cairnd over its admin
+ * socket and print the Response. The checks done here are the cheap ones that
+ * need no pool (grammar, pool names, device files that exist and are not
+ * given twice after resolving links); device paths are made absolute here
+ * because the daemon runs in "/". Everything that needs the devices' contents
+ * is left to the engine in the daemon, which reports it as a one-line message.
+ *
+ * `cairn check` is the exception: it runs the engine in this process, on an
+ * exported pool, read-only, so it works with no daemon at all.
+ *
+ * Error contract (tests rely on it): on any failure exactly one line
+ * "cairn: ..." on stderr and a non-zero exit; output goes to stdout only on
+ * success (check prints its report either way).
+ *
+ * Import and check need -d: there is no default device directory. Scanning
+ * /dev as zpool does would open every device node (some block on read), and
+ * Cairn's pools are mostly files, so the administrator says where to look.
+ */
+#include <cairn/dmu.h>
+#include <cairn/mgmt.h>
+#include <cairn/util.h>
+#include <cairn_mgmt.pb-c.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *g_socket;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n') *p = ' ';
+    fflush(stdout);
+    fprintf(stderr, "cairn: %s\n", msg);
+    exit(1);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: cairn [--socket PATH] COMMAND ...\n"
+          "  pool create [-f] [-o prop=val]... POOL VDEV...\n"
+          "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH...\n"
+          "  pool list [-H] [-p] [--json] [POOL]\n"
+          "  pool status [-v] [POOL]\n"
+          "  pool export POOL\n"
+          "  pool import -d DIR [-d DIR]... [-f] [POOL]\n"
+          "  pool destroy POOL\n"
+          "  pool scrub [-s] POOL\n"
+          "  pool clear POOL\n"
+          "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
+          "  pool set PROP=VALUE POOL\n"
+          "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
+          "socket: --socket, else $CAIRN_SOCKET, else " CAIRN_DEFAULT_SOCKET "\n",
+          f);
+}
+
+/* ---------------------------------------------------------------- transport */
+
+static int connect_daemon(bool quiet)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(g_socket) >= sizeof sa.sun_path) {
+        if (quiet) return -1;
+        fail("socket path too long: %s", g_socket);
+    }
+    cairn_strlcpy(sa.sun_path, g_socket, sizeof sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail("socket: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        int e = errno;
+        close(fd);
+        if (quiet) return -1;
+        fail("cannot connect to cairnd at %s: %s", g_socket, strerror(e));
+    }
+    return fd;
+}
+
+/* Sends req, returns the response (exits on transport or command failure). */
+static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, bool allow_error)
+{
+    size_t len = cairn__mgmt__request__get_packed_size(req);
+    uint8_t *buf = cairn_zalloc(len + 1);
+    cairn__mgmt__request__pack(req, buf);
+    int rc = mgmt_frame_send(fd, buf, len);
+    free(buf);
+    if (rc) fail("cannot send to cairnd at %s: %s", g_socket, strerror(-rc));
+    uint8_t *in;
+    size_t inlen;
+    rc = mgmt_frame_recv(fd, &in, &inlen);
+    if (rc == -ENOTCONN || rc == -EPROTO)
+        fail("cairnd at %s closed the connection (did it crash? see its log)", g_socket);
+    if (rc) fail("cannot read from cairnd at %s: %s", g_socket, strerror(-rc));
+    Cairn__Mgmt__Response *resp = cairn__mgmt__response__unpack(NULL, inlen, in);
+    free(in);
+    if (!resp) fail("malformed response from cairnd at %s", g_socket);
+    if (resp->error && !allow_error)
+        fail("%s", resp->message && resp->message[0] ? resp->message : strerror(-resp->error));
+    return resp;
+}
+
+static Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req)
+{
+    int fd = connect_daemon(false);
+    Cairn__Mgmt__Response *r = call_fd(fd, req, false);
+    close(fd);
+    return r;
+}
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct list_opts {
+    mgmt_out_mode_t mode;
+    bool exact;
+} list_opts_t;
+
+enum { OPT_JSON = 1000 };
+
+/* getopt_long with our error messages; `what` names the command. */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                    const char *what)
+{
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?') {
+        if (optopt && optopt < 256) fail("%s: unknown option '-%c'", what, optopt);
+        fail("%s: unknown option '%s'", what, argv[optind - 1]);
+    }
+    if (c == ':') fail("%s: option '%s' needs an argument", what, argv[optind - 1]);
+    return c;
+}
+
+static void reset_getopt(void)
+{
+    optind = 0; /* GNU: full re-initialisation */
+    opterr = 0;
+}
+
+static const struct option g_list_longopts[] = {{"json", no_argument, NULL, OPT_JSON}, {0}};
+
+static char *abs_path(const char *p, const char *what)
+{
+    char buf[PATH_MAX];
+    if (!realpath(p, buf)) fail("cannot open %s '%s': %s", what, p, strerror(errno));
+    return cairn_strdup(buf);
+}
+
+/* Exactly n positional words left, or fail naming the first surplus or the lack. */
+static void want_args(int argc, char **argv, int lo, int hi, const char *what, const char *names)
+{
+    int have = argc - optind;
+    if (have < lo) fail("%s: missing %s", what, names);
+    if (have > hi) fail("%s: unexpected argument '%s'", what, argv[optind + hi]);
+}
+
+static void set_name(const char *name, const char *what)
+{
+    char err[256];
+    if (mgmt_pool_name_check(name, err, sizeof err)) fail("%s: %s", what, err);
+}
+
+/* ---------------------------------------------------------------- pool create */
+
+static Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s)
+{
+    Cairn__Mgmt__VdevSpec *m = cairn_zalloc(sizeof *m);
+    cairn__mgmt__vdev_spec__init(m);
+    m->type = (Cairn__Mgmt__VdevSpec__Type)s->type;
+    m->nparity = s->nparity;
+    if (s->path) m->path = (char *)s->path;
+    m->n_children = s->nchildren;
+    if (s->nchildren) {
+        m->children = cairn_zalloc(sizeof(*m->children) * s->nchildren);
+        for (uint32_t i = 0; i < s->nchildren; i++) m->children[i] = spec_to_msg(&s->children[i]);
+    }
+    return m;
+}
+
+static void spec_msg_free(Cairn__Mgmt__VdevSpec *m)
+{
+    for (size_t i = 0; i < m->n_children; i++) spec_msg_free(m->children[i]);
+    free(m->children);
+    free(m);
+}
+
+/* Replaces every leaf path by its real path, refusing missing files, things that are
+ * neither files nor block devices, and one device named twice under two names. */
+static void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen)
+{
+    if (s->type == VDEV_TYPE_LEAF) {
+        char buf[PATH_MAX];
+        if (!realpath(s->path, buf)) fail("cannot open '%s': %s", s->path, strerror(errno));
+        struct stat st;
+        if (stat(buf, &st)) fail("cannot open '%s': %s", s->path, strerror(errno));
+        if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+            fail("'%s' is not a file or block device", s->path);
+        for (size_t i = 0; i < *nseen; i++)
+            if (!strcmp((*seen)[i], buf))
+                fail("device '%s' is given more than once (also as '%s')", s->path, (*given)[i]);
+        *seen = cairn_realloc(*seen, sizeof(char *) * (*nseen + 1));
+        *given = cairn_realloc(*given, sizeof(char *) * (*nseen + 1));
+        (*seen)[*nseen] = cairn_strdup(buf);
+        (*given)[*nseen] = (char *)s->path; /* ownership moves to given[] */
+        (*nseen)++;
+        s->path = cairn_strdup(buf);
+        return;
+    }
+    for (uint32_t i = 0; i < s->nchildren; i++) resolve_leaves(&s->children[i], seen, given, nseen);
+}
+
+static int cmd_pool_create(int argc, char **argv)
+{
+    const char *what = "pool create";
+    Cairn__Mgmt__PoolCreate pc;
+    cairn__mgmt__pool_create__init(&pc);
+    Cairn__Mgmt__Property **props = NULL;
+    size_t nprops = 0;
+    int c;
+    reset_getopt();
+    /* '+': stop at the pool name, so vdev words are never taken for options. */
+    while ((c = next_opt(argc, argv, "+:fo:", NULL, what)) != -1) {
+        if (c == 'f') {
+            pc.force = true;
+        } else if (c == 'o') {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg) fail("%s: bad property '%s' (want -o prop=value)", what, optarg);
+            Cairn__Mgmt__Property *p = cairn_zalloc(sizeof *p);
+            cairn__mgmt__property__init(p);
+            *eq = '\0';
+            p->name = optarg;
+            p->value = eq + 1;
+            props = cairn_realloc(props, sizeof(*props) * (nprops + 1));
+            props[nprops++] = p;
+        }
+    }
+    if (optind >= argc) fail("%s: missing pool name", what);
+    const char *name = argv[optind++];
+    set_name(name, what);
+    if (optind >= argc) fail("%s: missing vdevs (PATH, mirror PATH..., raidzN PATH...)", what);
+    spa_vdev_spec_t *root;
+    char err[512];
+    if (mgmt_vdev_spec_parse(argc - optind, argv + optind, &root, err, sizeof err))
+        fail("%s: %s", what, err);
+    char **seen = NULL, **given = NULL;
+    size_t nseen = 0;
+    resolve_leaves(root, &seen, &given, &nseen);
+
+    pc.name = (char *)name;
+    pc.root = spec_to_msg(root);
+    pc.props = props;
+    pc.n_props = nprops;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_CREATE;
+    req.pool_create = &pc;
+    Cairn__Mgmt__Response *r = call(&req);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    spec_msg_free(pc.root);
+    mgmt_vdev_spec_free(root);
+    for (size_t i = 0; i < nseen; i++) {
+        free(seen[i]);
+        free(given[i]);
+    }
+    free(seen);
+    free(given);
+    for (size_t i = 0; i < nprops; i++) free(props[i]);
+    free(props);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pool list */
+
+static void parse_list_opts(int c, list_opts_t *lo)
+{
+    if (c == 'H') lo->mode = MGMT_OUT_TABS;
+    else if (c == 'p') lo->exact = true;
+    else if (c == OPT_JSON) lo->mode = MGMT_OUT_JSON;
+}
+
+static int cmd_pool_list(int argc, char **argv)
+{
+    const char *what = "pool list";
+    list_opts_t lo = {0};
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
+    want_args(argc, argv, 0, 1, what, "");
+    Cairn__Mgmt__PoolList pl;
+    cairn__mgmt__pool_list__init(&pl);
+    if (optind < argc) {
+        set_name(argv[optind], what);
+        pl.name = argv[optind];
+    }
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_LIST;
+    req.pool_list = &pl;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST) fail("unexpected response");
+    bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
+    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "HEALTH"};
+    mgmt_table_t *t = mgmt_table_new(6, hdr, 0x1e);
+    for (size_t i = 0; i < r->pool_list->n_rows; i++) {
+        Cairn__Mgmt__PoolRow *row = r->pool_list->rows[i];
+        char size[32], alloc[32], freeb[32], cap[32];
+        mgmt_format_size(row->size, exact, size, sizeof size);
+        mgmt_format_size(row->alloc, exact, alloc, sizeof alloc);
+        mgmt_format_size(row->free, exact, freeb, sizeof freeb);
+        unsigned pct = row->size ? (unsigned)(row->alloc * 100 / row->size) : 0;
+        snprintf(cap, sizeof cap, exact ? "%u" : "%u%%", pct);
+        const char *cells[] = {row->name, size, alloc, freeb, cap, row->health};
+        mgmt_table_add_row(t, cells);
+    }
+    if (lo.mode == MGMT_OUT_HUMAN && mgmt_table_rows(t) == 0) printf("no pools available\n");
+    else mgmt_table_print(t, stdout, lo.mode, "pools");
+    mgmt_table_free(t);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pool status */
+
+static void fmt_time(uint64_t t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    localtime_r(&tt, &tm);
+    strftime(buf, len, "%a %b %e %H:%M:%S %Y", &tm);
+}
+
+static void print_scan(const Cairn__Mgmt__ScrubStatus *s)
+{
+    char when[64], a[32], b[32], rep[32];
+    if (!s || s->state == CAIRN__MGMT__SCRUB_STATUS__STATE__NONE) {
+        printf("  scan: none requested\n");
+        return;
+    }
+    cairn_format_size(s->repaired, rep, sizeof rep);
+    switch (s->state) {
+    case CAIRN__MGMT__SCRUB_STATUS__STATE__SCANNING: {
+        fmt_time(s->start_time, when, sizeof when);
+        cairn_format_size(s->examined, a, sizeof a);
+        cairn_format_size(s->to_examine, b, sizeof b);
+        double pct = s->to_examine ? 100.0 * (double)s->examined / (double)s->to_examine : 0;
+        if (pct > 100) pct = 100;
+        printf("  scan: scrub in progress since %s\n", when);
+        printf("\t%s examined of %s, %s repaired, %llu errors, %.2f%% done\n", a, b, rep,
+               (unsigned long long)s->errors, pct);
+        break;
+    }
+    case CAIRN__MGMT__SCRUB_STATUS__STATE__FINISHED: {
+        fmt_time(s->end_time, when, sizeof when);
+        uint64_t d = s->end_time > s->start_time ? s->end_time - s->start_time : 0;
+        cairn_format_size(s->examined, a, sizeof a);
+        printf("  scan: scrub repaired %s in %02llu:%02llu:%02llu with %llu errors on %s\n", rep,
+               (unsigned long long)(d / 3600), (unsigned long long)(d / 60 % 60),
+               (unsigned long long)(d % 60), (unsigned long long)s->errors, when);
+        printf("\t%s examined\n", a);
+        break;
+    }
+    default:
+        fmt_time(s->end_time, when, sizeof when);
+        cairn_format_size(s->examined, a, sizeof a);
+        printf("  scan: scrub canceled on %s (%s examined, %s repaired)\n", when, a, rep);
+    }
+}
+
+static size_t tree_width(const Cairn__Mgmt__VdevStatus *v, size_t indent)
+{
+    size_t w = indent + strlen(v->name);
+    for (size_t i = 0; i < v->n_children; i++) w = CAIRN_MAX(w, tree_width(v->children[i], indent + 2));
+    return w;
+}
+
+static void print_tree(const Cairn__Mgmt__VdevStatus *v, size_t indent, size_t width, bool verbose)
+{
+    printf("\t%*s%-*s  %-8s %5llu %5llu %5llu", (int)indent, "", (int)(width - indent), v->name,
+           v->state, (unsigned long long)v->read_errors, (unsigned long long)v->write_errors,
+           (unsigned long long)v->checksum_errors);
+    if (verbose && v->repaired_bytes) {
+        char b[32];
+        cairn_format_size(v->repaired_bytes, b, sizeof b);
+        printf("  (repaired %s)", b);
+    }
+    putchar('\n');
+    for (size_t i = 0; i < v->n_children; i++) print_tree(v->children[i], indent + 2, width, verbose);
+}
+
+static int cmd_pool_status(int argc, char **argv)
+{
+    const char *what = "pool status";
+    bool verbose = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":v", NULL, what)) != -1)
+        if (c == 'v') verbose = true;
+    want_args(argc, argv, 0, 1, what, "");
+    Cairn__Mgmt__PoolStatus ps;
+    cairn__mgmt__pool_status__init(&ps);
+    if (optind < argc) {
+        set_name(argv[optind], what);
+        ps.name = argv[optind];
+    }
+    ps.verbose = verbose;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
+    req.pool_status = &ps;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS) fail("unexpected response");
+    if (r->pool_status->n_pools == 0) printf("no pools available\n");
+    for (size_t i = 0; i < r->pool_status->n_pools; i++) {
+        const Cairn__Mgmt__PoolStatusResult *p = r->pool_status->pools[i];
+        if (i) putchar('\n');
+        printf("  pool: %s\n", p->name);
+        printf(" state: %s\n", p->state);
+        if (verbose) printf("    id: %llu\n   txg: %llu\n", (unsigned long long)p->guid,
+                            (unsigned long long)p->txg);
+        print_scan(p->scrub);
+        printf("config:\n\n");
+        size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;
+        printf("\t%-*s  %-8s %5s %5s %5s\n", (int)w, "NAME", "STATE", "READ", "WRITE", "CKSUM");
+        if (p->root) print_tree(p->root, 0, w, verbose);
+        putchar('\n');
+        uint64_t errs = p->scrub ? p->scrub->errors : 0;
+        if (errs) printf("errors: %llu blocks with no good copy found by the last scrub\n",
+                         (unsigned long long)errs);
+        else printf("errors: No known data errors\n");
+    }
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- simple pool commands */
+
+static int cmd_pool_simple(int argc, char **argv, const char *sub)
+{
+    char what[64];
+    snprintf(what, sizeof what, "pool %s", sub);
+    bool flag = false;
+    const char *opts = !strcmp(sub, "scrub") ? ":s" : (!strcmp(sub, "clear") ? ":" : ":f");
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, opts, NULL, what)) != -1) flag = true;
+    want_args(argc, argv, 1, 1, what, "pool name");
+    char *name = argv[optind];
+    set_name(name, what);
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    Cairn__Mgmt__PoolExport ex;
+    Cairn__Mgmt__PoolDestroy de;
+    Cairn__Mgmt__PoolScrub sc;
+    Cairn__Mgmt__PoolClear cl;
+    if (!strcmp(sub, "export")) {
+        cairn__mgmt__pool_export__init(&ex);
+        ex.name = name;
+        ex.force = flag;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT;
+        req.pool_export = &ex;
+    } else if (!strcmp(sub, "destroy")) {
+        cairn__mgmt__pool_destroy__init(&de);
+        de.name = name;
+        de.force = flag;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY;
+        req.pool_destroy = &de;
+    } else if (!strcmp(sub, "scrub")) {
+        cairn__mgmt__pool_scrub__init(&sc);
+        sc.name = name;
+        sc.stop = flag;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB;
+        req.pool_scrub = &sc;
+    } else {
+        cairn__mgmt__pool_clear__init(&cl);
+        cl.name = name;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR;
+        req.pool_clear = &cl;
+    }
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pool import */
+
+static char **collect_dirs(char **dirs, size_t *n, const char *arg)
+{
+    dirs = cairn_realloc(dirs, sizeof(char *) * (*n + 1));
+    dirs[(*n)++] = abs_path(arg, "search directory");
+    return dirs;
+}
+
+static int cmd_pool_import(int argc, char **argv)
+{
+    const char *what = "pool import";
+    Cairn__Mgmt__PoolImport pi;
+    cairn__mgmt__pool_import__init(&pi);
+    char **dirs = NULL;
+    size_t ndirs = 0;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":d:f", NULL, what)) != -1) {
+        if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
+        else if (c == 'f') pi.force = true;
+    }
+    want_args(argc, argv, 0, 1, what, "");
+    if (optind < argc) {
+        set_name(argv[optind], what);
+        pi.name = argv[optind];
+    }
+    if (ndirs == 0) fail("%s: give -d DIR (where to look for devices; there is no default)", what);
+    pi.dirs = dirs;
+    pi.n_dirs = ndirs;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT;
+    req.pool_import = &pi;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (!pi.name[0]) {
+        if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_IMPORT_CANDIDATES)
+            fail("unexpected response");
+        Cairn__Mgmt__ImportCandidates *ic = r->import_candidates;
+        if (ic->n_candidates == 0) {
+            printf("no pools available to import\n");
+        } else {
+            static const char *const hdr[] = {"NAME", "GUID", "STATE", "TXG", "LEAVES"};
+            mgmt_table_t *t = mgmt_table_new(5, hdr, 0x1a);
+            for (size_t i = 0; i < ic->n_candidates; i++) {
+                char guid[32], txg[32], nl[16];
+                snprintf(guid, sizeof guid, "%llu", (unsigned long long)ic->candidates[i]->guid);
+                snprintf(txg, sizeof txg, "%llu", (unsigned long long)ic->candidates[i]->txg);
+                snprintf(nl, sizeof nl, "%u", ic->candidates[i]->nleaves_found);
+                const char *cells[] = {ic->candidates[i]->name, guid, ic->candidates[i]->state,
+                                       txg, nl};
+                mgmt_table_add_row(t, cells);
+            }
+            mgmt_table_print(t, stdout, MGMT_OUT_HUMAN, NULL);
+            mgmt_table_free(t);
+        }
+    }
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    for (size_t i = 0; i < ndirs; i++) free(dirs[i]);
+    free(dirs);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pool get/set */
+
+static bool is_size_prop(const char *n)
+{
+    return !strcmp(n, "size") || !strcmp(n, "alloc") || !strcmp(n, "free") ||
+           !strcmp(n, "dirty_max");
+}
+
+static int cmd_pool_get(int argc, char **argv)
+{
+    const char *what = "pool get";
+    list_opts_t lo = {0};
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
+    want_args(argc, argv, 1, 2, what, "property name (or 'all')");
+    Cairn__Mgmt__PoolGet pg;
+    cairn__mgmt__pool_get__init(&pg);
+    char *list = cairn_strdup(argv[optind]);
+    char **props = NULL;
+    size_t n = 0;
+    for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        props = cairn_realloc(props, sizeof(char *) * (n + 1));
+        props[n++] = tok;
+    }
+    if (n == 0) fail("%s: missing property name", what);
+    pg.props = props;
+    pg.n_props = n;
+    if (optind + 1 < argc) {
+        set_name(argv[optind + 1], what);
+        pg.name = argv[optind + 1];
+    }
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_GET;
+    req.pool_get = &pg;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PROPS) fail("unexpected response");
+    bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
+    static const char *const hdr[] = {"NAME", "PROPERTY", "VALUE", "SOURCE"};
+    mgmt_table_t *t = mgmt_table_new(4, hdr, exact ? 0x4 : 0);
+    for (size_t i = 0; i < r->props->n_props; i++) {
+        Cairn__Mgmt__Property *p = r->props->props[i];
+        char val[64];
+        const char *v = p->value;
+        char *end;
+        unsigned long long num = strtoull(v, &end, 10);
+        if (!exact && is_size_prop(p->name) && *v && !*end) {
+            cairn_format_size(num, val, sizeof val);
+            v = val;
+        }
+        const char *cells[] = {p->target, p->name, v[0] ? v : "-", p->source};
+        mgmt_table_add_row(t, cells);
+    }
+    mgmt_table_print(t, stdout, lo.mode, "properties");
+    mgmt_table_free(t);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    free(props);
+    free(list);
+    return 0;
+}
+
+static int cmd_pool_set(int argc, char **argv)
+{
+    const char *what = "pool set";
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, "+:", NULL, what)) != -1) {
+    }
+    want_args(argc, argv, 2, 2, what, "PROP=VALUE and pool name");
+    char *eq = strchr(argv[optind], '=');
+    if (!eq || eq == argv[optind]) fail("%s: bad assignment '%s' (want PROP=VALUE)", what, argv[optind]);
+    *eq = '\0';
+    set_name(argv[optind + 1], what);
+    Cairn__Mgmt__PoolSet ps;
+    cairn__mgmt__pool_set__init(&ps);
+    ps.prop = argv[optind];
+    ps.value = eq + 1;
+    ps.name = argv[optind + 1];
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_SET;
+    req.pool_set = &ps;
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- check */
+
+/* A pool the running daemon holds must not be checked: it changes underneath. */
+static void refuse_if_imported(const char *name)
+{
+    int fd = connect_daemon(true);
+    if (fd < 0) return;
+    Cairn__Mgmt__PoolList pl;
+    cairn__mgmt__pool_list__init(&pl);
+    pl.name = (char *)name;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_LIST;
+    req.pool_list = &pl;
+    Cairn__Mgmt__Response *r = call_fd(fd, &req, true);
+    close(fd);
+    bool imported = r->error == 0;
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    if (imported) fail("check: pool '%s' is imported by cairnd at %s; export it first", name, g_socket);
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    const char *what = "check";
+    char **dirs = NULL;
+    size_t ndirs = 0;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":d:", NULL, what)) != -1)
+        if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
+    want_args(argc, argv, 1, 1, what, "pool name");
+    const char *name = argv[optind];
+    set_name(name, what);
+    if (ndirs == 0) fail("%s: give -d DIR (where to look for the pool's devices)", what);
+    refuse_if_imported(name);
+    dmu_init();
+    spa_check_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    char err[512] = "";
+    int rc = spa_check(name, (const char *const *)dirs, ndirs, &rep, err, sizeof err);
+    if (rc == 0 || rc == -EUCLEAN) {
+        printf("pool:        %s\n", name);
+        printf("blocks:      %llu\n", (unsigned long long)rep.blocks);
+        printf("referenced:  %llu\n", (unsigned long long)rep.bytes_referenced);
+        printf("allocated:   %llu\n", (unsigned long long)rep.bytes_allocated);
+        printf("leaked:      %llu\n", (unsigned long long)rep.leaked_bytes);
+        printf("double:      %llu\n", (unsigned long long)rep.double_bytes);
+        printf("bad blocks:  %llu\n", (unsigned long long)rep.bad_blocks);
+        printf("result:      %s\n", rc == 0 ? "clean" : "ERRORS");
+    }
+    for (size_t i = 0; i < ndirs; i++) free(dirs[i]);
+    free(dirs);
+    if (rc) fail("check of '%s' failed: %s", name, err[0] ? err : strerror(-rc));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    g_socket = getenv(CAIRN_SOCKET_ENV);
+    if (!g_socket || !*g_socket) g_socket = CAIRN_DEFAULT_SOCKET;
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        if (!strcmp(argv[i], "--socket")) {
+            if (i + 1 >= argc) fail("option '--socket' needs an argument");
+            g_socket = argv[i + 1];
+            i += 2;
+        } else if (!strncmp(argv[i], "--socket=", 9)) {
+            g_socket = argv[i] + 9;
+            i++;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("cairn %s\n", CAIRN_VERSION);
+            return 0;
+        } else {
+            fail("unknown option '%s' (see cairn --help)", argv[i]);
+        }
+    }
+    if (!*g_socket) fail("empty socket path");
+    if (i >= argc) fail("missing command (see cairn --help)");
+    const char *cmd = argv[i];
+    if (!strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "check")) return cmd_check(argc - i, argv + i);
+    if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, export, import, destroy, scrub, clear, get, set)");
+    const char *sub = argv[i + 1];
+    int sargc = argc - i - 1;
+    char **sargv = argv + i + 1;
+    if (!strcmp(sub, "create")) return cmd_pool_create(sargc, sargv);
+    if (!strcmp(sub, "list")) return cmd_pool_list(sargc, sargv);
+    if (!strcmp(sub, "status")) return cmd_pool_status(sargc, sargv);
+    if (!strcmp(sub, "import")) return cmd_pool_import(sargc, sargv);
+    if (!strcmp(sub, "get")) return cmd_pool_get(sargc, sargv);
+    if (!strcmp(sub, "set")) return cmd_pool_set(sargc, sargv);
+    if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
+        !strcmp(sub, "clear"))
+        return cmd_pool_simple(sargc, sargv, sub);
+    fail("pool: unknown subcommand '%s'", sub);
+}

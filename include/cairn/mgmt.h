@@ -1,0 +1,119 @@
+/*
+ * Management layer (src/mgmt/): what the `cairn` CLI and the `cairnd` daemon
+ * share, apart from the engine itself.
+ *
+ *  - Defaults (state dir, socket, listen ports) kept in one place; conf/cairnd.conf
+ *    repeats them for administrators.
+ *  - Framing of protobuf messages (src/mgmt/cairn_mgmt.proto) on the admin socket:
+ *    4-byte little-endian length + payload, MGMT_FRAME_MAX at most.
+ *  - The daemon's configuration file parser (`key = value`, `#` comments).
+ *  - The zpool-style vdev grammar parser (path | mirror DEV... | raidzP DEV...).
+ *  - Output helpers: tables printed aligned, tab-separated (-H) or as JSON.
+ *
+ * Everything here is pure logic over buffers, strings and file descriptors, so
+ * it is unit-tested without a pool engine.
+ */
+#ifndef CAIRN_MGMT_H
+#define CAIRN_MGMT_H
+
+#include <cairn/spa.h>
+#include <cairn/types.h>
+#include <stdio.h>
+
+/* ---- defaults (conf/cairnd.conf says the same) ---- */
+#define CAIRN_DEFAULT_STATE_DIR "/var/lib/cairn"
+#define CAIRN_DEFAULT_SOCKET CAIRN_DEFAULT_STATE_DIR "/cairnd.sock"
+#define CAIRN_SOCKET_ENV "CAIRN_SOCKET"
+#define CAIRN_DEFAULT_NFS_LISTEN "0.0.0.0:2049"
+#define CAIRN_DEFAULT_MOUNT_LISTEN "0.0.0.0:20048"
+#define CAIRN_DEFAULT_PORTMAP_LISTEN "0.0.0.0:111"
+#define CAIRN_DEFAULT_ISCSI_LISTEN "0.0.0.0:3260"
+#define CAIRN_DEFAULT_TXG_TIMEOUT 5
+#define CAIRN_VERSION "0.1.0"
+
+/* ---- framing ---- */
+#define MGMT_FRAME_MAX (16u * 1024 * 1024)
+#define MGMT_FRAME_HDR 4
+
+/* Writes the 4-byte little-endian header for a payload of len bytes. */
+void mgmt_frame_header(uint32_t len, uint8_t hdr[MGMT_FRAME_HDR]);
+/* Looks at the first avail bytes of a stream: 0 and *payload_len when a whole frame
+ * (header + payload) is present, -EAGAIN when more bytes are needed, -EMSGSIZE when
+ * the header announces more than MGMT_FRAME_MAX. */
+int mgmt_frame_parse(const uint8_t *buf, size_t avail, uint32_t *payload_len);
+/* Sends one frame (retrying short writes, no SIGPIPE). */
+int mgmt_frame_send(int fd, const void *payload, size_t len);
+/* Receives one frame into a malloc'd *payload (caller frees). Returns 0, -ENOTCONN
+ * on a clean end of stream before a header, -EPROTO when the stream ends inside a
+ * frame, -EMSGSIZE for an oversized frame (nothing more is read), or -errno. */
+int mgmt_frame_recv(int fd, uint8_t **payload, size_t *len);
+
+/* ---- daemon configuration ---- */
+#define MGMT_PATH_MAX 4096
+#define MGMT_ADDR_MAX 256
+
+typedef struct mgmt_listen {
+    char host[MGMT_ADDR_MAX];   /* numeric address or host name; "[::]" stored as "::" */
+    uint16_t port;
+} mgmt_listen_t;
+
+typedef struct cairnd_config {
+    char state_dir[MGMT_PATH_MAX];
+    char socket[MGMT_PATH_MAX];     /* "" until resolved: state_dir/cairnd.sock */
+    mgmt_listen_t nfs, mount, portmap, iscsi;
+    int log_level;                  /* cairn_log_level_t */
+    uint32_t txg_timeout;           /* seconds */
+} cairnd_config_t;
+
+void mgmt_config_defaults(cairnd_config_t *cfg);
+/* Parses "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT"/"PORT" (any address). */
+int mgmt_parse_listen(const char *s, mgmt_listen_t *out);
+/* Applies one line (comments and blank lines are fine). On error fills err with a
+ * message without location and returns -EINVAL. */
+int mgmt_config_apply_line(cairnd_config_t *cfg, const char *line, char *err, size_t errlen);
+/* Applies key = value. */
+int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, char *err,
+                    size_t errlen);
+/* Reads a whole file; errors are "FILE:LINE: message". */
+int mgmt_config_load(cairnd_config_t *cfg, const char *path, char *err, size_t errlen);
+/* Formats a listen address back into "host:port" ("[v6]:port"). */
+void mgmt_listen_format(const mgmt_listen_t *l, char *buf, size_t len);
+
+/* ---- vdev grammar ---- */
+/* Parses the VDEV... words of `pool create` into a ROOT spec. Leaf paths are kept as
+ * given (the CLI resolves them first). Rejects: no vdevs, an unknown vdev type (a word
+ * without '/' that is neither a keyword nor an existing file), a mirror with fewer than
+ * 2 devices, raidzP with fewer than P+2, the sections log/cache/spare (not supported
+ * yet), and a path given twice. Free with mgmt_vdev_spec_free(). */
+int mgmt_vdev_spec_parse(int argc, char *const argv[], spa_vdev_spec_t **root, char *err,
+                         size_t errlen);
+void mgmt_vdev_spec_free(spa_vdev_spec_t *root);
+/* Number of leaves under spec and a flat list of their paths (not copies). */
+size_t mgmt_vdev_spec_leaves(const spa_vdev_spec_t *spec, const char **paths, size_t cap);
+
+/* Pool names: start with a letter, then letters, digits, "_-.:"; not a vdev keyword. */
+int mgmt_pool_name_check(const char *name, char *err, size_t errlen);
+
+/* ---- output ---- */
+typedef enum mgmt_out_mode {
+    MGMT_OUT_HUMAN = 0,  /* aligned columns with a header */
+    MGMT_OUT_TABS = 1,   /* -H: tab-separated, no header */
+    MGMT_OUT_JSON = 2,   /* --json: {"<key>": [ {col: value, ...}, ... ]} */
+} mgmt_out_mode_t;
+
+typedef struct mgmt_table mgmt_table_t;
+/* headers: column titles (upper case in human mode; lower-cased as JSON keys).
+ * numeric_mask: bit i set when column i holds a number (right-aligned; a JSON number
+ * when the cell parses as an integer). */
+mgmt_table_t *mgmt_table_new(size_t ncols, const char *const *headers, uint32_t numeric_mask);
+void mgmt_table_add_row(mgmt_table_t *t, const char *const *cells);
+size_t mgmt_table_rows(const mgmt_table_t *t);
+void mgmt_table_print(const mgmt_table_t *t, FILE *f, mgmt_out_mode_t mode,
+                      const char *json_key);
+void mgmt_table_free(mgmt_table_t *t);
+/* Writes s as a JSON string literal (quotes included). */
+void mgmt_json_string(FILE *f, const char *s);
+/* A size for display: exact decimal bytes when exact, else "1.50G" style. */
+void mgmt_format_size(uint64_t bytes, bool exact, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,748 @@
+/*
+ * cairnd's pool table, its cache file and the request handlers.
+ *
+ * The table maps pool names to open spa_t handles. It is guarded by one
+ * reader-writer lock: commands that add or remove pools (create, import,
+ * export, destroy) take it for writing, everything else (list, status, get,
+ * set, scrub, clear) for reading, so a pool cannot vanish under a request that
+ * is using it while ordinary requests still run side by side. Long work such
+ * as a scrub runs inside the SPA's own threads; the handler only starts it.
+ *
+ * The cache file (state_dir/pools.cache) lists the pools to import when the
+ * daemon starts: a "pool NAME" line followed by one "path /abs/leaf" line per
+ * leaf, in tree order. It is the daemon's memory across restarts and crashes,
+ * so it is rewritten atomically (temp file, fsync, rename, fsync of the
+ * directory) after every change: a crash leaves either the old or the new
+ * list, never half of one. A cached pool that fails to import at start stays
+ * listed (its disks may just be late) and is retried on the next start.
+ */
+#include "cairnd.h"
+
+#include <cairn/dmu.h>
+#include <cairn/log.h>
+#include <cairn/util.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SUB "cairnd"
+
+/* ---------------------------------------------------------------- arena */
+
+void *cairnd_arena_alloc(cairnd_arena_t *a, size_t size)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 32;
+        a->ptrs = cairn_realloc(a->ptrs, sizeof(void *) * a->cap);
+    }
+    void *p = cairn_zalloc(size ? size : 1);
+    a->ptrs[a->n++] = p;
+    return p;
+}
+
+char *cairnd_arena_strdup(cairnd_arena_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = cairnd_arena_alloc(a, n);
+    memcpy(p, s, n);
+    return p;
+}
+
+void cairnd_arena_free(cairnd_arena_t *a)
+{
+    for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
+    free(a->ptrs);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---------------------------------------------------------------- table */
+
+typedef struct cache_entry {
+    char name[SPA_NAME_MAX];
+    char **paths;
+    size_t npaths;
+    spa_t *spa; /* NULL when the import at start failed */
+} cache_entry_t;
+
+static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+static cache_entry_t *g_pools;
+static size_t g_npools;
+static char g_cache_path[MGMT_PATH_MAX + 32];
+static char g_state_dir[MGMT_PATH_MAX];
+
+static void entry_free_paths(cache_entry_t *e)
+{
+    for (size_t i = 0; i < e->npaths; i++) free(e->paths[i]);
+    free(e->paths);
+    e->paths = NULL;
+    e->npaths = 0;
+}
+
+static cache_entry_t *find_entry(const char *name)
+{
+    for (size_t i = 0; i < g_npools; i++)
+        if (!strcmp(g_pools[i].name, name)) return &g_pools[i];
+    return NULL;
+}
+
+static spa_t *find_pool(const char *name)
+{
+    cache_entry_t *e = find_entry(name);
+    return e ? e->spa : NULL;
+}
+
+static void remove_entry(cache_entry_t *e)
+{
+    entry_free_paths(e);
+    size_t i = (size_t)(e - g_pools);
+    memmove(&g_pools[i], &g_pools[i + 1], (g_npools - i - 1) * sizeof *g_pools);
+    g_npools--;
+}
+
+/* Adds (or refreshes) the entry of a freshly opened pool. */
+static void add_pool(spa_t *spa)
+{
+    cache_entry_t *e = find_entry(spa_name(spa));
+    if (!e) {
+        g_pools = cairn_realloc(g_pools, sizeof *g_pools * (g_npools + 1));
+        e = &g_pools[g_npools++];
+        memset(e, 0, sizeof *e);
+        cairn_strlcpy(e->name, spa_name(spa), sizeof e->name);
+    }
+    e->spa = spa;
+    char **paths = NULL;
+    size_t n = 0;
+    if (spa_leaf_paths(spa, &paths, &n) == 0) {
+        entry_free_paths(e);
+        e->paths = paths;
+        e->npaths = n;
+    }
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Rewrites the cache file from the table. Caller holds the write lock. */
+static int cache_write(void)
+{
+    char tmp[sizeof g_cache_path + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", g_cache_path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        log_error(SUB, "cannot write %s: %s", tmp, strerror(e));
+        return -e;
+    }
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "# cairnd pool cache: pools imported at start. Written by cairnd.\n");
+    for (size_t i = 0; i < g_npools; i++) {
+        fprintf(f, "pool %s\n", g_pools[i].name);
+        for (size_t j = 0; j < g_pools[i].npaths; j++) fprintf(f, "path %s\n", g_pools[i].paths[j]);
+    }
+    int rc = 0;
+    if (fflush(f) || fsync(fd)) rc = -errno;
+    if (fclose(f) && !rc) rc = -errno;
+    if (!rc && rename(tmp, g_cache_path)) rc = -errno;
+    if (!rc) rc = fsync_dir(g_state_dir);
+    if (rc) {
+        log_error(SUB, "cannot update %s: %s", g_cache_path, strerror(-rc));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+static int cache_read(void)
+{
+    FILE *f = fopen(g_cache_path, "r");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        int e = errno;
+        log_error(SUB, "cannot read %s: %s", g_cache_path, strerror(e));
+        return -e;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    unsigned lineno = 0;
+    cache_entry_t *cur = NULL;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+        if (!line[0] || line[0] == '#') continue;
+        if (!strncmp(line, "pool ", 5) && line[5] && strlen(line + 5) < SPA_NAME_MAX) {
+            if (find_entry(line + 5)) {
+                log_warn(SUB, "%s:%u: pool '%s' listed twice; ignoring the repeat",
+                         g_cache_path, lineno, line + 5);
+                cur = NULL;
+                continue;
+            }
+            g_pools = cairn_realloc(g_pools, sizeof *g_pools * (g_npools + 1));
+            cur = &g_pools[g_npools++];
+            memset(cur, 0, sizeof *cur);
+            cairn_strlcpy(cur->name, line + 5, sizeof cur->name);
+        } else if (!strncmp(line, "path ", 5) && cur && line[5]) {
+            cur->paths = cairn_realloc(cur->paths, sizeof(char *) * (cur->npaths + 1));
+            cur->paths[cur->npaths++] = cairn_strdup(line + 5);
+        } else {
+            log_warn(SUB, "%s:%u: ignoring unrecognised line", g_cache_path, lineno);
+        }
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+int cairnd_pools_init(const char *state_dir)
+{
+    cairn_strlcpy(g_state_dir, state_dir, sizeof g_state_dir);
+    snprintf(g_cache_path, sizeof g_cache_path, "%s/pools.cache", state_dir);
+    return cache_read();
+}
+
+void cairnd_pools_import_cached(void)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    for (size_t i = 0; i < g_npools; i++) {
+        cache_entry_t *e = &g_pools[i];
+        if (e->spa) continue;
+        char err[512] = "";
+        spa_t *spa = NULL;
+        /* Our own pool: it looks active because we (or our crashed predecessor) had it. */
+        int rc = spa_import(e->name, (const char *const *)e->paths, e->npaths,
+                            SPA_IMPORT_FORCE, &spa, err, sizeof err);
+        if (rc) {
+            log_error(SUB, "cannot import cached pool '%s': %s", e->name,
+                      err[0] ? err : strerror(-rc));
+            continue;
+        }
+        if (strcmp(spa_name(spa), e->name)) {
+            log_error(SUB, "cached pool '%s' came back named '%s'; closing it", e->name,
+                      spa_name(spa));
+            spa_close(spa);
+            continue;
+        }
+        e->spa = spa;
+        log_info(SUB, "imported pool '%s' (%s)", e->name, vdev_state_name(spa_health(spa)));
+    }
+    pthread_rwlock_unlock(&g_lock);
+}
+
+void cairnd_pools_shutdown(void)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    for (size_t i = 0; i < g_npools; i++) {
+        if (!g_pools[i].spa) continue;
+        int rc = spa_close(g_pools[i].spa);
+        g_pools[i].spa = NULL;
+        if (rc) log_error(SUB, "closing pool '%s': %s", g_pools[i].name, strerror(-rc));
+        else log_info(SUB, "closed pool '%s'", g_pools[i].name);
+    }
+    for (size_t i = 0; i < g_npools; i++) entry_free_paths(&g_pools[i]);
+    free(g_pools);
+    g_pools = NULL;
+    g_npools = 0;
+    /* Keep the lock: no request may touch a pool after this. */
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+static void set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
+                      ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n') *p = ' ';
+    resp->error = rc < 0 ? rc : -EINVAL;
+    resp->message = cairnd_arena_strdup(a, msg);
+}
+
+#define NO_SUCH_POOL(resp, a, name) set_error(resp, a, -ENOENT, "no such pool '%s'", name)
+
+static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa)
+{
+    Cairn__Mgmt__PoolRow *r = cairnd_arena_alloc(a, sizeof *r);
+    cairn__mgmt__pool_row__init(r);
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    r->name = cairnd_arena_strdup(a, spa_name(spa));
+    r->size = sp.size;
+    r->alloc = sp.alloc;
+    r->free = sp.free;
+    r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+    r->guid = spa_guid(spa);
+    return r;
+}
+
+static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_t *vd)
+{
+    Cairn__Mgmt__VdevStatus *s = cairnd_arena_alloc(a, sizeof *s);
+    cairn__mgmt__vdev_status__init(s);
+    char name[MGMT_PATH_MAX];
+    if (vd->type == VDEV_TYPE_ROOT) cairn_strlcpy(name, spa_name(spa), sizeof name);
+    else if (vdev_is_leaf(vd)) cairn_strlcpy(name, vd->path ? vd->path : "?", sizeof name);
+    else snprintf(name, sizeof name, "%s-%u", vdev_type_name(vd), vd->id);
+    s->name = cairnd_arena_strdup(a, name);
+    s->type = cairnd_arena_strdup(a, vd->type == VDEV_TYPE_ROOT ? "root" : vdev_type_name(vd));
+    s->state = cairnd_arena_strdup(a, vdev_state_name((vdev_state_t)vd->state));
+    /* Each vdev shows its own counters (errors are counted where they happen). */
+    s->read_errors = vd->stats.read_errors;
+    s->write_errors = vd->stats.write_errors;
+    s->checksum_errors = vd->stats.checksum_errors;
+    s->repaired_bytes = vd->stats.repaired_bytes;
+    if (vd->nchildren) {
+        s->n_children = vd->nchildren;
+        s->children = cairnd_arena_alloc(a, sizeof(*s->children) * vd->nchildren);
+        for (uint32_t i = 0; i < vd->nchildren; i++) {
+            s->children[i] = vdev_status(a, spa, vd->children[i]);
+        }
+    }
+    return s;
+}
+
+static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    Cairn__Mgmt__ScrubStatus *s = cairnd_arena_alloc(a, sizeof *s);
+    cairn__mgmt__scrub_status__init(s);
+    s->state = (Cairn__Mgmt__ScrubStatus__State)st.state;
+    s->start_time = st.start_time;
+    s->end_time = st.end_time;
+    s->to_examine = st.to_examine;
+    s->examined = st.examined;
+    s->repaired = st.repaired;
+    s->errors = st.errors;
+    return s;
+}
+
+/* Builds an spa_vdev_spec_t over the message's strings (valid while req lives). */
+static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__VdevSpec *m,
+                                      int depth, char *err, size_t errlen)
+{
+    if (depth > 2) {
+        snprintf(err, errlen, "vdev tree too deep");
+        return NULL;
+    }
+    spa_vdev_spec_t *s = cairnd_arena_alloc(a, sizeof *s);
+    switch (m->type) {
+    case CAIRN__MGMT__VDEV_SPEC__TYPE__ROOT: s->type = VDEV_TYPE_ROOT; break;
+    case CAIRN__MGMT__VDEV_SPEC__TYPE__LEAF: s->type = VDEV_TYPE_LEAF; break;
+    case CAIRN__MGMT__VDEV_SPEC__TYPE__MIRROR: s->type = VDEV_TYPE_MIRROR; break;
+    case CAIRN__MGMT__VDEV_SPEC__TYPE__RAIDZ: s->type = VDEV_TYPE_RAIDZ; break;
+    default: snprintf(err, errlen, "unknown vdev type %d", (int)m->type); return NULL;
+    }
+    if ((depth == 0) != (s->type == VDEV_TYPE_ROOT)) {
+        snprintf(err, errlen, "malformed vdev tree");
+        return NULL;
+    }
+    if (s->type == VDEV_TYPE_LEAF) {
+        if (!m->path || m->path[0] != '/') {
+            snprintf(err, errlen, "device paths must be absolute ('%s')", m->path ? m->path : "");
+            return NULL;
+        }
+        s->path = m->path;
+        return s;
+    }
+    s->nparity = m->nparity;
+    s->nchildren = (uint32_t)m->n_children;
+    s->children = cairnd_arena_alloc(a, sizeof(*s->children) * m->n_children);
+    for (size_t i = 0; i < m->n_children; i++) {
+        spa_vdev_spec_t *c = spec_from_msg(a, m->children[i], depth + 1, err, errlen);
+        if (!c) return NULL;
+        s->children[i] = *c;
+    }
+    return s;
+}
+
+static const char *const g_readonly_props[] = {"size", "alloc", "free", "capacity",
+                                                "health", "guid", "ashift", NULL};
+static bool prop_readonly(const char *name)
+{
+    for (const char *const *p = g_readonly_props; *p; p++)
+        if (!strcmp(*p, name)) return true;
+    return false;
+}
+static bool prop_known(const char *name)
+{
+    for (const char *const *p = spa_prop_names(); *p; p++)
+        if (!strcmp(*p, name)) return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+static void do_list(const Cairn__Mgmt__PoolList *m, Cairn__Mgmt__Response *resp,
+                    cairnd_arena_t *a)
+{
+    Cairn__Mgmt__PoolRows *rows = cairnd_arena_alloc(a, sizeof *rows);
+    cairn__mgmt__pool_rows__init(rows);
+    rows->rows = cairnd_arena_alloc(a, sizeof(*rows->rows) * (g_npools + 1));
+    for (size_t i = 0; i < g_npools; i++) {
+        if (!g_pools[i].spa) continue;
+        if (m->name[0] && strcmp(m->name, g_pools[i].name)) continue;
+        rows->rows[rows->n_rows++] = pool_row(a, g_pools[i].spa);
+    }
+    if (m->name[0] && rows->n_rows == 0) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST;
+    resp->pool_list = rows;
+}
+
+static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    Cairn__Mgmt__PoolStatuses *st = cairnd_arena_alloc(a, sizeof *st);
+    cairn__mgmt__pool_statuses__init(st);
+    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (g_npools + 1));
+    for (size_t i = 0; i < g_npools; i++) {
+        spa_t *spa = g_pools[i].spa;
+        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+        Cairn__Mgmt__PoolStatusResult *r = cairnd_arena_alloc(a, sizeof *r);
+        cairn__mgmt__pool_status_result__init(r);
+        r->name = cairnd_arena_strdup(a, spa_name(spa));
+        r->state = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+        r->guid = spa_guid(spa);
+        r->scrub = scrub_status(a, spa);
+        r->root = vdev_status(a, spa, spa_root_vdev(spa));
+        r->txg = spa_last_synced_txg(spa);
+        st->pools[st->n_pools++] = r;
+    }
+    if (m->name[0] && st->n_pools == 0) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS;
+    resp->pool_status = st;
+}
+
+static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    char err[512] = "";
+    if (mgmt_pool_name_check(m->name, err, sizeof err)) {
+        set_error(resp, a, -EINVAL, "%s", err);
+        return;
+    }
+    if (find_entry(m->name)) {
+        set_error(resp, a, -EEXIST, "pool '%s' already exists", m->name);
+        return;
+    }
+    if (!m->root) {
+        set_error(resp, a, -EINVAL, "no vdevs given");
+        return;
+    }
+    spa_vdev_spec_t *root = spec_from_msg(a, m->root, 0, err, sizeof err);
+    if (!root) {
+        set_error(resp, a, -EINVAL, "%s", err);
+        return;
+    }
+    spa_create_opts_t opts = {.ashift = 0, .force = m->force};
+    /* Validate every property before touching a device. */
+    for (size_t i = 0; i < m->n_props; i++) {
+        const char *n = m->props[i]->name, *v = m->props[i]->value;
+        if (!strcmp(n, "ashift")) {
+            char *end;
+            unsigned long s = strtoul(v, &end, 10);
+            if (!*v || *end || s < 9 || s > 16) {
+                set_error(resp, a, -EINVAL, "bad ashift '%s' (want 9..16)", v);
+                return;
+            }
+            opts.ashift = (uint32_t)s;
+        } else if (!prop_known(n)) {
+            set_error(resp, a, -EINVAL, "unknown pool property '%s'", n);
+            return;
+        } else if (prop_readonly(n)) {
+            set_error(resp, a, -EINVAL, "pool property '%s' is read-only", n);
+            return;
+        }
+    }
+    spa_t *spa = NULL;
+    int rc = spa_create(m->name, root, &opts, &spa, err, sizeof err);
+    if (rc) {
+        set_error(resp, a, rc, "cannot create '%s': %s", m->name, err[0] ? err : strerror(-rc));
+        return;
+    }
+    for (size_t i = 0; i < m->n_props; i++) {
+        const char *n = m->props[i]->name, *v = m->props[i]->value;
+        if (!strcmp(n, "ashift")) continue;
+        rc = spa_prop_set(spa, n, v, err, sizeof err);
+        if (rc) {
+            /* Leave no half-configured pool behind: the devices become reusable again. */
+            spa_destroy(spa);
+            set_error(resp, a, rc, "cannot set %s=%s: %s", n, v, err[0] ? err : strerror(-rc));
+            return;
+        }
+    }
+    add_pool(spa);
+    cache_write();
+    log_info(SUB, "created pool '%s'", m->name);
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
+    resp->pool = pool_row(a, spa);
+}
+
+static const char *pool_state_name(int s)
+{
+    switch (s) {
+    case SPA_STATE_ACTIVE: return "active";
+    case SPA_STATE_EXPORTED: return "exported";
+    case SPA_STATE_DESTROYED: return "destroyed";
+    default: return "unknown";
+    }
+}
+
+static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    for (size_t i = 0; i < m->n_dirs; i++)
+        if (m->dirs[i][0] != '/') {
+            set_error(resp, a, -EINVAL, "search paths must be absolute ('%s')", m->dirs[i]);
+            return;
+        }
+    if (m->n_dirs == 0) {
+        set_error(resp, a, -EINVAL, "no search directory given (use -d DIR)");
+        return;
+    }
+    const char *const *dirs = (const char *const *)m->dirs;
+    if (!m->name[0]) {
+        spa_import_candidate_t *c = NULL;
+        size_t n = 0;
+        int rc = spa_import_scan(dirs, m->n_dirs, &c, &n);
+        if (rc) {
+            set_error(resp, a, rc, "cannot scan for pools: %s", strerror(-rc));
+            return;
+        }
+        Cairn__Mgmt__ImportCandidates *ic = cairnd_arena_alloc(a, sizeof *ic);
+        cairn__mgmt__import_candidates__init(ic);
+        ic->candidates = cairnd_arena_alloc(a, sizeof(*ic->candidates) * (n + 1));
+        for (size_t i = 0; i < n; i++) {
+            Cairn__Mgmt__ImportCandidate *x = cairnd_arena_alloc(a, sizeof *x);
+            cairn__mgmt__import_candidate__init(x);
+            x->name = cairnd_arena_strdup(a, c[i].name);
+            x->guid = c[i].guid;
+            x->txg = c[i].txg;
+            x->state = cairnd_arena_strdup(a, pool_state_name(c[i].state));
+            x->nleaves_found = c[i].nleaves_found;
+            ic->candidates[ic->n_candidates++] = x;
+        }
+        free(c);
+        resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_IMPORT_CANDIDATES;
+        resp->import_candidates = ic;
+        return;
+    }
+    if (find_pool(m->name)) {
+        set_error(resp, a, -EEXIST, "pool '%s' is already imported", m->name);
+        return;
+    }
+    char err[512] = "";
+    spa_t *spa = NULL;
+    int rc = spa_import(m->name, dirs, m->n_dirs, m->force ? SPA_IMPORT_FORCE : 0, &spa, err,
+                        sizeof err);
+    if (rc) {
+        set_error(resp, a, rc, "cannot import '%s': %s", m->name, err[0] ? err : strerror(-rc));
+        return;
+    }
+    cache_entry_t *stale = find_entry(spa_name(spa));
+    if (stale && stale->spa) {
+        /* Imported by name alias/guid to a pool we already hold: refuse. */
+        spa_close(spa);
+        set_error(resp, a, -EEXIST, "pool '%s' is already imported", spa_name(stale->spa));
+        return;
+    }
+    add_pool(spa);
+    cache_write();
+    log_info(SUB, "imported pool '%s'", spa_name(spa));
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
+    resp->pool = pool_row(a, spa);
+}
+
+static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,
+                              cairnd_arena_t *a)
+{
+    cache_entry_t *e = find_entry(name);
+    if (!e || !e->spa) {
+        if (e && destroy) {
+            /* A cached pool that never came back: forget it. */
+            remove_entry(e);
+            cache_write();
+            set_error(resp, a, -ENOENT,
+                      "pool '%s' is not imported (its disks were missing); removed it from "
+                      "the cache",
+                      name);
+            return;
+        }
+        NO_SUCH_POOL(resp, a, name);
+        return;
+    }
+    spa_t *spa = e->spa;
+    int rc = destroy ? spa_destroy(spa) : spa_export(spa);
+    /* Either call closes the pool, even when writing the labels failed. */
+    remove_entry(e);
+    cache_write();
+    if (rc) {
+        set_error(resp, a, rc, "cannot %s '%s': %s", destroy ? "destroy" : "export", name,
+                  strerror(-rc));
+        return;
+    }
+    log_info(SUB, "%s pool '%s'", destroy ? "destroyed" : "exported", name);
+}
+
+static void do_scrub(const Cairn__Mgmt__PoolScrub *m, Cairn__Mgmt__Response *resp,
+                     cairnd_arena_t *a)
+{
+    spa_t *spa = find_pool(m->name);
+    if (!spa) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    int rc = m->stop ? spa_scrub_stop(spa) : spa_scrub_start(spa);
+    if (rc) {
+        if (m->stop && rc == -ENOENT)
+            set_error(resp, a, rc, "there is no active scrub on '%s'", m->name);
+        else if (!m->stop && rc == -EBUSY)
+            set_error(resp, a, rc, "a scrub is already running on '%s'", m->name);
+        else
+            set_error(resp, a, rc, "cannot %s scrub on '%s': %s", m->stop ? "stop" : "start",
+                      m->name, strerror(-rc));
+        return;
+    }
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_SCRUB;
+    resp->scrub = scrub_status(a, spa);
+}
+
+static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *spa,
+                     const char *name)
+{
+    char buf[1024] = "";
+    int rc = spa_prop_get(spa, name, buf, sizeof buf);
+    Cairn__Mgmt__Property *p = cairnd_arena_alloc(a, sizeof *p);
+    cairn__mgmt__property__init(p);
+    p->target = cairnd_arena_strdup(a, spa_name(spa));
+    p->name = cairnd_arena_strdup(a, name);
+    p->value = cairnd_arena_strdup(a, rc ? "-" : buf);
+    p->source = cairnd_arena_strdup(a, prop_readonly(name) ? "-" : (rc || !buf[0]) ? "default"
+                                                                                     : "local");
+    pl->props[pl->n_props++] = p;
+}
+
+static void do_get(const Cairn__Mgmt__PoolGet *m, Cairn__Mgmt__Response *resp,
+                   cairnd_arena_t *a)
+{
+    bool all = m->n_props == 0;
+    for (size_t i = 0; i < m->n_props; i++) {
+        if (!strcmp(m->props[i], "all")) all = true;
+        else if (!prop_known(m->props[i])) {
+            set_error(resp, a, -EINVAL, "unknown pool property '%s'", m->props[i]);
+            return;
+        }
+    }
+    size_t nnames = 0;
+    while (spa_prop_names()[nnames]) nnames++;
+    size_t per_pool = all ? nnames : m->n_props;
+    Cairn__Mgmt__PropertyList *pl = cairnd_arena_alloc(a, sizeof *pl);
+    cairn__mgmt__property_list__init(pl);
+    pl->props = cairnd_arena_alloc(a, sizeof(*pl->props) * (per_pool * g_npools + 1));
+    bool found = false;
+    for (size_t i = 0; i < g_npools; i++) {
+        spa_t *spa = g_pools[i].spa;
+        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+        found = true;
+        if (all)
+            for (size_t j = 0; j < nnames; j++) add_prop(pl, a, spa, spa_prop_names()[j]);
+        else
+            for (size_t j = 0; j < m->n_props; j++) add_prop(pl, a, spa, m->props[j]);
+    }
+    if (m->name[0] && !found) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_PROPS;
+    resp->props = pl;
+}
+
+static void do_set(const Cairn__Mgmt__PoolSet *m, Cairn__Mgmt__Response *resp,
+                   cairnd_arena_t *a)
+{
+    spa_t *spa = find_pool(m->name);
+    if (!spa) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    if (!prop_known(m->prop)) {
+        set_error(resp, a, -EINVAL, "unknown pool property '%s'", m->prop);
+        return;
+    }
+    if (prop_readonly(m->prop)) {
+        set_error(resp, a, -EINVAL, "pool property '%s' is read-only", m->prop);
+        return;
+    }
+    char err[512] = "";
+    int rc = spa_prop_set(spa, m->prop, m->value, err, sizeof err);
+    if (rc) set_error(resp, a, rc, "cannot set %s: %s", m->prop, err[0] ? err : strerror(-rc));
+}
+
+void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a)
+{
+    bool writer = false;
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY: writer = true; break;
+    default: break;
+    }
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
+        Cairn__Mgmt__Pong *p = cairnd_arena_alloc(a, sizeof *p);
+        cairn__mgmt__pong__init(p);
+        p->version = cairnd_arena_strdup(a, CAIRN_VERSION);
+        p->pid = (uint32_t)getpid();
+        resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_PONG;
+        resp->pong = p;
+        return;
+    }
+    if (writer) pthread_rwlock_wrlock(&g_lock);
+    else pthread_rwlock_rdlock(&g_lock);
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE: do_create(req->pool_create, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_LIST: do_list(req->pool_list, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_STATUS: do_status(req->pool_status, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
+        do_export_destroy(req->pool_export->name, false, resp, a);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
+        do_export_destroy(req->pool_destroy->name, true, resp, a);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT: do_import(req->pool_import, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB: do_scrub(req->pool_scrub, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR: {
+        spa_t *spa = find_pool(req->pool_clear->name);
+        if (spa) spa_clear_errors(spa);
+        else NO_SUCH_POOL(resp, a, req->pool_clear->name);
+        break;
+    }
+    case CAIRN__MGMT__REQUEST__CMD_POOL_GET: do_get(req->pool_get, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
+    default: set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
+    }
+    pthread_rwlock_unlock(&g_lock);
+}

@@ -1,0 +1,212 @@
+/*
+ * The daemon's configuration file: `key = value` lines, `#` comments.
+ *
+ * The format is deliberately tiny (no sections, no quoting beyond trimming
+ * blanks) because every setting is a path, an address or a number. Anything
+ * the parser does not understand is an error that names the file and line:
+ * a typo in a config file silently ignored is how a daemon ends up listening
+ * somewhere nobody expected. Command-line options are applied after the file,
+ * through the same mgmt_config_set(), so both are validated alike.
+ */
+#include <cairn/log.h>
+#include <cairn/mgmt.h>
+#include <cairn/util.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void mgmt_config_defaults(cairnd_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cairn_strlcpy(cfg->state_dir, CAIRN_DEFAULT_STATE_DIR, sizeof cfg->state_dir);
+    cfg->socket[0] = '\0';
+    mgmt_parse_listen(CAIRN_DEFAULT_NFS_LISTEN, &cfg->nfs);
+    mgmt_parse_listen(CAIRN_DEFAULT_MOUNT_LISTEN, &cfg->mount);
+    mgmt_parse_listen(CAIRN_DEFAULT_PORTMAP_LISTEN, &cfg->portmap);
+    mgmt_parse_listen(CAIRN_DEFAULT_ISCSI_LISTEN, &cfg->iscsi);
+    cfg->log_level = CAIRN_LOG_INFO;
+    cfg->txg_timeout = CAIRN_DEFAULT_TXG_TIMEOUT;
+}
+
+static int parse_port(const char *s, uint16_t *out)
+{
+    if (!*s) return -EINVAL;
+    unsigned long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (!isdigit((unsigned char)*p)) return -EINVAL;
+        v = v * 10 + (unsigned long)(*p - '0');
+        if (v > 65535) return -EINVAL;
+    }
+    *out = (uint16_t)v;
+    return 0;
+}
+
+int mgmt_parse_listen(const char *s, mgmt_listen_t *out)
+{
+    mgmt_listen_t l;
+    memset(&l, 0, sizeof l);
+    if (!s || !*s) return -EINVAL;
+    const char *colon;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':' || close == s + 1) return -EINVAL;
+        size_t hl = (size_t)(close - s - 1);
+        if (hl >= sizeof l.host) return -EINVAL;
+        memcpy(l.host, s + 1, hl);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) {
+            /* A bare port: any address. */
+            cairn_strlcpy(l.host, "0.0.0.0", sizeof l.host);
+            if (parse_port(s, &l.port)) return -EINVAL;
+            *out = l;
+            return 0;
+        }
+        size_t hl = (size_t)(colon - s);
+        if (hl >= sizeof l.host) return -EINVAL;
+        if (memchr(s, ':', hl)) return -EINVAL; /* unbracketed IPv6 is ambiguous */
+        memcpy(l.host, s, hl);
+        if (hl == 0) cairn_strlcpy(l.host, "0.0.0.0", sizeof l.host);
+    }
+    for (const char *p = l.host; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-:_%", *p)) return -EINVAL;
+    if (parse_port(colon + 1, &l.port)) return -EINVAL;
+    *out = l;
+    return 0;
+}
+
+void mgmt_listen_format(const mgmt_listen_t *l, char *buf, size_t len)
+{
+    if (strchr(l->host, ':')) snprintf(buf, len, "[%s]:%u", l->host, l->port);
+    else snprintf(buf, len, "%s:%u", l->host, l->port);
+}
+
+static int set_path(char *dst, size_t cap, const char *key, const char *value, char *err,
+                    size_t errlen)
+{
+    if (!*value) {
+        snprintf(err, errlen, "%s needs a path", key);
+        return -EINVAL;
+    }
+    /* sun_path holds 108 bytes including the terminator. */
+    size_t limit = strcmp(key, "socket") == 0 ? 107 : cap - 1;
+    if (strlen(value) > limit) {
+        snprintf(err, errlen, "%s path too long (at most %zu bytes)", key, limit);
+        return -EINVAL;
+    }
+    cairn_strlcpy(dst, value, cap);
+    return 0;
+}
+
+int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, char *err,
+                    size_t errlen)
+{
+    mgmt_listen_t *l = NULL;
+    if (!strcmp(key, "state_dir"))
+        return set_path(cfg->state_dir, sizeof cfg->state_dir, key, value, err, errlen);
+    if (!strcmp(key, "socket"))
+        return set_path(cfg->socket, sizeof cfg->socket, key, value, err, errlen);
+    if (!strcmp(key, "nfs_listen")) l = &cfg->nfs;
+    else if (!strcmp(key, "mount_listen")) l = &cfg->mount;
+    else if (!strcmp(key, "portmap_listen")) l = &cfg->portmap;
+    else if (!strcmp(key, "iscsi_listen")) l = &cfg->iscsi;
+    if (l) {
+        if (mgmt_parse_listen(value, l)) {
+            snprintf(err, errlen, "bad %s '%s' (want ADDR:PORT, port 0..65535)", key, value);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "log_level")) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++)
+            if (!strcasecmp(value, names[i])) {
+                cfg->log_level = i;
+                return 0;
+            }
+        snprintf(err, errlen, "bad log_level '%s' (want error, warn, info or debug)", value);
+        return -EINVAL;
+    }
+    if (!strcmp(key, "txg_timeout")) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(value, &end, 10);
+        if (!isdigit((unsigned char)value[0]) || *end || errno || v < 1 || v > 3600) {
+            snprintf(err, errlen, "bad txg_timeout '%s' (want seconds, 1..3600)", value);
+            return -EINVAL;
+        }
+        cfg->txg_timeout = (uint32_t)v;
+        return 0;
+    }
+    snprintf(err, errlen, "unknown setting '%s'", key);
+    return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+int mgmt_config_apply_line(cairnd_config_t *cfg, const char *line, char *err, size_t errlen)
+{
+    char buf[MGMT_PATH_MAX + 256];
+    if (strlen(line) >= sizeof buf) {
+        snprintf(err, errlen, "line too long");
+        return -EINVAL;
+    }
+    cairn_strlcpy(buf, line, sizeof buf);
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = '\0';
+    char *s = trim(buf);
+    if (!*s) return 0;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+        snprintf(err, errlen, "expected 'key = value', got '%s'", s);
+        return -EINVAL;
+    }
+    *eq = '\0';
+    char *key = trim(s), *value = trim(eq + 1);
+    if (!*key) {
+        snprintf(err, errlen, "missing key before '='");
+        return -EINVAL;
+    }
+    if (!*value) {
+        snprintf(err, errlen, "missing value for '%s'", key);
+        return -EINVAL;
+    }
+    return mgmt_config_set(cfg, key, value, err, errlen);
+}
+
+int mgmt_config_load(cairnd_config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned lineno = 0;
+    int rc = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char msg[512];
+        if (mgmt_config_apply_line(cfg, line, msg, sizeof msg)) {
+            snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}

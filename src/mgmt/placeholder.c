@@ -1,4 +1,0 @@
-/* placeholder until the management layer lands */
-#include <cairn/log.h>
-void cairn_mgmt_placeholder(void);
-void cairn_mgmt_placeholder(void) {}

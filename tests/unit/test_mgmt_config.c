@@ -1,0 +1,178 @@
+/* cairnd's configuration parser: good lines, bad lines (with file:line), listen addresses. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/log.h>
+#include <cairn/mgmt.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("CAIRN_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", base);
+    if (system(cmd)) return -1;
+    snprintf(g_dir, sizeof g_dir, "%s/test_mgmt_config.XXXXXX", base);
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) ? -1 : 0;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_string_equal(c.state_dir, CAIRN_DEFAULT_STATE_DIR);
+    assert_int_equal(c.nfs.port, 2049);
+    assert_int_equal(c.mount.port, 20048);
+    assert_int_equal(c.portmap.port, 111);
+    assert_int_equal(c.iscsi.port, 3260);
+    assert_int_equal(c.txg_timeout, 5);
+    assert_int_equal(c.log_level, CAIRN_LOG_INFO);
+}
+
+static void test_good_file(void **state)
+{
+    (void)state;
+    char path[600], err[1024];
+    snprintf(path, sizeof path, "%s/good.conf", g_dir);
+    write_file(path, "# comment\n\n  state_dir = /srv/cairn  # trailing comment\n"
+                     "socket=/run/c.sock\nnfs_listen = 127.0.0.1:12049\n"
+                     "mount_listen = [::1]:1234\nportmap_listen = :1111\n"
+                     "iscsi_listen = 3261\nlog_level = DEBUG\ntxg_timeout = 17\n");
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_string_equal(c.state_dir, "/srv/cairn");
+    assert_string_equal(c.socket, "/run/c.sock");
+    assert_string_equal(c.nfs.host, "127.0.0.1");
+    assert_int_equal(c.nfs.port, 12049);
+    assert_string_equal(c.mount.host, "::1");
+    assert_int_equal(c.mount.port, 1234);
+    assert_string_equal(c.portmap.host, "0.0.0.0");
+    assert_int_equal(c.portmap.port, 1111);
+    assert_int_equal(c.iscsi.port, 3261);
+    assert_int_equal(c.log_level, CAIRN_LOG_DEBUG);
+    assert_int_equal(c.txg_timeout, 17);
+    char buf[300];
+    mgmt_listen_format(&c.mount, buf, sizeof buf);
+    assert_string_equal(buf, "[::1]:1234");
+}
+
+/* The shipped conf/cairnd.conf must parse and say what the built-in defaults say. */
+static void test_shipped_conf(void **state)
+{
+    (void)state;
+    /* The build compiles us by absolute path: the tree is three levels up. */
+    char path[1024], err[1024];
+    snprintf(path, sizeof path, "%s", __FILE__);
+    char *cut = strstr(path, "tests/unit/");
+    assert_non_null(cut);
+    snprintf(cut, sizeof path - (size_t)(cut - path), "conf/cairnd.conf");
+    assert_int_equal(access(path, R_OK), 0);
+    cairnd_config_t c, d;
+    mgmt_config_defaults(&c);
+    mgmt_config_defaults(&d);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_string_equal(c.state_dir, d.state_dir);
+    assert_string_equal(c.socket, CAIRN_DEFAULT_SOCKET);
+    assert_memory_equal(&c.nfs, &d.nfs, sizeof c.nfs);
+    assert_memory_equal(&c.iscsi, &d.iscsi, sizeof c.iscsi);
+    assert_int_equal(c.txg_timeout, d.txg_timeout);
+}
+
+static void expect_bad(const char *text, const char *where, const char *needle)
+{
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/bad.conf", g_dir);
+    write_file(path, text);
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_true(mgmt_config_load(&c, path, err, sizeof err) < 0);
+    char loc[700];
+    snprintf(loc, sizeof loc, "%s:%s: ", path, where);
+    if (strncmp(err, loc, strlen(loc))) fail_msg("error '%s' does not start with '%s'", err, loc);
+    if (!strstr(err, needle)) fail_msg("error '%s' lacks '%s'", err, needle);
+    assert_null(strchr(err, '\n'));
+}
+
+static void test_bad_lines(void **state)
+{
+    (void)state;
+    expect_bad("state_dir = /x\nbogus = 1\n", "2", "unknown setting 'bogus'");
+    expect_bad("# c\n\nnfs_listen = 1.2.3.4:99999\n", "3", "nfs_listen");
+    expect_bad("iscsi_listen = host:\n", "1", "iscsi_listen");
+    expect_bad("mount_listen = ::1:80\n", "1", "mount_listen");
+    expect_bad("log_level = loud\n", "1", "log_level");
+    expect_bad("txg_timeout = 0\n", "1", "txg_timeout");
+    expect_bad("txg_timeout = 5s\n", "1", "txg_timeout");
+    expect_bad("txg_timeout = -3\n", "1", "txg_timeout");
+    expect_bad("just words\n", "1", "key = value");
+    expect_bad("state_dir =\n", "1", "missing value");
+    expect_bad(" = /x\n", "1", "missing key");
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/nope.conf", g_dir);
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "nope.conf"));
+}
+
+static void test_listen_parse(void **state)
+{
+    (void)state;
+    mgmt_listen_t l;
+    assert_int_equal(mgmt_parse_listen("10.0.0.1:0", &l), 0);
+    assert_int_equal(l.port, 0);
+    assert_int_equal(mgmt_parse_listen("localhost:65535", &l), 0);
+    assert_string_equal(l.host, "localhost");
+    assert_int_equal(l.port, 65535);
+    assert_true(mgmt_parse_listen("", &l) < 0);
+    assert_true(mgmt_parse_listen("1.2.3.4", &l) < 0);
+    assert_true(mgmt_parse_listen("1.2.3.4:65536", &l) < 0);
+    assert_true(mgmt_parse_listen("1.2.3.4:8x", &l) < 0);
+    assert_true(mgmt_parse_listen("[::1:80", &l) < 0);
+    assert_true(mgmt_parse_listen("[]:80", &l) < 0);
+    assert_true(mgmt_parse_listen("a b:80", &l) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_good_file),
+        cmocka_unit_test(test_shipped_conf), cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_missing_file), cmocka_unit_test(test_listen_parse),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
