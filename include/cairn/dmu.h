@@ -92,4 +92,10 @@ int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_t
 int dmu_bonus_write(objset_t *os, uint64_t obj, const void *buf, uint32_t len, dmu_tx_t *tx);
 int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t *len);
 
+/* ---- enumeration ---- */
+/* Calls visit for every block pointer reachable from the pool's last synced MOS
+ * root (what the SPA's traverse callback does): each before its subtree, holes
+ * never. A visitor returning < 0 stops the walk (returned), > 0 skips the subtree. */
+int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg);
+
 #endif

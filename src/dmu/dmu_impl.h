@@ -1,0 +1,253 @@
+/*
+ * DMU internals shared by the src/dmu sources. The on-disk format is described at the
+ * top of dnode.c; the in-memory design (dirty records per txg, the indirect
+ * cache, locking) there and in objset.c.
+ */
+#ifndef CAIRN_DMU_IMPL_H
+#define CAIRN_DMU_IMPL_H
+
+#include <cairn/dmu.h>
+#include <cairn/taskq.h>
+#include <pthread.h>
+
+/* ---------------- on-disk structures ---------------- */
+
+#define DNODE_SIZE 512
+#define DNODE_SHIFT 9
+#define DN_INDBLKSHIFT 17                       /* 128 KiB indirect blocks */
+#define DN_IND_BLKSZ (1u << DN_INDBLKSHIFT)
+#define DN_EPB_SHIFT (DN_INDBLKSHIFT - 7)       /* 1024 block pointers per indirect */
+#define DN_EPB (1u << DN_EPB_SHIFT)
+#define DN_MAX_LEVELS 8
+#define DN_META_BLKSZ (16 * 1024u)              /* dnode blocks: 32 dnodes */
+#define DN_PER_BLOCK (DN_META_BLKSZ / DNODE_SIZE)
+#define DN_PER_BLOCK_SHIFT 5
+/* Offsets are capped so that blkid arithmetic never overflows. */
+#define DMU_MAX_OFFSET (1ULL << 60)
+
+enum dnode_type {
+    DNODE_TYPE_FREE = 0,
+    DNODE_TYPE_PLAIN = 1,     /* user object: records are CAIRN_BT_DATA */
+    DNODE_TYPE_DIRECTORY = 2, /* MOS object-set directory: CAIRN_BT_DIRECTORY */
+    DNODE_TYPE_META = 3,      /* the meta-dnode: records are CAIRN_BT_DNODE */
+};
+
+#define DNODE_FLAG_WRITTEN 0x1 /* maxblkid is meaningful: a record was written */
+
+typedef struct dnode_phys {
+    uint8_t type;
+    uint8_t nlevels;
+    uint8_t checksum;
+    uint8_t compress;
+    uint8_t copies;
+    uint8_t indblkshift;
+    uint16_t flags;
+    uint32_t datablksz;
+    uint32_t bonuslen;
+    uint64_t maxblkid;
+    uint64_t used_bytes;
+    uint64_t generation;
+    uint64_t pad0[3];
+    cairn_blkptr_t root;
+    uint8_t bonus[DMU_BONUS_MAX];
+} dnode_phys_t;
+_Static_assert(sizeof(dnode_phys_t) == DNODE_SIZE, "dnode_phys is 512 bytes on disk");
+
+#define OBJSET_MAGIC 0x31534f4e52494143ULL /* "CAIRNOS1" */
+#define OBJSET_VERSION 1
+#define OBJSET_PHYS_SIZE 1024
+
+typedef struct objset_phys {
+    uint64_t magic;
+    uint64_t version;
+    uint64_t id;
+    uint64_t creation_txg;
+    uint64_t pad[60];
+    dnode_phys_t meta;
+} objset_phys_t;
+_Static_assert(sizeof(objset_phys_t) == OBJSET_PHYS_SIZE, "objset_phys is 1 KiB on disk");
+
+#define DIR_OBJECT 1                      /* MOS object 1: the object-set directory */
+#define DIR_ENTRY_SIZE 512
+#define DIR_RECORDSIZE (16 * 1024u)
+#define DIR_NAME_LEN 256
+#define DIR_ENTRY_USED 0x1
+
+typedef struct dir_entry_phys {
+    uint64_t id;
+    uint64_t flags;
+    uint64_t creation_txg;
+    uint64_t reserved;
+    char name[DIR_NAME_LEN];
+    cairn_blkptr_t root;
+    uint8_t pad[DIR_ENTRY_SIZE - 32 - DIR_NAME_LEN - 128];
+} dir_entry_phys_t;
+_Static_assert(sizeof(dir_entry_phys_t) == DIR_ENTRY_SIZE, "directory entry is 512 bytes");
+_Static_assert(DMU_OBJSET_NAME_MAX < DIR_NAME_LEN, "name fits a directory entry");
+
+/* ---------------- a small uint64-keyed hash map ---------------- */
+
+typedef struct dmu_map_ent {
+    uint64_t key;
+    void *val;
+    struct dmu_map_ent *next;
+} dmu_map_ent_t;
+
+typedef struct dmu_map {
+    dmu_map_ent_t **buckets;
+    size_t nbuckets; /* power of two, or 0 before the first insert */
+    size_t count;
+} dmu_map_t;
+
+void dmu_map_init(dmu_map_t *m);
+void dmu_map_fini(dmu_map_t *m); /* frees the entries, not the values */
+void *dmu_map_get(const dmu_map_t *m, uint64_t key);
+void dmu_map_put(dmu_map_t *m, uint64_t key, void *val); /* inserts or replaces */
+void *dmu_map_remove(dmu_map_t *m, uint64_t key);
+/* Malloc'd array of the values (caller frees); *n gets the count. */
+void **dmu_map_values(const dmu_map_t *m, size_t *n);
+
+/* ---------------- in memory ---------------- */
+
+typedef struct dnode dnode_t;
+typedef struct dmu_pool dmu_pool_t;
+
+/* One changed record of one txg. data is immutable once its txg closed. */
+typedef struct dmu_rec {
+    uint64_t blkid;
+    uint8_t *data;
+    /* syncing context */
+    dnode_t *dn;
+    uint64_t txg;
+    spa_write_props_t props;
+    uint32_t size;
+    cairn_blkptr_t bp;
+    int error;
+} dmu_rec_t;
+
+typedef struct dn_range {
+    uint64_t start, end; /* record ids [start, end) */
+} dn_range_t;
+
+/* A dnode's changes in one txg. */
+typedef struct dn_slot {
+    uint64_t txg;
+    dmu_map_t recs;        /* blkid -> dmu_rec_t */
+    dn_range_t *frees;     /* whole records freed in this txg before recs were written */
+    size_t nfrees, capfrees;
+    dnode_phys_t snap;     /* attributes as of the end of txg (tree fields unused) */
+} dn_slot_t;
+
+/* A cached indirect block: the tree as of the last sync (plus the syncing txg's edits). */
+typedef struct dn_ind {
+    uint8_t level;
+    bool dirty;
+    uint64_t blkid;
+    cairn_blkptr_t *bps; /* DN_EPB entries */
+} dn_ind_t;
+
+struct dnode {
+    objset_t *os;
+    uint64_t obj;          /* UINT64_MAX for the meta-dnode */
+    pthread_mutex_t lock;
+    dnode_phys_t phys;     /* on disk as of the last completed sync */
+    dnode_phys_t cur;      /* attributes including open changes */
+    dn_slot_t *slots[4];   /* indexed by txg & 3 */
+    dmu_map_t inds;        /* ind_key(level, blkid) -> dn_ind_t */
+    uint64_t mod_gen;      /* bumped by every change; detects races across unlocked I/O */
+    /* syncing context only */
+    uint8_t wnlevels;
+    cairn_blkptr_t wroot;
+    uint64_t wused;
+    uint64_t *dirty_inds[DN_MAX_LEVELS]; /* keys of inds to write, per level */
+    size_t ndirty_inds[DN_MAX_LEVELS], capdirty_inds[DN_MAX_LEVELS];
+};
+
+typedef struct os_dirty {
+    uint64_t txg;
+    dnode_t **dns;
+    size_t n, cap;
+} os_dirty_t;
+
+struct objset {
+    dmu_pool_t *dp;
+    uint64_t id;
+    int refcount;          /* under dp->lock */
+    uint64_t destroy_txg;  /* nonzero: destroyed in that txg */
+    cairn_blkptr_t root_bp;/* as of the last sync */
+    uint64_t creation_txg;
+    dnode_t *meta;
+    pthread_mutex_t lock;  /* dnodes map, meta_nblocks */
+    pthread_mutex_t load_lock;
+    pthread_mutex_t alloc_lock;
+    pthread_mutex_t dirty_lock;
+    dmu_map_t dnodes;      /* obj -> dnode_t */
+    uint64_t meta_nblocks; /* dnode blocks that may hold allocated dnodes */
+    uint64_t alloc_hint;
+    uint64_t *freed;       /* objects freed, reusable once that free synced */
+    size_t nfreed, capfreed;
+    uint64_t dir_slot;     /* directory entry index (not for the MOS) */
+    os_dirty_t dirty[4];
+};
+
+typedef struct dir_ent {
+    uint64_t id;
+    uint64_t slot;         /* entry index in the directory object */
+    char name[DIR_NAME_LEN];
+    cairn_blkptr_t root;   /* as of load; objset_t holds the live one */
+    uint64_t creation_txg;
+    objset_t *os;          /* loaded object set, or NULL */
+} dir_ent_t;
+
+struct dmu_pool {
+    spa_t *spa;
+    taskq_t *tq;
+    pthread_mutex_t lock;  /* directory, objset list */
+    objset_t *mos;
+    dir_ent_t **ents;
+    size_t nents, capents;
+    uint64_t next_id;
+    uint64_t nslots;       /* directory entry slots in use or ever used */
+    objset_t **dead;       /* destroyed, waiting for their txg to sync */
+    size_t ndead, capdead;
+};
+
+struct dmu_tx {
+    objset_t *os;
+    uint64_t txg;
+};
+
+/* ---------------- dnode.c ---------------- */
+dnode_t *dnode_create(objset_t *os, uint64_t obj, const dnode_phys_t *phys);
+void dnode_destroy(dnode_t *dn);
+/* Looks up (loading its dnode block) object obj; NULL if beyond every dnode block
+ * unless create, in which case new blocks of free dnodes are made. */
+dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create);
+/* txg-aware primitives; sync_ctx: called by the sync thread (no dirty accounting). */
+int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                     bool sync_ctx);
+int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);
+int dnode_free_range_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len);
+/* Sets attributes of a dnode in txg: a new object (type != 0) or a freed one (type 0). */
+void dnode_set_alloc(dnode_t *dn, uint64_t txg, uint8_t type, const dmu_object_props_t *p,
+                     bool sync_ctx);
+bool dnode_is_reusable(dnode_t *dn); /* dn->lock held */
+/* Sync of one txg: prepare (frees, list of records), records written by the caller,
+ * finish (tree update, indirect blocks). */
+int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs, size_t *nrecs);
+void dnode_write_rec_task(void *arg);
+int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs, taskq_t *tq);
+int dnode_set_props_locked(dnode_t *dn, uint64_t txg, const dmu_object_props_t *p);
+void dnode_set_bonus_locked(dnode_t *dn, uint64_t txg, const void *buf, uint32_t len);
+int dnode_free_object_locked(dnode_t *dn, uint64_t txg);
+/* Adds a ready-made record to the meta-dnode in syncing context (replacing any). */
+void dnode_sync_put_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, uint8_t *data);
+uint64_t bp_asize(const cairn_blkptr_t *bp);
+void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+void *dmu_buf_alloc(size_t size); /* aligned, not zeroed */
+void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
+
+/* ---------------- objset.c ---------------- */
+dmu_pool_t *dmu_pool(spa_t *spa);
+
+#endif

@@ -1,0 +1,225 @@
+/*
+ * The object API of dmu.h: allocation, attributes, data and bonus access.
+ * Thin wrappers that validate arguments and route to the dnode primitives in
+ * dnode.c, which hold the per-dnode lock.
+ *
+ * Allocation: a dnode slot is reusable once it is free and has no pending
+ * change in any txg, so an object freed in txg T gets its number back only
+ * after T synced (until then its blocks are still being released). Freed
+ * numbers are remembered so they are reused first; otherwise a hint moves
+ * forward through the dnode blocks, creating new ones at the end.
+ */
+#include "dmu_impl.h"
+
+#include <cairn/util.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool props_ok(const dmu_object_props_t *p)
+{
+    return p && p->recordsize >= DMU_MIN_RECORDSIZE && p->recordsize <= DMU_MAX_RECORDSIZE &&
+           (p->recordsize & (p->recordsize - 1)) == 0 && (unsigned)p->compress < CAIRN_COMPRESS_COUNT &&
+           p->checksum > CAIRN_CHECKSUM_NONE && p->checksum < CAIRN_CHECKSUM_COUNT &&
+           p->copies >= 1 && p->copies <= CAIRN_MAX_COPIES;
+}
+
+static int tx_check(objset_t *os, dmu_tx_t *tx)
+{
+    if (!tx || tx->os->dp != os->dp) return -EINVAL;
+    if (!tx->txg) return -EROFS;
+    return 0;
+}
+
+/* A held user object (object 0 is never one), or NULL. */
+static dnode_t *hold_user(objset_t *os, uint64_t obj)
+{
+    if (obj == 0) return NULL;
+    return dnode_hold(os, obj, false);
+}
+
+int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *obj, dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (!props_ok(props)) return -EINVAL;
+    pthread_mutex_lock(&os->alloc_lock);
+    /* Freed numbers first. */
+    for (size_t i = 0; i < os->nfreed; i++) {
+        dnode_t *dn = dnode_hold(os, os->freed[i], false);
+        if (!dn) continue;
+        pthread_mutex_lock(&dn->lock);
+        bool ok = dnode_is_reusable(dn);
+        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, false);
+        bool stale = !ok && dn->cur.type != DNODE_TYPE_FREE;
+        pthread_mutex_unlock(&dn->lock);
+        if (ok || stale) {
+            os->freed[i] = os->freed[--os->nfreed];
+            if (ok) {
+                *obj = dn->obj;
+                pthread_mutex_unlock(&os->alloc_lock);
+                return 0;
+            }
+            i--;
+        }
+    }
+    for (uint64_t o = os->alloc_hint ? os->alloc_hint : 1;; o++) {
+        dnode_t *dn = dnode_hold(os, o, true);
+        if (!dn) {
+            err = -ENOSPC;
+            break;
+        }
+        pthread_mutex_lock(&dn->lock);
+        bool ok = dnode_is_reusable(dn);
+        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, false);
+        pthread_mutex_unlock(&dn->lock);
+        if (ok) {
+            os->alloc_hint = o + 1;
+            *obj = o;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&os->alloc_lock);
+    return err;
+}
+
+int dmu_object_free(objset_t *os, uint64_t obj, dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    pthread_mutex_lock(&dn->lock);
+    err = dnode_free_object_locked(dn, tx->txg);
+    pthread_mutex_unlock(&dn->lock);
+    if (err) return err;
+    pthread_mutex_lock(&os->alloc_lock);
+    if (os->nfreed == os->capfreed) {
+        os->capfreed = os->capfreed ? os->capfreed * 2 : 16;
+        os->freed = cairn_realloc(os->freed, os->capfreed * sizeof(*os->freed));
+    }
+    os->freed[os->nfreed++] = obj;
+    pthread_mutex_unlock(&os->alloc_lock);
+    return 0;
+}
+
+int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    int err = 0;
+    pthread_mutex_lock(&dn->lock);
+    const dnode_phys_t *c = &dn->cur;
+    if (c->type == DNODE_TYPE_FREE) {
+        err = -ENOENT;
+    } else {
+        memset(out, 0, sizeof(*out));
+        out->props.recordsize = c->datablksz;
+        out->props.compress = c->compress;
+        out->props.checksum = c->checksum;
+        out->props.copies = c->copies;
+        out->max_offset = (c->flags & DNODE_FLAG_WRITTEN) ? (c->maxblkid + 1) * c->datablksz : 0;
+        out->used_bytes = dn->phys.used_bytes;
+        out->generation = c->generation;
+        out->bonus_len = c->bonuslen;
+    }
+    pthread_mutex_unlock(&dn->lock);
+    return err;
+}
+
+int dmu_object_set_props(objset_t *os, uint64_t obj, const dmu_object_props_t *props,
+                         dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (!props_ok(props)) return -EINVAL;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    pthread_mutex_lock(&dn->lock);
+    err = dn->cur.type == DNODE_TYPE_FREE ? -ENOENT : dnode_set_props_locked(dn, tx->txg, props);
+    pthread_mutex_unlock(&dn->lock);
+    return err;
+}
+
+int dmu_object_list(objset_t *os, void (*fn)(uint64_t obj, void *arg), void *arg)
+{
+    pthread_mutex_lock(&os->lock);
+    uint64_t nb = os->meta_nblocks;
+    pthread_mutex_unlock(&os->lock);
+    uint64_t *objs = NULL;
+    size_t n = 0, cap = 0;
+    for (uint64_t o = 1; o < nb * DN_PER_BLOCK; o++) {
+        dnode_t *dn = dnode_hold(os, o, false);
+        if (!dn) continue;
+        pthread_mutex_lock(&dn->lock);
+        bool used = dn->cur.type != DNODE_TYPE_FREE;
+        pthread_mutex_unlock(&dn->lock);
+        if (!used) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            objs = cairn_realloc(objs, cap * sizeof(*objs));
+        }
+        objs[n++] = o;
+    }
+    for (size_t i = 0; i < n; i++) fn(objs[i], arg);
+    free(objs);
+    return 0;
+}
+
+int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+              dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (len == 0) return 0;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    return dnode_write_impl(dn, tx->txg, off, len, buf, false);
+}
+
+int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    if (len == 0) return 0;
+    return dnode_read_impl(dn, off, len, buf);
+}
+
+int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    return dnode_free_range_impl(dn, tx->txg, off, len);
+}
+
+int dmu_bonus_write(objset_t *os, uint64_t obj, const void *buf, uint32_t len, dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (len > DMU_BONUS_MAX || (len && !buf)) return -EINVAL;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    pthread_mutex_lock(&dn->lock);
+    if (dn->cur.type == DNODE_TYPE_FREE) err = -ENOENT;
+    else dnode_set_bonus_locked(dn, tx->txg, buf, len);
+    pthread_mutex_unlock(&dn->lock);
+    return err;
+}
+
+int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t *len)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    int err = 0;
+    pthread_mutex_lock(&dn->lock);
+    if (dn->cur.type == DNODE_TYPE_FREE) {
+        err = -ENOENT;
+    } else {
+        uint32_t l = dn->cur.bonuslen;
+        memcpy(buf, dn->cur.bonus, CAIRN_MIN(l, cap));
+        if (len) *len = l;
+    }
+    pthread_mutex_unlock(&dn->lock);
+    return err;
+}

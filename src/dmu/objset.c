@@ -1,0 +1,718 @@
+/*
+ * Object sets, the pool's object-set directory, and the DMU's side of the
+ * SPA: creating/opening the MOS, writing out a txg, enumerating blocks.
+ *
+ * Per pool (dmu_pool_t, the SPA's upper-private pointer): the MOS objset_t,
+ * the directory entries loaded at open (a handful: a linear scan is fine),
+ * the objset_t of every object set opened since (kept until the pool closes,
+ * so one objset_t exists per (pool, id)), and destroyed object sets waiting
+ * for their txg to sync. The on-disk format is described in dnode.c.
+ *
+ * Writing out txg T (dmu_pool_sync, on the SPA's sync thread, after every
+ * holder of T left):
+ *   1. every user object set with changes in T: its dirty dnodes are
+ *      prepared (freed ranges applied to the tree), all their changed records
+ *      are written in parallel on the pool's "dmu_sync" taskq, then each
+ *      dnode's indirect blocks are written level by level; the dnode blocks
+ *      holding those dnodes become records of the meta-dnode, which is synced
+ *      the same way; finally the objset_phys block gives the new root, which
+ *      is stored into the object set's directory entry - a change to the MOS
+ *      made in T itself;
+ *   2. object sets destroyed in T have every block freed (walking the tree on
+ *      disk);
+ *   3. the MOS is synced like any object set; its new root goes to the SPA.
+ * Every replaced block is freed in T (the SPA defers its reuse).
+ *
+ * Enumeration (dmu_pool_traverse) reads only what is on disk from the root
+ * given, so it works on a pool opened read-only for the offline check.
+ */
+#include "dmu_impl.h"
+
+#include <cairn/log.h>
+#include <cairn/util.h>
+#include <stdlib.h>
+#include <string.h>
+
+dmu_pool_t *dmu_pool(spa_t *spa) { return spa_get_upper_private(spa); }
+
+/* ---------------- object sets in memory ---------------- */
+
+static objset_t *objset_alloc(dmu_pool_t *dp, uint64_t id, const cairn_blkptr_t *root, int *err)
+{
+    dnode_phys_t meta;
+    uint64_t creation_txg = 0;
+    memset(&meta, 0, sizeof(meta));
+    *err = 0;
+    if (root && !cairn_bp_is_hole(root)) {
+        objset_phys_t *osp = dmu_buf_alloc(OBJSET_PHYS_SIZE);
+        int e = root->lsize == OBJSET_PHYS_SIZE ? spa_block_read(dp->spa, root, osp) : -EIO;
+        if (!e && (osp->magic != OBJSET_MAGIC || osp->meta.type != DNODE_TYPE_META)) e = -EIO;
+        if (e) {
+            log_error("dmu", "cannot read the root of object set %llu: %d", (unsigned long long)id, e);
+            free(osp);
+            *err = e;
+            return NULL;
+        }
+        meta = osp->meta;
+        creation_txg = osp->creation_txg;
+        free(osp);
+    } else {
+        meta.type = DNODE_TYPE_META;
+        meta.nlevels = 1;
+        meta.checksum = CAIRN_CHECKSUM_FLETCHER4;
+        meta.compress = CAIRN_COMPRESS_LZ4;
+        meta.copies = 2;
+        meta.indblkshift = DN_INDBLKSHIFT;
+        meta.datablksz = DN_META_BLKSZ;
+    }
+    objset_t *os = cairn_zalloc(sizeof(*os));
+    os->dp = dp;
+    os->id = id;
+    os->creation_txg = creation_txg;
+    if (root) os->root_bp = *root;
+    pthread_mutex_init(&os->lock, NULL);
+    pthread_mutex_init(&os->load_lock, NULL);
+    pthread_mutex_init(&os->alloc_lock, NULL);
+    pthread_mutex_init(&os->dirty_lock, NULL);
+    dmu_map_init(&os->dnodes);
+    os->meta = dnode_create(os, UINT64_MAX, &meta);
+    os->meta_nblocks = (meta.flags & DNODE_FLAG_WRITTEN) ? meta.maxblkid + 1 : 0;
+    os->alloc_hint = 1;
+    return os;
+}
+
+static void objset_free(objset_t *os)
+{
+    size_t n;
+    void **v = dmu_map_values(&os->dnodes, &n);
+    for (size_t i = 0; i < n; i++) dnode_destroy(v[i]);
+    free(v);
+    dmu_map_fini(&os->dnodes);
+    dnode_destroy(os->meta);
+    for (int i = 0; i < 4; i++) free(os->dirty[i].dns);
+    free(os->freed);
+    pthread_mutex_destroy(&os->lock);
+    pthread_mutex_destroy(&os->load_lock);
+    pthread_mutex_destroy(&os->alloc_lock);
+    pthread_mutex_destroy(&os->dirty_lock);
+    free(os);
+}
+
+/* ---------------- the directory ---------------- */
+
+static const dmu_object_props_t dir_props = {
+    .recordsize = DIR_RECORDSIZE, .compress = CAIRN_COMPRESS_LZ4,
+    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 2};
+
+static dnode_t *dir_dnode(dmu_pool_t *dp, uint64_t txg)
+{
+    dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, txg != 0);
+    if (!dn || !txg) return dn;
+    pthread_mutex_lock(&dn->lock);
+    if (dn->cur.type == DNODE_TYPE_FREE && dnode_is_reusable(dn))
+        dnode_set_alloc(dn, txg, DNODE_TYPE_DIRECTORY, &dir_props, false);
+    pthread_mutex_unlock(&dn->lock);
+    return dn;
+}
+
+static int dir_load(dmu_pool_t *dp)
+{
+    dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, false);
+    if (!dn) return 0;
+    pthread_mutex_lock(&dn->lock);
+    bool has = dn->cur.type == DNODE_TYPE_DIRECTORY && (dn->cur.flags & DNODE_FLAG_WRITTEN);
+    uint64_t nrec = has ? dn->cur.maxblkid + 1 : 0;
+    pthread_mutex_unlock(&dn->lock);
+    if (!nrec) return 0;
+    uint64_t len = nrec * DIR_RECORDSIZE;
+    dir_entry_phys_t *es = dmu_buf_alloc(len);
+    int err = dnode_read_impl(dn, 0, len, es);
+    if (err) {
+        free(es);
+        return err;
+    }
+    uint64_t n = len / DIR_ENTRY_SIZE;
+    dp->nslots = n;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(es[i].flags & DIR_ENTRY_USED)) continue;
+        dir_ent_t *e = cairn_zalloc(sizeof(*e));
+        e->id = es[i].id;
+        e->slot = i;
+        memcpy(e->name, es[i].name, DIR_NAME_LEN);
+        e->name[DIR_NAME_LEN - 1] = 0;
+        e->root = es[i].root;
+        e->creation_txg = es[i].creation_txg;
+        if (dp->nents == dp->capents) {
+            dp->capents = dp->capents ? dp->capents * 2 : 8;
+            dp->ents = cairn_realloc(dp->ents, dp->capents * sizeof(*dp->ents));
+        }
+        dp->ents[dp->nents++] = e;
+        if (e->id >= dp->next_id) dp->next_id = e->id + 1;
+    }
+    free(es);
+    return 0;
+}
+
+static dir_ent_t *dir_find(dmu_pool_t *dp, const char *name, size_t *idx)
+{
+    for (size_t i = 0; i < dp->nents; i++)
+        if (strcmp(dp->ents[i]->name, name) == 0) {
+            if (idx) *idx = i;
+            return dp->ents[i];
+        }
+    return NULL;
+}
+
+/* ---------------- pool lifecycle (SPA upper ops) ---------------- */
+
+static dmu_pool_t *pool_new(spa_t *spa)
+{
+    dmu_pool_t *dp = cairn_zalloc(sizeof(*dp));
+    dp->spa = spa;
+    dp->tq = taskq_create("dmu_sync", 0);
+    pthread_mutex_init(&dp->lock, NULL);
+    dp->next_id = 1;
+    spa_set_upper_private(spa, dp);
+    return dp;
+}
+
+static void pool_free(dmu_pool_t *dp)
+{
+    for (size_t i = 0; i < dp->nents; i++) {
+        if (dp->ents[i]->os) objset_free(dp->ents[i]->os);
+        free(dp->ents[i]);
+    }
+    free(dp->ents);
+    for (size_t i = 0; i < dp->ndead; i++) objset_free(dp->dead[i]);
+    free(dp->dead);
+    if (dp->mos) objset_free(dp->mos);
+    if (dp->tq) taskq_destroy(dp->tq);
+    pthread_mutex_destroy(&dp->lock);
+    free(dp);
+}
+
+static int dmu_pool_create(spa_t *spa, uint64_t txg)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    int err = 0;
+    if (!dp) {
+        dp = pool_new(spa);
+        dp->mos = objset_alloc(dp, 0, NULL, &err);
+    }
+    dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, true);
+    pthread_mutex_lock(&dn->lock);
+    if (dnode_is_reusable(dn)) dnode_set_alloc(dn, txg, DNODE_TYPE_DIRECTORY, &dir_props, true);
+    pthread_mutex_unlock(&dn->lock);
+    return err;
+}
+
+static int dmu_pool_open(spa_t *spa, const cairn_blkptr_t *mos_root)
+{
+    if (dmu_pool(spa)) return 0; /* just created */
+    dmu_pool_t *dp = pool_new(spa);
+    int err = 0;
+    dp->mos = objset_alloc(dp, 0, mos_root, &err);
+    if (!err) err = dir_load(dp);
+    if (err) {
+        spa_set_upper_private(spa, NULL);
+        pool_free(dp);
+    }
+    return err;
+}
+
+static void dmu_pool_close(spa_t *spa)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return;
+    spa_set_upper_private(spa, NULL);
+    pool_free(dp);
+}
+
+/* ---------------- writing out a txg ---------------- */
+
+static int sync_dnodes(dmu_pool_t *dp, uint64_t txg, dnode_t **dns, size_t n)
+{
+    int err = 0;
+    dmu_rec_t ***recs = cairn_zalloc((n + 1) * sizeof(*recs));
+    size_t *nrecs = cairn_zalloc((n + 1) * sizeof(*nrecs));
+    for (size_t i = 0; i < n; i++) {
+        int e = dnode_sync_prepare(dns[i], txg, &recs[i], &nrecs[i]);
+        if (e && !err) err = e;
+    }
+    taskq_group_t g;
+    taskq_group_init(&g);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < nrecs[i]; j++)
+            taskq_dispatch(dp->tq, dnode_write_rec_task, recs[i][j], &g);
+    taskq_group_wait(&g);
+    taskq_group_fini(&g);
+    for (size_t i = 0; i < n; i++) {
+        if (!err) err = dnode_sync_finish(dns[i], txg, recs[i], nrecs[i], dp->tq);
+        free(recs[i]);
+    }
+    free(recs);
+    free(nrecs);
+    return err;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes out os's changes in txg; 1 if its root changed, 0 if not, or -errno. */
+static int objset_sync(objset_t *os, uint64_t txg)
+{
+    dmu_pool_t *dp = os->dp;
+    pthread_mutex_lock(&os->dirty_lock);
+    os_dirty_t *d = &os->dirty[txg & 3];
+    dnode_t **dns = NULL;
+    size_t n = 0;
+    if (d->txg == txg && d->n) {
+        dns = d->dns;
+        n = d->n;
+        d->dns = NULL;
+        d->n = d->cap = 0;
+    }
+    pthread_mutex_unlock(&os->dirty_lock);
+    if (!n) return 0;
+
+    int err = sync_dnodes(dp, txg, dns, n);
+    if (err) goto out;
+
+    /* The dnode blocks holding the changed dnodes become meta-dnode records. */
+    uint64_t *blks = cairn_zalloc(n * sizeof(*blks));
+    for (size_t i = 0; i < n; i++) blks[i] = dns[i]->obj >> DN_PER_BLOCK_SHIFT;
+    qsort(blks, n, sizeof(*blks), cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        if (i && blks[i] == blks[i - 1]) continue;
+        dnode_phys_t *blk = dmu_buf_alloc(DN_META_BLKSZ);
+        memset(blk, 0, DN_META_BLKSZ);
+        for (unsigned k = 0; k < DN_PER_BLOCK; k++) {
+            uint64_t o = (blks[i] << DN_PER_BLOCK_SHIFT) + k;
+            pthread_mutex_lock(&os->lock);
+            dnode_t *dn = dmu_map_get(&os->dnodes, o);
+            pthread_mutex_unlock(&os->lock);
+            if (!dn) continue;
+            pthread_mutex_lock(&dn->lock);
+            blk[k] = dn->phys;
+            pthread_mutex_unlock(&dn->lock);
+        }
+        dnode_sync_put_rec(os->meta, txg, blks[i], (uint8_t *)blk);
+    }
+    free(blks);
+    dnode_t *meta = os->meta;
+    err = sync_dnodes(dp, txg, &meta, 1);
+    if (err) goto out;
+
+    objset_phys_t *osp = dmu_buf_alloc(OBJSET_PHYS_SIZE);
+    memset(osp, 0, OBJSET_PHYS_SIZE);
+    osp->magic = OBJSET_MAGIC;
+    osp->version = OBJSET_VERSION;
+    osp->id = os->id;
+    if (!os->creation_txg) os->creation_txg = txg;
+    osp->creation_txg = os->creation_txg;
+    pthread_mutex_lock(&meta->lock);
+    osp->meta = meta->phys;
+    pthread_mutex_unlock(&meta->lock);
+    spa_write_props_t props = {.type = CAIRN_BT_OBJSET, .level = 0,
+                               .checksum = CAIRN_CHECKSUM_FLETCHER4,
+                               .compress = CAIRN_COMPRESS_LZ4, .copies = 2};
+    cairn_blkptr_t bp;
+    err = spa_block_write(dp->spa, txg, osp, OBJSET_PHYS_SIZE, &props, &bp);
+    free(osp);
+    if (err) goto out;
+    bp.fill = 1;
+    dmu_free_bp(dp->spa, txg, &os->root_bp);
+    os->root_bp = bp;
+    err = 1;
+out:
+    free(dns);
+    if (err < 0)
+        log_error("dmu", "objset %llu: writing txg %llu failed: %d", (unsigned long long)os->id,
+                  (unsigned long long)txg, err);
+    return err;
+}
+
+typedef struct free_walk {
+    uint64_t txg;
+} free_walk_t;
+
+static int free_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+{
+    free_walk_t *fw = arg;
+    dmu_free_bp(spa, fw->txg, bp);
+    return 0;
+}
+
+static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
+                           spa_bp_visitor_t visit, void *arg);
+
+static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return 0;
+    int err = 0;
+
+    pthread_mutex_lock(&dp->lock);
+    size_t n = 0, nd = 0;
+    objset_t **live = cairn_zalloc((dp->nents + dp->ndead + 1) * sizeof(*live));
+    objset_t **doomed = cairn_zalloc((dp->ndead + 1) * sizeof(*doomed));
+    for (size_t i = 0; i < dp->nents; i++)
+        if (dp->ents[i]->os) live[n++] = dp->ents[i]->os;
+    for (size_t i = 0; i < dp->ndead;) {
+        objset_t *os = dp->dead[i];
+        if (os->destroy_txg <= txg) {
+            doomed[nd++] = os;
+            dp->dead[i] = dp->dead[--dp->ndead];
+        } else {
+            live[n++] = os;
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+
+    for (size_t i = 0; i < n && !err; i++) {
+        objset_t *os = live[i];
+        int r = objset_sync(os, txg);
+        if (r < 0) {
+            err = r;
+            break;
+        }
+        if (r == 0) continue;
+        dnode_t *dir = dnode_hold(dp->mos, DIR_OBJECT, false);
+        if (!dir) {
+            err = -EIO;
+            break;
+        }
+        pthread_mutex_lock(&dp->lock);
+        uint64_t slot = os->dir_slot;
+        cairn_blkptr_t root = os->root_bp;
+        pthread_mutex_unlock(&dp->lock);
+        err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE + offsetof(dir_entry_phys_t, root),
+                               sizeof(root), &root, true);
+    }
+    for (size_t i = 0; i < nd; i++) {
+        objset_t *os = doomed[i];
+        free_walk_t fw = {txg};
+        if (!err && !cairn_bp_is_hole(&os->root_bp))
+            err = traverse_objset(spa, &os->root_bp, false, free_visitor, &fw);
+        objset_free(os);
+    }
+    free(live);
+    free(doomed);
+    if (err) return err;
+
+    int r = objset_sync(dp->mos, txg);
+    if (r < 0) return r;
+    if (r > 0) *mos_root = dp->mos->root_bp;
+    return 0;
+}
+
+/* ---------------- enumeration ---------------- */
+
+typedef struct trav {
+    spa_t *spa;
+    spa_bp_visitor_t visit;
+    void *arg;
+} trav_t;
+
+typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, void *c);
+
+/* Visits bp then its subtree; <0 from the visitor aborts, >0 skips the subtree. */
+static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, unsigned level, trav_leaf_fn leaf,
+                     void *c)
+{
+    if (cairn_bp_is_hole(bp)) return 0;
+    int r = t->visit(t->spa, bp, t->arg);
+    if (r < 0) return r;
+    if (r > 0) return 0;
+    if (level == 0 && !leaf) return 0;
+    void *buf = dmu_buf_alloc(bp->lsize ? bp->lsize : 512);
+    if (spa_block_read(t->spa, bp, buf) != 0) {
+        free(buf); /* reported already; its subtree cannot be reached */
+        return 0;
+    }
+    if (level == 0) {
+        r = leaf(t, buf, bp->lsize, c);
+    } else if (bp->lsize == DN_IND_BLKSZ) {
+        const cairn_blkptr_t *bps = buf;
+        for (unsigned i = 0; i < DN_EPB && r >= 0; i++) r = trav_tree(t, &bps[i], level - 1, leaf, c);
+    }
+    free(buf);
+    return r < 0 ? r : 0;
+}
+
+static int trav_dnode(trav_t *t, const dnode_phys_t *dnp, trav_leaf_fn leaf, void *c)
+{
+    unsigned nl = dnp->nlevels ? dnp->nlevels : 1;
+    if (nl > DN_MAX_LEVELS) return 0;
+    return trav_tree(t, &dnp->root, nl - 1, leaf, c);
+}
+
+static int trav_dir_leaf(trav_t *t, const void *data, uint32_t size, void *c)
+{
+    (void)c;
+    const dir_entry_phys_t *es = data;
+    for (uint32_t i = 0; i < size / DIR_ENTRY_SIZE; i++) {
+        if (!(es[i].flags & DIR_ENTRY_USED) || cairn_bp_is_hole(&es[i].root)) continue;
+        int r = traverse_objset(t->spa, &es[i].root, false, t->visit, t->arg);
+        if (r < 0) return r;
+    }
+    return 0;
+}
+
+static int trav_dnode_leaf(trav_t *t, const void *data, uint32_t size, void *c)
+{
+    bool is_mos = *(bool *)c;
+    const dnode_phys_t *dns = data;
+    for (uint32_t i = 0; i < size / DNODE_SIZE; i++) {
+        if (dns[i].type == DNODE_TYPE_FREE) continue;
+        bool dir = is_mos && dns[i].type == DNODE_TYPE_DIRECTORY;
+        int r = trav_dnode(t, &dns[i], dir ? trav_dir_leaf : NULL, NULL);
+        if (r < 0) return r;
+    }
+    return 0;
+}
+
+static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
+                           spa_bp_visitor_t visit, void *arg)
+{
+    trav_t t = {spa, visit, arg};
+    if (cairn_bp_is_hole(bp)) return 0;
+    int r = visit(spa, bp, arg);
+    if (r) return r < 0 ? r : 0;
+    if (bp->lsize != OBJSET_PHYS_SIZE) return 0;
+    objset_phys_t *osp = dmu_buf_alloc(OBJSET_PHYS_SIZE);
+    if (spa_block_read(spa, bp, osp) != 0 || osp->magic != OBJSET_MAGIC) {
+        free(osp);
+        return 0;
+    }
+    r = trav_dnode(&t, &osp->meta, trav_dnode_leaf, &is_mos);
+    free(osp);
+    return r;
+}
+
+static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
+                             void *arg)
+{
+    return traverse_objset(spa, mos_root, true, visit, arg);
+}
+
+static const spa_upper_ops_t dmu_upper_ops = {
+    .create = dmu_pool_create,
+    .open = dmu_pool_open,
+    .sync = dmu_pool_sync,
+    .traverse = dmu_pool_traverse,
+    .close = dmu_pool_close,
+};
+
+static pthread_once_t dmu_init_once = PTHREAD_ONCE_INIT;
+static void dmu_register(void) { spa_register_upper(&dmu_upper_ops); }
+void dmu_init(void) { pthread_once(&dmu_init_once, dmu_register); }
+
+/* ---------------- object sets: public API ---------------- */
+
+static bool name_ok(const char *name)
+{
+    size_t l = name ? strlen(name) : 0;
+    return l > 0 && l <= DMU_OBJSET_NAME_MAX;
+}
+
+int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name_ok(name)) return -EINVAL;
+    if (spa_readonly(spa)) return -EROFS;
+    uint64_t txg = spa_tx_hold(spa);
+    pthread_mutex_lock(&dp->lock);
+    int err = 0;
+    dnode_t *dir = NULL;
+    if (dir_find(dp, name, NULL)) {
+        err = -EEXIST;
+        goto out;
+    }
+    dir = dir_dnode(dp, txg);
+    if (!dir) {
+        err = -EIO;
+        goto out;
+    }
+    /* First entry slot neither in use nor held by a destroy still syncing. */
+    uint64_t slot = 0;
+    for (;; slot++) {
+        bool busy = false;
+        for (size_t i = 0; i < dp->nents && !busy; i++) busy = dp->ents[i]->slot == slot;
+        for (size_t i = 0; i < dp->ndead && !busy; i++) busy = dp->dead[i]->dir_slot == slot;
+        if (!busy) break;
+    }
+    dir_entry_phys_t e;
+    memset(&e, 0, sizeof(e));
+    e.id = dp->next_id;
+    e.flags = DIR_ENTRY_USED;
+    e.creation_txg = txg;
+    cairn_strlcpy(e.name, name, sizeof(e.name));
+    err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, false);
+    if (err) goto out;
+    dir_ent_t *de = cairn_zalloc(sizeof(*de));
+    de->id = dp->next_id++;
+    de->slot = slot;
+    cairn_strlcpy(de->name, name, sizeof(de->name));
+    de->creation_txg = txg;
+    if (dp->nents == dp->capents) {
+        dp->capents = dp->capents ? dp->capents * 2 : 8;
+        dp->ents = cairn_realloc(dp->ents, dp->capents * sizeof(*dp->ents));
+    }
+    dp->ents[dp->nents++] = de;
+    if (slot >= dp->nslots) dp->nslots = slot + 1;
+    if (id_out) *id_out = de->id;
+out:
+    pthread_mutex_unlock(&dp->lock);
+    spa_tx_rele(spa, txg);
+    return err;
+}
+
+static objset_t *ent_objset(dmu_pool_t *dp, dir_ent_t *de, int *err)
+{
+    *err = 0;
+    if (!de->os) {
+        de->os = objset_alloc(dp, de->id, &de->root, err);
+        if (de->os) {
+            de->os->dir_slot = de->slot;
+            if (!de->os->creation_txg) de->os->creation_txg = de->creation_txg;
+        }
+    }
+    return de->os;
+}
+
+int dmu_objset_destroy(spa_t *spa, const char *name)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name_ok(name)) return -EINVAL;
+    if (spa_readonly(spa)) return -EROFS;
+    uint64_t txg = spa_tx_hold(spa);
+    pthread_mutex_lock(&dp->lock);
+    int err = 0;
+    size_t idx;
+    dir_ent_t *de = dir_find(dp, name, &idx);
+    if (!de) {
+        err = -ENOENT;
+        goto out;
+    }
+    if (de->os && de->os->refcount > 0) {
+        err = -EBUSY;
+        goto out;
+    }
+    objset_t *os = ent_objset(dp, de, &err);
+    dnode_t *dir = dir_dnode(dp, 0);
+    if (!os || !dir) {
+        if (!err) err = -EIO;
+        goto out;
+    }
+    dir_entry_phys_t e;
+    memset(&e, 0, sizeof(e));
+    err = dnode_write_impl(dir, txg, de->slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, false);
+    if (err) goto out;
+    os->destroy_txg = txg;
+    if (dp->ndead == dp->capdead) {
+        dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
+        dp->dead = cairn_realloc(dp->dead, dp->capdead * sizeof(*dp->dead));
+    }
+    dp->dead[dp->ndead++] = os;
+    dp->ents[idx] = dp->ents[--dp->nents];
+    free(de);
+out:
+    pthread_mutex_unlock(&dp->lock);
+    spa_tx_rele(spa, txg);
+    return err;
+}
+
+int dmu_objset_open(spa_t *spa, const char *name, objset_t **out)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name) return -EINVAL;
+    pthread_mutex_lock(&dp->lock);
+    int err = 0;
+    dir_ent_t *de = dir_find(dp, name, NULL);
+    objset_t *os = de ? ent_objset(dp, de, &err) : NULL;
+    if (!de) err = -ENOENT;
+    if (os) os->refcount++;
+    pthread_mutex_unlock(&dp->lock);
+    *out = os;
+    return err;
+}
+
+void dmu_objset_close(objset_t *os)
+{
+    if (!os) return;
+    pthread_mutex_lock(&os->dp->lock);
+    os->refcount--;
+    pthread_mutex_unlock(&os->dp->lock);
+}
+
+typedef struct name_id {
+    char name[DIR_NAME_LEN];
+    uint64_t id;
+} name_id_t;
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const name_id_t *)a)->name, ((const name_id_t *)b)->name);
+}
+
+int dmu_objset_list(spa_t *spa, void (*fn)(const char *name, uint64_t id, void *arg), void *arg)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    pthread_mutex_lock(&dp->lock);
+    size_t n = dp->nents;
+    name_id_t *v = cairn_zalloc((n + 1) * sizeof(*v));
+    for (size_t i = 0; i < n; i++) {
+        memcpy(v[i].name, dp->ents[i]->name, DIR_NAME_LEN);
+        v[i].id = dp->ents[i]->id;
+    }
+    pthread_mutex_unlock(&dp->lock);
+    qsort(v, n, sizeof(*v), cmp_name);
+    for (size_t i = 0; i < n; i++) fn(v[i].name, v[i].id, arg);
+    free(v);
+    return 0;
+}
+
+spa_t *dmu_objset_spa(objset_t *os) { return os->dp->spa; }
+
+/* ---------------- transactions ---------------- */
+
+dmu_tx_t *dmu_tx_begin(objset_t *os)
+{
+    dmu_tx_t *tx = cairn_zalloc(sizeof(*tx));
+    tx->os = os;
+    spa_t *spa = os->dp->spa;
+    tx->txg = spa_readonly(spa) ? 0 : spa_tx_hold(spa);
+    return tx;
+}
+
+uint64_t dmu_tx_txg(const dmu_tx_t *tx) { return tx->txg; }
+
+void dmu_tx_commit(dmu_tx_t *tx)
+{
+    if (!tx) return;
+    if (tx->txg) spa_tx_rele(tx->os->dp->spa, tx->txg);
+    free(tx);
+}
+
+int dmu_objset_sync(objset_t *os) { return spa_txg_wait_synced(os->dp->spa, 0); }
+
+int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    /* The sync thread replaces the root; take a stable copy. */
+    spa_txg_wait_synced(spa, 0);
+    pthread_mutex_lock(&dp->lock);
+    cairn_blkptr_t root = dp->mos->root_bp;
+    pthread_mutex_unlock(&dp->lock);
+    return traverse_objset(spa, &root, true, visit, arg);
+}

@@ -1,0 +1,478 @@
+/*
+ * DMU object tests on a real pool over sparse temp files: records of every
+ * size, sparse offsets past 4 GiB, partial records, holes, free_range, object
+ * free and number reuse, bonus buffers, compression, persistence across
+ * export/import, and block enumeration.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/dmu.h>
+#include <cairn/util.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct pool_fixture {
+    char dir[512];
+    char path[600];
+    spa_t *spa;
+    char name[64];
+} pool_fixture_t;
+
+static void fixture_make(pool_fixture_t *f, const char *tag)
+{
+    const char *base = getenv("CAIRN_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
+    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 256 * CAIRN_MIB), 0);
+    close(fd);
+    snprintf(f->name, sizeof(f->name), "dmut%u", (unsigned)getpid());
+    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
+    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
+    spa_create_opts_t opts = {0};
+    char err[256] = "";
+    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_create: %s\n", err);
+    assert_int_equal(e, 0);
+}
+
+static void fixture_reimport(pool_fixture_t *f)
+{
+    assert_int_equal(spa_export(f->spa), 0);
+    f->spa = NULL;
+    const char *paths[] = {f->path};
+    char err[256] = "";
+    int e = spa_import(f->name, paths, 1, 0, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_import: %s\n", err);
+    assert_int_equal(e, 0);
+}
+
+/* Exports and runs the offline check: every block verifies, nothing leaked or shared. */
+static void fixture_check(pool_fixture_t *f)
+{
+    if (f->spa) assert_int_equal(spa_export(f->spa), 0);
+    f->spa = NULL;
+    const char *paths[] = {f->path};
+    spa_check_report_t rep;
+    char err[256] = "";
+    int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_check: %s (leaked %llu double %llu bad %llu)\n", err,
+                   (unsigned long long)rep.leaked_bytes, (unsigned long long)rep.double_bytes,
+                   (unsigned long long)rep.bad_blocks);
+    assert_int_equal(e, 0);
+    assert_int_equal(rep.leaked_bytes, 0);
+    assert_int_equal(rep.double_bytes, 0);
+    assert_true(rep.blocks > 0);
+}
+
+static void fixture_done(pool_fixture_t *f)
+{
+    fixture_check(f);
+    unlink(f->path);
+    rmdir(f->dir);
+}
+
+/* Deterministic content for (obj, byte offset). */
+static uint8_t pat(uint64_t obj, uint64_t off)
+{
+    uint64_t x = (off >> 3) * 0x9E3779B97F4A7C15ULL ^ obj * 0xC2B2AE3D27D4EB4FULL;
+    return (uint8_t)((x >> 29) ^ (off & 7) ^ 0x5a) | 1; /* never 0: zero records become holes */
+}
+
+static void fill_pat(uint8_t *b, uint64_t obj, uint64_t off, uint64_t len)
+{
+    for (uint64_t i = 0; i < len; i++) b[i] = pat(obj, off + i);
+}
+
+static void check_pat(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
+{
+    uint8_t *b = malloc(len);
+    assert_int_equal(dmu_read(os, obj, off, len, b), 0);
+    for (uint64_t i = 0; i < len; i++)
+        if (b[i] != pat(obj, off + i)) {
+            fprintf(stderr, "obj %llu off %llu: got %u want %u\n", (unsigned long long)obj,
+                    (unsigned long long)(off + i), b[i], pat(obj, off + i));
+            fail();
+        }
+    free(b);
+}
+
+static void check_zero(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
+{
+    uint8_t *b = malloc(len);
+    memset(b, 0xee, len);
+    assert_int_equal(dmu_read(os, obj, off, len, b), 0);
+    for (uint64_t i = 0; i < len; i++)
+        if (b[i]) {
+            fprintf(stderr, "obj %llu off %llu: got %u want 0\n", (unsigned long long)obj,
+                    (unsigned long long)(off + i), b[i]);
+            fail();
+        }
+    free(b);
+}
+
+static void write_pat(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
+{
+    uint8_t *b = malloc(len);
+    fill_pat(b, obj, off, len);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, off, len, b, tx), 0);
+    dmu_tx_commit(tx);
+    free(b);
+}
+
+static uint64_t alloc_obj(objset_t *os, uint32_t rs, cairn_compress_t c)
+{
+    dmu_object_props_t p = {.recordsize = rs, .compress = c,
+                            .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    uint64_t obj = 0;
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &p, &obj, tx), 0);
+    dmu_tx_commit(tx);
+    assert_true(obj > 0);
+    return obj;
+}
+
+/* Extents written per object, checked three times: in memory, synced, reimported. */
+typedef struct extent {
+    uint64_t off, len;
+} extent_t;
+
+static void test_records_and_persistence(void **state)
+{
+    (void)state;
+    pool_fixture_t f;
+    fixture_make(&f, "dmu_objects");
+    uint64_t osid;
+    assert_int_equal(dmu_objset_create(f.spa, "data", &osid), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "data", NULL), -EEXIST);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "data", &os), 0);
+
+    const uint32_t sizes[] = {512, 4096, 128 * 1024, 1024 * 1024};
+    uint64_t objs[4];
+    /* Non-overlapping extents, some past 4 GiB, most unaligned. */
+    const extent_t ext[] = {
+        {0, 100},           {777, 5000},          {300000, 131072},
+        {5ULL * CAIRN_GIB + 123, 70000}, {9ULL * CAIRN_GIB, 4096}, {2 * CAIRN_MIB - 10, 20},
+    };
+    for (int i = 0; i < 4; i++) {
+        objs[i] = alloc_obj(os, sizes[i], CAIRN_COMPRESS_OFF);
+        for (size_t k = 0; k < CAIRN_ARRAY_SIZE(ext); k++) write_pat(os, objs[i], ext[k].off, ext[k].len);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 4; i++) {
+            for (size_t k = 0; k < CAIRN_ARRAY_SIZE(ext); k++) check_pat(os, objs[i], ext[k].off, ext[k].len);
+            /* Gaps between extents are holes or zero tails of records. */
+            check_zero(os, objs[i], 100, 677);
+            check_zero(os, objs[i], 431072, 1000);
+            check_zero(os, objs[i], 3ULL * CAIRN_GIB, 8192);
+            check_zero(os, objs[i], 20ULL * CAIRN_GIB, 100);
+            dmu_object_info_t info;
+            assert_int_equal(dmu_object_info(os, objs[i], &info), 0);
+            assert_int_equal(info.props.recordsize, sizes[i]);
+            assert_int_equal(info.max_offset,
+                             CAIRN_P2ROUNDUP(9ULL * CAIRN_GIB + 4096, (uint64_t)sizes[i]));
+            if (round > 0) assert_true(info.used_bytes > 0);
+        }
+        if (round == 0) {
+            assert_int_equal(dmu_objset_sync(os), 0);
+        } else if (round == 1) {
+            dmu_objset_close(os);
+            fixture_reimport(&f);
+            assert_int_equal(dmu_objset_open(f.spa, "data", &os), 0);
+        }
+    }
+    dmu_objset_close(os);
+    fixture_done(&f);
+}
+
+static void test_free_range_holes_and_reuse(void **state)
+{
+    (void)state;
+    pool_fixture_t f;
+    fixture_make(&f, "dmu_free");
+    assert_int_equal(dmu_objset_create(f.spa, "fs", NULL), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "fs", &os), 0);
+    uint64_t obj = alloc_obj(os, 4096, CAIRN_COMPRESS_OFF);
+    write_pat(os, obj, 0, 64 * 1024);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_object_info_t before, after;
+    assert_int_equal(dmu_object_info(os, obj, &before), 0);
+
+    /* Partial head, whole middle records, partial tail. */
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_free_range(os, obj, 1000, 20000, tx), 0);
+    dmu_tx_commit(tx);
+    check_pat(os, obj, 0, 1000);
+    check_zero(os, obj, 1000, 20000);
+    check_pat(os, obj, 21000, 64 * 1024 - 21000);
+    /* A write after the free in the same txg wins over the free. */
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_free_range(os, obj, 32768, 8192, tx), 0);
+    uint8_t b[100];
+    fill_pat(b, obj, 33000, 100);
+    assert_int_equal(dmu_write(os, obj, 33000, 100, b, tx), 0);
+    dmu_tx_commit(tx);
+    check_zero(os, obj, 32768, 232);
+    check_pat(os, obj, 33000, 100);
+    check_zero(os, obj, 33100, 40960 - 33100);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    check_pat(os, obj, 0, 1000);
+    check_zero(os, obj, 1000, 20000);
+    check_pat(os, obj, 33000, 100);
+    assert_int_equal(dmu_object_info(os, obj, &after), 0);
+    assert_true(after.used_bytes < before.used_bytes);
+
+    /* Bonus buffer. */
+    char bonus[DMU_BONUS_MAX];
+    for (int i = 0; i < DMU_BONUS_MAX; i++) bonus[i] = (char)(i * 7 + 1);
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_bonus_write(os, obj, bonus, 200, tx), 0);
+    assert_int_equal(dmu_bonus_write(os, obj, bonus, DMU_BONUS_MAX + 1, tx), -EINVAL);
+    dmu_tx_commit(tx);
+
+    /* Object free: gone at once, number reused only after the free synced. */
+    uint64_t victim = alloc_obj(os, 512, CAIRN_COMPRESS_OFF);
+    write_pat(os, victim, 0, 10000);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_free(os, victim, tx), 0);
+    assert_int_equal(dmu_object_free(os, victim, tx), -ENOENT);
+    dmu_tx_commit(tx);
+    uint8_t x;
+    assert_int_equal(dmu_read(os, victim, 0, 1, &x), -ENOENT);
+    dmu_object_info_t vi;
+    assert_int_equal(dmu_object_info(os, victim, &vi), -ENOENT);
+    uint64_t other = alloc_obj(os, 512, CAIRN_COMPRESS_OFF);
+    assert_int_not_equal(other, victim);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    uint64_t again = alloc_obj(os, 8192, CAIRN_COMPRESS_OFF);
+    assert_int_equal(again, victim);
+    check_zero(os, again, 0, 10000); /* a reused number starts empty */
+    assert_int_equal(dmu_object_info(os, again, &vi), 0);
+    assert_int_equal(vi.props.recordsize, 8192);
+    assert_int_equal(vi.max_offset, 0);
+
+    /* Recordsize may change only while the object holds no records. */
+    dmu_object_props_t np = {.recordsize = 65536, .compress = CAIRN_COMPRESS_LZ4,
+                             .checksum = CAIRN_CHECKSUM_XXHASH, .copies = 2};
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_set_props(os, again, &np, tx), 0);
+    assert_int_equal(dmu_object_set_props(os, obj, &np, tx), -EINVAL);
+    dmu_tx_commit(tx);
+
+    dmu_objset_close(os);
+    fixture_reimport(&f);
+    assert_int_equal(dmu_objset_open(f.spa, "fs", &os), 0);
+    check_pat(os, obj, 0, 1000);
+    check_zero(os, obj, 1000, 20000);
+    check_pat(os, obj, 21000, 32768 - 21000);
+    check_pat(os, obj, 33000, 100);
+    check_pat(os, obj, 40960, 64 * 1024 - 40960);
+    char rb[DMU_BONUS_MAX];
+    uint32_t rl = 0;
+    assert_int_equal(dmu_bonus_read(os, obj, rb, sizeof(rb), &rl), 0);
+    assert_int_equal(rl, 200);
+    assert_memory_equal(rb, bonus, 200);
+    assert_int_equal(dmu_object_info(os, again, &vi), 0);
+    assert_int_equal(vi.props.recordsize, 65536);
+    assert_int_equal(vi.props.checksum, CAIRN_CHECKSUM_XXHASH);
+    assert_int_equal(dmu_object_info(os, victim == again ? 999999 : victim, &vi), -ENOENT);
+    dmu_objset_close(os);
+    fixture_done(&f);
+}
+
+static void test_compression(void **state)
+{
+    (void)state;
+    pool_fixture_t f;
+    fixture_make(&f, "dmu_compress");
+    assert_int_equal(dmu_objset_create(f.spa, "c", NULL), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "c", &os), 0);
+    const cairn_compress_t algs[] = {CAIRN_COMPRESS_OFF, CAIRN_COMPRESS_LZ4, CAIRN_COMPRESS_GZIP(6)};
+    uint64_t objs[3];
+    const uint64_t len = 2 * CAIRN_MIB;
+    uint8_t *b = malloc(len);
+    for (uint64_t i = 0; i < len; i++) b[i] = (uint8_t)("compressible text, "[i % 19]);
+    for (int i = 0; i < 3; i++) {
+        objs[i] = alloc_obj(os, 128 * 1024, algs[i]);
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, objs[i], 0, len, b, tx), 0);
+        dmu_tx_commit(tx);
+    }
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_object_info_t info[3];
+    for (int i = 0; i < 3; i++) assert_int_equal(dmu_object_info(os, objs[i], &info[i]), 0);
+    assert_true(info[0].used_bytes >= len);
+    assert_true(info[1].used_bytes * 4 < info[0].used_bytes);
+    assert_true(info[2].used_bytes * 4 < info[0].used_bytes);
+    dmu_objset_close(os);
+    fixture_reimport(&f);
+    assert_int_equal(dmu_objset_open(f.spa, "c", &os), 0);
+    uint8_t *r = malloc(len);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dmu_read(os, objs[i], 0, len, r), 0);
+        assert_memory_equal(r, b, len);
+    }
+    free(r);
+    free(b);
+    dmu_objset_close(os);
+    fixture_done(&f);
+}
+
+/* ---- enumeration ---- */
+
+typedef struct seen {
+    cairn_blkptr_t *bps;
+    size_t n, cap;
+    uint64_t data_records;
+    uint64_t asize;
+} seen_t;
+
+static int seen_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+{
+    (void)spa;
+    seen_t *s = arg;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->bps = realloc(s->bps, s->cap * sizeof(*s->bps));
+    }
+    s->bps[s->n++] = *bp;
+    if (bp->type == CAIRN_BT_DATA && bp->level == 0) s->data_records++;
+    for (int i = 0; i < CAIRN_MAX_COPIES; i++) s->asize += cairn_dva_asize(&bp->dva[i]);
+    return 0;
+}
+
+static int cmp_dva(const void *a, const void *b)
+{
+    const cairn_blkptr_t *x = a, *y = b;
+    if (x->dva[0].vdev != y->dva[0].vdev) return x->dva[0].vdev < y->dva[0].vdev ? -1 : 1;
+    if (x->dva[0].offset != y->dva[0].offset) return x->dva[0].offset < y->dva[0].offset ? -1 : 1;
+    return 0;
+}
+
+static void test_traverse(void **state)
+{
+    (void)state;
+    pool_fixture_t f;
+    fixture_make(&f, "dmu_traverse");
+    objset_t *osa, *osb;
+    assert_int_equal(dmu_objset_create(f.spa, "a", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "b", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "a", &osa), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "b", &osb), 0);
+    uint64_t records = 0;
+    /* 600 records of 512 B each beyond 1024 forces 2+ levels; a 4 KiB object far out. */
+    uint64_t o1 = alloc_obj(osa, 512, CAIRN_COMPRESS_OFF);
+    write_pat(osa, o1, 0, 600 * 512);
+    records += 600;
+    write_pat(osa, o1, 2000 * 512, 512);
+    records += 1;
+    uint64_t o2 = alloc_obj(osb, 4096, CAIRN_COMPRESS_LZ4);
+    write_pat(osb, o2, 6ULL * CAIRN_GIB, 3 * 4096);
+    records += 3;
+    for (int i = 0; i < 40; i++) { /* enough objects for two dnode blocks */
+        uint64_t o = alloc_obj(osb, 1024, CAIRN_COMPRESS_OFF);
+        write_pat(osb, o, 0, 1024);
+        records++;
+    }
+    assert_int_equal(dmu_objset_sync(osa), 0);
+    /* Overwrite some records: the old blocks must no longer be reachable. */
+    write_pat(osa, o1, 0, 10 * 512);
+    assert_int_equal(dmu_objset_sync(osa), 0);
+
+    seen_t s = {0};
+    assert_int_equal(dmu_traverse_pool(f.spa, seen_visit, &s), 0);
+    assert_int_equal(s.data_records, records);
+    qsort(s.bps, s.n, sizeof(*s.bps), cmp_dva);
+    for (size_t i = 1; i < s.n; i++) assert_int_not_equal(cmp_dva(&s.bps[i - 1], &s.bps[i]), 0);
+    spa_space_t sp;
+    spa_get_space(f.spa, &sp);
+    assert_true(s.asize <= sp.alloc);
+    free(s.bps);
+
+    /* Destroying an object set releases its blocks from the walk. */
+    dmu_objset_close(osb);
+    assert_int_equal(dmu_objset_destroy(f.spa, "b"), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "b", &osb), -ENOENT);
+    assert_int_equal(dmu_objset_sync(osa), 0);
+    seen_t s2 = {0};
+    assert_int_equal(dmu_traverse_pool(f.spa, seen_visit, &s2), 0);
+    assert_int_equal(s2.data_records, 601);
+    free(s2.bps);
+    dmu_objset_close(osa);
+
+    fixture_reimport(&f);
+    seen_t s3 = {0};
+    assert_int_equal(dmu_traverse_pool(f.spa, seen_visit, &s3), 0);
+    assert_int_equal(s3.data_records, 601);
+    free(s3.bps);
+    assert_int_equal(dmu_objset_open(f.spa, "a", &osa), 0);
+    check_pat(osa, o1, 0, 600 * 512);
+    check_pat(osa, o1, 2000 * 512, 512);
+    dmu_objset_close(osa);
+    fixture_done(&f);
+}
+
+static void list_cb(const char *name, uint64_t id, void *arg)
+{
+    char *out = arg;
+    (void)id;
+    strcat(out, name);
+    strcat(out, ",");
+}
+
+static void test_objset_list(void **state)
+{
+    (void)state;
+    pool_fixture_t f;
+    fixture_make(&f, "dmu_list");
+    assert_int_equal(dmu_objset_create(f.spa, "zeta", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "alpha", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "mid", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "", NULL), -EINVAL);
+    assert_int_equal(dmu_objset_destroy(f.spa, "mid"), 0);
+    assert_int_equal(dmu_objset_destroy(f.spa, "mid"), -ENOENT);
+    char out[256] = "";
+    assert_int_equal(dmu_objset_list(f.spa, list_cb, out), 0);
+    assert_string_equal(out, "alpha,zeta,");
+    fixture_reimport(&f);
+    out[0] = 0;
+    assert_int_equal(dmu_objset_list(f.spa, list_cb, out), 0);
+    assert_string_equal(out, "alpha,zeta,");
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "zeta", &os), 0);
+    assert_int_equal(dmu_objset_destroy(f.spa, "zeta"), -EBUSY);
+    dmu_objset_close(os);
+    fixture_done(&f);
+}
+
+int main(void)
+{
+    dmu_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_records_and_persistence),
+        cmocka_unit_test(test_free_range_holes_and_reuse),
+        cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_traverse),
+        cmocka_unit_test(test_objset_list),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
