@@ -355,8 +355,10 @@ void metaslab_txg_synced(metaslab_t *ms, uint64_t txg)
         range_tree_destroy(t);
         done++;
     }
-    memmove(ms->defer, ms->defer + done, (ms->ndefer - done) * sizeof(*ms->defer));
-    ms->ndefer -= done;
+    if (done) {
+        memmove(ms->defer, ms->defer + done, (ms->ndefer - done) * sizeof(*ms->defer));
+        ms->ndefer -= done;
+    }
     pthread_mutex_unlock(&ms->lock);
 }
 

@@ -114,6 +114,20 @@ static rt_link_t *avl_balance(const avl_ops_t *ops, rt_link_t *n)
     return n;
 }
 
+/* After a child subtree was modified: when the child is the same node with
+ * the same height, this node's balance and height are unchanged, so only its
+ * augmentation needs refreshing and no rotation can be needed. Checking this
+ * stops a modification from touching the siblings all the way up the path. */
+static inline bool avl_settled(const avl_ops_t *ops, rt_link_t *root, const rt_link_t *old,
+                               const rt_link_t *now, int32_t old_h)
+{
+    if (now != old || avl_h(now) != old_h)
+        return false;
+    if (ops->augment)
+        ops->augment(root);
+    return true;
+}
+
 static rt_link_t *avl_insert(const avl_ops_t *ops, rt_link_t *root, rt_link_t *n)
 {
     if (!root) {
@@ -121,10 +135,19 @@ static rt_link_t *avl_insert(const avl_ops_t *ops, rt_link_t *root, rt_link_t *n
         avl_update(ops, n);
         return n;
     }
-    if (ops->cmp(n, root) < 0)
-        root->left = avl_insert(ops, root->left, n);
-    else
-        root->right = avl_insert(ops, root->right, n);
+    if (ops->cmp(n, root) < 0) {
+        rt_link_t *c = root->left;
+        int32_t h = avl_h(c);
+        root->left = avl_insert(ops, c, n);
+        if (avl_settled(ops, root, c, root->left, h))
+            return root;
+    } else {
+        rt_link_t *c = root->right;
+        int32_t h = avl_h(c);
+        root->right = avl_insert(ops, c, n);
+        if (avl_settled(ops, root, c, root->right, h))
+            return root;
+    }
     return avl_balance(ops, root);
 }
 
@@ -134,7 +157,11 @@ static rt_link_t *avl_remove_min(const avl_ops_t *ops, rt_link_t *root, rt_link_
         *min = root;
         return root->right;
     }
-    root->left = avl_remove_min(ops, root->left, min);
+    rt_link_t *c = root->left;
+    int32_t h = avl_h(c);
+    root->left = avl_remove_min(ops, c, min);
+    if (avl_settled(ops, root, c, root->left, h))
+        return root;
     return avl_balance(ops, root);
 }
 
@@ -143,9 +170,17 @@ static rt_link_t *avl_remove(const avl_ops_t *ops, rt_link_t *root, rt_link_t *n
 {
     int c = ops->cmp(n, root);
     if (c < 0) {
-        root->left = avl_remove(ops, root->left, n);
+        rt_link_t *ch = root->left;
+        int32_t h = avl_h(ch);
+        root->left = avl_remove(ops, ch, n);
+        if (avl_settled(ops, root, ch, root->left, h))
+            return root;
     } else if (c > 0) {
-        root->right = avl_remove(ops, root->right, n);
+        rt_link_t *ch = root->right;
+        int32_t h = avl_h(ch);
+        root->right = avl_remove(ops, ch, n);
+        if (avl_settled(ops, root, ch, root->right, h))
+            return root;
     } else {
         if (!root->left)
             return root->right;
