@@ -70,6 +70,12 @@ typedef struct spa_uberblock_phys {
     uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
 } spa_uberblock_phys_t;
 
+/* The layouts above are the on-disk format (docs/ondisk-format.md). */
+_Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
+_Static_assert(offsetof(spa_config_phys_t, vdevs) == 552, "config header size");
+_Static_assert(sizeof(spa_uberblock_phys_t) == 464, "uberblock size");
+_Static_assert(offsetof(spa_uberblock_phys_t, mos_root) == 48, "uberblock layout");
+
 /* ---------------- in memory ---------------- */
 
 typedef struct spa_txg_state {
