@@ -72,7 +72,6 @@ static void spa_free(spa_t *spa)
 {
     if (!spa) return;
     spa_metaslabs_fini(spa);
-    if (spa->zio_tq) taskq_destroy(spa->zio_tq);
     if (spa->root) vdev_free(spa->root);
     pthread_mutex_destroy(&spa->rotor_lock);
     pthread_mutex_destroy(&spa->scrub_lock);
@@ -298,7 +297,6 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     vdev_state_refresh(spa->root);
     spa->ub_slot_size = spa_ub_slot_size(ashift);
     spa_metaslabs_init(spa);
-    spa->zio_tq = taskq_create("zio", 0);
 
     /* Everything checked: from here on devices are written. */
     e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
@@ -480,7 +478,6 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     vdev_foreach_leaf(spa->root, gather_ub, &g);
     qsort(g.list, g.n, sizeof *g.list, cmp_ub_desc);
     spa_metaslabs_init(spa);
-    spa->zio_tq = taskq_create("zio", 0);
     int found = -1;
     for (size_t i = 0; i < g.n; i++) {
         if (ub_usable(spa, &g.list[i])) { found = (int)i; break; }

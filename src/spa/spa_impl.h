@@ -119,7 +119,6 @@ struct spa {
     uint64_t rotor_bytes;
 
     spa_txg_state_t tx;
-    taskq_t *zio_tq;                /* parallel block writes of the sync path */
 
     /* upper layer */
     void *upper_priv;

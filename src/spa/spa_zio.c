@@ -29,6 +29,54 @@
 
 #define SPA_ROTOR_CHUNK (4 * CAIRN_MIB)
 
+/*
+ * I/O bounce buffers. A fresh aligned allocation per block costs an mmap,
+ * a page-zeroing fault per page and an munmap at these sizes; keeping one
+ * buffer per thread and role removes that from the hot path. The pipeline's
+ * threads are long-lived task queue workers, so the buffers are few.
+ */
+enum { ZBUF_WRITE = 0, ZBUF_READ = 1, ZBUF_SCRUB = 2, ZBUF_ROLES = 3 };
+typedef struct zbuf_slot {
+    void *buf;
+    size_t cap;
+} zbuf_slot_t;
+
+static pthread_key_t zbuf_key;
+static pthread_once_t zbuf_once = PTHREAD_ONCE_INIT;
+
+static void zbuf_free_slots(void *p)
+{
+    zbuf_slot_t *slots = p;
+    for (int i = 0; i < ZBUF_ROLES; i++) free(slots[i].buf);
+    free(slots);
+}
+
+static void zbuf_init(void) { pthread_key_create(&zbuf_key, zbuf_free_slots); }
+
+/* An aligned buffer of at least size bytes, contents undefined, owned by this thread. */
+static void *zbuf_get(int role, size_t size)
+{
+    pthread_once(&zbuf_once, zbuf_init);
+    zbuf_slot_t *slots = pthread_getspecific(zbuf_key);
+    if (!slots) {
+        slots = cairn_zalloc(sizeof(zbuf_slot_t) * ZBUF_ROLES);
+        pthread_setspecific(zbuf_key, slots);
+    }
+    zbuf_slot_t *z = &slots[role];
+    if (z->cap < size) {
+        free(z->buf);
+        z->cap = CAIRN_P2ROUNDUP(size, (size_t)CAIRN_IO_ALIGN);
+        if (posix_memalign(&z->buf, CAIRN_IO_ALIGN, z->cap)) abort();
+    }
+    return z->buf;
+}
+
+static bool io_aligned(const void *p, size_t len, uint32_t ashift)
+{
+    return CAIRN_IS_P2ALIGNED((uintptr_t)p, (uintptr_t)CAIRN_IO_ALIGN) &&
+           CAIRN_IS_P2ALIGNED(len, (size_t)1 << ashift);
+}
+
 bool spa_bp_verify(const cairn_blkptr_t *bp, const void *data)
 {
     uint8_t ck[CAIRN_CHECKSUM_LEN];
@@ -128,7 +176,7 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     if (lsize == 0 || lsize > 16 * CAIRN_MIB) return -EINVAL;
     memset(bp, 0, sizeof *bp);
     size_t cap = CAIRN_P2ROUNDUP((size_t)lsize, (size_t)1 << spa->ashift);
-    uint8_t *out = cairn_alloc_aligned(cap);
+    uint8_t *out = zbuf_get(ZBUF_WRITE, cap);
     uint32_t psize = 0;
     cairn_compress_t comp = props->compress;
     if (comp != CAIRN_COMPRESS_OFF) {
@@ -138,10 +186,12 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     }
     if (!psize) {
         comp = CAIRN_COMPRESS_OFF;
-        memcpy(out, data, lsize);
         psize = lsize;
+        /* Stored raw: write straight from the caller's buffer when the devices can. */
+        if (io_aligned(data, lsize, spa->ashift)) out = (uint8_t *)data;
+        else memcpy(out, data, lsize);
     }
-    memset(out + psize, 0, cap - psize);
+    if (out != data) memset(out + psize, 0, cap - psize);
 
     int copies = props->copies ? props->copies : 1;
     if (props->type != CAIRN_BT_DATA && copies < 2) copies = 2; /* metadata: ditto */
@@ -166,7 +216,6 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                                  cairn_dva_asize(&bp->dva[c]));
         }
     }
-    free(out);
     if (err) {
         memset(bp, 0, sizeof *bp);
         return err;
@@ -187,7 +236,10 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
         return -EINVAL;
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
     size_t cap = CAIRN_P2ROUNDUP((size_t)bp->psize, (size_t)1 << spa->ashift);
-    uint8_t *raw = cairn_alloc_aligned(cap);
+    /* Uncompressed into a suitable buffer: read in place, no bounce copy. */
+    bool direct = bp->compress == CAIRN_COMPRESS_OFF && bp->psize == bp->lsize &&
+                  io_aligned(buf, bp->psize, spa->ashift);
+    uint8_t *raw = direct ? buf : zbuf_get(ZBUF_READ, cap);
     int err = -EIO;
     int good = -1;
     bool bad[CAIRN_MAX_COPIES] = {false};
@@ -202,10 +254,9 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
         if (good >= 0 && !(vflags & VDEV_READ_SCRUB)) break;
         if (good >= 0) {
             /* Scrub: verify the other copies too, into a scratch buffer. */
-            uint8_t *tmp = cairn_alloc_aligned(cap);
+            uint8_t *tmp = zbuf_get(ZBUF_SCRUB, cap);
             e = vdev_read_block(top, bp->dva[c].offset, tmp, bp->psize, verify_cb, (void *)bp,
                                 vflags, &res);
-            free(tmp);
         } else {
             e = vdev_read_block(top, bp->dva[c].offset, raw, bp->psize, verify_cb, (void *)bp,
                                 vflags, &res);
@@ -219,7 +270,6 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
         }
     }
     if (good < 0) {
-        free(raw);
         atomic_fetch_add(&spa->data_errors, 1);
         return err == 0 ? -EIO : err;
     }
@@ -234,12 +284,11 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
     }
     err = 0;
     if (bp->compress == CAIRN_COMPRESS_OFF) {
-        memcpy(buf, raw, bp->lsize);
+        if (!direct) memcpy(buf, raw, bp->lsize);
     } else {
         err = cairn_decompress((cairn_compress_t)bp->compress, raw, bp->psize, buf, bp->lsize);
         if (err) atomic_fetch_add(&spa->data_errors, 1);
     }
-    free(raw);
     return err;
 }
 
