@@ -98,4 +98,69 @@ int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t
  * never. A visitor returning < 0 stops the walk (returned), > 0 skips the subtree. */
 int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg);
 
+/* ======== extensions for the DSL (datasets, snapshots, clones) ========
+ *
+ * Block life hooks. An object set may carry hooks, called on the sync thread
+ * (one at a time) while it writes out txg: born() for every block it writes
+ * (records, indirect blocks, dnode blocks, its objset_phys root) once the
+ * block is part of its tree, kill() for every block of its tree it replaces
+ * or frees (same set). Without hooks a killed block is freed at once; with
+ * hooks, kill() decides (spa_block_free() it, or keep it for a snapshot). */
+typedef struct dmu_objset_hooks {
+    void (*born)(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void *arg);
+    void (*kill)(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void *arg);
+} dmu_objset_hooks_t;
+void dmu_objset_set_hooks(objset_t *os, const dmu_objset_hooks_t *hooks, void *arg);
+/* A read-only object set gives transactions with no txg (every change: -EROFS). */
+void dmu_objset_set_readonly(objset_t *os, bool ro);
+uint64_t dmu_objset_id(objset_t *os);
+/* The root block pointer as of the last sync (in the pool-sync hook of txg T:
+ * as of the end of T). A hole for an object set never written. */
+void dmu_objset_root(objset_t *os, cairn_blkptr_t *out);
+
+/* The pool-sync hook (one per process, registered by the DSL): called on the
+ * sync thread for every txg after every object set wrote out its changes and
+ * before object sets destroyed in txg are freed and the MOS is written. Changes
+ * made from it (transactions from dmu_tx_create_sync(), object sets created or
+ * destroyed with the *_sync calls) are part of txg. */
+typedef int (*dmu_pool_sync_hook_t)(spa_t *spa, uint64_t txg);
+void dmu_register_pool_sync_hook(dmu_pool_sync_hook_t fn);
+
+/* The pool's meta object set: objects of the layers above (the DSL's dataset
+ * tree, properties, dead lists) live there. */
+objset_t *dmu_pool_mos(spa_t *spa);
+/* One MOS object number the layer above finds its state from (0: none yet).
+ * Kept in the directory object's bonus buffer. */
+uint64_t dmu_pool_root_obj(spa_t *spa);
+int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx);
+
+/* A transaction of txg for syncing context (the pool-sync hook): holds no txg,
+ * does no dirty accounting; commit just frees it. */
+dmu_tx_t *dmu_tx_create_sync(objset_t *os, uint64_t txg);
+
+/* Syncing context (the pool-sync hook of txg): a new object set whose tree
+ * starts as the one under root (NULL or a hole: empty) - clones and snapshots
+ * share the blocks; and destroying one, freeing only the blocks born after
+ * keep_upto_txg (UINT64_MAX: free nothing - the caller accounts for them;
+ * 0: free everything). -EBUSY if it is open. */
+int dmu_objset_create_sync(spa_t *spa, uint64_t txg, const char *name,
+                           const cairn_blkptr_t *root, uint64_t *id_out);
+int dmu_objset_destroy_sync(spa_t *spa, uint64_t txg, const char *name, uint64_t keep_upto_txg);
+
+/* Visits every block of the object set under root born after min_txg, each
+ * before its subtree; subtrees whose pointer is not newer are skipped whole
+ * (copy-on-write: nothing under an old pointer is newer). Reads from disk. */
+int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
+                        spa_bp_visitor_t visit, void *arg);
+
+/* The record cache: clean records (read from disk or written by a sync) are
+ * kept in an LRU keyed by block address and birth (a block never changes, so
+ * it needs no invalidation; freeing a block drops it early). Bounded by a
+ * process-wide byte limit, default 256 MiB. */
+void dmu_cache_set_limit(uint64_t bytes);
+typedef struct dmu_cache_stats {
+    uint64_t bytes, limit, hits, misses, entries;
+} dmu_cache_stats_t;
+void dmu_cache_get_stats(dmu_cache_stats_t *out);
+
 #endif

@@ -188,6 +188,10 @@ struct objset {
     size_t nfreed, capfreed;
     uint64_t dir_slot;     /* directory entry index (not for the MOS) */
     os_dirty_t dirty[4];
+    dmu_objset_hooks_t hooks; /* born/kill (the DSL); zeroed: free at once */
+    void *hooks_arg;
+    bool readonly;
+    uint64_t keep_upto_txg; /* destroyed: blocks born up to this txg are not freed */
 };
 
 typedef struct dir_ent {
@@ -201,7 +205,8 @@ typedef struct dir_ent {
 
 struct dmu_pool {
     spa_t *spa;
-    taskq_t *tq;
+    taskq_t *tq;           /* sync workers: record and indirect block writes */
+    taskq_t *rtq;          /* read workers: records of one large read in parallel */
     pthread_mutex_t lock;  /* directory, objset list */
     objset_t *mos;
     dir_ent_t **ents;
@@ -215,6 +220,7 @@ struct dmu_pool {
 struct dmu_tx {
     objset_t *os;
     uint64_t txg;
+    bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
 };
 
 /* ---------------- dnode.c ---------------- */
@@ -244,8 +250,19 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg);
 void dnode_sync_put_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, uint8_t *data);
 uint64_t bp_asize(const cairn_blkptr_t *bp);
 void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+/* A block leaves / joins os's tree in txg (syncing context): through the hooks. */
+void dmu_kill_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp);
+void dmu_born_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp);
 void *dmu_buf_alloc(size_t size); /* aligned, not zeroed */
 void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
+
+/* ---------------- dmu_cache.c ---------------- */
+/* Reads bp (any context) through the record cache. */
+int dmu_cache_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
+/* A block just written with this content (syncing context). */
+void dmu_cache_insert(const spa_t *spa, const cairn_blkptr_t *bp, const void *data);
+void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp);
+void dmu_cache_purge_pool(const spa_t *spa);
 
 /* ---------------- objset.c ---------------- */
 dmu_pool_t *dmu_pool(spa_t *spa);

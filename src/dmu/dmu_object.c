@@ -49,7 +49,7 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
         if (!dn) continue;
         pthread_mutex_lock(&dn->lock);
         bool ok = dnode_is_reusable(dn);
-        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, false);
+        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
         bool stale = !ok && dn->cur.type != DNODE_TYPE_FREE;
         pthread_mutex_unlock(&dn->lock);
         if (ok || stale) {
@@ -70,7 +70,7 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
         }
         pthread_mutex_lock(&dn->lock);
         bool ok = dnode_is_reusable(dn);
-        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, false);
+        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
         pthread_mutex_unlock(&dn->lock);
         if (ok) {
             os->alloc_hint = o + 1;
@@ -173,7 +173,7 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
     if (len == 0) return 0;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    return dnode_write_impl(dn, tx->txg, off, len, buf, false);
+    return dnode_write_impl(dn, tx->txg, off, len, buf, tx->sync_ctx);
 }
 
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)

@@ -96,7 +96,23 @@ uint64_t bp_asize(const cairn_blkptr_t *bp)
 
 void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
 {
-    if (!cairn_bp_is_hole(bp) && bp->birth_txg != 0) spa_block_free(spa, txg, bp);
+    if (!cairn_bp_is_hole(bp) && bp->birth_txg != 0) {
+        dmu_cache_drop(spa, bp);
+        spa_block_free(spa, txg, bp);
+    }
+}
+
+void dmu_kill_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp) || bp->birth_txg == 0) return;
+    if (os->hooks.kill) os->hooks.kill(os, bp, txg, os->hooks_arg);
+    else dmu_free_bp(os->dp->spa, txg, bp);
+}
+
+void dmu_born_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp)) return;
+    if (os->hooks.born) os->hooks.born(os, bp, txg, os->hooks_arg);
 }
 
 static inline uint64_t ind_key(unsigned level, uint64_t blkid)
@@ -458,7 +474,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
             } else {
                 uint64_t gen = dn->mod_gen;
                 pthread_mutex_unlock(&dn->lock);
-                err = bp.lsize == rs ? spa_block_read(dn_spa(dn), &bp, data) : -EIO;
+                err = bp.lsize == rs ? dmu_cache_read(dn_spa(dn), &bp, data) : -EIO;
                 pthread_mutex_lock(&dn->lock);
                 if (err) {
                     free(data);
@@ -613,11 +629,56 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
     return 0;
 }
 
+/*
+ * A read spanning several records on disk issues them in parallel on the
+ * pool's read workers, so one large read keeps several devices (and raidz
+ * columns) busy instead of waiting for each record in turn.
+ */
+typedef struct dn_read_io {
+    spa_t *spa;
+    cairn_blkptr_t bp;
+    uint8_t *dst;       /* where the bytes go */
+    uint32_t boff, n;   /* part of the record wanted */
+    int err;
+} dn_read_io_t;
+
+static void dn_read_io_run(void *arg)
+{
+    dn_read_io_t *io = arg;
+    if (io->boff == 0 && io->n == io->bp.lsize) {
+        io->err = dmu_cache_read(io->spa, &io->bp, io->dst);
+        return;
+    }
+    uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
+    io->err = dmu_cache_read(io->spa, &io->bp, tmp);
+    if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
+    free(tmp);
+}
+
+#define DN_READ_BATCH 64
+
+static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
+{
+    if (n == 1) {
+        dn_read_io_run(&ios[0]);
+        return ios[0].err;
+    }
+    taskq_group_t g;
+    taskq_group_init(&g);
+    for (size_t i = 0; i < n; i++) taskq_dispatch(dn->os->dp->rtq, dn_read_io_run, &ios[i], &g);
+    taskq_group_wait(&g);
+    taskq_group_fini(&g);
+    for (size_t i = 0; i < n; i++)
+        if (ios[i].err) return ios[i].err;
+    return 0;
+}
+
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
     uint8_t *dst = buf;
-    uint8_t *tmp = NULL;
     int err = 0;
+    dn_read_io_t ios[DN_READ_BATCH];
+    size_t nio = 0;
     if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
     while (len > 0) {
         pthread_mutex_lock(&dn->lock);
@@ -642,20 +703,21 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
                 err = -EIO;
                 break;
             }
-            if (n == rs) {
-                err = spa_block_read(dn_spa(dn), &bp, dst);
-            } else {
-                if (!tmp) tmp = dmu_buf_alloc(DMU_MAX_RECORDSIZE);
-                err = spa_block_read(dn_spa(dn), &bp, tmp);
-                if (!err) memcpy(dst, tmp + boff, n);
+            /* Blocks never change under copy-on-write: reading them after the
+             * lock is dropped returns what the pointer named, even if the
+             * record is rewritten meanwhile. */
+            ios[nio++] = (dn_read_io_t){.spa = dn_spa(dn), .bp = bp, .dst = dst, .boff = boff, .n = n};
+            if (nio == DN_READ_BATCH) {
+                err = dn_read_batch(dn, ios, nio);
+                nio = 0;
+                if (err) break;
             }
-            if (err) break;
         }
         dst += n;
         off += n;
         len -= n;
     }
-    free(tmp);
+    if (!err && nio) err = dn_read_batch(dn, ios, nio);
     return err;
 }
 
@@ -678,7 +740,7 @@ static void free_sync_bp(dnode_t *dn, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (cairn_bp_is_hole(bp)) return;
     dn->wused -= CAIRN_MIN(dn->wused, bp_asize(bp));
-    dmu_free_bp(dn_spa(dn), txg, bp);
+    dmu_kill_bp(dn->os, txg, bp);
 }
 
 /* Frees bp and everything beneath it (bp is the pointer to (level, id)). */
@@ -841,6 +903,7 @@ void dnode_write_rec_task(void *arg)
     }
     r->error = spa_block_write(dn_spa(r->dn), r->txg, r->data, r->size, &r->props, &r->bp);
     r->bp.fill = 1;
+    if (!r->error && r->props.type == CAIRN_BT_DATA) dmu_cache_insert(dn_spa(r->dn), &r->bp, r->data);
 }
 
 typedef struct ind_write {
@@ -886,6 +949,7 @@ static int set_child_bp(dnode_t *dn, uint64_t txg, unsigned level, uint64_t id,
     free_sync_bp(dn, txg, slot);
     *slot = *bp;
     dn->wused += bp_asize(bp);
+    dmu_born_bp(dn->os, txg, bp);
     return 0;
 }
 

@@ -32,6 +32,7 @@
 #include <cairn/util.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 dmu_pool_t *dmu_pool(spa_t *spa) { return spa_get_upper_private(spa); }
 
@@ -169,7 +170,13 @@ static dmu_pool_t *pool_new(spa_t *spa)
 {
     dmu_pool_t *dp = cairn_zalloc(sizeof(*dp));
     dp->spa = spa;
-    dp->tq = taskq_create("dmu_sync", 0);
+    /* Each sync worker compresses a record and then waits for its write, so a
+     * worker per core would leave the disks with a queue depth of about one per
+     * core; several per core keep both the CPUs and the devices busy. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned workers = ncpu > 0 ? (unsigned)ncpu * 4 : 4;
+    dp->tq = taskq_create("dmu_sync", workers < 16 ? 16 : workers);
+    dp->rtq = taskq_create("dmu_read", workers < 16 ? 16 : workers);
     pthread_mutex_init(&dp->lock, NULL);
     dp->next_id = 1;
     spa_set_upper_private(spa, dp);
@@ -187,6 +194,7 @@ static void pool_free(dmu_pool_t *dp)
     free(dp->dead);
     if (dp->mos) objset_free(dp->mos);
     if (dp->tq) taskq_destroy(dp->tq);
+    if (dp->rtq) taskq_destroy(dp->rtq);
     pthread_mutex_destroy(&dp->lock);
     free(dp);
 }
@@ -226,6 +234,7 @@ static void dmu_pool_close(spa_t *spa)
     if (!dp) return;
     spa_set_upper_private(spa, NULL);
     pool_free(dp);
+    dmu_cache_purge_pool(spa);
 }
 
 /* ---------------- writing out a txg ---------------- */
@@ -324,8 +333,11 @@ static int objset_sync(objset_t *os, uint64_t txg)
     free(osp);
     if (err) goto out;
     bp.fill = 1;
-    dmu_free_bp(dp->spa, txg, &os->root_bp);
+    dmu_kill_bp(os, txg, &os->root_bp);
+    pthread_mutex_lock(&dp->lock);
     os->root_bp = bp;
+    pthread_mutex_unlock(&dp->lock);
+    dmu_born_bp(os, txg, &bp);
     err = 1;
 out:
     free(dns);
@@ -346,8 +358,32 @@ static int free_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
     return 0;
 }
 
+static dmu_pool_sync_hook_t pool_sync_hook;
+void dmu_register_pool_sync_hook(dmu_pool_sync_hook_t fn) { pool_sync_hook = fn; }
+
 static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
                            spa_bp_visitor_t visit, void *arg);
+int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
+                        spa_bp_visitor_t visit, void *arg);
+
+/* Takes the object sets destroyed in txg or before off the dead list. */
+static objset_t **collect_doomed(dmu_pool_t *dp, uint64_t txg, size_t *nd)
+{
+    pthread_mutex_lock(&dp->lock);
+    objset_t **doomed = cairn_zalloc((dp->ndead + 1) * sizeof(*doomed));
+    *nd = 0;
+    for (size_t i = 0; i < dp->ndead;) {
+        objset_t *os = dp->dead[i];
+        if (os->destroy_txg <= txg) {
+            doomed[(*nd)++] = os;
+            dp->dead[i] = dp->dead[--dp->ndead];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return doomed;
+}
 
 static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
 {
@@ -356,21 +392,12 @@ static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
     int err = 0;
 
     pthread_mutex_lock(&dp->lock);
-    size_t n = 0, nd = 0;
+    size_t n = 0;
     objset_t **live = cairn_zalloc((dp->nents + dp->ndead + 1) * sizeof(*live));
-    objset_t **doomed = cairn_zalloc((dp->ndead + 1) * sizeof(*doomed));
     for (size_t i = 0; i < dp->nents; i++)
         if (dp->ents[i]->os) live[n++] = dp->ents[i]->os;
-    for (size_t i = 0; i < dp->ndead;) {
-        objset_t *os = dp->dead[i];
-        if (os->destroy_txg <= txg) {
-            doomed[nd++] = os;
-            dp->dead[i] = dp->dead[--dp->ndead];
-        } else {
-            live[n++] = os;
-            i++;
-        }
-    }
+    for (size_t i = 0; i < dp->ndead; i++)
+        if (dp->dead[i]->destroy_txg > txg) live[n++] = dp->dead[i];
     pthread_mutex_unlock(&dp->lock);
 
     for (size_t i = 0; i < n && !err; i++) {
@@ -389,18 +416,28 @@ static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
         pthread_mutex_lock(&dp->lock);
         uint64_t slot = os->dir_slot;
         cairn_blkptr_t root = os->root_bp;
+        bool gone = os->destroy_txg != 0 && os->destroy_txg <= txg;
         pthread_mutex_unlock(&dp->lock);
+        if (gone) continue; /* its entry was cleared in this txg */
         err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE + offsetof(dir_entry_phys_t, root),
                                sizeof(root), &root, true);
     }
+    free(live);
+    if (err) return err;
+    /* The layer above: snapshots of the roots just written, its bookkeeping. */
+    if (pool_sync_hook) err = pool_sync_hook(spa, txg);
+    if (err) return err;
+
+    size_t nd;
+    objset_t **doomed = collect_doomed(dp, txg, &nd);
     for (size_t i = 0; i < nd; i++) {
         objset_t *os = doomed[i];
-        free_walk_t fw = {txg};
-        if (!err && !cairn_bp_is_hole(&os->root_bp))
-            err = traverse_objset(spa, &os->root_bp, false, free_visitor, &fw);
+        if (!err && !cairn_bp_is_hole(&os->root_bp) && os->keep_upto_txg != UINT64_MAX) {
+            free_walk_t fw = {txg};
+            err = dmu_traverse_objset(spa, &os->root_bp, os->keep_upto_txg, free_visitor, &fw);
+        }
         objset_free(os);
     }
-    free(live);
     free(doomed);
     if (err) return err;
 
@@ -416,6 +453,7 @@ typedef struct trav {
     spa_t *spa;
     spa_bp_visitor_t visit;
     void *arg;
+    uint64_t min_txg;      /* skip blocks (and their subtrees) born at or before */
 } trav_t;
 
 typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, void *c);
@@ -424,7 +462,7 @@ typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, void *c)
 static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, unsigned level, trav_leaf_fn leaf,
                      void *c)
 {
-    if (cairn_bp_is_hole(bp)) return 0;
+    if (cairn_bp_is_hole(bp) || bp->birth_txg <= t->min_txg) return 0;
     int r = t->visit(t->spa, bp, t->arg);
     if (r < 0) return r;
     if (r > 0) return 0;
@@ -476,11 +514,11 @@ static int trav_dnode_leaf(trav_t *t, const void *data, uint32_t size, void *c)
     return 0;
 }
 
-static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
-                           spa_bp_visitor_t visit, void *arg)
+static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
+                                uint64_t min_txg, spa_bp_visitor_t visit, void *arg)
 {
-    trav_t t = {spa, visit, arg};
-    if (cairn_bp_is_hole(bp)) return 0;
+    trav_t t = {spa, visit, arg, min_txg};
+    if (cairn_bp_is_hole(bp) || bp->birth_txg <= min_txg) return 0;
     int r = visit(spa, bp, arg);
     if (r) return r < 0 ? r : 0;
     if (bp->lsize != OBJSET_PHYS_SIZE) return 0;
@@ -494,10 +532,45 @@ static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
     return r;
 }
 
+static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
+                           spa_bp_visitor_t visit, void *arg)
+{
+    return traverse_objset_from(spa, bp, is_mos, 0, visit, arg);
+}
+
+int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
+                        spa_bp_visitor_t visit, void *arg)
+{
+    return traverse_objset_from(spa, root, false, min_txg, visit, arg);
+}
+
+/* Snapshots and clones share blocks, but the SPA wants each block once: the
+ * walk of the pool remembers every block it visited (by first DVA) and skips
+ * a block seen before together with its subtree (same block, same subtree).
+ * Memory grows with the number of blocks; fine for check and scrub today. */
+typedef struct dedup_walk {
+    dmu_map_t seen;
+    spa_bp_visitor_t visit;
+    void *arg;
+} dedup_walk_t;
+
+static int dedup_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+{
+    dedup_walk_t *w = arg;
+    uint64_t key = ((uint64_t)bp->dva[0].vdev << 56) | (bp->dva[0].offset >> CAIRN_SECTOR_SHIFT);
+    if (dmu_map_get(&w->seen, key)) return 1;
+    dmu_map_put(&w->seen, key, (void *)1);
+    return w->visit(spa, bp, w->arg);
+}
+
 static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
                              void *arg)
 {
-    return traverse_objset(spa, mos_root, true, visit, arg);
+    dedup_walk_t w = {.visit = visit, .arg = arg};
+    dmu_map_init(&w.seen);
+    int r = traverse_objset(spa, mos_root, true, dedup_visitor, &w);
+    dmu_map_fini(&w.seen);
+    return r;
 }
 
 static const spa_upper_ops_t dmu_upper_ops = {
@@ -690,7 +763,16 @@ dmu_tx_t *dmu_tx_begin(objset_t *os)
     dmu_tx_t *tx = cairn_zalloc(sizeof(*tx));
     tx->os = os;
     spa_t *spa = os->dp->spa;
-    tx->txg = spa_readonly(spa) ? 0 : spa_tx_hold(spa);
+    tx->txg = spa_readonly(spa) || os->readonly ? 0 : spa_tx_hold(spa);
+    return tx;
+}
+
+dmu_tx_t *dmu_tx_create_sync(objset_t *os, uint64_t txg)
+{
+    dmu_tx_t *tx = cairn_zalloc(sizeof(*tx));
+    tx->os = os;
+    tx->txg = txg;
+    tx->sync_ctx = true;
     return tx;
 }
 
@@ -699,8 +781,156 @@ uint64_t dmu_tx_txg(const dmu_tx_t *tx) { return tx->txg; }
 void dmu_tx_commit(dmu_tx_t *tx)
 {
     if (!tx) return;
-    if (tx->txg) spa_tx_rele(tx->os->dp->spa, tx->txg);
+    if (tx->txg && !tx->sync_ctx) spa_tx_rele(tx->os->dp->spa, tx->txg);
     free(tx);
+}
+
+/* ---------------- extensions for the DSL ---------------- */
+
+void dmu_objset_set_hooks(objset_t *os, const dmu_objset_hooks_t *hooks, void *arg)
+{
+    pthread_mutex_lock(&os->dp->lock);
+    if (hooks) os->hooks = *hooks;
+    else memset(&os->hooks, 0, sizeof(os->hooks));
+    os->hooks_arg = arg;
+    pthread_mutex_unlock(&os->dp->lock);
+}
+
+void dmu_objset_set_readonly(objset_t *os, bool ro) { os->readonly = ro; }
+uint64_t dmu_objset_id(objset_t *os) { return os->id; }
+
+void dmu_objset_root(objset_t *os, cairn_blkptr_t *out)
+{
+    pthread_mutex_lock(&os->dp->lock);
+    *out = os->root_bp;
+    pthread_mutex_unlock(&os->dp->lock);
+}
+
+objset_t *dmu_pool_mos(spa_t *spa)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    return dp ? dp->mos : NULL;
+}
+
+uint64_t dmu_pool_root_obj(spa_t *spa)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return 0;
+    dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, false);
+    if (!dn) return 0;
+    uint64_t v = 0;
+    pthread_mutex_lock(&dn->lock);
+    if (dn->cur.type == DNODE_TYPE_DIRECTORY && dn->cur.bonuslen >= sizeof(v))
+        memcpy(&v, dn->cur.bonus, sizeof(v));
+    pthread_mutex_unlock(&dn->lock);
+    return v;
+}
+
+int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!tx || !tx->txg) return -EROFS;
+    dnode_t *dn = dir_dnode(dp, tx->txg);
+    if (!dn) return -EIO;
+    pthread_mutex_lock(&dn->lock);
+    dnode_set_bonus_locked(dn, tx->txg, &obj, sizeof(obj));
+    pthread_mutex_unlock(&dn->lock);
+    return 0;
+}
+
+int dmu_objset_create_sync(spa_t *spa, uint64_t txg, const char *name,
+                           const cairn_blkptr_t *root, uint64_t *id_out)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name_ok(name)) return -EINVAL;
+    pthread_mutex_lock(&dp->lock);
+    int err = 0;
+    dnode_t *dir = NULL;
+    if (dir_find(dp, name, NULL)) {
+        err = -EEXIST;
+        goto out;
+    }
+    dir = dnode_hold(dp->mos, DIR_OBJECT, true);
+    if (!dir) {
+        err = -EIO;
+        goto out;
+    }
+    uint64_t slot = 0;
+    for (;; slot++) {
+        bool busy = false;
+        for (size_t i = 0; i < dp->nents && !busy; i++) busy = dp->ents[i]->slot == slot;
+        for (size_t i = 0; i < dp->ndead && !busy; i++) busy = dp->dead[i]->dir_slot == slot;
+        if (!busy) break;
+    }
+    dir_entry_phys_t e;
+    memset(&e, 0, sizeof(e));
+    e.id = dp->next_id;
+    e.flags = DIR_ENTRY_USED;
+    e.creation_txg = txg;
+    cairn_strlcpy(e.name, name, sizeof(e.name));
+    if (root) e.root = *root;
+    err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, true);
+    if (err) goto out;
+    dir_ent_t *de = cairn_zalloc(sizeof(*de));
+    de->id = dp->next_id++;
+    de->slot = slot;
+    cairn_strlcpy(de->name, name, sizeof(de->name));
+    de->creation_txg = txg;
+    if (root) de->root = *root;
+    if (dp->nents == dp->capents) {
+        dp->capents = dp->capents ? dp->capents * 2 : 8;
+        dp->ents = cairn_realloc(dp->ents, dp->capents * sizeof(*dp->ents));
+    }
+    dp->ents[dp->nents++] = de;
+    if (slot >= dp->nslots) dp->nslots = slot + 1;
+    if (id_out) *id_out = de->id;
+out:
+    pthread_mutex_unlock(&dp->lock);
+    return err;
+}
+
+int dmu_objset_destroy_sync(spa_t *spa, uint64_t txg, const char *name, uint64_t keep_upto_txg)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name_ok(name)) return -EINVAL;
+    pthread_mutex_lock(&dp->lock);
+    int err = 0;
+    size_t idx;
+    dir_ent_t *de = dir_find(dp, name, &idx);
+    if (!de) {
+        err = -ENOENT;
+        goto out;
+    }
+    if (de->os && de->os->refcount > 0) {
+        err = -EBUSY;
+        goto out;
+    }
+    objset_t *os = ent_objset(dp, de, &err);
+    dnode_t *dir = dnode_hold(dp->mos, DIR_OBJECT, false);
+    if (!os || !dir) {
+        if (!err) err = -EIO;
+        goto out;
+    }
+    dir_entry_phys_t e;
+    memset(&e, 0, sizeof(e));
+    err = dnode_write_impl(dir, txg, de->slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, true);
+    if (err) goto out;
+    os->destroy_txg = txg;
+    os->keep_upto_txg = keep_upto_txg;
+    memset(&os->hooks, 0, sizeof(os->hooks));
+    if (dp->ndead == dp->capdead) {
+        dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
+        dp->dead = cairn_realloc(dp->dead, dp->capdead * sizeof(*dp->dead));
+    }
+    dp->dead[dp->ndead++] = os;
+    dp->ents[idx] = dp->ents[--dp->nents];
+    free(de);
+out:
+    pthread_mutex_unlock(&dp->lock);
+    return err;
 }
 
 int dmu_objset_sync(objset_t *os) { return spa_txg_wait_synced(os->dp->spa, 0); }
@@ -714,5 +944,5 @@ int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg)
     pthread_mutex_lock(&dp->lock);
     cairn_blkptr_t root = dp->mos->root_bp;
     pthread_mutex_unlock(&dp->lock);
-    return traverse_objset(spa, &root, true, visit, arg);
+    return dmu_pool_traverse(spa, &root, visit, arg);
 }
