@@ -1,0 +1,122 @@
+/*
+ * DSL internals shared by the src/dsl sources. The design is described at the top of
+ * dsl_dataset.c.
+ */
+#ifndef CAIRN_DSL_IMPL_H
+#define CAIRN_DSL_IMPL_H
+
+#include <cairn/dsl.h>
+#include <cairn/zap.h>
+#include <pthread.h>
+
+#define DSL_PHYS_MAGIC 0x3153445f4e524943ULL /* "CIRN_DS1" */
+
+/* One dataset (head or snapshot) on disk: the bonus buffer of its MOS object. */
+typedef struct dsl_ds_phys {
+    uint64_t magic;
+    uint64_t type;            /* dsl_type_t */
+    uint64_t guid;
+    uint64_t creation_txg;
+    uint64_t creation_time;
+    uint64_t parent;          /* head: parent head's object (0: the root); snapshot: its head */
+    uint64_t props_zap;       /* head: local properties (0: none yet) */
+    uint64_t prev_snap;       /* newest older snapshot of the same head (0: none) */
+    uint64_t prev_snap_txg;   /* its txg, or the origin's for a clone without one; 0 */
+    uint64_t next_snap;       /* snapshot: the next newer one (0: the head is next) */
+    uint64_t origin;          /* clone: origin snapshot's object */
+    uint64_t origin_txg;      /* clone: origin snapshot's txg (blocks up to it are not ours) */
+    uint64_t num_clones;      /* snapshot: clones made from it */
+    uint64_t deadlist_obj;    /* MOS object of block pointers (0: none yet) */
+    uint64_t dead_count;      /* entries in it */
+    uint64_t dead_bytes, dead_comp, dead_uncomp;
+    uint64_t referenced, comp, uncomp; /* all blocks reachable from its root */
+    uint64_t snapused, snapused_uncomp; /* head: dead-list bytes born after origin_txg */
+    uint64_t reserved[8];
+} dsl_ds_phys_t;
+_Static_assert(sizeof(dsl_ds_phys_t) <= DMU_BONUS_MAX, "dataset phys fits a bonus buffer");
+
+typedef struct dsl_propval {
+    char *name;
+    char *value;
+} dsl_propval_t;
+
+typedef struct dsl_node dsl_node_t;
+struct dsl_node {
+    uint64_t obj;             /* MOS object */
+    dsl_ds_phys_t phys;
+    char name[DSL_NAME_MAX + 1]; /* short: "b" of "pool/a/b", "snap" of "a@snap" */
+    dsl_node_t *parent;       /* head: parent head; snapshot: its head */
+    dsl_node_t **children;    /* heads */
+    size_t nchildren;
+    dsl_node_t **snaps;       /* oldest first */
+    size_t nsnaps;
+    dsl_propval_t *props;     /* local properties */
+    size_t nprops;
+    objset_t *os;             /* heads: open with hooks; snapshots: opened on demand */
+    int holds;                /* dsl_dataset_hold()s */
+    bool dirty;               /* phys must be written in the syncing txg */
+    cairn_blkptr_t *pending;  /* dead-list entries not yet written */
+    size_t npending, cappending;
+    dsl_pool_t *dp;
+};
+
+typedef struct dsl_task {
+    int (*fn)(dsl_pool_t *dp, void *arg, uint64_t txg);
+    void *arg;
+    uint64_t txg;
+    int result;
+    bool done;
+    struct dsl_task *next;
+} dsl_task_t;
+
+struct dsl_pool {
+    spa_t *spa;
+    objset_t *mos;
+    int refcount;             /* under the global list lock */
+    pthread_mutex_t lock;     /* the tree, properties, holds, tasks */
+    pthread_mutex_t stat_lock;/* counters the sync thread updates from the block hooks */
+    pthread_cond_t task_cv;
+    uint64_t registry;        /* MOS ZAP: "<obj>" -> short name, every dataset */
+    dsl_node_t *root;
+    dsl_node_t **all;         /* every node (for lookup by object / guid) */
+    size_t nall, capall;
+    dsl_task_t *tasks;
+    dsl_pool_t *next_pool;
+};
+
+struct dsl_dataset {
+    dsl_pool_t *dp;
+    dsl_node_t *node;
+    char name[DSL_NAME_MAX + 1];
+};
+
+/* dsl_dataset.c */
+dsl_node_t *dsl_lookup(dsl_pool_t *dp, const char *name); /* dp->lock held */
+void dsl_node_fullname(const dsl_node_t *n, char *buf, size_t len);
+int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg);
+dsl_node_t *dsl_node_by_obj(dsl_pool_t *dp, uint64_t obj);
+
+/* Space numbers of a node (dp->lock held; reads stat_lock). */
+typedef struct dsl_space {
+    uint64_t used, available, referenced, logicalused, logicalreferenced;
+    uint64_t usedbysnapshots, usedbydataset, usedbychildren, usedbyrefreservation;
+    uint64_t written, comp, uncomp;
+} dsl_space_t;
+void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
+
+/* dsl_prop.c */
+const char *dsl_prop_local(const dsl_node_t *n, const char *name); /* NULL if unset */
+/* Effective value of a native property as text and number (dp->lock held). */
+int dsl_prop_effective(dsl_pool_t *dp, dsl_node_t *n, const char *name, char *val, size_t len,
+                       uint64_t *num, dsl_prop_source_t *src, char *from, size_t fromlen);
+uint64_t dsl_prop_num(dsl_pool_t *dp, dsl_node_t *n, const char *name); /* dp->lock held */
+/* Validates (and normalises) a value for setting; err filled on failure. create: at creation. */
+int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const char *value,
+                      bool create, char *norm, size_t normlen, char *err, size_t errlen);
+/* In syncing context: stores / removes a local property. */
+int dsl_prop_store(dsl_pool_t *dp, dsl_node_t *n, const char *name, const char *value,
+                   dmu_tx_t *tx);
+int dsl_prop_load(dsl_pool_t *dp, dsl_node_t *n);
+void dsl_prop_free_all(dsl_node_t *n);
+
+#endif

@@ -1,0 +1,417 @@
+/*
+ * DSL dataset tests on a real pool: the hierarchy (create with and without
+ * -p, list order, rename, destroy with and without -r, error cases), holds,
+ * properties (set, get, inherit, SOURCE and inherited_from, user properties,
+ * refusal of unknown, unimplemented and bad values, mountpoint inheritance),
+ * and everything again after export/import.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/dsl.h>
+#include <cairn/util.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A one-file pool in its own temp directory, with its dataset layer open. */
+typedef struct fx {
+    char dir[512];
+    char path[600];
+    char name[64];
+    spa_t *spa;
+    dsl_pool_t *dp;
+} fx_t;
+
+static void fx_open_dsl(fx_t *f)
+{
+    assert_int_equal(dsl_pool_open(f->spa, &f->dp), 0);
+}
+
+static void fx_make(fx_t *f, const char *tag)
+{
+    dsl_init();
+    const char *base = getenv("CAIRN_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
+    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 512 * CAIRN_MIB), 0);
+    close(fd);
+    snprintf(f->name, sizeof(f->name), "tank%u", (unsigned)getpid());
+    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
+    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
+    spa_create_opts_t opts = {0};
+    char err[256] = "";
+    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_create: %s\n", err);
+    assert_int_equal(e, 0);
+    fx_open_dsl(f);
+}
+
+static void fx_export(fx_t *f)
+{
+    dsl_pool_close(f->dp);
+    f->dp = NULL;
+    assert_int_equal(spa_export(f->spa), 0);
+    f->spa = NULL;
+}
+
+static void fx_import(fx_t *f)
+{
+    const char *paths[] = {f->path};
+    char err[256] = "";
+    int e = spa_import(f->name, paths, 1, 0, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_import: %s\n", err);
+    assert_int_equal(e, 0);
+    fx_open_dsl(f);
+}
+
+static void fx_reimport(fx_t *f)
+{
+    fx_export(f);
+    fx_import(f);
+}
+
+/* Exported pool: the offline check must find no leak, no double reference. */
+static void fx_check(fx_t *f)
+{
+    const char *paths[] = {f->path};
+    spa_check_report_t rep;
+    char err[256] = "";
+    int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_check: %s\n", err);
+    assert_int_equal(e, 0);
+    assert_int_equal(rep.leaked_bytes, 0);
+    assert_int_equal(rep.double_bytes, 0);
+}
+
+static void fx_destroy(fx_t *f)
+{
+    if (f->dp) dsl_pool_close(f->dp);
+    if (f->spa) spa_export(f->spa);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", f->dir);
+}
+
+static char fx_err[512];
+
+#define OK(call)                                                   \
+    do {                                                           \
+        fx_err[0] = 0;                                             \
+        int _e = (call);                                           \
+        if (_e) fprintf(stderr, "%s: %d %s\n", #call, _e, fx_err); \
+        assert_int_equal(_e, 0);                                   \
+    } while (0)
+
+static void fx_create_fs(fx_t *f, const char *name)
+{
+    dsl_create_opts_t o = {.type = DSL_TYPE_FILESYSTEM};
+    OK(dsl_dataset_create(f->dp, name, &o, fx_err, sizeof(fx_err)));
+}
+
+static uint64_t fx_num(fx_t *f, const char *ds, const char *prop)
+{
+    dsl_prop_t p;
+    OK(dsl_prop_get(f->dp, ds, prop, &p, fx_err, sizeof(fx_err)));
+    return p.numeric;
+}
+
+static void fx_ds_name(fx_t *f, char *buf, size_t len, const char *rel)
+{
+    if (rel && *rel) snprintf(buf, len, "%s%s%s", f->name, rel[0] == '@' ? "" : "/", rel);
+    else snprintf(buf, len, "%s", f->name);
+}
+
+typedef struct names {
+    char v[64][DSL_NAME_MAX + 1];
+    int n;
+} names_t;
+
+static void collect(const dsl_dataset_info_t *info, void *arg)
+{
+    names_t *nm = arg;
+    if (nm->n < 64) cairn_strlcpy(nm->v[nm->n++], info->name, DSL_NAME_MAX + 1);
+}
+
+static void list_all(fx_t *f, names_t *nm)
+{
+    memset(nm, 0, sizeof(*nm));
+    OK(dsl_dataset_list(f->dp, NULL, true, 0, collect, nm, fx_err, sizeof(fx_err)));
+}
+
+static bool listed(const names_t *nm, const char *n)
+{
+    for (int i = 0; i < nm->n; i++)
+        if (!strcmp(nm->v[i], n)) return true;
+    return false;
+}
+
+static void test_hierarchy(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslds");
+    char a[300], ab[300], abc[300], x[300], y[400];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, ab, sizeof(ab), "a/b");
+    fx_ds_name(&f, abc, sizeof(abc), "a/b/c");
+    names_t nm;
+    list_all(&f, &nm);
+    assert_int_equal(nm.n, 1);
+    assert_string_equal(nm.v[0], f.name);
+
+    /* Without -p a missing parent is an error; with -p the chain appears. */
+    dsl_create_opts_t o = {.type = DSL_TYPE_FILESYSTEM};
+    char err[256] = "";
+    assert_int_equal(dsl_dataset_create(f.dp, abc, &o, err, sizeof(err)), -ENOENT);
+    assert_non_null(strstr(err, "parent"));
+    o.create_parents = true;
+    OK(dsl_dataset_create(f.dp, abc, &o, fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_create(f.dp, abc, &o, err, sizeof(err)), -EEXIST);
+    assert_int_equal(dsl_dataset_create(f.dp, "bad//name", &o, err, sizeof(err)), -EINVAL);
+    assert_int_equal(dsl_dataset_create(f.dp, "otherpool/x", &o, err, sizeof(err)), -ENOENT);
+    list_all(&f, &nm);
+    assert_int_equal(nm.n, 4);
+    assert_string_equal(nm.v[1], a);
+    assert_string_equal(nm.v[2], ab);
+    assert_string_equal(nm.v[3], abc);
+
+    /* A volume under a filesystem; nothing can be created below a volume. */
+    fx_ds_name(&f, x, sizeof(x), "vol");
+    dsl_create_opts_t vo = {.type = DSL_TYPE_VOLUME, .volsize = 64 * CAIRN_MIB};
+    OK(dsl_dataset_create(f.dp, x, &vo, fx_err, sizeof(fx_err)));
+    snprintf(y, sizeof(y), "%s/under", x);
+    o.create_parents = false;
+    assert_int_equal(dsl_dataset_create(f.dp, y, &o, err, sizeof(err)), -ENOTDIR);
+    vo.volsize = 1000; /* not a multiple of 8K */
+    fx_ds_name(&f, y, sizeof(y), "vol2");
+    assert_int_equal(dsl_dataset_create(f.dp, y, &vo, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "volsize"));
+    /* Non-sparse volume reserves its size. */
+    assert_int_equal(fx_num(&f, x, "refreservation"), 64 * CAIRN_MIB);
+    assert_int_equal(fx_num(&f, x, "volblocksize"), 8192);
+
+    /* Destroy: children need -r; the root never goes. */
+    assert_int_equal(dsl_dataset_destroy(f.dp, a, false, false, err, sizeof(err)), -EEXIST);
+    assert_int_equal(dsl_dataset_destroy(f.dp, f.name, true, false, err, sizeof(err)), -EBUSY);
+    assert_int_equal(dsl_dataset_destroy(f.dp, y, false, false, err, sizeof(err)), -ENOENT);
+
+    /* Rename moves a subtree; not across pools, not below itself. */
+    fx_ds_name(&f, y, sizeof(y), "z");
+    OK(dsl_dataset_rename(f.dp, a, y, fx_err, sizeof(fx_err)));
+    char zbc[300];
+    fx_ds_name(&f, zbc, sizeof(zbc), "z/b/c");
+    list_all(&f, &nm);
+    assert_true(listed(&nm, zbc));
+    assert_false(listed(&nm, abc));
+    assert_int_equal(dsl_dataset_rename(f.dp, y, "elsewhere/z", err, sizeof(err)), -EXDEV);
+    assert_int_equal(dsl_dataset_rename(f.dp, y, zbc, err, sizeof(err)), -EEXIST);
+    char below[300];
+    fx_ds_name(&f, below, sizeof(below), "z/b/c/d");
+    assert_int_equal(dsl_dataset_rename(f.dp, y, below, err, sizeof(err)), -EINVAL);
+
+    /* Holds: by name and guid; a held dataset cannot be destroyed. */
+    dsl_dataset_t *ds, *ds2;
+    OK(dsl_dataset_hold(f.dp, zbc, &ds));
+    assert_int_equal(dsl_dataset_type(ds), DSL_TYPE_FILESYSTEM);
+    assert_false(dsl_dataset_is_snapshot(ds));
+    assert_non_null(dsl_dataset_objset(ds));
+    uint64_t guid = dsl_dataset_guid(ds);
+    assert_int_not_equal(guid, 0);
+    OK(dsl_dataset_hold_by_guid(f.dp, guid, &ds2));
+    assert_string_equal(dsl_dataset_name(ds2), zbc);
+    assert_int_equal(dsl_dataset_destroy(f.dp, zbc, false, false, err, sizeof(err)), -EBUSY);
+    dsl_dataset_rele(ds2);
+    dsl_dataset_rele(ds);
+
+    /* Survives export/import: names, types, guid. */
+    fx_reimport(&f);
+    list_all(&f, &nm);
+    assert_int_equal(nm.n, 5);
+    assert_true(listed(&nm, zbc));
+    assert_true(listed(&nm, x));
+    OK(dsl_dataset_hold_by_guid(f.dp, guid, &ds));
+    assert_string_equal(dsl_dataset_name(ds), zbc);
+    dsl_dataset_rele(ds);
+    assert_int_equal(fx_num(&f, x, "volsize"), 64 * CAIRN_MIB);
+
+    OK(dsl_dataset_destroy(f.dp, y, true, false, fx_err, sizeof(fx_err)));
+    OK(dsl_dataset_destroy(f.dp, x, false, false, fx_err, sizeof(fx_err)));
+    list_all(&f, &nm);
+    assert_int_equal(nm.n, 1);
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
+static void test_properties(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslprop");
+    char a[300], ab[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, ab, sizeof(ab), "a/b");
+    fx_create_fs(&f, a);
+    fx_create_fs(&f, ab);
+    dsl_prop_t p;
+    char err[256];
+
+    /* Defaults. */
+    OK(dsl_prop_get(f.dp, ab, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.numeric, 128 * 1024);
+    assert_int_equal(p.source, DSL_SRC_DEFAULT);
+    OK(dsl_prop_get(f.dp, ab, "compression", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "lz4");
+    OK(dsl_prop_get(f.dp, ab, "mountpoint", &p, fx_err, sizeof(fx_err)));
+    char mp[400];
+    snprintf(mp, sizeof(mp), "/%s", ab);
+    assert_string_equal(p.value, mp);
+
+    /* Local on a, inherited by b with inherited_from. */
+    OK(dsl_prop_set(f.dp, a, "recordsize", "16K", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_set(f.dp, a, "compression", "gzip-5", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_set(f.dp, a, "mountpoint", "/export/data", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_set(f.dp, a, "acme:owner", "alice", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_set(f.dp, a, "quota", "1G", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_get(f.dp, ab, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.numeric, 16384);
+    assert_int_equal(p.source, DSL_SRC_INHERITED);
+    assert_string_equal(p.inherited_from, a);
+    OK(dsl_prop_get(f.dp, a, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.source, DSL_SRC_LOCAL);
+    OK(dsl_prop_get(f.dp, ab, "mountpoint", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "/export/data/b");
+    OK(dsl_prop_get(f.dp, ab, "acme:owner", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "alice");
+    assert_int_equal(p.source, DSL_SRC_INHERITED);
+    /* quota does not inherit. */
+    OK(dsl_prop_get(f.dp, ab, "quota", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.source, DSL_SRC_DEFAULT);
+    assert_string_equal(p.value, "none");
+    assert_int_equal(fx_num(&f, a, "quota"), CAIRN_GIB);
+
+    /* The data path's view. */
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, ab, &ds));
+    dsl_dataset_props_t dpv;
+    dsl_dataset_get_props(ds, &dpv);
+    assert_int_equal(dpv.recordsize, 16384);
+    assert_int_equal(dpv.compress, CAIRN_COMPRESS_GZIP(5));
+    assert_int_equal(dpv.checksum, CAIRN_CHECKSUM_FLETCHER4);
+    assert_int_equal(dpv.copies, 1);
+    assert_true(dpv.atime);
+    assert_false(dpv.readonly);
+    assert_string_equal(dpv.mountpoint, "/export/data/b");
+    dsl_dataset_rele(ds);
+
+    /* Refusals, each with a message naming the property. */
+    struct { const char *prop, *val; int e; } bad[] = {
+        {"recordsize", "3000", -EINVAL}, {"recordsize", "2M", -EINVAL},
+        {"compression", "zstd", -EINVAL}, {"checksum", "md5", -EINVAL},
+        {"copies", "4", -EINVAL}, {"atime", "maybe", -EINVAL},
+        {"sync", "sometimes", -EINVAL}, {"quota", "lots", -EINVAL},
+        {"mountpoint", "relative/path", -EINVAL}, {"dedup", "on", -ENOTSUP},
+        {"used", "5", -EINVAL}, {"nosuchprop", "1", -EINVAL},
+        {"volblocksize", "8K", -EINVAL}, {"volsize", "1G", -EINVAL},
+        {"Bad:Name", "x", -EINVAL},
+    };
+    for (size_t i = 0; i < CAIRN_ARRAY_SIZE(bad); i++) {
+        err[0] = 0;
+        int e = dsl_prop_set(f.dp, ab, bad[i].prop, bad[i].val, err, sizeof(err));
+        if (e != bad[i].e) fprintf(stderr, "%s=%s gave %d (%s)\n", bad[i].prop, bad[i].val, e, err);
+        assert_int_equal(e, bad[i].e);
+        assert_true(strlen(err) > 0);
+        if (strcmp(bad[i].prop, "Bad:Name") != 0) assert_non_null(strstr(err, bad[i].prop));
+    }
+    assert_int_equal(dsl_prop_get(f.dp, ab, "dedup", &p, err, sizeof(err)), -ENOTSUP);
+    assert_non_null(strstr(err, "not implemented"));
+
+    /* Statistics are read-only and have no source. */
+    OK(dsl_prop_get(f.dp, ab, "type", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "filesystem");
+    assert_int_equal(p.source, DSL_SRC_NONE);
+
+    /* Survives export/import; inherit removes the local value. */
+    fx_reimport(&f);
+    OK(dsl_prop_get(f.dp, ab, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.numeric, 16384);
+    assert_int_equal(p.source, DSL_SRC_INHERITED);
+    OK(dsl_prop_get(f.dp, ab, "acme:owner", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "alice");
+    OK(dsl_prop_set(f.dp, ab, "recordsize", "1M", fx_err, sizeof(fx_err)));
+    assert_int_equal(fx_num(&f, ab, "recordsize"), 1024 * 1024);
+    OK(dsl_prop_inherit(f.dp, ab, "recordsize", fx_err, sizeof(fx_err)));
+    assert_int_equal(fx_num(&f, ab, "recordsize"), 16384);
+    OK(dsl_prop_inherit(f.dp, a, "recordsize", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_get(f.dp, ab, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.numeric, 128 * 1024);
+    assert_int_equal(p.source, DSL_SRC_DEFAULT);
+    OK(dsl_prop_inherit(f.dp, a, "acme:owner", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_get(f.dp, ab, "acme:owner", &p, fx_err, sizeof(fx_err)));
+    assert_string_equal(p.value, "-");
+    fx_reimport(&f);
+    OK(dsl_prop_get(f.dp, ab, "recordsize", &p, fx_err, sizeof(fx_err)));
+    assert_int_equal(p.source, DSL_SRC_DEFAULT);
+    assert_string_equal(dsl_prop_names()[0], "type");
+    fx_destroy(&f);
+}
+
+typedef struct all_ctx {
+    int native, user;
+    bool saw_used, saw_user;
+} all_ctx_t;
+
+static void all_cb(const dsl_prop_t *p, void *arg)
+{
+    all_ctx_t *c = arg;
+    if (strchr(p->name, ':')) {
+        c->user++;
+        if (!strcmp(p->name, "acme:tag") && !strcmp(p->value, "blue")) c->saw_user = true;
+    } else {
+        c->native++;
+        if (!strcmp(p->name, "used")) c->saw_used = true;
+    }
+}
+
+static void test_get_all(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslall");
+    char a[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_create_fs(&f, a);
+    OK(dsl_prop_set(f.dp, f.name, "acme:tag", "blue", fx_err, sizeof(fx_err)));
+    all_ctx_t c = {0};
+    OK(dsl_prop_get_all(f.dp, a, all_cb, &c, fx_err, sizeof(fx_err)));
+    assert_true(c.saw_used);
+    assert_true(c.saw_user);
+    assert_int_equal(c.user, 1);
+    assert_true(c.native > 20);
+    fx_destroy(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hierarchy),
+        cmocka_unit_test(test_properties),
+        cmocka_unit_test(test_get_all),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

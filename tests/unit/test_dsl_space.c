@@ -1,0 +1,488 @@
+/*
+ * DSL space tests: quotas and refquotas enforced by dsl_dataset_check_space
+ * (-EDQUOT), reservations taken from everyone else's `available`, sparse and
+ * thick volumes, compressratio, and a randomized model - writes, frees,
+ * snapshots, snapshot destroys, clones, rollbacks - checked against an
+ * in-memory model (content of every object in every head and snapshot)
+ * after each step and across export/import, ending with the space invariant:
+ * with every snapshot, clone and object gone, the root's `used` is back at
+ * its baseline and spa_check finds no leak and no double free.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/dsl.h>
+#include <cairn/util.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A one-file pool in its own temp directory, with its dataset layer open. */
+typedef struct fx {
+    char dir[512];
+    char path[600];
+    char name[64];
+    spa_t *spa;
+    dsl_pool_t *dp;
+} fx_t;
+
+static void fx_open_dsl(fx_t *f)
+{
+    assert_int_equal(dsl_pool_open(f->spa, &f->dp), 0);
+}
+
+static void fx_make(fx_t *f, const char *tag)
+{
+    dsl_init();
+    const char *base = getenv("CAIRN_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
+    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 512 * CAIRN_MIB), 0);
+    close(fd);
+    snprintf(f->name, sizeof(f->name), "tank%u", (unsigned)getpid());
+    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
+    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
+    spa_create_opts_t opts = {0};
+    char err[256] = "";
+    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_create: %s\n", err);
+    assert_int_equal(e, 0);
+    fx_open_dsl(f);
+}
+
+static void fx_export(fx_t *f)
+{
+    dsl_pool_close(f->dp);
+    f->dp = NULL;
+    assert_int_equal(spa_export(f->spa), 0);
+    f->spa = NULL;
+}
+
+static void fx_import(fx_t *f)
+{
+    const char *paths[] = {f->path};
+    char err[256] = "";
+    int e = spa_import(f->name, paths, 1, 0, &f->spa, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_import: %s\n", err);
+    assert_int_equal(e, 0);
+    fx_open_dsl(f);
+}
+
+static void fx_reimport(fx_t *f)
+{
+    fx_export(f);
+    fx_import(f);
+}
+
+/* Exported pool: the offline check must find no leak, no double reference. */
+static void fx_check(fx_t *f)
+{
+    const char *paths[] = {f->path};
+    spa_check_report_t rep;
+    char err[256] = "";
+    int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
+    if (e) fprintf(stderr, "spa_check: %s\n", err);
+    assert_int_equal(e, 0);
+    assert_int_equal(rep.leaked_bytes, 0);
+    assert_int_equal(rep.double_bytes, 0);
+}
+
+static void fx_destroy(fx_t *f)
+{
+    if (f->dp) dsl_pool_close(f->dp);
+    if (f->spa) spa_export(f->spa);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", f->dir);
+}
+
+static char fx_err[512];
+
+#define OK(call)                                                   \
+    do {                                                           \
+        fx_err[0] = 0;                                             \
+        int _e = (call);                                           \
+        if (_e) fprintf(stderr, "%s: %d %s\n", #call, _e, fx_err); \
+        assert_int_equal(_e, 0);                                   \
+    } while (0)
+
+static void fx_create_fs(fx_t *f, const char *name)
+{
+    dsl_create_opts_t o = {.type = DSL_TYPE_FILESYSTEM};
+    OK(dsl_dataset_create(f->dp, name, &o, fx_err, sizeof(fx_err)));
+}
+
+static uint64_t fx_num(fx_t *f, const char *ds, const char *prop)
+{
+    dsl_prop_t p;
+    OK(dsl_prop_get(f->dp, ds, prop, &p, fx_err, sizeof(fx_err)));
+    return p.numeric;
+}
+
+static void fx_ds_name(fx_t *f, char *buf, size_t len, const char *rel)
+{
+    if (rel && *rel) snprintf(buf, len, "%s%s%s", f->name, rel[0] == '@' ? "" : "/", rel);
+    else snprintf(buf, len, "%s", f->name);
+}
+
+static const dmu_object_props_t pr = {.recordsize = 4096, .compress = CAIRN_COMPRESS_OFF,
+                                      .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+
+static void sync_pool(fx_t *f)
+{
+    for (int i = 0; i < SPA_DEFER_TXGS + 2; i++) assert_int_equal(spa_txg_wait_synced(f->spa, 0), 0);
+}
+
+static void write_bytes(objset_t *os, uint64_t obj, uint64_t off, size_t len, uint8_t v)
+{
+    uint8_t *b = malloc(len);
+    memset(b, v, len);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, off, len, b, tx), 0);
+    dmu_tx_commit(tx);
+    free(b);
+}
+
+static void test_quota_reservation(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslquota");
+    char a[300], ab[300], r[300], v[300], sv[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, ab, sizeof(ab), "a/b");
+    fx_ds_name(&f, r, sizeof(r), "resv");
+    fx_ds_name(&f, v, sizeof(v), "vol");
+    fx_ds_name(&f, sv, sizeof(sv), "svol");
+    fx_create_fs(&f, a);
+    fx_create_fs(&f, ab);
+    fx_create_fs(&f, r);
+    uint64_t avail0 = fx_num(&f, ab, "available");
+    assert_true(avail0 > 100 * CAIRN_MIB);
+
+    /* quota on a caps its descendants. */
+    OK(dsl_prop_set(f.dp, a, "quota", "2M", fx_err, sizeof(fx_err)));
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, ab, &ds));
+    assert_true(fx_num(&f, ab, "available") <= 2 * CAIRN_MIB);
+    assert_int_equal(dsl_dataset_check_space(ds, 1 * CAIRN_MIB), 0);
+    assert_int_equal(dsl_dataset_check_space(ds, 3 * CAIRN_MIB), -EDQUOT);
+    objset_t *os = dsl_dataset_objset(ds);
+    uint64_t obj;
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &pr, &obj, tx), 0);
+    dmu_tx_commit(tx);
+    write_bytes(os, obj, 0, 1536 * 1024, 0x5a);
+    sync_pool(&f);
+    /* Used space counts against the quota. */
+    assert_true(fx_num(&f, a, "used") >= 1536 * 1024);
+    assert_int_equal(dsl_dataset_check_space(ds, 1 * CAIRN_MIB), -EDQUOT);
+    assert_int_equal(dsl_dataset_check_space(ds, 64 * 1024), 0);
+    /* refquota on b: referenced bytes. */
+    OK(dsl_prop_set(f.dp, a, "quota", "none", fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, 1 * CAIRN_MIB), 0);
+    OK(dsl_prop_set(f.dp, ab, "refquota", "1M", fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, 4096), -EDQUOT);
+    OK(dsl_prop_set(f.dp, ab, "refquota", "none", fx_err, sizeof(fx_err)));
+    /* readonly. */
+    OK(dsl_prop_set(f.dp, a, "readonly", "on", fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, 1), -EROFS);
+    OK(dsl_prop_inherit(f.dp, a, "readonly", fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, 1), 0);
+
+    /* A reservation is taken from everyone else's available, not its own. */
+    uint64_t before_b = fx_num(&f, ab, "available");
+    uint64_t before_r = fx_num(&f, r, "available");
+    OK(dsl_prop_set(f.dp, r, "reservation", "50M", fx_err, sizeof(fx_err)));
+    uint64_t after_b = fx_num(&f, ab, "available");
+    assert_true(before_b - after_b >= 50 * CAIRN_MIB - 64 * 1024 && before_b - after_b <= 50 * CAIRN_MIB + 64 * 1024);
+    assert_true(fx_num(&f, r, "available") + 64 * 1024 >= before_r);
+    /* The reserved space is charged to the parent (usedbychildren). */
+    assert_true(fx_num(&f, f.name, "usedbychildren") >= 50 * CAIRN_MIB);
+    dsl_dataset_rele(ds);
+
+    /* A thick volume reserves its size; a sparse one does not. */
+    uint64_t root_used = fx_num(&f, f.name, "used");
+    dsl_create_opts_t vo = {.type = DSL_TYPE_VOLUME, .volsize = 32 * CAIRN_MIB};
+    OK(dsl_dataset_create(f.dp, v, &vo, fx_err, sizeof(fx_err)));
+    assert_true(fx_num(&f, v, "usedbyrefreservation") > 31 * CAIRN_MIB);
+    assert_true(fx_num(&f, f.name, "used") - root_used > 31 * CAIRN_MIB);
+    vo.sparse = true;
+    root_used = fx_num(&f, f.name, "used");
+    OK(dsl_dataset_create(f.dp, sv, &vo, fx_err, sizeof(fx_err)));
+    assert_int_equal(fx_num(&f, sv, "refreservation"), 0);
+    assert_true(fx_num(&f, f.name, "used") - root_used < CAIRN_MIB);
+    /* Growing volsize drags the matching refreservation along. */
+    OK(dsl_prop_set(f.dp, v, "volsize", "64M", fx_err, sizeof(fx_err)));
+    assert_int_equal(fx_num(&f, v, "refreservation"), 64 * CAIRN_MIB);
+
+    /* Persisted. */
+    fx_reimport(&f);
+    assert_int_equal(fx_num(&f, r, "reservation"), 50 * CAIRN_MIB);
+    assert_true(fx_num(&f, ab, "used") >= 1536 * 1024);
+    fx_destroy(&f);
+}
+
+static void test_compressratio(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslcomp");
+    char a[300];
+    fx_ds_name(&f, a, sizeof(a), "c");
+    fx_create_fs(&f, a);
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, a, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    dmu_object_props_t p = {.recordsize = 65536, .compress = CAIRN_COMPRESS_LZ4,
+                            .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    uint64_t obj;
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &p, &obj, tx), 0);
+    dmu_tx_commit(tx);
+    uint8_t *b = malloc(1024 * 1024);
+    for (int i = 0; i < 1024 * 1024; i++) b[i] = (uint8_t)("compressible text "[i % 18]);
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 0, 1024 * 1024, b, tx), 0);
+    dmu_tx_commit(tx);
+    free(b);
+    dsl_dataset_rele(ds);
+    sync_pool(&f);
+    dsl_prop_t pr2;
+    OK(dsl_prop_get(f.dp, a, "compressratio", &pr2, fx_err, sizeof(fx_err)));
+    assert_true(pr2.numeric >= 400); /* at least 4.00x */
+    assert_true(fx_num(&f, a, "logicalreferenced") >= 1024 * 1024);
+    assert_true(fx_num(&f, a, "referenced") < 512 * 1024);
+    fx_destroy(&f);
+}
+
+/* ---------------- the randomized model ---------------- */
+
+#define MAXOBJ 6
+#define MREC 4096
+#define MNREC 8
+#define MAXSNAP 4
+
+typedef struct mstate {     /* content: one byte value per record; 0 = hole/absent */
+    bool live[MAXOBJ];
+    uint64_t obj[MAXOBJ];
+    uint8_t rec[MAXOBJ][MNREC];
+} mstate_t;
+
+typedef struct mhead {
+    char name[300];
+    bool exists;
+    mstate_t cur;
+    int nsnaps;
+    char snapname[MAXSNAP][32];
+    mstate_t snap[MAXSNAP];
+    int origin_head, origin_snap; /* clone of (head, snap) or -1 */
+} mhead_t;
+
+static void verify_state(fx_t *f, const char *name, const mstate_t *m)
+{
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f->dp, name, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    uint8_t *b = malloc(MREC);
+    for (int i = 0; i < MAXOBJ; i++) {
+        if (!m->live[i]) continue;
+        for (int r = 0; r < MNREC; r++) {
+            assert_int_equal(dmu_read(os, m->obj[i], (uint64_t)r * MREC, MREC, b), 0);
+            for (int k = 0; k < MREC; k += 512) assert_int_equal(b[k], m->rec[i][r]);
+        }
+    }
+    free(b);
+    dsl_dataset_rele(ds);
+}
+
+static void verify_all(fx_t *f, mhead_t *h, int nh)
+{
+    for (int i = 0; i < nh; i++) {
+        if (!h[i].exists) continue;
+        verify_state(f, h[i].name, &h[i].cur);
+        for (int s = 0; s < h[i].nsnaps; s++) {
+            char sn[400];
+            snprintf(sn, sizeof(sn), "%s@%s", h[i].name, h[i].snapname[s]);
+            verify_state(f, sn, &h[i].snap[s]);
+        }
+        uint64_t used = fx_num(f, h[i].name, "used");
+        assert_int_equal(used, fx_num(f, h[i].name, "usedbydataset") + fx_num(f, h[i].name, "usedbysnapshots") +
+                                   fx_num(f, h[i].name, "usedbychildren") + fx_num(f, h[i].name, "usedbyrefreservation"));
+    }
+}
+
+static bool snap_has_clone(mhead_t *h, int nh, int hi, int si)
+{
+    for (int i = 0; i < nh; i++)
+        if (h[i].exists && h[i].origin_head == hi && h[i].origin_snap == si) return true;
+    return false;
+}
+
+static void test_random_model(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslmodel");
+    uint64_t root_base = fx_num(&f, f.name, "used");
+    const char *seed_env = getenv("CAIRN_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20261122;
+    int steps = getenv("CAIRN_TEST_LONG") ? 2000 : 160;
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, seed);
+    mhead_t h[4];
+    memset(h, 0, sizeof(h));
+    int nh = 4;
+    for (int i = 0; i < nh; i++) {
+        snprintf(h[i].name, sizeof(h[i].name), "%s/h%d", f.name, i);
+        h[i].origin_head = h[i].origin_snap = -1;
+    }
+    h[0].exists = true;
+    fx_create_fs(&f, h[0].name);
+    int snapseq = 0;
+    for (int step = 0; step < steps; step++) {
+        int hi = (int)cairn_rng_below(&rng, (uint64_t)nh);
+        if (!h[hi].exists) continue;
+        mhead_t *x = &h[hi];
+        int op = (int)cairn_rng_below(&rng, 100);
+        if (op < 45) { /* write a record (allocating the object if needed) */
+            int o = (int)cairn_rng_below(&rng, MAXOBJ), r = (int)cairn_rng_below(&rng, MNREC);
+            uint8_t v = (uint8_t)(1 + cairn_rng_below(&rng, 250));
+            dsl_dataset_t *ds;
+            OK(dsl_dataset_hold(f.dp, x->name, &ds));
+            objset_t *os = dsl_dataset_objset(ds);
+            if (!x->cur.live[o]) {
+                dmu_tx_t *tx = dmu_tx_begin(os);
+                assert_int_equal(dmu_object_alloc(os, &pr, &x->cur.obj[o], tx), 0);
+                dmu_tx_commit(tx);
+                x->cur.live[o] = true;
+                memset(x->cur.rec[o], 0, MNREC);
+            }
+            write_bytes(os, x->cur.obj[o], (uint64_t)r * MREC, MREC, v);
+            x->cur.rec[o][r] = v;
+            dsl_dataset_rele(ds);
+        } else if (op < 58) { /* free an object or a record */
+            int o = (int)cairn_rng_below(&rng, MAXOBJ);
+            if (!x->cur.live[o]) continue;
+            dsl_dataset_t *ds;
+            OK(dsl_dataset_hold(f.dp, x->name, &ds));
+            objset_t *os = dsl_dataset_objset(ds);
+            dmu_tx_t *tx = dmu_tx_begin(os);
+            if (cairn_rng_below(&rng, 2)) {
+                assert_int_equal(dmu_object_free(os, x->cur.obj[o], tx), 0);
+                x->cur.live[o] = false;
+            } else {
+                int r = (int)cairn_rng_below(&rng, MNREC);
+                assert_int_equal(dmu_free_range(os, x->cur.obj[o], (uint64_t)r * MREC, MREC, tx), 0);
+                x->cur.rec[o][r] = 0;
+            }
+            dmu_tx_commit(tx);
+            dsl_dataset_rele(ds);
+        } else if (op < 70) { /* snapshot */
+            if (x->nsnaps == MAXSNAP) continue;
+            char sn[400];
+            snprintf(x->snapname[x->nsnaps], 32, "s%d", snapseq++);
+            snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps]);
+            OK(dsl_snapshot(f.dp, sn, false, fx_err, sizeof(fx_err)));
+            x->snap[x->nsnaps++] = x->cur;
+        } else if (op < 80) { /* destroy a snapshot */
+            if (!x->nsnaps) continue;
+            int s = (int)cairn_rng_below(&rng, (uint64_t)x->nsnaps);
+            char sn[400], err[256];
+            snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[s]);
+            if (snap_has_clone(h, nh, hi, s)) {
+                assert_int_equal(dsl_dataset_destroy(f.dp, sn, false, false, err, sizeof(err)), -EBUSY);
+                continue;
+            }
+            OK(dsl_dataset_destroy(f.dp, sn, false, false, fx_err, sizeof(fx_err)));
+            for (int k = s; k + 1 < x->nsnaps; k++) {
+                x->snap[k] = x->snap[k + 1];
+                memcpy(x->snapname[k], x->snapname[k + 1], 32);
+                for (int c = 0; c < nh; c++)
+                    if (h[c].origin_head == hi && h[c].origin_snap == k + 1) h[c].origin_snap = k;
+            }
+            x->nsnaps--;
+        } else if (op < 86) { /* clone */
+            if (!x->nsnaps) continue;
+            int c = -1;
+            for (int i = 0; i < nh; i++)
+                if (!h[i].exists) c = i;
+            if (c < 0) continue;
+            int s = (int)cairn_rng_below(&rng, (uint64_t)x->nsnaps);
+            char sn[400];
+            snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[s]);
+            OK(dsl_clone(f.dp, sn, h[c].name, NULL, 0, fx_err, sizeof(fx_err)));
+            h[c].exists = true;
+            h[c].cur = x->snap[s];
+            h[c].nsnaps = 0;
+            h[c].origin_head = hi;
+            h[c].origin_snap = s;
+        } else if (op < 92) { /* rollback to the newest snapshot */
+            if (!x->nsnaps) continue;
+            char sn[400];
+            snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps - 1]);
+            OK(dsl_rollback(f.dp, sn, false, fx_err, sizeof(fx_err)));
+            x->cur = x->snap[x->nsnaps - 1];
+        } else if (op < 96) { /* destroy a clone head with its snapshots */
+            if (hi == 0 || x->origin_head < 0) continue;
+            bool dependents = false;
+            for (int s = 0; s < x->nsnaps; s++) dependents |= snap_has_clone(h, nh, hi, s);
+            if (dependents) continue;
+            OK(dsl_dataset_destroy(f.dp, x->name, true, false, fx_err, sizeof(fx_err)));
+            x->exists = false;
+            x->nsnaps = 0;
+            x->origin_head = x->origin_snap = -1;
+        } else { /* export / import */
+            sync_pool(&f);
+            fx_reimport(&f);
+        }
+        if (step % 8 == 0) verify_all(&f, h, nh);
+    }
+    verify_all(&f, h, nh);
+    fx_export(&f);
+    fx_check(&f);
+    fx_import(&f);
+    verify_all(&f, h, nh);
+
+    /* Tear everything down: clones (newest dependency first), then h0. */
+    for (int round = 0; round < 4; round++)
+        for (int i = 1; i < nh; i++) {
+            if (!h[i].exists) continue;
+            bool dependents = false;
+            for (int s = 0; s < h[i].nsnaps; s++) dependents |= snap_has_clone(h, nh, i, s);
+            if (dependents) continue;
+            OK(dsl_dataset_destroy(f.dp, h[i].name, true, false, fx_err, sizeof(fx_err)));
+            h[i].exists = false;
+            h[i].origin_head = -1;
+        }
+    OK(dsl_dataset_destroy(f.dp, h[0].name, true, false, fx_err, sizeof(fx_err)));
+    sync_pool(&f);
+    assert_int_equal(fx_num(&f, f.name, "used"), root_base);
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quota_reservation),
+        cmocka_unit_test(test_compressratio),
+        cmocka_unit_test(test_random_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
