@@ -1,0 +1,1753 @@
+/*
+ * ZPL: the POSIX filesystem layer over a filesystem dataset.
+ *
+ * How a front end uses it
+ * -----------------------
+ * Every call is synchronous and may be made from any number of threads at
+ * once; the NFS server runs one call per request on a pool of worker threads.
+ * A call returns when its change is applied to the open transaction group and
+ * visible to every later call; no call waits for a txg to sync except
+ * zpl_fsync()/zpl_commit(), writes with ZPL_IO_SYNC, and every change on a
+ * dataset with sync=always. So a server answers UNSTABLE writes at once,
+ * answers FILE_SYNC writes by passing ZPL_IO_SYNC, and answers COMMIT by
+ * calling zpl_commit(). There are no callbacks: completion is the return.
+ *
+ * On-disk layout
+ * --------------
+ * A filesystem's object set holds a master node (object 1, a ZAP: "ROOT" ->
+ * root directory object, "VERSION" -> 1) and one object per file, directory,
+ * symlink or special file. Its attributes (zpl_phys_t) fill the object's
+ * 320-byte bonus buffer: mode, owner, link count, size, four nanosecond
+ * timestamps, generation, parent, the NFSv4 change counter, flags, rdev,
+ * an EXCLUSIVE-create verifier and, for short symlinks, the target inline
+ * (longer targets live in the object's data). A directory is a ZAP object
+ * mapping each name to (DT_* type << 60 | object number), so lookups and
+ * inserts cost the same in a directory of a million entries as of ten, and
+ * readdir cookies are the ZAP's stable hash cookies. A directory's size is
+ * its entry count + 2; its link count 2 + subdirectories.
+ *
+ * A regular file is created with the dataset's recordsize; its first data
+ * write fixes the record size for good: the power of two covering the file
+ * when it is smaller than recordsize (a 3 KiB file costs a 4 KiB record,
+ * not 128 KiB), else recordsize. (The DMU cannot change a written object's
+ * record size, so a file that later grows past a small first record keeps
+ * its small records.)
+ *
+ * Generations: a new object's generation is its creation txg << 20 plus a
+ * per-mount sequence number. txgs only grow across restarts, so a
+ * (object, generation) pair never names two files: a handle whose object was
+ * freed, or freed and reused, is stale (-ESTALE).
+ *
+ * Nodes and locks
+ * ---------------
+ * A zpl_node_t is the in-memory face of one object, found through a per-fs
+ * hash table keyed by object number and kept while referenced. While it is
+ * in the table its cached attributes are authoritative; every change writes
+ * them through to the bonus buffer in the same transaction.
+ *
+ *   - n->lock (rwlock): readers of attributes, data and directory entries
+ *     share it; changes take it exclusively. A large write holds only its
+ *     own file's lock, so it never blocks a lookup elsewhere.
+ *   - Directory operations lock the directory, then the child (parent before
+ *     child, the tree order). Rename locks the directories and children with
+ *     the first lock blocking and the rest by try-lock, dropping everything
+ *     and retrying on contention, so no lock order can deadlock it; renames
+ *     across directories also hold the per-fs rename mutex, which keeps every
+ *     directory's parent pointer still while the "into its own subtree" check
+ *     walks up from the target.
+ *   - fs->table_lock guards the table and reference counts only (a leaf lock).
+ *   - A transaction is always begun before any node lock is taken, so a
+ *     thread waiting in the DMU's write throttle never holds a lock that
+ *     another thread inside the same txg waits on.
+ *   - Each operation is exactly one transaction: a rename over an existing
+ *     target, its removal and the two directory updates commit together.
+ *
+ * Removal is immediate: NFS is stateless, so there is no "open" to keep an
+ * unlinked file alive. When the last link goes the object is freed in the
+ * same transaction, its node is marked dead and unhashed, and every handle to
+ * it returns -ESTALE from then on (as NFS servers do for silly-renamed files
+ * that are finally removed).
+ *
+ * atime: with atime=off a read never dirties anything. With atime=on it is
+ * updated relatime-style - only when it is not newer than mtime/ctime or is a
+ * day old - in its own small transaction after the read, and does not bump
+ * the change counter (NFSv4 clients would otherwise drop their caches on
+ * every read).
+ *
+ * Snapshots: a head's root has a virtual directory .cairn (hidden from
+ * readdir, found by lookup) holding snapshot/, which lists the dataset's
+ * snapshots. Looking up a name there mounts that snapshot read-only (cached
+ * in the head until unmount or zpl_fs_release_snapshots) and returns its
+ * root. Mounts are kept in a registry keyed by dataset guid, so one dataset
+ * always has one zpl_fs_t (one node table) however many times it is mounted.
+ */
+#include "zpl_impl.h"
+
+#include <cairn/log.h>
+#include <cairn/util.h>
+
+#include <dirent.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ZPL_CREATE_SPACE 4096       /* charged against quotas for a new node */
+#define ZPL_RELATIME_NS (24ll * 3600 * 1000000000ll)
+
+static pthread_mutex_t zpl_global_lock = PTHREAD_MUTEX_INITIALIZER;
+static zpl_fs_t *zpl_mounts;
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                      */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static uint32_t mode_to_dt(uint32_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return DT_REG;
+    case S_IFDIR: return DT_DIR;
+    case S_IFLNK: return DT_LNK;
+    case S_IFCHR: return DT_CHR;
+    case S_IFBLK: return DT_BLK;
+    case S_IFIFO: return DT_FIFO;
+    case S_IFSOCK: return DT_SOCK;
+    default: return DT_UNKNOWN;
+    }
+}
+
+static uint64_t dirent_encode(uint32_t dt, uint64_t obj) { return ((uint64_t)dt << 60) | obj; }
+static uint64_t dirent_obj(uint64_t v) { return v & ((1ull << 60) - 1); }
+static uint32_t dirent_dt(uint64_t v) { return (uint32_t)(v >> 60); }
+
+/* Names a directory may hold: 1..255 bytes, no '/', not "." or "..". */
+static int name_check(const char *name)
+{
+    size_t len = strnlen(name, ZPL_NAME_MAX + 1);
+    if (len == 0) return -ENOENT;
+    if (len > ZPL_NAME_MAX) return -ENAMETOOLONG;
+    if (strchr(name, '/')) return -EINVAL;
+    if (!strcmp(name, ".") || !strcmp(name, "..")) return -EINVAL;
+    return 0;
+}
+
+static bool is_ctl_name(const zpl_node_t *dir, const char *name)
+{
+    return !dir->fs->snapshot && dir->kind == ZPL_NODE_REAL && dir->obj == dir->fs->root_obj &&
+           !strcmp(name, ZPL_CTLDIR_NAME);
+}
+
+static void props_get(zpl_fs_t *fs, dsl_dataset_props_t *p)
+{
+    dsl_dataset_get_props(fs->ds, p);
+}
+
+/* ------------------------------------------------------------------ */
+/* node table                                                         */
+
+static size_t bucket_of(zpl_fs_t *fs, uint64_t obj)
+{
+    uint64_t h = obj * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (fs->nbuckets - 1);
+}
+
+static zpl_node_t *table_find(zpl_fs_t *fs, uint64_t obj)
+{
+    for (zpl_node_t *n = fs->buckets[bucket_of(fs, obj)]; n; n = n->hnext)
+        if (n->obj == obj) return n;
+    return NULL;
+}
+
+static void table_grow(zpl_fs_t *fs)
+{
+    size_t nb = fs->nbuckets * 2;
+    zpl_node_t **old = fs->buckets;
+    size_t ob = fs->nbuckets;
+    fs->buckets = cairn_zalloc(nb * sizeof(*fs->buckets));
+    fs->nbuckets = nb;
+    for (size_t i = 0; i < ob; i++) {
+        zpl_node_t *n = old[i];
+        while (n) {
+            zpl_node_t *next = n->hnext;
+            size_t b = bucket_of(fs, n->obj);
+            n->hnext = fs->buckets[b];
+            fs->buckets[b] = n;
+            n = next;
+        }
+    }
+    free(old);
+}
+
+static void table_insert(zpl_fs_t *fs, zpl_node_t *n)
+{
+    if (fs->nnodes + 1 > fs->nbuckets) table_grow(fs);
+    size_t b = bucket_of(fs, n->obj);
+    n->hnext = fs->buckets[b];
+    fs->buckets[b] = n;
+    n->hashed = true;
+    fs->nnodes++;
+    fs->table_seq++;
+}
+
+static void table_remove(zpl_fs_t *fs, zpl_node_t *n)
+{
+    if (!n->hashed) return;
+    zpl_node_t **pp = &fs->buckets[bucket_of(fs, n->obj)];
+    while (*pp != n) pp = &(*pp)->hnext;
+    *pp = n->hnext;
+    n->hashed = false;
+    fs->nnodes--;
+    fs->table_seq++;
+}
+
+static zpl_node_t *node_alloc(zpl_fs_t *fs, uint64_t obj, zpl_node_kind_t kind)
+{
+    zpl_node_t *n = cairn_zalloc(sizeof(*n));
+    n->fs = fs;
+    n->obj = obj;
+    n->kind = kind;
+    n->refcnt = 1;
+    pthread_rwlock_init(&n->lock, NULL);
+    return n;
+}
+
+static void node_free(zpl_node_t *n)
+{
+    pthread_rwlock_destroy(&n->lock);
+    free(n);
+}
+
+void zpl_node_hold(zpl_node_t *n)
+{
+    pthread_mutex_lock(&n->fs->table_lock);
+    n->refcnt++;
+    pthread_mutex_unlock(&n->fs->table_lock);
+}
+
+void zpl_node_rele(zpl_node_t *n)
+{
+    if (!n) return;
+    zpl_fs_t *fs = n->fs;
+    pthread_mutex_lock(&fs->table_lock);
+    bool last = --n->refcnt == 0;
+    if (last) table_remove(fs, n);
+    pthread_mutex_unlock(&fs->table_lock);
+    /* Virtual nodes keep the fs's own reference until unmount. */
+    if (last) node_free(n);
+}
+
+static int phys_load(zpl_fs_t *fs, uint64_t obj, zpl_phys_t *p)
+{
+    uint32_t len = 0;
+    memset(p, 0, sizeof(*p));
+    int err = dmu_bonus_read(fs->os, obj, p, sizeof(*p), &len);
+    if (err == -ENOENT || err == -EINVAL) return -ESTALE;
+    if (err) return err;
+    if (len < ZPL_PHYS_HDR || p->magic != ZPL_MAGIC || p->nlink == 0) return -ESTALE;
+    if (p->inline_len > ZPL_INLINE_MAX) return -EIO;
+    return 0;
+}
+
+/* The node of obj, with a reference: from the table, else loaded from its bonus. */
+static int node_get(zpl_fs_t *fs, uint64_t obj, zpl_node_t **out)
+{
+    if (obj == ZPL_INO_CTLDIR || obj == ZPL_INO_SNAPDIR) {
+        zpl_node_t *v = obj == ZPL_INO_CTLDIR ? fs->ctldir : fs->snapdir;
+        if (!v) return -ESTALE;
+        zpl_node_hold(v);
+        *out = v;
+        return 0;
+    }
+    if (obj == 0 || obj == ZPL_MASTER_OBJ) return -ESTALE;
+    for (;;) {
+        pthread_mutex_lock(&fs->table_lock);
+        zpl_node_t *n = table_find(fs, obj);
+        if (n) {
+            n->refcnt++;
+            pthread_mutex_unlock(&fs->table_lock);
+            *out = n;
+            return 0;
+        }
+        uint64_t seq = fs->table_seq;
+        pthread_mutex_unlock(&fs->table_lock);
+
+        zpl_phys_t p;
+        int err = phys_load(fs, obj, &p);
+        if (err) return err;
+
+        pthread_mutex_lock(&fs->table_lock);
+        n = table_find(fs, obj);
+        if (n) {
+            n->refcnt++;
+        } else if (fs->table_seq == seq) {
+            /* Nothing was hashed or unhashed meanwhile: what we read is current. */
+            n = node_alloc(fs, obj, ZPL_NODE_REAL);
+            n->phys = p;
+            table_insert(fs, n);
+        }
+        pthread_mutex_unlock(&fs->table_lock);
+        if (n) {
+            *out = n;
+            return 0;
+        }
+    }
+}
+
+/* Hashes a node made for a new object (its number was free, so nothing live is hashed under it). */
+static zpl_node_t *node_new(zpl_fs_t *fs, uint64_t obj, const zpl_phys_t *p)
+{
+    zpl_node_t *n = node_alloc(fs, obj, ZPL_NODE_REAL);
+    n->phys = *p;
+    pthread_mutex_lock(&fs->table_lock);
+    zpl_node_t *stale = table_find(fs, obj);
+    if (stale) table_remove(fs, stale);   /* a dead node: its rele frees it */
+    table_insert(fs, n);
+    pthread_mutex_unlock(&fs->table_lock);
+    return n;
+}
+
+static void node_kill(zpl_node_t *n)
+{
+    n->dead = true;
+    pthread_mutex_lock(&n->fs->table_lock);
+    table_remove(n->fs, n);
+    pthread_mutex_unlock(&n->fs->table_lock);
+}
+
+static int phys_write(zpl_node_t *n, dmu_tx_t *tx)
+{
+    return dmu_bonus_write(n->fs->os, n->obj, &n->phys, ZPL_PHYS_HDR + n->phys.inline_len, tx);
+}
+
+static void touch(zpl_node_t *n, bool mtime, int64_t now)
+{
+    if (mtime) n->phys.mtime = now;
+    n->phys.ctime = now;
+    n->phys.change++;
+}
+
+/* ------------------------------------------------------------------ */
+/* attributes                                                         */
+
+static void virtual_attr(zpl_node_t *n, zpl_attr_t *a)
+{
+    zpl_fs_t *fs = n->fs;
+    memset(a, 0, sizeof(*a));
+    a->mode = S_IFDIR | 0555;
+    a->nlink = 2;
+    a->size = 2;
+    a->blksize = 512;
+    a->ino = n->obj;
+    a->parent = n->kind == ZPL_NODE_CTLDIR ? fs->root_obj : ZPL_INO_CTLDIR;
+    a->fsid = fs->guid;
+    /* Times of the root, so the directory looks as old as the filesystem. */
+    zpl_node_t *root;
+    if (node_get(fs, fs->root_obj, &root) == 0) {
+        pthread_rwlock_rdlock(&root->lock);
+        a->atime_ns = a->mtime_ns = a->ctime_ns = a->crtime_ns = root->phys.crtime;
+        pthread_rwlock_unlock(&root->lock);
+        zpl_node_rele(root);
+    }
+    a->change = 1;
+}
+
+/* n->lock held (either way). */
+static void attr_fill(zpl_node_t *n, zpl_attr_t *a)
+{
+    if (n->kind != ZPL_NODE_REAL) {
+        virtual_attr(n, a);
+        return;
+    }
+    const zpl_phys_t *p = &n->phys;
+    memset(a, 0, sizeof(*a));
+    a->mode = p->mode;
+    a->uid = p->uid;
+    a->gid = p->gid;
+    a->nlink = p->nlink;
+    a->size = p->size;
+    a->rdev = p->rdev;
+    a->atime_ns = p->atime;
+    a->mtime_ns = p->mtime;
+    a->ctime_ns = p->ctime;
+    a->crtime_ns = p->crtime;
+    a->ino = n->obj;
+    a->parent = p->parent;
+    a->generation = p->gen;
+    a->change = p->change;
+    a->fsid = n->fs->guid;
+    dmu_object_info_t oi;
+    if (dmu_object_info(n->fs->os, n->obj, &oi) == 0) {
+        a->blksize = oi.props.recordsize;
+        a->used = oi.used_bytes;
+    }
+}
+
+static void wcc_pre(const zpl_node_t *n, zpl_wcc_t *w)
+{
+    if (!w) return;
+    memset(w, 0, sizeof(*w));
+    w->pre_size = n->phys.size;
+    w->pre_mtime_ns = n->phys.mtime;
+    w->pre_ctime_ns = n->phys.ctime;
+    w->pre_change = n->phys.change;
+}
+
+static void wcc_post(zpl_node_t *n, zpl_wcc_t *w)
+{
+    if (w) attr_fill(n, &w->post);
+}
+
+int zpl_getattr(zpl_node_t *n, zpl_attr_t *out)
+{
+    if (n->kind != ZPL_NODE_REAL) {
+        virtual_attr(n, out);
+        return 0;
+    }
+    pthread_rwlock_rdlock(&n->lock);
+    int err = n->dead ? -ESTALE : 0;
+    if (!err) attr_fill(n, out);
+    pthread_rwlock_unlock(&n->lock);
+    return err;
+}
+
+int zpl_access(zpl_node_t *n, const zpl_cred_t *cred, uint32_t want, uint32_t *granted)
+{
+    zpl_attr_t a;
+    int err = zpl_getattr(n, &a);
+    if (err) return err;
+    uint32_t perm;
+    if (cred->uid == 0) {
+        perm = ZPL_ACCESS_READ | ZPL_ACCESS_WRITE;
+        if ((a.mode & 0111) || S_ISDIR(a.mode)) perm |= ZPL_ACCESS_EXEC;
+    } else if (cred->uid == a.uid) {
+        perm = (a.mode >> 6) & 7;
+    } else {
+        bool in_group = cred->gid == a.gid;
+        for (uint32_t i = 0; !in_group && i < cred->ngroups && i < 16; i++)
+            in_group = cred->groups[i] == a.gid;
+        perm = in_group ? (a.mode >> 3) & 7 : a.mode & 7;
+    }
+    if (zpl_fs_readonly(n->fs)) perm &= ~(uint32_t)ZPL_ACCESS_WRITE;
+    *granted = perm & want;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* transactions                                                       */
+
+/* Begins the one transaction of a change: -EROFS on a read-only dataset,
+ * -EDQUOT/-ENOSPC when `space` new bytes would not fit. Never call with a
+ * node lock held. */
+static int op_begin(zpl_fs_t *fs, uint64_t space, dsl_dataset_props_t *props, dmu_tx_t **tx)
+{
+    if (fs->snapshot) return -EROFS;
+    props_get(fs, props);
+    if (props->readonly) return -EROFS;
+    if (space) {
+        int err = dsl_dataset_check_space(fs->ds, space);
+        if (err) return err;
+    }
+    *tx = dmu_tx_begin(fs->os);
+    if (!dmu_tx_txg(*tx)) {
+        dmu_tx_commit(*tx);
+        return -EROFS;
+    }
+    return 0;
+}
+
+/* Commits; makes it durable when asked (FILE_SYNC) or when sync=always. */
+static int op_end(zpl_fs_t *fs, const dsl_dataset_props_t *props, dmu_tx_t *tx, bool sync,
+                  int err)
+{
+    dmu_tx_commit(tx);
+    if (err) return err;
+    if (props->sync == DSL_SYNC_DISABLED) return 0;
+    if (sync || props->sync == DSL_SYNC_ALWAYS) return dmu_objset_sync(fs->os);
+    return 0;
+}
+
+static uint64_t new_gen(zpl_fs_t *fs, dmu_tx_t *tx)
+{
+    uint64_t seq = atomic_fetch_add(&fs->gen_seq, 1) & 0xfffff;
+    return (dmu_tx_txg(tx) << 20) | seq;
+}
+
+static dmu_object_props_t object_props(const dsl_dataset_props_t *dp, uint32_t recordsize)
+{
+    dmu_object_props_t p = {
+        .recordsize = recordsize ? recordsize : dp->recordsize,
+        .compress = dp->compress,
+        .checksum = dp->checksum,
+        .copies = dp->copies ? dp->copies : 1,
+    };
+    if (p.recordsize < DMU_MIN_RECORDSIZE) p.recordsize = 128 * 1024;
+    return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* mounting                                                           */
+
+static int fs_setup_master(zpl_fs_t *fs)
+{
+    uint64_t root = 0;
+    int err = zap_lookup_u64(fs->os, ZPL_MASTER_OBJ, "ROOT", &root);
+    if (err == 0) {
+        fs->root_obj = root;
+        return 0;
+    }
+    dmu_object_info_t oi;
+    if (dmu_object_info(fs->os, ZPL_MASTER_OBJ, &oi) != -ENOENT)
+        return -EIO;   /* something else lives where the master node must */
+    if (fs->snapshot) return -ENOENT;   /* a snapshot of a never-mounted filesystem */
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
+    if (err) return err;
+    uint64_t master = 0;
+    err = zap_create(fs->os, &master, tx);
+    if (!err && master != ZPL_MASTER_OBJ) err = -EIO;
+    if (!err) err = zap_create(fs->os, &root, tx);
+    zpl_phys_t p;
+    memset(&p, 0, sizeof(p));
+    if (!err) {
+        int64_t now = now_ns();
+        p.magic = ZPL_MAGIC;
+        p.version = ZPL_VERSION;
+        p.mode = S_IFDIR | 0755;
+        p.nlink = 2;
+        p.size = 2;
+        p.gen = new_gen(fs, tx);
+        p.parent = root;
+        p.change = 1;
+        p.atime = p.mtime = p.ctime = p.crtime = now;
+        err = dmu_bonus_write(fs->os, root, &p, ZPL_PHYS_HDR, tx);
+    }
+    if (!err) err = zap_add_u64(fs->os, master, "VERSION", ZPL_VERSION, tx);
+    if (!err) err = zap_add_u64(fs->os, master, "ROOT", root, tx);
+    dmu_tx_commit(tx);
+    if (err) return err;
+    fs->root_obj = root;
+    return 0;
+}
+
+static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
+{
+    dsl_dataset_t *ds;
+    int err = dsl_dataset_hold(dp, dsname, &ds);
+    if (err) return err;
+    if (dsl_dataset_type(ds) == DSL_TYPE_VOLUME) {
+        dsl_dataset_rele(ds);
+        return -EINVAL;
+    }
+    zpl_fs_t *fs = cairn_zalloc(sizeof(*fs));
+    fs->dp = dp;
+    fs->ds = ds;
+    fs->os = dsl_dataset_objset(ds);
+    fs->guid = dsl_dataset_guid(ds);
+    fs->snapshot = dsl_dataset_is_snapshot(ds);
+    /* The object set may have been replaced while unmounted (rollback): drop any
+     * ZAP blocks cached from its earlier contents. */
+    zap_objset_evict(fs->os);
+    cairn_strlcpy(fs->name, dsl_dataset_name(ds), sizeof(fs->name));
+    pthread_mutex_init(&fs->table_lock, NULL);
+    pthread_mutex_init(&fs->rename_lock, NULL);
+    pthread_mutex_init(&fs->snap_lock, NULL);
+    fs->nbuckets = 256;
+    fs->buckets = cairn_zalloc(fs->nbuckets * sizeof(*fs->buckets));
+    atomic_store(&fs->link_max, ZPL_LINK_MAX_DEFAULT);
+    fs->mount_refs = 1;
+    err = fs_setup_master(fs);
+    if (err) {
+        free(fs->buckets);
+        dsl_dataset_rele(ds);
+        free(fs);
+        return err;
+    }
+    if (!fs->snapshot) {
+        fs->ctldir = node_alloc(fs, ZPL_INO_CTLDIR, ZPL_NODE_CTLDIR);
+        fs->snapdir = node_alloc(fs, ZPL_INO_SNAPDIR, ZPL_NODE_SNAPDIR);
+    }
+    *out = fs;
+    return 0;
+}
+
+int zpl_mount(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
+{
+    /* One zpl_fs_t per dataset: a second mount shares the first's node table. */
+    dsl_dataset_t *ds;
+    int err = dsl_dataset_hold(dp, dsname, &ds);
+    if (err) return err;
+    uint64_t guid = dsl_dataset_guid(ds);
+    dsl_dataset_rele(ds);
+    pthread_mutex_lock(&zpl_global_lock);
+    for (zpl_fs_t *f = zpl_mounts; f; f = f->gnext) {
+        if (f->dp == dp && f->guid == guid) {
+            f->mount_refs++;
+            *out = f;
+            pthread_mutex_unlock(&zpl_global_lock);
+            return 0;
+        }
+    }
+    zpl_fs_t *fs;
+    err = fs_open(dp, dsname, &fs);
+    if (!err) {
+        fs->gnext = zpl_mounts;
+        zpl_mounts = fs;
+        *out = fs;
+    }
+    pthread_mutex_unlock(&zpl_global_lock);
+    return err;
+}
+
+static bool fs_busy(zpl_fs_t *fs)
+{
+    pthread_mutex_lock(&fs->table_lock);
+    bool busy = fs->nnodes > 0 || (fs->ctldir && fs->ctldir->refcnt > 1) ||
+                (fs->snapdir && fs->snapdir->refcnt > 1);
+    pthread_mutex_unlock(&fs->table_lock);
+    return busy;
+}
+
+static void fs_destroy(zpl_fs_t *fs)
+{
+    if (fs->ctldir) node_free(fs->ctldir);
+    if (fs->snapdir) node_free(fs->snapdir);
+    free(fs->buckets);
+    free(fs->snaps);
+    dsl_dataset_rele(fs->ds);
+    pthread_mutex_destroy(&fs->table_lock);
+    pthread_mutex_destroy(&fs->rename_lock);
+    pthread_mutex_destroy(&fs->snap_lock);
+    free(fs);
+}
+
+/* zpl_global_lock held. Drops one mount reference; -EBUSY leaves it. */
+static int fs_unmount_locked(zpl_fs_t *fs)
+{
+    if (fs->mount_refs > 1) {
+        fs->mount_refs--;
+        return 0;
+    }
+    if (fs_busy(fs)) return -EBUSY;
+    pthread_mutex_lock(&fs->snap_lock);
+    for (size_t i = 0; i < fs->nsnaps; i++)
+        if (fs_busy(fs->snaps[i].fs) && fs->snaps[i].fs->mount_refs <= 1) {
+            pthread_mutex_unlock(&fs->snap_lock);
+            return -EBUSY;
+        }
+    for (size_t i = 0; i < fs->nsnaps; i++) (void)fs_unmount_locked(fs->snaps[i].fs);
+    fs->nsnaps = 0;
+    pthread_mutex_unlock(&fs->snap_lock);
+    for (zpl_fs_t **pp = &zpl_mounts; *pp; pp = &(*pp)->gnext) {
+        if (*pp == fs) {
+            *pp = fs->gnext;
+            break;
+        }
+    }
+    fs_destroy(fs);
+    return 0;
+}
+
+int zpl_unmount(zpl_fs_t *fs)
+{
+    pthread_mutex_lock(&zpl_global_lock);
+    int err = fs_unmount_locked(fs);
+    pthread_mutex_unlock(&zpl_global_lock);
+    return err;
+}
+
+int zpl_fs_release_snapshots(zpl_fs_t *fs)
+{
+    pthread_mutex_lock(&zpl_global_lock);
+    pthread_mutex_lock(&fs->snap_lock);
+    size_t keep = 0;
+    for (size_t i = 0; i < fs->nsnaps; i++) {
+        zpl_fs_t *s = fs->snaps[i].fs;
+        if (s->mount_refs <= 1 && fs_busy(s)) {
+            fs->snaps[keep++] = fs->snaps[i];
+            continue;
+        }
+        (void)fs_unmount_locked(s);
+    }
+    fs->nsnaps = keep;
+    pthread_mutex_unlock(&fs->snap_lock);
+    pthread_mutex_unlock(&zpl_global_lock);
+    return (int)keep;
+}
+
+uint64_t zpl_fs_guid(zpl_fs_t *fs) { return fs->guid; }
+dsl_dataset_t *zpl_fs_dataset(zpl_fs_t *fs) { return fs->ds; }
+zpl_fs_t *zpl_fs_parent(zpl_fs_t *fs) { return fs->parent; }
+void zpl_fs_set_link_max(zpl_fs_t *fs, uint64_t link_max) { atomic_store(&fs->link_max, link_max); }
+
+bool zpl_fs_readonly(zpl_fs_t *fs)
+{
+    if (fs->snapshot) return true;
+    dsl_dataset_props_t p;
+    props_get(fs, &p);
+    return p.readonly;
+}
+
+typedef struct statfs_arg {
+    uint64_t used, avail;
+    bool found;
+} statfs_arg_t;
+
+static void statfs_cb(const dsl_dataset_info_t *info, void *arg)
+{
+    statfs_arg_t *s = arg;
+    s->used = info->used;
+    s->avail = info->available;
+    s->found = true;
+}
+
+int zpl_statfs(zpl_fs_t *fs, zpl_statfs_t *out)
+{
+    statfs_arg_t s = {0};
+    char err[256];
+    int e = dsl_dataset_list(fs->dp, fs->name, false, 1u << dsl_dataset_type(fs->ds), statfs_cb,
+                             &s, err, sizeof(err));
+    if (e) return e;
+    if (!s.found) return -ESTALE;
+    dsl_dataset_props_t p;
+    props_get(fs, &p);
+    memset(out, 0, sizeof(*out));
+    out->avail_bytes = fs->snapshot ? 0 : s.avail;
+    out->free_bytes = out->avail_bytes;
+    out->total_bytes = s.used + s.avail;
+    out->free_files = out->avail_bytes / 512;
+    out->total_files = out->total_bytes / 512;
+    out->blocksize = p.recordsize ? p.recordsize : 128 * 1024;
+    out->name_max = ZPL_NAME_MAX;
+    out->fsid = fs->guid;
+    return 0;
+}
+
+int zpl_root(zpl_fs_t *fs, zpl_node_t **out) { return node_get(fs, fs->root_obj, out); }
+
+int zpl_iget(zpl_fs_t *fs, uint64_t ino, zpl_node_t **out) { return node_get(fs, ino, out); }
+
+zpl_fs_t *zpl_node_fs(zpl_node_t *n) { return n->fs; }
+uint64_t zpl_node_ino(zpl_node_t *n) { return n->obj; }
+
+/* ------------------------------------------------------------------ */
+/* snapshots (.cairn/snapshot)                                        */
+
+/* The snapshot `snap` of head fs, mounted through it (cached); a mount reference
+ * stays with the head. */
+static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
+{
+    if (!*snap || strchr(snap, '/') || strchr(snap, '@') || strlen(snap) > ZPL_NAME_MAX)
+        return -ENOENT;
+    pthread_mutex_lock(&fs->snap_lock);
+    for (size_t i = 0; i < fs->nsnaps; i++) {
+        if (!strcmp(fs->snaps[i].name, snap)) {
+            *out = fs->snaps[i].fs;
+            pthread_mutex_unlock(&fs->snap_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&fs->snap_lock);
+    char full[2 * DSL_NAME_MAX + 2];
+    snprintf(full, sizeof(full), "%s@%s", fs->name, snap);
+    if (strlen(full) > DSL_NAME_MAX) return -ENOENT;
+    zpl_fs_t *s;
+    int err = zpl_mount(fs->dp, full, &s);
+    if (err) return err == -EINVAL ? -ENOENT : err;
+    pthread_mutex_lock(&fs->snap_lock);
+    for (size_t i = 0; i < fs->nsnaps; i++) {
+        if (!strcmp(fs->snaps[i].name, snap)) {   /* lost a race: keep the first */
+            *out = fs->snaps[i].fs;
+            pthread_mutex_unlock(&fs->snap_lock);
+            zpl_unmount(s);
+            return 0;
+        }
+    }
+    s->parent = fs;
+    fs->snaps = cairn_realloc(fs->snaps, (fs->nsnaps + 1) * sizeof(*fs->snaps));
+    cairn_strlcpy(fs->snaps[fs->nsnaps].name, snap, sizeof(fs->snaps[0].name));
+    fs->snaps[fs->nsnaps].fs = s;
+    fs->nsnaps++;
+    pthread_mutex_unlock(&fs->snap_lock);
+    *out = s;
+    return 0;
+}
+
+typedef struct snaplist {
+    char **names;
+    uint64_t *cookies;
+    size_t n, cap;
+} snaplist_t;
+
+static void snaplist_cb(const char *snap, void *arg)
+{
+    snaplist_t *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->names = cairn_realloc(l->names, l->cap * sizeof(*l->names));
+        l->cookies = cairn_realloc(l->cookies, l->cap * sizeof(*l->cookies));
+    }
+    /* A cookie from the name (FNV-1a), so it stays put when other snapshots come and go. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = snap; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    l->names[l->n] = cairn_strdup(snap);
+    l->cookies[l->n] = (h >> 2) | (1ull << 62);   /* never 0, 1 or 2 */
+    l->n++;
+}
+
+static int snapdir_readdir(zpl_node_t *dir, uint64_t cookie, zpl_readdir_fn fn, void *arg,
+                           bool *eof)
+{
+    zpl_fs_t *fs = dir->fs;
+    snaplist_t l = {0};
+    int err = dsl_dataset_list_snapshots(fs->ds, snaplist_cb, &l);
+    /* cookie order */
+    for (size_t i = 1; i < l.n; i++)
+        for (size_t j = i; j > 0 && l.cookies[j - 1] > l.cookies[j]; j--) {
+            uint64_t c = l.cookies[j];
+            l.cookies[j] = l.cookies[j - 1];
+            l.cookies[j - 1] = c;
+            char *s = l.names[j];
+            l.names[j] = l.names[j - 1];
+            l.names[j - 1] = s;
+        }
+    bool done = true;
+    if (!err) {
+        for (size_t i = 0; i < l.n; i++) {
+            if (l.cookies[i] <= cookie) continue;
+            /* The inode number shown is the snapshot root's, as lookup returns it. */
+            uint64_t ino = fs->root_obj;
+            if (fn(arg, l.names[i], ino, DT_DIR, l.cookies[i])) {
+                done = false;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) free(l.names[i]);
+    free(l.names);
+    free(l.cookies);
+    if (eof) *eof = done;
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* lookup and readdir                                                 */
+
+static int lookup_virtual(zpl_node_t *dir, const char *name, zpl_node_t **out)
+{
+    zpl_fs_t *fs = dir->fs;
+    if (!strcmp(name, ".")) {
+        zpl_node_hold(dir);
+        *out = dir;
+        return 0;
+    }
+    if (dir->kind == ZPL_NODE_CTLDIR) {
+        if (!strcmp(name, "..")) return node_get(fs, fs->root_obj, out);
+        if (!strcmp(name, "snapshot")) return node_get(fs, ZPL_INO_SNAPDIR, out);
+        return -ENOENT;
+    }
+    if (!strcmp(name, "..")) return node_get(fs, ZPL_INO_CTLDIR, out);
+    zpl_fs_t *s;
+    int err = snap_mount(fs, name, &s);
+    if (err) return err;
+    return zpl_root(s, out);
+}
+
+int zpl_lookup(zpl_node_t *dir, const char *name, zpl_node_t **out)
+{
+    size_t len = strnlen(name, ZPL_NAME_MAX + 1);
+    if (len == 0) return -ENOENT;
+    if (len > ZPL_NAME_MAX) return -ENAMETOOLONG;
+    if (dir->kind != ZPL_NODE_REAL) return lookup_virtual(dir, name, out);
+    zpl_fs_t *fs = dir->fs;
+    pthread_rwlock_rdlock(&dir->lock);
+    int err = 0;
+    if (dir->dead) err = -ESTALE;
+    else if (!S_ISDIR(dir->phys.mode)) err = -ENOTDIR;
+    if (err) goto out;
+    if (!strcmp(name, ".")) {
+        zpl_node_hold(dir);
+        *out = dir;
+    } else if (!strcmp(name, "..")) {
+        if (dir->obj == fs->root_obj && fs->parent)
+            err = node_get(fs->parent, ZPL_INO_SNAPDIR, out);
+        else
+            err = node_get(fs, dir->phys.parent, out);
+    } else if (is_ctl_name(dir, name)) {
+        err = node_get(fs, ZPL_INO_CTLDIR, out);
+    } else {
+        uint64_t v;
+        err = zap_lookup_u64(fs->os, dir->obj, name, &v);
+        /* Under the directory's lock the entry and its object agree. */
+        if (!err) err = node_get(fs, dirent_obj(v), out);
+        if (err == -ESTALE) err = -EIO;
+    }
+out:
+    pthread_rwlock_unlock(&dir->lock);
+    return err;
+}
+
+int zpl_readdir(zpl_node_t *dir, uint64_t cookie, zpl_readdir_fn fn, void *arg, bool *eof)
+{
+    if (eof) *eof = false;
+    if (dir->kind == ZPL_NODE_CTLDIR) {
+        if (cookie < 1 && fn(arg, ".", dir->obj, DT_DIR, 1)) return 0;
+        if (cookie < 2 && fn(arg, "..", dir->fs->root_obj, DT_DIR, 2)) return 0;
+        if (cookie < 3 && fn(arg, "snapshot", ZPL_INO_SNAPDIR, DT_DIR, 3)) return 0;
+        if (eof) *eof = true;
+        return 0;
+    }
+    if (dir->kind == ZPL_NODE_SNAPDIR) {
+        if (cookie < 1 && fn(arg, ".", dir->obj, DT_DIR, 1)) return 0;
+        if (cookie < 2 && fn(arg, "..", ZPL_INO_CTLDIR, DT_DIR, 2)) return 0;
+        return snapdir_readdir(dir, cookie, fn, arg, eof);
+    }
+    zpl_fs_t *fs = dir->fs;
+    pthread_rwlock_rdlock(&dir->lock);
+    int err = 0;
+    if (dir->dead) err = -ESTALE;
+    else if (!S_ISDIR(dir->phys.mode)) err = -ENOTDIR;
+    if (err) goto out;
+    if (cookie < 1 && fn(arg, ".", dir->obj, DT_DIR, 1)) goto out;
+    if (cookie < 2) {
+        uint64_t parent = dir->phys.parent;
+        if (dir->obj == fs->root_obj && fs->parent) parent = ZPL_INO_SNAPDIR;
+        if (fn(arg, "..", parent, DT_DIR, 2)) goto out;
+    }
+    zap_cursor_t zc;
+    zap_cursor_init(&zc, fs->os, dir->obj, cookie <= 2 ? 0 : cookie);
+    zap_entry_t *e = malloc(sizeof(*e));
+    if (!e) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        int r = zap_cursor_next(&zc, e);
+        if (r < 0) {
+            err = r;
+            break;
+        }
+        if (r == 0) {
+            if (eof) *eof = true;
+            break;
+        }
+        uint64_t v = 0;
+        memcpy(&v, e->value, CAIRN_MIN(e->value_len, (uint32_t)sizeof(v)));
+        if (fn(arg, e->name, dirent_obj(v), dirent_dt(v), e->next_cookie)) break;
+    }
+    free(e);
+out:
+    pthread_rwlock_unlock(&dir->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* creating                                                           */
+
+typedef struct create_spec {
+    uint32_t mode;                /* with type bits */
+    uint64_t rdev;
+    const char *target;           /* symlinks */
+    zpl_create_how_t how;
+    const uint8_t *verf;
+} create_spec_t;
+
+static void owner_of(const zpl_cred_t *cred, const zpl_node_t *dir, uint32_t *uid, uint32_t *gid)
+{
+    *uid = cred ? cred->uid : 0;
+    *gid = cred ? cred->gid : 0;
+    /* setgid directories hand their group down, as in BSD and Linux. */
+    if (dir->kind == ZPL_NODE_REAL && (dir->phys.mode & S_ISGID)) *gid = dir->phys.gid;
+}
+
+static int dir_writable_check(zpl_node_t *dir)
+{
+    if (dir->dead) return -ESTALE;
+    if (!S_ISDIR(dir->phys.mode)) return -ENOTDIR;
+    return 0;
+}
+
+static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
+                     const zpl_cred_t *cred, zpl_node_t **out, zpl_wcc_t *dir_wcc)
+{
+    if (out) *out = NULL;
+    if (dir->kind != ZPL_NODE_REAL) return -EROFS;
+    int err = name_check(name);
+    if (err) return err == -ENOENT ? -EINVAL : err;
+    zpl_fs_t *fs = dir->fs;
+    uint32_t type = cs->mode & S_IFMT;
+    size_t tlen = cs->target ? strlen(cs->target) : 0;
+    if (type == S_IFLNK && (tlen == 0 || tlen > ZPL_SYMLINK_MAX))
+        return tlen ? -ENAMETOOLONG : -EINVAL;
+    if (is_ctl_name(dir, name)) return -EEXIST;
+
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, ZPL_CREATE_SPACE + tlen, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&dir->lock);
+    err = dir_writable_check(dir);
+    if (err) goto out;
+    wcc_pre(dir, dir_wcc);
+
+    uint64_t v;
+    err = zap_lookup_u64(fs->os, dir->obj, name, &v);
+    if (err == 0) {
+        err = -EEXIST;
+        if (type == S_IFREG && cs->how != ZPL_CREATE_GUARDED) {
+            zpl_node_t *old;
+            int e2 = node_get(fs, dirent_obj(v), &old);
+            if (e2) {
+                err = e2 == -ESTALE ? -EIO : e2;
+                goto out;
+            }
+            pthread_rwlock_rdlock(&old->lock);
+            bool reg = S_ISREG(old->phys.mode);
+            bool same = cs->how == ZPL_CREATE_EXCLUSIVE && (old->phys.flags & ZPL_ZF_EXCL) &&
+                        !memcmp(old->phys.verf, cs->verf, ZPL_VERF_SIZE);
+            pthread_rwlock_unlock(&old->lock);
+            if (reg && (cs->how == ZPL_CREATE_UNCHECKED || same)) {
+                err = 0;
+                if (out) *out = old;
+                else zpl_node_rele(old);
+                wcc_post(dir, dir_wcc);
+            } else {
+                zpl_node_rele(old);
+            }
+        }
+        goto out;
+    }
+    if (err != -ENOENT) goto out;
+    if (type == S_IFDIR && dir->phys.nlink >= atomic_load(&fs->link_max)) {
+        err = -EMLINK;
+        goto out;
+    }
+
+    uint64_t obj = 0;
+    if (type == S_IFDIR) {
+        err = zap_create(fs->os, &obj, tx);
+    } else {
+        uint32_t rs = 0;
+        if (type == S_IFLNK && tlen > ZPL_INLINE_MAX) {
+            rs = DMU_MIN_RECORDSIZE;
+            while (rs < tlen) rs <<= 1;
+        }
+        dmu_object_props_t op = object_props(&props, rs);
+        err = dmu_object_alloc(fs->os, &op, &obj, tx);
+    }
+    if (err) goto out;
+
+    int64_t now = now_ns();
+    zpl_phys_t p;
+    memset(&p, 0, sizeof(p));
+    p.magic = ZPL_MAGIC;
+    p.version = ZPL_VERSION;
+    p.mode = type | (cs->mode & 07777);
+    owner_of(cred, dir, &p.uid, &p.gid);
+    if (type == S_IFDIR && (dir->phys.mode & S_ISGID)) p.mode |= S_ISGID;
+    p.nlink = type == S_IFDIR ? 2 : 1;
+    p.size = type == S_IFDIR ? 2 : 0;
+    p.gen = new_gen(fs, tx);
+    p.parent = dir->obj;
+    p.change = 1;
+    p.rdev = (type == S_IFCHR || type == S_IFBLK) ? cs->rdev : 0;
+    p.atime = p.mtime = p.ctime = p.crtime = now;
+    if (type == S_IFREG && cs->how == ZPL_CREATE_EXCLUSIVE && cs->verf) {
+        p.flags |= ZPL_ZF_EXCL;
+        memcpy(p.verf, cs->verf, ZPL_VERF_SIZE);
+    }
+    if (type == S_IFLNK) {
+        p.size = tlen;
+        if (tlen <= ZPL_INLINE_MAX) {
+            memcpy(p.inline_data, cs->target, tlen);
+            p.inline_len = (uint16_t)tlen;
+        } else {
+            err = dmu_write(fs->os, obj, 0, tlen, cs->target, tx);
+            p.flags |= ZPL_ZF_BLKSZ_FIXED;
+        }
+    }
+    if (!err) err = dmu_bonus_write(fs->os, obj, &p, ZPL_PHYS_HDR + p.inline_len, tx);
+    if (!err) err = zap_add_u64(fs->os, dir->obj, name, dirent_encode(mode_to_dt(type), obj), tx);
+    if (err) {
+        if (type == S_IFDIR) zap_destroy(fs->os, obj, tx);
+        else dmu_object_free(fs->os, obj, tx);
+        goto out;
+    }
+    dir->phys.size++;
+    if (type == S_IFDIR) dir->phys.nlink++;
+    touch(dir, true, now);
+    err = phys_write(dir, tx);
+    if (err) goto out;
+    zpl_node_t *n = node_new(fs, obj, &p);
+    if (out) *out = n;
+    else zpl_node_rele(n);
+    wcc_post(dir, dir_wcc);
+out:
+    pthread_rwlock_unlock(&dir->lock);
+    return op_end(fs, &props, tx, false, err);
+}
+
+int zpl_create(zpl_node_t *dir, const char *name, uint32_t mode, const zpl_cred_t *cred,
+               zpl_create_how_t how, const uint8_t verf[ZPL_VERF_SIZE], zpl_node_t **out,
+               zpl_wcc_t *dir_wcc)
+{
+    static const uint8_t zero_verf[ZPL_VERF_SIZE];
+    if (how > ZPL_CREATE_EXCLUSIVE) return -EINVAL;
+    create_spec_t cs = {.mode = S_IFREG | (mode & 07777), .how = how,
+                        .verf = verf ? verf : zero_verf};
+    return do_create(dir, name, &cs, cred, out, dir_wcc);
+}
+
+int zpl_mkdir(zpl_node_t *dir, const char *name, uint32_t mode, const zpl_cred_t *cred,
+              zpl_node_t **out, zpl_wcc_t *dir_wcc)
+{
+    create_spec_t cs = {.mode = S_IFDIR | (mode & 07777), .how = ZPL_CREATE_GUARDED};
+    return do_create(dir, name, &cs, cred, out, dir_wcc);
+}
+
+int zpl_symlink(zpl_node_t *dir, const char *name, const char *target, const zpl_cred_t *cred,
+                zpl_node_t **out, zpl_wcc_t *dir_wcc)
+{
+    if (!target) return -EINVAL;
+    create_spec_t cs = {.mode = S_IFLNK | 0777, .target = target, .how = ZPL_CREATE_GUARDED};
+    return do_create(dir, name, &cs, cred, out, dir_wcc);
+}
+
+int zpl_mknod(zpl_node_t *dir, const char *name, uint32_t mode, uint64_t rdev,
+              const zpl_cred_t *cred, zpl_node_t **out, zpl_wcc_t *dir_wcc)
+{
+    uint32_t t = mode & S_IFMT;
+    if (t != S_IFIFO && t != S_IFSOCK && t != S_IFCHR && t != S_IFBLK) return -EINVAL;
+    create_spec_t cs = {.mode = mode, .rdev = rdev, .how = ZPL_CREATE_GUARDED};
+    return do_create(dir, name, &cs, cred, out, dir_wcc);
+}
+
+int zpl_readlink(zpl_node_t *n, char *buf, size_t cap, size_t *len)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EINVAL;
+    pthread_rwlock_rdlock(&n->lock);
+    int err = 0;
+    if (n->dead) err = -ESTALE;
+    else if (!S_ISLNK(n->phys.mode)) err = -EINVAL;
+    if (!err) {
+        size_t tlen = n->phys.size;
+        size_t c = CAIRN_MIN(tlen, cap);
+        if (n->phys.inline_len) {
+            memcpy(buf, n->phys.inline_data, c);
+        } else if (c) {
+            err = dmu_read(n->fs->os, n->obj, 0, c, buf);
+        }
+        if (!err && tlen < cap) buf[tlen] = '\0';
+        *len = tlen;
+    }
+    pthread_rwlock_unlock(&n->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* link, remove, rmdir                                                */
+
+int zpl_link(zpl_node_t *file, zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc)
+{
+    if (file->fs != dir->fs) return -EXDEV;
+    if (dir->kind != ZPL_NODE_REAL || file->kind != ZPL_NODE_REAL) return -EROFS;
+    int err = name_check(name);
+    if (err) return err == -ENOENT ? -EINVAL : err;
+    if (is_ctl_name(dir, name)) return -EEXIST;
+    zpl_fs_t *fs = dir->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&dir->lock);
+    bool same = dir == file;
+    if (!same) pthread_rwlock_wrlock(&file->lock);
+    err = dir_writable_check(dir);
+    if (!err && file->dead) err = -ESTALE;
+    if (!err && S_ISDIR(file->phys.mode)) err = -EPERM;
+    if (!err && file->phys.nlink >= atomic_load(&fs->link_max)) err = -EMLINK;
+    if (err) goto out;
+    wcc_pre(dir, dir_wcc);
+    uint64_t v;
+    err = zap_lookup_u64(fs->os, dir->obj, name, &v);
+    if (err == 0) err = -EEXIST;
+    if (err != -ENOENT) goto out;
+    err = zap_add_u64(fs->os, dir->obj, name,
+                      dirent_encode(mode_to_dt(file->phys.mode), file->obj), tx);
+    if (err) goto out;
+    int64_t now = now_ns();
+    file->phys.nlink++;
+    touch(file, false, now);
+    dir->phys.size++;
+    touch(dir, true, now);
+    err = phys_write(file, tx);
+    if (!err) err = phys_write(dir, tx);
+    wcc_post(dir, dir_wcc);
+out:
+    if (!same) pthread_rwlock_unlock(&file->lock);
+    pthread_rwlock_unlock(&dir->lock);
+    return op_end(fs, &props, tx, false, err);
+}
+
+/* Drops one link of n (locked) whose entry is already gone; frees it at zero. */
+static int drop_link(zpl_node_t *n, dmu_tx_t *tx, int64_t now)
+{
+    zpl_fs_t *fs = n->fs;
+    bool dir = S_ISDIR(n->phys.mode);
+    if (dir || n->phys.nlink <= 1) {
+        int err = dir ? zap_destroy(fs->os, n->obj, tx) : dmu_object_free(fs->os, n->obj, tx);
+        if (err) return err;
+        n->phys.nlink = 0;
+        node_kill(n);
+        return 0;
+    }
+    n->phys.nlink--;
+    touch(n, false, now);
+    return phys_write(n, tx);
+}
+
+static int do_remove(zpl_node_t *dir, const char *name, bool rmdir, zpl_wcc_t *dir_wcc)
+{
+    if (dir->kind != ZPL_NODE_REAL) return -EROFS;
+    size_t len = strnlen(name, ZPL_NAME_MAX + 1);
+    if (len == 0) return -ENOENT;
+    if (len > ZPL_NAME_MAX) return -ENAMETOOLONG;
+    if (!strcmp(name, ".")) return -EINVAL;
+    if (!strcmp(name, "..")) return rmdir ? -ENOTEMPTY : -EISDIR;
+    if (is_ctl_name(dir, name)) return -EROFS;
+    zpl_fs_t *fs = dir->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    int err = op_begin(fs, 0, &props, &tx);
+    if (err) return err;
+    zpl_node_t *child = NULL;
+    pthread_rwlock_wrlock(&dir->lock);
+    err = dir_writable_check(dir);
+    if (err) goto out;
+    wcc_pre(dir, dir_wcc);
+    uint64_t v;
+    err = zap_lookup_u64(fs->os, dir->obj, name, &v);
+    if (err) goto out;
+    err = node_get(fs, dirent_obj(v), &child);
+    if (err) {
+        child = NULL;
+        if (err == -ESTALE) err = -EIO;
+        goto out;
+    }
+    pthread_rwlock_wrlock(&child->lock);
+    bool cdir = S_ISDIR(child->phys.mode);
+    if (child->dead) err = -EIO;
+    else if (rmdir && !cdir) err = -ENOTDIR;
+    else if (!rmdir && cdir) err = -EISDIR;
+    else if (cdir && child->phys.size > 2) err = -ENOTEMPTY;
+    if (!err) err = zap_remove(fs->os, dir->obj, name, tx);
+    int64_t now = now_ns();
+    if (!err) err = drop_link(child, tx, now);
+    pthread_rwlock_unlock(&child->lock);
+    if (err) goto out;
+    dir->phys.size--;
+    if (cdir) dir->phys.nlink--;
+    touch(dir, true, now);
+    err = phys_write(dir, tx);
+    wcc_post(dir, dir_wcc);
+out:
+    pthread_rwlock_unlock(&dir->lock);
+    zpl_node_rele(child);
+    return op_end(fs, &props, tx, false, err);
+}
+
+int zpl_remove(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc)
+{
+    return do_remove(dir, name, false, dir_wcc);
+}
+
+int zpl_rmdir(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc)
+{
+    return do_remove(dir, name, true, dir_wcc);
+}
+
+/* ------------------------------------------------------------------ */
+/* rename                                                             */
+
+/* Whether `anc` is tdir or one of its ancestors: walks parent pointers from the
+ * bonus buffers (stable under fs->rename_lock, which the caller holds). */
+static int is_ancestor(zpl_fs_t *fs, uint64_t anc, uint64_t obj, bool *yes)
+{
+    *yes = false;
+    for (int depth = 0; depth < 100000; depth++) {
+        if (obj == anc) {
+            *yes = true;
+            return 0;
+        }
+        if (obj == fs->root_obj) return 0;
+        zpl_phys_t p;
+        int err = phys_load(fs, obj, &p);
+        if (err) return err == -ESTALE ? -ENOENT : err;
+        obj = p.parent;
+    }
+    return -ELOOP;
+}
+
+static void unlock_all(zpl_node_t **locked, int n)
+{
+    for (int i = n - 1; i >= 0; i--) pthread_rwlock_unlock(&locked[i]->lock);
+}
+
+/* Locks the distinct nodes of v (up to 4): the first blocking, the rest by
+ * try-lock; 0 on success, -EAGAIN when the caller must drop everything and retry. */
+static int lock_set(zpl_node_t **v, int n, zpl_node_t **locked, int *nlocked)
+{
+    *nlocked = 0;
+    for (int i = 0; i < n; i++) {
+        if (!v[i]) continue;
+        bool dup = false;
+        for (int j = 0; j < *nlocked; j++) dup |= locked[j] == v[i];
+        if (dup) continue;
+        if (*nlocked == 0) {
+            pthread_rwlock_wrlock(&v[i]->lock);
+        } else if (pthread_rwlock_trywrlock(&v[i]->lock) != 0) {
+            unlock_all(locked, *nlocked);
+            *nlocked = 0;
+            return -EAGAIN;
+        }
+        locked[(*nlocked)++] = v[i];
+    }
+    return 0;
+}
+
+int zpl_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char *tname,
+               zpl_wcc_t *sdir_wcc, zpl_wcc_t *tdir_wcc)
+{
+    if (sdir->fs != tdir->fs) return -EXDEV;
+    if (sdir->kind != ZPL_NODE_REAL || tdir->kind != ZPL_NODE_REAL) return -EROFS;
+    int err = name_check(sname);
+    if (!err) err = name_check(tname);
+    if (err) return err == -ENOENT ? -ENOENT : err;
+    if (is_ctl_name(sdir, sname) || is_ctl_name(tdir, tname)) return -EROFS;
+    zpl_fs_t *fs = sdir->fs;
+    bool cross = sdir != tdir;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
+    if (err) return err;
+    if (cross) pthread_mutex_lock(&fs->rename_lock);
+
+    zpl_node_t *snode = NULL, *tnode = NULL;
+    zpl_node_t *locked[4];
+    int nlocked = 0;
+    for (unsigned attempt = 0;; attempt++) {
+        zpl_node_rele(snode);
+        zpl_node_rele(tnode);
+        snode = tnode = NULL;
+        if (attempt) {
+            if (attempt > 3) usleep(CAIRN_MIN(attempt, 100u) * 10);
+            else sched_yield();
+        }
+        zpl_node_t *dirs[2] = {sdir, tdir};
+        if (lock_set(dirs, 2, locked, &nlocked)) continue;
+        err = dir_writable_check(sdir);
+        if (!err) err = dir_writable_check(tdir);
+        if (err) break;
+        uint64_t sv, tv;
+        err = zap_lookup_u64(fs->os, sdir->obj, sname, &sv);
+        if (err) break;
+        err = node_get(fs, dirent_obj(sv), &snode);
+        if (err) {
+            snode = NULL;
+            err = err == -ESTALE ? -EIO : err;
+            break;
+        }
+        err = zap_lookup_u64(fs->os, tdir->obj, tname, &tv);
+        if (err == 0) {
+            err = node_get(fs, dirent_obj(tv), &tnode);
+            if (err) {
+                tnode = NULL;
+                err = err == -ESTALE ? -EIO : err;
+                break;
+            }
+        } else if (err != -ENOENT) {
+            break;
+        }
+        err = 0;
+        /* Children last, by try-lock (a target directory may be an ancestor of sdir). */
+        zpl_node_t *all[4] = {sdir, tdir, snode, tnode};
+        unlock_all(locked, nlocked);
+        if (lock_set(all, 4, locked, &nlocked)) continue;
+        /* Unlocked for a moment: check the entries still name the same objects. */
+        uint64_t sv2, tv2 = 0;
+        int e1 = zap_lookup_u64(fs->os, sdir->obj, sname, &sv2);
+        int e2 = zap_lookup_u64(fs->os, tdir->obj, tname, &tv2);
+        if (sdir->dead || tdir->dead || e1 || dirent_obj(sv2) != snode->obj ||
+            (tnode ? (e2 || dirent_obj(tv2) != tnode->obj) : e2 != -ENOENT)) {
+            unlock_all(locked, nlocked);
+            nlocked = 0;
+            continue;
+        }
+        break;
+    }
+    if (err) goto out;
+
+    wcc_pre(sdir, sdir_wcc);
+    wcc_pre(tdir, tdir_wcc);
+    bool sisdir = S_ISDIR(snode->phys.mode);
+    if (tnode == snode) {
+        /* Two links to one file (or a name onto itself): nothing to do. */
+        wcc_post(sdir, sdir_wcc);
+        wcc_post(tdir, tdir_wcc);
+        goto out;
+    }
+    if (sisdir && cross) {
+        bool inside = false;
+        err = is_ancestor(fs, snode->obj, tdir->obj, &inside);
+        if (!err && inside) err = -EINVAL;
+        if (err) goto out;
+    }
+    if (tnode) {
+        bool tisdir = S_ISDIR(tnode->phys.mode);
+        if (sisdir && !tisdir) err = -ENOTDIR;
+        else if (!sisdir && tisdir) err = -EISDIR;
+        else if (tisdir && tnode->phys.size > 2) err = -ENOTEMPTY;
+        if (err) goto out;
+    } else if (sisdir && cross && tdir->phys.nlink >= atomic_load(&fs->link_max)) {
+        err = -EMLINK;
+        goto out;
+    }
+
+    int64_t now = now_ns();
+    if (tnode) {
+        bool tisdir = S_ISDIR(tnode->phys.mode);
+        err = zap_remove(fs->os, tdir->obj, tname, tx);
+        if (!err) err = drop_link(tnode, tx, now);
+        if (err) goto out;
+        tdir->phys.size--;
+        if (tisdir) tdir->phys.nlink--;
+    }
+    err = zap_remove(fs->os, sdir->obj, sname, tx);
+    if (!err)
+        err = zap_add_u64(fs->os, tdir->obj, tname,
+                          dirent_encode(mode_to_dt(snode->phys.mode), snode->obj), tx);
+    if (err) goto out;
+    sdir->phys.size--;
+    tdir->phys.size++;
+    if (sisdir && cross) {
+        sdir->phys.nlink--;
+        tdir->phys.nlink++;
+    }
+    snode->phys.parent = tdir->obj;
+    touch(snode, false, now);
+    touch(sdir, true, now);
+    if (cross) touch(tdir, true, now);
+    err = phys_write(snode, tx);
+    if (!err) err = phys_write(sdir, tx);
+    if (!err && cross) err = phys_write(tdir, tx);
+    wcc_post(sdir, sdir_wcc);
+    wcc_post(tdir, tdir_wcc);
+out:
+    unlock_all(locked, nlocked);
+    if (cross) pthread_mutex_unlock(&fs->rename_lock);
+    zpl_node_rele(snode);
+    zpl_node_rele(tnode);
+    return op_end(fs, &props, tx, false, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* setattr                                                            */
+
+/* Frees the data of n (locked, regular) beyond size. */
+static int truncate_data(zpl_node_t *n, uint64_t size, dmu_tx_t *tx)
+{
+    dmu_object_info_t oi;
+    int err = dmu_object_info(n->fs->os, n->obj, &oi);
+    if (err) return err;
+    uint64_t end = CAIRN_MAX(oi.max_offset, n->phys.size);
+    if (end <= size) return 0;
+    return dmu_free_range(n->fs->os, n->obj, size, end - size, tx);
+}
+
+int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EROFS;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    int err = op_begin(fs, 0, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&n->lock);
+    if (n->dead) {
+        err = -ESTALE;
+        goto out;
+    }
+    wcc_pre(n, wcc);
+    if ((sa->mask & ZPL_SET_GUARD_CTIME) && n->phys.ctime != sa->guard_ctime_ns) {
+        err = -EAGAIN;
+        goto out;
+    }
+    if (sa->mask & ZPL_SET_SIZE) {
+        if (S_ISDIR(n->phys.mode)) err = -EISDIR;
+        else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
+        else if (sa->size > ZPL_MAX_FILE_SIZE) err = -EFBIG;
+        if (err) goto out;
+    }
+    int64_t now = now_ns();
+    if (sa->mask & ZPL_SET_SIZE && sa->size != n->phys.size) {
+        if (sa->size < n->phys.size) err = truncate_data(n, sa->size, tx);
+        if (err) goto out;
+        n->phys.size = sa->size;
+        n->phys.mtime = now;
+    }
+    if (sa->mask & ZPL_SET_MODE) n->phys.mode = (n->phys.mode & S_IFMT) | (sa->mode & 07777);
+    if (sa->mask & ZPL_SET_UID) n->phys.uid = sa->uid;
+    if (sa->mask & ZPL_SET_GID) n->phys.gid = sa->gid;
+    if (sa->mask & ZPL_SET_ATIME_NOW) n->phys.atime = now;
+    else if (sa->mask & ZPL_SET_ATIME) n->phys.atime = sa->atime_ns;
+    if (sa->mask & ZPL_SET_MTIME_NOW) n->phys.mtime = now;
+    else if (sa->mask & ZPL_SET_MTIME) n->phys.mtime = sa->mtime_ns;
+    n->phys.ctime = (sa->mask & ZPL_SET_CTIME) ? sa->ctime_ns : now;
+    n->phys.change++;
+    /* The client set real attributes: the EXCLUSIVE verifier has served. */
+    n->phys.flags &= ~(uint32_t)ZPL_ZF_EXCL;
+    memset(n->phys.verf, 0, sizeof(n->phys.verf));
+    err = phys_write(n, tx);
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    return op_end(fs, &props, tx, false, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* data                                                               */
+
+static bool atime_due(const zpl_phys_t *p, int64_t now)
+{
+    return p->atime <= p->mtime || p->atime <= p->ctime || now - p->atime >= ZPL_RELATIME_NS;
+}
+
+int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
+{
+    *nread = 0;
+    if (eof) *eof = false;
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    zpl_fs_t *fs = n->fs;
+    pthread_rwlock_rdlock(&n->lock);
+    int err = 0;
+    if (n->dead) err = -ESTALE;
+    else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
+    else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
+    bool due = false;
+    if (!err) {
+        uint64_t size = n->phys.size;
+        uint64_t cnt = off >= size ? 0 : CAIRN_MIN((uint64_t)len, size - off);
+        if (cnt) err = dmu_read(fs->os, n->obj, off, cnt, buf);
+        if (!err) {
+            *nread = cnt;
+            if (eof) *eof = off + cnt >= size;
+        }
+        due = !err && !fs->snapshot && atime_due(&n->phys, now_ns());
+    }
+    pthread_rwlock_unlock(&n->lock);
+    if (err || !due) return err;
+
+    dsl_dataset_props_t props;
+    props_get(fs, &props);
+    if (!props.atime || props.readonly) return 0;
+    dmu_tx_t *tx;
+    if (op_begin(fs, 0, &props, &tx)) return 0;   /* atime is best effort */
+    pthread_rwlock_wrlock(&n->lock);
+    int64_t now = now_ns();
+    if (!n->dead && atime_due(&n->phys, now)) {
+        n->phys.atime = now;
+        (void)phys_write(n, tx);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    dmu_tx_commit(tx);
+    return 0;
+}
+
+/* The record size of a regular file's first data write (n locked). */
+static int fix_blksz(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end, dmu_tx_t *tx)
+{
+    uint32_t rs = props->recordsize ? props->recordsize : 128 * 1024;
+    if (end < rs) {
+        uint32_t small = DMU_MIN_RECORDSIZE;
+        while (small < end) small <<= 1;
+        rs = small;
+    }
+    dmu_object_props_t op = object_props(props, rs);
+    int err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+    if (err == -EINVAL) err = 0;   /* already written at another size: keep it */
+    if (!err) n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
+    return err;
+}
+
+int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
+              zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (off > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - off) return -EFBIG;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    int err = op_begin(fs, len ? len : 1, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&n->lock);
+    if (n->dead) err = -ESTALE;
+    else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
+    else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
+    if (err) goto out;
+    wcc_pre(n, wcc);
+    if (len) {
+        if (!(n->phys.flags & ZPL_ZF_BLKSZ_FIXED)) err = fix_blksz(n, &props, off + len, tx);
+        if (!err) err = dmu_write(fs->os, n->obj, off, len, buf, tx);
+        if (err) goto out;
+        if (off + len > n->phys.size) n->phys.size = off + len;
+    }
+    touch(n, true, now_ns());
+    err = phys_write(n, tx);
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    return op_end(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err);
+}
+
+int zpl_commit(zpl_fs_t *fs)
+{
+    if (fs->snapshot) return 0;
+    dsl_dataset_props_t props;
+    props_get(fs, &props);
+    if (props.sync == DSL_SYNC_DISABLED) return 0;
+    return dmu_objset_sync(fs->os);
+}
+
+int zpl_fsync(zpl_node_t *n)
+{
+    if (n->kind == ZPL_NODE_REAL) {
+        pthread_rwlock_rdlock(&n->lock);
+        bool dead = n->dead;
+        pthread_rwlock_unlock(&n->lock);
+        if (dead) return -ESTALE;
+    }
+    return zpl_commit(n->fs);
+}
+
+/* ------------------------------------------------------------------ */
+/* file handles                                                       */
+
+#define FH_MAGIC0 'C'
+#define FH_MAGIC1 'Z'
+#define FH_VERSION 1
+
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+int zpl_fh_encode(zpl_node_t *n, zpl_fh_t *fh)
+{
+    memset(fh, 0, sizeof(*fh));
+    zpl_fs_t *fs = n->fs;
+    uint64_t gen = 0;
+    if (n->kind == ZPL_NODE_REAL) {
+        pthread_rwlock_rdlock(&n->lock);
+        bool dead = n->dead;
+        gen = n->phys.gen;
+        pthread_rwlock_unlock(&n->lock);
+        if (dead) return -ESTALE;
+    }
+    fh->bytes[0] = FH_MAGIC0;
+    fh->bytes[1] = FH_MAGIC1;
+    fh->bytes[2] = FH_VERSION;
+    fh->bytes[3] = (uint8_t)n->kind;
+    put64(fh->bytes + 8, fs->parent ? fs->parent->guid : fs->guid);
+    put64(fh->bytes + 16, fs->guid);
+    put64(fh->bytes + 24, n->obj);
+    put64(fh->bytes + 32, gen);
+    return 0;
+}
+
+static int fh_parse(const void *buf, size_t len, const uint8_t **b)
+{
+    if (len != ZPL_FH_SIZE) return -EINVAL;
+    const uint8_t *p = buf;
+    if (p[0] != FH_MAGIC0 || p[1] != FH_MAGIC1 || p[2] != FH_VERSION || p[3] > ZPL_NODE_SNAPDIR)
+        return -EINVAL;
+    *b = p;
+    return 0;
+}
+
+int zpl_fh_export_guid(const void *buf, size_t len, uint64_t *guid)
+{
+    const uint8_t *b;
+    int err = fh_parse(buf, len, &b);
+    if (err) return err;
+    *guid = get64(b + 8);
+    return 0;
+}
+
+/* The mounted snapshot of head fs whose guid is ds_guid (mounting it if needed). */
+static int snap_by_guid(zpl_fs_t *fs, uint64_t ds_guid, zpl_fs_t **out)
+{
+    pthread_mutex_lock(&fs->snap_lock);
+    for (size_t i = 0; i < fs->nsnaps; i++) {
+        if (fs->snaps[i].fs->guid == ds_guid) {
+            *out = fs->snaps[i].fs;
+            pthread_mutex_unlock(&fs->snap_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&fs->snap_lock);
+    dsl_dataset_t *ds;
+    if (dsl_dataset_hold_by_guid(fs->dp, ds_guid, &ds)) return -ESTALE;
+    char snap[DSL_NAME_MAX + 1] = "";
+    const char *name = dsl_dataset_name(ds);
+    size_t hl = strlen(fs->name);
+    bool mine = dsl_dataset_is_snapshot(ds) && !strncmp(name, fs->name, hl) && name[hl] == '@';
+    if (mine) cairn_strlcpy(snap, name + hl + 1, sizeof(snap));
+    dsl_dataset_rele(ds);
+    if (!mine) return -ESTALE;
+    int err = snap_mount(fs, snap, out);
+    return err ? -ESTALE : 0;
+}
+
+int zpl_fh_to_inode(zpl_fs_t *fs, const void *buf, size_t len, zpl_node_t **out)
+{
+    const uint8_t *b;
+    int err = fh_parse(buf, len, &b);
+    if (err) return err;
+    uint64_t export = get64(b + 8), ds_guid = get64(b + 16);
+    uint64_t obj = get64(b + 24), gen = get64(b + 32);
+    if (export != fs->guid || fs->snapshot) return -ESTALE;
+    zpl_fs_t *target = fs;
+    if (ds_guid != fs->guid) {
+        err = snap_by_guid(fs, ds_guid, &target);
+        if (err) return err;
+    }
+    if (b[3] != ZPL_NODE_REAL) {
+        if (target != fs) return -ESTALE;
+        return node_get(fs, b[3] == ZPL_NODE_CTLDIR ? ZPL_INO_CTLDIR : ZPL_INO_SNAPDIR, out);
+    }
+    if (obj == ZPL_INO_CTLDIR || obj == ZPL_INO_SNAPDIR) return -ESTALE;
+    zpl_node_t *n;
+    err = node_get(target, obj, &n);
+    if (err) return err;
+    pthread_rwlock_rdlock(&n->lock);
+    bool ok = !n->dead && n->phys.gen == gen;
+    pthread_rwlock_unlock(&n->lock);
+    if (!ok) {
+        zpl_node_rele(n);
+        return -ESTALE;
+    }
+    *out = n;
+    return 0;
+}

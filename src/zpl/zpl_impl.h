@@ -1,0 +1,91 @@
+/*
+ * Private structures of the POSIX layer: the on-disk znode (bonus buffer),
+ * the mounted filesystem and the in-memory node table.
+ */
+#ifndef CAIRN_ZPL_IMPL_H
+#define CAIRN_ZPL_IMPL_H
+
+#include <cairn/zap.h>
+#include <cairn/zpl.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define ZPL_MAGIC 0x314c505au   /* "ZPL1" */
+#define ZPL_VERSION 1
+#define ZPL_MASTER_OBJ 1        /* the first object of a filesystem's object set */
+#define ZPL_PHYS_HDR 112
+#define ZPL_INLINE_MAX (DMU_BONUS_MAX - ZPL_PHYS_HDR)
+
+/* phys.flags */
+enum {
+    ZPL_ZF_EXCL = 1 << 0,         /* verf holds an EXCLUSIVE create's verifier */
+    ZPL_ZF_BLKSZ_FIXED = 1 << 1,  /* the record size was chosen (first data write) */
+};
+
+/* The attributes of a file, in its dnode's bonus buffer (little-endian). */
+typedef struct zpl_phys {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t inline_len;          /* bytes of inline_data in use (short symlinks) */
+    uint32_t mode, uid, gid, flags;
+    uint64_t nlink, size, gen, parent, change, rdev;
+    int64_t atime, mtime, ctime, crtime;
+    uint8_t verf[ZPL_VERF_SIZE];
+    uint8_t inline_data[ZPL_INLINE_MAX];
+} zpl_phys_t;
+_Static_assert(sizeof(zpl_phys_t) == DMU_BONUS_MAX, "znode must fill the bonus buffer");
+_Static_assert(offsetof(zpl_phys_t, inline_data) == ZPL_PHYS_HDR, "znode header size");
+
+typedef enum zpl_node_kind {
+    ZPL_NODE_REAL = 0,
+    ZPL_NODE_CTLDIR = 1,          /* /.cairn */
+    ZPL_NODE_SNAPDIR = 2,         /* /.cairn/snapshot */
+} zpl_node_kind_t;
+
+struct zpl_node {
+    zpl_fs_t *fs;
+    uint64_t obj;
+    zpl_node_kind_t kind;
+    uint32_t refcnt;              /* fs->table_lock */
+    bool hashed;                  /* fs->table_lock */
+    bool dead;                    /* n->lock: the object was freed */
+    pthread_rwlock_t lock;        /* attributes, data and (directories) entries */
+    zpl_phys_t phys;              /* n->lock; authoritative while hashed */
+    struct zpl_node *hnext;
+};
+
+typedef struct zpl_snapmount {
+    char name[DSL_NAME_MAX + 1];  /* short snapshot name */
+    zpl_fs_t *fs;
+} zpl_snapmount_t;
+
+struct zpl_fs {
+    dsl_pool_t *dp;
+    dsl_dataset_t *ds;
+    objset_t *os;
+    uint64_t guid;
+    bool snapshot;
+    char name[DSL_NAME_MAX + 1];
+    uint64_t root_obj;
+    zpl_fs_t *parent;             /* head this snapshot was mounted through */
+    uint32_t mount_refs;          /* zpl_global_lock */
+    zpl_fs_t *gnext;              /* the registry of mounted filesystems */
+
+    pthread_mutex_t table_lock;
+    zpl_node_t **buckets;
+    size_t nbuckets, nnodes;
+    uint64_t table_seq;           /* bumped whenever a node is hashed or unhashed */
+
+    pthread_mutex_t rename_lock;  /* cross-directory renames */
+    atomic_uint_fast64_t gen_seq;
+    _Atomic uint64_t link_max;
+
+    pthread_mutex_t snap_lock;
+    zpl_snapmount_t *snaps;
+    size_t nsnaps;
+
+    zpl_node_t *ctldir, *snapdir; /* virtual (heads only) */
+};
+
+#endif
