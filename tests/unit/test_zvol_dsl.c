@@ -1,0 +1,168 @@
+/*
+ * Volumes that are datasets (zvol_open over the DSL): creation of the data
+ * object on first open, volsize/volblocksize from the properties, space
+ * charged to the dataset and given back by unmap, refquota (-EDQUOT),
+ * readonly=on, snapshots (old data, read-only), zvol_resize through the
+ * volsize property, refusal of filesystems, persistence across export/import.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "test_zvol_fixture.h"
+
+#include <errno.h>
+
+#define MIB (1024ull * 1024)
+
+typedef struct dvol {
+    zfix_t f;
+    dsl_pool_t *dp;
+    char vol[128];
+} dvol_t;
+
+static uint64_t prop_num(dvol_t *d, const char *ds, const char *prop)
+{
+    dsl_prop_t p;
+    char err[256];
+    int e = dsl_prop_get(d->dp, ds, prop, &p, err, sizeof(err));
+    if (e) fprintf(stderr, "get %s: %s\n", prop, err);
+    assert_int_equal(e, 0);
+    return p.numeric;
+}
+
+static void dvol_make(dvol_t *d)
+{
+    dsl_init();
+    zfix_make(&d->f, "zvdsl", 512 * MIB);
+    assert_int_equal(dsl_pool_open(d->f.spa, &d->dp), 0);
+    snprintf(d->vol, sizeof(d->vol), "%s/vol", d->f.name);
+    dsl_create_opts_t o = {.type = DSL_TYPE_VOLUME, .volsize = 32 * MIB, .sparse = true};
+    char err[256];
+    int e = dsl_dataset_create(d->dp, d->vol, &o, err, sizeof(err));
+    if (e) fprintf(stderr, "create: %s\n", err);
+    assert_int_equal(e, 0);
+}
+
+static void dvol_reimport(dvol_t *d)
+{
+    dsl_pool_close(d->dp);
+    zfix_reimport(&d->f);
+    assert_int_equal(dsl_pool_open(d->f.spa, &d->dp), 0);
+}
+
+/* Incompressible bytes, a function of (tag, off): space checks stay exact under compression. */
+static void fill(uint8_t *b, uint64_t tag, uint64_t off, uint64_t len)
+{
+    cairn_rng_t r;
+    cairn_rng_seed(&r, tag * 1000003 + off);
+    for (uint64_t i = 0; i < len; i++) b[i] = (uint8_t)cairn_rng_next(&r);
+}
+
+static void test_dsl_volume(void **state)
+{
+    (void)state;
+    dvol_t d;
+    dvol_make(&d);
+    char err[256];
+    zvol_t *zv;
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    assert_int_equal(zvol_size(zv), 32 * MIB);
+    assert_int_equal(zvol_volblocksize(zv), ZVOL_DEFAULT_VOLBLOCKSIZE);
+    assert_int_equal(zvol_block_size(zv), 512);
+    /* the pool's root filesystem is not a volume */
+    zvol_t *bad;
+    assert_int_equal(zvol_open(d.dp, d.f.name, &bad), -ENOTBLK);
+
+    uint8_t *b = malloc(4 * MIB), *g = malloc(4 * MIB);
+    fill(b, 1, 0, 4 * MIB);
+    uint64_t used0 = prop_num(&d, d.vol, "used");
+    assert_int_equal(zvol_write(zv, MIB, 4 * MIB, b, ZVOL_WRITE_FUA), 0);
+    assert_int_equal(zvol_read(zv, MIB, 4 * MIB, g), 0);
+    assert_memory_equal(b, g, 4 * MIB);
+    assert_int_equal(zvol_flush(zv), 0);
+    uint64_t used1 = prop_num(&d, d.vol, "used");
+    fprintf(stderr, "used before %llu after 4 MiB %llu\n", (unsigned long long)used0,
+            (unsigned long long)used1);
+    assert_true(used1 >= used0 + 4 * MIB);
+    assert_true(used1 < used0 + 6 * MIB); /* thin: only what was written */
+
+    /* snapshot keeps the old data, read-only */
+    char snap[160];
+    snprintf(snap, sizeof(snap), "%s@s1", d.vol);
+    assert_int_equal(dsl_snapshot(d.dp, snap, false, err, sizeof(err)), 0);
+    fill(g, 2, MIB, MIB);
+    assert_int_equal(zvol_write(zv, MIB, MIB, g, 0), 0);
+    zvol_t *zs;
+    assert_int_equal(zvol_open(d.dp, snap, &zs), 0);
+    assert_true(zvol_is_readonly(zs));
+    assert_int_equal(zvol_size(zs), 32 * MIB);
+    assert_int_equal(zvol_read(zs, MIB, MIB, g), 0);
+    assert_memory_equal(g, b, MIB);
+    assert_int_equal(zvol_write(zs, 0, 512, b, 0), -EROFS);
+    zvol_close(zs);
+    char snapfull[200];
+    snprintf(snapfull, sizeof(snapfull), "%s", snap);
+    assert_int_equal(dsl_dataset_destroy(d.dp, snapfull, false, false, err, sizeof(err)), 0);
+
+    /* unmap gives the space back to the dataset */
+    assert_int_equal(zvol_unmap(zv, 0, 32 * MIB, 0), 0);
+    assert_int_equal(zvol_flush(zv), 0);
+    uint64_t used2 = prop_num(&d, d.vol, "used");
+    assert_true(used2 < used0 + 512 * 1024);
+
+    /* refquota: writes fail with -EDQUOT before the volume goes past it */
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "refquota", "2M", err, sizeof(err)), 0);
+    int e = 0;
+    uint64_t off = 0;
+    for (; off < 16 * MIB && !e; off += 256 * 1024) {
+        e = zvol_write(zv, off, 256 * 1024, b, 0);
+        if (!e) assert_int_equal(zvol_flush(zv), 0);
+    }
+    assert_int_equal(e, -EDQUOT);
+    assert_true(off <= 4 * MIB);
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "refquota", "none", err, sizeof(err)), 0);
+
+    /* readonly=on refuses writes and unmaps at once */
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "readonly", "on", err, sizeof(err)), 0);
+    assert_int_equal(zvol_write(zv, 0, 512, b, 0), -EROFS);
+    assert_int_equal(zvol_unmap(zv, 0, 512, 0), -EROFS);
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "readonly", "off", err, sizeof(err)), 0);
+
+    /* resize goes through the volsize property */
+    assert_int_equal(zvol_resize(zv, 64 * MIB, false, err, sizeof(err)), 0);
+    assert_int_equal(prop_num(&d, d.vol, "volsize"), 64 * MIB);
+    assert_int_equal(zvol_size(zv), 64 * MIB);
+    fill(b, 3, 60 * MIB, MIB);
+    assert_int_equal(zvol_write(zv, 60 * MIB, MIB, b, 0), 0);
+    assert_int_equal(zvol_resize(zv, 16 * MIB, false, err, sizeof(err)), -EPERM);
+    assert_int_equal(zvol_resize(zv, 48 * MIB, true, err, sizeof(err)), 0);
+    assert_int_equal(prop_num(&d, d.vol, "volsize"), 48 * MIB);
+    assert_int_equal(zvol_write(zv, 60 * MIB, 512, b, 0), -ERANGE);
+    fill(b, 4, 0, MIB);
+    assert_int_equal(zvol_write(zv, 0, MIB, b, 0), 0);
+    assert_int_equal(zvol_flush(zv), 0);
+    zvol_close(zv);
+
+    /* persistence */
+    dvol_reimport(&d);
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    assert_int_equal(zvol_size(zv), 48 * MIB);
+    assert_int_equal(zvol_read(zv, 0, MIB, g), 0);
+    assert_memory_equal(g, b, MIB);
+    zvol_close(zv);
+    free(b);
+    free(g);
+    dsl_pool_close(d.dp);
+    zfix_done(&d.f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dsl_volume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
