@@ -16,6 +16,7 @@
 #ifndef CAIRN_MGMT_H
 #define CAIRN_MGMT_H
 
+#include <cairn/dsl.h>
 #include <cairn/spa.h>
 #include <cairn/types.h>
 #include <stdio.h>
@@ -93,6 +94,46 @@ size_t mgmt_vdev_spec_leaves(const spa_vdev_spec_t *spec, const char **paths, si
 
 /* Pool names: start with a letter, then letters, digits, "_-.:"; not a vdev keyword. */
 int mgmt_pool_name_check(const char *name, char *err, size_t errlen);
+
+/* ---- datasets (the zfs grammar) ---- */
+/* What a command accepts as a name: a dataset ("tank", "tank/a/b"), a snapshot
+ * ("tank/a@monday"), or either. */
+#define MGMT_DSNAME_DATASET 1u
+#define MGMT_DSNAME_SNAPSHOT 2u
+#define MGMT_DSNAME_ANY (MGMT_DSNAME_DATASET | MGMT_DSNAME_SNAPSHOT)
+/* Checks a dataset or snapshot name: the first component is a valid pool name, every
+ * component is non-empty and made of letters, digits and "_-.:" (not "." or ".."), at
+ * most one '@' followed by a snapshot name of the same characters, DSL_NAME_MAX at
+ * most. err says what is wrong, naming the name. */
+int mgmt_dataset_name_check(const char *name, unsigned allowed, char *err, size_t errlen);
+/* The pool part of a dataset name (text before the first '/' or '@'). */
+void mgmt_dataset_pool(const char *name, char *pool, size_t len);
+/* A zfs-style size: "4096", "8K", "1.5G", "512m", "1GB", "2TiB" (base 1024, a fraction
+ * rounds down to whole bytes). -EINVAL on junk, -ERANGE past 2^64-1. */
+int mgmt_parse_size(const char *s, uint64_t *out);
+/* `list -t`: "filesystem,volume,snapshot,all" (also fs, vol, snap) into a mask of
+ * 1 << dsl_type_t. */
+int mgmt_parse_types(const char *s, unsigned *mask, char *err, size_t errlen);
+#define MGMT_TYPES_DEFAULT ((1u << DSL_TYPE_FILESYSTEM) | (1u << DSL_TYPE_VOLUME))
+/* "filesystem", "volume", "snapshot" ("-" for anything else). */
+const char *mgmt_type_name(dsl_type_t t);
+
+/* `list -o` columns: each word becomes its canonical property name ("avail" ->
+ * "available") and the header zfs shows ("AVAIL"); words not in the alias table
+ * (user properties included) pass through with an upper-cased header. Which
+ * properties exist is the daemon's to say. Free with free(*cols). */
+typedef struct mgmt_column {
+    char prop[256];
+    char header[256];
+} mgmt_column_t;
+int mgmt_parse_columns(const char *list, mgmt_column_t **cols, size_t *ncols, char *err,
+                       size_t errlen);
+/* The canonical name of a property word (alias or not); returns word itself when it
+ * is not an alias. */
+const char *mgmt_prop_canonical(const char *word);
+/* The SOURCE column: "local", "default", "inherited from X" or "-". */
+void mgmt_format_source(dsl_prop_source_t src, const char *inherited_from, char *buf,
+                        size_t len);
 
 /* ---- output ---- */
 typedef enum mgmt_out_mode {

@@ -2,6 +2,7 @@
 #ifndef CAIRND_H
 #define CAIRND_H
 
+#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn_mgmt.pb-c.h>
 
@@ -23,5 +24,20 @@ void cairnd_pools_shutdown(void);
 /* Fills resp for req; everything resp points to lives in arena. */
 void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *arena);
+
+/* Fills resp with error rc (negative errno) and a one-line message. */
+void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+
+/* For dataset requests, called with the pool table read-locked (pools.c). The
+ * dataset layer of an imported pool, or NULL. */
+dsl_pool_t *cairnd_pool_dsl(const char *pool);
+/* Up to cap open dataset layers in pool-table order; returns how many there are. */
+size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap);
+
+/* Dataset commands (datasets.c): false when req is not one of them. Runs with the pool
+ * table read-locked. */
+bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a);
 
 #endif

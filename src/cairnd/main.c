@@ -21,7 +21,7 @@
  */
 #include "cairnd.h"
 
-#include <cairn/dmu.h>
+#include <cairn/dsl.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -353,7 +353,7 @@ int main(int argc, char **argv)
     log_debug(SUB, "listen (for later layers): nfs %s mount %s portmap %s iscsi %s", nfs, mnt,
               pm, isc);
 
-    dmu_init();
+    dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
 

@@ -15,10 +15,17 @@
  * directory) after every change: a crash leaves either the old or the new
  * list, never half of one. A cached pool that fails to import at start stays
  * listed (its disks may just be late) and is retried on the next start.
+ *
+ * Every imported pool also has its dataset layer open (dsl_pool_open right
+ * after create or import, dsl_pool_close before export, destroy or shutdown):
+ * a pool is only listed as usable when both halves are up, so dataset
+ * requests (datasets.c) never see a pool without its DSL. They run under the
+ * read lock like the other non-structural commands; the DSL does its own
+ * locking, so dataset commands on one pool run side by side.
  */
 #include "cairnd.h"
 
-#include <cairn/dmu.h>
+#include <cairn/dsl.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -68,6 +75,7 @@ typedef struct cache_entry {
     char **paths;
     size_t npaths;
     spa_t *spa; /* NULL when the import at start failed */
+    dsl_pool_t *dp; /* its dataset layer, open whenever spa is */
 } cache_entry_t;
 
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -105,8 +113,8 @@ static void remove_entry(cache_entry_t *e)
     g_npools--;
 }
 
-/* Adds (or refreshes) the entry of a freshly opened pool. */
-static void add_pool(spa_t *spa)
+/* Adds (or refreshes) the entry of a freshly opened pool and its dataset layer. */
+static void add_pool(spa_t *spa, dsl_pool_t *dp)
 {
     cache_entry_t *e = find_entry(spa_name(spa));
     if (!e) {
@@ -116,6 +124,7 @@ static void add_pool(spa_t *spa)
         cairn_strlcpy(e->name, spa_name(spa), sizeof e->name);
     }
     e->spa = spa;
+    e->dp = dp;
     char **paths = NULL;
     size_t n = 0;
     if (spa_leaf_paths(spa, &paths, &n) == 0) {
@@ -233,6 +242,13 @@ void cairnd_pools_import_cached(void)
             spa_close(spa);
             continue;
         }
+        rc = dsl_pool_open(spa, &e->dp);
+        if (rc) {
+            log_error(SUB, "cannot open the datasets of cached pool '%s': %s; closing it",
+                      e->name, strerror(-rc));
+            spa_close(spa);
+            continue;
+        }
         e->spa = spa;
         log_info(SUB, "imported pool '%s' (%s)", e->name, vdev_state_name(spa_health(spa)));
     }
@@ -244,6 +260,8 @@ void cairnd_pools_shutdown(void)
     pthread_rwlock_wrlock(&g_lock);
     for (size_t i = 0; i < g_npools; i++) {
         if (!g_pools[i].spa) continue;
+        if (g_pools[i].dp) dsl_pool_close(g_pools[i].dp);
+        g_pools[i].dp = NULL;
         int rc = spa_close(g_pools[i].spa);
         g_pools[i].spa = NULL;
         if (rc) log_error(SUB, "closing pool '%s': %s", g_pools[i].name, strerror(-rc));
@@ -258,9 +276,7 @@ void cairnd_pools_shutdown(void)
 
 /* ---------------------------------------------------------------- helpers */
 
-static void set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
-                      ...) __attribute__((format(printf, 4, 5)));
-static void set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
+void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
                       ...)
 {
     char msg[1024];
@@ -274,9 +290,10 @@ static void set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, co
     resp->message = cairnd_arena_strdup(a, msg);
 }
 
+#define set_error cairnd_set_error
 #define NO_SUCH_POOL(resp, a, name) set_error(resp, a, -ENOENT, "no such pool '%s'", name)
 
-static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa)
+static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t *dp)
 {
     Cairn__Mgmt__PoolRow *r = cairnd_arena_alloc(a, sizeof *r);
     cairn__mgmt__pool_row__init(r);
@@ -288,6 +305,11 @@ static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa)
     r->free = sp.free;
     r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
     r->guid = spa_guid(spa);
+    dsl_prop_t *prop = cairn_zalloc(sizeof *prop);
+    char err[256];
+    bool have = dp && dsl_prop_get(dp, spa_name(spa), "compressratio", prop, err, sizeof err) == 0;
+    r->compressratio = cairnd_arena_strdup(a, have ? prop->value : "-");
+    free(prop);
     return r;
 }
 
@@ -398,7 +420,7 @@ static void do_list(const Cairn__Mgmt__PoolList *m, Cairn__Mgmt__Response *resp,
     for (size_t i = 0; i < g_npools; i++) {
         if (!g_pools[i].spa) continue;
         if (m->name[0] && strcmp(m->name, g_pools[i].name)) continue;
-        rows->rows[rows->n_rows++] = pool_row(a, g_pools[i].spa);
+        rows->rows[rows->n_rows++] = pool_row(a, g_pools[i].spa, g_pools[i].dp);
     }
     if (m->name[0] && rows->n_rows == 0) {
         NO_SUCH_POOL(resp, a, m->name);
@@ -493,11 +515,19 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
             return;
         }
     }
-    add_pool(spa);
+    dsl_pool_t *dp = NULL;
+    rc = dsl_pool_open(spa, &dp);
+    if (rc) {
+        spa_destroy(spa);
+        set_error(resp, a, rc, "cannot create '%s': cannot set up its root dataset: %s", m->name,
+                  strerror(-rc));
+        return;
+    }
+    add_pool(spa, dp);
     cache_write();
     log_info(SUB, "created pool '%s'", m->name);
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
-    resp->pool = pool_row(a, spa);
+    resp->pool = pool_row(a, spa, dp);
 }
 
 static const char *pool_state_name(int s)
@@ -568,11 +598,19 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         set_error(resp, a, -EEXIST, "pool '%s' is already imported", spa_name(stale->spa));
         return;
     }
-    add_pool(spa);
+    dsl_pool_t *dp = NULL;
+    rc = dsl_pool_open(spa, &dp);
+    if (rc) {
+        spa_close(spa);
+        set_error(resp, a, rc, "cannot import '%s': cannot open its datasets: %s", m->name,
+                  strerror(-rc));
+        return;
+    }
+    add_pool(spa, dp);
     cache_write();
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
-    resp->pool = pool_row(a, spa);
+    resp->pool = pool_row(a, spa, dp);
 }
 
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,
@@ -594,6 +632,9 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
         return;
     }
     spa_t *spa = e->spa;
+    /* The DSL writes out what it holds before the pool's final txg. */
+    if (e->dp) dsl_pool_close(e->dp);
+    e->dp = NULL;
     int rc = destroy ? spa_destroy(spa) : spa_export(spa);
     /* Either call closes the pool, even when writing the labels failed. */
     remove_entry(e);
@@ -742,7 +783,28 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     }
     case CAIRN__MGMT__REQUEST__CMD_POOL_GET: do_get(req->pool_get, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
-    default: set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
+    default:
+        if (cairnd_handle_dataset(req, resp, a)) break;
+        set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
     pthread_rwlock_unlock(&g_lock);
+}
+
+/* ---------------------------------------------------------------- for datasets.c */
+
+dsl_pool_t *cairnd_pool_dsl(const char *pool)
+{
+    cache_entry_t *e = find_entry(pool);
+    return e && e->spa ? e->dp : NULL;
+}
+
+size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g_npools; i++)
+        if (g_pools[i].spa && g_pools[i].dp) {
+            if (n < cap) out[n] = g_pools[i].dp;
+            n++;
+        }
+    return n;
 }

@@ -20,10 +20,12 @@
  * /dev as zpool does would open every device node (some block on read), and
  * Cairn's pools are mostly files, so the administrator says where to look.
  */
-#include <cairn/dmu.h>
+#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn/util.h>
 #include <cairn_mgmt.pb-c.h>
+
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -38,10 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *g_socket;
+const char *g_socket;
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
+void fail(const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -70,6 +71,19 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
+          "  create [-p] [-o prop=val]... FILESYSTEM\n"
+          "  create [-p] [-s] [-b BLOCKSIZE] [-o prop=val]... -V SIZE VOLUME\n"
+          "  destroy [-r] [-f] DATASET|SNAPSHOT\n"
+          "  rename OLD NEW\n"
+          "  list [-r] [-H] [-p] [--json] [-t TYPE[,TYPE...]] [-o COL[,COL...]] [DATASET]\n"
+          "       TYPE: filesystem volume snapshot all\n"
+          "  get [-r] [-H] [-p] [--json] [-o name,property,value,source] PROP[,PROP...]|all\n"
+          "      DATASET...\n"
+          "  set PROP=VALUE DATASET\n"
+          "  inherit PROP DATASET\n"
+          "  snapshot [-r] DATASET@NAME\n"
+          "  rollback [-r] DATASET@NAME\n"
+          "  clone [-o prop=val]... SNAPSHOT DATASET\n"
           "socket: --socket, else $CAIRN_SOCKET, else " CAIRN_DEFAULT_SOCKET "\n",
           f);
 }
@@ -118,7 +132,7 @@ static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, b
     return resp;
 }
 
-static Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req)
+Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req)
 {
     int fd = connect_daemon(false);
     Cairn__Mgmt__Response *r = call_fd(fd, req, false);
@@ -128,15 +142,8 @@ static Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req)
 
 /* ---------------------------------------------------------------- options */
 
-typedef struct list_opts {
-    mgmt_out_mode_t mode;
-    bool exact;
-} list_opts_t;
-
-enum { OPT_JSON = 1000 };
-
 /* getopt_long with our error messages; `what` names the command. */
-static int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                     const char *what)
 {
     int c = getopt_long(argc, argv, shortopts, longopts, NULL);
@@ -148,13 +155,13 @@ static int next_opt(int argc, char **argv, const char *shortopts, const struct o
     return c;
 }
 
-static void reset_getopt(void)
+void reset_getopt(void)
 {
     optind = 0; /* GNU: full re-initialisation */
     opterr = 0;
 }
 
-static const struct option g_list_longopts[] = {{"json", no_argument, NULL, OPT_JSON}, {0}};
+const struct option g_list_longopts[] = {{"json", no_argument, NULL, OPT_JSON}, {0}};
 
 static char *abs_path(const char *p, const char *what)
 {
@@ -164,7 +171,7 @@ static char *abs_path(const char *p, const char *what)
 }
 
 /* Exactly n positional words left, or fail naming the first surplus or the lack. */
-static void want_args(int argc, char **argv, int lo, int hi, const char *what, const char *names)
+void want_args(int argc, char **argv, int lo, int hi, const char *what, const char *names)
 {
     int have = argc - optind;
     if (have < lo) fail("%s: missing %s", what, names);
@@ -288,7 +295,7 @@ static int cmd_pool_create(int argc, char **argv)
 
 /* ---------------------------------------------------------------- pool list */
 
-static void parse_list_opts(int c, list_opts_t *lo)
+void parse_list_opts(int c, list_opts_t *lo)
 {
     if (c == 'H') lo->mode = MGMT_OUT_TABS;
     else if (c == 'p') lo->exact = true;
@@ -316,8 +323,8 @@ static int cmd_pool_list(int argc, char **argv)
     Cairn__Mgmt__Response *r = call(&req);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST) fail("unexpected response");
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
-    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "HEALTH"};
-    mgmt_table_t *t = mgmt_table_new(6, hdr, 0x1e);
+    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH"};
+    mgmt_table_t *t = mgmt_table_new(7, hdr, 0x3e);
     for (size_t i = 0; i < r->pool_list->n_rows; i++) {
         Cairn__Mgmt__PoolRow *row = r->pool_list->rows[i];
         char size[32], alloc[32], freeb[32], cap[32];
@@ -326,7 +333,13 @@ static int cmd_pool_list(int argc, char **argv)
         mgmt_format_size(row->free, exact, freeb, sizeof freeb);
         unsigned pct = row->size ? (unsigned)(row->alloc * 100 / row->size) : 0;
         snprintf(cap, sizeof cap, exact ? "%u" : "%u%%", pct);
-        const char *cells[] = {row->name, size, alloc, freeb, cap, row->health};
+        /* RATIO: the root dataset's compressratio; -p drops the "x" as zfs does. */
+        char ratio[32];
+        cairn_strlcpy(ratio, row->compressratio && row->compressratio[0] ? row->compressratio : "-",
+                      sizeof ratio);
+        size_t rl = strlen(ratio);
+        if (exact && rl > 1 && ratio[rl - 1] == 'x') ratio[rl - 1] = '\0';
+        const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health};
         mgmt_table_add_row(t, cells);
     }
     if (lo.mode == MGMT_OUT_HUMAN && mgmt_table_rows(t) == 0) printf("no pools available\n");
@@ -682,7 +695,7 @@ static int cmd_check(int argc, char **argv)
     set_name(name, what);
     if (ndirs == 0) fail("%s: give -d DIR (where to look for the pool's devices)", what);
     refuse_if_imported(name);
-    dmu_init();
+    dsl_init();
     spa_check_report_t rep;
     memset(&rep, 0, sizeof rep);
     char err[512] = "";
@@ -736,6 +749,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - i, argv + i);
+    int dsret = dataset_command(cmd, argc - i, argv + i);
+    if (dsret >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
     if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, export, import, destroy, scrub, clear, get, set)");
     const char *sub = argv[i + 1];

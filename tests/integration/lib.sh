@@ -122,3 +122,168 @@ expect_stdout() {
 
 # checksums FILE...: one line per file, for before/after comparisons.
 checksums() { cksum "$@"; }
+
+# ---- pool data and damage helpers (test_pool_*.sh, test_crash_*.sh) ----
+
+OBJTEST="$CAIRN_BIN/cairn_objtest"
+
+# A soak run when CAIRN_TEST_LONG=1: tests scale their rounds with it.
+cairn_long() { [ "${CAIRN_TEST_LONG:-0}" = 1 ]; }
+
+# objtest MODE DIR POOL ARGS...: runs cairn_objtest in this process's place (the pool
+# must not be imported by a daemon); requires exit 0. Output in $LAST_STDOUT.
+objtest() {
+    local mode=$1 dir=$2 pool=$3; shift 3
+    if ! "$OBJTEST" "$mode" -d "$dir" "$pool" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
+        fail "cairn_objtest $mode $pool $*: $(grep -v ' INFO ' "$LAST_STDERR" | tail -n 5) $(tail -n 12 "$LAST_STDOUT")"
+    fi
+}
+
+# check_clean POOL DIR...: the offline `cairn check` passes (every block verifies, exact
+# space accounting). Report in $LAST_STDOUT.
+check_clean() {
+    local pool=$1; shift
+    local args=() d
+    for d in "$@"; do args+=(-d "$d"); done
+    if ! "$CAIRN" check "${args[@]}" "$pool" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
+        fail "cairn check $pool: $(cat "$LAST_STDERR") $(tr '\n' ' ' <"$LAST_STDOUT")"
+    fi
+    grep -Eq '^result: +clean$' "$LAST_STDOUT" || fail "cairn check $pool: $(cat "$LAST_STDOUT")"
+}
+
+# wait_scrub POOL [SECONDS]: polls `pool status -v` until the scrub has finished; the
+# final status is in $LAST_STDOUT.
+wait_scrub() {
+    local pool=$1 secs=${2:-120} i
+    for i in $(seq 1 $((secs * 10))); do
+        run_ok "$CAIRN" pool status -v "$pool"
+        grep -q 'scan: scrub repaired' "$LAST_STDOUT" && return 0
+        grep -q 'scan: scrub canceled' "$LAST_STDOUT" && fail "scrub of $pool was canceled"
+        sleep 0.1
+    done
+    fail "scrub of $pool did not finish within $secs s: $(cat "$LAST_STDOUT")"
+}
+
+# leaf_row PATH: the status row of leaf PATH in $LAST_STDOUT as "STATE READ WRITE CKSUM".
+leaf_row() {
+    awk -v p="$1" '$1 == p { print $2, $3, $4, $5; found = 1; exit } END { exit !found }' \
+        "$LAST_STDOUT" || fail "no status row for $1: $(cat "$LAST_STDOUT")"
+}
+
+# scrub_repaired: the bytes the last finished scrub in $LAST_STDOUT repaired ("0" or "12K").
+scrub_repaired() {
+    sed -n 's/.*scan: scrub repaired \([^ ]*\) in .*/\1/p' "$LAST_STDOUT"
+}
+
+# corrupt_data FILE COUNT SEED: overwrites COUNT random 4 KiB chunks with random bytes
+# (dd conv=notrunc), chosen inside the file's allocated extents (SEEK_DATA) between
+# 4 MiB and size - 512 KiB, where a pool's blocks live: damage that reads must notice.
+# Prints the number of chunks written (fewer only if the data area is nearly empty).
+corrupt_data() {
+    local file=$1 count=$2 seed=$3 off n=0
+    for off in $(python3 - "$file" "$count" "$seed" <<'PY'
+import os, random, sys
+path, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+size = os.path.getsize(path)
+lo, hi = 4 << 20, size - (512 << 10)
+fd = os.open(path, os.O_RDONLY)
+chunks, pos = [], lo
+while pos < hi:
+    try:
+        d = os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError:
+        break
+    if d >= hi:
+        break
+    h = min(os.lseek(fd, d, os.SEEK_HOLE), hi)
+    first, last = (d + 4095) // 4096, h // 4096
+    chunks.extend(range(first, last))
+    pos = max(h, d + 4096)
+rnd = random.Random(seed)
+for c in sorted(rnd.sample(chunks, min(count, len(chunks)))):
+    print(c)
+PY
+    ); do
+        dd if=/dev/urandom of="$file" bs=4096 seek="$off" count=1 conv=notrunc status=none
+        n=$((n + 1))
+    done
+    echo "$n"
+}
+
+# corrupt_front_labels FILE: overwrites the first 512 KiB (the front label copies).
+corrupt_front_labels() {
+    dd if=/dev/urandom of="$1" bs=64K count=8 conv=notrunc status=none
+}
+
+# data_area_bytes FILE: allocated bytes of a sparse leaf file between 4 MiB and
+# size - 512 KiB (outside the labels), i.e. roughly what the pool stored on it.
+data_area_bytes() {
+    python3 - "$1" <<'PY'
+import os, sys
+path = sys.argv[1]
+size = os.path.getsize(path)
+lo, hi = 4 << 20, size - (512 << 10)
+fd = os.open(path, os.O_RDONLY)
+total, pos = 0, lo
+while pos < hi:
+    try:
+        d = os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError:
+        break
+    if d >= hi:
+        break
+    h = min(os.lseek(fd, d, os.SEEK_HOLE), hi)
+    total += h - d
+    pos = max(h, d + 1)
+print(total)
+PY
+}
+
+# ---- dataset helpers (test_cli_datasets*.sh) ----
+
+# ds_get PROP DATASET: the exact value (get -H -p -o value).
+ds_get() {
+    "$CAIRN" get -H -p -o value "$1" "$2" 2>"$LAST_STDERR" ||
+        fail "cairn get $1 $2: $(cat "$LAST_STDERR")"
+}
+# ds_source PROP DATASET: the SOURCE column ("local", "default", "inherited from X", "-").
+ds_source() {
+    "$CAIRN" get -H -o source "$1" "$2" 2>"$LAST_STDERR" ||
+        fail "cairn get $1 $2: $(cat "$LAST_STDERR")"
+}
+# expect_prop PROP DATASET VALUE [SOURCE]: get -p shows VALUE (and SOURCE).
+expect_prop() {
+    local v; v=$(ds_get "$1" "$2")
+    [ "$v" = "$3" ] || fail "$1 of $2 is '$v', want '$3'"
+    if [ $# -ge 4 ]; then
+        local s; s=$(ds_source "$1" "$2")
+        [ "$s" = "$4" ] || fail "source of $1 on $2 is '$s', want '$4'"
+    fi
+}
+# ds_names [LIST ARGS...]: the names `cairn list -H -o name -t all -r ARGS` prints, one a line.
+ds_names() {
+    "$CAIRN" list -H -o name -t all -r "$@" 2>"$LAST_STDERR" ||
+        fail "cairn list $*: $(cat "$LAST_STDERR")"
+}
+# ds_state: every dataset of every pool with its settable properties (for before/after
+# comparisons; no space numbers, which change as txgs sync). Leaves $LAST_STDERR alone.
+ds_state() {
+    "$CAIRN" list -H -p -r -t all \
+        -o name,type,compression,recordsize,quota,reservation,volsize,mountpoint 2>"$T/ds_state.err" ||
+        fail "cairn list: $(cat "$T/ds_state.err")"
+}
+
+# wait_unlocked FILE...: waits (up to 10 s) until no process holds a flock on any FILE.
+# A process killed with SIGKILL that used io_uring is reaped before the kernel has torn
+# its rings down; until then its files stay open and their flocks held (observed: up to
+# tens of ms), and the engine's exclusive leaf open fails with EBUSY meanwhile.
+wait_unlocked() {
+    local f i
+    for f in "$@"; do
+        for i in $(seq 1 1000); do
+            flock -n "$f" true 2>/dev/null && break
+            [ "$i" -lt 1000 ] || fail "$f is still locked 10 s after its user died"
+            sleep 0.01
+        done
+    done
+}

@@ -1,0 +1,37 @@
+/* What the parts of the `cairn` CLI share (not a library contract). */
+#ifndef CAIRN_CLI_H
+#define CAIRN_CLI_H
+
+#include <cairn/mgmt.h>
+#include <cairn_mgmt.pb-c.h>
+
+#include <getopt.h>
+#include <stdbool.h>
+
+extern const char *g_socket;
+
+/* Prints "cairn: MESSAGE" (one line) on stderr and exits 1. */
+void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Sends req to cairnd and returns its response; exits through fail() on any error. */
+Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req);
+
+typedef struct list_opts {
+    mgmt_out_mode_t mode;
+    bool exact;
+} list_opts_t;
+enum { OPT_JSON = 1000 };
+extern const struct option g_list_longopts[];   /* --json */
+void parse_list_opts(int c, list_opts_t *lo);   /* -H, -p, --json */
+
+/* getopt_long with one-line errors naming the command `what`. */
+int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+             const char *what);
+void reset_getopt(void);
+/* Between lo and hi positional words left, or fail. */
+void want_args(int argc, char **argv, int lo, int hi, const char *what, const char *names);
+
+/* Dataset commands (datasets.c): runs cmd and returns its exit code, or -1 when cmd
+ * is not a dataset command. argv[0] is the command word. */
+int dataset_command(const char *cmd, int argc, char **argv);
+
+#endif
