@@ -681,6 +681,9 @@ static void refuse_if_imported(const char *name)
     if (imported) fail("check: pool '%s' is imported by cairnd at %s; export it first", name, g_socket);
 }
 
+/* Kept reachable from a static: fail() exits from deep inside a command. */
+static char **check_dirs;
+
 static int cmd_check(int argc, char **argv)
 {
     const char *what = "check";
@@ -689,7 +692,7 @@ static int cmd_check(int argc, char **argv)
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, ":d:", NULL, what)) != -1)
-        if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
+        if (c == 'd') check_dirs = dirs = collect_dirs(dirs, &ndirs, optarg);
     want_args(argc, argv, 1, 1, what, "pool name");
     const char *name = argv[optind];
     set_name(name, what);

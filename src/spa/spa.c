@@ -329,13 +329,17 @@ typedef struct scanned {
     vdev_t **leaves;
     spa_config_phys_t **cfgs;
     size_t n;
+    size_t nbusy;            /* devices held open by another process */
+    char busy_path[SPA_PATH_MAX];
 } scanned_t;
 
 static void scan_add(scanned_t *s, const char *path)
 {
     vdev_t *leaf = NULL;
-    if (vdev_leaf_open(path, &leaf) != 0) {
+    int e = vdev_leaf_open(path, &leaf);
+    if (e != 0) {
         if (leaf) vdev_free(leaf);
+        if (e == -EBUSY && s->nbusy++ == 0) cairn_strlcpy(s->busy_path, path, sizeof s->busy_path);
         return;
     }
     spa_config_phys_t *cfg = NULL;
@@ -542,7 +546,12 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         if (!best || c->config_txg > best->config_txg) best = c;
     }
     if (!best) {
-        seterr(err, errlen, name ? "no pool named '%s' found" : "no pool found%s", name ? name : "");
+        if (s.nbusy)
+            seterr(err, errlen, "no %s%s%s found; %zu device(s) are in use by another process "
+                   "(e.g. '%s'): is the pool imported elsewhere?", name ? "pool named '" : "pool",
+                   name ? name : "", name ? "'" : "", s.nbusy, s.busy_path);
+        else
+            seterr(err, errlen, name ? "no pool named '%s' found" : "no pool found%s", name ? name : "");
         scan_free(&s);
         return -ENOENT;
     }
@@ -556,6 +565,9 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
     spa_config_phys_t *cfg = cairn_zalloc(best->length);
     memcpy(cfg, best, best->length);
     int e = spa_open_from_config(spa, cfg, &s, flags, err, errlen);
+    if (e == -ENXIO && s.nbusy && err)
+        snprintf(err + strlen(err), errlen - strlen(err),
+                 " (%zu device(s) are in use by another process, e.g. '%s')", s.nbusy, s.busy_path);
     free(cfg);
     scan_free(&s);
     if (e) {

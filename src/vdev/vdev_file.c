@@ -50,6 +50,19 @@
  *  - Close waits for in-flight I/O, then posts a NOP whose user_data is the
  *    ring itself; the completion thread exits when it sees it.
  *
+ *  - Deadman. Every in-flight I/O is on a list with its start time; the
+ *    completion thread wakes at least once a second and looks for I/Os older
+ *    than VDEV_FILE_DEADMAN_NS. Each is reported once, then an ASYNC_CANCEL is
+ *    posted for it: if the kernel cancels it (the I/O then completes with
+ *    -ECANCELED) it is simply issued again, which is safe because the kernel
+ *    said it will never run. If the kernel no longer knows the request at all
+ *    (-ENOENT) and it is older than VDEV_FILE_LOST_NS, far beyond any
+ *    block-layer timeout, it is taken as lost (seen on loaded machines with
+ *    I/O punted to io_uring's workers) and redone synchronously with
+ *    pread/pwrite/fdatasync; its bookkeeping is kept until close in case a
+ *    late completion still names it. Anything else keeps waiting, as a
+ *    storage stack must for a slow disk.
+ *
  * A leaf that cannot be opened still yields a vdev_t, in state UNAVAIL with
  * psize 0, whose submit refuses everything with -ENXIO: the pool keeps the
  * device's place in the tree and can show it as missing.
@@ -72,6 +85,8 @@
 #include <unistd.h>
 
 #define VDEV_FILE_QDEPTH 64
+#define VDEV_FILE_DEADMAN_NS (30ULL * 1000000000ULL)
+#define VDEV_FILE_LOST_NS (120ULL * 1000000000ULL)
 #define VDEV_FILE_RING_ENTRIES (2 * VDEV_FILE_QDEPTH)
 #define VDEV_FAULT_PREFIX "fault:"
 
@@ -84,9 +99,16 @@ typedef struct file_leaf {
     unsigned inflight;
     bool closing;
     pthread_t completer;
+    struct file_io *active;   /* in-flight I/Os, for the deadman (under lock) */
+    struct file_io *zombies;  /* I/Os redone after being lost; freed at close */
 } file_leaf_t;
 
 typedef struct file_io {
+    struct file_io *next, *prev; /* on active, or next on zombies */
+    uint64_t start_ns;
+    bool reported;
+    bool cancel_sent;
+    bool zombie;
     vdev_t *leaf;
     vdev_io_op_t op;
     uint64_t offset;
@@ -145,15 +167,44 @@ static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
     if (rc < 0) log_error("vdev", "io_uring_submit on %s: %s", io->leaf->path, strerror(-rc));
 }
 
+static void active_add_locked(file_leaf_t *fl, file_io_t *io)
+{
+    io->prev = NULL;
+    io->next = fl->active;
+    if (fl->active) fl->active->prev = io;
+    fl->active = io;
+}
+
+static void active_remove_locked(file_leaf_t *fl, file_io_t *io)
+{
+    if (io->prev) io->prev->next = io->next;
+    else fl->active = io->next;
+    if (io->next) io->next->prev = io->prev;
+    io->next = io->prev = NULL;
+}
+
+/* Marks the cancel requests posted by the deadman (their user_data). */
+typedef struct file_cancel {
+    uint64_t magic;
+    file_io_t *io;
+} file_cancel_t;
+#define FILE_CANCEL_MAGIC 0x4c45434e41434c46ULL
+
 static void file_io_finish(file_leaf_t *fl, file_io_t *io, int error)
 {
     vdev_t *leaf = io->leaf;
     vdev_leaf_account(leaf, io->op, io->len, error);
     vdev_io_done_t done = io->done;
     void *arg = io->arg;
-    free(io);
 
     pthread_mutex_lock(&fl->lock);
+    active_remove_locked(fl, io);
+    if (io->zombie) {
+        io->next = fl->zombies;
+        fl->zombies = io;
+    } else {
+        free(io);
+    }
     /* One freed slot wakes one submitter; close waits for 0 and needs everyone woken. */
     if (--fl->inflight == 0) pthread_cond_broadcast(&fl->slot_free);
     else pthread_cond_signal(&fl->slot_free);
@@ -162,14 +213,82 @@ static void file_io_finish(file_leaf_t *fl, file_io_t *io, int error)
     done(arg, error);
 }
 
+/* Redoes a lost I/O synchronously; returns 0 or -errno. */
+static int file_io_redo_sync(file_leaf_t *fl, file_io_t *io)
+{
+    if (io->op == VDEV_IO_FLUSH) return fdatasync(fl->fd) < 0 ? -errno : 0;
+    while (io->xferred < io->len) {
+        ssize_t n = io->op == VDEV_IO_READ
+                        ? pread(fl->fd, io->buf + io->xferred, io->len - io->xferred,
+                                (off_t)(io->offset + io->xferred))
+                        : pwrite(fl->fd, io->buf + io->xferred, io->len - io->xferred,
+                                 (off_t)(io->offset + io->xferred));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? -errno : -EIO;
+        io->xferred += (size_t)n;
+    }
+    return 0;
+}
+
+/* The deadman's scan (see the top comment); completion thread only. */
+static void file_leaf_deadman(vdev_t *leaf, file_leaf_t *fl)
+{
+    uint64_t now = cairn_now_ns();
+    pthread_mutex_lock(&fl->lock);
+    for (file_io_t *io = fl->active; io; io = io->next) {
+        if (io->cancel_sent || now - io->start_ns < VDEV_FILE_DEADMAN_NS) continue;
+        if (!io->reported) {
+            io->reported = true;
+            log_warn("vdev", "%s: %s of %zu bytes at offset %llu outstanding for %llu s",
+                     leaf->path, io->op == VDEV_IO_READ ? "read" : io->op == VDEV_IO_WRITE ? "write" : "flush",
+                     io->len, (unsigned long long)io->offset,
+                     (unsigned long long)((now - io->start_ns) / 1000000000ULL));
+        }
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&fl->ring);
+        if (!sqe) break;
+        file_cancel_t *c = cairn_zalloc(sizeof *c);
+        c->magic = FILE_CANCEL_MAGIC;
+        c->io = io;
+        io_uring_prep_cancel(sqe, io, 0);
+        io_uring_sqe_set_data(sqe, c);
+        io->cancel_sent = true;
+        io_uring_submit(&fl->ring);
+    }
+    pthread_mutex_unlock(&fl->lock);
+}
+
+static void file_cancel_done(vdev_t *leaf, file_leaf_t *fl, file_cancel_t *c, int res)
+{
+    file_io_t *io = c->io;
+    free(c);
+    if (res == 0) return; /* the I/O itself completes with -ECANCELED and is reissued */
+    uint64_t age = cairn_now_ns() - io->start_ns;
+    if (res == -ENOENT && age >= VDEV_FILE_LOST_NS) {
+        log_warn("vdev", "%s: I/O at offset %llu was lost by the kernel; redoing it synchronously",
+                 leaf->path, (unsigned long long)io->offset);
+        io->zombie = true;
+        file_io_finish(fl, io, file_io_redo_sync(fl, io));
+        return;
+    }
+    pthread_mutex_lock(&fl->lock);
+    io->cancel_sent = false; /* running, or not yet old enough to call lost: look again later */
+    pthread_mutex_unlock(&fl->lock);
+}
+
 static void *file_leaf_completer(void *arg)
 {
     vdev_t *leaf = arg;
     file_leaf_t *fl = leaf->leaf_priv;
+    uint64_t last_scan = cairn_now_ns();
     for (;;) {
         struct io_uring_cqe *cqe;
-        int rc = io_uring_wait_cqe(&fl->ring, &cqe);
-        if (rc == -EINTR || rc == -EAGAIN) continue;
+        struct __kernel_timespec ts = {.tv_sec = 1, .tv_nsec = 0};
+        int rc = io_uring_wait_cqe_timeout(&fl->ring, &cqe, &ts);
+        if (cairn_now_ns() - last_scan >= 1000000000ULL) {
+            last_scan = cairn_now_ns();
+            file_leaf_deadman(leaf, fl);
+        }
+        if (rc == -ETIME || rc == -EINTR || rc == -EAGAIN) continue;
         if (rc < 0) {
             log_error("vdev", "io_uring_wait_cqe on %s: %s", leaf->path, strerror(-rc));
             sched_yield();
@@ -179,8 +298,21 @@ static void *file_leaf_completer(void *arg)
         int res = cqe->res;
         io_uring_cqe_seen(&fl->ring, cqe);
         if (data == &fl->ring) break; /* close's stop marker */
+        if (data && *(uint64_t *)data == FILE_CANCEL_MAGIC) {
+            file_cancel_done(leaf, fl, data, res);
+            continue;
+        }
 
         file_io_t *io = data;
+        if (io->zombie) continue; /* a late completion of an I/O already redone */
+        if (res == -ECANCELED && io->cancel_sent) {
+            pthread_mutex_lock(&fl->lock);
+            io->cancel_sent = false;
+            io->start_ns = cairn_now_ns();
+            file_leaf_queue_locked(fl, io);
+            pthread_mutex_unlock(&fl->lock);
+            continue;
+        }
         if (res < 0) {
             file_io_finish(fl, io, res);
         } else if (io->op == VDEV_IO_FLUSH) {
@@ -226,6 +358,8 @@ static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
         return -ENXIO;
     }
     fl->inflight++;
+    io->start_ns = cairn_now_ns();
+    active_add_locked(fl, io);
     file_leaf_queue_locked(fl, io);
     pthread_mutex_unlock(&fl->lock);
     return 0;
@@ -254,6 +388,11 @@ static void file_leaf_close(vdev_t *leaf)
 
     pthread_join(fl->completer, NULL);
     io_uring_queue_exit(&fl->ring);
+    while (fl->zombies) {
+        file_io_t *z = fl->zombies;
+        fl->zombies = z->next;
+        free(z);
+    }
     close(fl->fd); /* also drops the flock */
     pthread_cond_destroy(&fl->slot_free);
     pthread_mutex_destroy(&fl->lock);
@@ -312,10 +451,18 @@ static int vdev_file_open(const char *path, vdev_t **out)
     bool direct = false;
     int fd = file_leaf_open_fd(path, &direct);
     if (fd < 0) return fd;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
-        close(fd);
-        return err;
+    /* A process killed with io_uring I/O in flight keeps its files (and so its
+     * lock) open in the kernel for a few milliseconds after it is reaped; a
+     * daemon restarted at once must not mistake that for a live owner. Wait a
+     * little before calling the device busy. */
+    int tries = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK || ++tries > 100) {
+            int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+            close(fd);
+            return err;
+        }
+        usleep(20000);
     }
     uint64_t psize = 0;
     int rc = file_leaf_size(fd, &psize);
