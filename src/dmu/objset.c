@@ -30,6 +30,7 @@
 
 #include <cairn/log.h>
 #include <cairn/util.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -582,7 +583,25 @@ static const spa_upper_ops_t dmu_upper_ops = {
 };
 
 static pthread_once_t dmu_init_once = PTHREAD_ONCE_INIT;
-static void dmu_register(void) { spa_register_upper(&dmu_upper_ops); }
+/*
+ * Record buffers (128 KiB .. 1 MiB) are allocated and freed at the rate data
+ * flows. glibc serves such sizes with a fresh mmap each time and trims freed
+ * heap tops, so every buffer costs page faults and kernel zeroing of every
+ * page: in the write benchmark the largest single cost. Keeping them in the
+ * heap makes a freed record buffer reusable at once. The engine is the reason
+ * its processes exist, so it sets this process-wide.
+ */
+static void dmu_tune_malloc(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
+}
+
+static void dmu_register(void)
+{
+    dmu_tune_malloc();
+    spa_register_upper(&dmu_upper_ops);
+}
 void dmu_init(void) { pthread_once(&dmu_init_once, dmu_register); }
 
 /* ---------------- object sets: public API ---------------- */
