@@ -49,9 +49,14 @@ int dmu_objset_list(spa_t *spa, void (*fn)(const char *name, uint64_t id, void *
 spa_t *dmu_objset_spa(objset_t *os);
 
 /* ---- transactions ---- */
-/* Joins the open txg (waiting while the write throttle says dirty data runs ahead). */
+/* Starts a transaction, waiting while the write throttle says dirty data runs ahead. */
 dmu_tx_t *dmu_tx_begin(objset_t *os);
-uint64_t dmu_tx_txg(const dmu_tx_t *tx);
+/* The txg the transaction's changes belong to. A transaction joins the open
+ * txg at its first change (or at this call), not when it begins, so callers
+ * take the locks of the objects they will change before changing them. */
+uint64_t dmu_tx_txg(dmu_tx_t *tx);
+/* True when the object set cannot be changed (read-only pool or snapshot). */
+bool dmu_tx_readonly(const dmu_tx_t *tx);
 void dmu_tx_commit(dmu_tx_t *tx);
 /* Waits until everything committed to os so far is durable. */
 int dmu_objset_sync(objset_t *os);

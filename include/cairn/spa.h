@@ -168,8 +168,13 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
 /* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 
-/* Transactions: hold the open txg while making changes to it. */
+/* Transactions: hold the open txg while making changes to it. spa_tx_hold()
+ * first waits on the write throttle; spa_tx_throttle() is that wait alone and
+ * spa_tx_hold_nowait() the hold alone (for callers that must wait before
+ * taking their locks but join a txg only once they hold them). */
 uint64_t spa_tx_hold(spa_t *spa);
+void spa_tx_throttle(spa_t *spa);
+uint64_t spa_tx_hold_nowait(spa_t *spa);
 void spa_tx_rele(spa_t *spa, uint64_t txg);
 /* Tell the txg machinery how many bytes of dirty data txg now carries (for the
  * size trigger and the write throttle). delta may be negative. */

@@ -219,9 +219,14 @@ struct dmu_pool {
 
 struct dmu_tx {
     objset_t *os;
-    uint64_t txg;
+    uint64_t txg;          /* 0 until assigned (see dmu_tx_begin) or when read-only */
+    bool assigned;
+    bool readonly;
     bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
 };
+
+/* The txg of tx, joining the open one on first use (see dmu_tx_begin()). */
+uint64_t dmu_tx_assign(dmu_tx_t *tx);
 
 /* ---------------- dnode.c ---------------- */
 dnode_t *dnode_create(objset_t *os, uint64_t obj, const dnode_phys_t *phys);

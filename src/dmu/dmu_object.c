@@ -26,7 +26,7 @@ static bool props_ok(const dmu_object_props_t *p)
 static int tx_check(objset_t *os, dmu_tx_t *tx)
 {
     if (!tx || tx->os->dp != os->dp) return -EINVAL;
-    if (!tx->txg) return -EROFS;
+    if (!dmu_tx_assign(tx)) return -EROFS;
     return 0;
 }
 

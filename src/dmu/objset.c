@@ -777,25 +777,47 @@ spa_t *dmu_objset_spa(objset_t *os) { return os->dp->spa; }
 
 /* ---------------- transactions ---------------- */
 
+/*
+ * A transaction waits on the write throttle when it begins, but joins a txg
+ * only at its first change. Callers lock the objects they change before
+ * changing them, so the txg is picked under those locks: a change to an
+ * object can then never land in an older txg than a change made to it before
+ * (which would write the newer state of a ZAP block or a file's attributes
+ * into the older txg, and a crash between the two would expose it). The
+ * throttle wait, which can last a txg sync, happens before any lock is taken.
+ */
 dmu_tx_t *dmu_tx_begin(objset_t *os)
 {
     dmu_tx_t *tx = cairn_zalloc(sizeof(*tx));
     tx->os = os;
     spa_t *spa = os->dp->spa;
-    tx->txg = spa_readonly(spa) || os->readonly ? 0 : spa_tx_hold(spa);
+    tx->readonly = spa_readonly(spa) || os->readonly;
+    if (!tx->readonly) spa_tx_throttle(spa);
     return tx;
 }
+
+uint64_t dmu_tx_assign(dmu_tx_t *tx)
+{
+    if (!tx->assigned) {
+        tx->assigned = true;
+        tx->txg = tx->readonly ? 0 : spa_tx_hold_nowait(tx->os->dp->spa);
+    }
+    return tx->txg;
+}
+
+bool dmu_tx_readonly(const dmu_tx_t *tx) { return tx->readonly; }
 
 dmu_tx_t *dmu_tx_create_sync(objset_t *os, uint64_t txg)
 {
     dmu_tx_t *tx = cairn_zalloc(sizeof(*tx));
     tx->os = os;
     tx->txg = txg;
+    tx->assigned = true;
     tx->sync_ctx = true;
     return tx;
 }
 
-uint64_t dmu_tx_txg(const dmu_tx_t *tx) { return tx->txg; }
+uint64_t dmu_tx_txg(dmu_tx_t *tx) { return dmu_tx_assign(tx); }
 
 void dmu_tx_commit(dmu_tx_t *tx)
 {
@@ -849,7 +871,7 @@ int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx)
 {
     dmu_pool_t *dp = dmu_pool(spa);
     if (!dp) return -ENXIO;
-    if (!tx || !tx->txg) return -EROFS;
+    if (!tx || !dmu_tx_assign(tx)) return -EROFS;
     dnode_t *dn = dir_dnode(dp, tx->txg);
     if (!dn) return -EIO;
     pthread_mutex_lock(&dn->lock);

@@ -62,16 +62,40 @@ uint64_t spa_last_synced_txg(spa_t *spa)
     return t;
 }
 
-uint64_t spa_tx_hold(spa_t *spa)
+/* Throttle: wait while the open txg is full and a sync is making room. */
+static void throttle_locked(spa_t *spa)
 {
     spa_txg_state_t *tx = &spa->tx;
-    pthread_mutex_lock(&tx->lock);
-    /* Throttle: wait while the open txg is full and a sync is making room. */
     while (!tx->stop && !tx->failed && tx->dirty[tx->open_txg & 3] >= spa->dirty_max &&
            tx->thread_running) {
         pthread_cond_broadcast(&tx->cv);
         pthread_cond_wait(&tx->cv, &tx->lock);
     }
+}
+
+void spa_tx_throttle(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->tx.lock);
+    throttle_locked(spa);
+    pthread_mutex_unlock(&spa->tx.lock);
+}
+
+uint64_t spa_tx_hold_nowait(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    uint64_t t = tx->open_txg;
+    tx->holders[t & 3]++;
+    tx->touched[t & 3] = true;
+    pthread_mutex_unlock(&tx->lock);
+    return t;
+}
+
+uint64_t spa_tx_hold(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    throttle_locked(spa);
     uint64_t t = tx->open_txg;
     tx->holders[t & 3]++;
     tx->touched[t & 3] = true;

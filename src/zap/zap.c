@@ -89,9 +89,10 @@
  *
  * LOCKING. Each ZAP object has a rwlock in its registry entry: readers share
  * it, writers are exclusive. Different objects share no lock on the hot path
- * (registry and block cache are sharded). Known limit: a writer whose tx is
- * in an older txg than one already written to the same ZAP writes the newer
- * state of the blocks it touches into its older txg.
+ * (registry and block cache are sharded). A transaction joins its txg at its
+ * first change (dmu.h), which for a ZAP happens under this lock (or a lock
+ * the caller took first), so changes reach the ZAP's txgs in the order they
+ * were made and an older txg never receives a newer state of a block.
  */
 #include "zap_impl.h"
 

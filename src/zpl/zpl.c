@@ -446,7 +446,9 @@ int zpl_access(zpl_node_t *n, const zpl_cred_t *cred, uint32_t want, uint32_t *g
 
 /* Begins the one transaction of a change: -EROFS on a read-only dataset,
  * -EDQUOT/-ENOSPC when `space` new bytes would not fit. Never call with a
- * node lock held. */
+ * node lock held (it may wait on the write throttle). The transaction joins a
+ * txg only at its first change, made under the node locks, so changes to a
+ * node land in txgs in the order they were made. */
 static int op_begin(zpl_fs_t *fs, uint64_t space, dsl_dataset_props_t *props, dmu_tx_t **tx)
 {
     if (fs->snapshot) return -EROFS;
@@ -457,7 +459,7 @@ static int op_begin(zpl_fs_t *fs, uint64_t space, dsl_dataset_props_t *props, dm
         if (err) return err;
     }
     *tx = dmu_tx_begin(fs->os);
-    if (!dmu_tx_txg(*tx)) {
+    if (dmu_tx_readonly(*tx)) {
         dmu_tx_commit(*tx);
         return -EROFS;
     }
