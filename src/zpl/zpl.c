@@ -58,7 +58,9 @@
  *   - fs->table_lock guards the table and reference counts only (a leaf lock).
  *   - A transaction is always begun before any node lock is taken, so a
  *     thread waiting in the DMU's write throttle never holds a lock that
- *     another thread inside the same txg waits on.
+ *     another thread inside the same txg waits on. It joins a txg only at its
+ *     first change, made under the node locks, so a node's changes reach
+ *     txgs in the order they were made.
  *   - Each operation is exactly one transaction: a rename over an existing
  *     target, its removal and the two directory updates commit together.
  *
