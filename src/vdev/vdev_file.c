@@ -107,7 +107,8 @@ typedef struct file_io {
     struct file_io *next, *prev; /* on active, or next on zombies */
     uint64_t start_ns;
     bool reported;
-    bool cancel_sent;
+    bool cancel_sent;  /* an ASYNC_CANCEL naming this I/O is outstanding */
+    bool finished;     /* completed; kept on the zombie list because something may still name it */
     bool zombie;
     vdev_t *leaf;
     vdev_io_op_t op;
@@ -199,7 +200,10 @@ static void file_io_finish(file_leaf_t *fl, file_io_t *io, int error)
 
     pthread_mutex_lock(&fl->lock);
     active_remove_locked(fl, io);
-    if (io->zombie) {
+    if (io->zombie || io->cancel_sent) {
+        /* A late completion or the cancel's completion may still name it: keep it
+         * until close. */
+        io->finished = true;
         io->next = fl->zombies;
         fl->zombies = io;
     } else {
@@ -233,10 +237,11 @@ static int file_io_redo_sync(file_leaf_t *fl, file_io_t *io)
 /* The deadman's scan (see the top comment); completion thread only. */
 static void file_leaf_deadman(vdev_t *leaf, file_leaf_t *fl)
 {
-    uint64_t now = cairn_now_ns();
     pthread_mutex_lock(&fl->lock);
+    uint64_t now = cairn_now_ns(); /* under the lock: no I/O on the list is newer */
     for (file_io_t *io = fl->active; io; io = io->next) {
-        if (io->cancel_sent || now - io->start_ns < VDEV_FILE_DEADMAN_NS) continue;
+        if (io->cancel_sent || io->start_ns > now || now - io->start_ns < VDEV_FILE_DEADMAN_NS)
+            continue;
         if (!io->reported) {
             io->reported = true;
             log_warn("vdev", "%s: %s of %zu bytes at offset %llu outstanding for %llu s",
@@ -261,17 +266,26 @@ static void file_cancel_done(vdev_t *leaf, file_leaf_t *fl, file_cancel_t *c, in
 {
     file_io_t *io = c->io;
     free(c);
-    if (res == 0) return; /* the I/O itself completes with -ECANCELED and is reissued */
+    pthread_mutex_lock(&fl->lock);
+    if (io->finished) { /* it completed on its own meanwhile (freed at close) */
+        pthread_mutex_unlock(&fl->lock);
+        return;
+    }
+    io->cancel_sent = false;
+    if (res == 0) { /* cancelled: it completes with -ECANCELED and is reissued */
+        pthread_mutex_unlock(&fl->lock);
+        return;
+    }
     uint64_t age = cairn_now_ns() - io->start_ns;
     if (res == -ENOENT && age >= VDEV_FILE_LOST_NS) {
+        io->zombie = true;
+        pthread_mutex_unlock(&fl->lock);
         log_warn("vdev", "%s: I/O at offset %llu was lost by the kernel; redoing it synchronously",
                  leaf->path, (unsigned long long)io->offset);
-        io->zombie = true;
         file_io_finish(fl, io, file_io_redo_sync(fl, io));
         return;
     }
-    pthread_mutex_lock(&fl->lock);
-    io->cancel_sent = false; /* running, or not yet old enough to call lost: look again later */
+    /* Running, or not yet old enough to call lost: look again later. */
     pthread_mutex_unlock(&fl->lock);
 }
 
@@ -305,9 +319,9 @@ static void *file_leaf_completer(void *arg)
 
         file_io_t *io = data;
         if (io->zombie) continue; /* a late completion of an I/O already redone */
-        if (res == -ECANCELED && io->cancel_sent) {
+        if (res == -ECANCELED) {
+            /* Only the deadman cancels; the kernel vouched it never ran: issue it again. */
             pthread_mutex_lock(&fl->lock);
-            io->cancel_sent = false;
             io->start_ns = cairn_now_ns();
             file_leaf_queue_locked(fl, io);
             pthread_mutex_unlock(&fl->lock);

@@ -52,7 +52,7 @@ for r in $(seq 1 "$rounds"); do
     wpid=$!
     ms=$((200 + RANDOM % 1801))
     sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
-    kill -0 "$wpid" 2>/dev/null || fail "round $r: the writer died by itself: $(tail -n 5 "$T/writer.$r.err")"
+    kill -0 "$wpid" 2>/dev/null || fail "round $r: the writer died by itself: $(grep -m1 -A30 -E "ERROR: |runtime error" "$T/writer.$r.err" || tail -n 20 "$T/writer.$r.err")"
     kill -9 "$wpid"
     wait "$wpid" 2>/dev/null || true
     # See wait_unlocked: the dead writer's io_uring teardown still holds the leaves.
