@@ -64,9 +64,15 @@ bool vdev_leaf_usable(const vdev_t *leaf);
  * Leaves that are not usable get -ENXIO without being tried. Returns the
  * number of I/Os that failed. */
 unsigned vdev_batch_run(vdev_batch_io_t *io, unsigned n);
+/* The same, but writes to one leaf whose ranges touch are merged (up to
+ * VDEV_AGGREGATE_MAX bytes) into one I/O through a bounce buffer; each io[] still
+ * gets its own error. Returns the number of I/Os that failed. */
+#define VDEV_AGGREGATE_MAX (1024 * 1024)
+unsigned vdev_batch_run_merged(vdev_batch_io_t *io, unsigned n);
 
 uint64_t vdev_raidz_psize_to_asize(const vdev_t *top, uint64_t psize);
 int vdev_raidz_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize);
+unsigned vdev_raidz_write_many(vdev_t *top, vdev_block_write_t *blocks, size_t n);
 int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vdev_verify_fn verify,
                     void *arg, int flags, vdev_read_result_t *res);
 

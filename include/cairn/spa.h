@@ -162,6 +162,13 @@ typedef struct spa_write_props {
  * (the upper layer's sync callback), callable from many threads at once. */
 int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                     const spa_write_props_t *props, cairn_blkptr_t *bp);
+/* spa_block_write() for n blocks at once, each from datas[i] of lsizes[i] bytes: they
+ * are allocated one after another, so they sit next to each other on the devices and
+ * are written as a few large I/Os per leaf. Fills bps[]; returns 0 or the first error
+ * (then no block of the call is allocated). */
+int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                         const uint32_t *lsizes, const spa_write_props_t *props,
+                         cairn_blkptr_t *bps);
 /* Reads the block into buf (bp->lsize bytes), verifying it against bp and
  * repairing bad copies. -ECKSUM when no copy verifies. Any context. */
 int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);

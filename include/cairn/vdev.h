@@ -134,6 +134,20 @@ uint64_t vdev_psize_to_asize(const vdev_t *top, uint64_t psize);
  * children took the write to read it back (a mirror: one side; raidz: all but nparity). */
 int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize);
 
+/* Several blocks of one top-level vdev written together: their per-leaf pieces that
+ * touch (as consecutive allocations do) go to each leaf as one larger write, so the
+ * devices see big sequential I/Os even when blocks are small (raidz columns of a
+ * 128K block are only 128K / data columns each). Each block succeeds or fails by the
+ * rules of vdev_write_block(); error gets 0 or a negative errno. Returns the number
+ * of blocks that failed. */
+typedef struct vdev_block_write {
+    uint64_t offset;
+    const void *buf;     /* padded to 1 << ashift, as for vdev_write_block() */
+    uint64_t psize;
+    int error;
+} vdev_block_write_t;
+unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n);
+
 typedef bool (*vdev_verify_fn)(const void *buf, uint64_t psize, void *arg);
 enum {
     VDEV_READ_SCRUB = 1 << 0,   /* read and verify every copy/column, repair all bad ones */

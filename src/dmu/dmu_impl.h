@@ -246,7 +246,13 @@ bool dnode_is_reusable(dnode_t *dn); /* dn->lock held */
 /* Sync of one txg: prepare (frees, list of records), records written by the caller,
  * finish (tree update, indirect blocks). */
 int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs, size_t *nrecs);
-void dnode_write_rec_task(void *arg);
+/* Records of one dnode written together (syncing context). */
+typedef struct dmu_rec_batch {
+    dmu_rec_t **recs;
+    size_t n;
+} dmu_rec_batch_t;
+#define DMU_WRITE_BATCH_BYTES (1024 * 1024)
+void dnode_write_recs_task(void *arg);
 int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs, taskq_t *tq);
 int dnode_set_props_locked(dnode_t *dn, uint64_t txg, const dmu_object_props_t *p);
 void dnode_set_bonus_locked(dnode_t *dn, uint64_t txg, const void *buf, uint32_t len);

@@ -893,17 +893,45 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
     return err;
 }
 
-void dnode_write_rec_task(void *arg)
+/*
+ * Writes a batch of records of one dnode (same write properties) with one
+ * spa_block_write_many(): they are allocated back to back, so the devices
+ * receive a few large writes instead of one per record (and per raidz column).
+ * All-zero records become holes and are not written.
+ */
+void dnode_write_recs_task(void *arg)
 {
-    dmu_rec_t *r = arg;
-    memset(&r->bp, 0, sizeof(r->bp));
-    if (buf_is_zero(r->data, r->size)) {
+    dmu_rec_batch_t *b = arg;
+    const void **datas = cairn_zalloc(b->n * sizeof *datas);
+    uint32_t *sizes = cairn_zalloc(b->n * sizeof *sizes);
+    cairn_blkptr_t *bps = cairn_zalloc(b->n * sizeof *bps);
+    dmu_rec_t **live = cairn_zalloc(b->n * sizeof *live);
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        dmu_rec_t *r = b->recs[i];
+        memset(&r->bp, 0, sizeof(r->bp));
         r->error = 0;
-        return;
+        if (buf_is_zero(r->data, r->size)) continue;
+        live[k] = r;
+        datas[k] = r->data;
+        sizes[k++] = r->size;
     }
-    r->error = spa_block_write(dn_spa(r->dn), r->txg, r->data, r->size, &r->props, &r->bp);
-    r->bp.fill = 1;
-    if (!r->error && r->props.type == CAIRN_BT_DATA) dmu_cache_insert(dn_spa(r->dn), &r->bp, r->data);
+    if (k) {
+        dmu_rec_t *r0 = live[0];
+        int err = spa_block_write_many(dn_spa(r0->dn), r0->txg, k, datas, sizes, &r0->props, bps);
+        for (size_t j = 0; j < k; j++) {
+            dmu_rec_t *r = live[j];
+            r->error = err;
+            if (err) continue;
+            r->bp = bps[j];
+            r->bp.fill = 1;
+            if (r->props.type == CAIRN_BT_DATA) dmu_cache_insert(dn_spa(r->dn), &r->bp, r->data);
+        }
+    }
+    free(datas);
+    free(sizes);
+    free(bps);
+    free(live);
 }
 
 typedef struct ind_write {

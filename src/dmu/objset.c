@@ -240,6 +240,12 @@ static void dmu_pool_close(spa_t *spa)
 
 /* ---------------- writing out a txg ---------------- */
 
+static int rec_blkid_cmp(const void *a, const void *b)
+{
+    const dmu_rec_t *x = *(dmu_rec_t *const *)a, *y = *(dmu_rec_t *const *)b;
+    return x->blkid < y->blkid ? -1 : x->blkid > y->blkid;
+}
+
 static int sync_dnodes(dmu_pool_t *dp, uint64_t txg, dnode_t **dns, size_t n)
 {
     int err = 0;
@@ -249,13 +255,37 @@ static int sync_dnodes(dmu_pool_t *dp, uint64_t txg, dnode_t **dns, size_t n)
         int e = dnode_sync_prepare(dns[i], txg, &recs[i], &nrecs[i]);
         if (e && !err) err = e;
     }
+    /* Records go out in batches of up to DMU_WRITE_BATCH_BYTES per dnode, in
+     * record order, so a stream's records land contiguously and reach the devices
+     * as large writes; the batches run in parallel on the sync workers. */
+    size_t nbatches = 0, cap = 0;
+    dmu_rec_batch_t *batches = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (nrecs[i] > 1) qsort(recs[i], nrecs[i], sizeof(*recs[i]), rec_blkid_cmp);
+        size_t j = 0;
+        while (j < nrecs[i]) {
+            size_t e = j, bytes = 0;
+            while (e < nrecs[i] &&
+                   (e == j || (bytes + recs[i][e]->size <= DMU_WRITE_BATCH_BYTES &&
+                               !memcmp(&recs[i][e]->props, &recs[i][j]->props,
+                                       sizeof(recs[i][j]->props))))) {
+                bytes += recs[i][e]->size;
+                e++;
+            }
+            if (nbatches == cap) {
+                cap = cap ? cap * 2 : 64;
+                batches = cairn_realloc(batches, cap * sizeof(*batches));
+            }
+            batches[nbatches++] = (dmu_rec_batch_t){.recs = &recs[i][j], .n = e - j};
+            j = e;
+        }
+    }
     taskq_group_t g;
     taskq_group_init(&g);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < nrecs[i]; j++)
-            taskq_dispatch(dp->tq, dnode_write_rec_task, recs[i][j], &g);
+    for (size_t b = 0; b < nbatches; b++) taskq_dispatch(dp->tq, dnode_write_recs_task, &batches[b], &g);
     taskq_group_wait(&g);
     taskq_group_fini(&g);
+    free(batches);
     for (size_t i = 0; i < n; i++) {
         if (!err) err = dnode_sync_finish(dns[i], txg, recs[i], nrecs[i], dp->tq);
         free(recs[i]);

@@ -35,7 +35,7 @@
  * buffer per thread and role removes that from the hot path. The pipeline's
  * threads are long-lived task queue workers, so the buffers are few.
  */
-enum { ZBUF_WRITE = 0, ZBUF_READ = 1, ZBUF_SCRUB = 2, ZBUF_ROLES = 3 };
+enum { ZBUF_READ = 0, ZBUF_SCRUB = 1, ZBUF_ROLES = 2 };
 typedef struct zbuf_slot {
     void *buf;
     size_t cap;
@@ -169,17 +169,25 @@ int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, 
     return ok ? 0 : err;
 }
 
-int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
-                    const spa_write_props_t *props, cairn_blkptr_t *bp)
+/*
+ * The first half of the write pipeline for one block: compress (into *owned,
+ * allocated here, when compression pays), checksum and allocate. *stored is
+ * what must go to the devices: the caller's data when the block is stored
+ * raw and the devices can take that buffer as it is.
+ */
+static int block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                         const spa_write_props_t *props, cairn_blkptr_t *bp, uint8_t **owned,
+                         const uint8_t **stored)
 {
-    if (spa->readonly) return -EROFS;
-    if (lsize == 0 || lsize > 16 * CAIRN_MIB) return -EINVAL;
     memset(bp, 0, sizeof *bp);
+    *owned = NULL;
     size_t cap = CAIRN_P2ROUNDUP((size_t)lsize, (size_t)1 << spa->ashift);
-    uint8_t *out = zbuf_get(ZBUF_WRITE, cap);
     uint32_t psize = 0;
     cairn_compress_t comp = props->compress;
+    uint8_t *out = NULL;
     if (comp != CAIRN_COMPRESS_OFF) {
+        if (posix_memalign((void **)&out, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN)))
+            abort();
         size_t want = lsize - lsize / 8; /* keep only if it saves >= 12.5% */
         size_t c = cairn_compress(comp, data, lsize, out, want);
         if (c > 0 && c <= want) psize = (uint32_t)c;
@@ -187,16 +195,27 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     if (!psize) {
         comp = CAIRN_COMPRESS_OFF;
         psize = lsize;
-        /* Stored raw: write straight from the caller's buffer when the devices can. */
-        if (io_aligned(data, lsize, spa->ashift)) out = (uint8_t *)data;
-        else memcpy(out, data, lsize);
+        if (io_aligned(data, lsize, spa->ashift)) {
+            /* Stored raw: written straight from the caller's buffer. */
+            free(out);
+            out = NULL;
+            *stored = data;
+        } else {
+            if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN,
+                                       CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN)))
+                abort();
+            memcpy(out, data, lsize);
+        }
     }
-    if (out != data) memset(out + psize, 0, cap - psize);
+    if (out) {
+        memset(out + psize, 0, cap - psize);
+        *owned = out;
+        *stored = out;
+    }
 
     int copies = props->copies ? props->copies : 1;
     if (props->type != CAIRN_BT_DATA && copies < 2) copies = 2; /* metadata: ditto */
     if (copies > CAIRN_MAX_COPIES) copies = CAIRN_MAX_COPIES;
-
     bp->type = (uint8_t)props->type;
     bp->level = props->level;
     bp->checksum = (uint8_t)props->checksum;
@@ -205,23 +224,77 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     bp->psize = psize;
     bp->birth_txg = txg;
     bp->fill = 1;
-    cairn_checksum(props->checksum, out, psize, bp->cksum);
-
+    cairn_checksum(props->checksum, *stored, psize, bp->cksum);
     int err = spa_alloc_dvas(spa, txg, psize, copies, bp->dva);
-    if (!err) {
-        err = spa_write_dvas(spa, bp->dva, copies, out, psize);
-        if (err) {
-            for (int c = 0; c < copies; c++)
-                metaslab_unalloc(spa->ms[bp->dva[c].vdev], txg, bp->dva[c].offset,
-                                 cairn_dva_asize(&bp->dva[c]));
-        }
-    }
     if (err) {
+        free(out);
+        *owned = NULL;
         memset(bp, 0, sizeof *bp);
         return err;
     }
     bp->ncopies = (uint8_t)copies;
     return 0;
+}
+
+static void block_unalloc(spa_t *spa, uint64_t txg, cairn_blkptr_t *bp)
+{
+    for (int c = 0; c < bp->ncopies; c++)
+        metaslab_unalloc(spa->ms[bp->dva[c].vdev], txg, bp->dva[c].offset,
+                         cairn_dva_asize(&bp->dva[c]));
+    memset(bp, 0, sizeof *bp);
+}
+
+int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                    const spa_write_props_t *props, cairn_blkptr_t *bp)
+{
+    return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
+}
+
+int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                         const uint32_t *lsizes, const spa_write_props_t *props,
+                         cairn_blkptr_t *bps)
+{
+    if (spa->readonly) return -EROFS;
+    for (size_t i = 0; i < n; i++)
+        if (lsizes[i] == 0 || lsizes[i] > 16 * CAIRN_MIB) return -EINVAL;
+    uint8_t **owned = cairn_zalloc(n * sizeof *owned);
+    const uint8_t **stored = cairn_zalloc(n * sizeof *stored);
+    int err = 0;
+    size_t prepared = 0;
+    for (; prepared < n && !err; prepared++)
+        err = block_prepare(spa, txg, datas[prepared], lsizes[prepared], props, &bps[prepared],
+                            &owned[prepared], &stored[prepared]);
+    if (err) prepared--; /* the failed one allocated nothing */
+
+    /* Issue copy c of every block, grouped by top-level vdev, as one aggregated call. */
+    int *copies_ok = cairn_zalloc(n * sizeof *copies_ok);
+    vdev_block_write_t *grp = cairn_zalloc((n ? n : 1) * sizeof *grp);
+    size_t *gidx = cairn_zalloc((n ? n : 1) * sizeof *gidx);
+    for (int c = 0; c < CAIRN_MAX_COPIES && !err; c++) {
+        for (uint32_t v = 0; v < spa->ntop; v++) {
+            size_t k = 0;
+            for (size_t i = 0; i < prepared; i++) {
+                if (bps[i].ncopies <= c || bps[i].dva[c].vdev != v) continue;
+                gidx[k] = i;
+                grp[k++] = (vdev_block_write_t){.offset = bps[i].dva[c].offset,
+                                                .buf = stored[i], .psize = bps[i].psize};
+            }
+            if (!k) continue;
+            vdev_write_blocks(spa_top(spa, v), grp, k);
+            for (size_t j = 0; j < k; j++) if (grp[j].error == 0) copies_ok[gidx[j]]++;
+        }
+    }
+    for (size_t i = 0; i < prepared && !err; i++)
+        if (!copies_ok[i]) err = -EIO; /* no copy of it reached a device */
+    if (err)
+        for (size_t i = 0; i < prepared; i++) block_unalloc(spa, txg, &bps[i]);
+    for (size_t i = 0; i < n; i++) free(owned[i]);
+    free(owned);
+    free(stored);
+    free(copies_ok);
+    free(grp);
+    free(gidx);
+    return err;
 }
 
 int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,

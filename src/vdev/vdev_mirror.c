@@ -195,6 +195,62 @@ int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psi
     return mirror_write(top, sides ? sides : &top, n, offset, buf, psize);
 }
 
+unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n)
+{
+    unsigned failed = 0;
+    size_t nvalid = 0;
+    for (size_t i = 0; i < n; i++) {
+        blocks[i].error = check_block_args(top, blocks[i].offset, blocks[i].psize);
+        if (blocks[i].error) failed++;
+        else nvalid++;
+    }
+    if (!nvalid) return failed;
+    vdev_block_write_t *ok = cairn_zalloc(nvalid * sizeof *ok);
+    size_t *idx = cairn_zalloc(nvalid * sizeof *idx);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!blocks[i].error) {
+            idx[k] = i;
+            ok[k++] = blocks[i];
+        }
+    if (top->type == VDEV_TYPE_RAIDZ) {
+        failed += vdev_raidz_write_many(top, ok, nvalid);
+    } else {
+        unsigned nsides;
+        vdev_t **sides = mirror_sides(top, &nsides);
+        if (!sides) sides = &top;
+        vdev_batch_io_t *io = cairn_zalloc(nvalid * nsides * sizeof *io);
+        void **bounce = cairn_zalloc(nvalid * sizeof *bounce);
+        for (size_t b = 0; b < nvalid; b++) {
+            uint64_t len = CAIRN_P2ROUNDUP(ok[b].psize, 1ULL << top->ashift);
+            void *wbuf = (void *)ok[b].buf;
+            if (!is_io_aligned(wbuf)) {
+                wbuf = bounce[b] = cairn_alloc_aligned(len);
+                memcpy(wbuf, ok[b].buf, ok[b].psize);
+            }
+            for (unsigned s = 0; s < nsides; s++)
+                io[b * nsides + s] = (vdev_batch_io_t){.leaf = sides[s], .op = VDEV_IO_WRITE,
+                                                       .offset = VDEV_DATA_START + ok[b].offset,
+                                                       .buf = wbuf, .len = len};
+        }
+        vdev_batch_run_merged(io, (unsigned)(nvalid * nsides));
+        for (size_t b = 0; b < nvalid; b++) {
+            unsigned bad = 0;
+            for (unsigned s = 0; s < nsides; s++) bad += io[b * nsides + s].error != 0;
+            /* Written when at least one side took it. */
+            ok[b].error = bad < nsides ? 0 : -EIO;
+            failed += ok[b].error != 0;
+            free(bounce[b]);
+        }
+        free(bounce);
+        free(io);
+    }
+    for (k = 0; k < nvalid; k++) blocks[idx[k]].error = ok[k].error;
+    free(ok);
+    free(idx);
+    return failed;
+}
+
 int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vdev_verify_fn verify,
                     void *arg, int flags, vdev_read_result_t *res)
 {

@@ -174,10 +174,9 @@ static void rz_assemble(rz_map_t *m)
         memcpy(m->block + m->col[c].data_off, m->col[c].buf, m->col[c].len);
 }
 
-int vdev_raidz_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
+/* Fills the map's columns (bouncing the data if needed) and computes parity. */
+static rz_map_t *rz_prepare_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
 {
-    if (top->nparity < 1 || top->nparity > VDEV_MAX_NPARITY || top->nchildren <= top->nparity)
-        return -EINVAL;
     rz_map_t *m = rz_map_build(top, offset, psize, (uint8_t *)buf);
     if (m->bounced) {
         /* Copy only psize bytes; the arena is zeroed, which pads the tail. */
@@ -194,18 +193,55 @@ int vdev_raidz_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psi
     raidz_generate(m->p, parity, m->col_size, m->ndata, (const uint8_t *const *)data, data_len);
     free(data);
     free(data_len);
+    return m;
+}
 
-    vdev_batch_io_t *io = cairn_zalloc(m->ncols * sizeof *io);
+static unsigned rz_add_ios(rz_map_t *m, vdev_batch_io_t *io)
+{
     for (unsigned c = 0; c < m->ncols; c++)
         io[c] = (vdev_batch_io_t){.leaf = m->col[c].leaf, .op = VDEV_IO_WRITE,
                                   .offset = m->col[c].dev_off, .buf = m->col[c].buf,
                                   .len = m->col[c].len};
-    unsigned failed = vdev_batch_run(io, m->ncols);
-    unsigned p = m->p;
+    return m->ncols;
+}
+
+int vdev_raidz_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
+{
+    vdev_block_write_t b = {.offset = offset, .buf = buf, .psize = psize};
+    vdev_raidz_write_many(top, &b, 1);
+    return b.error;
+}
+
+unsigned vdev_raidz_write_many(vdev_t *top, vdev_block_write_t *blocks, size_t n)
+{
+    if (top->nparity < 1 || top->nparity > VDEV_MAX_NPARITY || top->nchildren <= top->nparity) {
+        for (size_t i = 0; i < n; i++) blocks[i].error = -EINVAL;
+        return (unsigned)n;
+    }
+    rz_map_t **maps = cairn_zalloc(n * sizeof *maps);
+    unsigned total = 0;
+    for (size_t i = 0; i < n; i++) {
+        maps[i] = rz_prepare_write(top, blocks[i].offset, blocks[i].buf, blocks[i].psize);
+        total += maps[i]->ncols;
+    }
+    vdev_batch_io_t *io = cairn_zalloc(total * sizeof *io);
+    unsigned k = 0;
+    for (size_t i = 0; i < n; i++) k += rz_add_ios(maps[i], io + k);
+    vdev_batch_run_merged(io, total);
+    unsigned nfailed_blocks = 0;
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned failed = 0;
+        for (unsigned c = 0; c < maps[i]->ncols; c++) failed += io[k + c].error != 0;
+        k += maps[i]->ncols;
+        /* Readable as long as no more than p columns are lost. */
+        blocks[i].error = failed <= maps[i]->p ? 0 : -EIO;
+        nfailed_blocks += blocks[i].error != 0;
+        rz_map_free(maps[i]);
+    }
     free(io);
-    rz_map_free(m);
-    /* Readable as long as no more than p columns are lost. */
-    return failed <= p ? 0 : -EIO;
+    free(maps);
+    return nfailed_blocks;
 }
 
 /* Reads the columns flagged in want[] that are still unread, all at once. */
