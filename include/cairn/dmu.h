@@ -128,6 +128,10 @@ void dmu_objset_root(objset_t *os, cairn_blkptr_t *out);
  * before object sets destroyed in txg are freed and the MOS is written. Changes
  * made from it (transactions from dmu_tx_create_sync(), object sets created or
  * destroyed with the *_sync calls) are part of txg. */
+/* Called as each pool closes (export, destroy, close, crash), before its DMU state
+ * goes: layers above that cache what they read from a pool drop it here. */
+typedef void (*dmu_pool_close_hook_t)(spa_t *spa);
+void dmu_register_pool_close_hook(dmu_pool_close_hook_t fn);
 typedef int (*dmu_pool_sync_hook_t)(spa_t *spa, uint64_t txg);
 void dmu_register_pool_sync_hook(dmu_pool_sync_hook_t fn);
 

@@ -31,6 +31,7 @@
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -229,8 +230,22 @@ static int dmu_pool_open(spa_t *spa, const cairn_blkptr_t *mos_root)
     return err;
 }
 
+#define DMU_CLOSE_HOOKS_MAX 8
+static dmu_pool_close_hook_t close_hooks[DMU_CLOSE_HOOKS_MAX];
+static _Atomic unsigned nclose_hooks;
+
+void dmu_register_pool_close_hook(dmu_pool_close_hook_t fn)
+{
+    unsigned i = atomic_fetch_add(&nclose_hooks, 1);
+    if (i >= DMU_CLOSE_HOOKS_MAX) abort(); /* a fixed, small set of layers registers */
+    close_hooks[i] = fn;
+}
+
 static void dmu_pool_close(spa_t *spa)
 {
+    unsigned nh = atomic_load(&nclose_hooks);
+    for (unsigned i = 0; i < nh && i < DMU_CLOSE_HOOKS_MAX; i++)
+        if (close_hooks[i]) close_hooks[i](spa);
     dmu_pool_t *dp = dmu_pool(spa);
     if (!dp) return;
     spa_set_upper_private(spa, NULL);

@@ -90,8 +90,11 @@ typedef struct reg_shard {
 
 static reg_shard_t reg_shards[ZAP_REG_SHARDS];
 
+static void zap_pool_closing(spa_t *spa);
+
 static void cache_init_once(void)
 {
+    dmu_register_pool_close_hook(zap_pool_closing);
     for (int i = 0; i < ZAP_CACHE_SHARDS; i++) {
         blk_shard_t *s = &blk_shards[i];
         pthread_mutex_init(&s->lock, NULL);
@@ -457,10 +460,9 @@ void zap_obj_forget(zap_obj_t *z)
     pthread_mutex_unlock(&r->lock);
 }
 
-void zap_objset_evict(objset_t *os)
+/* Drops every registry entry of pool `guid` (of object set osid unless any_os). */
+static void reg_evict(uint64_t guid, bool any_os, uint64_t osid)
 {
-    cache_init();
-    uint64_t guid = spa_guid(dmu_objset_spa(os)), osid = dmu_objset_id(os);
     for (int i = 0; i < ZAP_REG_SHARDS; i++) {
         reg_shard_t *r = &reg_shards[i];
         zap_obj_t *victims = NULL;
@@ -469,7 +471,7 @@ void zap_objset_evict(objset_t *os)
             zap_obj_t *z = r->buckets[b];
             while (z) {
                 zap_obj_t *next = z->hnext;
-                if (z->guid == guid && z->osid == osid) {
+                if (z->guid == guid && (any_os || z->osid == osid)) {
                     bool idle = z->refcnt == 0;
                     reg_unhash(r, z);
                     if (idle) {
@@ -488,3 +490,16 @@ void zap_objset_evict(objset_t *os)
         }
     }
 }
+
+void zap_objset_evict(objset_t *os)
+{
+    cache_init();
+    reg_evict(spa_guid(dmu_objset_spa(os)), false, dmu_objset_id(os));
+}
+
+/*
+ * A pool that closes takes its cached ZAP state with it: once exported, another
+ * process may change it, and the same pool (same guid) imported again here must
+ * be read from disk, not from what this process remembered.
+ */
+static void zap_pool_closing(spa_t *spa) { reg_evict(spa_guid(spa), true, 0); }
