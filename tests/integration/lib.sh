@@ -287,3 +287,19 @@ wait_unlocked() {
         done
     done
 }
+
+# ---- filesystem crash helpers (test_crash_datasets.sh) ----
+
+FSTEST="$CAIRN_BIN/cairn_fstest"
+
+# fstest MODE DIR POOL ARGS...: runs cairn_fstest in process (the pool must not be
+# imported by a daemon); requires exit 0. Output in $LAST_STDOUT.
+fstest() {
+    local mode=$1 dir=$2 pool=$3; shift 3
+    if ! "$FSTEST" "$mode" -d "$dir" "$pool" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
+        fail "cairn_fstest $mode $pool $*: $(grep -v ' INFO ' "$LAST_STDERR" | tail -n 5) $(grep -v ' objects, ' "$LAST_STDOUT" | head -n 40)"
+    fi
+}
+
+# sleep_ms MS: sleeps MS milliseconds.
+sleep_ms() { sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"; }
