@@ -1,16 +1,19 @@
 /*
  * The block pipeline: how a buffer becomes a verified block on disk and back.
  *
- * Write (spa_block_write, syncing context, many threads at once):
+ * Write (spa_block_write / spa_block_write_many, syncing context, many
+ * threads at once):
  *   compress    - with the block's codec, into a buffer 12.5% smaller than the
  *                 logical size; if it does not fit, the block is stored raw
  *   checksum    - of the stored bytes, into the block pointer
  *   allocate    - `copies` DVAs, on distinct top-level vdevs where the pool
  *                 has them (ditto blocks), metadata always at least two
- *   issue       - vdev_write_block() for each copy (mirror sides / raidz
- *                 columns and parity are written in parallel by the vdev layer)
- * The sync path dispatches one such pipeline per dirty block on the pool's
- * worker taskq, so compression, checksums and parity use every core.
+ *   issue       - vdev_write_blocks() for each copy of the whole batch, per
+ *                 top-level vdev: the blocks were allocated back to back, so
+ *                 the vdev layer merges their pieces on each leaf into large
+ *                 writes (mirror sides, raidz columns and parity in parallel)
+ * The DMU dispatches one batch (up to 1 MiB of one object's records) per task
+ * on its sync workers, so compression, checksums and parity use every core.
  *
  * Read (spa_block_read, any context): each DVA in turn is read through its
  * top-level vdev with a verify callback that checks the pointer's checksum.
