@@ -657,26 +657,15 @@ static bool name_ok(const char *name)
     return l > 0 && l <= DMU_OBJSET_NAME_MAX;
 }
 
-int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
+/*
+ * Adds object set `name` to the MOS directory in txg (dp->lock held): the first
+ * entry slot neither in use nor held by a destroy still syncing, written through
+ * dir, and the in-memory entry. root is the initial root (NULL: empty).
+ */
+static int dir_add_locked(dmu_pool_t *dp, dnode_t *dir, uint64_t txg, const char *name,
+                          const cairn_blkptr_t *root, bool sync_ctx, uint64_t *id_out)
 {
-    dmu_pool_t *dp = dmu_pool(spa);
-    if (!dp) return -ENXIO;
-    if (!name_ok(name)) return -EINVAL;
-    if (spa_readonly(spa)) return -EROFS;
-    uint64_t txg = spa_tx_hold(spa);
-    pthread_mutex_lock(&dp->lock);
-    int err = 0;
-    dnode_t *dir = NULL;
-    if (dir_find(dp, name, NULL)) {
-        err = -EEXIST;
-        goto out;
-    }
-    dir = dir_dnode(dp, txg);
-    if (!dir) {
-        err = -EIO;
-        goto out;
-    }
-    /* First entry slot neither in use nor held by a destroy still syncing. */
+    if (dir_find(dp, name, NULL)) return -EEXIST;
     uint64_t slot = 0;
     for (;; slot++) {
         bool busy = false;
@@ -690,13 +679,15 @@ int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
     e.flags = DIR_ENTRY_USED;
     e.creation_txg = txg;
     cairn_strlcpy(e.name, name, sizeof(e.name));
-    err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, false);
-    if (err) goto out;
+    if (root) e.root = *root;
+    int err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, sync_ctx);
+    if (err) return err;
     dir_ent_t *de = cairn_zalloc(sizeof(*de));
     de->id = dp->next_id++;
     de->slot = slot;
     cairn_strlcpy(de->name, name, sizeof(de->name));
     de->creation_txg = txg;
+    if (root) de->root = *root;
     if (dp->nents == dp->capents) {
         dp->capents = dp->capents ? dp->capents * 2 : 8;
         dp->ents = cairn_realloc(dp->ents, dp->capents * sizeof(*dp->ents));
@@ -704,7 +695,19 @@ int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
     dp->ents[dp->nents++] = de;
     if (slot >= dp->nslots) dp->nslots = slot + 1;
     if (id_out) *id_out = de->id;
-out:
+    return 0;
+}
+
+int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    if (!dp) return -ENXIO;
+    if (!name_ok(name)) return -EINVAL;
+    if (spa_readonly(spa)) return -EROFS;
+    uint64_t txg = spa_tx_hold(spa);
+    pthread_mutex_lock(&dp->lock);
+    dnode_t *dir = dir_dnode(dp, txg);
+    int err = dir ? dir_add_locked(dp, dir, txg, name, NULL, false, id_out) : -EIO;
     pthread_mutex_unlock(&dp->lock);
     spa_tx_rele(spa, txg);
     return err;
@@ -932,47 +935,8 @@ int dmu_objset_create_sync(spa_t *spa, uint64_t txg, const char *name,
     if (!dp) return -ENXIO;
     if (!name_ok(name)) return -EINVAL;
     pthread_mutex_lock(&dp->lock);
-    int err = 0;
-    dnode_t *dir = NULL;
-    if (dir_find(dp, name, NULL)) {
-        err = -EEXIST;
-        goto out;
-    }
-    dir = dnode_hold(dp->mos, DIR_OBJECT, true);
-    if (!dir) {
-        err = -EIO;
-        goto out;
-    }
-    uint64_t slot = 0;
-    for (;; slot++) {
-        bool busy = false;
-        for (size_t i = 0; i < dp->nents && !busy; i++) busy = dp->ents[i]->slot == slot;
-        for (size_t i = 0; i < dp->ndead && !busy; i++) busy = dp->dead[i]->dir_slot == slot;
-        if (!busy) break;
-    }
-    dir_entry_phys_t e;
-    memset(&e, 0, sizeof(e));
-    e.id = dp->next_id;
-    e.flags = DIR_ENTRY_USED;
-    e.creation_txg = txg;
-    cairn_strlcpy(e.name, name, sizeof(e.name));
-    if (root) e.root = *root;
-    err = dnode_write_impl(dir, txg, slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, true);
-    if (err) goto out;
-    dir_ent_t *de = cairn_zalloc(sizeof(*de));
-    de->id = dp->next_id++;
-    de->slot = slot;
-    cairn_strlcpy(de->name, name, sizeof(de->name));
-    de->creation_txg = txg;
-    if (root) de->root = *root;
-    if (dp->nents == dp->capents) {
-        dp->capents = dp->capents ? dp->capents * 2 : 8;
-        dp->ents = cairn_realloc(dp->ents, dp->capents * sizeof(*dp->ents));
-    }
-    dp->ents[dp->nents++] = de;
-    if (slot >= dp->nslots) dp->nslots = slot + 1;
-    if (id_out) *id_out = de->id;
-out:
+    dnode_t *dir = dnode_hold(dp->mos, DIR_OBJECT, true);
+    int err = dir ? dir_add_locked(dp, dir, txg, name, root, true, id_out) : -EIO;
     pthread_mutex_unlock(&dp->lock);
     return err;
 }
