@@ -22,59 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct pool_fixture {
-    char dir[512];
-    char path[600];
-    spa_t *spa;
-    char name[64];
-} pool_fixture_t;
-
-static void fixture_make(pool_fixture_t *f, const char *tag)
-{
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
-    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, 256 * CAIRN_MIB), 0);
-    close(fd);
-    snprintf(f->name, sizeof(f->name), "dmum%u", (unsigned)getpid());
-    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
-    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
-    spa_create_opts_t opts = {0};
-    char err[256] = "";
-    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_create: %s\n", err);
-    assert_int_equal(e, 0);
-}
-
-static void fixture_reimport(pool_fixture_t *f)
-{
-    assert_int_equal(spa_export(f->spa), 0);
-    const char *paths[] = {f->path};
-    char err[256] = "";
-    int e = spa_import(f->name, paths, 1, 0, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_import: %s\n", err);
-    assert_int_equal(e, 0);
-}
-
-static void fixture_done(pool_fixture_t *f)
-{
-    assert_int_equal(spa_export(f->spa), 0);
-    const char *paths[] = {f->path};
-    spa_check_report_t rep;
-    char err[256] = "";
-    int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_check: %s\n", err);
-    assert_int_equal(e, 0);
-    unlink(f->path);
-    rmdir(f->dir);
-}
+#include "pool_fixture.h"
 
 static uint64_t test_seed(void)
 {
@@ -129,8 +77,8 @@ static void verify_all(objset_t *os, mobj_t *m, uint8_t *buf)
 static void test_random_model(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_model");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_model", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "model", NULL), 0);
     objset_t *os;
     assert_int_equal(dmu_objset_open(f.spa, "model", &os), 0);
@@ -211,12 +159,13 @@ static void test_random_model(void **state)
     assert_int_equal(dmu_objset_sync(os), 0);
     verify_all(os, m, buf);
     dmu_objset_close(os);
-    fixture_reimport(&f);
+    test_pool_reimport(&f);
     assert_int_equal(dmu_objset_open(f.spa, "model", &os), 0);
     verify_all(os, m, buf);
     /* The object list matches the model. */
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
     for (int i = 0; i < MODEL_OBJS; i++) free(m[i].data);
     free(buf);
 }
@@ -266,8 +215,8 @@ static void *race_syncer(void *arg)
 static void test_concurrent_writers(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_race");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_race", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "race", NULL), 0);
     objset_t *os;
     assert_int_equal(dmu_objset_open(f.spa, "race", &os), 0);
@@ -302,14 +251,15 @@ static void test_concurrent_writers(void **state)
         assert_memory_equal(got, want, RACE_REC * RACE_RECS);
         if (pass == 0) {
             dmu_objset_close(os);
-            fixture_reimport(&f);
+            test_pool_reimport(&f);
             assert_int_equal(dmu_objset_open(f.spa, "race", &os), 0);
         }
     }
     free(want);
     free(got);
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 static void *sync_thread(void *arg)
@@ -323,8 +273,8 @@ static void *sync_thread(void *arg)
 static void test_write_behind_newer_txg(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_behind");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_behind", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "b", NULL), 0);
     objset_t *os;
     assert_int_equal(dmu_objset_open(f.spa, "b", &os), 0);
@@ -361,12 +311,13 @@ static void test_write_behind_newer_txg(void **state)
         if (pass == 0) assert_int_equal(dmu_objset_sync(os), 0);
         if (pass == 1) {
             dmu_objset_close(os);
-            fixture_reimport(&f);
+            test_pool_reimport(&f);
             assert_int_equal(dmu_objset_open(f.spa, "b", &os), 0);
         }
     }
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 int main(void)

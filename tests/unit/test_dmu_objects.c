@@ -19,72 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct pool_fixture {
-    char dir[512];
-    char path[600];
-    spa_t *spa;
-    char name[64];
-} pool_fixture_t;
-
-static void fixture_make(pool_fixture_t *f, const char *tag)
-{
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
-    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, 256 * CAIRN_MIB), 0);
-    close(fd);
-    snprintf(f->name, sizeof(f->name), "dmut%u", (unsigned)getpid());
-    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
-    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
-    spa_create_opts_t opts = {0};
-    char err[256] = "";
-    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_create: %s\n", err);
-    assert_int_equal(e, 0);
-}
-
-static void fixture_reimport(pool_fixture_t *f)
-{
-    assert_int_equal(spa_export(f->spa), 0);
-    f->spa = NULL;
-    const char *paths[] = {f->path};
-    char err[256] = "";
-    int e = spa_import(f->name, paths, 1, 0, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_import: %s\n", err);
-    assert_int_equal(e, 0);
-}
-
-/* Exports and runs the offline check: every block verifies, nothing leaked or shared. */
-static void fixture_check(pool_fixture_t *f)
-{
-    if (f->spa) assert_int_equal(spa_export(f->spa), 0);
-    f->spa = NULL;
-    const char *paths[] = {f->path};
-    spa_check_report_t rep;
-    char err[256] = "";
-    int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_check: %s (leaked %llu double %llu bad %llu)\n", err,
-                   (unsigned long long)rep.leaked_bytes, (unsigned long long)rep.double_bytes,
-                   (unsigned long long)rep.bad_blocks);
-    assert_int_equal(e, 0);
-    assert_int_equal(rep.leaked_bytes, 0);
-    assert_int_equal(rep.double_bytes, 0);
-    assert_true(rep.blocks > 0);
-}
-
-static void fixture_done(pool_fixture_t *f)
-{
-    fixture_check(f);
-    unlink(f->path);
-    rmdir(f->dir);
-}
+#include "pool_fixture.h"
 
 /* Deterministic content for (obj, byte offset). */
 static uint8_t pat(uint64_t obj, uint64_t off)
@@ -155,8 +90,8 @@ typedef struct extent {
 static void test_records_and_persistence(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_objects");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_objects", 256 * CAIRN_MIB);
     uint64_t osid;
     assert_int_equal(dmu_objset_create(f.spa, "data", &osid), 0);
     assert_int_equal(dmu_objset_create(f.spa, "data", NULL), -EEXIST);
@@ -193,19 +128,20 @@ static void test_records_and_persistence(void **state)
             assert_int_equal(dmu_objset_sync(os), 0);
         } else if (round == 1) {
             dmu_objset_close(os);
-            fixture_reimport(&f);
+            test_pool_reimport(&f);
             assert_int_equal(dmu_objset_open(f.spa, "data", &os), 0);
         }
     }
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 static void test_free_range_holes_and_reuse(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_free");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_free", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "fs", NULL), 0);
     objset_t *os;
     assert_int_equal(dmu_objset_open(f.spa, "fs", &os), 0);
@@ -278,7 +214,7 @@ static void test_free_range_holes_and_reuse(void **state)
     dmu_tx_commit(tx);
 
     dmu_objset_close(os);
-    fixture_reimport(&f);
+    test_pool_reimport(&f);
     assert_int_equal(dmu_objset_open(f.spa, "fs", &os), 0);
     check_pat(os, obj, 0, 1000);
     check_zero(os, obj, 1000, 20000);
@@ -295,14 +231,15 @@ static void test_free_range_holes_and_reuse(void **state)
     assert_int_equal(vi.props.checksum, CAIRN_CHECKSUM_XXHASH);
     assert_int_equal(dmu_object_info(os, victim == again ? 999999 : victim, &vi), -ENOENT);
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 static void test_compression(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_compress");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_compress", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "c", NULL), 0);
     objset_t *os;
     assert_int_equal(dmu_objset_open(f.spa, "c", &os), 0);
@@ -324,7 +261,7 @@ static void test_compression(void **state)
     assert_true(info[1].used_bytes * 4 < info[0].used_bytes);
     assert_true(info[2].used_bytes * 4 < info[0].used_bytes);
     dmu_objset_close(os);
-    fixture_reimport(&f);
+    test_pool_reimport(&f);
     assert_int_equal(dmu_objset_open(f.spa, "c", &os), 0);
     uint8_t *r = malloc(len);
     for (int i = 0; i < 3; i++) {
@@ -334,7 +271,8 @@ static void test_compression(void **state)
     free(r);
     free(b);
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 /* ---- enumeration ---- */
@@ -371,8 +309,8 @@ static int cmp_dva(const void *a, const void *b)
 static void test_traverse(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_traverse");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_traverse", 256 * CAIRN_MIB);
     objset_t *osa, *osb;
     assert_int_equal(dmu_objset_create(f.spa, "a", NULL), 0);
     assert_int_equal(dmu_objset_create(f.spa, "b", NULL), 0);
@@ -419,7 +357,7 @@ static void test_traverse(void **state)
     free(s2.bps);
     dmu_objset_close(osa);
 
-    fixture_reimport(&f);
+    test_pool_reimport(&f);
     seen_t s3 = {0};
     assert_int_equal(dmu_traverse_pool(f.spa, seen_visit, &s3), 0);
     assert_int_equal(s3.data_records, 601);
@@ -428,7 +366,8 @@ static void test_traverse(void **state)
     check_pat(osa, o1, 0, 600 * 512);
     check_pat(osa, o1, 2000 * 512, 512);
     dmu_objset_close(osa);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 static void list_cb(const char *name, uint64_t id, void *arg)
@@ -442,8 +381,8 @@ static void list_cb(const char *name, uint64_t id, void *arg)
 static void test_objset_list(void **state)
 {
     (void)state;
-    pool_fixture_t f;
-    fixture_make(&f, "dmu_list");
+    test_pool_t f;
+    test_pool_make(&f, "dmu_list", 256 * CAIRN_MIB);
     assert_int_equal(dmu_objset_create(f.spa, "zeta", NULL), 0);
     assert_int_equal(dmu_objset_create(f.spa, "alpha", NULL), 0);
     assert_int_equal(dmu_objset_create(f.spa, "mid", NULL), 0);
@@ -453,7 +392,7 @@ static void test_objset_list(void **state)
     char out[256] = "";
     assert_int_equal(dmu_objset_list(f.spa, list_cb, out), 0);
     assert_string_equal(out, "alpha,zeta,");
-    fixture_reimport(&f);
+    test_pool_reimport(&f);
     out[0] = 0;
     assert_int_equal(dmu_objset_list(f.spa, list_cb, out), 0);
     assert_string_equal(out, "alpha,zeta,");
@@ -461,7 +400,8 @@ static void test_objset_list(void **state)
     assert_int_equal(dmu_objset_open(f.spa, "zeta", &os), 0);
     assert_int_equal(dmu_objset_destroy(f.spa, "zeta"), -EBUSY);
     dmu_objset_close(os);
-    fixture_done(&f);
+    test_pool_check(&f);
+    test_pool_remove(&f);
 }
 
 int main(void)

@@ -16,33 +16,16 @@
 #include <cairn/util.h>
 #include <cairn/zap.h>
 
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
+
+#include "pool_fixture.h"
 
 static void test_late_transaction_joins_a_newer_txg(void **state)
 {
     (void)state;
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    mkdir(base, 0755);
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/txorder.XXXXXX", base);
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/leaf0", dir);
-    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, 128 * CAIRN_MIB), 0);
-    close(fd);
-    dmu_init();
-    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = path};
-    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
-    spa_t *spa = NULL;
-    char err[256];
-    assert_int_equal(spa_create("txorder", &root, NULL, &spa, err, sizeof err), 0);
+    test_pool_t p;
+    test_pool_make(&p, "txorder", 128 * CAIRN_MIB);
+    spa_t *spa = p.spa;
     assert_int_equal(dmu_objset_create(spa, "os", NULL), 0);
     objset_t *os = NULL;
     assert_int_equal(dmu_objset_open(spa, "os", &os), 0);
@@ -70,9 +53,8 @@ static void test_late_transaction_joins_a_newer_txg(void **state)
     assert_int_equal(zap_lookup_u64(os, z, "a", &v), 0);
     assert_int_equal(v, 1);
     dmu_objset_close(os);
-    assert_int_equal(spa_export(spa), 0);
-    unlink(path);
-    rmdir(dir);
+    test_pool_check(&p);
+    test_pool_remove(&p);
 }
 
 int main(void)

@@ -16,81 +16,30 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct zfix {
-    char dir[512];
-    char path[600];
-    char name[64];
-    spa_t *spa;
-} zfix_t;
+#include "pool_fixture.h"
+
+typedef test_pool_t zfix_t;
 
 static inline void zfix_make(zfix_t *f, const char *tag, uint64_t leaf_size)
 {
-    static int once;
-    if (!once) {
-        dmu_init();
-        once = 1;
-    }
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
-    assert_int_equal(system(cmd), 0);
-    snprintf(f->dir, sizeof(f->dir), "%s/%s.XXXXXX", base, tag);
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof(f->path), "%s/leaf0", f->dir);
-    int fd = open(f->path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)leaf_size), 0);
-    close(fd);
-    static unsigned seq;
-    snprintf(f->name, sizeof(f->name), "zv%u_%u", (unsigned)getpid(), seq++);
-    spa_vdev_spec_t leaf = {.type = VDEV_TYPE_LEAF, .path = f->path};
-    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &leaf};
-    spa_create_opts_t opts = {0};
-    char err[256] = "";
-    int e = spa_create(f->name, &root, &opts, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_create: %s\n", err);
-    assert_int_equal(e, 0);
+    test_pool_make(f, tag, leaf_size);
 }
 
-static inline void zfix_import(zfix_t *f, int flags)
-{
-    const char *paths[] = {f->path};
-    char err[256] = "";
-    int e = spa_import(f->name, paths, 1, flags, &f->spa, err, sizeof(err));
-    if (e) fprintf(stderr, "spa_import: %s\n", err);
-    assert_int_equal(e, 0);
-}
-
-static inline void zfix_reimport(zfix_t *f)
-{
-    assert_int_equal(spa_export(f->spa), 0);
-    f->spa = NULL;
-    zfix_import(f, 0);
-}
+static inline void zfix_import(zfix_t *f, int flags) { test_pool_import(f, flags); }
+static inline void zfix_reimport(zfix_t *f) { test_pool_reimport(f); }
 
 /* The pool as after a crash: nothing more is written, then imported again. */
 static inline void zfix_crash_reimport(zfix_t *f)
 {
     spa_abandon(f->spa);
     f->spa = NULL;
-    zfix_import(f, SPA_IMPORT_FORCE);
+    test_pool_import(f, SPA_IMPORT_FORCE);
 }
 
 static inline void zfix_done(zfix_t *f)
 {
-    if (f->spa) {
-        assert_int_equal(spa_export(f->spa), 0);
-        f->spa = NULL;
-        const char *paths[] = {f->path};
-        spa_check_report_t rep;
-        char err[256] = "";
-        int e = spa_check(f->name, paths, 1, &rep, err, sizeof(err));
-        if (e) fprintf(stderr, "spa_check: %s\n", err);
-        assert_int_equal(e, 0);
-    }
-    unlink(f->path);
-    rmdir(f->dir);
+    if (f->spa) test_pool_check(f);
+    test_pool_remove(f);
 }
 
 static inline objset_t *zfix_objset(zfix_t *f, const char *osname, bool create)
