@@ -83,6 +83,14 @@ void vdev_fault_reset(void);
 
 vdev_fault_stats_t vdev_fault_stats(void);
 
+/* Test hooks of the file leaf's deadman (src/vdev/vdev_file.c): shorten its
+ * thresholds (report after report_ns, treat an I/O the kernel no longer knows as lost
+ * after lost_ns; the defaults are 30 s and 120 s), and make the next I/O submitted to
+ * a file leaf vanish before it reaches the kernel, as one once did under load.
+ * lose_next returns -EINVAL for a leaf that is not a file leaf. */
+void vdev_file_test_deadman(uint64_t report_ns, uint64_t lost_ns);
+int vdev_file_test_lose_next(vdev_t *leaf);
+
 /* Internal to the vdev layer: opens the fault leaf behind vdev_leaf_open("fault:..."),
  * with file_path the part after the prefix. Returns 0 and the leaf, or a negative
  * errno and *out == NULL (vdev_leaf_open then builds the UNAVAIL leaf). */

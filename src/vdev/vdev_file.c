@@ -77,6 +77,7 @@
 #include <linux/fs.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -85,8 +86,12 @@
 #include <unistd.h>
 
 #define VDEV_FILE_QDEPTH 64
-#define VDEV_FILE_DEADMAN_NS (30ULL * 1000000000ULL)
-#define VDEV_FILE_LOST_NS (120ULL * 1000000000ULL)
+/* Deadman thresholds (VDEV_FILE_DEADMAN_NS / VDEV_FILE_LOST_NS in the design
+ * comment); tests shorten them with vdev_file_test_deadman(). */
+static _Atomic uint64_t deadman_ns = 30ULL * 1000000000ULL;
+static _Atomic uint64_t lost_ns = 120ULL * 1000000000ULL;
+#define VDEV_FILE_DEADMAN_NS atomic_load(&deadman_ns)
+#define VDEV_FILE_LOST_NS atomic_load(&lost_ns)
 #define VDEV_FILE_RING_ENTRIES (2 * VDEV_FILE_QDEPTH)
 #define VDEV_FAULT_PREFIX "fault:"
 
@@ -98,6 +103,7 @@ typedef struct file_leaf {
     pthread_cond_t slot_free; /* inflight dropped below the bound, or reached 0 */
     unsigned inflight;
     bool closing;
+    bool lose_next;           /* test hook: the next I/O never reaches the kernel */
     pthread_t completer;
     struct file_io *active;   /* in-flight I/Os, for the deadman (under lock) */
     struct file_io *zombies;  /* I/Os redone after being lost; freed at close */
@@ -374,7 +380,8 @@ static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
     fl->inflight++;
     io->start_ns = cairn_now_ns();
     active_add_locked(fl, io);
-    file_leaf_queue_locked(fl, io);
+    if (fl->lose_next) fl->lose_next = false; /* as the kernel once did: it vanishes */
+    else file_leaf_queue_locked(fl, io);
     pthread_mutex_unlock(&fl->lock);
     return 0;
 }
@@ -519,6 +526,22 @@ static int vdev_file_open(const char *path, vdev_t **out)
     pthread_setname_np(fl->completer, "vdev_cq");
     if (!direct) log_debug("vdev", "%s: O_DIRECT unsupported, using buffered I/O", path);
     *out = leaf;
+    return 0;
+}
+
+void vdev_file_test_deadman(uint64_t report_ns, uint64_t lost)
+{
+    atomic_store(&deadman_ns, report_ns);
+    atomic_store(&lost_ns, lost);
+}
+
+int vdev_file_test_lose_next(vdev_t *leaf)
+{
+    if (!leaf || leaf->ops != &file_leaf_ops) return -EINVAL;
+    file_leaf_t *fl = leaf->leaf_priv;
+    pthread_mutex_lock(&fl->lock);
+    fl->lose_next = true;
+    pthread_mutex_unlock(&fl->lock);
     return 0;
 }
 
