@@ -1,0 +1,85 @@
+/*
+ * NFS: the NFS server (src/nfs/): ONC RPC over TCP, a built-in portmapper,
+ * MOUNT v3, NFSv3 and NFSv4.0/4.1, serving filesystems (the ZPL) to clients.
+ *
+ * The daemon starts one server with its listen addresses, then tells it which
+ * filesystems to export as shares come and go (pool import/export, dataset
+ * create/destroy/rename, `sharenfs` and `mountpoint` changes). The server
+ * mounts what it exports (zpl_mount) and unmounts it when the export goes;
+ * removing an export waits for the calls running on it, and later calls with
+ * its file handles get a stale-handle error.
+ */
+#ifndef CAIRN_NFS_H
+#define CAIRN_NFS_H
+
+#include <cairn/dsl.h>
+#include <cairn/types.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nfs_server nfs_server_t;
+
+typedef struct nfs_listen_addr {
+    char host[256];           /* numeric address; "" or "0.0.0.0": any */
+    uint16_t port;            /* 0: do not listen */
+} nfs_listen_addr_t;
+
+typedef struct nfs_server_config {
+    nfs_listen_addr_t nfs;      /* NFSv3 + NFSv4 (and MOUNT too, as many servers do) */
+    nfs_listen_addr_t mount;    /* MOUNT v3 */
+    nfs_listen_addr_t portmap;  /* built-in portmapper; skipped with a log line
+                                   when the port is taken (a system rpcbind runs) */
+    unsigned workers;           /* worker threads; 0: a default from the core count */
+    const char *state_dir;      /* NFSv4 client records for grace; NULL: none */
+    uint32_t lease_seconds;     /* NFSv4 lease; 0: 90 */
+    uint32_t grace_seconds;     /* 0: the lease time */
+} nfs_server_config_t;
+
+/* Binds every listener (errors name the address), starts the workers. */
+int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,
+                     size_t errlen);
+/* Closes listeners and connections, waits for running calls, unexports all. */
+void nfs_server_stop(nfs_server_t *srv);
+/* The ports actually bound (useful with port 0 in tests): NFS, MOUNT, portmap. */
+void nfs_server_ports(nfs_server_t *srv, uint16_t *nfs, uint16_t *mount, uint16_t *portmap);
+
+/* ---- export options: the value of the `sharenfs` property ----
+ * "on" (= rw for everyone, root_squash), "off", or a comma-separated list:
+ *   rw[=CLIENTS] ro[=CLIENTS]   CLIENTS: colon-separated host names, addresses,
+ *                               @CIDR (IPv4/IPv6) or *; a client matching a ro
+ *                               list is read-only, one matching rw may write,
+ *                               one matching neither is refused; with no list
+ *                               at all, rw applies to everyone
+ *   root_squash (default) | no_root_squash | all_squash
+ *   anonuid=N anongid=N         (default 65534)
+ *   sec=sys                     (the only flavour; AUTH_NONE maps to anon)
+ *   vers=3 | vers=4 | vers=3:4  which NFS versions serve this share (default both) */
+typedef struct nfs_export_opts nfs_export_opts_t;
+/* Parses and validates a sharenfs value: 0, or -EINVAL with a one-line message
+ * naming the offending option. *shared is false for "off". */
+int nfs_sharenfs_check(const char *value, bool *shared, char *err, size_t errlen);
+
+/* Exports dataset dsname of pool dp at path (its mountpoint) with options (a
+ * sharenfs value other than "off"). Replaces an existing export of the same
+ * dataset (new path or options) without unmounting it. */
+int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, const char *path,
+                      const char *options, char *err, size_t errlen);
+/* Removes the export of dsname (waits for its running calls, unmounts).
+ * -ENOENT when it is not exported. */
+int nfs_server_unexport(nfs_server_t *srv, const char *dsname);
+/* Removes every export of pool dp (before the pool is exported or closed). */
+void nfs_server_unexport_pool(nfs_server_t *srv, dsl_pool_t *dp);
+
+typedef struct nfs_export_info {
+    char dataset[256];
+    char path[1024];
+    char options[1024];       /* as given */
+    uint32_t versions;        /* bit 3: NFSv3, bit 4: NFSv4 */
+    uint64_t clients;         /* clients that mounted (MOUNT) or hold NFSv4 state */
+} nfs_export_info_t;
+/* Fills up to cap entries in path order; returns the number of exports. */
+size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t cap);
+
+#endif

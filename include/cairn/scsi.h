@@ -1,0 +1,147 @@
+/*
+ * SCSI: the SCSI block-device command set (SPC-4 / SBC-3) over volumes
+ * (src/scsi/), the layer the iSCSI target hands its commands to.
+ *
+ * This layer knows nothing of any transport. A transport (iSCSI today, maybe
+ * FC or vhost later) owns I_T nexuses and task tags; it builds a scsi_cmd_t per
+ * command with the CDB, the data the initiator sent (Data-Out, already fully
+ * received) and a buffer for the data to return (Data-In), then calls
+ * scsi_lu_execute() from one of its worker threads. The call is synchronous:
+ * when it returns, status, sense and the Data-In length are final and the
+ * transport sends them. Many commands of many nexuses run at once on one
+ * logical unit; the layer takes its own locks (reservations, mode pages) and
+ * leaves data-path concurrency to the volume layer.
+ *
+ * A target's logical units live in a scsi_target_t, which answers REPORT LUNS
+ * and the commands addressed to a LUN nobody configured (LOGICAL UNIT NOT
+ * SUPPORTED, with INQUIRY answering peripheral qualifier 011b), and keeps the
+ * per-target state that SPC puts there (reservation keys are per I_T nexus,
+ * which the transport names with a stable string: initiator port name and
+ * target port name).
+ *
+ * Identity: every LU has a 64-bit id chosen by the administrator layer and
+ * stable across restarts (stored with the LUN configuration); VPD 0x80 serial
+ * and 0x83 NAA (IEEE registered extended, type 6) are derived from it, so a
+ * host's multipath and VMFS signatures survive a daemon restart.
+ */
+#ifndef CAIRN_SCSI_H
+#define CAIRN_SCSI_H
+
+#include <cairn/types.h>
+#include <cairn/zvol.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct scsi_target scsi_target_t;
+typedef struct scsi_lu scsi_lu_t;
+
+/* SAM status codes. */
+enum {
+    SCSI_STATUS_GOOD = 0x00,
+    SCSI_STATUS_CHECK_CONDITION = 0x02,
+    SCSI_STATUS_CONDITION_MET = 0x04,
+    SCSI_STATUS_BUSY = 0x08,
+    SCSI_STATUS_RESERVATION_CONFLICT = 0x18,
+    SCSI_STATUS_TASK_SET_FULL = 0x28,
+    SCSI_STATUS_TASK_ABORTED = 0x40,
+};
+
+#define SCSI_SENSE_MAX 252        /* fixed or descriptor format sense bytes */
+#define SCSI_CDB_MAX 32
+
+/* Data direction the CDB implies, for the transport to check against the
+ * initiator's R/W bits and expected lengths before execution. */
+typedef enum scsi_dir { SCSI_DIR_NONE, SCSI_DIR_READ, SCSI_DIR_WRITE } scsi_dir_t;
+
+/* The identity of the I_T nexus a command came in on. */
+typedef struct scsi_nexus {
+    const char *initiator;   /* initiator port name, e.g. "iqn.1998-01.com.vmware:esx1,i,0x00023d000001" */
+    const char *target_port; /* target port name, e.g. "iqn.2026-11.org.cairn:tgt,t,0x0001" */
+    uint16_t rel_port_id;    /* relative target port identifier (1..) */
+    uint64_t nexus_id;       /* unique while the nexus exists (the session id) */
+} scsi_nexus_t;
+
+typedef struct scsi_cmd {
+    /* in */
+    const scsi_nexus_t *nexus;
+    uint64_t lun;             /* the 64-bit LUN as addressed (SAM flat/peripheral: lun & 0x3fff) */
+    uint8_t cdb[SCSI_CDB_MAX];
+    uint8_t cdb_len;
+    const uint8_t *data_out;  /* what the initiator sent (NULL when nothing) */
+    uint32_t data_out_len;
+    uint8_t *data_in;         /* buffer for returned data, data_in_cap bytes */
+    uint32_t data_in_cap;     /* = the initiator's expected transfer length */
+    /* out */
+    uint8_t status;           /* SCSI_STATUS_* */
+    uint32_t data_in_len;     /* bytes of data_in filled (<= data_in_cap; the
+                                 transport reports residuals against the CDB's
+                                 own allocation/transfer length) */
+    uint8_t sense[SCSI_SENSE_MAX];
+    uint32_t sense_len;
+} scsi_cmd_t;
+
+/* What a transport must know before it receives the data of a command: the
+ * direction and how many bytes the CDB transfers (for WRITE: blocks x block
+ * size; for parameter lists: the parameter list length). -EINVAL for a CDB
+ * too short for its opcode (the transport then still calls execute, which
+ * answers with the right sense). */
+int scsi_cdb_transfer(scsi_target_t *tgt, uint64_t lun, const uint8_t *cdb, uint8_t cdb_len,
+                      scsi_dir_t *dir, uint32_t *bytes);
+
+/* ---- targets and logical units ---- */
+scsi_target_t *scsi_target_create(const char *name);
+/* Every LU must have been removed. */
+void scsi_target_destroy(scsi_target_t *tgt);
+
+typedef struct scsi_lu_opts {
+    uint64_t id;              /* stable identity: serial and NAA come from it */
+    const char *vendor;       /* INQUIRY, 8 chars max; NULL: "CAIRN" */
+    const char *product;      /* 16 chars max; NULL: "Cairn volume" */
+    const char *revision;     /* 4 chars max; NULL: CAIRN_VERSION's first 4 */
+    bool thin;                /* report LBPME (sparse volume) */
+    bool readonly;            /* WRITE PROTECTED to every write */
+} scsi_lu_opts_t;
+
+/* Adds volume zv as LUN `lun` (0..16383); the LU takes no ownership of zv (the
+ * caller closes it after scsi_lu_remove). -EEXIST when the LUN is taken. */
+int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
+                scsi_lu_t **out);
+/* Waits until no command runs on the LU, then removes it. */
+int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun);
+/* Tells the LU its capacity changed (volsize set): raises CAPACITY DATA HAS
+ * CHANGED unit attention on every nexus. */
+void scsi_lu_capacity_changed(scsi_target_t *tgt, uint64_t lun);
+
+/* Executes one command. Always fills status (and sense for CHECK CONDITION). */
+void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd);
+
+/* ---- nexus events the transport reports (SAM task management) ---- */
+/* A new I_T nexus logged in: it gets POWER ON/RESET unit attention once. */
+void scsi_nexus_login(scsi_target_t *tgt, const scsi_nexus_t *nexus);
+/* The nexus is gone (logout or connection loss): releases its RESERVE(6/10)
+ * reservation; persistent reservations stay (that is their point). */
+void scsi_nexus_logout(scsi_target_t *tgt, const scsi_nexus_t *nexus);
+/* LUN RESET / TARGET WARM RESET (lun = UINT64_MAX): clears RESERVE
+ * reservations and raises BUS DEVICE RESET unit attention for every nexus. The
+ * transport aborts its own tasks first. */
+void scsi_reset(scsi_target_t *tgt, uint64_t lun);
+
+/* Fills fixed-format sense (response code 0x70) into cmd and sets CHECK
+ * CONDITION: for transports that reject a command themselves. */
+void scsi_set_sense(scsi_cmd_t *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+
+/* Sense keys and the additional sense codes the layer uses. */
+enum {
+    SCSI_SENSE_NO_SENSE = 0x0,
+    SCSI_SENSE_NOT_READY = 0x2,
+    SCSI_SENSE_MEDIUM_ERROR = 0x3,
+    SCSI_SENSE_HARDWARE_ERROR = 0x4,
+    SCSI_SENSE_ILLEGAL_REQUEST = 0x5,
+    SCSI_SENSE_UNIT_ATTENTION = 0x6,
+    SCSI_SENSE_DATA_PROTECT = 0x7,
+    SCSI_SENSE_ABORTED_COMMAND = 0xb,
+    SCSI_SENSE_MISCOMPARE = 0xe,
+};
+
+#endif

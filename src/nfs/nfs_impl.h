@@ -1,0 +1,152 @@
+/*
+ * Internal contract between the parts of the NFS server (src/nfs/): the RPC
+ * transport and exports (rpc_*.c, nfs_export.c, portmap, MOUNT, NFSv3) and the
+ * NFSv4 server (nfs4_*.c). Not visible outside src/nfs.
+ *
+ * Flow of one request: the transport reassembles a record (RFC 5531 record
+ * marking) on a connection, decodes the RPC call header (xid, program,
+ * version, procedure, credential), and queues the call on the server's worker
+ * pool, so one connection may have many calls running at once and one slow
+ * call never holds up the socket. A worker runs the program's handler with
+ * `args` positioned at the procedure arguments and an empty `res` buffer; the
+ * handler decodes, calls the ZPL synchronously, encodes its results into
+ * `res` and returns an accept status. The transport then frames the reply
+ * (same xid) and sends it under the connection's send lock; replies may leave
+ * in a different order than the calls came in, as RPC allows.
+ */
+#ifndef CAIRN_NFS_IMPL_H
+#define CAIRN_NFS_IMPL_H
+
+#include <cairn/nfs.h>
+#include <cairn/zpl.h>
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* ---------------------------------------------------------------- XDR */
+
+/* A cursor over XDR bytes: decoding reads buf[pos..len); encoding appends at
+ * pos (growing buf when `growable`). Any overrun sets `err` and every later get
+ * returns zeros, so a handler may decode a whole structure and check err once. */
+typedef struct nfs_xdr {
+    uint8_t *buf;
+    size_t len;      /* decode: bytes available; encode: bytes written (== pos) */
+    size_t pos;
+    size_t cap;      /* encode: allocated size */
+    bool err;
+    bool growable;   /* encode: realloc when full */
+} nfs_xdr_t;
+
+/* Encoding buffer management (nfs_xdr.c). */
+void nfs_xdr_init_encode(nfs_xdr_t *x, size_t initial_cap);
+void nfs_xdr_init_decode(nfs_xdr_t *x, const void *buf, size_t len);
+void nfs_xdr_free(nfs_xdr_t *x);
+/* Reserves n bytes at pos and returns a pointer to them (NULL and err on failure). */
+uint8_t *nfs_xdr_reserve(nfs_xdr_t *x, size_t n);
+
+uint32_t nfs_xdr_get_u32(nfs_xdr_t *x);
+uint64_t nfs_xdr_get_u64(nfs_xdr_t *x);
+/* Variable-length opaque/string: points *data into the buffer (no copy);
+ * fails (err) when longer than max. */
+const uint8_t *nfs_xdr_get_opaque(nfs_xdr_t *x, uint32_t *len, uint32_t max);
+/* Fixed-length opaque of n bytes (plus padding). */
+const uint8_t *nfs_xdr_get_fixed(nfs_xdr_t *x, uint32_t n);
+
+void nfs_xdr_put_u32(nfs_xdr_t *x, uint32_t v);
+void nfs_xdr_put_u64(nfs_xdr_t *x, uint64_t v);
+void nfs_xdr_put_opaque(nfs_xdr_t *x, const void *data, uint32_t len);   /* length + data + pad */
+void nfs_xdr_put_fixed(nfs_xdr_t *x, const void *data, uint32_t len);    /* data + pad */
+void nfs_xdr_put_string(nfs_xdr_t *x, const char *s);
+
+/* libnfs's generated ZDR codecs (zdr_READ3args, ...) may be used on the same
+ * bytes: create a ZDR memory stream over buf+pos, decode, then advance pos by
+ * zdr_getpos(). */
+
+/* ---------------------------------------------------------------- calls */
+
+enum { NFS_AUTH_NONE = 0, NFS_AUTH_SYS = 1 };
+
+/* RPC accept_stat values a handler returns; NFS_ACCEPT_DROP sends nothing
+ * (duplicate or abandoned call), NFS_ACCEPT_CLOSE closes the connection. */
+typedef enum nfs_accept {
+    NFS_ACCEPT_SUCCESS = 0,
+    NFS_ACCEPT_PROG_UNAVAIL = 1,
+    NFS_ACCEPT_PROG_MISMATCH = 2,
+    NFS_ACCEPT_PROC_UNAVAIL = 3,
+    NFS_ACCEPT_GARBAGE_ARGS = 4,
+    NFS_ACCEPT_SYSTEM_ERR = 5,
+    NFS_ACCEPT_DROP = -1,
+    NFS_ACCEPT_CLOSE = -2,
+} nfs_accept_t;
+
+typedef struct nfs_conn nfs_conn_t;
+
+typedef struct nfs_call {
+    nfs_server_t *srv;
+    nfs_conn_t *conn;                 /* the connection (for NFSv4.1 session binding) */
+    struct sockaddr_storage peer;     /* the client's address (export ACLs) */
+    socklen_t peer_len;
+    uint32_t xid, prog, vers, proc;
+    uint32_t flavor;                  /* NFS_AUTH_NONE or NFS_AUTH_SYS */
+    zpl_cred_t cred;                  /* AUTH_SYS uid/gid/groups; AUTH_NONE: 65534 */
+    const char *machine_name;         /* AUTH_SYS machinename ("" otherwise) */
+    nfs_xdr_t args;                   /* positioned at the procedure's arguments */
+    nfs_xdr_t *res;                   /* append the procedure's results here */
+} nfs_call_t;
+
+typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);
+
+/* A stable id of the connection while it lives (for session/connection binding). */
+uint64_t nfs_conn_id(const nfs_conn_t *conn);
+
+/* ---------------------------------------------------------------- exports */
+
+typedef struct nfs_export nfs_export_t;
+
+/* Held references (drop with nfs_export_rele); NULL when there is none. */
+nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path);
+/* By the export guid in a Cairn file handle (zpl_fh_export_guid). */
+nfs_export_t *nfs_export_find_fh(nfs_server_t *srv, const void *fh, size_t len);
+void nfs_export_rele(nfs_export_t *exp);
+zpl_fs_t *nfs_export_fs(nfs_export_t *exp);          /* the mounted head filesystem */
+const char *nfs_export_path(nfs_export_t *exp);      /* "/tank/share" */
+/* Calls fn for each export (held during the call) in path order; stops when fn
+ * returns non-zero and returns that. */
+int nfs_export_foreach(nfs_server_t *srv, int (*fn)(nfs_export_t *exp, void *arg), void *arg);
+
+/* Decides whether this call's client may use the export over this NFS
+ * version: 0 and the effective credential (after root_squash / all_squash
+ * and anonuid/anongid) and whether it may write; -EACCES when the client is not
+ * on the export's lists or the version is not served (the caller answers
+ * NFS3ERR_ACCES / NFS4ERR_ACCESS; MOUNT answers MNT3ERR_ACCES). */
+int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *eff,
+                         bool *writable);
+
+/* ---------------------------------------------------------------- server */
+
+/* The write verifier (NFSv3 WRITE/COMMIT, NFSv4 WRITE/COMMIT): chosen at
+ * server start, different after every restart. */
+uint64_t nfs_server_write_verifier(nfs_server_t *srv);
+/* Directory for persistent server state (NFSv4 client records for the grace
+ * period), NULL when none was configured. */
+const char *nfs_server_state_dir(nfs_server_t *srv);
+
+/* ---------------------------------------------------------------- NFSv4 */
+
+/* Implemented in nfs4_*.c. The transport calls nfs4_init at start (after the
+ * exports exist, before listening), routes program 100003 version 4 to
+ * nfs4_program (NULL = 0, COMPOUND = 1; minor versions 0 and 1 are told apart
+ * inside COMPOUND), and calls nfs4_fini at stop. nfs4_export_removed is called
+ * when an export goes away, after its last call returned: drop every state
+ * (opens, locks) that refers to it. */
+int nfs4_init(nfs_server_t *srv, void **state);
+void nfs4_fini(void *state);
+nfs_accept_t nfs4_program(nfs_call_t *call);
+void nfs4_export_removed(void *state, nfs_export_t *exp);
+/* The NFSv4 state of a server (as returned by nfs4_init). */
+void *nfs_server_nfs4_state(nfs_server_t *srv);
+
+#endif
