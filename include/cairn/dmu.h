@@ -162,14 +162,22 @@ int dmu_objset_destroy_sync(spa_t *spa, uint64_t txg, const char *name, uint64_t
 int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
                         spa_bp_visitor_t visit, void *arg);
 
-/* The record cache: clean records (read from disk or written by a sync) are
- * kept in an LRU keyed by block address and birth (a block never changes, so
- * it needs no invalidation; freeing a block drops it early). Bounded by a
- * process-wide byte limit, default 256 MiB. */
+/* The record cache is the ARC (include/cairn/arc.h): clean records read from
+ * disk or written by a sync are kept there with every other block. These are
+ * the older names for its bound (arc_max) and counters. */
 void dmu_cache_set_limit(uint64_t bytes);
 typedef struct dmu_cache_stats {
     uint64_t bytes, limit, hits, misses, entries;
 } dmu_cache_stats_t;
 void dmu_cache_get_stats(dmu_cache_stats_t *out);
+/* How the object set's blocks are cached: ARC_POLICY(primarycache, secondarycache)
+ * of include/cairn/arc.h (the DSL sets it from the dataset's properties). */
+void dmu_objset_set_cache_policy(objset_t *os, uint8_t policy);
+uint8_t dmu_objset_cache_policy(objset_t *os);
+/* Prefetch: a sequential reader of an object gets the records ahead of it read
+ * into the ARC in the background. For tests: wait until no read-ahead is in
+ * flight; how many record reads were issued so far. */
+void dmu_prefetch_wait(void);
+uint64_t dmu_prefetch_issued(void);
 
 #endif

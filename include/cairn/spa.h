@@ -172,6 +172,10 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
 /* Reads the block into buf (bp->lsize bytes), verifying it against bp and
  * repairing bad copies. -ECKSUM when no copy verifies. Any context. */
 int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
+/* spa_block_read() through the ARC with a dataset's cache policy (ARC_POLICY() of
+ * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
+ * ARC_POLICY_DEFAULT (cache everything). */
+int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
 /* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 

@@ -192,6 +192,7 @@ struct objset {
     void *hooks_arg;
     bool readonly;
     uint64_t keep_upto_txg; /* destroyed: blocks born up to this txg are not freed */
+    _Atomic uint8_t cache_policy; /* ARC_POLICY() of its datasets' primary/secondarycache */
 };
 
 typedef struct dir_ent {
@@ -268,12 +269,17 @@ void *dmu_buf_alloc(size_t size); /* aligned, not zeroed */
 void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 
 /* ---------------- dmu_cache.c ---------------- */
-/* Reads bp (any context) through the record cache. */
-int dmu_cache_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
+/* Reads bp (any context) through the ARC with os's cache policy. */
+int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
 /* A block just written with this content (syncing context). */
-void dmu_cache_insert(const spa_t *spa, const cairn_blkptr_t *bp, const void *data);
+void dmu_cache_insert(objset_t *os, const cairn_blkptr_t *bp, const void *data);
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp);
 void dmu_cache_purge_pool(const spa_t *spa);
+
+/* ---------------- dmu_prefetch.c (and its helper in dnode.c) ---------------- */
+/* A read of [off, off + len) of dn succeeded: detect sequential streams, read ahead. */
+void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len);
+uint32_t dnode_prefetch_bps(dnode_t *dn, uint64_t blkid, size_t n, cairn_blkptr_t *bps);
 
 /* ---------------- objset.c ---------------- */
 dmu_pool_t *dmu_pool(spa_t *spa);

@@ -474,7 +474,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
             } else {
                 uint64_t gen = dn->mod_gen;
                 pthread_mutex_unlock(&dn->lock);
-                err = bp.lsize == rs ? dmu_cache_read(dn_spa(dn), &bp, data) : -EIO;
+                err = bp.lsize == rs ? dmu_cache_read(dn->os, &bp, data) : -EIO;
                 pthread_mutex_lock(&dn->lock);
                 if (err) {
                     free(data);
@@ -635,7 +635,7 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
  * columns) busy instead of waiting for each record in turn.
  */
 typedef struct dn_read_io {
-    spa_t *spa;
+    objset_t *os;      /* its cache policy (primarycache/secondarycache) */
     cairn_blkptr_t bp;
     uint8_t *dst;       /* where the bytes go */
     uint32_t boff, n;   /* part of the record wanted */
@@ -646,11 +646,11 @@ static void dn_read_io_run(void *arg)
 {
     dn_read_io_t *io = arg;
     if (io->boff == 0 && io->n == io->bp.lsize) {
-        io->err = dmu_cache_read(io->spa, &io->bp, io->dst);
+        io->err = dmu_cache_read(io->os, &io->bp, io->dst);
         return;
     }
     uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
-    io->err = dmu_cache_read(io->spa, &io->bp, tmp);
+    io->err = dmu_cache_read(io->os, &io->bp, tmp);
     if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
     free(tmp);
 }
@@ -677,6 +677,7 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
     uint8_t *dst = buf;
     int err = 0;
+    const uint64_t pf_off = off, pf_len = len; /* for prefetch (dmu_prefetch.c) */
     dn_read_io_t ios[DN_READ_BATCH];
     size_t nio = 0;
     if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
@@ -706,7 +707,7 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
             /* Blocks never change under copy-on-write: reading them after the
              * lock is dropped returns what the pointer named, even if the
              * record is rewritten meanwhile. */
-            ios[nio++] = (dn_read_io_t){.spa = dn_spa(dn), .bp = bp, .dst = dst, .boff = boff, .n = n};
+            ios[nio++] = (dn_read_io_t){.os = dn->os, .bp = bp, .dst = dst, .boff = boff, .n = n};
             if (nio == DN_READ_BATCH) {
                 err = dn_read_batch(dn, ios, nio);
                 nio = 0;
@@ -718,7 +719,27 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
         len -= n;
     }
     if (!err && nio) err = dn_read_batch(dn, ios, nio);
+    if (!err) dmu_prefetch_note(dn, pf_off, pf_len); /* sequential readers read ahead */
     return err;
+}
+
+/* ---- for prefetch (dmu_prefetch.c): the on-disk pointers of records
+ * [blkid, blkid + n); records that are holes or dirty in memory come back as
+ * holes (nothing to read ahead). Returns the record size, 0 if the object is free. */
+uint32_t dnode_prefetch_bps(dnode_t *dn, uint64_t blkid, size_t n, cairn_blkptr_t *bps)
+{
+    pthread_mutex_lock(&dn->lock);
+    uint32_t rs = dn->cur.type == DNODE_TYPE_FREE ? 0 : dn->cur.datablksz;
+    for (size_t i = 0; i < n; i++) {
+        memset(&bps[i], 0, sizeof bps[i]);
+        if (!rs) continue;
+        const uint8_t *src = NULL;
+        int err = 0;
+        if (dn_lookup(dn, UINT64_MAX, blkid + i, &src, &bps[i], &err) != LK_BP || err)
+            memset(&bps[i], 0, sizeof bps[i]);
+    }
+    pthread_mutex_unlock(&dn->lock);
+    return rs;
 }
 
 /* ---------------- syncing context ---------------- */
@@ -925,7 +946,7 @@ void dnode_write_recs_task(void *arg)
             if (err) continue;
             r->bp = bps[j];
             r->bp.fill = 1;
-            if (r->props.type == CAIRN_BT_DATA) dmu_cache_insert(dn_spa(r->dn), &r->bp, r->data);
+            if (r->props.type == CAIRN_BT_DATA) dmu_cache_insert(r->dn->os, &r->bp, r->data);
         }
     }
     free(datas);

@@ -17,6 +17,8 @@
  */
 #include "dsl_impl.h"
 
+#include <cairn/arc.h>
+
 #include <cairn/util.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -732,4 +734,8 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
         cairn_strlcpy(out->sharenfs, "off", sizeof(out->sharenfs));
     }
     pthread_mutex_unlock(&dp->lock);
+    /* ARC: the data path reads these on every operation, so the object set's cache
+     * policy follows primarycache/secondarycache (inherited ones too) from here. */
+    objset_t *os = dsl_dataset_objset(ds);
+    if (os) dmu_objset_set_cache_policy(os, ARC_POLICY(out->primarycache, out->secondarycache));
 }

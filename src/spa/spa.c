@@ -18,6 +18,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/arc.h>
+
 #include <ctype.h>
 #include <dirent.h>
 #include <stdarg.h>
@@ -602,6 +604,7 @@ static int spa_shutdown(spa_t *spa, int state)
     }
     if (spa->upper_open && spa_upper) spa_upper->close(spa);
     spa->upper_open = false;
+    arc_purge_pool(spa->guid); /* ARC: forget its blocks, close its cache devices */
     log_info("spa", "closed pool %s", spa->name);
     spa_free(spa);
     return err;
@@ -620,6 +623,7 @@ void spa_abandon(spa_t *spa)
     spa_txg_stop(spa);
     if (spa->upper_open && spa_upper) spa_upper->close(spa);
     spa->upper_open = false;
+    arc_purge_pool(spa->guid); /* ARC: forget its blocks, close its cache devices */
     spa_free(spa);
 }
 

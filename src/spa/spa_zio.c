@@ -27,6 +27,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/arc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -300,8 +301,8 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     return err;
 }
 
-int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
-                         uint64_t *repaired)
+static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
+                           uint64_t *repaired, uint8_t cache_policy)
 {
     if (cairn_bp_is_hole(bp)) {
         memset(buf, 0, bp->lsize);
@@ -310,6 +311,9 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
     if (bp->ncopies > CAIRN_MAX_COPIES || bp->psize == 0 || bp->psize > bp->lsize ||
         bp->compress >= CAIRN_COMPRESS_COUNT)
         return -EINVAL;
+    /* ---- ARC (src/arc): a hit is served from memory or a cache device ---- */
+    if (cache_policy != ARC_POLICY_BYPASS && arc_lookup(spa->guid, bp, buf, cache_policy) == 0)
+        return 0;
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
     size_t cap = CAIRN_P2ROUNDUP((size_t)bp->psize, (size_t)1 << spa->ashift);
     /* Uncompressed into a suitable buffer: read in place, no bounce copy. */
@@ -365,7 +369,18 @@ int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vf
         err = cairn_decompress((cairn_compress_t)bp->compress, raw, bp->psize, buf, bp->lsize);
         if (err) atomic_fetch_add(&spa->data_errors, 1);
     }
+    /* ---- ARC: keep the verified block as stored ---- */
+    if (!err && cache_policy != ARC_POLICY_BYPASS) arc_insert_stored(spa->guid, bp, raw, cache_policy);
     return err;
+}
+
+/* Scrub, import and the offline check read the disks, never the cache. */
+int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
+                         uint64_t *repaired)
+{
+    bool uncached = spa->readonly || (vflags & (VDEV_READ_SCRUB | VDEV_READ_NOREPAIR));
+    return block_read_impl(spa, bp, buf, vflags, repaired,
+                           uncached ? ARC_POLICY_BYPASS : ARC_POLICY_DEFAULT);
 }
 
 int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf)
@@ -373,9 +388,15 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf)
     return spa_block_read_flags(spa, bp, buf, 0, NULL);
 }
 
+int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy)
+{
+    return block_read_impl(spa, bp, buf, 0, NULL, spa->readonly ? ARC_POLICY_BYPASS : cache_policy);
+}
+
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (cairn_bp_is_hole(bp) || spa->readonly) return;
+    arc_free(spa->guid, bp); /* ARC: a freed block's cached copies go at once */
     for (int c = 0; c < bp->ncopies; c++) {
         const cairn_dva_t *d = &bp->dva[c];
         if (d->vdev >= spa->ntop || d->asize == 0) continue;

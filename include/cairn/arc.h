@@ -1,0 +1,110 @@
+/*
+ * ARC: the adaptive replacement cache of blocks, and its second level on
+ * cache devices (L2ARC) (src/arc/).
+ *
+ * The ARC sits inside the SPA's read path (spa_block_read*): a read first asks
+ * arc_lookup(); on a miss the SPA reads and verifies the block from the vdevs
+ * and hands the stored (still compressed, verified) bytes to arc_insert_stored().
+ * spa_block_free() calls arc_free() so a freed block's memory goes at once.
+ * The library depends only on util and codec: it never calls the SPA, so a
+ * pool is named by its guid and a block by its block pointer.
+ *
+ * One ARC per process (like the kernel's), bounded by arc_max bytes over all
+ * pools. Blocks are identified by (pool guid, first DVA, birth txg); an entry
+ * also carries the block's full checksum and a hit requires it to match the
+ * pointer asking, so a block rewritten at the same place after a crash can
+ * never be served stale.
+ *
+ * Policies (a dataset's primarycache / secondarycache) travel with each read:
+ * ARC_CACHE_ALL caches everything, ARC_CACHE_METADATA only blocks that are not
+ * plain data records (bp->type != CAIRN_BT_DATA), ARC_CACHE_NONE nothing.
+ */
+#ifndef CAIRN_ARC_H
+#define CAIRN_ARC_H
+
+#include <cairn/blkptr.h>
+#include <cairn/types.h>
+
+typedef enum arc_cache_policy {
+    ARC_CACHE_ALL = 0,
+    ARC_CACHE_METADATA = 1,
+    ARC_CACHE_NONE = 2,
+} arc_cache_policy_t;
+
+/* Both policies of a read packed in one small integer (what the DMU keeps per object set). */
+#define ARC_POLICY(primary, secondary) ((uint8_t)(((secondary) << 4) | (primary)))
+#define ARC_POLICY_PRIMARY(p) ((arc_cache_policy_t)((p) & 0xf))
+#define ARC_POLICY_SECONDARY(p) ((arc_cache_policy_t)(((p) >> 4) & 0xf))
+#define ARC_POLICY_DEFAULT ARC_POLICY(ARC_CACHE_ALL, ARC_CACHE_ALL)
+#define ARC_POLICY_BYPASS ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE)
+
+/* Default arc_max when nothing configures it. */
+#define ARC_DEFAULT_MAX (256 * CAIRN_MIB)
+
+/* ---- the read path (called by the SPA) ---- */
+/* Fills buf with the block's bp->lsize logical bytes on a hit (from ARC memory or
+ * a cache device, verified) and returns 0; -ENOENT on a miss. */
+int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy);
+/* After a verified read of the vdevs: stored is the block as stored (bp->psize
+ * bytes, compressed per bp->compress). Whether it is kept follows the policy. */
+void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy);
+/* A block just written whose logical content is at hand (the DMU's sync): cached
+ * when it is stored uncompressed (so its stored bytes are exactly data). */
+void arc_insert_written(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *data,
+                        uint8_t policy);
+/* The block was freed: drop it from memory and from the cache devices' index. */
+void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
+/* A pool closed: forget its blocks in memory and close its cache devices
+ * (their contents stay valid for the next import). */
+void arc_purge_pool(uint64_t pool_guid);
+
+/* ---- sizing ---- */
+/* Sets arc_max (bytes, >= 1 MiB); shrinks at once if needed. */
+void arc_set_max(uint64_t bytes);
+uint64_t arc_get_max(void);
+
+/* ---- L2ARC: cache devices ---- */
+/* Attaches a cache device (a file or block device) to a pool. create: format it
+ * (its old contents are forgotten); otherwise its entries are rebuilt from the
+ * log on the device, or it is formatted when it carries no valid header of this
+ * pool. */
+int arc_l2_add(uint64_t pool_guid, const char *path, bool create, char *err, size_t errlen);
+/* Detaches one cache device (its header is written first). -ENOENT if unknown. */
+int arc_l2_remove(uint64_t pool_guid, const char *path);
+/* Paths of the pool's cache devices (attached or dropped). Caller frees each and the array. */
+int arc_l2_paths(uint64_t pool_guid, char ***paths, size_t *n);
+/* Feeding: at most bytes_per_tick every interval_ms (defaults 8 MiB / 200 ms). */
+void arc_l2_set_feed(uint64_t bytes_per_tick, uint32_t interval_ms);
+/* Tests: run one feed pass now, waiting for it. Returns bytes written. */
+uint64_t arc_l2_feed_now(void);
+
+typedef struct arc_l2_dev_stat {
+    char path[256];
+    bool online;            /* false: dropped after I/O or checksum errors */
+    uint64_t size;          /* bytes of the ring */
+    uint64_t alloc;         /* bytes of live entries in the ring */
+    uint64_t entries;
+    uint64_t reads, writes, errors;
+} arc_l2_dev_stat_t;
+/* Fills up to cap descriptions of the pool's cache devices; returns how many it has. */
+size_t arc_l2_dev_stats(uint64_t pool_guid, arc_l2_dev_stat_t *out, size_t cap);
+
+/* ---- statistics (process-wide) ---- */
+typedef struct arc_stats {
+    uint64_t hits, misses;
+    uint64_t mru_hits, mfu_hits, mru_ghost_hits, mfu_ghost_hits;
+    uint64_t size;            /* bytes held: stored + decompressed copies */
+    uint64_t c, p, c_max;     /* target size, target of the recency list, arc_max */
+    uint64_t mru_size, mfu_size, mru_ghost_size, mfu_ghost_size;
+    uint64_t decompressed_size; /* bytes of decompressed copies of hot blocks */
+    uint64_t entries;
+    uint64_t evictions, frees_dropped, bypassed;
+    uint64_t l2_hits, l2_misses, l2_feeds, l2_feed_bytes, l2_size, l2_entries;
+    uint64_t l2_cksum_bad, l2_io_errors, l2_devices_dropped, l2_rebuilt;
+} arc_stats_t;
+void arc_get_stats(arc_stats_t *out);
+/* Tests: zero the counters (sizes and targets stay). */
+void arc_reset_stats(void);
+
+#endif

@@ -1,0 +1,525 @@
+/*
+ * The ARC: an adaptive replacement cache of blocks, in memory.
+ *
+ * Four lists. A block read once lives on the recency list (MRU); read again
+ * while cached it moves to the frequency list (MFU). What either list evicts
+ * leaves a ghost behind: a header with the block's identity and size but no
+ * data, on the MRU-ghost or MFU-ghost list. The cache holds at most c bytes
+ * (arc_max) of data; p is the target share of the MRU. Ghosts steer p: a miss
+ * that finds its block on the MRU ghost list means the MRU was evicted too
+ * early, so p grows (by the block's size, more when the other ghost list is the
+ * bigger one); a hit on the MFU ghost list shrinks p the same way. Eviction
+ * takes the MRU's tail while the MRU is over p, otherwise the MFU's tail. The
+ * ghost lists are trimmed so MRU + MRU-ghost <= c and everything <= 2c.
+ *
+ * Scan resistance falls out of that: a one-pass scan touches each block once,
+ * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
+ * that could grow p; the hot set, read at least twice, sits on the MFU and the
+ * scan never reaches it.
+ *
+ * What is held. Each entry keeps the block as stored (compressed, exactly the
+ * bytes whose checksum the block pointer carries, verified when read) - that
+ * is what the cache devices are fed from, and it makes the ARC hold more
+ * blocks in the same memory. An entry on the MFU also gets a decompressed
+ * copy the first time it is read from there, so hot data costs a memcpy per
+ * read rather than a decompression; both count against arc_max. Uncompressed
+ * blocks have one buffer serving as both.
+ *
+ * Why this replaced the DMU's record cache (src/dmu/dmu_cache.c is now a thin
+ * shim over this file): the record cache was a second LRU of decompressed
+ * records keyed the same way (DVA + birth). Keeping both would store hot
+ * records twice and let two independent bounds and two replacement policies
+ * fight over memory; the ARC's decompressed copies are that tier, under one
+ * bound and one policy, and the ARC also caches metadata (indirect blocks,
+ * dnode blocks, the MOS) that the record cache never saw.
+ *
+ * Staleness. A copy-on-write block never changes, so (pool guid, first DVA,
+ * birth txg) names one content for as long as the block is allocated. Frees
+ * drop the entry (and its cache-device index entry) at once, which bounds the
+ * memory of dead blocks. After a crash a txg that never committed can be
+ * written again with the same DVAs and birth but other bytes; every entry
+ * also keeps the 32-byte checksum, and a hit requires it to equal the asking
+ * pointer's, so such a block can never be served from the cache.
+ *
+ * Locking: one mutex guards the table and the lists; data buffers are
+ * refcounted so the memcpy or decompression of a hit runs outside it.
+ */
+#include "arc_impl.h"
+
+#include <cairn/codec.h>
+#include <cairn/util.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARC_GHOST_BYTES 4096
+
+enum { ST_NONE = 0, ST_MRU, ST_MFU, ST_MRU_GHOST, ST_MFU_GHOST, ST_COUNT };
+
+typedef struct arc_hdr {
+    arc_key_t key;
+    uint32_t lsize, psize;
+    uint8_t compress, checksum, type, state;
+    uint8_t l2_policy;      /* secondarycache of the read that brought it in */
+    bool l2_done;           /* offered to a cache device already */
+    uint8_t cksum[CAIRN_CHECKSUM_LEN];
+    arc_buf_t *stored;      /* psize bytes as stored; NULL on ghosts */
+    arc_buf_t *decomp;      /* lsize bytes, only for compressed MFU blocks */
+    struct arc_hdr *hnext;
+    struct arc_hdr *prev, *next; /* list: head = most recent */
+} arc_hdr_t;
+
+typedef struct arc_list {
+    arc_hdr_t *head, *tail;
+    uint64_t size, count;
+} arc_list_t;
+
+static struct {
+    pthread_mutex_t lock;
+    arc_hdr_t **buckets;
+    size_t nbuckets, count;
+    arc_list_t list[ST_COUNT];
+    uint64_t c, p, decomp_size;
+    arc_stats_t st; /* counters only; sizes are filled from the lists */
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER, .c = ARC_DEFAULT_MAX, .p = 0};
+
+/* ---------------- buffers ---------------- */
+
+arc_buf_t *arc_buf_new(const void *src, uint32_t size)
+{
+    arc_buf_t *b = malloc(sizeof(*b) + size);
+    if (!b) abort();
+    atomic_init(&b->refs, 1);
+    b->size = size;
+    if (src) memcpy(b->data, src, size);
+    return b;
+}
+
+void arc_buf_rele(arc_buf_t *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+static arc_buf_t *buf_hold(arc_buf_t *b)
+{
+    if (b) atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type)
+{
+    if (pol == ARC_CACHE_ALL) return true;
+    if (pol == ARC_CACHE_METADATA) return type != CAIRN_BT_DATA;
+    return false;
+}
+
+/* ---------------- table and lists ---------------- */
+
+static uint64_t hdr_bytes(const arc_hdr_t *h)
+{
+    if (h->state == ST_MRU_GHOST || h->state == ST_MFU_GHOST) return h->psize;
+    return (h->stored ? h->stored->size : 0) + (h->decomp ? h->decomp->size : 0);
+}
+
+static arc_hdr_t **slot_of(const arc_key_t *k)
+{
+    if (!A.nbuckets) return NULL;
+    arc_hdr_t **pp = &A.buckets[arc_key_hash(k) & (A.nbuckets - 1)];
+    while (*pp && !arc_key_eq(&(*pp)->key, k)) pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void table_grow(void)
+{
+    size_t nb = A.nbuckets ? A.nbuckets * 2 : 4096;
+    arc_hdr_t **nbk = cairn_zalloc(nb * sizeof(*nbk));
+    for (size_t b = 0; b < A.nbuckets; b++) {
+        arc_hdr_t *h = A.buckets[b];
+        while (h) {
+            arc_hdr_t *n = h->hnext;
+            size_t i = arc_key_hash(&h->key) & (nb - 1);
+            h->hnext = nbk[i];
+            nbk[i] = h;
+            h = n;
+        }
+    }
+    free(A.buckets);
+    A.buckets = nbk;
+    A.nbuckets = nb;
+}
+
+static void list_unlink(arc_hdr_t *h)
+{
+    arc_list_t *l = &A.list[h->state];
+    if (h->prev) h->prev->next = h->next;
+    else l->head = h->next;
+    if (h->next) h->next->prev = h->prev;
+    else l->tail = h->prev;
+    h->prev = h->next = NULL;
+    l->size -= hdr_bytes(h);
+    l->count--;
+}
+
+static void list_push(arc_hdr_t *h, int state)
+{
+    h->state = (uint8_t)state;
+    arc_list_t *l = &A.list[state];
+    h->next = l->head;
+    h->prev = NULL;
+    if (l->head) l->head->prev = h;
+    l->head = h;
+    if (!l->tail) l->tail = h;
+    l->size += hdr_bytes(h);
+    l->count++;
+}
+
+static void drop_data(arc_hdr_t *h)
+{
+    if (h->decomp) A.decomp_size -= h->decomp->size;
+    arc_buf_rele(h->stored);
+    arc_buf_rele(h->decomp);
+    h->stored = h->decomp = NULL;
+}
+
+/* Unlinks h from its list and the table and frees it. */
+static void hdr_destroy(arc_hdr_t *h)
+{
+    arc_hdr_t **pp = slot_of(&h->key);
+    if (pp && *pp == h) *pp = h->hnext;
+    list_unlink(h);
+    drop_data(h);
+    A.count--;
+    free(h);
+}
+
+static uint64_t live_size(void) { return A.list[ST_MRU].size + A.list[ST_MFU].size; }
+
+/* A live block becomes a ghost (its data goes). */
+static void hdr_to_ghost(arc_hdr_t *h)
+{
+    int ghost = h->state == ST_MRU ? ST_MRU_GHOST : ST_MFU_GHOST;
+    list_unlink(h);
+    drop_data(h);
+    list_push(h, ghost);
+    A.st.evictions++;
+}
+
+/* Brings the live lists under c, then trims the ghost lists. */
+static void evict_locked(uint64_t need)
+{
+    while (live_size() + need > A.c && live_size() > 0) {
+        arc_list_t *mru = &A.list[ST_MRU], *mfu = &A.list[ST_MFU];
+        arc_hdr_t *victim = (mru->tail && (mru->size > A.p || !mfu->tail)) ? mru->tail : mfu->tail;
+        hdr_to_ghost(victim);
+    }
+}
+
+/* Keeps MRU + MRU-ghost <= c and all four lists <= 2c. */
+static void trim_ghosts_locked(void)
+{
+    while (A.list[ST_MRU].size + A.list[ST_MRU_GHOST].size > A.c && A.list[ST_MRU_GHOST].tail)
+        hdr_destroy(A.list[ST_MRU_GHOST].tail);
+    uint64_t all = 0;
+    for (int s = ST_MRU; s < ST_COUNT; s++) all += A.list[s].size;
+    while (all > 2 * A.c && A.list[ST_MFU_GHOST].tail) {
+        all -= A.list[ST_MFU_GHOST].tail->psize;
+        hdr_destroy(A.list[ST_MFU_GHOST].tail);
+    }
+    while (all > 2 * A.c && A.list[ST_MRU_GHOST].tail) {
+        all -= A.list[ST_MRU_GHOST].tail->psize;
+        hdr_destroy(A.list[ST_MRU_GHOST].tail);
+    }
+    /* Ghost headers cost memory arc_max does not count: with small blocks there could
+     * be millions. Keep at most one per ARC_GHOST_BYTES of c. */
+    uint64_t max_ghosts = A.c / ARC_GHOST_BYTES;
+    while (A.list[ST_MRU_GHOST].count + A.list[ST_MFU_GHOST].count > max_ghosts) {
+        int s = A.list[ST_MRU_GHOST].count >= A.list[ST_MFU_GHOST].count ? ST_MRU_GHOST
+                                                                          : ST_MFU_GHOST;
+        hdr_destroy(A.list[s].tail);
+    }
+}
+
+/* A miss found its block's ghost: adapt p toward the list that lost it. */
+static void ghost_adapt(const arc_hdr_t *h)
+{
+    uint64_t b1 = A.list[ST_MRU_GHOST].size, b2 = A.list[ST_MFU_GHOST].size;
+    if (h->state == ST_MRU_GHOST) {
+        uint64_t delta = (b2 > b1 && b1) ? h->psize * (b2 / b1) : h->psize;
+        A.p = CAIRN_MIN(A.c, A.p + delta);
+        A.st.mru_ghost_hits++;
+    } else {
+        uint64_t delta = (b1 > b2 && b2) ? h->psize * (b1 / b2) : h->psize;
+        A.p = A.p > delta ? A.p - delta : 0;
+        A.st.mfu_ghost_hits++;
+    }
+}
+
+/* ---------------- reads ---------------- */
+
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
+                       bool on_l2);
+
+static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
+{
+    return h->lsize == bp->lsize && h->psize == bp->psize && h->compress == bp->compress &&
+           h->checksum == bp->checksum && memcmp(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN) == 0;
+}
+
+/* Copies a block out of its stored bytes (decompressing) into buf. */
+static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *buf)
+{
+    if (bp->compress == CAIRN_COMPRESS_OFF) {
+        memcpy(buf, stored, bp->lsize);
+        return 0;
+    }
+    return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
+}
+
+int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
+{
+    if (cairn_bp_is_hole(bp)) return -ENOENT;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    if (h && !hdr_matches(h, bp)) {
+        /* Same place and birth, other content: a txg rewritten after a crash. */
+        hdr_destroy(h);
+        h = NULL;
+    }
+    if (h && (h->state == ST_MRU || h->state == ST_MFU)) {
+        A.st.hits++;
+        if (h->state == ST_MRU) A.st.mru_hits++;
+        else A.st.mfu_hits++;
+        list_unlink(h);
+        list_push(h, ST_MFU);
+        arc_buf_t *dc = buf_hold(h->decomp), *st = dc ? NULL : buf_hold(h->stored);
+        bool want_decomp = !dc && bp->compress != CAIRN_COMPRESS_OFF &&
+                           arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type);
+        pthread_mutex_unlock(&A.lock);
+        int err;
+        if (dc) {
+            memcpy(buf, dc->data, bp->lsize);
+            arc_buf_rele(dc);
+            return 0;
+        }
+        err = materialise(bp, st->data, buf);
+        if (!err && want_decomp) {
+            /* Hot (on the MFU now): keep a decompressed copy for the next reads. */
+            arc_buf_t *copy = arc_buf_new(buf, bp->lsize);
+            pthread_mutex_lock(&A.lock);
+            pp = slot_of(&k);
+            h = pp ? *pp : NULL;
+            if (h && h->stored == st && h->state == ST_MFU && !h->decomp) {
+                list_unlink(h);
+                h->decomp = copy;
+                A.decomp_size += copy->size;
+                list_push(h, ST_MFU);
+                copy = NULL;
+                evict_locked(0);
+                trim_ghosts_locked();
+            }
+            pthread_mutex_unlock(&A.lock);
+            arc_buf_rele(copy);
+        }
+        arc_buf_rele(st);
+        return err;
+    }
+    if (h) ghost_adapt(h); /* stays a ghost until the read comes back and inserts */
+    A.st.misses++;
+    pthread_mutex_unlock(&A.lock);
+
+    if (!arc_policy_allows(ARC_POLICY_SECONDARY(policy), bp->type) ||
+        !l2arc_pool_has_devices(pool_guid))
+        return -ENOENT;
+    uint8_t *stored = NULL;
+    if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
+    int err = materialise(bp, stored, buf);
+    if (!err && arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type))
+        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true);
+    free(stored);
+    return err ? -ENOENT : 0;
+}
+
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
+                       bool on_l2)
+{
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    if (b->size > A.c / 4) {
+        /* A block that big would flush a quarter of the cache by itself. */
+        A.st.bypassed++;
+        pthread_mutex_unlock(&A.lock);
+        arc_buf_rele(b);
+        return;
+    }
+    if (A.count + 1 > A.nbuckets) table_grow();
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = *pp;
+    int target = ST_MRU;
+    if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp)) {
+        pthread_mutex_unlock(&A.lock); /* raced with another reader: already cached */
+        arc_buf_rele(b);
+        return;
+    }
+    if (h && hdr_matches(h, bp) && (h->state == ST_MRU_GHOST || h->state == ST_MFU_GHOST)) {
+        /* Seen before and evicted: it has proved itself, so it goes to the MFU. */
+        target = ST_MFU;
+        list_unlink(h);
+    } else {
+        if (h) hdr_destroy(h);
+        h = cairn_zalloc(sizeof(*h));
+        h->key = k;
+        pp = slot_of(&k);
+        h->hnext = *pp;
+        *pp = h;
+        A.count++;
+    }
+    h->lsize = bp->lsize;
+    h->psize = bp->psize;
+    h->compress = bp->compress;
+    h->checksum = bp->checksum;
+    h->type = bp->type;
+    h->l2_policy = ARC_POLICY_SECONDARY(policy);
+    h->l2_done = on_l2; /* read back from a cache device: it is there already */
+    memcpy(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN);
+    evict_locked(b->size);
+    h->stored = b;
+    list_push(h, target);
+    trim_ghosts_locked();
+    pthread_mutex_unlock(&A.lock);
+}
+
+void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy)
+{
+    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type)) {
+        pthread_mutex_lock(&A.lock);
+        A.st.bypassed++;
+        pthread_mutex_unlock(&A.lock);
+        return;
+    }
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false);
+}
+
+void arc_insert_written(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *data,
+                        uint8_t policy)
+{
+    if (bp->compress != CAIRN_COMPRESS_OFF || bp->psize != bp->lsize) return;
+    arc_insert_stored(pool_guid, bp, data, policy);
+}
+
+void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp)) return;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    if (pp && *pp) {
+        hdr_destroy(*pp);
+        A.st.frees_dropped++;
+    }
+    pthread_mutex_unlock(&A.lock);
+    l2arc_forget(pool_guid, bp);
+}
+
+void arc_purge_pool(uint64_t pool_guid)
+{
+    pthread_mutex_lock(&A.lock);
+    for (int s = ST_MRU; s < ST_COUNT; s++) {
+        arc_hdr_t *h = A.list[s].head;
+        while (h) {
+            arc_hdr_t *n = h->next;
+            if (h->key.guid == pool_guid) hdr_destroy(h);
+            h = n;
+        }
+    }
+    pthread_mutex_unlock(&A.lock);
+    l2arc_close_pool(pool_guid);
+}
+
+/* ---------------- feeding the cache devices ---------------- */
+
+size_t arc_l2_candidates(uint64_t guid, arc_l2_cand_t *out, size_t max, uint64_t bytes)
+{
+    size_t n = 0;
+    uint64_t total = 0;
+    pthread_mutex_lock(&A.lock);
+    /* From the eviction ends: what the ARC is about to lose. Scan a bounded window. */
+    arc_hdr_t *cur[2] = {A.list[ST_MRU].tail, A.list[ST_MFU].tail};
+    size_t scanned = 0;
+    while (n < max && (cur[0] || cur[1]) && scanned < 16 * max) {
+        for (int i = 0; i < 2 && n < max; i++) {
+            arc_hdr_t *h = cur[i];
+            if (!h) continue;
+            cur[i] = h->prev;
+            scanned++;
+            if (h->l2_done || h->key.guid != guid || !h->stored ||
+                !arc_policy_allows((arc_cache_policy_t)h->l2_policy, h->type))
+                continue;
+            if (total + h->psize > bytes) {
+                cur[0] = cur[1] = NULL;
+                break;
+            }
+            h->l2_done = true;
+            arc_l2_cand_t *c = &out[n++];
+            c->key = h->key;
+            c->lsize = h->lsize;
+            c->psize = h->psize;
+            c->compress = h->compress;
+            c->checksum = h->checksum;
+            c->type = h->type;
+            memcpy(c->cksum, h->cksum, CAIRN_CHECKSUM_LEN);
+            c->stored = buf_hold(h->stored);
+            total += h->psize;
+        }
+    }
+    pthread_mutex_unlock(&A.lock);
+    return n;
+}
+
+/* ---------------- sizing and statistics ---------------- */
+
+void arc_set_max(uint64_t bytes)
+{
+    if (bytes < CAIRN_MIB) bytes = CAIRN_MIB;
+    pthread_mutex_lock(&A.lock);
+    A.c = bytes;
+    if (A.p > A.c) A.p = A.c;
+    evict_locked(0);
+    trim_ghosts_locked();
+    pthread_mutex_unlock(&A.lock);
+}
+
+uint64_t arc_get_max(void)
+{
+    pthread_mutex_lock(&A.lock);
+    uint64_t c = A.c;
+    pthread_mutex_unlock(&A.lock);
+    return c;
+}
+
+void arc_get_stats(arc_stats_t *out)
+{
+    pthread_mutex_lock(&A.lock);
+    *out = A.st;
+    out->c = out->c_max = A.c;
+    out->p = A.p;
+    out->mru_size = A.list[ST_MRU].size;
+    out->mfu_size = A.list[ST_MFU].size;
+    out->mru_ghost_size = A.list[ST_MRU_GHOST].size;
+    out->mfu_ghost_size = A.list[ST_MFU_GHOST].size;
+    out->size = out->mru_size + out->mfu_size;
+    out->decompressed_size = A.decomp_size;
+    out->entries = A.list[ST_MRU].count + A.list[ST_MFU].count;
+    pthread_mutex_unlock(&A.lock);
+    l2arc_fill_stats(out);
+}
+
+void arc_reset_stats(void)
+{
+    pthread_mutex_lock(&A.lock);
+    memset(&A.st, 0, sizeof A.st);
+    pthread_mutex_unlock(&A.lock);
+    l2arc_reset_stats();
+}

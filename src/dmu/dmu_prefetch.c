@@ -1,0 +1,159 @@
+/*
+ * Prefetch: sequential readers read ahead, so large reads stream.
+ *
+ * Every successful read of an object (dnode_read_impl) reports its range here.
+ * A small direct-mapped table remembers, per (object set, object), where the
+ * last read ended; a read starting exactly there extends a stream. From the
+ * third read in a row on, the records up to a window beyond the read
+ * (PF_WINDOW bytes, at least PF_MIN_RECORDS records) are read ahead on a task
+ * queue of our own, through the ARC with the object set's cache policy, so the
+ * reader finds them in memory. The window is refilled only when half of it has
+ * been consumed, so a stream costs a few dispatches per window, not one per read.
+ *
+ * What the tasks carry is block pointers, looked up in the reader's context
+ * while the object set is open (dnode_prefetch_bps), never the object set or
+ * dnode, which may go while the task waits; only the pool must stay, and the
+ * pool's close hook waits for the tasks in flight. A block freed while its prefetch is in
+ * flight is harmless: the read either verifies (the ARC then holds a dead
+ * block, which ages out; its key names no live block) or fails and is ignored.
+ * Records that are dirty in memory or holes are not read ahead.
+ *
+ * Object sets with primarycache other than all are not prefetched: what would
+ * be read ahead could not be kept.
+ */
+#include "dmu_impl.h"
+
+#include <cairn/arc.h>
+#include <cairn/taskq.h>
+#include <cairn/util.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PF_SLOTS 64
+#define PF_WINDOW (8 * CAIRN_MIB)
+#define PF_MIN_RECORDS 4
+#define PF_MAX_RECORDS 64
+#define PF_TRIGGER 2 /* reads in a row before reading ahead */
+
+typedef struct pf_stream {
+    const objset_t *os;
+    uint64_t obj;
+    uint64_t next_off;    /* where the last read ended */
+    uint64_t ahead_blk;   /* records below this were read ahead (or asked for) */
+    uint32_t seq;         /* reads in a row */
+} pf_stream_t;
+
+typedef struct pf_task {
+    spa_t *spa;
+    cairn_blkptr_t bp;
+    uint8_t policy;
+} pf_task_t;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    pf_stream_t slot[PF_SLOTS];
+    uint64_t inflight;
+    uint64_t issued;
+    taskq_t *tq;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
+
+/* The pool is closing: its tasks must be done before its state goes. */
+static void pf_pool_close(spa_t *spa)
+{
+    (void)spa;
+    dmu_prefetch_wait();
+    pthread_mutex_lock(&P.lock);
+    memset(P.slot, 0, sizeof P.slot);
+    pthread_mutex_unlock(&P.lock);
+}
+
+static void pf_init(void)
+{
+    P.tq = taskq_create("prefetch", 2);
+    dmu_register_pool_close_hook(pf_pool_close);
+}
+
+static void pf_run(void *arg)
+{
+    pf_task_t *t = arg;
+    uint8_t *buf = malloc(t->bp.lsize);
+    if (buf) (void)spa_block_read_cached(t->spa, &t->bp, buf, t->policy);
+    free(buf);
+    free(t);
+    pthread_mutex_lock(&P.lock);
+    if (--P.inflight == 0) pthread_cond_broadcast(&P.idle);
+    pthread_mutex_unlock(&P.lock);
+}
+
+void dmu_prefetch_wait(void)
+{
+    pthread_mutex_lock(&P.lock);
+    while (P.inflight) pthread_cond_wait(&P.idle, &P.lock);
+    pthread_mutex_unlock(&P.lock);
+}
+
+uint64_t dmu_prefetch_issued(void)
+{
+    pthread_mutex_lock(&P.lock);
+    uint64_t n = P.issued;
+    pthread_mutex_unlock(&P.lock);
+    return n;
+}
+
+void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
+{
+    objset_t *os = dn->os;
+    uint8_t policy = atomic_load(&os->cache_policy);
+    if (len == 0 || dn->obj == UINT64_MAX || ARC_POLICY_PRIMARY(policy) != ARC_CACHE_ALL) return;
+    pthread_mutex_lock(&dn->lock);
+    uint32_t rs = dn->cur.datablksz;
+    pthread_mutex_unlock(&dn->lock);
+    if (!rs) return;
+    uint64_t window = CAIRN_MIN(CAIRN_MAX((uint64_t)PF_WINDOW / rs, (uint64_t)PF_MIN_RECORDS),
+                                (uint64_t)PF_MAX_RECORDS);
+    uint64_t h = ((uintptr_t)os >> 4) * 0x9E3779B97F4A7C15ULL ^ dn->obj * 0xC2B2AE3D27D4EB4FULL;
+    pthread_mutex_lock(&P.lock);
+    pf_stream_t *s = &P.slot[(h >> 32) % PF_SLOTS];
+    if (s->os != os || s->obj != dn->obj) {
+        *s = (pf_stream_t){.os = os, .obj = dn->obj, .next_off = off + len};
+        pthread_mutex_unlock(&P.lock);
+        return;
+    }
+    if (off == s->next_off) {
+        s->seq++;
+    } else {
+        s->seq = 0;
+        s->ahead_blk = 0;
+    }
+    s->next_off = off + len;
+    uint64_t end_blk = (off + len + rs - 1) / rs; /* first record past the read */
+    uint64_t first = CAIRN_MAX(s->ahead_blk, end_blk), last = end_blk + window;
+    if (s->seq < PF_TRIGGER || first >= last || last - first < window / 2) {
+        pthread_mutex_unlock(&P.lock);
+        return;
+    }
+    s->ahead_blk = last;
+    pthread_mutex_unlock(&P.lock);
+
+    pthread_once(&pf_once, pf_init);
+    size_t n = (size_t)(last - first);
+    cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
+    if (dnode_prefetch_bps(dn, first, n, bps)) {
+        spa_t *spa = os->dp->spa;
+        for (size_t i = 0; i < n; i++) {
+            if (cairn_bp_is_hole(&bps[i])) continue;
+            pf_task_t *t = cairn_zalloc(sizeof *t);
+            *t = (pf_task_t){.spa = spa, .bp = bps[i], .policy = policy};
+            pthread_mutex_lock(&P.lock);
+            P.inflight++;
+            P.issued++;
+            pthread_mutex_unlock(&P.lock);
+            taskq_dispatch(P.tq, pf_run, t, NULL);
+        }
+    }
+    free(bps);
+}

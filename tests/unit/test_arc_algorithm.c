@@ -1,0 +1,365 @@
+/*
+ * The ARC on its own (no pool): blocks are made up here with real checksums and
+ * fed through arc_lookup / arc_insert_stored the way the SPA's read path does.
+ * Proves: ghost hits steer p both ways; a hot set survives a one-pass scan
+ * bigger than arc_max; the size bound and the list invariants hold under a
+ * random trace and under concurrent readers; freed blocks and blocks with the
+ * same place and birth but other content are never served; primarycache
+ * policies; hot compressed blocks get a decompressed copy.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/arc.h>
+#include <cairn/codec.h>
+#include <cairn/util.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLK (64 * 1024)
+static uint64_t g_guid = 0x51a7e;
+
+/* Content of block id (version v): deterministic, compressible when asked. */
+static void content(uint8_t *b, uint32_t len, uint64_t id, uint64_t v, bool compressible)
+{
+    uint64_t x = id * 0x9E3779B97F4A7C15ULL + v * 0xC2B2AE3D27D4EB4FULL + 1;
+    for (uint32_t i = 0; i < len; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t w = compressible ? (id + v + (i / 512)) : x;
+        memcpy(b + i, &w, CAIRN_MIN(8u, len - i));
+    }
+}
+
+typedef struct blk {
+    cairn_blkptr_t bp;
+    uint8_t *stored;
+} blk_t;
+
+/* A block at (vdev 0, offset id * BLK, birth) holding content(id, v). */
+static void make_blk(blk_t *b, uint64_t id, uint64_t birth, uint64_t v, bool compress, uint8_t type)
+{
+    uint8_t *logical = malloc(BLK);
+    content(logical, BLK, id, v, compress);
+    memset(&b->bp, 0, sizeof b->bp);
+    b->bp.dva[0] = (cairn_dva_t){.vdev = 0, .offset = id * BLK, .asize = BLK >> 9};
+    b->bp.ncopies = 1;
+    b->bp.birth_txg = birth;
+    b->bp.lsize = BLK;
+    b->bp.type = type;
+    b->bp.checksum = CAIRN_CHECKSUM_XXHASH;
+    b->stored = malloc(BLK);
+    size_t c = compress ? cairn_compress(CAIRN_COMPRESS_LZ4, logical, BLK, b->stored, BLK - BLK / 8) : 0;
+    if (c) {
+        b->bp.compress = CAIRN_COMPRESS_LZ4;
+        b->bp.psize = (uint32_t)c;
+    } else {
+        memcpy(b->stored, logical, BLK);
+        b->bp.psize = BLK;
+    }
+    cairn_checksum(CAIRN_CHECKSUM_XXHASH, b->stored, b->bp.psize, b->bp.cksum);
+    free(logical);
+}
+
+static void free_blk(blk_t *b) { free(b->stored); }
+
+/* What the SPA does: look up; on a miss "read the disk" (b->stored) and insert. */
+static bool read_blk(blk_t *b, uint8_t policy, uint64_t id, uint64_t v)
+{
+    uint8_t *buf = malloc(BLK), *want = malloc(BLK);
+    bool hit = arc_lookup(g_guid, &b->bp, buf, policy) == 0;
+    if (!hit) arc_insert_stored(g_guid, &b->bp, b->stored, policy);
+    else {
+        content(want, BLK, id, v, b->bp.compress != CAIRN_COMPRESS_OFF);
+        assert_memory_equal(buf, want, BLK);
+    }
+    free(buf);
+    free(want);
+    return hit;
+}
+
+static void fresh(uint64_t max)
+{
+    arc_purge_pool(g_guid);
+    g_guid++;
+    arc_set_max(max);
+    arc_reset_stats();
+}
+
+static void check_invariants(void)
+{
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_true(st.size <= st.c);
+    assert_true(st.p <= st.c);
+    assert_true(st.mru_size + st.mru_ghost_size <= st.c);
+    assert_true(st.mru_size + st.mfu_size + st.mru_ghost_size + st.mfu_ghost_size <= 2 * st.c);
+}
+
+static void test_hit_miss_and_content(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 1, 10, 0, false, CAIRN_BT_DATA);
+    assert_false(read_blk(&b, ARC_POLICY_DEFAULT, 1, 0));
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 1, 0));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 1);
+    assert_int_equal(st.entries, 1);
+    free_blk(&b);
+}
+
+static void test_same_place_other_content_never_served(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t old, now;
+    make_blk(&old, 7, 20, 0, false, CAIRN_BT_DATA);
+    make_blk(&now, 7, 20, 1, false, CAIRN_BT_DATA); /* a txg written again after a crash */
+    assert_false(read_blk(&old, ARC_POLICY_DEFAULT, 7, 0));
+    uint8_t *buf = malloc(BLK);
+    assert_int_equal(arc_lookup(g_guid, &now.bp, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    /* and a rewrite (new birth) is another block altogether */
+    blk_t rewritten;
+    make_blk(&rewritten, 7, 21, 2, false, CAIRN_BT_DATA);
+    assert_int_equal(arc_lookup(g_guid, &rewritten.bp, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    free(buf);
+    free_blk(&old);
+    free_blk(&now);
+    free_blk(&rewritten);
+}
+
+static void test_free_drops(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 3, 5, 0, false, CAIRN_BT_DATA);
+    read_blk(&b, ARC_POLICY_DEFAULT, 3, 0);
+    arc_free(g_guid, &b.bp);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.size, 0);
+    assert_int_equal(st.frees_dropped, 1);
+    uint8_t *buf = malloc(BLK);
+    assert_int_equal(arc_lookup(g_guid, &b.bp, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    free(buf);
+    free_blk(&b);
+}
+
+/* 1 MiB holds 16 blocks of 64 KiB. */
+static void test_ghost_hits_steer_p(void **state)
+{
+    (void)state;
+    fresh(CAIRN_MIB);
+    /* Half the cache frequently used, then a stream through the rest: the MRU
+     * evicts to its ghost list (MRU + MRU ghost stays within c). */
+    enum { F = 8, N = 24 };
+    blk_t f[F], b[N];
+    for (int i = 0; i < F; i++) {
+        make_blk(&f[i], 500 + (uint64_t)i, 1, 0, false, CAIRN_BT_DATA);
+        read_blk(&f[i], ARC_POLICY_DEFAULT, 500 + i, 0);
+        read_blk(&f[i], ARC_POLICY_DEFAULT, 500 + i, 0);
+    }
+    for (int i = 0; i < N; i++) make_blk(&b[i], (uint64_t)i, 1, 0, false, CAIRN_BT_DATA);
+    for (int i = 0; i < N; i++) assert_false(read_blk(&b[i], ARC_POLICY_DEFAULT, i, 0));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.p, 0);
+    assert_true(st.mru_ghost_size > 0); /* the stream's first blocks left ghosts */
+    uint64_t p0 = st.p;
+    /* A read of an MRU ghost: the MRU was too small, so p grows; the block goes to the MFU. */
+    int gi = N - 1 - (int)(st.mru_size / BLK); /* the newest ghost: evicted last */
+    assert_false(read_blk(&b[gi], ARC_POLICY_DEFAULT, gi, 0));
+    arc_get_stats(&st);
+    assert_int_equal(st.mru_ghost_hits, 1);
+    assert_true(st.p > p0);
+    check_invariants();
+
+    /* Now fill the MFU past c with blocks read twice, pushing MFU blocks to the MFU ghost. */
+    enum { M = 24 };
+    blk_t h[M];
+    for (int i = 0; i < M; i++) {
+        make_blk(&h[i], 100 + (uint64_t)i, 1, 0, false, CAIRN_BT_DATA);
+        read_blk(&h[i], ARC_POLICY_DEFAULT, 100 + i, 0);
+        read_blk(&h[i], ARC_POLICY_DEFAULT, 100 + i, 0);
+    }
+    arc_get_stats(&st);
+    assert_true(st.mfu_ghost_size > 0);
+    uint64_t p1 = st.p;
+    int ghost_idx = -1;
+    uint8_t *buf = malloc(BLK);
+    for (int i = 0; i < M && ghost_idx < 0; i++) {
+        arc_stats_t before;
+        arc_get_stats(&before);
+        if (arc_lookup(g_guid, &h[i].bp, buf, ARC_POLICY_DEFAULT) != 0) {
+            arc_get_stats(&st);
+            if (st.mfu_ghost_hits > before.mfu_ghost_hits) ghost_idx = i;
+            arc_insert_stored(g_guid, &h[i].bp, h[i].stored, ARC_POLICY_DEFAULT);
+        }
+    }
+    free(buf);
+    assert_true(ghost_idx >= 0);
+    arc_get_stats(&st);
+    assert_true(st.p < p1); /* an MFU ghost hit: the MFU was too small, p shrinks */
+    check_invariants();
+    for (int i = 0; i < N; i++) free_blk(&b[i]);
+    for (int i = 0; i < F; i++) free_blk(&f[i]);
+    for (int i = 0; i < M; i++) free_blk(&h[i]);
+}
+
+static void test_scan_resistance(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB); /* 64 blocks */
+    enum { HOT = 16, SCAN = 256 };
+    blk_t *hot = calloc(HOT, sizeof(blk_t));
+    for (int i = 0; i < HOT; i++) {
+        make_blk(&hot[i], (uint64_t)i, 1, 0, true, CAIRN_BT_DATA);
+        read_blk(&hot[i], ARC_POLICY_DEFAULT, i, 0);
+        read_blk(&hot[i], ARC_POLICY_DEFAULT, i, 0);
+    }
+    /* One pass over 16 MiB of other blocks: four times the ARC. */
+    for (int i = 0; i < SCAN; i++) {
+        blk_t s;
+        make_blk(&s, 1000 + (uint64_t)i, 1, 0, false, CAIRN_BT_DATA);
+        assert_false(read_blk(&s, ARC_POLICY_DEFAULT, 1000 + i, 0));
+        free_blk(&s);
+        check_invariants();
+    }
+    arc_stats_t before, st;
+    arc_get_stats(&before);
+    for (int i = 0; i < HOT; i++) assert_true(read_blk(&hot[i], ARC_POLICY_DEFAULT, i, 0));
+    arc_get_stats(&st);
+    assert_int_equal(st.hits - before.hits, HOT);
+    assert_true(st.decompressed_size > 0); /* hot compressed blocks keep a decompressed copy */
+    for (int i = 0; i < HOT; i++) free_blk(&hot[i]);
+    free(hot);
+}
+
+/* A random trace: invariants after every step, content checked on every hit. */
+static void test_random_trace_invariants(void **state)
+{
+    (void)state;
+    fresh(2 * CAIRN_MIB);
+    enum { NB = 96 };
+    blk_t *b = calloc(NB, sizeof(blk_t));
+    for (int i = 0; i < NB; i++) make_blk(&b[i], (uint64_t)i, 3, 0, i % 3 == 0, CAIRN_BT_DATA);
+    cairn_rng_t r;
+    cairn_rng_seed(&r, 42);
+    for (int step = 0; step < 4000; step++) {
+        /* skewed: a third of the accesses to 8 blocks */
+        uint64_t id = cairn_rng_below(&r, 3) == 0 ? cairn_rng_below(&r, 8) : cairn_rng_below(&r, NB);
+        read_blk(&b[id], ARC_POLICY_DEFAULT, id, 0);
+        check_invariants();
+    }
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_true(st.hits > 0 && st.misses > 0);
+    assert_true(st.mru_ghost_hits + st.mfu_ghost_hits > 0);
+    for (int i = 0; i < NB; i++) free_blk(&b[i]);
+    free(b);
+}
+
+typedef struct worker {
+    blk_t *blks;
+    int nb;
+    uint64_t seed;
+    uint64_t max_seen;
+} worker_t;
+
+static void *worker_run(void *arg)
+{
+    worker_t *w = arg;
+    cairn_rng_t r;
+    cairn_rng_seed(&r, w->seed);
+    uint8_t *buf = malloc(BLK), *want = malloc(BLK);
+    for (int i = 0; i < 3000; i++) {
+        int id = (int)cairn_rng_below(&r, (uint64_t)w->nb);
+        blk_t *b = &w->blks[id];
+        if (arc_lookup(g_guid, &b->bp, buf, ARC_POLICY_DEFAULT) == 0) {
+            content(want, BLK, (uint64_t)id, 0, b->bp.compress != CAIRN_COMPRESS_OFF);
+            if (memcmp(buf, want, BLK) != 0) w->max_seen = UINT64_MAX;
+        } else {
+            arc_insert_stored(g_guid, &b->bp, b->stored, ARC_POLICY_DEFAULT);
+        }
+        if (i % 50 == 0) arc_free(g_guid, &w->blks[(id + 1) % w->nb].bp);
+        arc_stats_t st;
+        arc_get_stats(&st);
+        if (st.size > w->max_seen && w->max_seen != UINT64_MAX) w->max_seen = st.size;
+    }
+    free(buf);
+    free(want);
+    return NULL;
+}
+
+static void test_size_bound_concurrent(void **state)
+{
+    (void)state;
+    fresh(2 * CAIRN_MIB);
+    enum { NB = 128, NT = 4 };
+    blk_t *b = calloc(NB, sizeof(blk_t));
+    for (int i = 0; i < NB; i++) make_blk(&b[i], (uint64_t)i, 9, 0, i % 2 == 0, CAIRN_BT_DATA);
+    pthread_t t[NT];
+    worker_t w[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = (worker_t){.blks = b, .nb = NB, .seed = 100 + (uint64_t)i};
+        pthread_create(&t[i], NULL, worker_run, &w[i]);
+    }
+    for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < NT; i++) {
+        assert_true(w[i].max_seen != UINT64_MAX); /* no wrong content */
+        assert_true(w[i].max_seen <= 2 * CAIRN_MIB);
+    }
+    check_invariants();
+    for (int i = 0; i < NB; i++) free_blk(&b[i]);
+    free(b);
+}
+
+static void test_primarycache_policies(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t data, meta;
+    make_blk(&data, 1, 1, 0, false, CAIRN_BT_DATA);
+    make_blk(&meta, 2, 1, 0, false, CAIRN_BT_INDIRECT);
+    uint8_t none = ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE);
+    uint8_t md = ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE);
+    assert_false(read_blk(&data, none, 1, 0));
+    assert_false(read_blk(&data, none, 1, 0));
+    assert_false(read_blk(&data, md, 1, 0));
+    assert_false(read_blk(&data, md, 1, 0));
+    assert_false(read_blk(&meta, md, 2, 0));
+    assert_true(read_blk(&meta, md, 2, 0));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(st.bypassed, 4);
+    free_blk(&data);
+    free_blk(&meta);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hit_miss_and_content),
+        cmocka_unit_test(test_same_place_other_content_never_served),
+        cmocka_unit_test(test_free_drops),
+        cmocka_unit_test(test_ghost_hits_steer_p),
+        cmocka_unit_test(test_scan_resistance),
+        cmocka_unit_test(test_random_trace_invariants),
+        cmocka_unit_test(test_size_bound_concurrent),
+        cmocka_unit_test(test_primarycache_policies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,289 @@
+/*
+ * The ARC and L2ARC under a real pool and the DMU: rewritten and freed records
+ * are never served stale; an object set with primarycache=none keeps its data
+ * out of the ARC; records evicted from the ARC are served from a cache device
+ * (data verified), also after export and import rebuilt the device's index;
+ * a cache device overwritten with junk costs nothing but time.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/arc.h>
+#include <cairn/dmu.h>
+#include <cairn/util.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool_fixture.h"
+
+#define RS (128 * 1024)
+
+static void fill(uint8_t *b, uint64_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (uint64_t i = 0; i < len; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(b + i, &x, 8);
+    }
+}
+
+static uint64_t new_obj(objset_t *os)
+{
+    dmu_object_props_t p = {.recordsize = RS, .compress = CAIRN_COMPRESS_LZ4,
+                            .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    uint64_t obj;
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &p, &obj, tx), 0);
+    dmu_tx_commit(tx);
+    return obj;
+}
+
+static void put(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, uint64_t seed)
+{
+    uint8_t *b = malloc(len);
+    fill(b, len, seed);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, off, len, b, tx), 0);
+    dmu_tx_commit(tx);
+    free(b);
+}
+
+static void expect(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, uint64_t seed)
+{
+    uint8_t *b = malloc(len), *w = malloc(len);
+    if (seed) fill(w, len, seed);
+    else memset(w, 0, len);
+    assert_int_equal(dmu_read(os, obj, off, len, b), 0);
+    assert_memory_equal(b, w, len);
+    free(b);
+    free(w);
+}
+
+static void test_rewrite_and_free_never_stale(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_stale", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    for (uint64_t v = 1; v <= 4; v++) {
+        put(os, obj, 0, 8 * RS, v);
+        assert_int_equal(dmu_objset_sync(os), 0);
+        expect(os, obj, 0, 8 * RS, v); /* into the ARC */
+        expect(os, obj, 0, 8 * RS, v); /* from the ARC */
+    }
+    arc_stats_t st0, st;
+    arc_get_stats(&st0);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_free_range(os, obj, 0, 4 * RS, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    spa_txg_wait_synced(f.spa, 0);
+    expect(os, obj, 0, 4 * RS, 0);
+    uint8_t *all = malloc(8 * RS), *half = malloc(4 * RS);
+    fill(all, 8 * RS, 4);
+    assert_int_equal(dmu_read(os, obj, 4 * RS, 4 * RS, half), 0);
+    assert_memory_equal(half, all + 4 * RS, 4 * RS);
+    free(all);
+    free(half);
+    arc_get_stats(&st);
+    assert_true(st.frees_dropped > st0.frees_dropped); /* the freed records left the ARC */
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
+static void test_primarycache_none_bypasses(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_none", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    dmu_objset_set_cache_policy(os, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, 32 * RS, 9);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f); /* nothing of it in memory */
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    dmu_objset_set_cache_policy(os, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
+    arc_stats_t a, b;
+    arc_get_stats(&a);
+    expect(os, obj, 0, 32 * RS, 9);
+    expect(os, obj, 0, 32 * RS, 9);
+    arc_get_stats(&b);
+    assert_true(b.hits - a.hits < 16);      /* no data record came from the ARC */
+    assert_true(b.size - a.size < 4 * RS);  /* at most the few metadata blocks */
+    /* and with the default policy the same reads are cached */
+    dmu_objset_set_cache_policy(os, ARC_POLICY_DEFAULT);
+    expect(os, obj, 0, 32 * RS, 9);
+    arc_get_stats(&a);
+    expect(os, obj, 0, 32 * RS, 9);
+    arc_get_stats(&b);
+    assert_true(b.hits - a.hits >= 32);
+    dmu_objset_close(os);
+    test_pool_export(&f);
+    test_pool_remove(&f);
+}
+
+static void add_cache(test_pool_t *f, bool create)
+{
+    char dev[700], err[256];
+    snprintf(dev, sizeof dev, "%s/cache0", f->dir);
+    if (create) {
+        int fd = open(dev, O_CREAT | O_RDWR | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 64 * CAIRN_MIB), 0);
+        close(fd);
+    }
+    int e = arc_l2_add(spa_guid(f->spa), dev, create, err, sizeof err);
+    if (e) fprintf(stderr, "%s\n", err);
+    assert_int_equal(e, 0);
+}
+
+static void test_l2arc_serves_and_survives_reimport(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_l2", 256 * CAIRN_MIB);
+    add_cache(&f, true);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, 64 * RS, 5); /* 8 MiB of incompressible records */
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    add_cache(&f, false);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    expect(os, obj, 0, 64 * RS, 5); /* from the pool into the ARC */
+    assert_true(arc_l2_feed_now() >= 64 * RS);
+    arc_set_max(CAIRN_MIB); /* the ARC lets go of almost all of it */
+    arc_stats_t a, b;
+    arc_get_stats(&a);
+    expect(os, obj, 0, 64 * RS, 5);
+    arc_get_stats(&b);
+    assert_true(b.l2_hits - a.l2_hits >= 48);
+    assert_int_equal(b.l2_cksum_bad, a.l2_cksum_bad);
+
+    /* export + import: the device's index comes back from its log */
+    arc_set_max(64 * CAIRN_MIB);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    arc_get_stats(&a);
+    add_cache(&f, false);
+    arc_get_stats(&b);
+    assert_true(b.l2_rebuilt - a.l2_rebuilt >= 64);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    arc_get_stats(&a);
+    expect(os, obj, 0, 64 * RS, 5);
+    arc_get_stats(&b);
+    assert_true(b.l2_hits - a.l2_hits >= 64);
+
+    /* junk over the device: reads stay right, the device is dropped */
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    add_cache(&f, false);
+    char dev[700];
+    snprintf(dev, sizeof dev, "%s/cache0", f.dir);
+    int fd = open(dev, O_RDWR);
+    uint8_t *junk = malloc(CAIRN_MIB);
+    memset(junk, 0x3c, CAIRN_MIB);
+    for (uint64_t off = 8192; off < 32 * CAIRN_MIB; off += CAIRN_MIB)
+        assert_int_equal(pwrite(fd, junk, CAIRN_MIB, (off_t)off), (ssize_t)CAIRN_MIB);
+    close(fd);
+    free(junk);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    arc_get_stats(&a);
+    expect(os, obj, 0, 64 * RS, 5);
+    arc_get_stats(&b);
+    assert_true(b.l2_cksum_bad > a.l2_cksum_bad);
+    assert_true(b.l2_devices_dropped > a.l2_devices_dropped);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
+/* A sequential reader: after a few reads in a row the records ahead are read in the
+ * background, so the next reads are ARC hits; a random reader gets no read-ahead. */
+static void test_sequential_prefetch(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_pf", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os), other = new_obj(os);
+    put(os, obj, 0, 96 * RS, 11);
+    put(os, other, 0, 96 * RS, 12);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint8_t *all = malloc(96 * RS), *b = malloc(RS);
+    /* random order over `other`: never three in a row */
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (int i = 0; i < 16; i++) {
+        uint64_t rec = (uint64_t)((i * 37) % 96);
+        assert_int_equal(dmu_read(os, other, rec * RS, RS, b), 0);
+    }
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued(), issued0);
+    /* sequential over `obj`: records 0, 1, 2 start a stream */
+    fill(all, 96 * RS, 11);
+    for (uint64_t r = 0; r < 3; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    dmu_prefetch_wait();
+    assert_true(dmu_prefetch_issued() - issued0 >= 16);
+    arc_stats_t a, z;
+    arc_get_stats(&a);
+    for (uint64_t r = 3; r < 19; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    arc_get_stats(&z);
+    assert_true(z.hits - a.hits >= 16); /* every one of them was read ahead */
+    /* the stream goes on to the end, with the right data */
+    for (uint64_t r = 19; r < 96; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    free(all);
+    free(b);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rewrite_and_free_never_stale),
+        cmocka_unit_test(test_primarycache_none_bypasses),
+        cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
+        cmocka_unit_test(test_sequential_prefetch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
