@@ -64,6 +64,7 @@ typedef struct cairnd_config {
     mgmt_listen_t nfs, mount, portmap, iscsi;
     int log_level;                  /* cairn_log_level_t */
     uint32_t txg_timeout;           /* seconds */
+    uint64_t arc_max;               /* bytes of the ARC (all pools) */
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);
@@ -77,6 +78,11 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
                     size_t errlen);
 /* Reads a whole file; errors are "FILE:LINE: message". */
 int mgmt_config_load(cairnd_config_t *cfg, const char *path, char *err, size_t errlen);
+/* Takes the `cache DEV...` section out of a `pool create` word list: argv keeps the
+ * other words (*argc shrinks), *cache gets the devices (malloc'd array of pointers
+ * into argv). -EINVAL with err for a `cache` without devices. */
+int mgmt_cache_section_split(int *argc, char **argv, char ***cache, size_t *ncache, char *err,
+                             size_t errlen);
 /* Formats a listen address back into "host:port" ("[v6]:port"). */
 void mgmt_listen_format(const mgmt_listen_t *l, char *buf, size_t len);
 

@@ -40,4 +40,15 @@ size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap);
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a);
 
+/* The ARC (arc.c): arc_max and the remembered cache devices (STATE_DIR/l2arc.cache);
+ * cache devices of a new pool (formats them; -errno with err on failure); re-attach
+ * a pool's remembered devices when it opens; forget them when it is destroyed;
+ * the arcstat request (false when req is not one). */
+void cairnd_arc_init(const char *state_dir, uint64_t arc_max);
+int cairnd_arc_add_devices(spa_t *spa, char *const *paths, size_t n, char *err, size_t errlen);
+void cairnd_arc_pool_opened(spa_t *spa);
+void cairnd_arc_pool_destroyed(uint64_t guid);
+bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                       cairnd_arena_t *a);
+
 #endif

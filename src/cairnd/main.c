@@ -354,6 +354,7 @@ int main(int argc, char **argv)
               pm, isc);
 
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
+    cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
 

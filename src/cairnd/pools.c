@@ -125,6 +125,7 @@ static void add_pool(spa_t *spa, dsl_pool_t *dp)
     }
     e->spa = spa;
     e->dp = dp;
+    cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
     char **paths = NULL;
     size_t n = 0;
     if (spa_leaf_paths(spa, &paths, &n) == 0) {
@@ -250,6 +251,7 @@ void cairnd_pools_import_cached(void)
             continue;
         }
         e->spa = spa;
+        cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
         log_info(SUB, "imported pool '%s' (%s)", e->name, vdev_state_name(spa_health(spa)));
     }
     pthread_rwlock_unlock(&g_lock);
@@ -515,6 +517,12 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
             return;
         }
     }
+    rc = cairnd_arc_add_devices(spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
+    if (rc) { /* L2ARC: the `cache` section (arc.c) */
+        spa_destroy(spa);
+        set_error(resp, a, rc, "cannot create '%s': %s", m->name, err);
+        return;
+    }
     dsl_pool_t *dp = NULL;
     rc = dsl_pool_open(spa, &dp);
     if (rc) {
@@ -635,7 +643,9 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
     /* The DSL writes out what it holds before the pool's final txg. */
     if (e->dp) dsl_pool_close(e->dp);
     e->dp = NULL;
+    uint64_t guid = spa_guid(spa);
     int rc = destroy ? spa_destroy(spa) : spa_export(spa);
+    if (destroy) cairnd_arc_pool_destroyed(guid); /* L2ARC: forget its cache devices */
     /* Either call closes the pool, even when writing the labels failed. */
     remove_entry(e);
     cache_write();
@@ -785,6 +795,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
     default:
         if (cairnd_handle_dataset(req, resp, a)) break;
+        if (cairnd_handle_arc(req, resp, a)) break;
         set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
     pthread_rwlock_unlock(&g_lock);

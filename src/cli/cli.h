@@ -34,4 +34,13 @@ void want_args(int argc, char **argv, int lo, int hi, const char *what, const ch
  * is not a dataset command. argv[0] is the command word. */
 int dataset_command(const char *cmd, int argc, char **argv);
 
+/* The ARC (arcstat.c): `cairn arcstat [-v] [INTERVAL [COUNT]]`; and the `cache DEV...`
+ * section of `pool create`, taken out of the words (*argc shrinks) into pc. */
+int cmd_arcstat(int argc, char **argv);
+void cli_cache_section(int *argc, char **argv, Cairn__Mgmt__PoolCreate *pc, const char *what);
+void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc);
+/* `pool add POOL cache DEV...` (the words from "add" on). */
+bool cli_is_cache_add(int argc, char **argv);
+int cmd_pool_add_cache(int argc, char **argv);
+
 #endif

@@ -60,7 +60,7 @@ static void usage(FILE *f)
 {
     fputs("usage: cairn [--socket PATH] COMMAND ...\n"
           "  pool create [-f] [-o prop=val]... POOL VDEV...\n"
-          "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH...\n"
+          "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH... | cache PATH...\n"
           "  pool list [-H] [-p] [--json] [POOL]\n"
           "  pool status [-v] [POOL]\n"
           "  pool export POOL\n"
@@ -71,6 +71,8 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
+          "  pool add POOL cache DEV...\n"
+          "  arcstat [-v] [INTERVAL [COUNT]]\n"
           "  create [-p] [-o prop=val]... FILESYSTEM\n"
           "  create [-p] [-s] [-b BLOCKSIZE] [-o prop=val]... -V SIZE VOLUME\n"
           "  destroy [-r] [-f] DATASET|SNAPSHOT\n"
@@ -264,7 +266,9 @@ static int cmd_pool_create(int argc, char **argv)
     if (optind >= argc) fail("%s: missing vdevs (PATH, mirror PATH..., raidzN PATH...)", what);
     spa_vdev_spec_t *root;
     char err[512];
-    if (mgmt_vdev_spec_parse(argc - optind, argv + optind, &root, err, sizeof err))
+    int nwords = argc - optind;
+    cli_cache_section(&nwords, argv + optind, &pc, what); /* L2ARC: `cache DEV...` (arcstat.c) */
+    if (mgmt_vdev_spec_parse(nwords, argv + optind, &root, err, sizeof err))
         fail("%s: %s", what, err);
     char **seen = NULL, **given = NULL;
     size_t nseen = 0;
@@ -281,6 +285,7 @@ static int cmd_pool_create(int argc, char **argv)
     Cairn__Mgmt__Response *r = call(&req);
     cairn__mgmt__response__free_unpacked(r, NULL);
     spec_msg_free(pc.root);
+    cli_cache_section_free(&pc);
     mgmt_vdev_spec_free(root);
     for (size_t i = 0; i < nseen; i++) {
         free(seen[i]);
@@ -752,6 +757,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - i, argv + i);
+    if (!strcmp(cmd, "arcstat")) return cmd_arcstat(argc - i, argv + i);
     int dsret = dataset_command(cmd, argc - i, argv + i);
     if (dsret >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
@@ -765,6 +771,7 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "import")) return cmd_pool_import(sargc, sargv);
     if (!strcmp(sub, "get")) return cmd_pool_get(sargc, sargv);
     if (!strcmp(sub, "set")) return cmd_pool_set(sargc, sargv);
+    if (cli_is_cache_add(sargc, sargv)) return cmd_pool_add_cache(sargc, sargv); /* L2ARC */
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
         !strcmp(sub, "clear"))
         return cmd_pool_simple(sargc, sargv, sub);

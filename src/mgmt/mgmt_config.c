@@ -30,6 +30,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     mgmt_parse_listen(CAIRN_DEFAULT_ISCSI_LISTEN, &cfg->iscsi);
     cfg->log_level = CAIRN_LOG_INFO;
     cfg->txg_timeout = CAIRN_DEFAULT_TXG_TIMEOUT;
+    cfg->arc_max = 256 * CAIRN_MIB;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -141,6 +142,15 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
             return -EINVAL;
         }
         cfg->txg_timeout = (uint32_t)v;
+        return 0;
+    }
+    if (!strcmp(key, "arc_max")) {
+        uint64_t v;
+        if (cairn_parse_size(value, &v) || v < CAIRN_MIB) {
+            snprintf(err, errlen, "bad arc_max '%s' (want a size of at least 1M, e.g. 2G)", value);
+            return -EINVAL;
+        }
+        cfg->arc_max = v;
         return 0;
     }
     snprintf(err, errlen, "unknown setting '%s'", key);

@@ -31,7 +31,7 @@ run_fail "$CAIRN" pool create tank raidz1 "$D/a" "$D/b";        expect_stderr 'r
 run_fail "$CAIRN" pool create tank raidz2 "$D/a" "$D/b" "$D/c"; expect_stderr 'raidz2 needs at least 4'
 run_fail "$CAIRN" pool create tank raidz3 "$D/a" "$D/b" "$D/c" "$D/d"; expect_stderr 'raidz3 needs at least 5'
 run_fail "$CAIRN" pool create tank "$D/a" log "$D/b";           expect_stderr "'log' vdevs are not supported"
-run_fail "$CAIRN" pool create tank "$D/a" cache "$D/b";         expect_stderr "'cache' vdevs are not supported"
+run_fail "$CAIRN" pool create tank "$D/a" cache;                  expect_stderr "'cache' needs at least one device"
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/b" spare "$D/c"; expect_stderr "'spare' vdevs are not supported"
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/a";        expect_stderr 'more than once'
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/a-link";   expect_stderr 'more than once'

@@ -1,0 +1,199 @@
+/*
+ * cairnd's side of the ARC: arc_max from the configuration, the pools' cache
+ * devices, and the arcstat request.
+ *
+ * Cache devices are not in a pool's labels (they hold only verified copies,
+ * and the pool must import without them), so the daemon remembers them in
+ * STATE_DIR/l2arc.cache, one "GUID PATH" line each, written atomically. When a
+ * pool opens (created, imported, or brought back at start) its devices are
+ * attached again and their index is rebuilt from the log on the device; one
+ * that is missing or unreadable is logged and skipped, never failing the
+ * import. Destroying a pool forgets its devices.
+ */
+#include "cairnd.h"
+
+#include <cairn/arc.h>
+#include <cairn/log.h>
+#include <cairn/util.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SUB "cairnd"
+
+typedef struct l2_rec {
+    uint64_t guid;
+    char *path;
+} l2_rec_t;
+
+static pthread_mutex_t g_arc_lock = PTHREAD_MUTEX_INITIALIZER;
+static l2_rec_t *g_recs;
+static size_t g_nrecs;
+static char g_l2_path[MGMT_PATH_MAX + 32];
+
+static int recs_write(void)
+{
+    if (!g_l2_path[0]) return 0;
+    char tmp[sizeof g_l2_path + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", g_l2_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -errno;
+    fprintf(f, "# cairnd L2ARC cache devices: pool guid, device. Written by cairnd.\n");
+    for (size_t i = 0; i < g_nrecs; i++)
+        fprintf(f, "%016" PRIx64 " %s\n", g_recs[i].guid, g_recs[i].path);
+    int rc = fflush(f) || fsync(fileno(f)) ? -errno : 0;
+    if (fclose(f) && !rc) rc = -errno;
+    if (!rc && rename(tmp, g_l2_path)) rc = -errno;
+    if (rc) log_error(SUB, "cannot update %s: %s", g_l2_path, strerror(-rc));
+    return rc;
+}
+
+static void recs_add(uint64_t guid, const char *path)
+{
+    g_recs = cairn_realloc(g_recs, (g_nrecs + 1) * sizeof *g_recs);
+    g_recs[g_nrecs++] = (l2_rec_t){.guid = guid, .path = cairn_strdup(path)};
+}
+
+void cairnd_arc_init(const char *state_dir, uint64_t arc_max)
+{
+    arc_set_max(arc_max);
+    snprintf(g_l2_path, sizeof g_l2_path, "%s/l2arc.cache", state_dir);
+    FILE *f = fopen(g_l2_path, "r");
+    if (!f) return;
+    char line[MGMT_PATH_MAX + 64];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!line[0] || line[0] == '#') continue;
+        char *sp = strchr(line, ' ');
+        char *end;
+        uint64_t guid = sp ? strtoull(line, &end, 16) : 0;
+        if (!sp || end != sp || !sp[1]) {
+            log_warn(SUB, "%s: ignoring unrecognised line", g_l2_path);
+            continue;
+        }
+        recs_add(guid, sp + 1);
+    }
+    fclose(f);
+}
+
+int cairnd_arc_add_devices(spa_t *spa, char *const *paths, size_t n, char *err, size_t errlen)
+{
+    uint64_t guid = spa_guid(spa);
+    size_t i = 0;
+    int rc = 0;
+    for (; i < n && !rc; i++) rc = arc_l2_add(guid, paths[i], true, err, errlen);
+    if (rc) {
+        for (size_t j = 0; j + 1 < i; j++) arc_l2_remove(guid, paths[j]);
+        return rc;
+    }
+    pthread_mutex_lock(&g_arc_lock);
+    for (i = 0; i < n; i++) recs_add(guid, paths[i]);
+    recs_write();
+    pthread_mutex_unlock(&g_arc_lock);
+    for (i = 0; i < n; i++) log_info(SUB, "pool '%s': cache device %s added", spa_name(spa), paths[i]);
+    return 0;
+}
+
+void cairnd_arc_pool_opened(spa_t *spa)
+{
+    uint64_t guid = spa_guid(spa);
+    pthread_mutex_lock(&g_arc_lock);
+    for (size_t i = 0; i < g_nrecs; i++) {
+        if (g_recs[i].guid != guid) continue;
+        char err[512];
+        int rc = arc_l2_add(guid, g_recs[i].path, false, err, sizeof err);
+        if (rc && rc != -EEXIST)
+            log_warn(SUB, "pool '%s': cache device not used: %s", spa_name(spa), err);
+    }
+    pthread_mutex_unlock(&g_arc_lock);
+}
+
+void cairnd_arc_pool_destroyed(uint64_t guid)
+{
+    pthread_mutex_lock(&g_arc_lock);
+    size_t out = 0;
+    for (size_t i = 0; i < g_nrecs; i++) {
+        if (g_recs[i].guid == guid) free(g_recs[i].path);
+        else g_recs[out++] = g_recs[i];
+    }
+    if (out != g_nrecs) {
+        g_nrecs = out;
+        recs_write();
+    }
+    pthread_mutex_unlock(&g_arc_lock);
+}
+
+static void do_cache_add(const Cairn__Mgmt__ArcCacheAdd *m, Cairn__Mgmt__Response *resp,
+                         cairnd_arena_t *a)
+{
+    dsl_pool_t *dp = m->pool ? cairnd_pool_dsl(m->pool) : NULL;
+    if (!dp) {
+        cairnd_set_error(resp, a, -ENOENT, "no such pool '%s'", m->pool ? m->pool : "");
+        return;
+    }
+    if (!m->n_devices) {
+        cairnd_set_error(resp, a, -EINVAL, "'cache' needs at least one device");
+        return;
+    }
+    char err[512] = "";
+    int rc = cairnd_arc_add_devices(dsl_pool_spa(dp), m->devices, m->n_devices, err, sizeof err);
+    if (rc) cairnd_set_error(resp, a, rc, "cannot add to '%s': %s", m->pool, err);
+}
+
+#define COPY(f) r->f = st.f
+bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                       cairnd_arena_t *a)
+{
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_ARC_CACHE_ADD) {
+        do_cache_add(req->arc_cache_add, resp, a);
+        return true;
+    }
+    if (req->cmd_case != CAIRN__MGMT__REQUEST__CMD_ARC_STAT) return false;
+    arc_stats_t st;
+    arc_get_stats(&st);
+    Cairn__Mgmt__ArcStats *r = cairnd_arena_alloc(a, sizeof *r);
+    cairn__mgmt__arc_stats__init(r);
+    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
+    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
+    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
+    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
+    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
+    COPY(l2_io_errors); COPY(l2_rebuilt);
+    /* Cache devices of the imported pools (the caller holds the pool table). */
+    dsl_pool_t *dps[64];
+    size_t np = CAIRN_MIN(cairnd_pool_dsls(dps, 64), (size_t)64);
+    const char *only = req->arc_stat && req->arc_stat->pool ? req->arc_stat->pool : "";
+    for (size_t i = 0; i < np; i++) {
+        spa_t *spa = dsl_pool_spa(dps[i]);
+        if (*only && strcmp(only, spa_name(spa))) continue;
+        arc_l2_dev_stat_t ds[16];
+        size_t nd = CAIRN_MIN(arc_l2_dev_stats(spa_guid(spa), ds, 16), (size_t)16);
+        for (size_t k = 0; k < nd; k++) {
+            Cairn__Mgmt__CacheDevice *d = cairnd_arena_alloc(a, sizeof *d);
+            cairn__mgmt__cache_device__init(d);
+            d->pool = cairnd_arena_strdup(a, spa_name(spa));
+            d->path = cairnd_arena_strdup(a, ds[k].path);
+            d->online = ds[k].online;
+            d->size = ds[k].size;
+            d->alloc = ds[k].alloc;
+            d->entries = ds[k].entries;
+            d->reads = ds[k].reads;
+            d->writes = ds[k].writes;
+            d->errors = ds[k].errors;
+            Cairn__Mgmt__CacheDevice **nv =
+                cairnd_arena_alloc(a, (r->n_devices + 1) * sizeof *nv);
+            if (r->n_devices) memcpy(nv, r->devices, r->n_devices * sizeof *nv);
+            nv[r->n_devices++] = d;
+            r->devices = nv;
+        }
+    }
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_ARC_STATS;
+    resp->arc_stats = r;
+    return true;
+}
+#undef COPY
