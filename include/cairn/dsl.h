@@ -180,4 +180,17 @@ int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes);
 int dsl_dataset_list_snapshots(dsl_dataset_t *ds, void (*fn)(const char *snap, void *arg),
                                void *arg);
 
+/* ---- pool-wide configuration store (src/dsl/dsl_config.c) ----
+ * Records for front ends (iSCSI targets and LUNs) that travel with the pool,
+ * hidden from dataset properties. Keys are 1..255 bytes, values up to 8 KiB.
+ * set/remove return when the change is on disk. */
+int dsl_pool_config_set(dsl_pool_t *dp, const char *key, const void *val, uint32_t len);
+int dsl_pool_config_remove(dsl_pool_t *dp, const char *key); /* -ENOENT */
+/* -ENOENT; copies min(len, cap) bytes, the full length goes to *len. */
+int dsl_pool_config_get(dsl_pool_t *dp, const char *key, void *val, uint32_t cap, uint32_t *len);
+/* Calls fn for every record whose key starts with prefix (NULL: all). */
+int dsl_pool_config_list(dsl_pool_t *dp, const char *prefix,
+                         void (*fn)(const char *key, const void *val, uint32_t len, void *arg),
+                         void *arg);
+
 #endif

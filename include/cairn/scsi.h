@@ -31,6 +31,7 @@
 #include <cairn/zvol.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct scsi_target scsi_target_t;
@@ -112,6 +113,29 @@ int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun);
 /* Tells the LU its capacity changed (volsize set): raises CAPACITY DATA HAS
  * CHANGED unit attention on every nexus. */
 void scsi_lu_capacity_changed(scsi_target_t *tgt, uint64_t lun);
+
+/* Persistent reservation state lives in memory per LU. So that it can
+ * survive a restart (APTPL), the administrator layer may install a hook: it is
+ * called, with the LU's lock held (it must not call back into this layer),
+ * after every change of registrations or reservation, with the whole state
+ * serialized in a self-describing byte string; scsi_lu_pr_restore() loads such
+ * a string back (at LU add, before commands arrive). With a hook installed
+ * PERSIST THROUGH POWER LOSS is reported capable and APTPL=1 accepted;
+ * without one APTPL=1 is refused (INVALID FIELD IN PARAMETER LIST). */
+typedef void (*scsi_pr_hook_fn)(void *arg, uint64_t lun, const void *state, size_t len);
+void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg);
+/* -EINVAL for a malformed string, -ENOENT for no such LU. */
+int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len);
+
+/* LUN numbers: cmd->lun (and the lun of scsi_cdb_transfer, scsi_reset,
+ * scsi_lu_capacity_changed) may be either the plain LUN number (0..16383) or
+ * the 8-byte SAM LUN field read big-endian (peripheral addressing 0x00nn...,
+ * flat space 0x4nnn...); both name the same LU.
+ *
+ * Data-Out: data_out_len is what the initiator actually sent (at most its
+ * expected transfer length). Block writes need at least what
+ * scsi_cdb_transfer() reported; WRITE SAME needs exactly one block (or none
+ * with UNMAP=1); parameter lists are parsed as far as they go. */
 
 /* Executes one command. Always fills status (and sense for CHECK CONDITION). */
 void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd);

@@ -50,5 +50,18 @@ void cairnd_arc_pool_opened(spa_t *spa);
 void cairnd_arc_pool_destroyed(uint64_t guid);
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a);
+/* iSCSI (iscsi.c): the listener and `cairn iscsi` commands; the hooks keep LUNs in
+ * step with pools and volumes. All run with the pool table locked (start: alone). */
+int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen);
+void cairnd_iscsi_stop(void);
+bool cairnd_handle_iscsi(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                         cairnd_arena_t *a);
+void cairnd_iscsi_pool_opened(dsl_pool_t *dp);
+void cairnd_iscsi_pool_closing(dsl_pool_t *dp);
+/* A volume (or, recursive, a descendant) serving as a LUN: without force, fills resp
+ * and returns true; with force, removes those LUNs and returns false. */
+bool cairnd_iscsi_volume_busy(const char *name, bool recursive, bool force,
+                              Cairn__Mgmt__Response *resp, cairnd_arena_t *a, const char *verb);
+void cairnd_iscsi_volsize_changed(const char *name);
 
 #endif

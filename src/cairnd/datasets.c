@@ -150,6 +150,9 @@ static void do_destroy(const Cairn__Mgmt__DatasetDestroy *m, Cairn__Mgmt__Respon
                          m->name, m->name);
         return;
     }
+    if (!strchr(m->name, '@') &&
+        cairnd_iscsi_volume_busy(m->name, m->recursive, m->force, resp, a, "destroy"))
+        return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 32];
     int rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
     snprintf(what, sizeof what, "cannot destroy '%s'", m->name);
@@ -189,6 +192,7 @@ static void do_rename(const Cairn__Mgmt__DatasetRename *m, Cairn__Mgmt__Response
             return;
         }
     }
+    if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
     int rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
     char what[2 * DSL_NAME_MAX + 32];
     snprintf(what, sizeof what, "cannot rename '%s' to '%s'", m->old_name, m->new_name);
@@ -260,6 +264,7 @@ static void do_set(const Cairn__Mgmt__DatasetSet *m, Cairn__Mgmt__Response *resp
     snprintf(what, sizeof what, "cannot set property for '%s'", m->name);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "set %s=%s on '%s'", m->prop, m->value, m->name);
+    if (!rc && !strcmp(m->prop, "volsize")) cairnd_iscsi_volsize_changed(m->name);
 }
 
 static void do_inherit(const Cairn__Mgmt__DatasetInherit *m, Cairn__Mgmt__Response *resp,

@@ -357,6 +357,15 @@ int main(int argc, char **argv)
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
+    if (cairnd_iscsi_start(&cfg, err, sizeof err)) {
+        if (ready_fd >= 0) { /* the terminal that started us hears why */
+            dprintf(ready_fd, "%s", err);
+            cairnd_pools_shutdown();
+            _exit(1);
+        }
+        cairnd_pools_shutdown();
+        die("%s", err);
+    }
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
@@ -387,6 +396,7 @@ int main(int argc, char **argv)
     }
     close(lfd);
     unlink(cfg.socket);
+    cairnd_iscsi_stop();
     cairnd_pools_shutdown();
     char pid_path[MGMT_PATH_MAX + 16];
     snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);

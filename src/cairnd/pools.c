@@ -615,6 +615,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         return;
     }
     add_pool(spa, dp);
+    cairnd_iscsi_pool_opened(dp);
     cache_write();
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
@@ -641,6 +642,7 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
     }
     spa_t *spa = e->spa;
     /* The DSL writes out what it holds before the pool's final txg. */
+    if (e->dp) cairnd_iscsi_pool_closing(e->dp);
     if (e->dp) dsl_pool_close(e->dp);
     e->dp = NULL;
     uint64_t guid = spa_guid(spa);
@@ -796,6 +798,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     default:
         if (cairnd_handle_dataset(req, resp, a)) break;
         if (cairnd_handle_arc(req, resp, a)) break;
+        if (cairnd_handle_iscsi(req, resp, a)) break;
         set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
     pthread_rwlock_unlock(&g_lock);

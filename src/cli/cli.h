@@ -33,6 +33,8 @@ void want_args(int argc, char **argv, int lo, int hi, const char *what, const ch
 /* Dataset commands (datasets.c): runs cmd and returns its exit code, or -1 when cmd
  * is not a dataset command. argv[0] is the command word. */
 int dataset_command(const char *cmd, int argc, char **argv);
+/* `cairn iscsi ...` (iscsi.c); argv[0] is "iscsi". */
+int iscsi_command(int argc, char **argv);
 
 /* The ARC (arcstat.c): `cairn arcstat [-v] [INTERVAL [COUNT]]`; and the `cache DEV...`
  * section of `pool create`, taken out of the words (*argc shrinks) into pc. */

@@ -760,6 +760,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "arcstat")) return cmd_arcstat(argc - i, argv + i);
     int dsret = dataset_command(cmd, argc - i, argv + i);
     if (dsret >= 0) return dsret;
+    if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
     if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, export, import, destroy, scrub, clear, get, set)");
     const char *sub = argv[i + 1];

@@ -1,0 +1,84 @@
+/*
+ * iSCSI: the target transport (RFC 7143) in front of the SCSI layer
+ * (src/iscsi/).
+ *
+ * An iscsi_server_t listens on one TCP address and serves the targets
+ * configured in it. A target has an iSCSI name (iqn., eui. or naa.), logical
+ * units (volumes, each wrapped in the SCSI layer's scsi_target_t), an optional
+ * initiator access list (empty: every initiator may log in) and optional CHAP
+ * secrets (one-way, or mutual when a target secret is also set). Everything
+ * here is runtime state: the administrator layer (cairnd) stores the
+ * configuration and replays it on start.
+ *
+ * Every function is thread-safe. Changing a target while sessions run on it
+ * is allowed: ACL and CHAP changes apply to the next login; removing a LUN
+ * waits for the commands running on it; destroying a target first closes
+ * its sessions.
+ */
+#ifndef CAIRN_ISCSI_H
+#define CAIRN_ISCSI_H
+
+#include <cairn/scsi.h>
+#include <cairn/zvol.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct iscsi_server iscsi_server_t;
+
+#define ISCSI_NAME_MAX 223           /* RFC 7143: iSCSI names are at most 223 bytes */
+#define ISCSI_CHAP_SECRET_MIN 12     /* RFC 7143 asks for 96 bits at least */
+#define ISCSI_CHAP_SECRET_MAX 255
+
+typedef struct iscsi_server_opts {
+    const char *host;                /* numeric address or name; "" = any */
+    uint16_t port;                   /* 0: an ephemeral port (tests), see iscsi_server_port */
+    uint32_t nop_interval_s;         /* idle seconds before a NOP-In ping; 0 = 30 */
+} iscsi_server_opts_t;
+
+int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out);
+/* Closes every connection, destroys every target (LUNs are removed; the
+ * caller closes its volumes afterwards). */
+void iscsi_server_stop(iscsi_server_t *srv);
+uint16_t iscsi_server_port(const iscsi_server_t *srv);
+
+/* iqn.YYYY-MM.reversed.domain[:anything], eui.<16 hex>, naa.<16 or 32 hex>;
+ * lower case, at most 223 bytes. 0 or -EINVAL with err filled. */
+int iscsi_name_check(const char *name, char *err, size_t errlen);
+
+/* -EEXIST, -EINVAL (bad name). */
+int iscsi_target_create(iscsi_server_t *srv, const char *iqn);
+/* -ENOENT; -EBUSY when the target still has LUNs (remove them first). Closes
+ * the target's sessions. */
+int iscsi_target_destroy(iscsi_server_t *srv, const char *iqn);
+
+/* Adds volume zv (kept open by the caller until iscsi_lun_remove returns) as
+ * LUN lun. -ENOENT (no target), -EEXIST (LUN taken), -ERANGE (lun > 16383). */
+int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv,
+                  const scsi_lu_opts_t *opts);
+/* Waits for the commands running on it. -ENOENT. */
+int iscsi_lun_remove(iscsi_server_t *srv, const char *iqn, uint64_t lun);
+void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t lun);
+
+/* Initiator access list. -EEXIST / -ENOENT. */
+int iscsi_acl_add(iscsi_server_t *srv, const char *iqn, const char *initiator);
+int iscsi_acl_remove(iscsi_server_t *srv, const char *iqn, const char *initiator);
+
+/* CHAP: the initiator must answer user/secret; with muser/msecret (both
+ * non-NULL) the target also proves itself (mutual CHAP). NULL user clears. */
+int iscsi_chap_set(iscsi_server_t *srv, const char *iqn, const char *user, const char *secret,
+                   const char *muser, const char *msecret);
+
+/* Sessions of a target in full feature phase (for `cairn iscsi list`). */
+typedef struct iscsi_session_info {
+    char initiator[ISCSI_NAME_MAX + 1];
+    char peer[64];                   /* address:port */
+    uint64_t isid;
+    uint16_t tsih;
+} iscsi_session_info_t;
+/* Fills up to cap entries; returns how many sessions there are (or -ENOENT). */
+int iscsi_target_sessions(iscsi_server_t *srv, const char *iqn, iscsi_session_info_t *out,
+                          size_t cap);
+
+#endif

@@ -1,0 +1,578 @@
+/*
+ * Reservations: SPC-4 persistent reservations (PERSISTENT RESERVE IN/OUT) and
+ * the SPC-2 RESERVE/RELEASE(6/10) that ESXi falls back to.
+ *
+ * A registration belongs to an I_T nexus, named by its initiator port and
+ * target port strings (not by the session: a registration outlives the
+ * session that made it, which is the point of persistence). ALL_TG_PT
+ * registers the initiator port through every target port (target_port NULL).
+ * The reservation is a pointer to the holder's registration; for the
+ * all-registrants types every registrant holds it and the pointer only says
+ * that a reservation exists.
+ *
+ * Access checks (pr_allowed) follow SPC-4 5.12.1: a command's class says
+ * whether it reads (conflicts only under the exclusive-access types) or writes
+ * (conflicts under all types); under the registrants-only and all-registrants
+ * types every registered nexus has the holder's access.
+ *
+ * RESERVE(6/10) is per nexus (session): it is released when the nexus goes
+ * away and by a reset. With compatible reservation handling (CRH=1, SPC-4
+ * 5.7.3) RESERVE and RELEASE from a persistent reservation holder succeed and
+ * do nothing; from anyone else while a persistent reservation exists they
+ * conflict.
+ *
+ * State is in memory, per LU, under lu->lock. The optional hook (scsi.h)
+ * receives the whole state, serialized, after every change:
+ *   "CPR1" | u32 generation | u8 type | u32 holder index+1 (0: none) | u32 n |
+ *   n x (u64 key | u16 rel_port | u8 all_tg_pt | u16 len | initiator |
+ *        u16 len | target_port)                          (big endian)
+ */
+#include "scsi_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static bool reg_matches(const pr_reg_t *r, const scsi_nexus_t *nx)
+{
+    const char *ini = nx->initiator ? nx->initiator : "";
+    const char *tp = nx->target_port ? nx->target_port : "";
+    return strcmp(r->initiator, ini) == 0 && (!r->target_port || strcmp(r->target_port, tp) == 0);
+}
+
+static pr_reg_t *reg_find(scsi_lu_t *lu, const scsi_nexus_t *nx)
+{
+    for (pr_reg_t *r = lu->regs; r; r = r->next)
+        if (reg_matches(r, nx)) return r;
+    return NULL;
+}
+
+static bool type_all_regs(uint8_t t) { return t == PR_WE_AR || t == PR_EA_AR; }
+static bool type_regs_access(uint8_t t) { return t == PR_WE_RO || t == PR_EA_RO || type_all_regs(t); }
+static bool type_valid(uint8_t t)
+{
+    return t == PR_WE || t == PR_EA || t == PR_WE_RO || t == PR_EA_RO || t == PR_WE_AR || t == PR_EA_AR;
+}
+static bool type_exclusive_access(uint8_t t) { return t == PR_EA || t == PR_EA_RO || t == PR_EA_AR; }
+
+static bool is_holder(scsi_lu_t *lu, pr_reg_t *r)
+{
+    if (!lu->holder || !r) return false;
+    return type_all_regs(lu->pr_type) || lu->holder == r;
+}
+
+bool pr_allowed(scsi_lu_t *lu, const scsi_nexus_t *nx, uint8_t prc, uint8_t opflags)
+{
+    if (lu->res2 && lu->res2_nexus != nx->nexus_id && !(opflags & OPF_RES2_OK)) return false;
+    if (prc == PRC_ALLOW || !lu->holder) return true;
+    pr_reg_t *r = reg_find(lu, nx);
+    if (is_holder(lu, r)) return true;
+    if (r && type_regs_access(lu->pr_type)) return true;
+    if (prc == PRC_READ && !type_exclusive_access(lu->pr_type)) return true;
+    return false;
+}
+
+/* ------------------------------------------------------- persistence */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool fail;
+} wbuf_t;
+
+static void wput(wbuf_t *w, const void *src, size_t n)
+{
+    if (w->fail) return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        while (cap < w->len + n) cap *= 2;
+        uint8_t *p = realloc(w->p, cap);
+        if (!p) {
+            w->fail = true;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+
+static void wput_n(wbuf_t *w, uint64_t v, int bytes)
+{
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+    wput(w, b, (size_t)bytes);
+}
+
+static void wput_str(wbuf_t *w, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > 0xffff) n = 0xffff;
+    wput_n(w, n, 2);
+    if (n) wput(w, s, n);
+}
+
+static void pr_changed(scsi_lu_t *lu)
+{
+    if (!lu->pr_hook) return;
+    wbuf_t w = {0};
+    wput(&w, "CPR1", 4);
+    wput_n(&w, lu->pr_generation, 4);
+    wput_n(&w, lu->pr_type, 1);
+    uint32_t n = 0, holder = 0;
+    for (pr_reg_t *r = lu->regs; r; r = r->next) {
+        n++;
+        if (r == lu->holder) holder = n;
+    }
+    wput_n(&w, holder, 4);
+    wput_n(&w, n, 4);
+    for (pr_reg_t *r = lu->regs; r; r = r->next) {
+        wput_n(&w, r->key, 8);
+        wput_n(&w, r->rel_port, 2);
+        wput_n(&w, r->target_port ? 0 : 1, 1);
+        wput_str(&w, r->initiator);
+        wput_str(&w, r->target_port);
+    }
+    if (!w.fail) lu->pr_hook(lu->pr_hook_arg, lu->lun, w.p, w.len);
+    free(w.p);
+}
+
+static void reg_free(pr_reg_t *r)
+{
+    free(r->initiator);
+    free(r->target_port);
+    free(r);
+}
+
+void pr_free(scsi_lu_t *lu)
+{
+    while (lu->regs) {
+        pr_reg_t *r = lu->regs;
+        lu->regs = r->next;
+        reg_free(r);
+    }
+    lu->holder = NULL;
+}
+
+void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg)
+{
+    scsi_lu_t *lu = scsi_lu_pin(tgt, lun);
+    if (!lu) return;
+    pthread_mutex_lock(&lu->lock);
+    lu->pr_hook = fn;
+    lu->pr_hook_arg = arg;
+    pthread_mutex_unlock(&lu->lock);
+    scsi_lu_unpin(lu);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, off;
+    bool fail;
+} rbuf_t;
+
+static uint64_t rget(rbuf_t *r, int bytes)
+{
+    if (r->fail || r->len - r->off < (size_t)bytes) {
+        r->fail = true;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v = v << 8 | r->p[r->off++];
+    return v;
+}
+
+static char *rget_str(rbuf_t *r)
+{
+    size_t n = (size_t)rget(r, 2);
+    if (r->fail || r->len - r->off < n) {
+        r->fail = true;
+        return NULL;
+    }
+    char *s = strndup((const char *)r->p + r->off, n);
+    r->off += n;
+    if (!s) r->fail = true;
+    return s;
+}
+
+int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len)
+{
+    if (!state || len < 4 || memcmp(state, "CPR1", 4) != 0) return -EINVAL;
+    rbuf_t rb = {.p = state, .len = len, .off = 4};
+    uint32_t gen = (uint32_t)rget(&rb, 4);
+    uint8_t type = (uint8_t)rget(&rb, 1);
+    uint32_t holder = (uint32_t)rget(&rb, 4);
+    uint32_t n = (uint32_t)rget(&rb, 4);
+    pr_reg_t *head = NULL, **tail = &head, *hold = NULL;
+    for (uint32_t i = 0; i < n && !rb.fail; i++) {
+        pr_reg_t *r = calloc(1, sizeof(*r));
+        if (!r) {
+            rb.fail = true;
+            break;
+        }
+        r->key = rget(&rb, 8);
+        r->rel_port = (uint16_t)rget(&rb, 2);
+        bool atp = rget(&rb, 1) != 0;
+        r->initiator = rget_str(&rb);
+        r->target_port = rget_str(&rb);
+        if (atp) {
+            free(r->target_port);
+            r->target_port = NULL;
+        }
+        *tail = r;
+        tail = &r->next;
+        if (i + 1 == holder) hold = r;
+    }
+    if (rb.fail || rb.off != len || (holder && (!hold || !type_valid(type)))) {
+        while (head) {
+            pr_reg_t *r = head;
+            head = r->next;
+            reg_free(r);
+        }
+        return -EINVAL;
+    }
+    scsi_lu_t *lu = scsi_lu_pin(tgt, lun);
+    if (!lu) {
+        while (head) {
+            pr_reg_t *r = head;
+            head = r->next;
+            reg_free(r);
+        }
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&lu->lock);
+    pr_free(lu);
+    lu->regs = head;
+    lu->holder = hold;
+    lu->pr_type = hold ? type : 0;
+    lu->pr_generation = gen;
+    pthread_mutex_unlock(&lu->lock);
+    scsi_lu_unpin(lu);
+    return 0;
+}
+
+/* ------------------------------------------------ nexus loss, resets */
+
+void pr_nexus_gone(scsi_lu_t *lu, uint64_t nexus_id)
+{
+    if (lu->res2 && lu->res2_nexus == nexus_id) lu->res2 = false;
+}
+
+void pr_reset(scsi_lu_t *lu) { lu->res2 = false; }
+
+/* ------------------------------------------------------ RESERVE(6/10) */
+
+void pr_reserve2(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    pthread_mutex_lock(&lu->lock);
+    if (lu->holder) {
+        bool mine = is_holder(lu, reg_find(lu, c->nexus));
+        pthread_mutex_unlock(&lu->lock);
+        if (mine) scsi_respond(c, NULL, 0, 0);
+        else res_conflict(c);
+        return;
+    }
+    if (lu->res2 && lu->res2_nexus != c->nexus->nexus_id) {
+        pthread_mutex_unlock(&lu->lock);
+        res_conflict(c);
+        return;
+    }
+    lu->res2 = true;
+    lu->res2_nexus = c->nexus->nexus_id;
+    pthread_mutex_unlock(&lu->lock);
+    scsi_respond(c, NULL, 0, 0);
+}
+
+void pr_release2(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    pthread_mutex_lock(&lu->lock);
+    if (lu->holder) {
+        bool mine = is_holder(lu, reg_find(lu, c->nexus));
+        pthread_mutex_unlock(&lu->lock);
+        if (mine) scsi_respond(c, NULL, 0, 0);
+        else res_conflict(c);
+        return;
+    }
+    /* releasing someone else's reservation (or none) succeeds and does nothing */
+    if (lu->res2 && lu->res2_nexus == c->nexus->nexus_id) lu->res2 = false;
+    pthread_mutex_unlock(&lu->lock);
+    scsi_respond(c, NULL, 0, 0);
+}
+
+/* ------------------------------------------------- PERSISTENT RESERVE IN */
+
+/* An iSCSI TransportID (SPC-4 7.6.4.6): format 01b when the name carries
+ * ",i,0x<ISID>", else 00b; NUL-terminated, padded to a multiple of 4. */
+static size_t transport_id(const char *initiator, uint8_t *out, size_t cap)
+{
+    size_t n = strlen(initiator) + 1;
+    size_t padded = (n + 3) & ~(size_t)3;
+    if (padded < 20) padded = 20;
+    if (4 + padded > cap) return 0;
+    memset(out, 0, 4 + padded);
+    out[0] = (uint8_t)((strstr(initiator, ",i,0x") ? 0x40 : 0x00) | 0x05);
+    put16(out + 2, (uint16_t)padded);
+    memcpy(out + 4, initiator, n);
+    return 4 + padded;
+}
+
+void pr_in(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    uint32_t alloc = be16(c->cdb + 7);
+    uint8_t sa = c->cdb[1] & 0x1f;
+    pthread_mutex_lock(&lu->lock);
+    size_t cap = 8 + 16;
+    for (pr_reg_t *r = lu->regs; r; r = r->next) cap += 24 + 4 + strlen(r->initiator) + 24;
+    uint8_t *buf = calloc(1, cap);
+    if (!buf) {
+        pthread_mutex_unlock(&lu->lock);
+        scsi_zvol_error(c, -ENOMEM, false);
+        return;
+    }
+    size_t len = 8;
+    put32(buf, lu->pr_generation);
+    switch (sa) {
+    case 0x00:   /* READ KEYS */
+        for (pr_reg_t *r = lu->regs; r; r = r->next, len += 8) put64(buf + len, r->key);
+        put32(buf + 4, (uint32_t)(len - 8));
+        break;
+    case 0x01:   /* READ RESERVATION */
+        if (lu->holder) {
+            put64(buf + 8, type_all_regs(lu->pr_type) ? 0 : lu->holder->key);
+            buf[21] = lu->pr_type & 0x0f;   /* scope LU_SCOPE (0) */
+            len = 24;
+        }
+        put32(buf + 4, (uint32_t)(len - 8));
+        break;
+    case 0x02:   /* REPORT CAPABILITIES */
+        memset(buf, 0, 8);
+        put16(buf, 8);
+        buf[2] = 0x10 | 0x04 | (lu->pr_hook ? 0x01 : 0);   /* CRH, ATP_C, PTPL_C */
+        buf[3] = 0x80 | 0x10;   /* TMV, ALLOW COMMANDS 001b */
+        buf[4] = 0x80 | 0x40 | 0x20 | 0x08 | 0x02;   /* WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX */
+        buf[5] = 0x01;   /* EX_AC_AR */
+        break;
+    case 0x03:   /* READ FULL STATUS */
+        for (pr_reg_t *r = lu->regs; r; r = r->next) {
+            uint8_t *d = buf + len;
+            put64(d, r->key);
+            d[12] = (uint8_t)((r->target_port ? 0 : 0x02) | (is_holder(lu, r) ? 0x01 : 0));
+            if (is_holder(lu, r)) d[13] = lu->pr_type & 0x0f;
+            put16(d + 18, r->rel_port);
+            size_t tl = transport_id(r->initiator, d + 24, cap - len - 24);
+            put32(d + 20, (uint32_t)tl);
+            len += 24 + tl;
+        }
+        put32(buf + 4, (uint32_t)(len - 8));
+        break;
+    }
+    pthread_mutex_unlock(&lu->lock);
+    scsi_respond(c, buf, (uint32_t)len, alloc);
+    free(buf);
+}
+
+/* ------------------------------------------------ PERSISTENT RESERVE OUT */
+
+static pr_reg_t *reg_new(const scsi_nexus_t *nx, uint64_t key, bool all_tg_pt)
+{
+    pr_reg_t *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->initiator = strdup(nx->initiator ? nx->initiator : "");
+    r->target_port = all_tg_pt ? NULL : strdup(nx->target_port ? nx->target_port : "");
+    r->rel_port = nx->rel_port_id;
+    r->key = key;
+    if (!r->initiator || (!all_tg_pt && !r->target_port)) {
+        reg_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void ua_reg(scsi_ctx_t *c, const pr_reg_t *r, uint32_t mask)
+{
+    scsi_ua_raise_it(c->tgt, c->lu->lun, r->initiator, r->target_port, c->nexus->nexus_id, mask);
+}
+
+/* Removes r; a holder's removal releases the reservation (for the
+ * all-registrants types only when the last registrant goes). */
+static void reg_remove(scsi_ctx_t *c, pr_reg_t *r, bool ua_released)
+{
+    scsi_lu_t *lu = c->lu;
+    for (pr_reg_t **pp = &lu->regs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (lu->holder) {
+        bool release = type_all_regs(lu->pr_type) ? lu->regs == NULL : lu->holder == r;
+        if (type_all_regs(lu->pr_type) && lu->holder == r && lu->regs) lu->holder = lu->regs;
+        if (release) {
+            if (ua_released && (lu->pr_type == PR_WE_RO || lu->pr_type == PR_EA_RO))
+                for (pr_reg_t *o = lu->regs; o; o = o->next) ua_reg(c, o, UA_RES_RELEASED);
+            lu->holder = NULL;
+            lu->pr_type = 0;
+        }
+    }
+    reg_free(r);
+}
+
+void pr_out(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    const uint8_t *cdb = c->cdb;
+    uint8_t sa = cdb[1] & 0x1f, scope = cdb[2] >> 4, type = cdb[2] & 0x0f;
+    uint32_t declared = be32(cdb + 5);
+    if (declared != 24) {
+        param_len_error(c);
+        return;
+    }
+    if (param_len(c, declared) < 24) {
+        param_len_error(c);
+        return;
+    }
+    const uint8_t *p = c->cmd->data_out;
+    uint64_t key = be64(p), sa_key = be64(p + 8);
+    bool spec_i_pt = p[20] & 0x08, all_tg_pt = p[20] & 0x04, aptpl = p[20] & 0x01;
+    if (spec_i_pt) {
+        bad_param(c, 20, 3);
+        return;
+    }
+    bool registering = sa == 0x00 || sa == 0x06;
+    if (all_tg_pt && !registering) {
+        bad_param(c, 20, 2);
+        return;
+    }
+
+    pthread_mutex_lock(&lu->lock);
+    if (aptpl && !lu->pr_hook) {
+        pthread_mutex_unlock(&lu->lock);
+        bad_param(c, 20, 0);
+        return;
+    }
+    pr_reg_t *me = reg_find(lu, c->nexus);
+    bool changed = false;
+    switch (sa) {
+    case 0x00:   /* REGISTER */
+    case 0x06:   /* REGISTER AND IGNORE EXISTING KEY */
+        if (sa == 0x00 && (me ? me->key != key : key != 0)) goto conflict;
+        if (!me) {
+            if (sa_key == 0) break;
+            pr_reg_t *r = reg_new(c->nexus, sa_key, all_tg_pt);
+            if (!r) goto nomem;
+            r->next = lu->regs;
+            lu->regs = r;
+        } else if (sa_key == 0) {
+            reg_remove(c, me, true);
+        } else {
+            me->key = sa_key;
+        }
+        lu->pr_generation++;
+        changed = true;
+        break;
+    case 0x01:   /* RESERVE */
+        if (!me || me->key != key) goto conflict;
+        if (scope != 0) goto bad_scope;
+        if (!type_valid(type)) goto bad_type;
+        if (lu->holder) {
+            if (is_holder(lu, me) && lu->pr_type == type) break;
+            goto conflict;
+        }
+        lu->holder = me;
+        lu->pr_type = type;
+        changed = true;
+        break;
+    case 0x02:   /* RELEASE */
+        if (!me || me->key != key) goto conflict;
+        if (!lu->holder || !is_holder(lu, me)) break;
+        if (scope != 0 || lu->pr_type != type) {
+            pthread_mutex_unlock(&lu->lock);
+            /* INVALID RELEASE OF PERSISTENT RESERVATION */
+            scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
+            return;
+        }
+        if (lu->pr_type != PR_WE && lu->pr_type != PR_EA)
+            for (pr_reg_t *o = lu->regs; o; o = o->next)
+                if (o != me) ua_reg(c, o, UA_RES_RELEASED);
+        lu->holder = NULL;
+        lu->pr_type = 0;
+        changed = true;
+        break;
+    case 0x03:   /* CLEAR */
+        if (!me || me->key != key) goto conflict;
+        while (lu->regs) {
+            pr_reg_t *r = lu->regs;
+            lu->regs = r->next;
+            if (r != me) ua_reg(c, r, UA_RES_PREEMPTED);
+            reg_free(r);
+        }
+        lu->holder = NULL;
+        lu->pr_type = 0;
+        lu->pr_generation++;
+        changed = true;
+        break;
+    case 0x04:   /* PREEMPT */
+    case 0x05: { /* PREEMPT AND ABORT: the transport aborts nothing for us; as PREEMPT */
+        if (!me || me->key != key) goto conflict;
+        bool all_regs = lu->holder && type_all_regs(lu->pr_type);
+        bool takes_reservation = lu->holder && (all_regs ? sa_key == 0 : lu->holder->key == sa_key);
+        if (takes_reservation) {
+            if (scope != 0) goto bad_scope;
+            if (!type_valid(type)) goto bad_type;
+        } else if (sa_key == 0) {
+            pthread_mutex_unlock(&lu->lock);
+            bad_param(c, 8, -1);
+            return;
+        }
+        unsigned removed = 0;
+        for (pr_reg_t **pp = &lu->regs; *pp;) {
+            pr_reg_t *r = *pp;
+            bool victim = r != me && (all_regs && sa_key == 0 ? true : r->key == sa_key);
+            if (!victim) {
+                pp = &r->next;
+                continue;
+            }
+            *pp = r->next;
+            ua_reg(c, r, UA_REG_PREEMPTED);
+            if (lu->holder == r) lu->holder = NULL;
+            reg_free(r);
+            removed++;
+        }
+        if (takes_reservation) {
+            lu->holder = me;
+            lu->pr_type = type;
+        } else {
+            if (!removed) goto conflict;
+            if (all_regs && !lu->holder) lu->holder = me;   /* still held by the rest */
+        }
+        lu->pr_generation++;
+        changed = true;
+        break;
+    }
+    default:
+        pthread_mutex_unlock(&lu->lock);
+        bad_cdb(c, 1, 4);
+        return;
+    }
+    if (changed) pr_changed(lu);
+    pthread_mutex_unlock(&lu->lock);
+    scsi_respond(c, NULL, 0, 0);
+    return;
+conflict:
+    pthread_mutex_unlock(&lu->lock);
+    res_conflict(c);
+    return;
+bad_scope:
+    pthread_mutex_unlock(&lu->lock);
+    bad_cdb(c, 2, 7);
+    return;
+bad_type:
+    pthread_mutex_unlock(&lu->lock);
+    bad_cdb(c, 2, 3);
+    return;
+nomem:
+    pthread_mutex_unlock(&lu->lock);
+    scsi_zvol_error(c, -ENOMEM, false);
+}

@@ -1,0 +1,184 @@
+/*
+ * iscsi_client: drives a Cairn iSCSI LUN through libiscsi's synchronous API
+ * for the integration tests.
+ *
+ *   iscsi_client [options] write  PORTAL TARGET SEED BLOCKS SESSIONS
+ *       writes BLOCKS 4 KiB blocks (pattern from SEED and the LBA) spread over
+ *       SESSIONS sessions (every other write with FUA), SYNCHRONIZE CACHE on
+ *       each, then reads everything back through another session and checks.
+ *   iscsi_client [options] verify PORTAL TARGET SEED BLOCKS
+ *   iscsi_client [options] login  PORTAL TARGET      (exit 2: login refused)
+ *   iscsi_client [options] naa    PORTAL TARGET      prints VPD 0x83's first NAA id
+ * options: --initiator IQN  --chap USER SECRET  --mutual USER SECRET  --digest
+ * Exit 0 on success, 1 on a failure (message on stderr), 2 when login failed.
+ */
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BS 4096
+
+static const char *g_initiator = "iqn.2026-11.org.cairn.test:client";
+static const char *g_user, *g_secret, *g_muser, *g_msecret;
+static int g_digest;
+
+static void pattern(uint8_t *buf, uint64_t seed, uint64_t lba)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (lba + 1) * 0xBF58476D1CE4E5B9ull;
+    for (int i = 0; i < BS; i += 8) {
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        memcpy(buf + i, &x, 8);
+    }
+}
+
+static struct iscsi_context *session(const char *portal, const char *target, int quiet)
+{
+    struct iscsi_context *c = iscsi_create_context(g_initiator);
+    if (!c) return NULL;
+    iscsi_set_targetname(c, target);
+    iscsi_set_session_type(c, ISCSI_SESSION_NORMAL);
+    if (g_digest) iscsi_set_header_digest(c, ISCSI_HEADER_DIGEST_CRC32C);
+    if (g_user) iscsi_set_initiator_username_pwd(c, g_user, g_secret);
+    if (g_muser) iscsi_set_target_username_pwd(c, g_muser, g_msecret);
+    if (iscsi_full_connect_sync(c, portal, 0)) {
+        if (!quiet) fprintf(stderr, "login to %s %s: %s\n", portal, target, iscsi_get_error(c));
+        iscsi_destroy_context(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int check_task(struct iscsi_context *c, struct scsi_task *t, const char *what)
+{
+    if (!t || t->status != SCSI_STATUS_GOOD) {
+        fprintf(stderr, "%s failed: %s\n", what, iscsi_get_error(c));
+        if (t) scsi_free_scsi_task(t);
+        return 1;
+    }
+    scsi_free_scsi_task(t);
+    return 0;
+}
+
+static int verify(struct iscsi_context *c, uint64_t seed, uint64_t blocks)
+{
+    uint8_t want[BS];
+    for (uint64_t lba = 0; lba < blocks; lba += 16) {
+        uint32_t n = blocks - lba < 16 ? (uint32_t)(blocks - lba) : 16;
+        struct scsi_task *t = iscsi_read16_sync(c, 0, lba * (BS / 512), n * BS, 512, 0, 0, 0, 0, 0);
+        if (!t || t->status != SCSI_STATUS_GOOD || !t->datain.data || t->datain.size < (int)(n * BS)) {
+            fprintf(stderr, "read at %llu failed: %s\n", (unsigned long long)lba, iscsi_get_error(c));
+            if (t) scsi_free_scsi_task(t);
+            return 1;
+        }
+        for (uint32_t k = 0; k < n; k++) {
+            pattern(want, seed, lba + k);
+            if (memcmp(t->datain.data + (size_t)k * BS, want, BS)) {
+                fprintf(stderr, "block %llu differs\n", (unsigned long long)(lba + k));
+                scsi_free_scsi_task(t);
+                return 1;
+            }
+        }
+        scsi_free_scsi_task(t);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+        if (!strcmp(argv[i], "--initiator") && i + 1 < argc) g_initiator = argv[++i];
+        else if (!strcmp(argv[i], "--chap") && i + 2 < argc) { g_user = argv[++i]; g_secret = argv[++i]; }
+        else if (!strcmp(argv[i], "--mutual") && i + 2 < argc) { g_muser = argv[++i]; g_msecret = argv[++i]; }
+        else if (!strcmp(argv[i], "--digest")) g_digest = 1;
+        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
+    }
+    if (argc - i < 3) {
+        fprintf(stderr, "usage: iscsi_client [opts] write|verify|login|naa PORTAL TARGET ...\n");
+        return 1;
+    }
+    const char *cmd = argv[i], *portal = argv[i + 1], *target = argv[i + 2];
+    if (!strcmp(cmd, "login")) {
+        struct iscsi_context *c = session(portal, target, 1);
+        if (!c) return 2;
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return 0;
+    }
+    if (!strcmp(cmd, "naa")) {
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        struct scsi_task *t = iscsi_inquiry_sync(c, 0, 1, 0x83, 255);
+        int rc = 1;
+        if (t && t->status == SCSI_STATUS_GOOD && t->datain.size > 4) {
+            const uint8_t *d = t->datain.data;
+            size_t len = 4 + ((size_t)d[2] << 8 | d[3]);
+            if (len > (size_t)t->datain.size) len = (size_t)t->datain.size;
+            for (size_t off = 4; off + 4 <= len;) {
+                size_t dl = d[off + 3];
+                if ((d[off + 1] & 0x0f) == 3 && off + 4 + dl <= len) { /* NAA designator */
+                    for (size_t k = 0; k < dl; k++) printf("%02x", d[off + 4 + k]);
+                    printf("\n");
+                    rc = 0;
+                    break;
+                }
+                off += 4 + dl;
+            }
+        }
+        if (t) scsi_free_scsi_task(t);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (argc - i < 5) {
+        fprintf(stderr, "%s needs SEED BLOCKS\n", cmd);
+        return 1;
+    }
+    uint64_t seed = strtoull(argv[i + 3], NULL, 0), blocks = strtoull(argv[i + 4], NULL, 0);
+    if (!strcmp(cmd, "verify")) {
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = verify(c, seed, blocks);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (strcmp(cmd, "write") || argc - i < 6) {
+        fprintf(stderr, "unknown command %s\n", cmd);
+        return 1;
+    }
+    int nsess = atoi(argv[i + 5]);
+    if (nsess < 1 || nsess > 16) nsess = 1;
+    struct iscsi_context *s[16];
+    for (int k = 0; k < nsess; k++)
+        if (!(s[k] = session(portal, target, 0))) return 2;
+    uint8_t buf[BS];
+    int rc = 0;
+    for (uint64_t lba = 0; lba < blocks && !rc; lba++) {
+        struct iscsi_context *c = s[lba % (uint64_t)nsess];
+        pattern(buf, seed, lba);
+        rc = check_task(c, iscsi_write16_sync(c, 0, lba * (BS / 512), buf, BS, 512, 0, 0,
+                                              (int)(lba & 1), 0, 0),
+                        "write");
+    }
+    for (int k = 0; k < nsess && !rc; k++)
+        rc = check_task(s[k], iscsi_synchronizecache10_sync(s[k], 0, 0, 0, 0, 0), "sync cache");
+    if (!rc) {
+        struct iscsi_context *c = session(portal, target, 0);
+        rc = c ? verify(c, seed, blocks) : 1;
+        if (c) {
+            iscsi_logout_sync(c);
+            iscsi_destroy_context(c);
+        }
+    }
+    for (int k = 0; k < nsess; k++) {
+        iscsi_logout_sync(s[k]);
+        iscsi_destroy_context(s[k]);
+    }
+    return rc;
+}
