@@ -356,6 +356,7 @@ int main(int argc, char **argv)
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
+    if (cairnd_shares_start(&cfg) == 0) cairnd_pools_refresh_shares();
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
@@ -386,6 +387,7 @@ int main(int argc, char **argv)
     }
     close(lfd);
     unlink(cfg.socket);
+    cairnd_shares_stop();
     cairnd_pools_shutdown();
     char pid_path[MGMT_PATH_MAX + 16];
     snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);

@@ -34,4 +34,7 @@ void want_args(int argc, char **argv, int lo, int hi, const char *what, const ch
  * is not a dataset command. argv[0] is the command word. */
 int dataset_command(const char *cmd, int argc, char **argv);
 
+/* `cairn share ...` (share.c): like dataset_command. */
+int share_command(const char *cmd, int argc, char **argv);
+
 #endif
