@@ -63,5 +63,17 @@ void cairnd_iscsi_pool_closing(dsl_pool_t *dp);
 bool cairnd_iscsi_volume_busy(const char *name, bool recursive, bool force,
                               Cairn__Mgmt__Response *resp, cairnd_arena_t *a, const char *verb);
 void cairnd_iscsi_volsize_changed(const char *name);
+/* NFS shares (shares.c). The server starts once pools are imported; the rest
+ * runs with the pool table locked, like the request handlers. */
+int cairnd_shares_start(const cairnd_config_t *cfg);
+void cairnd_shares_stop(void);
+/* Exports every shared filesystem, unexports the rest, at their mountpoints. */
+void cairnd_shares_refresh(void);
+/* Unexports name (a snapshot name means its filesystem) and its descendants. */
+void cairnd_shares_unexport_tree(const char *name);
+void cairnd_shares_pool_closing(dsl_pool_t *dp);
+void cairnd_handle_share_list(Cairn__Mgmt__Response *resp, cairnd_arena_t *a);
+/* Pool table read-locked around cairnd_shares_refresh (pools.c). */
+void cairnd_pools_refresh_shares(void);
 
 #endif

@@ -20,6 +20,8 @@
  */
 #include "cairnd.h"
 
+#include <cairn/nfs.h>
+
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -550,7 +552,59 @@ static void do_get(const Cairn__Mgmt__DatasetGet *m, Cairn__Mgmt__Response *resp
 
 /* ---------------------------------------------------------------- dispatch */
 
+static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a);
+
+/* Shares follow the datasets: what needs a dataset unheld is unexported
+ * first, and the exports are brought up to date after every change. */
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a)
+{
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_SET && !strcmp(req->ds_set->prop, "sharenfs")) {
+        char err[ERRLEN] = "";
+        if (nfs_sharenfs_check(req->ds_set->value, NULL, err, sizeof err)) {
+            cairnd_set_error(resp, a, -EINVAL, "cannot set property for '%s': %s", req->ds_set->name, err);
+            return true;
+        }
+    }
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_CREATE) {
+        for (size_t i = 0; i < req->ds_create->n_props; i++) {
+            char err[ERRLEN] = "";
+            const Cairn__Mgmt__Property *p = req->ds_create->props[i];
+            if (!strcmp(p->name, "sharenfs") && nfs_sharenfs_check(p->value, NULL, err, sizeof err)) {
+                cairnd_set_error(resp, a, -EINVAL, "cannot create '%s': %s", req->ds_create->name, err);
+                return true;
+            }
+        }
+    }
+    /* A snapshot is only held when a client opened it under .cairn/snapshot:
+     * try first, and take the share down only when the snapshot is busy. */
+    bool snap_destroy = req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_DESTROY &&
+                        strchr(req->ds_destroy->name, '@') && !req->ds_destroy->recursive;
+    if (snap_destroy) {
+        handle_dataset(req, resp, a);
+        if (resp->error != -EBUSY) return true;
+        resp->error = 0;
+        resp->message = cairnd_arena_strdup(a, "");
+    }
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_DS_DESTROY: cairnd_shares_unexport_tree(req->ds_destroy->name); break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_RENAME: cairnd_shares_unexport_tree(req->ds_rename->old_name); break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_ROLLBACK: cairnd_shares_unexport_tree(req->ds_rollback->name); break;
+    default: break;
+    }
+    bool handled = handle_dataset(req, resp, a);
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_DS_LIST:
+    case CAIRN__MGMT__REQUEST__CMD_DS_GET:
+    case CAIRN__MGMT__REQUEST__CMD_DS_SNAPSHOT: break;
+    default:
+        if (handled) cairnd_shares_refresh();
+    }
+    return handled;
+}
+
+static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
     switch (req->cmd_case) {

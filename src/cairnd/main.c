@@ -366,6 +366,7 @@ int main(int argc, char **argv)
         cairnd_pools_shutdown();
         die("%s", err);
     }
+    if (cairnd_shares_start(&cfg) == 0) cairnd_pools_refresh_shares();
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
@@ -397,6 +398,7 @@ int main(int argc, char **argv)
     close(lfd);
     unlink(cfg.socket);
     cairnd_iscsi_stop();
+    cairnd_shares_stop();
     cairnd_pools_shutdown();
     char pid_path[MGMT_PATH_MAX + 16];
     snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);

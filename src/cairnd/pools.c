@@ -262,6 +262,7 @@ void cairnd_pools_shutdown(void)
     pthread_rwlock_wrlock(&g_lock);
     for (size_t i = 0; i < g_npools; i++) {
         if (!g_pools[i].spa) continue;
+        cairnd_shares_pool_closing(g_pools[i].dp);
         if (g_pools[i].dp) dsl_pool_close(g_pools[i].dp);
         g_pools[i].dp = NULL;
         int rc = spa_close(g_pools[i].spa);
@@ -533,6 +534,7 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
     }
     add_pool(spa, dp);
     cache_write();
+    cairnd_shares_refresh();
     log_info(SUB, "created pool '%s'", m->name);
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
     resp->pool = pool_row(a, spa, dp);
@@ -617,6 +619,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
     add_pool(spa, dp);
     cairnd_iscsi_pool_opened(dp);
     cache_write();
+    cairnd_shares_refresh();
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
     resp->pool = pool_row(a, spa, dp);
@@ -641,6 +644,7 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
         return;
     }
     spa_t *spa = e->spa;
+    cairnd_shares_pool_closing(e->dp);
     /* The DSL writes out what it holds before the pool's final txg. */
     if (e->dp) cairnd_iscsi_pool_closing(e->dp);
     if (e->dp) dsl_pool_close(e->dp);
@@ -795,6 +799,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     }
     case CAIRN__MGMT__REQUEST__CMD_POOL_GET: do_get(req->pool_get, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
     default:
         if (cairnd_handle_dataset(req, resp, a)) break;
         if (cairnd_handle_arc(req, resp, a)) break;
@@ -810,6 +815,13 @@ dsl_pool_t *cairnd_pool_dsl(const char *pool)
 {
     cache_entry_t *e = find_entry(pool);
     return e && e->spa ? e->dp : NULL;
+}
+
+void cairnd_pools_refresh_shares(void)
+{
+    pthread_rwlock_rdlock(&g_lock);
+    cairnd_shares_refresh();
+    pthread_rwlock_unlock(&g_lock);
 }
 
 size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap)

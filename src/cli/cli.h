@@ -45,4 +45,7 @@ void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc);
 bool cli_is_cache_add(int argc, char **argv);
 int cmd_pool_add_cache(int argc, char **argv);
 
+/* `cairn share ...` (share.c): like dataset_command. */
+int share_command(const char *cmd, int argc, char **argv);
+
 #endif

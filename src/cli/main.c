@@ -86,6 +86,7 @@ static void usage(FILE *f)
           "  snapshot [-r] DATASET@NAME\n"
           "  rollback [-r] DATASET@NAME\n"
           "  clone [-o prop=val]... SNAPSHOT DATASET\n"
+          "  share list [-H] [-p] [--json]\n"
           "socket: --socket, else $CAIRN_SOCKET, else " CAIRN_DEFAULT_SOCKET "\n",
           f);
 }
@@ -761,6 +762,7 @@ int main(int argc, char **argv)
     int dsret = dataset_command(cmd, argc - i, argv + i);
     if (dsret >= 0) return dsret;
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
+    if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
     if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, export, import, destroy, scrub, clear, get, set)");
     const char *sub = argv[i + 1];

@@ -1,0 +1,215 @@
+/*
+ * cairnd's shares: keeps the NFS server's exports in line with the datasets.
+ *
+ * The wanted state is simple to compute: every filesystem of every imported
+ * pool whose `sharenfs` is not off, exported at its `mountpoint` (skipped when
+ * that is none or legacy). Rather than track each change, cairnd recomputes it
+ * after anything that can change it (pool create/import, dataset create,
+ * clone, set, inherit, and after destroy/rename/rollback) and applies the
+ * difference: exports that are no longer wanted (or moved) go, new ones come,
+ * changed options are swapped in place so clients keep their handles.
+ *
+ * Operations that need a dataset unheld (destroy, rename, rollback, pool
+ * export) first unexport the dataset and everything below it, and the
+ * refresh afterwards exports again what still should be.
+ *
+ * Every function here runs with the pool table locked (read or write) by the
+ * caller, as the rest of the request handling does.
+ */
+#include "cairnd.h"
+
+#include <cairn/log.h>
+#include <cairn/nfs.h>
+#include <cairn/util.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define SUB "shares"
+
+static nfs_server_t *g_srv;
+
+static void to_nfs_addr(const mgmt_listen_t *l, nfs_listen_addr_t *o)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->host, sizeof o->host, "%s", l->host);
+    o->port = l->port;
+}
+
+int cairnd_shares_start(const cairnd_config_t *cfg)
+{
+    nfs_server_config_t nc = {0};
+    to_nfs_addr(&cfg->nfs, &nc.nfs);
+    to_nfs_addr(&cfg->mount, &nc.mount);
+    to_nfs_addr(&cfg->portmap, &nc.portmap);
+    char state[MGMT_PATH_MAX + 8];
+    snprintf(state, sizeof state, "%s/nfs", cfg->state_dir);
+    if (mkdir(state, 0700) < 0 && errno != EEXIST)
+        log_warn(SUB, "cannot create %s: %s", state, strerror(errno));
+    nc.state_dir = state;
+    char err[512] = "";
+    int rc = nfs_server_start(&nc, &g_srv, err, sizeof err);
+    if (rc) {
+        log_error(SUB, "NFS server not started: %s", err[0] ? err : strerror(-rc));
+        g_srv = NULL;
+    }
+    return rc;
+}
+
+void cairnd_shares_stop(void)
+{
+    if (!g_srv) return;
+    nfs_server_stop(g_srv);
+    g_srv = NULL;
+}
+
+typedef struct wanted {
+    dsl_pool_t *dp;
+    char name[DSL_NAME_MAX + 1];
+    char path[DSL_NAME_MAX + 2];
+    char options[1024];
+} wanted_t;
+
+typedef struct wanted_list {
+    wanted_t *v;
+    size_t n, cap;
+    dsl_pool_t *dp;
+} wanted_list_t;
+
+static void collect_fs(const dsl_dataset_info_t *info, void *arg)
+{
+    wanted_list_t *wl = arg;
+    if (info->type != DSL_TYPE_FILESYSTEM) return;
+    dsl_prop_t *p = calloc(1, sizeof *p);
+    if (!p) return;
+    char err[256];
+    wanted_t w = {.dp = wl->dp};
+    cairn_strlcpy(w.name, info->name, sizeof w.name);
+    if (dsl_prop_get(wl->dp, info->name, "sharenfs", p, err, sizeof err) ||
+        !strcmp(p->value, "off") || !p->value[0])
+        goto out;
+    cairn_strlcpy(w.options, p->value, sizeof w.options);
+    if (dsl_prop_get(wl->dp, info->name, "mountpoint", p, err, sizeof err) || p->value[0] != '/')
+        goto out;
+    cairn_strlcpy(w.path, p->value, sizeof w.path);
+    if (wl->n == wl->cap) {
+        size_t nc = wl->cap ? wl->cap * 2 : 16;
+        wanted_t *nv = realloc(wl->v, nc * sizeof *nv);
+        if (!nv) goto out;
+        wl->v = nv;
+        wl->cap = nc;
+    }
+    wl->v[wl->n++] = w;
+out:
+    free(p);
+}
+
+void cairnd_shares_refresh(void)
+{
+    if (!g_srv) return;
+    wanted_list_t wl = {0};
+    size_t np = cairnd_pool_dsls(NULL, 0);
+    dsl_pool_t **dps = calloc(np + 1, sizeof *dps);
+    if (!dps) return;
+    cairnd_pool_dsls(dps, np);
+    for (size_t i = 0; i < np; i++) {
+        char err[256];
+        wl.dp = dps[i];
+        dsl_dataset_list(dps[i], NULL, true, 1u << DSL_TYPE_FILESYSTEM, collect_fs, &wl, err,
+                         sizeof err);
+    }
+    free(dps);
+
+    size_t ne = nfs_server_list_exports(g_srv, NULL, 0);
+    nfs_export_info_t *cur = calloc(ne + 1, sizeof *cur);
+    if (!cur) {
+        free(wl.v);
+        return;
+    }
+    ne = nfs_server_list_exports(g_srv, cur, ne);
+    /* Gone or moved first, so a path freed by one dataset can go to another. */
+    for (size_t i = 0; i < ne; i++) {
+        bool keep = false;
+        for (size_t k = 0; k < wl.n && !keep; k++)
+            keep = !strcmp(wl.v[k].name, cur[i].dataset) && !strcmp(wl.v[k].path, cur[i].path);
+        if (!keep) nfs_server_unexport(g_srv, cur[i].dataset);
+    }
+    for (size_t k = 0; k < wl.n; k++) {
+        bool same = false;
+        for (size_t i = 0; i < ne && !same; i++)
+            same = !strcmp(wl.v[k].name, cur[i].dataset) && !strcmp(wl.v[k].path, cur[i].path) &&
+                   !strcmp(wl.v[k].options, cur[i].options);
+        if (same) continue;
+        char err[512] = "";
+        int rc = nfs_server_export(g_srv, wl.v[k].dp, wl.v[k].name, wl.v[k].path,
+                                   wl.v[k].options, err, sizeof err);
+        if (rc) log_error(SUB, "cannot export %s at %s: %s", wl.v[k].name, wl.v[k].path,
+                          err[0] ? err : strerror(-rc));
+    }
+    free(cur);
+    free(wl.v);
+}
+
+void cairnd_shares_unexport_tree(const char *name)
+{
+    if (!g_srv) return;
+    char base[DSL_NAME_MAX + 1];
+    cairn_strlcpy(base, name, sizeof base);
+    char *at = strchr(base, '@');
+    if (at) *at = '\0';
+    size_t bl = strlen(base);
+    size_t ne = nfs_server_list_exports(g_srv, NULL, 0);
+    nfs_export_info_t *cur = calloc(ne + 1, sizeof *cur);
+    if (!cur) return;
+    ne = nfs_server_list_exports(g_srv, cur, ne);
+    for (size_t i = 0; i < ne; i++)
+        if (!strncmp(cur[i].dataset, base, bl) &&
+            (cur[i].dataset[bl] == '\0' || cur[i].dataset[bl] == '/'))
+            nfs_server_unexport(g_srv, cur[i].dataset);
+    free(cur);
+}
+
+void cairnd_shares_pool_closing(dsl_pool_t *dp)
+{
+    if (g_srv && dp) nfs_server_unexport_pool(g_srv, dp);
+}
+
+int cairnd_shares_check(const char *value, char *err, size_t errlen)
+{
+    bool shared;
+    return nfs_sharenfs_check(value, &shared, err, errlen);
+}
+
+/* `cairn share list`. */
+void cairnd_handle_share_list(Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
+{
+    Cairn__Mgmt__ShareRows *rows = cairnd_arena_alloc(a, sizeof *rows);
+    cairn__mgmt__share_rows__init(rows);
+    size_t ne = g_srv ? nfs_server_list_exports(g_srv, NULL, 0) : 0;
+    nfs_export_info_t *cur = calloc(ne + 1, sizeof *cur);
+    if (!cur) {
+        cairnd_set_error(resp, a, -ENOMEM, "out of memory");
+        return;
+    }
+    if (g_srv) ne = nfs_server_list_exports(g_srv, cur, ne);
+    rows->rows = cairnd_arena_alloc(a, sizeof *rows->rows * (ne + 1));
+    for (size_t i = 0; i < ne; i++) {
+        Cairn__Mgmt__ShareRow *r = cairnd_arena_alloc(a, sizeof *r);
+        cairn__mgmt__share_row__init(r);
+        r->dataset = cairnd_arena_strdup(a, cur[i].dataset);
+        r->path = cairnd_arena_strdup(a, cur[i].path);
+        r->options = cairnd_arena_strdup(a, cur[i].options);
+        char v[16] = "";
+        if (cur[i].versions & (1u << 3)) strcat(v, "3");
+        if (cur[i].versions & (1u << 4)) strcat(v, v[0] ? ",4" : "4");
+        r->versions = cairnd_arena_strdup(a, v);
+        r->clients = cur[i].clients;
+        rows->rows[rows->n_rows++] = r;
+    }
+    free(cur);
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_SHARES;
+    resp->shares = rows;
+}

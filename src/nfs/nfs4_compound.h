@@ -1,0 +1,90 @@
+/*
+ * The per-COMPOUND context shared by the NFSv4 operation handlers
+ * (nfs4.c: dispatch, file handles, pseudo-root and filesystem operations;
+ * nfs4_ops_state.c: clients, sessions, opens and locks).
+ */
+#ifndef CAIRN_NFS4_COMPOUND_H
+#define CAIRN_NFS4_COMPOUND_H
+
+#include "nfs4_impl.h"
+
+typedef enum { NFS4_FH_NONE, NFS4_FH_PSEUDO, NFS4_FH_REAL } nfs4_fh_kind_t;
+
+#define NFS4_PSEUDO_PATH_MAX 1024
+
+/* The current or saved file handle of a COMPOUND. */
+typedef struct nfs4_cfh {
+    nfs4_fh_kind_t kind;
+    char path[NFS4_PSEUDO_PATH_MAX];  /* PSEUDO: the directory's path ("/", "/tank") */
+    nfs_export_t *exp;                /* REAL: held */
+    zpl_node_t *node;                 /* REAL: held */
+    zpl_cred_t cred;                  /* REAL: the effective credential for exp */
+    bool writable;
+} nfs4_cfh_t;
+
+typedef struct nfs4_cx {
+    nfs4_server_t *st;
+    nfs_call_t *call;
+    nfs_xdr_t *a;                     /* arguments */
+    nfs_xdr_t *r;                     /* results */
+    uint32_t minor;
+    nfs4_cfh_t cur, saved;
+    /* 4.1: the session of this COMPOUND (after SEQUENCE) */
+    bool have_session;
+    uint8_t sessionid[NFS4_SESSIONID_SIZE];
+    uint32_t slot;
+    uint64_t clientid;
+    bool cachethis;
+    bool replayed;                    /* the whole reply came from the slot cache */
+    /* 4.1 current stateid */
+    bool have_cur_sid;
+    nfs4_stateid_t cur_sid;
+    uint32_t opidx, numops;
+    size_t start;                     /* where the COMPOUND reply starts in r */
+    size_t args;                      /* where this op's arguments start in a */
+    size_t body;                      /* where this op's result body starts */
+    bool keep_body;                   /* an error result that still has a body */
+} nfs4_cx_t;
+
+/* nfs4.c helpers used by the state operations */
+uint32_t nfs4_need_real_file(nfs4_cx_t *cx);          /* current fh is a regular file */
+uint32_t nfs4_name_get(nfs4_cx_t *cx, char *name);    /* component4 into name[256] */
+void nfs4_cfh_clear(nfs4_cfh_t *f);
+void nfs4_cfh_set_real(nfs4_cfh_t *f, nfs_export_t *exp, zpl_node_t *node,
+                       const zpl_cred_t *cred, bool writable);
+uint32_t nfs4_perm(nfs4_cfh_t *f, zpl_node_t *n, uint32_t want);
+uint32_t nfs4_durable(nfs4_cfh_t *f);
+void nfs4_put_stateid(nfs_xdr_t *x, const nfs4_stateid_t *s);
+void nfs4_get_stateid(nfs_xdr_t *x, nfs4_stateid_t *s);
+void nfs4_put_cinfo(nfs_xdr_t *x, const zpl_wcc_t *wcc);
+/* Resolves the 4.1 "current stateid" special value. */
+uint32_t nfs4_resolve_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid);
+void nfs4_set_cur_stateid(nfs4_cx_t *cx, const nfs4_stateid_t *sid);
+
+/* nfs4_ops_state.c */
+uint32_t nfs4_op_setclientid(nfs4_cx_t *cx);
+uint32_t nfs4_op_setclientid_confirm(nfs4_cx_t *cx);
+uint32_t nfs4_op_renew(nfs4_cx_t *cx);
+uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx);
+uint32_t nfs4_op_create_session(nfs4_cx_t *cx);
+uint32_t nfs4_op_destroy_session(nfs4_cx_t *cx);
+uint32_t nfs4_op_destroy_clientid(nfs4_cx_t *cx);
+uint32_t nfs4_op_sequence(nfs4_cx_t *cx);
+uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx);
+uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx);
+uint32_t nfs4_op_test_stateid(nfs4_cx_t *cx);
+uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx);
+uint32_t nfs4_op_open(nfs4_cx_t *cx);
+uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx);
+uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx);
+uint32_t nfs4_op_close(nfs4_cx_t *cx);
+uint32_t nfs4_op_lock(nfs4_cx_t *cx);
+uint32_t nfs4_op_lockt(nfs4_cx_t *cx);
+uint32_t nfs4_op_locku(nfs4_cx_t *cx);
+uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx);
+/* The stateid of a READ, WRITE or SETATTR(size) on the current file. */
+uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);
+/* Stores the reply of a 4.1 COMPOUND in its slot and frees the slot. */
+void nfs4_slot_done(nfs4_cx_t *cx, const uint8_t *reply, size_t len);
+
+#endif

@@ -1,0 +1,1252 @@
+/*
+ * NFSv4 operations on state: client identity (SETCLIENTID for 4.0,
+ * EXCHANGE_ID and sessions for 4.1), OPEN and friends, byte-range locks and
+ * the stateid checks of READ/WRITE/SETATTR.
+ *
+ * 4.0 sequencing: OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE, LOCK and LOCKU
+ * carry an owner seqid. Each handler finds the owner, lets nfs4_seqid_check
+ * decide (next: run, same: replay the owner's cached reply, else BAD_SEQID),
+ * and on the way out records the seqid and caches its reply unless the status
+ * is one that does not consume a seqid. In 4.1 the session slot does this job
+ * for the whole COMPOUND and seqids are ignored.
+ *
+ * OPEN is the only one that touches the filesystem (lookup/create/truncate);
+ * it does that without the state lock, between a first locked phase
+ * (client, grace, seqid) and a second one (share reservations, stateid).
+ */
+#include "nfs4_compound.h"
+
+#include <cairn/log.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+enum {
+    EXCHGID4_FLAG_SUPP_MOVED_REFER = 0x1, EXCHGID4_FLAG_SUPP_MOVED_MIGR = 0x2,
+    EXCHGID4_FLAG_BIND_PRINC_STATEID = 0x100, EXCHGID4_FLAG_USE_NON_PNFS = 0x10000,
+    EXCHGID4_FLAG_USE_PNFS_MDS = 0x20000, EXCHGID4_FLAG_USE_PNFS_DS = 0x40000,
+    EXCHGID4_FLAG_UPD_CONFIRMED_REC_A = 0x40000000, EXCHGID4_FLAG_CONFIRMED_R = 0x80000000u,
+};
+enum { OPEN4_NOCREATE = 0, OPEN4_CREATE = 1 };
+enum { UNCHECKED4 = 0, GUARDED4 = 1, EXCLUSIVE4 = 2, EXCLUSIVE4_1 = 3 };
+enum {
+    CLAIM_NULL = 0, CLAIM_PREVIOUS = 1, CLAIM_DELEGATE_CUR = 2, CLAIM_DELEGATE_PREV = 3,
+    CLAIM_FH = 4, CLAIM_DELEG_CUR_FH = 5, CLAIM_DELEG_PREV_FH = 6,
+};
+enum { OPEN4_RESULT_CONFIRM = 2, OPEN4_RESULT_LOCKTYPE_POSIX = 4 };
+
+#define SESSION_MAX_SLOTS 64
+#define SESSION_MAX_OPS 64
+#define SESSION_MAX_CACHED 65536u
+#define SESSION_MAX_MSG ((uint32_t)(1u << 20) + 60000u)
+
+/* ---------------------------------------------------------------- helpers */
+
+/* The client this COMPOUND acts for (lock held): 4.1 the session's, 4.0 the
+ * confirmed one named by clientid. Renews its lease. */
+static uint32_t client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out)
+{
+    nfs4_client_t *c;
+    if (cx->minor >= 1) {
+        if (!cx->have_session) return NFS4ERR_OP_NOT_IN_SESSION;
+        nfs4_session_t *s = nfs4_session_find(cx->st, cx->sessionid);
+        if (!s) return NFS4ERR_BADSESSION;
+        c = s->client;
+    } else {
+        uint32_t status;
+        c = nfs4_client_by_id(cx->st, clientid, &status);
+        if (!c) return status;
+        if (!c->confirmed) return NFS4ERR_STALE_CLIENTID;
+    }
+    c->renewed = nfs4_now();
+    *out = c;
+    return NFS4_OK;
+}
+
+/* Finds a stateid without checking its seqid (4.0 owners are sequenced first). */
+static uint32_t stid_find_any(nfs4_cx_t *cx, const nfs4_stateid_t *sid, nfs4_stid_t **out)
+{
+    nfs4_stateid_t copy = *sid;
+    copy.seqid = 0;
+    return nfs4_stid_find(cx->st, 1, &copy, out);
+}
+
+static bool stid_on_cur(nfs4_cx_t *cx, const nfs4_stid_t *s)
+{
+    if (cx->cur.kind != NFS4_FH_REAL) return false;
+    return s->file->ino == zpl_node_ino(cx->cur.node) &&
+           s->file->fsid == zpl_fs_guid(zpl_node_fs(cx->cur.node));
+}
+
+/* A 4.0 retransmission: the owner's cached reply becomes this op's result. */
+static uint32_t replay_owner(nfs4_cx_t *cx, nfs4_owner_t *o)
+{
+    if (o->reply_len) nfs_xdr_put_fixed(cx->r, o->reply, o->reply_len);
+    cx->keep_body = true;
+    return o->reply_status;
+}
+
+static uint64_t args_hash(nfs4_cx_t *cx)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = cx->args; i < cx->a->pos && i < cx->a->len; i++)
+        h = (h ^ cx->a->buf[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Records a 4.0 seqid and the reply now in cx->r (lock held). */
+static void seq_finish(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, uint32_t status)
+{
+    if (cx->minor >= 1 || !o || !nfs4_status_bumps_seqid(status)) return;
+    o->seqid = seqid;
+    o->have_seqid = true;
+    o->request_hash = args_hash(cx);
+    bool body = status == NFS4_OK || cx->keep_body;
+    nfs4_owner_cache_reply(o, status, body ? cx->r->buf + cx->body : NULL,
+                           body ? (uint32_t)(cx->r->pos - cx->body) : 0);
+}
+
+/* 4.0 sequencing verdict for owner o (lock held): NFS4_OK to run; otherwise
+ * the status to return (*replayed when it is a cached reply). */
+static uint32_t seq_check(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, bool *replayed)
+{
+    *replayed = false;
+    if (cx->minor >= 1) return NFS4_OK;
+    switch (nfs4_seqid_check(o->have_seqid, o->seqid, seqid)) {
+    case NFS4_SEQ_NEW: return NFS4_OK;
+    case NFS4_SEQ_REPLAY:
+        /* Some clients (libnfs) do not advance the seqid after an error such
+         * as DENIED and send a different request with the same seqid: only a
+         * byte-identical request is a retransmission; run the other. */
+        if (args_hash(cx) != o->request_hash) return NFS4_OK;
+        *replayed = true;
+        return replay_owner(cx, o);
+    default: return NFS4ERR_BAD_SEQID;
+    }
+}
+
+static void put_stid(nfs4_cx_t *cx, const nfs4_stid_t *s)
+{
+    nfs4_stateid_t w;
+    nfs4_stid_to_wire(cx->st, s, &w);
+    nfs4_put_stateid(cx->r, &w);
+    nfs4_set_cur_stateid(cx, &w);
+}
+
+/* Calls fn on every open state of file f (lock held); stops on non-zero. */
+static uint32_t each_open(nfs4_server_t *st, nfs4_file_t *f,
+                          uint32_t (*fn)(nfs4_stid_t *s, void *arg), void *arg)
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next)
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext) {
+            if (s->file != f || s->type != NFS4_STID_OPEN) continue;
+            uint32_t rc = fn(s, arg);
+            if (rc) return rc;
+        }
+    return NFS4_OK;
+}
+
+/* ---------------------------------------------------------------- 4.0 clients */
+
+uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    const uint8_t *verf = nfs_xdr_get_fixed(a, 8);
+    uint32_t idlen, l;
+    const uint8_t *id = nfs_xdr_get_opaque(a, &idlen, NFS4_OPAQUE_LIMIT);
+    (void)nfs_xdr_get_u32(a);                        /* cb_program */
+    (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT); /* r_netid */
+    (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT); /* r_addr */
+    (void)nfs_xdr_get_u32(a);                        /* callback_ident */
+    if (a->err) return NFS4ERR_BADXDR;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
+    if (c && c->confirmed && !memcmp(c->verifier, verf, 8)) {
+        /* A callback update from the same client incarnation. */
+        for (int i = 0; i < 8; i++) c->confirm[i] = (uint8_t)rand();
+    } else {
+        for (nfs4_client_t *o = st->clients, *next; o; o = next) {
+            next = o->next;
+            if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
+                nfs4_client_destroy(st, o, false);
+        }
+        c = nfs4_client_new(st, id, idlen, verf, 0);
+        if (!c) {
+            pthread_mutex_unlock(&st->lock);
+            return NFS4ERR_RESOURCE;
+        }
+    }
+    nfs_xdr_put_u64(cx->r, c->clientid);
+    nfs_xdr_put_fixed(cx->r, c->confirm, 8);
+    pthread_mutex_unlock(&st->lock);
+    return NFS4_OK;
+}
+
+uint32_t nfs4_op_setclientid_confirm(nfs4_cx_t *cx)
+{
+    uint64_t clientid = nfs_xdr_get_u64(cx->a);
+    const uint8_t *verf = nfs_xdr_get_fixed(cx->a, 8);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    uint32_t status;
+    nfs4_client_t *c = nfs4_client_by_id(st, clientid, &status);
+    if (c && memcmp(c->confirm, verf, 8)) status = NFS4ERR_STALE_CLIENTID;
+    else if (c && !c->confirmed) nfs4_client_confirm(st, c);
+    else if (c) c->renewed = nfs4_now();
+    pthread_mutex_unlock(&st->lock);
+    return c ? status : (status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status);
+}
+
+uint32_t nfs4_op_renew(nfs4_cx_t *cx)
+{
+    uint64_t clientid = nfs_xdr_get_u64(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_client_t *c;
+    uint32_t status = client_of(cx, clientid, &c);
+    pthread_mutex_unlock(&cx->st->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- 4.1 sessions */
+
+uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    const uint8_t *verf = nfs_xdr_get_fixed(a, 8);
+    uint32_t idlen, l;
+    const uint8_t *id = nfs_xdr_get_opaque(a, &idlen, NFS4_OPAQUE_LIMIT);
+    uint32_t flags = nfs_xdr_get_u32(a);
+    uint32_t how = nfs_xdr_get_u32(a);
+    if (a->err) return NFS4ERR_BADXDR;
+    if (how == 1) {           /* SP4_MACH_CRED: two bitmaps we do not enforce */
+        nfs4_bitmap_t b;
+        nfs4_bitmap_get(a, &b, NULL);
+        nfs4_bitmap_get(a, &b, NULL);
+    } else if (how != 0) {
+        return NFS4ERR_NOTSUPP;
+    }
+    uint32_t nimpl = nfs_xdr_get_u32(a);
+    if (nimpl > 1) return NFS4ERR_BADXDR;
+    if (nimpl == 1) {
+        (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
+        (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
+        (void)nfs_xdr_get_u64(a);
+        (void)nfs_xdr_get_u32(a);
+    }
+    if (a->err) return NFS4ERR_BADXDR;
+    uint32_t valid = EXCHGID4_FLAG_SUPP_MOVED_REFER | EXCHGID4_FLAG_SUPP_MOVED_MIGR |
+                     EXCHGID4_FLAG_BIND_PRINC_STATEID | EXCHGID4_FLAG_USE_NON_PNFS |
+                     EXCHGID4_FLAG_USE_PNFS_MDS | EXCHGID4_FLAG_USE_PNFS_DS |
+                     EXCHGID4_FLAG_UPD_CONFIRMED_REC_A;
+    if (flags & ~valid) return NFS4ERR_INVAL;
+
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
+    uint32_t status = NFS4_OK;
+    if (flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A) {
+        if (!c || !c->confirmed) status = NFS4ERR_NOENT;
+        else if (memcmp(c->verifier, verf, 8)) status = NFS4ERR_NOT_SAME;
+    } else if (!(c && c->confirmed && c->minor >= 1 && !memcmp(c->verifier, verf, 8))) {
+        /* A new client, or a restarted one (its old record goes at CREATE_SESSION). */
+        for (nfs4_client_t *o = st->clients, *next; o; o = next) {
+            next = o->next;
+            if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
+                nfs4_client_destroy(st, o, false);
+        }
+        c = nfs4_client_new(st, id, idlen, verf, 1);
+        if (!c) status = NFS4ERR_RESOURCE;
+    }
+    if (status == NFS4_OK) {
+        nfs_xdr_t *r = cx->r;
+        nfs_xdr_put_u64(r, c->clientid);
+        nfs_xdr_put_u32(r, c->cs_seqid);
+        nfs_xdr_put_u32(r, EXCHGID4_FLAG_USE_NON_PNFS |
+                               (c->confirmed ? EXCHGID4_FLAG_CONFIRMED_R : 0));
+        nfs_xdr_put_u32(r, 0);                       /* SP4_NONE */
+        nfs_xdr_put_u64(r, 0);                       /* server_owner.so_minor_id */
+        nfs_xdr_put_string(r, "cairn");              /* so_major_id */
+        nfs_xdr_put_string(r, "cairn");              /* server_scope */
+        nfs_xdr_put_u32(r, 1);                       /* server_impl_id */
+        nfs_xdr_put_string(r, "cairn.invalid");
+        nfs_xdr_put_string(r, "Cairn NFS server");
+        nfs_xdr_put_u64(r, 0);
+        nfs_xdr_put_u32(r, 0);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+static void get_chan(nfs_xdr_t *a, nfs4_chan_attrs_t *c)
+{
+    c->headerpad = nfs_xdr_get_u32(a);
+    c->maxreq = nfs_xdr_get_u32(a);
+    c->maxresp = nfs_xdr_get_u32(a);
+    c->maxresp_cached = nfs_xdr_get_u32(a);
+    c->maxops = nfs_xdr_get_u32(a);
+    c->maxreqs = nfs_xdr_get_u32(a);
+    uint32_t n = nfs_xdr_get_u32(a);
+    if (n > 1) a->err = true;
+    if (n == 1) (void)nfs_xdr_get_u32(a);
+}
+
+static void put_chan(nfs_xdr_t *r, const nfs4_chan_attrs_t *c)
+{
+    nfs_xdr_put_u32(r, c->headerpad);
+    nfs_xdr_put_u32(r, c->maxreq);
+    nfs_xdr_put_u32(r, c->maxresp);
+    nfs_xdr_put_u32(r, c->maxresp_cached);
+    nfs_xdr_put_u32(r, c->maxops);
+    nfs_xdr_put_u32(r, c->maxreqs);
+    nfs_xdr_put_u32(r, 0);
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    uint64_t clientid = nfs_xdr_get_u64(a);
+    uint32_t seq = nfs_xdr_get_u32(a);
+    (void)nfs_xdr_get_u32(a);                        /* flags */
+    nfs4_chan_attrs_t fore, back;
+    get_chan(a, &fore);
+    get_chan(a, &back);
+    (void)nfs_xdr_get_u32(a);                        /* cb_program */
+    uint32_t nsec = nfs_xdr_get_u32(a), l;
+    if (nsec > 16) return NFS4ERR_BADXDR;
+    for (uint32_t i = 0; i < nsec && !a->err; i++) {
+        uint32_t flavor = nfs_xdr_get_u32(a);
+        if (flavor == 1) {
+            (void)nfs_xdr_get_u32(a);
+            (void)nfs_xdr_get_opaque(a, &l, 255);
+            (void)nfs_xdr_get_u32(a);
+            (void)nfs_xdr_get_u32(a);
+            uint32_t ng = nfs_xdr_get_u32(a);
+            if (ng > 16) return NFS4ERR_BADXDR;
+            for (uint32_t k = 0; k < ng; k++) (void)nfs_xdr_get_u32(a);
+        } else if (flavor == 6) {
+            (void)nfs_xdr_get_u32(a);
+            (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
+            (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
+        } else if (flavor != 0) {
+            return NFS4ERR_BADXDR;
+        }
+    }
+    if (a->err) return NFS4ERR_BADXDR;
+
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    uint32_t status;
+    nfs4_client_t *c = nfs4_client_by_id(st, clientid, &status);
+    if (!c) {
+        pthread_mutex_unlock(&st->lock);
+        return status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status;
+    }
+    if (seq + 1 == c->cs_seqid && c->cs_reply) {
+        nfs_xdr_put_fixed(cx->r, c->cs_reply, c->cs_reply_len);
+        pthread_mutex_unlock(&st->lock);
+        return NFS4_OK;
+    }
+    if (seq != c->cs_seqid) {
+        pthread_mutex_unlock(&st->lock);
+        return NFS4ERR_SEQ_MISORDERED;
+    }
+    nfs4_chan_attrs_t f = {
+        .headerpad = 0,
+        .maxreq = min_u32(fore.maxreq, SESSION_MAX_MSG),
+        .maxresp = min_u32(fore.maxresp, SESSION_MAX_MSG),
+        .maxresp_cached = min_u32(fore.maxresp_cached, SESSION_MAX_CACHED),
+        .maxops = min_u32(fore.maxops, SESSION_MAX_OPS),
+        .maxreqs = min_u32(fore.maxreqs, SESSION_MAX_SLOTS),
+    };
+    if (f.maxreqs == 0) f.maxreqs = 1;
+    if (f.maxops < 2 || f.maxreq < 256 || f.maxresp < 256) {
+        pthread_mutex_unlock(&st->lock);
+        return NFS4ERR_TOOSMALL;
+    }
+    back.headerpad = 0;
+    if (back.maxreqs == 0) back.maxreqs = 1;
+    nfs4_session_t *s = nfs4_session_new(st, c, &f, &back);
+    if (!s) {
+        pthread_mutex_unlock(&st->lock);
+        return NFS4ERR_RESOURCE;
+    }
+    if (!c->confirmed) nfs4_client_confirm(st, c);
+    size_t body = cx->r->pos;
+    nfs_xdr_put_fixed(cx->r, s->id, NFS4_SESSIONID_SIZE);
+    nfs_xdr_put_u32(cx->r, seq);
+    nfs_xdr_put_u32(cx->r, 0);                       /* no persistence, no back channel */
+    put_chan(cx->r, &f);
+    put_chan(cx->r, &back);
+    if (!cx->r->err) {
+        free(c->cs_reply);
+        c->cs_reply_len = (uint32_t)(cx->r->pos - body);
+        c->cs_reply = malloc(c->cs_reply_len);
+        if (c->cs_reply) memcpy(c->cs_reply, cx->r->buf + body, c->cs_reply_len);
+    }
+    c->cs_seqid++;
+    pthread_mutex_unlock(&st->lock);
+    return NFS4_OK;
+}
+
+uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    const uint8_t *sid = nfs_xdr_get_fixed(a, NFS4_SESSIONID_SIZE);
+    uint32_t seq = nfs_xdr_get_u32(a);
+    uint32_t slotid = nfs_xdr_get_u32(a);
+    (void)nfs_xdr_get_u32(a);                        /* highest_slotid */
+    bool cachethis = nfs_xdr_get_u32(a) != 0;
+    if (a->err) return NFS4ERR_BADXDR;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_session_t *s = nfs4_session_find(st, sid);
+    uint32_t status = NFS4_OK;
+    if (!s) status = NFS4ERR_BADSESSION;
+    else if (slotid >= s->fore.maxreqs) status = NFS4ERR_BADSLOT;
+    if (status) {
+        pthread_mutex_unlock(&st->lock);
+        return status;
+    }
+    nfs4_slot_t *slot = &s->slots[slotid];
+    if (seq == slot->seqid && slot->seqid != 0) {
+        if (slot->busy) status = NFS4ERR_DELAY;
+        else if (!slot->cached) status = NFS4ERR_RETRY_UNCACHED_REP;
+        else {
+            cx->r->pos = cx->r->len = cx->start;
+            nfs_xdr_put_fixed(cx->r, slot->reply, slot->reply_len);
+            cx->replayed = true;
+        }
+        pthread_mutex_unlock(&st->lock);
+        return status;
+    }
+    if (seq != slot->seqid + 1) {
+        pthread_mutex_unlock(&st->lock);
+        return NFS4ERR_SEQ_MISORDERED;
+    }
+    if (cx->numops > s->fore.maxops) {
+        pthread_mutex_unlock(&st->lock);
+        return NFS4ERR_TOO_MANY_OPS;
+    }
+    slot->seqid = seq;
+    slot->busy = true;
+    slot->cached = false;
+    free(slot->reply);
+    slot->reply = NULL;
+    slot->reply_len = 0;
+    s->client->renewed = nfs4_now();
+    cx->have_session = true;
+    memcpy(cx->sessionid, sid, NFS4_SESSIONID_SIZE);
+    cx->slot = slotid;
+    cx->clientid = s->client->clientid;
+    cx->cachethis = cachethis;
+    nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
+    nfs_xdr_put_u32(cx->r, seq);
+    nfs_xdr_put_u32(cx->r, slotid);
+    nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
+    nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
+    nfs_xdr_put_u32(cx->r, 0);                       /* sr_status_flags */
+    pthread_mutex_unlock(&st->lock);
+    return NFS4_OK;
+}
+
+void nfs4_slot_done(nfs4_cx_t *cx, const uint8_t *reply, size_t len)
+{
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_session_t *s = nfs4_session_find(st, cx->sessionid);
+    if (s && cx->slot < s->fore.maxreqs) {
+        nfs4_slot_t *slot = &s->slots[cx->slot];
+        slot->busy = false;
+        if (len <= s->fore.maxresp_cached && (slot->reply = malloc(len ? len : 1))) {
+            memcpy(slot->reply, reply, len);
+            slot->reply_len = (uint32_t)len;
+            slot->cached = true;
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+}
+
+uint32_t nfs4_op_destroy_session(nfs4_cx_t *cx)
+{
+    const uint8_t *sid = nfs_xdr_get_fixed(cx->a, NFS4_SESSIONID_SIZE);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_session_t *s = nfs4_session_find(cx->st, sid);
+    if (s) {
+        nfs4_session_destroy(cx->st, s);
+        if (cx->have_session && !memcmp(cx->sessionid, sid, NFS4_SESSIONID_SIZE))
+            cx->have_session = false;
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    return s ? NFS4_OK : NFS4ERR_BADSESSION;
+}
+
+uint32_t nfs4_op_destroy_clientid(nfs4_cx_t *cx)
+{
+    uint64_t clientid = nfs_xdr_get_u64(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    pthread_mutex_lock(&cx->st->lock);
+    uint32_t status;
+    nfs4_client_t *c = nfs4_client_by_id(cx->st, clientid, &status);
+    if (c && c->sessions) status = NFS4ERR_CLIENTID_BUSY;
+    else if (c) nfs4_client_destroy(cx->st, c, false);
+    pthread_mutex_unlock(&cx->st->lock);
+    return c || status != NFS4ERR_EXPIRED ? status : NFS4ERR_STALE_CLIENTID;
+}
+
+uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx)
+{
+    bool one_fs = nfs_xdr_get_u32(cx->a) != 0;
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_client_t *c;
+    uint32_t status = client_of(cx, 0, &c);
+    if (status == NFS4_OK && !one_fs) {
+        if (c->reclaim_complete) status = NFS4ERR_COMPLETE_ALREADY;
+        else {
+            c->reclaim_complete = true;
+            nfs4_grace_check_done(cx->st);
+        }
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx)
+{
+    const uint8_t *sid = nfs_xdr_get_fixed(cx->a, NFS4_SESSIONID_SIZE);
+    (void)nfs_xdr_get_u32(cx->a);
+    (void)nfs_xdr_get_u32(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_session_t *s = nfs4_session_find(cx->st, sid);
+    if (s) s->client->renewed = nfs4_now();
+    pthread_mutex_unlock(&cx->st->lock);
+    if (!s) return NFS4ERR_BADSESSION;
+    /* Every connection may carry the fore channel; there is no back channel. */
+    nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
+    nfs_xdr_put_u32(cx->r, 1);                       /* CDFS4_FORE */
+    nfs_xdr_put_u32(cx->r, 0);
+    return NFS4_OK;
+}
+
+uint32_t nfs4_op_test_stateid(nfs4_cx_t *cx)
+{
+    uint32_t n = nfs_xdr_get_u32(cx->a);
+    if (n > 1024) return NFS4ERR_BADXDR;
+    nfs4_stateid_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return NFS4ERR_RESOURCE;
+    for (uint32_t i = 0; i < n; i++) nfs4_get_stateid(cx->a, &v[i]);
+    if (cx->a->err) { free(v); return NFS4ERR_BADXDR; }
+    nfs_xdr_put_u32(cx->r, n);
+    pthread_mutex_lock(&cx->st->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        nfs4_stid_t *s;
+        uint32_t status = nfs4_stateid_is_anon(&v[i]) || nfs4_stateid_is_bypass(&v[i])
+                              ? NFS4ERR_BAD_STATEID
+                              : nfs4_stid_find(cx->st, cx->minor, &v[i], &s);
+        nfs_xdr_put_u32(cx->r, status);
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    free(v);
+    return NFS4_OK;
+}
+
+uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx)
+{
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status) return status;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_stid_t *s;
+    status = nfs4_stid_find(cx->st, cx->minor, &sid, &s);
+    if (status == NFS4_OK) {
+        if (s->type != NFS4_STID_LOCK || nfs4_range_owner_holds(&s->file->locks, s->owner))
+            status = NFS4ERR_LOCKS_HELD;
+        else
+            nfs4_stid_free(cx->st, s);
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- OPEN */
+
+typedef struct share_req {
+    nfs4_owner_t *owner;
+    uint32_t access, deny;
+    nfs4_stid_t *mine;
+} share_req_t;
+
+static uint32_t share_cb(nfs4_stid_t *s, void *arg)
+{
+    share_req_t *q = arg;
+    if (s->owner == q->owner) {
+        q->mine = s;
+        return NFS4_OK;
+    }
+    if ((q->access & s->deny) || (q->deny & s->access)) return NFS4ERR_SHARE_DENIED;
+    return NFS4_OK;
+}
+
+/* Looks the opened name up again after a 4.0 replay so GETFH/GETATTR that
+ * follow see the file. */
+static void replay_set_fh(nfs4_cx_t *cx, uint32_t claim, const char *name)
+{
+    if (claim != CLAIM_NULL || cx->cur.kind != NFS4_FH_REAL) return;
+    zpl_node_t *n;
+    if (zpl_lookup(cx->cur.node, name, &n) < 0) return;
+    zpl_node_rele(cx->cur.node);
+    cx->cur.node = n;
+}
+
+static uint32_t open_file_type(nfs4_cx_t *cx, zpl_node_t *n, zpl_attr_t *a)
+{
+    int rc = zpl_getattr(n, a);
+    if (rc < 0) return nfs4_errno_to_status(rc);
+    if (S_ISDIR(a->mode)) return NFS4ERR_ISDIR;
+    if (S_ISLNK(a->mode)) return NFS4ERR_SYMLINK;
+    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_INVAL;
+    return NFS4_OK;
+}
+
+uint32_t nfs4_op_open(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    uint32_t seqid = nfs_xdr_get_u32(a);
+    uint32_t access = nfs_xdr_get_u32(a);
+    uint32_t deny = nfs_xdr_get_u32(a);
+    uint64_t clientid = nfs_xdr_get_u64(a);
+    uint32_t olen;
+    const uint8_t *oid = nfs_xdr_get_opaque(a, &olen, NFS4_OPAQUE_LIMIT);
+    uint32_t opentype = nfs_xdr_get_u32(a);
+    uint32_t how = UNCHECKED4, sattr_status = NFS4_OK;
+    nfs4_sattr_t sattr;
+    memset(&sattr, 0, sizeof sattr);
+    uint8_t verf[8] = { 0 };
+    if (opentype == OPEN4_CREATE) {
+        how = nfs_xdr_get_u32(a);
+        if (how == UNCHECKED4 || how == GUARDED4) {
+            sattr_status = nfs4_sattr_decode(a, &sattr);
+        } else if (how == EXCLUSIVE4 || (how == EXCLUSIVE4_1 && cx->minor >= 1)) {
+            const uint8_t *v = nfs_xdr_get_fixed(a, 8);
+            if (v) memcpy(verf, v, 8);
+            if (how == EXCLUSIVE4_1) sattr_status = nfs4_sattr_decode(a, &sattr);
+        } else {
+            return NFS4ERR_BADXDR;
+        }
+    } else if (opentype != OPEN4_NOCREATE) {
+        return NFS4ERR_BADXDR;
+    }
+    uint32_t claim = nfs_xdr_get_u32(a);
+    char name[ZPL_NAME_MAX + 1] = "";
+    uint32_t name_status = NFS4_OK;
+    nfs4_stateid_t dsid;
+    switch (claim) {
+    case CLAIM_NULL:
+    case CLAIM_DELEGATE_PREV:
+        name_status = nfs4_name_get(cx, name);
+        break;
+    case CLAIM_PREVIOUS:
+        (void)nfs_xdr_get_u32(a);
+        break;
+    case CLAIM_DELEGATE_CUR:
+        nfs4_get_stateid(a, &dsid);
+        name_status = nfs4_name_get(cx, name);
+        break;
+    case CLAIM_DELEG_CUR_FH:
+        nfs4_get_stateid(a, &dsid);
+        break;
+    case CLAIM_FH:
+    case CLAIM_DELEG_PREV_FH:
+        break;
+    default:
+        return NFS4ERR_BADXDR;
+    }
+    if (a->err || name_status == NFS4ERR_BADXDR) return NFS4ERR_BADXDR;
+    if (claim == CLAIM_FH && cx->minor == 0) return NFS4ERR_INVAL;
+    if (claim != CLAIM_NULL && claim != CLAIM_PREVIOUS && claim != CLAIM_FH) return NFS4ERR_NOTSUPP;
+    uint32_t want = access & ~0xffu;
+    access &= 0xff;
+    if ((want && cx->minor == 0) || access < 1 || access > 3 || deny > 3) return NFS4ERR_INVAL;
+    if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
+
+    /* Phase 1: client, grace, sequencing. */
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_client_t *c;
+    uint32_t status = client_of(cx, clientid, &c);
+    nfs4_owner_t *o = status ? NULL : nfs4_owner_find(c, false, oid, olen);
+    bool replayed = false;
+    if (status == NFS4_OK && o) status = seq_check(cx, o, seqid, &replayed);
+    bool seen_have = o && o->have_seqid;
+    uint32_t seen_seqid = o ? o->seqid : 0;
+    if (replayed) {
+        pthread_mutex_unlock(&st->lock);
+        replay_set_fh(cx, claim, name);
+        return status;
+    }
+    bool seq_ok = status == NFS4_OK;   /* this seqid is ours to record */
+    if (status == NFS4_OK) {
+        bool grace = nfs4_in_grace(st);
+        if (claim == CLAIM_PREVIOUS) {
+            if (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete))
+                status = NFS4ERR_NO_GRACE;
+        } else if (grace) {
+            status = NFS4ERR_GRACE;
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+    if (status == NFS4_OK) status = sattr_status != NFS4_OK ? sattr_status : name_status;
+
+    /* Phase 2: the filesystem, without the state lock. */
+    zpl_node_t *obj = NULL;
+    zpl_wcc_t wcc;
+    memset(&wcc, 0, sizeof wcc);
+    bool created = false;
+    nfs4_bitmap_t attrset = { { 0 } };
+    nfs4_cfh_t *dir = &cx->cur;
+    zpl_attr_t fa;
+    if (status == NFS4_OK && claim == CLAIM_NULL) {
+        if (dir->kind == NFS4_FH_PSEUDO) {
+            status = opentype == OPEN4_CREATE ? NFS4ERR_ROFS : NFS4ERR_ISDIR;
+        } else {
+            zpl_attr_t da;
+            int rc = zpl_getattr(dir->node, &da);
+            if (rc < 0) status = nfs4_errno_to_status(rc);
+            else if (S_ISLNK(da.mode)) status = NFS4ERR_SYMLINK;
+            else if (!S_ISDIR(da.mode)) status = NFS4ERR_NOTDIR;
+            if (status == NFS4_OK) status = nfs4_perm(dir, dir->node, ZPL_ACCESS_EXEC);
+            wcc.pre_change = wcc.post.change = da.change;
+        }
+        if (status == NFS4_OK && opentype == OPEN4_CREATE) {
+            if (!dir->writable || zpl_fs_readonly(zpl_node_fs(dir->node))) status = NFS4ERR_ROFS;
+            bool has_mode = sattr.sa.mask & ZPL_SET_MODE;
+            uint32_t mode = has_mode ? sattr.sa.mode : 0644;
+            int rc = 0;
+            if (status == NFS4_OK && how == UNCHECKED4) {
+                rc = zpl_lookup(dir->node, name, &obj);
+                if (rc == -ENOENT) {
+                    obj = NULL;
+                    status = nfs4_perm(dir, dir->node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+                    if (status == NFS4_OK) {
+                        rc = zpl_create(dir->node, name, mode, &dir->cred, ZPL_CREATE_UNCHECKED,
+                                        NULL, &obj, &wcc);
+                        created = rc == 0;
+                    }
+                }
+            } else if (status == NFS4_OK) {
+                status = nfs4_perm(dir, dir->node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+                if (status == NFS4_OK && how == GUARDED4) {
+                    rc = zpl_create(dir->node, name, mode, &dir->cred, ZPL_CREATE_GUARDED, NULL,
+                                    &obj, &wcc);
+                    created = rc == 0;
+                } else if (status == NFS4_OK) {
+                    rc = zpl_create(dir->node, name, how == EXCLUSIVE4_1 ? mode : 0644,
+                                    &dir->cred, ZPL_CREATE_EXCLUSIVE, verf, &obj, &wcc);
+                    created = rc == 0;   /* ours, whether new or a retransmission */
+                }
+            }
+            if (status == NFS4_OK && rc < 0) status = nfs4_errno_to_status(rc);
+            if (status == NFS4_OK && created && (how == UNCHECKED4 || how == GUARDED4)) {
+                nfs4_sattr_t rest = sattr;
+                rest.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
+                if (rest.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
+                    zpl_setattr_t s = rest.sa;
+                    s.mask &= ~(uint32_t)ZPL_SET_MODE;
+                    if ((s.mask & ZPL_SET_UID) && s.uid != dir->cred.uid && dir->cred.uid != 0)
+                        s.mask &= ~(uint32_t)ZPL_SET_UID;
+                    if (zpl_setattr(obj, &s, NULL) == 0) attrset = sattr.set;
+                } else {
+                    attrset = sattr.set;
+                }
+                /* A size on a new file is moot: it is empty. */
+            } else if (status == NFS4_OK && created && how == EXCLUSIVE4_1 && has_mode) {
+                nfs4_bm_set(&attrset, FATTR4_MODE);
+            }
+            if (status == NFS4_OK && created) status = nfs4_durable(dir);
+        } else if (status == NFS4_OK) {
+            int rc = zpl_lookup(dir->node, name, &obj);
+            if (rc < 0) status = nfs4_errno_to_status(rc);
+        }
+    } else if (status == NFS4_OK) {
+        /* CLAIM_PREVIOUS / CLAIM_FH: the current fh is the file. */
+        if (dir->kind != NFS4_FH_REAL) status = NFS4ERR_ISDIR;
+        else {
+            obj = dir->node;
+            zpl_node_hold(obj);
+        }
+    }
+    if (status == NFS4_OK) status = open_file_type(cx, obj, &fa);
+    nfs4_cfh_t fh = { .kind = NFS4_FH_REAL, .node = obj, .cred = dir->cred, .writable = dir->writable };
+    if (status == NFS4_OK && !created) {
+        uint32_t want_perm = 0;
+        if (access & OPEN4_SHARE_ACCESS_READ) want_perm |= ZPL_ACCESS_READ;
+        if (access & OPEN4_SHARE_ACCESS_WRITE) want_perm |= ZPL_ACCESS_WRITE;
+        /* The owner passes for a file he just made with EXCLUSIVE4 (no mode yet). */
+        status = nfs4_perm(&fh, obj, want_perm);
+    }
+    if (status == NFS4_OK && (access & OPEN4_SHARE_ACCESS_WRITE) &&
+        (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
+        status = NFS4ERR_ROFS;
+    if (status == NFS4_OK && !created && (sattr.sa.mask & ZPL_SET_SIZE)) {
+        /* O_TRUNC on an existing file. */
+        status = nfs4_perm(&fh, obj, ZPL_ACCESS_WRITE);
+        if (status == NFS4_OK && (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
+            status = NFS4ERR_ROFS;
+        if (status == NFS4_OK) {
+            zpl_setattr_t s = { .mask = ZPL_SET_SIZE, .size = sattr.sa.size };
+            int rc = zpl_setattr(obj, &s, NULL);
+            if (rc < 0) status = nfs4_errno_to_status(rc);
+            else {
+                nfs4_bm_set(&attrset, FATTR4_SIZE);
+                status = nfs4_durable(dir);
+            }
+        }
+    }
+
+    /* Phase 3: share reservations and the open state. */
+    pthread_mutex_lock(&st->lock);
+    o = NULL;
+    if (status == NFS4_OK || seq_ok) {
+        uint32_t cst = client_of(cx, clientid, &c);
+        if (cst == NFS4_OK) {
+            o = nfs4_owner_find(c, false, oid, olen);
+            if (!o && status == NFS4_OK && !(o = nfs4_owner_new(c, false, oid, olen)))
+                status = NFS4ERR_RESOURCE;
+        } else if (status == NFS4_OK) {
+            status = cst;   /* the client went away meanwhile */
+        }
+    }
+    if (status == NFS4_OK && cx->minor == 0 &&
+        (o->have_seqid != seen_have || o->seqid != seen_seqid))
+        status = NFS4ERR_BAD_SEQID;   /* a concurrent OPEN of the same owner got there first */
+    nfs4_stid_t *s = NULL;
+    if (status == NFS4_OK) {
+        nfs4_file_t *f = nfs4_file_get(st, dir->exp, obj, zpl_fs_guid(zpl_node_fs(obj)),
+                                       zpl_node_ino(obj));
+        if (!f) status = NFS4ERR_RESOURCE;
+        share_req_t q = { .owner = o, .access = access, .deny = deny };
+        if (status == NFS4_OK) {
+            f->nstates++;   /* keep f while we look */
+            status = each_open(st, f, share_cb, &q);
+            f->nstates--;
+        }
+        if (status == NFS4_OK && q.mine) {
+            s = q.mine;
+            s->access |= access;
+            s->deny |= deny;
+            s->seqid++;
+        } else if (status == NFS4_OK) {
+            s = nfs4_stid_new(st, NFS4_STID_OPEN, c, o, f);
+            if (!s) status = NFS4ERR_RESOURCE;
+            else {
+                s->access = access;
+                s->deny = deny;
+            }
+        }
+        if (f) nfs4_file_drop_unused(st, f);
+    }
+    if (status == NFS4_OK) {
+        uint32_t rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
+        if (cx->minor >= 1) o->confirmed = true;
+        else if (!o->confirmed) rflags |= OPEN4_RESULT_CONFIRM;
+        put_stid(cx, s);
+        nfs4_put_cinfo(cx->r, &wcc);
+        nfs_xdr_put_u32(cx->r, rflags);
+        nfs4_bitmap_put(cx->r, &attrset);
+        nfs_xdr_put_u32(cx->r, 0);                   /* OPEN_DELEGATE_NONE */
+    }
+    if (seq_ok) seq_finish(cx, o, seqid, status);
+    pthread_mutex_unlock(&st->lock);
+    if (status == NFS4_OK) {
+        if (obj != cx->cur.node) {
+            zpl_node_rele(cx->cur.node);
+            cx->cur.node = obj;
+        } else {
+            zpl_node_rele(obj);
+        }
+    } else if (obj) {
+        zpl_node_rele(obj);
+    }
+    return status;
+}
+
+uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
+{
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    uint32_t seqid = nfs_xdr_get_u32(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t status = nfs4_need_real_file(cx);
+    if (status) return status;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_stid_t *s;
+    status = stid_find_any(cx, &sid, &s);
+    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
+        status = NFS4ERR_BAD_STATEID;
+    nfs4_owner_t *o = status ? NULL : s->owner;
+    bool replayed = false;
+    if (o) status = seq_check(cx, o, seqid, &replayed);
+    if (!replayed && o && status == NFS4_OK) {
+        status = nfs4_stateid_seqid_check(0, sid.seqid, s->seqid);
+        if (status == NFS4_OK && o->confirmed) status = NFS4ERR_BAD_STATEID;
+        if (status == NFS4_OK) {
+            o->confirmed = true;
+            s->seqid++;
+            s->client->renewed = nfs4_now();
+            put_stid(cx, s);
+        }
+        seq_finish(cx, o, seqid, status);
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
+{
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    uint32_t seqid = nfs_xdr_get_u32(cx->a);
+    uint32_t access = nfs_xdr_get_u32(cx->a) & 0xff;
+    uint32_t deny = nfs_xdr_get_u32(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    if (status) return status;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_stid_t *s;
+    status = stid_find_any(cx, &sid, &s);
+    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
+        status = NFS4ERR_BAD_STATEID;
+    nfs4_owner_t *o = status ? NULL : s->owner;
+    bool replayed = false;
+    if (o) status = seq_check(cx, o, seqid, &replayed);
+    if (!replayed && o && status == NFS4_OK) {
+        status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+        if (status == NFS4_OK && (access < 1 || access > 3 || deny > 3 ||
+                                  (access & ~s->access) || (deny & ~s->deny)))
+            status = NFS4ERR_INVAL;
+        if (status == NFS4_OK) {
+            s->access = access;
+            s->deny = deny;
+            s->seqid++;
+            s->client->renewed = nfs4_now();
+            put_stid(cx, s);
+        }
+        seq_finish(cx, o, seqid, status);
+    }
+    pthread_mutex_unlock(&cx->st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_close(nfs4_cx_t *cx)
+{
+    uint32_t seqid = nfs_xdr_get_u32(cx->a);
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    if (status) return status;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_stid_t *s;
+    status = stid_find_any(cx, &sid, &s);
+    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
+        status = NFS4ERR_BAD_STATEID;
+    nfs4_owner_t *o = status ? NULL : s->owner;
+    bool replayed = false;
+    if (o) status = seq_check(cx, o, seqid, &replayed);
+    if (!replayed && o && status == NFS4_OK) {
+        status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+        nfs4_client_t *c = s->client;
+        /* Locks made through this open go with it, as closing a file drops
+         * a process's POSIX locks (libnfs closes without unlocking). */
+        if (status == NFS4_OK) {
+            for (nfs4_stid_t *l = c->stids, *next; l; l = next) {
+                next = l->cnext;
+                if (l->type == NFS4_STID_LOCK && l->open == s) nfs4_stid_free(st, l);
+            }
+            nfs4_stateid_t out;
+            nfs4_stid_to_wire(st, s, &out);
+            out.seqid++;
+            if (cx->minor >= 1) {
+                out.seqid = UINT32_MAX;
+                memset(out.other, 0, sizeof out.other);
+            }
+            c->renewed = nfs4_now();
+            nfs4_stid_free(st, s);
+            nfs4_put_stateid(cx->r, &out);
+        }
+        seq_finish(cx, o, seqid, status);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- locks */
+
+static void put_denied(nfs4_cx_t *cx, const nfs4_range_t *r)
+{
+    const nfs4_owner_t *o = r->owner;
+    nfs_xdr_put_u64(cx->r, r->first);
+    nfs_xdr_put_u64(cx->r, r->last == UINT64_MAX ? UINT64_MAX : r->last - r->first + 1);
+    nfs_xdr_put_u32(cx->r, r->type == WRITE_LT ? WRITE_LT : READ_LT);
+    nfs_xdr_put_u64(cx->r, o->client->clientid);
+    nfs_xdr_put_opaque(cx->r, o->id, o->id_len);
+    cx->keep_body = true;
+}
+
+uint32_t nfs4_op_lock(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    uint32_t type = nfs_xdr_get_u32(a);
+    bool reclaim = nfs_xdr_get_u32(a) != 0;
+    uint64_t offset = nfs_xdr_get_u64(a), length = nfs_xdr_get_u64(a);
+    bool new_owner = nfs_xdr_get_u32(a) != 0;
+    uint32_t open_seqid = 0, lock_seqid = 0, lolen = 0;
+    uint64_t clientid = 0;
+    const uint8_t *loid = NULL;
+    nfs4_stateid_t sid;
+    if (new_owner) {
+        open_seqid = nfs_xdr_get_u32(a);
+        nfs4_get_stateid(a, &sid);
+        lock_seqid = nfs_xdr_get_u32(a);
+        clientid = nfs_xdr_get_u64(a);
+        loid = nfs_xdr_get_opaque(a, &lolen, NFS4_OPAQUE_LIMIT);
+    } else {
+        nfs4_get_stateid(a, &sid);
+        lock_seqid = nfs_xdr_get_u32(a);
+    }
+    if (a->err) return NFS4ERR_BADXDR;
+    uint64_t first, last;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    if (status == NFS4_OK && (type < READ_LT || type > WRITEW_LT)) status = NFS4ERR_INVAL;
+    if (status == NFS4_OK) status = nfs4_range_from_wire(offset, length, &first, &last);
+    if (status) return status;
+    (void)clientid;
+
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_stid_t *s, *open = NULL, *lock = NULL;
+    status = stid_find_any(cx, &sid, &s);
+    nfs4_owner_t *seq_owner = NULL, *lo = NULL;
+    uint32_t seqid = new_owner ? open_seqid : lock_seqid;
+    if (status == NFS4_OK) {
+        if (!stid_on_cur(cx, s)) status = NFS4ERR_BAD_STATEID;
+        else if (new_owner && s->type != NFS4_STID_OPEN) status = NFS4ERR_BAD_STATEID;
+        else if (!new_owner && s->type != NFS4_STID_LOCK) status = NFS4ERR_BAD_STATEID;
+    }
+    if (status == NFS4_OK) {
+        seq_owner = s->owner;
+        bool replayed = false;
+        status = seq_check(cx, seq_owner, seqid, &replayed);
+        if (replayed) {
+            pthread_mutex_unlock(&st->lock);
+            return status;
+        }
+        if (status) seq_owner = NULL;   /* BAD_SEQID consumes nothing */
+    }
+    if (status == NFS4_OK) status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+    nfs4_client_t *c = status ? NULL : s->client;
+    if (status == NFS4_OK) {
+        c->renewed = nfs4_now();
+        bool grace = nfs4_in_grace(st);
+        if (reclaim && (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete)))
+            status = NFS4ERR_NO_GRACE;
+        else if (!reclaim && grace)
+            status = NFS4ERR_GRACE;
+    }
+    if (status == NFS4_OK) {
+        if (new_owner) {
+            open = s;
+            lo = nfs4_owner_find(c, true, loid, lolen);
+            if (!lo && !(lo = nfs4_owner_new(c, true, loid, lolen))) status = NFS4ERR_RESOURCE;
+            for (nfs4_stid_t *l = c->stids; lo && l; l = l->cnext)
+                if (l->type == NFS4_STID_LOCK && l->owner == lo && l->file == s->file) lock = l;
+        } else {
+            lock = s;
+            lo = s->owner;
+            open = s->open;
+        }
+    }
+    if (status == NFS4_OK && open) {
+        bool write = type == WRITE_LT || type == WRITEW_LT;
+        if (write && !(open->access & OPEN4_SHARE_ACCESS_WRITE)) status = NFS4ERR_OPENMODE;
+        if (!write && !(open->access & OPEN4_SHARE_ACCESS_READ)) status = NFS4ERR_OPENMODE;
+    }
+    if (status == NFS4_OK) {
+        nfs4_file_t *f = s->file;
+        long k = nfs4_range_conflict(&f->locks, lo, first, last, type);
+        if (k >= 0) {
+            status = NFS4ERR_DENIED;
+            log_debug("nfs4", "LOCK [%" PRIu64 ",%" PRIu64 "] type %u denied by [%" PRIu64
+                      ",%" PRIu64 "]", first, last, type, f->locks.v[k].first, f->locks.v[k].last);
+            put_denied(cx, &f->locks.v[k]);
+        } else if (!lock && !(lock = nfs4_stid_new(st, NFS4_STID_LOCK, c, lo, f))) {
+            status = NFS4ERR_RESOURCE;
+        } else if (nfs4_range_set(&f->locks, lo, first, last, type) < 0) {
+            status = NFS4ERR_RESOURCE;
+        } else {
+            if (!lock->open) lock->open = open;
+            if (lock->seqid != 1 || !new_owner || lock->open != open) lock->seqid++;
+            put_stid(cx, lock);
+        }
+    }
+    if (new_owner && lo && cx->minor == 0 && nfs4_status_bumps_seqid(status)) {
+        lo->seqid = lock_seqid;
+        lo->have_seqid = true;
+    }
+    seq_finish(cx, seq_owner, seqid, status);
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_lockt(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    uint32_t type = nfs_xdr_get_u32(a);
+    uint64_t offset = nfs_xdr_get_u64(a), length = nfs_xdr_get_u64(a);
+    uint64_t clientid = nfs_xdr_get_u64(a);
+    uint32_t lolen;
+    const uint8_t *loid = nfs_xdr_get_opaque(a, &lolen, NFS4_OPAQUE_LIMIT);
+    if (a->err) return NFS4ERR_BADXDR;
+    uint64_t first, last;
+    uint32_t status = nfs4_need_real_file(cx);
+    if (status == NFS4_OK && (type < READ_LT || type > WRITEW_LT)) status = NFS4ERR_INVAL;
+    if (status == NFS4_OK) status = nfs4_range_from_wire(offset, length, &first, &last);
+    if (status) return status;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_client_t *c;
+    status = client_of(cx, clientid, &c);
+    if (status == NFS4_OK && nfs4_in_grace(st)) status = NFS4ERR_GRACE;
+    if (status == NFS4_OK) {
+        nfs4_owner_t *lo = nfs4_owner_find(c, true, loid, lolen);
+        nfs4_file_t *f = nfs4_file_find(st, zpl_fs_guid(zpl_node_fs(cx->cur.node)),
+                                        zpl_node_ino(cx->cur.node));
+        long k = f ? nfs4_range_conflict(&f->locks, lo, first, last, type) : -1;
+        if (k >= 0) {
+            status = NFS4ERR_DENIED;
+            put_denied(cx, &f->locks.v[k]);
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_locku(nfs4_cx_t *cx)
+{
+    nfs_xdr_t *a = cx->a;
+    uint32_t type = nfs_xdr_get_u32(a);
+    uint32_t seqid = nfs_xdr_get_u32(a);
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(a, &sid);
+    uint64_t offset = nfs_xdr_get_u64(a), length = nfs_xdr_get_u64(a);
+    if (a->err) return NFS4ERR_BADXDR;
+    uint64_t first, last;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    if (status == NFS4_OK && (type < READ_LT || type > WRITEW_LT)) status = NFS4ERR_INVAL;
+    if (status == NFS4_OK) status = nfs4_range_from_wire(offset, length, &first, &last);
+    if (status) return status;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_stid_t *s;
+    status = stid_find_any(cx, &sid, &s);
+    if (status == NFS4_OK && (s->type != NFS4_STID_LOCK || !stid_on_cur(cx, s)))
+        status = NFS4ERR_BAD_STATEID;
+    nfs4_owner_t *o = status ? NULL : s->owner;
+    bool replayed = false;
+    if (o) status = seq_check(cx, o, seqid, &replayed);
+    if (!replayed && o && status == NFS4_OK) {
+        status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+        if (status == NFS4_OK && nfs4_range_clear(&s->file->locks, o, first, last) < 0)
+            status = NFS4ERR_RESOURCE;
+        if (status == NFS4_OK) {
+            s->seqid++;
+            s->client->renewed = nfs4_now();
+            put_stid(cx, s);
+        }
+        seq_finish(cx, o, seqid, status);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx)
+{
+    uint64_t clientid = nfs_xdr_get_u64(cx->a);
+    uint32_t lolen;
+    const uint8_t *loid = nfs_xdr_get_opaque(cx->a, &lolen, NFS4_OPAQUE_LIMIT);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_client_t *c;
+    uint32_t status = client_of(cx, clientid, &c);
+    nfs4_owner_t *lo = status ? NULL : nfs4_owner_find(c, true, loid, lolen);
+    if (lo) {
+        for (nfs4_stid_t *s = c->stids; s && status == NFS4_OK; s = s->cnext)
+            if (s->owner == lo && nfs4_range_owner_holds(&s->file->locks, lo))
+                status = NFS4ERR_LOCKS_HELD;
+        if (status == NFS4_OK) nfs4_owner_release(st, lo);
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}
+
+/* ---------------------------------------------------------------- I/O stateids */
+
+typedef struct anon_req {
+    bool write, bypass;
+} anon_req_t;
+
+static uint32_t anon_cb(nfs4_stid_t *s, void *arg)
+{
+    anon_req_t *q = arg;
+    if (q->write && (s->deny & OPEN4_SHARE_DENY_WRITE)) return NFS4ERR_LOCKED;
+    if (!q->write && !q->bypass && (s->deny & OPEN4_SHARE_DENY_READ)) return NFS4ERR_LOCKED;
+    return NFS4_OK;
+}
+
+uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open)
+{
+    *via_open = false;
+    uint32_t status = nfs4_resolve_stateid(cx, sid);
+    if (status) return status;
+    bool anon = nfs4_stateid_is_anon(sid), bypass = nfs4_stateid_is_bypass(sid);
+    if (bypass && write) return NFS4ERR_BAD_STATEID;
+    nfs4_server_t *st = cx->st;
+    uint64_t fsid = zpl_fs_guid(zpl_node_fs(cx->cur.node)), ino = zpl_node_ino(cx->cur.node);
+    pthread_mutex_lock(&st->lock);
+    if (anon || bypass) {
+        nfs4_file_t *f = nfs4_file_find(st, fsid, ino);
+        anon_req_t q = { .write = write, .bypass = bypass };
+        if (f) status = each_open(st, f, anon_cb, &q);
+    } else {
+        nfs4_stid_t *s;
+        status = nfs4_stid_find(st, cx->minor, sid, &s);
+        if (status == NFS4_OK && (s->file->fsid != fsid || s->file->ino != ino))
+            status = NFS4ERR_BAD_STATEID;
+        if (status == NFS4_OK) {
+            uint32_t access = s->type == NFS4_STID_OPEN ? s->access
+                            : s->open ? s->open->access : OPEN4_SHARE_ACCESS_BOTH;
+            if (write && !(access & OPEN4_SHARE_ACCESS_WRITE)) status = NFS4ERR_OPENMODE;
+            s->client->renewed = nfs4_now();
+            *via_open = status == NFS4_OK;
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+    return status;
+}

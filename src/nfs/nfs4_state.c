@@ -1,0 +1,495 @@
+/*
+ * NFSv4 state tables: clients, sessions and their slots, open/lock owners,
+ * files carrying state and stateids, plus the client records that make a
+ * grace period possible after a restart.
+ *
+ * Identity: a clientid is (boot epoch << 32 | client number) and a stateid's
+ * "other" is (epoch, client number, state key), so a stateid from an earlier
+ * run is recognised as stale, one whose client's lease ran out as expired (a
+ * small ring remembers recently expired client numbers), and anything else
+ * unknown as bad, without keeping dead state around.
+ *
+ * Leases are checked lazily: every COMPOUND reaps, at most once a second,
+ * the clients that have not renewed within the lease (plus a little slack
+ * for a client that renews late under load); their opens and locks go.
+ *
+ * Grace: confirmed clients are written (owner id in hex, one a line) to
+ * `nfs4-clients` in the server's state directory, atomically (temporary file,
+ * fsync, rename). At start, if the file names any client, the server is in
+ * grace for `grace` seconds: only those clients may reclaim, and new opens
+ * and locks wait with NFS4ERR_GRACE. The file keeps the previous run's
+ * clients until grace ends, so a second restart during grace loses nobody.
+ *
+ * Every function here runs with st->lock held.
+ */
+#include "nfs4_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+time_t nfs4_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+static char *hex_of(const uint8_t *p, uint32_t len)
+{
+    char *s = malloc((size_t)len * 2 + 1);
+    if (!s) return NULL;
+    for (uint32_t i = 0; i < len; i++) sprintf(s + 2 * i, "%02x", p[i]);
+    s[2 * (size_t)len] = 0;
+    return s;
+}
+
+static void records_save(nfs4_server_t *st)
+{
+    if (!st->record_path) return;
+    size_t plen = strlen(st->record_path);
+    char *tmp = malloc(plen + 8);
+    if (!tmp) return;
+    snprintf(tmp, plen + 8, "%s.tmp", st->record_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { free(tmp); return; }
+    for (size_t i = 0; i < st->nreclaimable; i++) fprintf(f, "%s\n", st->reclaimable[i]);
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (!c->confirmed) continue;
+        char *h = hex_of(c->owner, c->owner_len);
+        if (!h) continue;
+        bool dup = false;
+        for (size_t i = 0; i < st->nreclaimable && !dup; i++)
+            dup = strcmp(st->reclaimable[i], h) == 0;
+        if (!dup) fprintf(f, "%s\n", h);
+        free(h);
+    }
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (ok) ok = rename(tmp, st->record_path) == 0;
+    if (!ok) unlink(tmp);
+    free(tmp);
+}
+
+static void records_load(nfs4_server_t *st)
+{
+    if (!st->record_path) return;
+    FILE *f = fopen(st->record_path, "r");
+    if (!f) return;
+    char line[2 * NFS4_OPAQUE_LIMIT + 8];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\r\n");
+        line[n] = 0;
+        if (n == 0) continue;
+        char **v = realloc(st->reclaimable, (st->nreclaimable + 1) * sizeof *v);
+        if (!v) break;
+        st->reclaimable = v;
+        if (!(v[st->nreclaimable] = strdup(line))) break;
+        st->nreclaimable++;
+    }
+    fclose(f);
+}
+
+nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_t lease,
+                               uint32_t grace)
+{
+    nfs4_server_t *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->srv = srv;
+    pthread_mutex_init(&st->lock, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* Never 0, so no real stateid is mistaken for the anonymous one. */
+    st->epoch = (uint32_t)ts.tv_sec ^ ((uint32_t)ts.tv_nsec << 12) ^ (uint32_t)getpid();
+    if (st->epoch == 0 || st->epoch == UINT32_MAX) st->epoch = 1;
+    st->next_client = 1;
+    st->next_key = 1;
+    st->lease = lease;
+    st->grace = grace;
+    if (state_dir) {
+        mkdir(state_dir, 0700);   /* may exist; a failure shows up when saving */
+        size_t n = strlen(state_dir) + 32;
+        st->record_path = malloc(n);
+        if (st->record_path) snprintf(st->record_path, n, "%s/nfs4-clients", state_dir);
+    }
+    records_load(st);
+    if (st->nreclaimable) st->grace_end = nfs4_now() + grace;
+    return st;
+}
+
+void nfs4_server_free(nfs4_server_t *st)
+{
+    while (st->clients) {
+        /* Keep the records: the clients may reclaim after the next start. */
+        nfs4_client_t *c = st->clients;
+        c->confirmed = false;
+        nfs4_client_destroy(st, c, false);
+    }
+    for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
+    free(st->reclaimable);
+    free(st->record_path);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+bool nfs4_in_grace(nfs4_server_t *st)
+{
+    if (!st->grace_end) return false;
+    if (nfs4_now() < st->grace_end) return true;
+    st->grace_end = 0;
+    for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
+    free(st->reclaimable);
+    st->reclaimable = NULL;
+    st->nreclaimable = 0;
+    records_save(st);
+    return false;
+}
+
+/* Ends grace early when every client of the previous run has said
+ * RECLAIM_COMPLETE (4.1). */
+void nfs4_grace_check_done(nfs4_server_t *st)
+{
+    if (!nfs4_in_grace(st)) return;
+    for (size_t i = 0; i < st->nreclaimable; i++) {
+        bool done = false;
+        for (nfs4_client_t *c = st->clients; c && !done; c = c->next) {
+            if (!c->confirmed || !c->reclaim_complete) continue;
+            char *h = hex_of(c->owner, c->owner_len);
+            done = h && strcmp(h, st->reclaimable[i]) == 0;
+            free(h);
+        }
+        if (!done) return;
+    }
+    st->grace_end = 1;   /* in the past: the next check ends it */
+    nfs4_in_grace(st);
+}
+
+static bool was_expired(nfs4_server_t *st, uint32_t num)
+{
+    unsigned n = st->nexpired < NFS4_EXPIRED_RING ? st->nexpired : NFS4_EXPIRED_RING;
+    for (unsigned i = 0; i < n; i++)
+        if (st->expired[i] == num) return true;
+    return false;
+}
+
+nfs4_client_t *nfs4_client_by_id(nfs4_server_t *st, uint64_t clientid, uint32_t *status)
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next)
+        if (c->clientid == clientid) { *status = NFS4_OK; return c; }
+    if ((uint32_t)(clientid >> 32) == st->epoch && was_expired(st, (uint32_t)clientid))
+        *status = NFS4ERR_EXPIRED;
+    else
+        *status = NFS4ERR_STALE_CLIENTID;
+    return NULL;
+}
+
+nfs4_client_t *nfs4_client_by_owner(nfs4_server_t *st, const uint8_t *owner, uint32_t len)
+{
+    /* Confirmed records first: an unconfirmed one of the same owner is a
+     * client that restarted and has not confirmed yet. */
+    nfs4_client_t *unconf = NULL;
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (c->owner_len != len || memcmp(c->owner, owner, len)) continue;
+        if (c->confirmed) return c;
+        unconf = c;
+    }
+    return unconf;
+}
+
+nfs4_client_t *nfs4_client_new(nfs4_server_t *st, const uint8_t *owner, uint32_t len,
+                               const uint8_t verifier[8], uint32_t minor)
+{
+    nfs4_client_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->owner = malloc(len ? len : 1);
+    if (!c->owner) { free(c); return NULL; }
+    memcpy(c->owner, owner, len);
+    c->owner_len = len;
+    memcpy(c->verifier, verifier, 8);
+    c->minor = minor;
+    c->clientid = (uint64_t)st->epoch << 32 | st->next_client++;
+    if (st->next_client == 0) st->next_client = 1;
+    c->renewed = nfs4_now();
+    c->cs_seqid = 1;
+    for (int i = 0; i < 8; i++) c->confirm[i] = (uint8_t)(rand() ^ (int)(c->clientid >> (i * 4)));
+    char *h = hex_of(owner, len);
+    for (size_t i = 0; h && i < st->nreclaimable; i++)
+        if (strcmp(h, st->reclaimable[i]) == 0) c->may_reclaim = true;
+    free(h);
+    c->next = st->clients;
+    st->clients = c;
+    return c;
+}
+
+void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c)
+{
+    for (nfs4_client_t *o = st->clients, *next; o; o = next) {
+        next = o->next;
+        if (o != c && o->owner_len == c->owner_len && !memcmp(o->owner, c->owner, c->owner_len))
+            nfs4_client_destroy(st, o, false);
+    }
+    c->confirmed = true;
+    c->renewed = nfs4_now();
+    records_save(st);
+}
+
+static void file_put(nfs4_server_t *st, nfs4_file_t *f)
+{
+    if (--f->nstates) return;
+    nfs4_file_t **pp = &st->files[f->ino % NFS4_FILE_HASH];
+    while (*pp != f) pp = &(*pp)->next;
+    *pp = f->next;
+    nfs4_range_free(&f->locks);
+    zpl_node_rele(f->node);
+    free(f);
+}
+
+void nfs4_file_drop_unused(nfs4_server_t *st, nfs4_file_t *f)
+{
+    if (f->nstates) return;
+    f->nstates = 1;
+    file_put(st, f);
+}
+
+void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
+{
+    nfs4_stid_t **pp = &st->stids[s->key % NFS4_STID_HASH];
+    while (*pp != s) pp = &(*pp)->hnext;
+    *pp = s->hnext;
+    pp = &s->client->stids;
+    while (*pp != s) pp = &(*pp)->cnext;
+    *pp = s->cnext;
+    if (s->type == NFS4_STID_LOCK) nfs4_range_drop_owner(&s->file->locks, s->owner);
+    /* Lock states made from this open lose their parent. */
+    for (nfs4_stid_t *o = s->client->stids; o; o = o->cnext)
+        if (o->open == s) o->open = NULL;
+    file_put(st, s->file);
+    free(s);
+}
+
+static void owner_free(nfs4_owner_t *o)
+{
+    free(o->id);
+    free(o->reply);
+    free(o);
+}
+
+void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired)
+{
+    bool recorded = c->confirmed;
+    while (c->sessions) nfs4_session_destroy(st, c->sessions);
+    while (c->stids) nfs4_stid_free(st, c->stids);
+    while (c->owners) {
+        nfs4_owner_t *o = c->owners;
+        c->owners = o->next;
+        owner_free(o);
+    }
+    nfs4_client_t **pp = &st->clients;
+    while (*pp != c) pp = &(*pp)->next;
+    *pp = c->next;
+    if (expired) st->expired[st->nexpired++ % NFS4_EXPIRED_RING] = (uint32_t)c->clientid;
+    free(c->owner);
+    free(c->cs_reply);
+    free(c);
+    if (recorded) records_save(st);
+}
+
+void nfs4_reap(nfs4_server_t *st)
+{
+    time_t now = nfs4_now();
+    if (now == st->last_reap) return;
+    st->last_reap = now;
+    /* Slack beyond the lease for clients that renew late under load. */
+    time_t limit = (time_t)st->lease + (time_t)st->lease / 2 + 1;
+    for (nfs4_client_t *c = st->clients, *next; c; c = next) {
+        next = c->next;
+        if (now - c->renewed <= limit) continue;
+        bool busy = false;
+        for (nfs4_session_t *s = c->sessions; s && !busy; s = s->next)
+            for (uint32_t i = 0; i < s->fore.maxreqs && !busy; i++) busy = s->slots[i].busy;
+        if (!busy) nfs4_client_destroy(st, c, c->confirmed);
+    }
+}
+
+nfs4_owner_t *nfs4_owner_find(nfs4_client_t *c, bool is_lock, const uint8_t *id, uint32_t len)
+{
+    for (nfs4_owner_t *o = c->owners; o; o = o->next)
+        if (o->is_lock == is_lock && o->id_len == len && !memcmp(o->id, id, len)) return o;
+    return NULL;
+}
+
+nfs4_owner_t *nfs4_owner_new(nfs4_client_t *c, bool is_lock, const uint8_t *id, uint32_t len)
+{
+    nfs4_owner_t *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->id = malloc(len ? len : 1);
+    if (!o->id) { free(o); return NULL; }
+    memcpy(o->id, id, len);
+    o->id_len = len;
+    o->is_lock = is_lock;
+    o->client = c;
+    o->next = c->owners;
+    c->owners = o;
+    return o;
+}
+
+void nfs4_owner_cache_reply(nfs4_owner_t *o, uint32_t status, const uint8_t *body, uint32_t len)
+{
+    free(o->reply);
+    o->reply = NULL;
+    o->reply_len = 0;
+    o->reply_status = status;
+    if (len && (o->reply = malloc(len))) {
+        memcpy(o->reply, body, len);
+        o->reply_len = len;
+    }
+}
+
+void nfs4_owner_release(nfs4_server_t *st, nfs4_owner_t *o)
+{
+    nfs4_client_t *c = o->client;
+    for (nfs4_stid_t *s = c->stids, *next; s; s = next) {
+        next = s->cnext;
+        if (s->owner == o) nfs4_stid_free(st, s);
+    }
+    nfs4_owner_t **pp = &c->owners;
+    while (*pp != o) pp = &(*pp)->next;
+    *pp = o->next;
+    owner_free(o);
+}
+
+nfs4_file_t *nfs4_file_find(nfs4_server_t *st, uint64_t fsid, uint64_t ino)
+{
+    for (nfs4_file_t *f = st->files[ino % NFS4_FILE_HASH]; f; f = f->next)
+        if (f->ino == ino && f->fsid == fsid) return f;
+    return NULL;
+}
+
+nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node,
+                           uint64_t fsid, uint64_t ino)
+{
+    nfs4_file_t *f = nfs4_file_find(st, fsid, ino);
+    if (f) return f;
+    f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->fsid = fsid;
+    f->ino = ino;
+    f->exp = exp;
+    f->node = node;
+    zpl_node_hold(node);
+    f->next = st->files[ino % NFS4_FILE_HASH];
+    st->files[ino % NFS4_FILE_HASH] = f;
+    return f;
+}
+
+nfs4_stid_t *nfs4_stid_new(nfs4_server_t *st, uint32_t type, nfs4_client_t *c,
+                           nfs4_owner_t *o, nfs4_file_t *f)
+{
+    nfs4_stid_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->type = type;
+    s->key = st->next_key++;
+    if (st->next_key == 0) st->next_key = 1;
+    s->seqid = 1;
+    s->client = c;
+    s->owner = o;
+    s->file = f;
+    f->nstates++;
+    s->hnext = st->stids[s->key % NFS4_STID_HASH];
+    st->stids[s->key % NFS4_STID_HASH] = s;
+    s->cnext = c->stids;
+    c->stids = s;
+    return s;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+void nfs4_stid_to_wire(nfs4_server_t *st, const nfs4_stid_t *s, nfs4_stateid_t *out)
+{
+    out->seqid = s->seqid;
+    put_be32(out->other, st->epoch);
+    put_be32(out->other + 4, (uint32_t)s->client->clientid);
+    put_be32(out->other + 8, s->key);
+}
+
+uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t *sid,
+                        nfs4_stid_t **out)
+{
+    *out = NULL;
+    if (get_be32(sid->other) != st->epoch) return NFS4ERR_STALE_STATEID;
+    uint32_t cnum = get_be32(sid->other + 4), key = get_be32(sid->other + 8);
+    for (nfs4_stid_t *s = st->stids[key % NFS4_STID_HASH]; s; s = s->hnext) {
+        if (s->key != key || (uint32_t)s->client->clientid != cnum) continue;
+        uint32_t rc = nfs4_stateid_seqid_check(minor, sid->seqid, s->seqid);
+        if (rc == NFS4_OK) *out = s;
+        return rc;
+    }
+    return was_expired(st, cnum) ? NFS4ERR_EXPIRED : NFS4ERR_BAD_STATEID;
+}
+
+nfs4_session_t *nfs4_session_new(nfs4_server_t *st, nfs4_client_t *c,
+                                 const nfs4_chan_attrs_t *fore, const nfs4_chan_attrs_t *back)
+{
+    nfs4_session_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->slots = calloc(fore->maxreqs, sizeof *s->slots);
+    if (!s->slots) { free(s); return NULL; }
+    s->fore = *fore;
+    s->back = *back;
+    s->client = c;
+    static uint32_t counter;
+    put_be32(s->id, st->epoch);
+    put_be32(s->id + 4, (uint32_t)c->clientid);
+    put_be32(s->id + 8, ++counter);
+    put_be32(s->id + 12, (uint32_t)rand());
+    s->next = c->sessions;
+    c->sessions = s;
+    return s;
+}
+
+nfs4_session_t *nfs4_session_find(nfs4_server_t *st, const uint8_t id[16])
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next)
+        for (nfs4_session_t *s = c->sessions; s; s = s->next)
+            if (!memcmp(s->id, id, NFS4_SESSIONID_SIZE)) return s;
+    return NULL;
+}
+
+void nfs4_session_destroy(nfs4_server_t *st, nfs4_session_t *s)
+{
+    (void)st;
+    nfs4_session_t **pp = &s->client->sessions;
+    while (*pp != s) pp = &(*pp)->next;
+    *pp = s->next;
+    for (uint32_t i = 0; i < s->fore.maxreqs; i++) free(s->slots[i].reply);
+    free(s->slots);
+    free(s);
+}
+
+void nfs4_drop_export(nfs4_server_t *st, nfs_export_t *exp)
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        /* Lock states first: they point at open states of the same file. */
+        for (int pass = 0; pass < 2; pass++) {
+            for (nfs4_stid_t *s = c->stids, *next; s; s = next) {
+                next = s->cnext;
+                if (s->file->exp == exp && (pass == 1 || s->type == NFS4_STID_LOCK))
+                    nfs4_stid_free(st, s);
+            }
+        }
+    }
+}

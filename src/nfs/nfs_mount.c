@@ -1,0 +1,222 @@
+/*
+ * MOUNT protocol (RFC 1813 appendix I, version 3; version 1 for showmount's
+ * EXPORT and DUMP): turns an export path into the root file handle, after the
+ * same access check every NFS call makes. The mount list (DUMP) is advisory,
+ * as in every implementation: a client that never unmounts stays listed until
+ * UMNTALL or a restart.
+ */
+#include "nfs_srv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum {
+    MNT3_OK = 0,
+    MNT3ERR_NOENT = 2,
+    MNT3ERR_ACCES = 13,
+    MNT3ERR_NOTDIR = 20,
+    MNT3ERR_INVAL = 22,
+    MNT3ERR_NAMETOOLONG = 63,
+    MNT3ERR_NOTSUPP = 10004,
+    MNT3ERR_SERVERFAULT = 10006,
+};
+
+#define MNTPATHLEN 1024
+
+static void client_name(nfs_call_t *call, char *buf, size_t len)
+{
+    nfs_addr_string((const struct sockaddr *)&call->peer, buf, len);
+}
+
+static void mount_add(nfs_server_t *srv, const char *host, const char *path)
+{
+    pthread_mutex_lock(&srv->mounts_lock);
+    for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next) {
+        if (!strcmp(m->host, host) && !strcmp(m->path, path)) {
+            pthread_mutex_unlock(&srv->mounts_lock);
+            return;
+        }
+    }
+    nfs_mount_entry_t *m = calloc(1, sizeof *m);
+    if (m) {
+        snprintf(m->host, sizeof m->host, "%s", host);
+        snprintf(m->path, sizeof m->path, "%s", path);
+        m->next = srv->mounts;
+        srv->mounts = m;
+    }
+    pthread_mutex_unlock(&srv->mounts_lock);
+}
+
+/* Removes host's entries for path (every path when path is NULL). */
+static void mount_remove(nfs_server_t *srv, const char *host, const char *path)
+{
+    pthread_mutex_lock(&srv->mounts_lock);
+    for (nfs_mount_entry_t **pp = &srv->mounts; *pp;) {
+        nfs_mount_entry_t *m = *pp;
+        if (!strcmp(m->host, host) && (!path || !strcmp(m->path, path))) {
+            *pp = m->next;
+            free(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+    pthread_mutex_unlock(&srv->mounts_lock);
+}
+
+static bool get_path(nfs_call_t *call, char *path)
+{
+    uint32_t len;
+    const uint8_t *p = nfs_xdr_get_opaque(&call->args, &len, MNTPATHLEN);
+    if (call->args.err) return false;
+    memcpy(path, p, len);
+    path[len] = '\0';
+    return strlen(path) == len;
+}
+
+static uint32_t errno_to_mnt(int e)
+{
+    switch (e) {
+    case -ENOENT: case -ESTALE: return MNT3ERR_NOENT;
+    case -EACCES: case -EPERM: return MNT3ERR_ACCES;
+    case -ENOTDIR: return MNT3ERR_NOTDIR;
+    case -EINVAL: return MNT3ERR_INVAL;
+    case -ENAMETOOLONG: return MNT3ERR_NAMETOOLONG;
+    default: return MNT3ERR_SERVERFAULT;
+    }
+}
+
+static nfs_accept_t proc_mnt(nfs_call_t *call)
+{
+    char path[MNTPATHLEN + 1];
+    if (!get_path(call, path)) return NFS_ACCEPT_GARBAGE_ARGS;
+    nfs_xdr_t *r = call->res;
+    if (call->vers == 1) {
+        /* v1 handles are 32 bytes; ours are longer. */
+        nfs_xdr_put_u32(r, MNT3ERR_ACCES);
+        return NFS_ACCEPT_SUCCESS;
+    }
+    nfs_export_t *exp = nfs_export_find_path(call->srv, path);
+    if (!exp) {
+        nfs_xdr_put_u32(r, MNT3ERR_NOENT);
+        return NFS_ACCEPT_SUCCESS;
+    }
+    zpl_cred_t eff;
+    bool writable;
+    nfs_call_t probe = *call;
+    probe.prog = NFS_PROG_NFS;
+    probe.vers = 3;
+    int rc = nfs_export_authorize(exp, &probe, &eff, &writable);
+    zpl_node_t *root = NULL;
+    zpl_fh_t fh;
+    if (!rc) rc = zpl_root(nfs_export_fs(exp), &root);
+    if (!rc) rc = zpl_fh_encode(root, &fh);
+    if (root) zpl_node_rele(root);
+    if (rc) {
+        nfs_xdr_put_u32(r, errno_to_mnt(rc));
+    } else {
+        char host[64];
+        client_name(call, host, sizeof host);
+        mount_add(call->srv, host, nfs_export_path(exp));
+        nfs_xdr_put_u32(r, MNT3_OK);
+        nfs_xdr_put_opaque(r, fh.bytes, ZPL_FH_SIZE);
+        nfs_xdr_put_u32(r, 1);
+        nfs_xdr_put_u32(r, NFS_AUTH_SYS);
+    }
+    nfs_export_rele(exp);
+    return NFS_ACCEPT_SUCCESS;
+}
+
+static nfs_accept_t proc_dump(nfs_call_t *call)
+{
+    nfs_server_t *srv = call->srv;
+    pthread_mutex_lock(&srv->mounts_lock);
+    for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next) {
+        nfs_xdr_put_u32(call->res, 1);
+        nfs_xdr_put_string(call->res, m->host);
+        nfs_xdr_put_string(call->res, m->path);
+    }
+    pthread_mutex_unlock(&srv->mounts_lock);
+    nfs_xdr_put_u32(call->res, 0);
+    return NFS_ACCEPT_SUCCESS;
+}
+
+/* Group names for EXPORT: the option's client entries as written. */
+static void put_groups(nfs_xdr_t *r, const char *options)
+{
+    bool any = false;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", options);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strncmp(tok, "rw=", 3) && strncmp(tok, "ro=", 3)) continue;
+        /* Lists are colon-separated; IPv6 entries make that ambiguous, so the
+         * list goes out as one group name when it holds brackets or "::". */
+        char *list = tok + 3;
+        if (strchr(list, '[') || strstr(list, "::")) {
+            nfs_xdr_put_u32(r, 1);
+            nfs_xdr_put_string(r, list);
+            any = true;
+            continue;
+        }
+        char *s2 = NULL;
+        for (char *c = strtok_r(list, ":", &s2); c; c = strtok_r(NULL, ":", &s2)) {
+            nfs_xdr_put_u32(r, 1);
+            nfs_xdr_put_string(r, c);
+            any = true;
+        }
+    }
+    if (!any) {
+        nfs_xdr_put_u32(r, 1);
+        nfs_xdr_put_string(r, "*");
+    }
+    nfs_xdr_put_u32(r, 0);
+}
+
+typedef struct export_arg {
+    nfs_call_t *call;
+} export_arg_t;
+
+static int put_export(nfs_export_t *exp, void *arg)
+{
+    export_arg_t *a = arg;
+    nfs_xdr_put_u32(a->call->res, 1);
+    nfs_xdr_put_string(a->call->res, nfs_export_path(exp));
+    char options[1024];
+    nfs_export_options(exp, options, sizeof options);
+    put_groups(a->call->res, options);
+    return 0;
+}
+
+static nfs_accept_t proc_export(nfs_call_t *call)
+{
+    export_arg_t a = {call};
+    nfs_export_foreach(call->srv, put_export, &a);
+    nfs_xdr_put_u32(call->res, 0);
+    return NFS_ACCEPT_SUCCESS;
+}
+
+nfs_accept_t nfs_mount_program(nfs_call_t *call)
+{
+    char host[64];
+    switch (call->proc) {
+    case 0: return NFS_ACCEPT_SUCCESS;
+    case 1: return proc_mnt(call);
+    case 2: return proc_dump(call);
+    case 3: {
+        char path[MNTPATHLEN + 1];
+        if (!get_path(call, path)) return NFS_ACCEPT_GARBAGE_ARGS;
+        client_name(call, host, sizeof host);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+        mount_remove(call->srv, host, path);
+        return NFS_ACCEPT_SUCCESS;
+    }
+    case 4:
+        client_name(call, host, sizeof host);
+        mount_remove(call->srv, host, NULL);
+        return NFS_ACCEPT_SUCCESS;
+    case 5: return proc_export(call);
+    default: return NFS_ACCEPT_PROC_UNAVAIL;
+    }
+}

@@ -1,0 +1,135 @@
+/*
+ * Private to the NFS server's transport, exports, portmapper, MOUNT and NFSv3
+ * (not part of the contract with nfs4_*.c, which uses nfs_impl.h only): the
+ * server structure, the parsed export options, and the program entry points.
+ */
+#ifndef CAIRN_NFS_SRV_H
+#define CAIRN_NFS_SRV_H
+
+#include "nfs_impl.h"
+
+#include <cairn/taskq.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define NFS_PROG_PORTMAP 100000u
+#define NFS_PROG_NFS 100003u
+#define NFS_PROG_MOUNT 100005u
+
+/* Largest record accepted: a 1 MiB WRITE plus headers. Bigger: the connection closes. */
+#define NFS_RECORD_MAX ((size_t)(1u << 20) + 65536u)
+/* Calls one connection may have queued or running before it stops being read. */
+#define NFS_CONN_INFLIGHT_MAX 64u
+/* Largest READ/WRITE transfer (FSINFO rtmax/wtmax). */
+#define NFS_IO_MAX ((uint32_t)1u << 20)
+
+/* ---- export options (nfs_export.c) ---- */
+typedef enum nfs_client_kind { NFS_CLIENT_ANY, NFS_CLIENT_CIDR, NFS_CLIENT_HOST } nfs_client_kind_t;
+
+typedef struct nfs_client_match {
+    nfs_client_kind_t kind;
+    int family;                       /* CIDR: AF_INET or AF_INET6 */
+    uint8_t addr[16];
+    unsigned prefix;                  /* bits */
+    char host[256];                   /* HOST: the name as written */
+    struct sockaddr_storage *resolved;/* HOST: addresses at export time */
+    size_t nresolved;
+} nfs_client_match_t;
+
+typedef enum nfs_squash { NFS_SQUASH_ROOT = 0, NFS_SQUASH_NONE = 1, NFS_SQUASH_ALL = 2 } nfs_squash_t;
+
+struct nfs_export_opts {
+    nfs_client_match_t *rw, *ro;
+    size_t nrw, nro;
+    bool rw_given, ro_given;          /* the option appeared (with or without a list) */
+    nfs_squash_t squash;
+    uint32_t anonuid, anongid;
+    uint32_t versions;                /* bit 3 and/or bit 4 */
+};
+
+/* Parses a sharenfs value into opts (without resolving host names). */
+int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, char *err,
+                   size_t errlen);
+/* Resolves host-name entries (getaddrinfo); unresolvable names match nothing. */
+void nfs_opts_resolve(nfs_export_opts_t *opts);
+void nfs_opts_free(nfs_export_opts_t *opts);
+/* The client at addr: 0 and *writable, or -EACCES. Applies the precedence
+ * explicit ro > explicit rw > bare/wildcard ro > bare/wildcard rw. */
+int nfs_opts_match(const nfs_export_opts_t *opts, const struct sockaddr *addr, bool *writable);
+/* The credential a call runs with after squashing. */
+void nfs_opts_squash(const nfs_export_opts_t *opts, uint32_t flavor, const zpl_cred_t *in,
+                     zpl_cred_t *out);
+
+/* ---- the server ---- */
+typedef struct nfs_mount_entry {
+    struct nfs_mount_entry *next;
+    char host[64];
+    char path[1024];
+} nfs_mount_entry_t;
+
+struct nfs_server {
+    nfs_server_config_t cfg;
+    int epfd;
+    int wake_fd;                      /* eventfd: stop */
+    int listen_fd[6];                 /* nfs v4/v6 ..; -1 unused */
+    int nlisten;
+    uint16_t port_nfs, port_mount, port_portmap;
+    pthread_t io_thread;
+    bool io_started;
+    atomic_bool stopping;
+    atomic_bool dead_pending;         /* a worker closed a connection */
+    taskq_t *workers;
+    uint64_t write_verifier;
+    atomic_uint_fast64_t next_conn_id;
+
+    pthread_mutex_t conns_lock;       /* the live connections (for stop) */
+    nfs_conn_t *conns;
+    size_t nconns;
+
+    pthread_mutex_t calls_lock;       /* running calls, for stop */
+    pthread_cond_t calls_cv;
+    uint64_t calls_running;
+
+    pthread_mutex_t exports_lock;     /* the export list, sorted by path */
+    pthread_cond_t exports_cv;        /* an export's reference count fell */
+    nfs_export_t **exports;
+    size_t nexports;
+    pthread_mutex_t mounts_lock;      /* MOUNT's list of (client, path) */
+    nfs_mount_entry_t *mounts;
+
+    void *nfs4_state;
+};
+
+/* Programs (run on a worker). */
+nfs_accept_t nfs_portmap_program(nfs_call_t *call);
+nfs_accept_t nfs_mount_program(nfs_call_t *call);
+nfs_accept_t nfs3_program(nfs_call_t *call);
+
+/* Exports (nfs_export.c). */
+void nfs_exports_init(nfs_server_t *srv);
+void nfs_exports_fini(nfs_server_t *srv);     /* unexports all */
+nfs_export_t *nfs_export_hold(nfs_export_t *exp);
+uint32_t nfs_export_versions(nfs_export_t *exp);
+const char *nfs_export_dataset(nfs_export_t *exp);
+bool nfs_export_sync_disabled(nfs_export_t *exp);
+/* The sharenfs value the export was made with. */
+void nfs_export_options(nfs_export_t *exp, char *buf, size_t len);
+
+/* Decodes one RPC record and runs the call. 1: a reply is ready (hdr[0..*hlen)
+ * with the record mark, then res->buf[0..res->len)); 0: nothing to send; -1:
+ * close the connection. res must be freed (nfs_xdr_free) in every case. */
+#define NFS_RPC_HDR_MAX 40
+int nfs_rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hdr[NFS_RPC_HDR_MAX],
+                    size_t *hlen, nfs_xdr_t *res);
+/* A connection without a socket, for running calls directly (unit tests, fuzzing). */
+nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, socklen_t plen);
+void nfs_conn_detached_free(nfs_conn_t *c);
+
+/* The local address of a connection (where the client reached us). */
+int nfs_conn_local(const nfs_conn_t *c, struct sockaddr_storage *ss, socklen_t *sl);
+
+/* Formats addr as text without port ("127.0.0.1", "::1"). */
+void nfs_addr_string(const struct sockaddr *addr, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,867 @@
+/*
+ * ONC RPC transport (RFC 5531) over TCP for the NFS server.
+ *
+ * One I/O thread runs an epoll loop over the listeners and every connection.
+ * Sockets are non-blocking; a connection reassembles records from fragments
+ * (record marking: a 4-byte header whose top bit marks the last fragment)
+ * into one buffer of at most NFS_RECORD_MAX bytes, so a hostile header
+ * announcing a huge fragment only costs that connection (it is closed), and a
+ * client dribbling bytes (slowloris) only holds its own buffer: the loop never
+ * waits on one socket.
+ *
+ * A complete record becomes a job on the worker pool (taskq). The worker
+ * decodes the call header and credential, runs the program's handler (which
+ * calls the ZPL synchronously) and sends the reply under the connection's
+ * send lock, so one connection has many calls in flight and replies leave in
+ * completion order. The reply is sent straight from the worker when the
+ * socket takes it; what it does not take is queued and the I/O thread
+ * flushes it on EPOLLOUT, so a client that does not read its replies never
+ * blocks a worker.
+ *
+ * Backpressure: a connection with NFS_CONN_INFLIGHT_MAX calls in flight, or
+ * with too many reply bytes queued, is taken out of the read set until
+ * workers finish; other connections keep being served.
+ *
+ * Lifetime: a connection is reference counted (the I/O loop holds one
+ * reference, each call one more). Closing takes it out of epoll and shuts the
+ * socket down; the descriptor is closed with the last reference, so a worker
+ * never writes to a reused descriptor.
+ */
+#include "nfs_srv.h"
+
+#include <cairn/log.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SUB "nfs"
+
+#define OUTQ_MAX ((size_t)8 << 20)     /* queued reply bytes before reading stops */
+#define STAGE_SIZE 65536u
+#define CONNS_MAX 4096u
+
+typedef struct out_buf {
+    struct out_buf *next;
+    uint8_t *data;
+    size_t len, off;
+} out_buf_t;
+
+struct nfs_conn {
+    nfs_server_t *srv;
+    int fd;
+    uint64_t id;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    struct sockaddr_storage local;
+    socklen_t local_len;
+    atomic_int refs;
+
+    /* I/O thread only */
+    uint8_t hdr[4];
+    unsigned hdr_have;
+    bool in_fragment;
+    bool last_fragment;
+    size_t frag_left;
+    uint8_t *rec;
+    size_t rec_len, rec_cap;
+    uint8_t stage[STAGE_SIZE];
+    size_t stage_len, stage_off;
+
+    pthread_mutex_t lock;             /* everything below */
+    bool closed;
+    bool loop_ref_dropped;            /* the I/O loop's reference is gone */
+    unsigned inflight;
+    uint32_t events;                  /* current epoll interest */
+    out_buf_t *outq, *outq_tail;
+    size_t outq_bytes;
+
+    nfs_conn_t *next, *prev;          /* srv->conns */
+};
+
+typedef struct listener_tag {
+    int fd;
+} listener_tag_t;
+
+uint64_t nfs_conn_id(const nfs_conn_t *conn) { return conn->id; }
+
+int nfs_conn_local(const nfs_conn_t *c, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    if (!c || !c->local_len) return -ENOTCONN;
+    *ss = c->local;
+    *sl = c->local_len;
+    return 0;
+}
+
+uint64_t nfs_server_write_verifier(nfs_server_t *srv) { return srv->write_verifier; }
+const char *nfs_server_state_dir(nfs_server_t *srv) { return srv->cfg.state_dir; }
+void *nfs_server_nfs4_state(nfs_server_t *srv) { return srv->nfs4_state; }
+
+void nfs_server_ports(nfs_server_t *srv, uint16_t *nfs, uint16_t *mount, uint16_t *portmap)
+{
+    if (nfs) *nfs = srv->port_nfs;
+    if (mount) *mount = srv->port_mount;
+    if (portmap) *portmap = srv->port_portmap;
+}
+
+void nfs_addr_string(const struct sockaddr *addr, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (addr->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, buf, (socklen_t)len);
+    } else if (addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)addr;
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+            inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], buf, (socklen_t)len);
+        else
+            inet_ntop(AF_INET6, &s6->sin6_addr, buf, (socklen_t)len);
+    }
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_rele(nfs_conn_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    nfs_server_t *srv = c->srv;
+    pthread_mutex_lock(&srv->conns_lock);
+    if (c->prev) c->prev->next = c->next;
+    else srv->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    srv->nconns--;
+    pthread_mutex_unlock(&srv->conns_lock);
+    close(c->fd);
+    for (out_buf_t *o = c->outq, *n; o; o = n) {
+        n = o->next;
+        free(o->data);
+        free(o);
+    }
+    free(c->rec);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* With c->lock held: brings the epoll interest in line with the state. */
+static void conn_update_events(nfs_conn_t *c)
+{
+    if (c->closed) return;
+    uint32_t ev = 0;
+    if (c->inflight < NFS_CONN_INFLIGHT_MAX && c->outq_bytes < OUTQ_MAX) ev |= EPOLLIN;
+    if (c->outq) ev |= EPOLLOUT;
+    if (ev == c->events) return;
+    struct epoll_event e = {.events = ev | ((ev & EPOLLIN) ? EPOLLRDHUP : 0), .data.ptr = c};
+    if (epoll_ctl(c->srv->epfd, EPOLL_CTL_MOD, c->fd, &e) == 0) c->events = ev;
+}
+
+/* With c->lock held. */
+static void conn_close_locked(nfs_conn_t *c)
+{
+    if (c->closed) return;
+    c->closed = true;
+    epoll_ctl(c->srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    shutdown(c->fd, SHUT_RDWR);
+    atomic_store(&c->srv->dead_pending, true);
+}
+
+/* I/O thread: closes and drops the loop's reference. */
+static void conn_close(nfs_conn_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    conn_close_locked(c);
+    bool drop = !c->loop_ref_dropped;
+    c->loop_ref_dropped = true;
+    pthread_mutex_unlock(&c->lock);
+    if (drop) conn_rele(c);
+}
+
+/* With c->lock held: writes what the socket takes from the queue; false when
+ * the connection broke. */
+static bool conn_flush_locked(nfs_conn_t *c)
+{
+    while (c->outq) {
+        out_buf_t *o = c->outq;
+        ssize_t n = send(c->fd, o->data + o->off, o->len - o->off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+            return false;
+        }
+        o->off += (size_t)n;
+        c->outq_bytes -= (size_t)n;
+        if (o->off == o->len) {
+            c->outq = o->next;
+            if (!c->outq) c->outq_tail = NULL;
+            free(o->data);
+            free(o);
+        }
+    }
+    return true;
+}
+
+/* Sends header+body as one record (the body buffer is taken over when part of
+ * it must be queued). Runs on workers. */
+static void conn_send_reply(nfs_conn_t *c, const uint8_t *hdr, size_t hlen, nfs_xdr_t *body)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->closed) goto out;
+    size_t total = hlen + body->len, sent = 0;
+    if (!c->outq) {
+        while (sent < total) {
+            struct iovec iov[2];
+            int n = 0;
+            if (sent < hlen) {
+                iov[n++] = (struct iovec){(void *)(hdr + sent), hlen - sent};
+                if (body->len) iov[n++] = (struct iovec){body->buf, body->len};
+            } else {
+                iov[n++] = (struct iovec){body->buf + (sent - hlen), total - sent};
+            }
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+            ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+                conn_close_locked(c);
+                goto out_unref;
+            }
+            sent += (size_t)w;
+        }
+    }
+    if (sent < total) {
+        out_buf_t *o = calloc(1, sizeof *o);
+        uint8_t *data = malloc(total - sent);
+        if (!o || !data) {
+            free(o);
+            free(data);
+            conn_close_locked(c);
+            goto out_unref;
+        }
+        size_t k = 0;
+        if (sent < hlen) {
+            memcpy(data, hdr + sent, hlen - sent);
+            k = hlen - sent;
+            memcpy(data + k, body->buf, body->len);
+        } else {
+            memcpy(data, body->buf + (sent - hlen), total - sent);
+        }
+        o->data = data;
+        o->len = total - sent;
+        if (c->outq_tail) c->outq_tail->next = o;
+        else c->outq = o;
+        c->outq_tail = o;
+        c->outq_bytes += o->len;
+    }
+out:
+    conn_update_events(c);
+out_unref:
+    pthread_mutex_unlock(&c->lock);
+    /* A connection a worker closed still holds the loop's reference; the loop
+     * drops it when it sees dead_pending. */
+}
+
+/* ------------------------------------------------------------ calls */
+
+typedef struct call_job {
+    nfs_conn_t *conn;
+    uint8_t *rec;
+    size_t len;
+} call_job_t;
+
+enum { RPC_CALL = 0, RPC_REPLY = 1, MSG_ACCEPTED = 0, MSG_DENIED = 1 };
+enum { REJ_RPC_MISMATCH = 0, REJ_AUTH_ERROR = 1 };
+enum { AUTH_BADCRED = 1, AUTH_TOOWEAK = 5 };
+
+static size_t put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+    return 4;
+}
+
+/* Decodes the credential; false when malformed. */
+static bool decode_cred(nfs_xdr_t *x, nfs_call_t *call, char *machine, bool *flavor_ok)
+{
+    uint32_t flavor = nfs_xdr_get_u32(x);
+    uint32_t clen;
+    const uint8_t *body = nfs_xdr_get_opaque(x, &clen, 400);
+    uint32_t vflavor = nfs_xdr_get_u32(x);
+    uint32_t vlen;
+    nfs_xdr_get_opaque(x, &vlen, 400);
+    (void)vflavor;
+    if (x->err) return false;
+    call->flavor = flavor;
+    call->cred = (zpl_cred_t){.uid = 65534, .gid = 65534};
+    machine[0] = '\0';
+    *flavor_ok = true;
+    if (flavor == NFS_AUTH_NONE) return true;
+    if (flavor != NFS_AUTH_SYS) {
+        *flavor_ok = false;
+        return true;
+    }
+    nfs_xdr_t c;
+    nfs_xdr_init_decode(&c, body, clen);
+    nfs_xdr_get_u32(&c); /* stamp */
+    uint32_t mlen;
+    const uint8_t *m = nfs_xdr_get_opaque(&c, &mlen, 255);
+    call->cred.uid = nfs_xdr_get_u32(&c);
+    call->cred.gid = nfs_xdr_get_u32(&c);
+    uint32_t ng = nfs_xdr_get_u32(&c);
+    if (ng > 16) c.err = true;
+    for (uint32_t i = 0; i < ng && !c.err; i++) call->cred.groups[i] = nfs_xdr_get_u32(&c);
+    call->cred.ngroups = c.err ? 0 : ng;
+    if (c.err) return false;
+    if (m && mlen) memcpy(machine, m, mlen);
+    machine[mlen] = '\0';
+    return true;
+}
+
+static nfs_accept_t dispatch(nfs_call_t *call, uint32_t *low, uint32_t *high)
+{
+    switch (call->prog) {
+    case NFS_PROG_PORTMAP:
+        if (call->vers >= 2 && call->vers <= 4) return nfs_portmap_program(call);
+        *low = 2, *high = 4;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_MOUNT:
+        if (call->vers == 1 || call->vers == 3) return nfs_mount_program(call);
+        *low = 1, *high = 3;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_NFS:
+        if (call->vers == 3) return nfs3_program(call);
+        if (call->vers == 4) return nfs4_program(call);
+        *low = 3, *high = 4;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    default:
+        return NFS_ACCEPT_PROG_UNAVAIL;
+    }
+}
+
+static void conn_call_done(nfs_conn_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->inflight--;
+    conn_update_events(c);
+    pthread_mutex_unlock(&c->lock);
+    conn_rele(c);
+}
+
+int nfs_rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hdr[NFS_RPC_HDR_MAX],
+                    size_t *hlen, nfs_xdr_t *res)
+{
+    nfs_server_t *srv = c->srv;
+    nfs_xdr_t x;
+    nfs_xdr_init_decode(&x, rec, len);
+    uint32_t xid = nfs_xdr_get_u32(&x);
+    uint32_t mtype = nfs_xdr_get_u32(&x);
+    uint32_t rpcvers = nfs_xdr_get_u32(&x);
+    nfs_call_t call = {.srv = srv, .conn = c, .peer = c->peer, .peer_len = c->peer_len, .xid = xid};
+    call.prog = nfs_xdr_get_u32(&x);
+    call.vers = nfs_xdr_get_u32(&x);
+    call.proc = nfs_xdr_get_u32(&x);
+    char machine[256];
+    bool flavor_ok = true;
+    bool cred_ok = !x.err && decode_cred(&x, &call, machine, &flavor_ok);
+    call.machine_name = machine;
+    nfs_xdr_init_encode(res, 0);
+    size_t h = 4;
+    /* Not even a call header: nothing sensible to answer. */
+    if (x.err || mtype != RPC_CALL) return -1;
+    h += put_be32(hdr + h, xid);
+    h += put_be32(hdr + h, RPC_REPLY);
+    if (rpcvers != 2) {
+        h += put_be32(hdr + h, MSG_DENIED);
+        h += put_be32(hdr + h, REJ_RPC_MISMATCH);
+        h += put_be32(hdr + h, 2);
+        h += put_be32(hdr + h, 2);
+    } else if (!cred_ok || !flavor_ok) {
+        h += put_be32(hdr + h, MSG_DENIED);
+        h += put_be32(hdr + h, REJ_AUTH_ERROR);
+        h += put_be32(hdr + h, cred_ok ? AUTH_TOOWEAK : AUTH_BADCRED);
+    } else {
+        nfs_xdr_init_decode(&call.args, rec + x.pos, len - x.pos);
+        nfs_xdr_init_encode(res, 512);
+        call.res = res;
+        uint32_t low = 0, high = 0;
+        nfs_accept_t st = res->err ? NFS_ACCEPT_SYSTEM_ERR : dispatch(&call, &low, &high);
+        if (st == NFS_ACCEPT_SUCCESS && res->err) st = NFS_ACCEPT_SYSTEM_ERR;
+        if (st == NFS_ACCEPT_DROP) return 0;
+        if (st == NFS_ACCEPT_CLOSE) return -1;
+        h += put_be32(hdr + h, MSG_ACCEPTED);
+        h += put_be32(hdr + h, NFS_AUTH_NONE); /* verifier */
+        h += put_be32(hdr + h, 0);
+        h += put_be32(hdr + h, (uint32_t)st);
+        if (st == NFS_ACCEPT_PROG_MISMATCH) {
+            h += put_be32(hdr + h, low);
+            h += put_be32(hdr + h, high);
+        }
+        if (st != NFS_ACCEPT_SUCCESS) res->len = res->pos = 0;
+    }
+    if ((h - 4) + res->len > 0x7fffffffu) return -1;
+    put_be32(hdr, 0x80000000u | (uint32_t)((h - 4) + res->len));
+    *hlen = h;
+    return 1;
+}
+
+/* Runs one call on a worker: decode, dispatch, reply. */
+static void run_call(void *arg)
+{
+    call_job_t *job = arg;
+    nfs_conn_t *c = job->conn;
+    nfs_server_t *srv = c->srv;
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t h = 0;
+    nfs_xdr_t res;
+    int rc = nfs_rpc_execute(c, job->rec, job->len, hdr, &h, &res);
+    if (rc > 0) {
+        conn_send_reply(c, hdr, h, &res);
+    } else if (rc < 0) {
+        pthread_mutex_lock(&c->lock);
+        conn_close_locked(c);
+        pthread_mutex_unlock(&c->lock);
+    }
+    nfs_xdr_free(&res);
+    free(job->rec);
+    free(job);
+    conn_call_done(c);
+
+    pthread_mutex_lock(&srv->calls_lock);
+    if (--srv->calls_running == 0) pthread_cond_broadcast(&srv->calls_cv);
+    pthread_mutex_unlock(&srv->calls_lock);
+}
+
+nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, socklen_t plen)
+{
+    nfs_conn_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->srv = srv;
+    c->fd = -1;
+    c->id = atomic_fetch_add(&srv->next_conn_id, 1);
+    if (plen > sizeof c->peer) plen = sizeof c->peer;
+    memcpy(&c->peer, peer, plen);
+    c->peer_len = plen;
+    c->local = c->peer;
+    c->local_len = plen;
+    c->closed = c->loop_ref_dropped = true;
+    atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+void nfs_conn_detached_free(nfs_conn_t *c)
+{
+    if (!c) return;
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* I/O thread: a complete record goes to the workers. */
+static void conn_record_done(nfs_conn_t *c)
+{
+    nfs_server_t *srv = c->srv;
+    call_job_t *job = malloc(sizeof *job);
+    if (!job) {
+        conn_close(c);
+        return;
+    }
+    job->conn = c;
+    job->rec = c->rec;
+    job->len = c->rec_len;
+    c->rec = NULL;
+    c->rec_len = c->rec_cap = 0;
+    atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_lock(&c->lock);
+    c->inflight++;
+    conn_update_events(c);
+    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&srv->calls_lock);
+    srv->calls_running++;
+    pthread_mutex_unlock(&srv->calls_lock);
+    taskq_dispatch(srv->workers, run_call, job, NULL);
+}
+
+/* Makes room for n more record bytes; false when the record would be too big. */
+static bool rec_reserve(nfs_conn_t *c, size_t n)
+{
+    if (c->rec_len + n > NFS_RECORD_MAX) return false;
+    if (c->rec_len + n <= c->rec_cap) return true;
+    size_t cap = c->rec_cap ? c->rec_cap : 1024;
+    while (cap < c->rec_len + n) cap *= 2;
+    if (cap > NFS_RECORD_MAX) cap = NFS_RECORD_MAX;
+    uint8_t *nb = realloc(c->rec, cap);
+    if (!nb) return false;
+    c->rec = nb;
+    c->rec_cap = cap;
+    return true;
+}
+
+/* Consumes staged bytes into records; false when the connection must close. */
+static bool conn_parse(nfs_conn_t *c)
+{
+    while (c->stage_off < c->stage_len) {
+        if (!c->in_fragment) {
+            while (c->hdr_have < 4 && c->stage_off < c->stage_len)
+                c->hdr[c->hdr_have++] = c->stage[c->stage_off++];
+            if (c->hdr_have < 4) return true;
+            uint32_t v = (uint32_t)c->hdr[0] << 24 | (uint32_t)c->hdr[1] << 16 |
+                         (uint32_t)c->hdr[2] << 8 | c->hdr[3];
+            c->hdr_have = 0;
+            c->last_fragment = v >> 31;
+            c->frag_left = v & 0x7fffffffu;
+            if (!rec_reserve(c, c->frag_left)) {
+                char a[64];
+                nfs_addr_string((struct sockaddr *)&c->peer, a, sizeof a);
+                log_debug(SUB, "closing connection from %s: record larger than %zu bytes", a,
+                          NFS_RECORD_MAX);
+                return false;
+            }
+            c->in_fragment = true;
+        }
+        size_t take = c->stage_len - c->stage_off;
+        if (take > c->frag_left) take = c->frag_left;
+        if (take) memcpy(c->rec + c->rec_len, c->stage + c->stage_off, take);
+        c->rec_len += take;
+        c->stage_off += take;
+        c->frag_left -= take;
+        if (c->frag_left == 0) {
+            c->in_fragment = false;
+            if (c->last_fragment) conn_record_done(c);
+        }
+    }
+    return true;
+}
+
+static void conn_readable(nfs_conn_t *c)
+{
+    for (int rounds = 0; rounds < 16; rounds++) {
+        pthread_mutex_lock(&c->lock);
+        bool paused = c->closed || !(c->events & EPOLLIN);
+        pthread_mutex_unlock(&c->lock);
+        if (paused) return;
+        ssize_t n;
+        if (c->in_fragment && c->frag_left >= STAGE_SIZE / 4) {
+            /* Large fragment bodies go straight into the record. */
+            n = recv(c->fd, c->rec + c->rec_len, c->frag_left, 0);
+            if (n > 0) {
+                c->rec_len += (size_t)n;
+                c->frag_left -= (size_t)n;
+                if (c->frag_left == 0) {
+                    c->in_fragment = false;
+                    if (c->last_fragment) conn_record_done(c);
+                }
+                continue;
+            }
+        } else {
+            n = recv(c->fd, c->stage, STAGE_SIZE, 0);
+            if (n > 0) {
+                c->stage_len = (size_t)n;
+                c->stage_off = 0;
+                if (!conn_parse(c)) {
+                    conn_close(c);
+                    return;
+                }
+                c->stage_len = c->stage_off = 0;
+                continue;
+            }
+        }
+        if (n == 0) {
+            conn_close(c);
+            return;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) conn_close(c);
+        return;
+    }
+}
+
+static void conn_writable(nfs_conn_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool ok = c->closed || conn_flush_locked(c);
+    if (!ok) conn_close_locked(c);
+    else conn_update_events(c);
+    bool closed = c->closed;
+    pthread_mutex_unlock(&c->lock);
+    (void)closed;
+}
+
+static void accept_conns(nfs_server_t *srv, int lfd)
+{
+    for (;;) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        pthread_mutex_lock(&srv->conns_lock);
+        size_t n = srv->nconns;
+        pthread_mutex_unlock(&srv->conns_lock);
+        if (n >= CONNS_MAX) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        nfs_conn_t *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->srv = srv;
+        c->fd = fd;
+        c->id = atomic_fetch_add(&srv->next_conn_id, 1);
+        c->peer = peer;
+        c->peer_len = plen;
+        c->local_len = sizeof c->local;
+        getsockname(fd, (struct sockaddr *)&c->local, &c->local_len);
+        atomic_init(&c->refs, 1);
+        pthread_mutex_init(&c->lock, NULL);
+        c->events = EPOLLIN;
+        pthread_mutex_lock(&srv->conns_lock);
+        c->next = srv->conns;
+        if (srv->conns) srv->conns->prev = c;
+        srv->conns = c;
+        srv->nconns++;
+        pthread_mutex_unlock(&srv->conns_lock);
+        struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+        if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+            pthread_mutex_lock(&c->lock);
+            c->closed = c->loop_ref_dropped = true;
+            pthread_mutex_unlock(&c->lock);
+            conn_rele(c);
+        }
+    }
+}
+
+static bool is_listener(nfs_server_t *srv, void *ptr, int *fd)
+{
+    for (int i = 0; i < srv->nlisten; i++) {
+        if (ptr == (void *)&srv->listen_fd[i]) {
+            *fd = srv->listen_fd[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static void *io_loop(void *arg)
+{
+    nfs_server_t *srv = arg;
+    struct epoll_event evs[64];
+    while (!atomic_load(&srv->stopping)) {
+        int n = epoll_wait(srv->epfd, evs, 64, 1000);
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            int lfd;
+            if (p == (void *)&srv->wake_fd) continue;
+            if (is_listener(srv, p, &lfd)) {
+                accept_conns(srv, lfd);
+                continue;
+            }
+            nfs_conn_t *c = p;
+            uint32_t e = evs[i].events;
+            pthread_mutex_lock(&c->lock);
+            bool closed = c->closed;
+            pthread_mutex_unlock(&c->lock);
+            if (closed) {
+                /* Closed by a worker (a reply that could not be sent). */
+                continue;
+            }
+            atomic_fetch_add(&c->refs, 1);
+            if (e & EPOLLOUT) conn_writable(c);
+            if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) conn_readable(c);
+            if (e & (EPOLLHUP | EPOLLERR)) conn_close(c);
+            conn_rele(c);
+        }
+        /* Drop the loop's reference of connections workers closed. */
+        while (atomic_exchange(&srv->dead_pending, false)) {
+            nfs_conn_t *dead[64];
+            size_t nd = 0;
+            pthread_mutex_lock(&srv->conns_lock);
+            for (nfs_conn_t *c = srv->conns; c && nd < 64; c = c->next) {
+                pthread_mutex_lock(&c->lock);
+                if (c->closed && !c->loop_ref_dropped) {
+                    c->loop_ref_dropped = true;
+                    dead[nd++] = c;
+                }
+                pthread_mutex_unlock(&c->lock);
+            }
+            pthread_mutex_unlock(&srv->conns_lock);
+            if (nd == 64) atomic_store(&srv->dead_pending, true);
+            for (size_t k = 0; k < nd; k++) conn_rele(dead[k]);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ start/stop */
+
+static int bind_one(nfs_server_t *srv, const nfs_listen_addr_t *la, uint16_t *bound, bool soft,
+                    char *err, size_t errlen)
+{
+    if (la->port == 0) {
+        *bound = 0;
+        return 0;
+    }
+    const char *host = la->host[0] ? la->host : NULL;
+    if (host && !strcmp(host, "0.0.0.0")) host = NULL;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICHOST};
+    hints.ai_family = host ? AF_UNSPEC : AF_INET6;
+    char port[8];
+    snprintf(port, sizeof port, "%u", la->port);
+    struct addrinfo *ai;
+    int rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0 && !host) {
+        hints.ai_family = AF_INET;
+        rc = getaddrinfo(host, port, &hints, &ai);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "bad listen address %s:%u: %s", la->host, la->port,
+                 gai_strerror(rc));
+        return -EINVAL;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int e = 0;
+    if (fd < 0) e = errno;
+    if (fd >= 0) {
+        int one = 1, zero = 0;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (ai->ai_family == AF_INET6 && !host)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+            e = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        if (soft) {
+            log_info(SUB, "portmapper not started: %s:%u: %s (a system rpcbind may run)",
+                     la->host[0] ? la->host : "*", la->port, strerror(e));
+            *bound = 0;
+            return 0;
+        }
+        snprintf(err, errlen, "cannot listen on %s:%u: %s", la->host[0] ? la->host : "*",
+                 la->port, strerror(e));
+        return -e;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                           : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    int i = srv->nlisten++;
+    srv->listen_fd[i] = fd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd[i]};
+    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,
+                     size_t errlen)
+{
+    nfs_server_t *srv = calloc(1, sizeof *srv);
+    if (!srv) return -ENOMEM;
+    srv->cfg = *cfg;
+    if (cfg->state_dir) srv->cfg.state_dir = strdup(cfg->state_dir);
+    srv->epfd = epoll_create1(EPOLL_CLOEXEC);
+    srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&srv->conns_lock, NULL);
+    pthread_mutex_init(&srv->calls_lock, NULL);
+    pthread_cond_init(&srv->calls_cv, NULL);
+    atomic_init(&srv->next_conn_id, 1);
+    atomic_init(&srv->stopping, false);
+    nfs_exports_init(srv);
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    srv->write_verifier = v ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)ts.tv_nsec;
+    unsigned workers = cfg->workers;
+    if (!workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        workers = n > 0 ? (unsigned)n * 4 : 8;
+        if (workers < 8) workers = 8;
+        if (workers > 64) workers = 64;
+    }
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &srv->wake_fd};
+    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->wake_fd, &wev);
+
+    int rc = nfs4_init(srv, &srv->nfs4_state);
+    if (rc < 0) {
+        snprintf(err, errlen, "NFSv4 state: %s", strerror(-rc));
+        goto fail;
+    }
+    srv->workers = taskq_create("nfs", workers);
+    if (!srv->workers) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "cannot start NFS workers");
+        goto fail;
+    }
+    if ((rc = bind_one(srv, &cfg->nfs, &srv->port_nfs, false, err, errlen)) < 0) goto fail;
+    if ((rc = bind_one(srv, &cfg->mount, &srv->port_mount, false, err, errlen)) < 0) goto fail;
+    if ((rc = bind_one(srv, &cfg->portmap, &srv->port_portmap, true, err, errlen)) < 0) goto fail;
+    if (pthread_create(&srv->io_thread, NULL, io_loop, srv) != 0) {
+        rc = -EAGAIN;
+        snprintf(err, errlen, "cannot start the NFS I/O thread");
+        goto fail;
+    }
+    srv->io_started = true;
+    log_info(SUB, "NFS server: nfs port %u, mount port %u, portmap port %u, %u workers",
+             srv->port_nfs, srv->port_mount, srv->port_portmap, workers);
+    *out = srv;
+    return 0;
+fail:
+    nfs_server_stop(srv);
+    return rc;
+}
+
+void nfs_server_stop(nfs_server_t *srv)
+{
+    if (!srv) return;
+    atomic_store(&srv->stopping, true);
+    uint64_t one = 1;
+    if (write(srv->wake_fd, &one, sizeof one) < 0) { /* the loop also times out */ }
+    if (srv->io_started) pthread_join(srv->io_thread, NULL);
+    for (int i = 0; i < srv->nlisten; i++) close(srv->listen_fd[i]);
+    srv->nlisten = 0;
+    /* Shut every connection down so blocked clients see the end. */
+    pthread_mutex_lock(&srv->conns_lock);
+    nfs_conn_t *list[CONNS_MAX + 64];
+    size_t n = 0;
+    for (nfs_conn_t *c = srv->conns; c && n < sizeof list / sizeof list[0]; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        conn_close_locked(c);
+        if (!c->loop_ref_dropped) {
+            c->loop_ref_dropped = true;
+            list[n++] = c;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&srv->conns_lock);
+    pthread_mutex_lock(&srv->calls_lock);
+    while (srv->calls_running) pthread_cond_wait(&srv->calls_cv, &srv->calls_lock);
+    pthread_mutex_unlock(&srv->calls_lock);
+    for (size_t i = 0; i < n; i++) conn_rele(list[i]);
+    if (srv->workers) taskq_destroy(srv->workers);
+    nfs_exports_fini(srv);
+    if (srv->nfs4_state) nfs4_fini(srv->nfs4_state);
+    close(srv->epfd);
+    close(srv->wake_fd);
+    free((char *)srv->cfg.state_dir);
+    free(srv);
+}
