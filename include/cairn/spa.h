@@ -40,6 +40,7 @@ typedef struct spa spa_t;
 typedef struct spa_vdev_spec {
     vdev_type_t type;     /* ROOT at the top; LEAF, MIRROR or RAIDZ below */
     uint32_t nparity;     /* RAIDZ: 1..3 */
+    uint32_t vclass;      /* top-level: VDEV_CLASS_NORMAL or VDEV_CLASS_LOG */
     const char *path;     /* LEAF */
     uint32_t nchildren;
     struct spa_vdev_spec *children;
@@ -53,6 +54,7 @@ typedef struct spa_create_opts {
 enum {
     SPA_IMPORT_FORCE = 1 << 0,    /* import a pool that looks active elsewhere */
     SPA_IMPORT_READONLY = 1 << 1, /* never write (offline check) */
+    SPA_IMPORT_MISSING_LOG = 1 << 2, /* import without a missing log vdev, dropping its log */
 };
 
 /* Every function that can fail for a reason a user must hear about fills err
@@ -220,5 +222,65 @@ void spa_register_upper(const spa_upper_ops_t *ops);
 /* Upper layer's per-pool state. */
 void spa_set_upper_private(spa_t *spa, void *priv);
 void *spa_get_upper_private(spa_t *spa);
+
+/* ======== intent-log space (src/spa/spa_log.c), for the ZIL above ========
+ *
+ * The pool sets aside a log region - the whole of every log-class top-level
+ * vdev, or else chunks reserved from the normal vdevs - and hands out log
+ * blocks from it outside syncing context, without touching the space maps:
+ * the region itself is allocated (and referenced, for `cairn check`) as a
+ * whole. Log blocks form chains, one per object set, each block framed with
+ * the chain's guid, its sequence number, a checksum and the address of the
+ * next block, allocated before the block is written; a reader follows a chain
+ * until a block does not verify, so a torn tail ends it cleanly. Each chain's
+ * header lives in the pool's log directory (named by the uberblock) and
+ * changes as part of a txg. At import the pool walks every chain and keeps
+ * its blocks allocated; every other block of the region is free. */
+typedef struct spa_log_header {
+    uint64_t chain_guid;   /* 0: no chain */
+    uint64_t head_seq;     /* sequence number of the first live block */
+    cairn_dva_t head;      /* the first live block (possibly not yet written) */
+    uint64_t claim_txg;    /* set at import when the chain holds blocks: last synced txg */
+    uint64_t replay_seq;   /* the ZIL's: records up to here are applied */
+    uint64_t reserved[2];
+} spa_log_header_t;
+
+#define SPA_LOG_BLOCK_MAX (128 * 1024u)
+#define SPA_LOG_BLOCK_FRAME 128u   /* framing bytes at the start of every log block */
+
+/* The newest header of object set os_id (zeroed when it has none). */
+void spa_log_header_get(spa_t *spa, uint64_t os_id, spa_log_header_t *out);
+/* Sets it as part of txg, which the caller holds open (a transaction's txg or
+ * spa_tx_hold_nowait()). A zeroed header removes the entry. */
+void spa_log_header_set(spa_t *spa, uint64_t os_id, const spa_log_header_t *h, uint64_t txg);
+/* A log block of size bytes (rounded up to the allocation unit, at most
+ * SPA_LOG_BLOCK_MAX); -ENOSPC when the region is full even after growing it
+ * (growing waits for one txg sync). */
+int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out);
+/* The block goes back to the region once txg (in which the header that no
+ * longer names it was set) is durable. */
+void spa_log_free(spa_t *spa, const cairn_dva_t *dva, uint64_t txg);
+/* Writes payload (len <= capacity of the block) as block seq of chain guid,
+ * naming next as its successor. Not durable until spa_log_flush(). */
+int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                  const cairn_dva_t *next, const void *payload, uint32_t len);
+/* Payload bytes a block of that DVA can hold. */
+uint32_t spa_log_capacity(const cairn_dva_t *dva);
+/* Makes every log block written so far on these blocks' vdevs durable (one
+ * flush per top-level vdev involved). */
+int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n);
+/* Reads block seq of chain guid at dva: *payload (malloc'ed), *len, *next.
+ * -ENOENT when the block is not that block (end of the chain). */
+int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                 void **payload, uint32_t *len, cairn_dva_t *next);
+/* The last synced txg at the time the pool was opened. */
+uint64_t spa_import_txg(spa_t *spa);
+/* Counters: log blocks written and log flushes issued (tests, benchmarks). */
+typedef struct spa_log_stats {
+    uint64_t blocks_written, flushes, region_bytes, region_free;
+} spa_log_stats_t;
+void spa_log_get_stats(spa_t *spa, spa_log_stats_t *out);
+/* True when the pool has log-class vdevs. */
+bool spa_has_log_vdevs(spa_t *spa);
 
 #endif

@@ -47,6 +47,8 @@ typedef enum vdev_state {
     VDEV_STATE_UNAVAIL = 3,  /* leaf could not be opened */
 } vdev_state_t;
 
+enum { VDEV_CLASS_NORMAL = 0, VDEV_CLASS_LOG = 1 };
+
 #define VDEV_LABEL_SIZE (256 * 1024ULL)
 #define VDEV_LABELS 4
 #define VDEV_DATA_START (4 * 1024 * 1024ULL)
@@ -87,6 +89,7 @@ struct vdev {
     uint32_t nparity;       /* raidz only: 1, 2 or 3 */
     uint32_t ashift;        /* allocation unit of a top-level vdev (and its leaves) */
     uint64_t asize;         /* top-level: bytes of allocatable address space */
+    uint32_t alloc_class;   /* top-level: VDEV_CLASS_NORMAL or VDEV_CLASS_LOG (intent log only) */
     /* leaves */
     char *path;
     uint64_t psize;         /* device size in bytes (0 when unavailable) */

@@ -98,4 +98,8 @@ int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t
 /* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats. */
 void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error);
 
+/* Makes every FLUSH of the leaf take us microseconds longer (emulates a slow disk
+ * whose cache flush costs a rotation or more; benchmarks). 0 turns it off. */
+int vdev_fault_set_flush_delay(const char *path, uint32_t us);
+
 #endif

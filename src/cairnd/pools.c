@@ -332,6 +332,7 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     s->write_errors = vd->stats.write_errors;
     s->checksum_errors = vd->stats.checksum_errors;
     s->repaired_bytes = vd->stats.repaired_bytes;
+    s->vclass = cairnd_arena_strdup(a, vd->alloc_class == VDEV_CLASS_LOG ? "log" : "");
     if (vd->nchildren) {
         s->n_children = vd->nchildren;
         s->children = cairnd_arena_alloc(a, sizeof(*s->children) * vd->nchildren);
@@ -374,6 +375,11 @@ static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__Vdev
     case CAIRN__MGMT__VDEV_SPEC__TYPE__RAIDZ: s->type = VDEV_TYPE_RAIDZ; break;
     default: snprintf(err, errlen, "unknown vdev type %d", (int)m->type); return NULL;
     }
+    if (m->vclass > VDEV_CLASS_LOG || (m->vclass && depth != 1)) {
+        snprintf(err, errlen, "bad vdev class %u", m->vclass);
+        return NULL;
+    }
+    s->vclass = m->vclass;
     if ((depth == 0) != (s->type == VDEV_TYPE_ROOT)) {
         snprintf(err, errlen, "malformed vdev tree");
         return NULL;
@@ -595,8 +601,10 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
     }
     char err[512] = "";
     spa_t *spa = NULL;
-    int rc = spa_import(m->name, dirs, m->n_dirs, m->force ? SPA_IMPORT_FORCE : 0, &spa, err,
-                        sizeof err);
+    int rc = spa_import(m->name, dirs, m->n_dirs,
+                        (m->force ? SPA_IMPORT_FORCE : 0) |
+                            (m->missing_log ? SPA_IMPORT_MISSING_LOG : 0),
+                        &spa, err, sizeof err);
     if (rc) {
         set_error(resp, a, rc, "cannot import '%s': %s", m->name, err[0] ? err : strerror(-rc));
         return;

@@ -64,7 +64,7 @@ static void usage(FILE *f)
           "  pool list [-H] [-p] [--json] [POOL]\n"
           "  pool status [-v] [POOL]\n"
           "  pool export POOL\n"
-          "  pool import -d DIR [-d DIR]... [-f] [POOL]\n"
+          "  pool import -d DIR [-d DIR]... [-f] [-m] [POOL]\n"
           "  pool destroy POOL\n"
           "  pool scrub [-s] POOL\n"
           "  pool clear POOL\n"
@@ -195,6 +195,7 @@ static Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s)
     cairn__mgmt__vdev_spec__init(m);
     m->type = (Cairn__Mgmt__VdevSpec__Type)s->type;
     m->nparity = s->nparity;
+    m->vclass = s->vclass;
     if (s->path) m->path = (char *)s->path;
     m->n_children = s->nchildren;
     if (s->nchildren) {
@@ -420,7 +421,16 @@ static void print_tree(const Cairn__Mgmt__VdevStatus *v, size_t indent, size_t w
         printf("  (repaired %s)", b);
     }
     putchar('\n');
-    for (size_t i = 0; i < v->n_children; i++) print_tree(v->children[i], indent + 2, width, verbose);
+    bool logs = false;
+    for (size_t i = 0; i < v->n_children; i++) {
+        if (v->children[i]->vclass && !strcmp(v->children[i]->vclass, "log")) logs = true;
+        else print_tree(v->children[i], indent + 2, width, verbose);
+    }
+    /* Log devices hold no data: they come under their own heading, as in zpool. */
+    if (logs) printf("\t%*slogs\n", (int)indent, "");
+    for (size_t i = 0; logs && i < v->n_children; i++)
+        if (v->children[i]->vclass && !strcmp(v->children[i]->vclass, "log"))
+            print_tree(v->children[i], indent + 2, width, verbose);
 }
 
 static int cmd_pool_status(int argc, char **argv)
@@ -534,9 +544,10 @@ static int cmd_pool_import(int argc, char **argv)
     size_t ndirs = 0;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, ":d:f", NULL, what)) != -1) {
+    while ((c = next_opt(argc, argv, ":d:fm", NULL, what)) != -1) {
         if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
         else if (c == 'f') pi.force = true;
+        else if (c == 'm') pi.missing_log = true;
     }
     want_args(argc, argv, 0, 1, what, "");
     if (optind < argc) {

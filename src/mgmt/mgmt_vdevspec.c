@@ -106,6 +106,8 @@ int mgmt_vdev_spec_parse(int argc, char *const argv[], spa_vdev_spec_t **rootp, 
     spa_vdev_spec_t *root = cairn_zalloc(sizeof *root);
     root->type = VDEV_TYPE_ROOT;
     spa_vdev_spec_t *group = NULL; /* the mirror/raidz being filled, if any */
+    uint32_t vclass = VDEV_CLASS_NORMAL; /* the section: top-level vdevs after "log" are log */
+    uint32_t in_section = 0;             /* top-level vdevs in the current log section */
     int rc = 0;
     for (int i = 0; i < argc && rc == 0; i++) {
         const char *w = argv[i];
@@ -114,15 +116,29 @@ int mgmt_vdev_spec_parse(int argc, char *const argv[], spa_vdev_spec_t **rootp, 
         if (!*w) {
             snprintf(err, errlen, "empty device name");
             rc = -EINVAL;
+        } else if (!strcmp(w, "log") && vclass == VDEV_CLASS_LOG) {
+            snprintf(err, errlen, "'log' given twice");
+            rc = -EINVAL;
+        } else if (!strcmp(w, "log")) {
+            if (group) rc = check_group(group, err, errlen);
+            group = NULL;
+            vclass = VDEV_CLASS_LOG;
+            in_section = 0;
         } else if (is_section(w) && !strchr(w, '/')) {
             snprintf(err, errlen, "'%s' vdevs are not supported yet", w);
             rc = -ENOTSUP;
         } else if (group_keyword(w, &type, &np) && !strchr(w, '/')) {
             if (group) rc = check_group(group, err, errlen);
+            if (rc == 0 && vclass == VDEV_CLASS_LOG && type == VDEV_TYPE_RAIDZ) {
+                snprintf(err, errlen, "a log vdev is a device or a mirror, not %s", w);
+                rc = -EINVAL;
+            }
             if (rc == 0) {
                 group = add_child(root);
                 group->type = type;
                 group->nparity = np;
+                group->vclass = vclass;
+                in_section++;
             }
         } else if (!looks_like_path(w)) {
             snprintf(err, errlen,
@@ -147,12 +163,18 @@ int mgmt_vdev_spec_parse(int argc, char *const argv[], spa_vdev_spec_t **rootp, 
                 leaf = add_child(group);
             } else {
                 leaf = add_child(root);
+                leaf->vclass = vclass;
+                in_section++;
             }
             leaf->type = VDEV_TYPE_LEAF;
             leaf->path = cairn_strdup(w);
         }
     }
     if (rc == 0 && group) rc = check_group(group, err, errlen);
+    if (rc == 0 && vclass == VDEV_CLASS_LOG && !in_section) {
+        snprintf(err, errlen, "'log' must be followed by a device or a mirror");
+        rc = -EINVAL;
+    }
     if (rc == 0 && root->nchildren > VDEV_MAX_CHILDREN) {
         snprintf(err, errlen, "too many top-level vdevs (at most %d)", VDEV_MAX_CHILDREN);
         rc = -EINVAL;

@@ -74,6 +74,7 @@ static void spa_free(spa_t *spa)
 {
     if (!spa) return;
     spa_metaslabs_fini(spa);
+    spa_log_fini(spa);
     if (spa->root) vdev_free(spa->root);
     pthread_mutex_destroy(&spa->rotor_lock);
     pthread_mutex_destroy(&spa->scrub_lock);
@@ -212,6 +213,7 @@ static vdev_t *build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, 
         vd->nparity = s->nparity;
     }
     vd->ashift = ashift;
+    vd->alloc_class = s->vclass;
     for (uint32_t i = 0; i < s->nchildren; i++) {
         vdev_t *c = build_tree(&s->children[i], ashift, errp, err, errlen);
         if (!c) {
@@ -273,6 +275,19 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     int e = validate_spec(root, 0, &leaves, &nleaves, err, errlen);
     free(leaves);
     if (e) return e;
+    uint32_t nnormal = 0;
+    for (uint32_t i = 0; i < root->nchildren; i++) {
+        const spa_vdev_spec_t *c = &root->children[i];
+        if (c->vclass == VDEV_CLASS_NORMAL) nnormal++;
+        else if (c->vclass != VDEV_CLASS_LOG || c->type == VDEV_TYPE_RAIDZ) {
+            seterr(err, errlen, "a log vdev is a device or a mirror");
+            return -EINVAL;
+        }
+    }
+    if (!nnormal) {
+        seterr(err, errlen, "a pool needs at least one vdev besides its log devices");
+        return -EINVAL;
+    }
     if (root->nchildren > 32) {
         seterr(err, errlen, "a pool can have at most 32 top-level vdevs");
         return -EINVAL;
@@ -299,6 +314,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     vdev_state_refresh(spa->root);
     spa->ub_slot_size = spa_ub_slot_size(ashift);
     spa_metaslabs_init(spa);
+    spa_log_init(spa);
 
     /* Everything checked: from here on devices are written. */
     e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
@@ -480,10 +496,32 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
                spa->name);
         return -ENXIO;
     }
+    /* A missing log device may hold acknowledged synchronous writes: importing
+     * without it loses them, so only when asked to (-m). */
+    for (uint32_t i = 0; i < spa->ntop; i++) {
+        vdev_t *top = spa->root->children[i];
+        int st = atomic_load(&top->state);
+        if (top->alloc_class != VDEV_CLASS_LOG ||
+            (st != VDEV_STATE_FAULTED && st != VDEV_STATE_UNAVAIL))
+            continue;
+        const char *path = top->path;
+        for (uint32_t k = 0; !path && k < top->nchildren; k++) path = top->children[k]->path;
+        if (!(flags & (SPA_IMPORT_MISSING_LOG | SPA_IMPORT_READONLY))) {
+            seterr(err, errlen, "pool '%s' cannot be imported: log device '%s' is missing; "
+                   "import with -m to drop the records only it holds", spa->name,
+                   path ? path : "?");
+            return -ENXIO;
+        }
+        if (!spa->readonly)
+            log_warn("spa", "pool %s: importing without log device '%s' (-m): synchronous "
+                     "writes acknowledged from its log and not yet in a txg are dropped",
+                     spa->name, path ? path : "?");
+    }
     ub_gather_t g = {.spa = spa};
     vdev_foreach_leaf(spa->root, gather_ub, &g);
     qsort(g.list, g.n, sizeof *g.list, cmp_ub_desc);
     spa_metaslabs_init(spa);
+    spa_log_init(spa);
     int found = -1;
     for (size_t i = 0; i < g.n; i++) {
         if (ub_usable(spa, &g.list[i])) { found = (int)i; break; }
@@ -500,6 +538,12 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     int e = spa_spacemap_load(spa);
     if (e) {
         seterr(err, errlen, "pool '%s' cannot be imported: space map log unreadable (%s)",
+               spa->name, strerror(-e));
+        return e;
+    }
+    e = spa_log_load(spa);
+    if (e) {
+        seterr(err, errlen, "pool '%s' cannot be imported: intent-log directory unreadable (%s)",
                spa->name, strerror(-e));
         return e;
     }
@@ -633,6 +677,7 @@ void spa_get_space(spa_t *spa, spa_space_t *out)
 {
     memset(out, 0, sizeof *out);
     for (uint32_t i = 0; i < spa->ntop; i++) {
+        if (spa_top_is_log(spa, i)) continue; /* log devices hold no data */
         out->size += spa->root->children[i]->asize;
         metaslab_stats_t st;
         metaslab_get_stats(spa->ms[i], &st);

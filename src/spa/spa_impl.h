@@ -66,7 +66,7 @@ typedef struct spa_uberblock_phys {
     uint64_t sm_chain_len;  /* log blocks since the last condensed snapshot */
     cairn_blkptr_t mos_root;
     cairn_blkptr_t sm_head; /* newest space map log block */
-    uint64_t reserved[16];
+    cairn_blkptr_t log_dir; /* the intent-log directory (spa_log.c); a hole when none */
     uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
 } spa_uberblock_phys_t;
 
@@ -119,6 +119,10 @@ struct spa {
     uint64_t rotor_bytes;
 
     spa_txg_state_t tx;
+
+    /* intent-log region and directory (spa_log.c) */
+    void *log;
+    uint64_t import_txg;
 
     /* upper layer */
     void *upper_priv;
@@ -177,6 +181,18 @@ int spa_spacemap_load(spa_t *spa);
 int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
 void spa_metaslabs_init(spa_t *spa);
 void spa_metaslabs_fini(spa_t *spa);
+
+/* spa_log.c */
+bool spa_top_is_log(const spa_t *spa, uint32_t v);
+void spa_log_init(spa_t *spa);                   /* empty (new pool) */
+int spa_log_load(spa_t *spa);                    /* import: directory, region, chain walk */
+void spa_log_fini(spa_t *spa);
+/* Syncing context, before the space map log: writes the directory if txg changed it
+ * (and grows the region reserved on normal vdevs when asked to). */
+int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub);
+int spa_log_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
+/* check: the region's extents as referenced */
+void spa_log_add_region_refs(spa_t *spa, range_tree_t **referenced, spa_check_report_t *rep);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);

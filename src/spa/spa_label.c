@@ -56,7 +56,8 @@ static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out, u
     uint32_t me = (*idx)++;
     spa_vdev_phys_t *p = &out[me];
     memset(p, 0, sizeof *p);
-    p->type = vd->type;
+    /* Bits 16.. of type: a top-level vdev's allocation class (docs/ondisk-format.md). */
+    p->type = (uint32_t)vd->type | (vd->alloc_class << 16);
     p->id = vd->id;
     p->parent = parent;
     p->nchildren = vd->nchildren;
@@ -105,7 +106,7 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
         const spa_vdev_phys_t *v = &cfg->vdevs[i];
         if ((i == 0) != (v->parent < 0)) return -EINVAL;
         if (v->parent >= (int32_t)i) return -EINVAL;
-        if (v->type > VDEV_TYPE_RAIDZ) return -EINVAL;
+        if ((v->type & 0xffff) > VDEV_TYPE_RAIDZ || (v->type >> 16) > VDEV_CLASS_LOG) return -EINVAL;
         if (!memchr(v->path, 0, sizeof v->path)) return -EINVAL;
     }
     if (cfg->vdevs[0].type != VDEV_TYPE_ROOT) return -EINVAL;
@@ -260,7 +261,7 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
     for (uint32_t i = 0; i < cfg->nvdevs; i++) {
         const spa_vdev_phys_t *p = &cfg->vdevs[i];
         vdev_t *vd = NULL;
-        if (p->type == VDEV_TYPE_LEAF) {
+        if ((p->type & 0xffff) == VDEV_TYPE_LEAF) {
             for (size_t k = 0; k < nfound; k++) {
                 if (found[k] && found[k]->guid == p->guid) {
                     vd = found[k];
@@ -293,8 +294,9 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
             }
             vd->guid = p->guid;
         } else {
-            vd = vdev_alloc((vdev_type_t)p->type, p->guid);
+            vd = vdev_alloc((vdev_type_t)(p->type & 0xffff), p->guid);
         }
+        vd->alloc_class = p->type >> 16;
         vd->nparity = p->nparity;
         vd->ashift = p->ashift;
         vd->asize = p->asize;

@@ -67,6 +67,8 @@ static void *scrub_thread(void *arg)
     if (e != -ECANCELED) {
         int e2 = spa_spacemap_visit(spa, scrub_visit, NULL);
         if (!e) e = e2;
+        e2 = spa_log_visit(spa, scrub_visit, NULL);
+        if (!e) e = e2;
     }
     atomic_fetch_sub(&spa->hold_frees, 1);
     pthread_mutex_lock(&spa->scrub_lock);
@@ -224,6 +226,8 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     for (uint32_t i = 0; i < spa->ntop; i++) c.referenced[i] = range_tree_create();
     e = spa_upper->traverse(spa, &spa->ub.mos_root, check_visit, &c);
     if (!e) e = spa_spacemap_visit(spa, check_visit, &c);
+    if (!e) e = spa_log_visit(spa, check_visit, &c);
+    if (!e) spa_log_add_region_refs(spa, c.referenced, rep);
     for (uint32_t i = 0; i < spa->ntop; i++) {
         alloc_cmp_ctx_t ac = {.referenced = c.referenced[i], .rep = rep};
         metaslab_walk(spa->ms[i], METASLAB_SPACE_ALLOCATED, compare_alloc, &ac);

@@ -241,6 +241,8 @@ int spa_sync(spa_t *spa, uint64_t txg)
         err = spa_upper->sync(spa, txg, &ub.mos_root);
         if (err) return err;
     }
+    err = spa_log_sync(spa, txg, &ub);
+    if (err) return err;
     err = spa_spacemap_sync(spa, txg, &ub);
     if (err) return err;
     /* Every block of txg must be on stable storage before the uberblock names it. */

@@ -107,7 +107,8 @@ static uint32_t spa_pick_vdev(spa_t *spa, uint64_t asize_hint, uint32_t avoid_ma
 {
     pthread_mutex_lock(&spa->rotor_lock);
     uint64_t total_free = 0;
-    for (uint32_t i = 0; i < spa->ntop; i++) total_free += ms_free(spa->ms[i]);
+    for (uint32_t i = 0; i < spa->ntop; i++)
+        if (!spa_top_is_log(spa, i)) total_free += ms_free(spa->ms[i]);
     uint32_t v = spa->rotor % spa->ntop;
     uint64_t share = total_free ? (uint64_t)((double)SPA_ROTOR_CHUNK * spa->ntop *
                                              ((double)ms_free(spa->ms[v]) / (double)total_free))
@@ -141,6 +142,7 @@ int spa_alloc_dvas(spa_t *spa, uint64_t txg, uint64_t psize, int copies, cairn_d
             uint32_t v = (first + k) % spa->ntop;
             vdev_t *top = spa_top(spa, v);
             if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            if (spa_top_is_log(spa, v)) continue; /* the intent log's alone */
             uint64_t asize = vdev_psize_to_asize(top, psize);
             uint64_t off;
             int e = metaslab_alloc(spa->ms[v], txg, asize, &off);

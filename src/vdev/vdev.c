@@ -126,9 +126,17 @@ void vdev_state_refresh(vdev_t *vd)
              : (missing || degraded)                     ? VDEV_STATE_DEGRADED
                                                          : VDEV_STATE_ONLINE;
         break;
-    default: /* root: every top-level vdev holds part of the data */
-        st = missing ? VDEV_STATE_FAULTED : degraded ? VDEV_STATE_DEGRADED : VDEV_STATE_ONLINE;
+    default: { /* root: every normal top-level vdev holds part of the data; a log
+                * vdev lost only degrades the pool (its log moves to the others) */
+        uint32_t log_missing = 0;
+        for (uint32_t i = 0; i < vd->nchildren; i++)
+            if (vd->children[i]->alloc_class == VDEV_CLASS_LOG && state_missing(vd->children[i]->state))
+                log_missing++;
+        st = missing > log_missing ? VDEV_STATE_FAULTED
+             : (degraded || log_missing) ? VDEV_STATE_DEGRADED
+                                         : VDEV_STATE_ONLINE;
         break;
+    }
     }
     vd->state = st;
 }

@@ -84,6 +84,7 @@ typedef struct fault_leaf {
     fault_inject_t *injects;
     bool fail_writes;
     bool frozen;
+    uint32_t flush_delay_us; /* added to every FLUSH: a slow disk (benchmarks) */
     cairn_rng_t garbage_rng;
 } fault_leaf_t;
 
@@ -206,6 +207,7 @@ static int fault_do_flush(fault_leaf_t *fl)
     }
     if (!fl->held_head) fl->held_tail = NULL;
     if (rc == 0 && fdatasync(fl->fd) < 0) rc = -errno;
+    if (fl->flush_delay_us) usleep(fl->flush_delay_us);
     return rc;
 }
 
@@ -472,6 +474,16 @@ static void fault_set_fail_writes(fault_leaf_t *fl, void *arg)
 int vdev_fault_fail_writes(const char *path, bool fail)
 {
     return fault_for_path(path, fault_set_fail_writes, &fail);
+}
+
+static void fault_set_flush_delay(fault_leaf_t *fl, void *arg)
+{
+    fl->flush_delay_us = *(const uint32_t *)arg;
+}
+
+int vdev_fault_set_flush_delay(const char *path, uint32_t us)
+{
+    return fault_for_path(path, fault_set_flush_delay, &us);
 }
 
 static void fault_clear_leaf(fault_leaf_t *fl, void *arg)

@@ -468,15 +468,25 @@ static int op_begin(zpl_fs_t *fs, uint64_t space, dsl_dataset_props_t *props, dm
     return 0;
 }
 
-/* Commits; makes it durable when asked (FILE_SYNC) or when sync=always. */
+/* Commits; makes it durable when asked (FILE_SYNC) or when sync=always.
+ * ZIL: an operation that logged no records of its own (logged == false) is a
+ * barrier in the intent log: a later commit waits for its txg. */
+static int op_end_logged(zpl_fs_t *fs, const dsl_dataset_props_t *props, dmu_tx_t *tx,
+                         bool sync, int err, bool logged)
+{
+    uint64_t txg = dmu_tx_txg(tx);
+    dmu_tx_commit(tx);
+    if (!logged) zil_log_barrier(fs->zil, txg);
+    if (err) return err;
+    if (props->sync == DSL_SYNC_DISABLED) return 0;
+    if (sync || props->sync == DSL_SYNC_ALWAYS) return zil_commit(fs->zil, 0);
+    return 0;
+}
+
 static int op_end(zpl_fs_t *fs, const dsl_dataset_props_t *props, dmu_tx_t *tx, bool sync,
                   int err)
 {
-    dmu_tx_commit(tx);
-    if (err) return err;
-    if (props->sync == DSL_SYNC_DISABLED) return 0;
-    if (sync || props->sync == DSL_SYNC_ALWAYS) return dmu_objset_sync(fs->os);
-    return 0;
+    return op_end_logged(fs, props, tx, sync, err, false);
 }
 
 static uint64_t new_gen(zpl_fs_t *fs, dmu_tx_t *tx)
@@ -576,6 +586,14 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
         free(fs);
         return err;
     }
+    /* ZIL: replays a log left by a crash before anyone can see the filesystem. */
+    if (!err && !fs->snapshot) err = zil_open(fs->os, zil_replay_dmu, fs->os, &fs->zil);
+    if (err) {
+        free(fs->buckets);
+        dsl_dataset_rele(ds);
+        free(fs);
+        return err;
+    }
     if (!fs->snapshot) {
         fs->ctldir = node_alloc(fs, ZPL_INO_CTLDIR, ZPL_NODE_CTLDIR);
         fs->snapdir = node_alloc(fs, ZPL_INO_SNAPDIR, ZPL_NODE_SNAPDIR);
@@ -623,6 +641,7 @@ static bool fs_busy(zpl_fs_t *fs)
 
 static void fs_destroy(zpl_fs_t *fs)
 {
+    zil_close(fs->zil); /* ZIL */
     if (fs->ctldir) node_free(fs->ctldir);
     if (fs->snapdir) node_free(fs->snapdir);
     free(fs->buckets);
@@ -1617,9 +1636,11 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     touch(n, true, now_ns());
     err = phys_write(n, tx);
     wcc_post(n, wcc);
+    /* ZIL: the bytes (read back when logged) and the new attributes, under the node lock. */
+    if (!err && len) zpl_zil_log_write(n, off, len, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
 out:
     pthread_rwlock_unlock(&n->lock);
-    return op_end(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err);
+    return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, !err && len);
 }
 
 int zpl_commit(zpl_fs_t *fs)
@@ -1628,7 +1649,7 @@ int zpl_commit(zpl_fs_t *fs)
     dsl_dataset_props_t props;
     props_get(fs, &props);
     if (props.sync == DSL_SYNC_DISABLED) return 0;
-    return dmu_objset_sync(fs->os);
+    return zil_commit(fs->zil, 0); /* ZIL */
 }
 
 int zpl_fsync(zpl_node_t *n)

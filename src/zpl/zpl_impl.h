@@ -6,6 +6,7 @@
 #define CAIRN_ZPL_IMPL_H
 
 #include <cairn/zap.h>
+#include <cairn/zil.h>
 #include <cairn/zpl.h>
 
 #include <pthread.h>
@@ -86,6 +87,11 @@ struct zpl_fs {
     size_t nsnaps;
 
     zpl_node_t *ctldir, *snapdir; /* virtual (heads only) */
+
+    struct zilog *zil;            /* the intent log (src/zil); NULL for snapshots */
 };
+
+/* zpl_zil.c: logs a file write (under the node's lock, in its transaction). */
+void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, dmu_tx_t *tx, bool throughput);
 
 #endif

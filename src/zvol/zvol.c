@@ -28,6 +28,8 @@
  * Those whose txg is covered by the leader's wake when it returns; the rest
  * elect a new leader who waits for the highest txg wanted, so every FUA write
  * that arrived during one sync shares the next one. State is per volume.
+ * (With the intent log - src/zil, opened with the volume's state - every change
+ * is logged and wait_durable commits the log instead: one log write and flush.)
  *
  * CONCURRENCY. There is no volume-wide lock on the data path. What the DMU
  * guarantees (verified in src/dmu/dnode.c): each dmu_write applies its bytes
@@ -93,6 +95,7 @@ static zvol_state_t *zvol_registry;
 
 static void state_destroy(zvol_state_t *zs)
 {
+    zil_close(zs->zil); /* ZIL */
     for (int i = 0; i < ZVOL_NSTRIPES; i++) pthread_rwlock_destroy(&zs->stripes[i]);
     pthread_mutex_destroy(&zs->props_lock);
     pthread_mutex_destroy(&zs->gc_lock);
@@ -127,6 +130,7 @@ int zvol_state_get(objset_t *os, const zvol_backend_t *be, void *be_ctx,
     /* Creating the object inside the registry lock keeps two first opens of an
      * empty volume from both creating it. */
     int err = init(zs, arg);
+    if (!err) err = zil_open(os, zil_replay_dmu, os, &zs->zil); /* ZIL: replays first */
     if (err) {
         pthread_mutex_unlock(&zvol_registry_lock);
         state_destroy(zs);
@@ -290,6 +294,7 @@ static void note_txg(zvol_state_t *zs, uint64_t txg)
 static int wait_durable(zvol_state_t *zs, uint64_t txg)
 {
     int err = 0;
+    if (zs->zil) return zil_commit(zs->zil, 0); /* ZIL: every change is logged (or a barrier) */
     pthread_mutex_lock(&zs->gc_lock);
     while (zs->gc_synced < txg) {
         if (zs->gc_leader) {
@@ -446,6 +451,8 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
     uint64_t txg = dmu_tx_txg(tx);
     dmu_tx_commit(tx);
     note_txg(zs, txg);
+    zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, .txg = txg, /* ZIL */
+                                 .obj = zs->obj, .off = off, .len = len});
     *txg_out = txg;
     return err;
 }
@@ -739,6 +746,7 @@ static int os_set_volsize(zvol_state_t *zs, uint64_t volsize, char *err, size_t 
         return e;
     }
     note_txg(zs, txg);
+    zil_log_barrier(zs->zil, txg); /* ZIL: not a logged record: a flush waits for its txg */
     atomic_store(&zs->volsize, volsize);
     return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef CAIRN_ZVOL_IMPL_H
 #define CAIRN_ZVOL_IMPL_H
 
+#include <cairn/zil.h>
 #include <cairn/zvol.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -74,6 +75,8 @@ struct zvol_state {
     bool gc_leader;                 /* a thread is in spa_txg_wait_synced for us */
     _Atomic uint64_t last_write_txg;/* highest txg of a committed change */
     _Atomic uint64_t gc_syncs;      /* syncs waited for (stats, tests) */
+
+    struct zilog *zil;              /* the intent log (src/zil); NULL until opened */
 };
 
 struct zvol {

@@ -30,7 +30,8 @@ run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/b" mirror "$D/c"; expect_st
 run_fail "$CAIRN" pool create tank raidz1 "$D/a" "$D/b";        expect_stderr 'raidz1 needs at least 3'
 run_fail "$CAIRN" pool create tank raidz2 "$D/a" "$D/b" "$D/c"; expect_stderr 'raidz2 needs at least 4'
 run_fail "$CAIRN" pool create tank raidz3 "$D/a" "$D/b" "$D/c" "$D/d"; expect_stderr 'raidz3 needs at least 5'
-run_fail "$CAIRN" pool create tank "$D/a" log "$D/b";           expect_stderr "'log' vdevs are not supported"
+run_fail "$CAIRN" pool create tank "$D/a" log raidz1 "$D/b" "$D/c" "$D/d"; expect_stderr "a log vdev is a device or a mirror"
+run_fail "$CAIRN" pool create tank "$D/a" log;                  expect_stderr "'log' must be followed"
 run_fail "$CAIRN" pool create tank "$D/a" cache;                  expect_stderr "'cache' needs at least one device"
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/b" spare "$D/c"; expect_stderr "'spare' vdevs are not supported"
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/a";        expect_stderr 'more than once'

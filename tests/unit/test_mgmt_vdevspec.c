@@ -66,6 +66,30 @@ static void expect_error(char *const *w, int n, const char *needle)
     if (!strstr(err, needle)) fail_msg("error '%s' lacks '%s'", err, needle);
 }
 
+/* The log section: top-level vdevs after "log" are log-class (device or mirror). */
+static void test_log_section(void **state)
+{
+    (void)state;
+    char *w[] = {"mirror", "/d/a", "/d/b", "log", "mirror", "/d/c", "/d/d"};
+    spa_vdev_spec_t *root = NULL;
+    char err[256] = "";
+    assert_int_equal(parse(w, 7, &root, err), 0);
+    assert_int_equal(root->nchildren, 2);
+    assert_int_equal(root->children[0].vclass, VDEV_CLASS_NORMAL);
+    assert_int_equal(root->children[1].vclass, VDEV_CLASS_LOG);
+    assert_int_equal(root->children[1].type, VDEV_TYPE_MIRROR);
+    assert_int_equal(root->children[1].nchildren, 2);
+    mgmt_vdev_spec_free(root);
+    char *w2[] = {"/d/a", "log", "/d/e", "/d/f"};
+    assert_int_equal(parse(w2, 4, &root, err), 0);
+    assert_int_equal(root->nchildren, 3);
+    assert_int_equal(root->children[0].vclass, VDEV_CLASS_NORMAL);
+    assert_int_equal(root->children[1].vclass, VDEV_CLASS_LOG);
+    assert_int_equal(root->children[2].vclass, VDEV_CLASS_LOG);
+    assert_string_equal(root->children[2].path, "/d/f");
+    mgmt_vdev_spec_free(root);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -84,8 +108,12 @@ static void test_errors(void **state)
     expect_error(unk, 3, "unknown vdev type");
     char *unk2[] = {"mirorr", "/d/a", "/d/b"};
     expect_error(unk2, 3, "'mirorr'");
-    char *logs[] = {"/d/a", "log", "/d/b"};
-    expect_error(logs, 3, "'log' vdevs are not supported");
+    char *logz[] = {"/d/a", "log", "raidz1", "/d/b", "/d/c", "/d/d"};
+    expect_error(logz, 6, "a log vdev is a device or a mirror");
+    char *logempty[] = {"/d/a", "log"};
+    expect_error(logempty, 2, "'log' must be followed");
+    char *log2[] = {"/d/a", "log", "/d/b", "log", "/d/c"};
+    expect_error(log2, 5, "'log' given twice");
     char *cache[] = {"/d/a", "cache", "/d/b"};
     expect_error(cache, 3, "'cache'");
     char *spare[] = {"/d/a", "spare", "/d/b"};
@@ -123,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_single_leaves),
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_log_section),
         cmocka_unit_test(test_pool_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

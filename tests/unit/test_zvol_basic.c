@@ -220,6 +220,7 @@ static void test_unmap_frees_space(void **state)
     vol_make(&v, "zvunmap", 64 * MIB, 512);
     for (uint64_t off = 0; off < 4 * MIB; off += MIB) write_pattern(v.zv, 11, off, MIB, 0);
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0); /* space is as of the last sync; flush writes the log */
     uint64_t used_full = zvol_used_bytes(v.zv);
     assert_true(used_full >= 4 * MIB);
 
@@ -231,6 +232,7 @@ static void test_unmap_frees_space(void **state)
     expect_pattern(v.zv, 11, 0, u0);
     expect_pattern(v.zv, 11, u0 + ulen, 4 * MIB - (u0 + ulen));
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0);
     uint64_t used_after = zvol_used_bytes(v.zv);
     /* About 1 MiB of data remains. */
     assert_true(used_after < used_full - 2 * MIB);
@@ -239,6 +241,7 @@ static void test_unmap_frees_space(void **state)
     /* Unmapping everything returns to (almost) nothing, also after reimport. */
     assert_int_equal(zvol_unmap(v.zv, 0, 64 * MIB, ZVOL_WRITE_FUA), 0);
     vol_reimport(&v, false, 512);
+    spa_txg_wait_synced(v.f.spa, 0);
     assert_true(zvol_used_bytes(v.zv) < 64 * 1024);
     expect_zero(v.zv, 0, 4 * MIB);
     vol_done(&v);
@@ -255,6 +258,7 @@ static void test_thin(void **state)
     for (int i = 0; i < 8; i++) write_pattern(v.zv, 20 + i, (uint64_t)i * 7 * 1024 * MIB, 65536, 0);
     assert_int_equal(zvol_flush(v.zv), 0);
     spa_get_space(v.f.spa, &s1);
+    spa_txg_wait_synced(v.f.spa, 0);
     uint64_t used = zvol_used_bytes(v.zv);
     assert_true(used >= 8 * 65536);
     assert_true(used < 8 * 65536 + 2 * MIB); /* data plus a few indirect blocks */
@@ -284,6 +288,7 @@ static void test_write_same(void **state)
     assert_int_equal(zvol_read(v.zv, 8 * MIB + 15 * 512, 512, b), 0);
     assert_memory_equal(b, blk, 512);
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0);
     uint64_t used_before = zvol_used_bytes(v.zv);
 
     /* zeros with UNMAP: deallocates */
@@ -291,6 +296,7 @@ static void test_write_same(void **state)
     assert_int_equal(zvol_write_same(v.zv, 0, 2048, zero, ZVOL_WRITE_UNMAP), 0);
     expect_zero(v.zv, 0, MIB);
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0);
     uint64_t used_after = zvol_used_bytes(v.zv);
     assert_true(used_after + 900 * 1024 < used_before);
     zvol_lba_status_t st;
@@ -455,11 +461,13 @@ static void test_resize(void **state)
 
     /* forced: data beyond the end is freed */
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0);
     uint64_t used_before = zvol_used_bytes(v.zv);
     assert_int_equal(zvol_resize(v.zv, 2 * MIB, true, err, sizeof(err)), 0);
     assert_int_equal(zvol_size(v.zv), 2 * MIB);
     assert_int_equal(zvol_read(v.zv, 5 * MIB, 512, b), -ERANGE);
     assert_int_equal(zvol_flush(v.zv), 0);
+    spa_txg_wait_synced(v.f.spa, 0);
     assert_true(zvol_used_bytes(v.zv) + 900 * 1024 < used_before);
     expect_pattern(v.zv, 61, 0, 64 * 1024);
 

@@ -110,6 +110,7 @@ static void test_dsl_volume(void **state)
     /* unmap gives the space back to the dataset */
     assert_int_equal(zvol_unmap(zv, 0, 32 * MIB, 0), 0);
     assert_int_equal(zvol_flush(zv), 0);
+    spa_txg_wait_synced(d.f.spa, 0); /* space is as of the last sync; flush writes the log */
     uint64_t used2 = prop_num(&d, d.vol, "used");
     assert_true(used2 < used0 + 512 * 1024);
 
@@ -120,6 +121,7 @@ static void test_dsl_volume(void **state)
     for (; off < 16 * MIB && !e; off += 256 * 1024) {
         e = zvol_write(zv, off, 256 * 1024, b, 0);
         if (!e) assert_int_equal(zvol_flush(zv), 0);
+        spa_txg_wait_synced(d.f.spa, 0); /* quotas count synced space; flush writes the log */
     }
     assert_int_equal(e, -EDQUOT);
     assert_true(off <= 4 * MIB);

@@ -1,0 +1,116 @@
+/*
+ * ZIL: the intent log (src/zil/). One log per object set, for the layers that
+ * offer synchronous operations (zvol, zpl): a sync operation becomes durable
+ * by writing a record to the log and flushing, instead of waiting for a whole
+ * txg to sync.
+ *
+ * Every change the front-end layer makes is also queued as an in-memory
+ * record (cheap: a write's data is not copied, it is read back from the DMU
+ * when the record is written to the log). zil_commit() makes every record
+ * queued so far durable: one thread at a time (the writer) writes everything
+ * queued as one or a few chained log blocks and flushes once, so concurrent
+ * sync operations share one write and one flush (group commit). Records whose
+ * txg has synced are dropped unwritten; log blocks whose records are all in
+ * synced txgs are freed.
+ *
+ * Replay. zil_open() of an object set whose log survived a crash re-applies,
+ * in order, every record newer than the last txg that was durable then, through
+ * the caller's replay function, before returning (so before any front end
+ * serves the object set). The replay function applies one record in one
+ * transaction and calls zil_replay_mark() in it: the mark (the sequence
+ * number of the last applied record) becomes durable with the change, so a
+ * crash during replay applies nothing twice.
+ *
+ * Operations that have no record type are queued as barriers: committing one
+ * waits for its txg to sync (correct, slower).
+ */
+#ifndef CAIRN_ZIL_H
+#define CAIRN_ZIL_H
+
+#include <cairn/dmu.h>
+#include <cairn/types.h>
+
+typedef struct zilog zilog_t;
+
+typedef enum zil_rec_type {
+    ZIL_REC_WRITE = 1,     /* obj, off, len, data: bytes written */
+    ZIL_REC_FREE = 2,      /* obj, off, len: range freed (unmap, punch) */
+    ZIL_REC_TRUNCATE = 3,  /* obj, off = new size */
+    ZIL_REC_SETATTR = 4,   /* obj, data = the layer's attribute blob */
+    ZIL_REC_CREATE = 5,    /* obj = parent, arg[0] = new obj, arg[1] = mode/type, name, data */
+    ZIL_REC_REMOVE = 6,    /* obj = parent, name */
+    ZIL_REC_RENAME = 7,    /* obj = src parent, arg[0] = dst parent, name -> name2 */
+    ZIL_REC_LINK = 8,      /* obj = parent, arg[0] = target obj, name */
+    ZIL_REC_TYPE_MAX = 64, /* types up to here are reserved for the layers above */
+} zil_rec_type_t;
+
+/* A record, decoded (pointers into the log block or the caller's buffers). */
+typedef struct zil_rec {
+    uint32_t type;
+    uint64_t seq;          /* position in the log (assigned by the ZIL) */
+    uint64_t txg;          /* the txg that holds the change */
+    uint64_t obj, off, len;
+    uint64_t arg[4];
+    const void *data;
+    uint32_t dlen;
+    const char *name, *name2;   /* NUL-terminated, or NULL */
+} zil_rec_t;
+
+#define ZIL_REC_HDR_SIZE 96u
+
+/* Encoding of one record in a log block's payload (8-byte aligned, little-endian).
+ * Returns the encoded length, or 0 when it does not fit cap. */
+size_t zil_rec_encode(const zil_rec_t *rec, void *buf, size_t cap);
+size_t zil_rec_encoded_size(const zil_rec_t *rec);
+/* Decodes the record at buf; *used its length. -EINVAL for a malformed record. */
+int zil_rec_decode(const void *buf, size_t len, zil_rec_t *rec, size_t *used);
+
+/* Applies one record during replay; must call zil_replay_mark() in the
+ * transaction that applies it. Returns 0 or a negative errno (replay stops,
+ * zil_open fails). */
+typedef int (*zil_replay_fn)(void *arg, zilog_t *zl, const zil_rec_t *rec);
+
+/* A replay function for records that name DMU-level changes (arg: the objset_t):
+ * ZIL_REC_WRITE (dmu_write), ZIL_REC_FREE (dmu_free_range), ZIL_REC_SETATTR
+ * (dmu_bonus_write of the whole bonus buffer). Volumes and files log only these. */
+int zil_replay_dmu(void *arg, zilog_t *zl, const zil_rec_t *rec);
+
+/* The log of os (shared by every opener of the same object set). Replays it
+ * first if a crash left records in it. On a read-only object set or pool, the
+ * log is inert (commits return at once). */
+int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out);
+/* Waits until everything is durable, frees the log's blocks and drops it. */
+void zil_close(zilog_t *zl);
+
+/* Drops the log without writing anything (the pool was abandoned: a crash in tests). */
+void zil_abandon(zilog_t *zl);
+
+/* Queues a record of a change committed in txg; data and names are copied,
+ * except that a ZIL_REC_WRITE with data NULL is read back from the DMU when
+ * written to the log. Returns its sequence number. */
+uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec);
+/* An operation the log cannot record: committing it waits for txg. */
+uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg);
+/* Makes every record up to seq durable (0: everything queued so far). */
+int zil_commit(zilog_t *zl, uint64_t seq);
+/* During replay, inside the transaction applying the current record. */
+void zil_replay_mark(zilog_t *zl, dmu_tx_t *tx);
+/* True while zil_open replays (the layer must not log its replayed changes). */
+bool zil_replaying(const zilog_t *zl);
+
+typedef struct zil_stats {
+    uint64_t commits;        /* zil_commit calls that had something to make durable */
+    uint64_t log_writes;     /* writer rounds that wrote log blocks */
+    uint64_t flushes;        /* device flushes issued for the log */
+    uint64_t blocks;         /* log blocks written */
+    uint64_t records;        /* records written */
+    uint64_t txg_waits;      /* commits that fell back to waiting for a txg */
+    uint64_t replayed;       /* records applied by replay */
+} zil_stats_t;
+void zil_get_stats(zilog_t *zl, zil_stats_t *out);
+
+/* Makes commits wait for the txgs of their records instead of writing the log
+ * (the behaviour before the log existed; benchmarks compare the two). */
+void zil_set_txg_only(zilog_t *zl, bool txg_only);
+
+#endif

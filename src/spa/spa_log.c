@@ -1,0 +1,691 @@
+/*
+ * Intent-log space: the log region, log block chains and the log directory
+ * (API at the end of include/cairn/spa.h; the ZIL in src/zil/ is the user).
+ *
+ * WHY A REGION. A synchronous operation must become durable with one write
+ * and one flush, outside syncing context. Allocating each log block from the
+ * metaslabs would record it in the space map of some txg that may or may not
+ * become durable before a crash, and a block allocated for a chain whose write
+ * then tore would be leaked. Instead the pool reserves a region as a whole -
+ * every log-class top-level vdev entirely, or chunks of the normal vdevs
+ * allocated (and recorded in the space map log) in syncing context - and keeps
+ * the region's own free space in memory only. Which blocks of the region are
+ * in use is derived, at import, from the chains themselves: the blocks a
+ * chain walk reaches (plus the pre-allocated successor of the last one) are
+ * in use, everything else is free. `cairn check` counts the region's extents
+ * as referenced by the directory.
+ *
+ * A LOG BLOCK starts with a frame (SPA_LOG_BLOCK_FRAME bytes): magic, chain
+ * guid, sequence number, payload length, the DVA of the next block and a
+ * checksum of the frame and payload. The successor is allocated before the
+ * block is written, so a chain is followed from its head without any other
+ * metadata, and it ends at the first block whose frame does not verify - a
+ * torn write, a never-written successor or a block since reused by another
+ * chain (the guid and sequence differ). Only the frame and payload are
+ * written (rounded up to the allocation unit), except on raidz where a block
+ * is always written whole (its layout depends on the written size).
+ *
+ * FREEING. When the ZIL moves a chain's head past blocks whose records are
+ * all in synced txgs, it sets the new header in txg U and frees the old blocks
+ * with U: they return to the free space only once U is durable, because until
+ * then a crash would bring back the header that leads to them.
+ *
+ * THE DIRECTORY is one block (CAIRN_BT_LOGDIR) named by the uberblock's
+ * log_dir pointer: the region's extents and one header per object set that
+ * has a chain. Changes are queued with the txg they belong to and applied to
+ * the durable copy when that txg syncs, so a header set in a transaction's
+ * txg (the ZIL's replay marker) becomes durable exactly with that txg.
+ */
+#include "spa_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LOGDIR_MAGIC 0x524944474f4c4e43ULL   /* "CNLOGDIR" */
+#define LOGBLK_MAGIC 0x4b4c42474f4c4e43ULL   /* "CNLOGBLK" */
+#define LOGDIR_VERSION 1
+#define LOG_REGION_CHUNK (64 * CAIRN_MIB)
+#define LOG_REGION_MIN_CHUNK (4 * CAIRN_MIB)
+
+typedef struct logdir_region_phys {
+    uint32_t vdev;
+    uint32_t flags;
+    uint64_t offset;
+    uint64_t size;
+} logdir_region_phys_t;
+
+typedef struct logdir_ent_phys {
+    uint64_t os_id;
+    spa_log_header_t h;
+} logdir_ent_phys_t;
+
+typedef struct logdir_phys {
+    uint64_t magic;
+    uint64_t version;
+    uint32_t nregions;
+    uint32_t nents;
+    uint64_t reserved[5];
+    /* logdir_region_phys_t regions[nregions]; logdir_ent_phys_t ents[nents]; */
+} logdir_phys_t;
+
+typedef struct logblk_frame {
+    uint64_t magic;
+    uint64_t guid;
+    uint64_t seq;
+    uint32_t len;          /* payload bytes after the frame */
+    uint32_t flags;
+    cairn_dva_t next;
+    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* xxhash of the frame (this field zero) and payload */
+    uint64_t reserved[6];
+} logblk_frame_t;
+
+_Static_assert(sizeof(spa_log_header_t) == 64, "log header is 64 bytes on disk");
+_Static_assert(sizeof(logdir_region_phys_t) == 24, "log region entry");
+_Static_assert(sizeof(logdir_ent_phys_t) == 72, "log directory entry");
+_Static_assert(sizeof(logdir_phys_t) == 64, "log directory header");
+_Static_assert(sizeof(logblk_frame_t) == SPA_LOG_BLOCK_FRAME, "log block frame");
+
+typedef enum { PEND_HEADER, PEND_REGION } pend_kind_t;
+
+typedef struct log_pending {
+    uint64_t txg;
+    pend_kind_t kind;
+    logdir_ent_phys_t ent;
+    logdir_region_phys_t region;
+} log_pending_t;
+
+typedef struct log_deferred {
+    cairn_dva_t dva;
+    uint64_t txg;
+} log_deferred_t;
+
+typedef struct spa_log {
+    pthread_mutex_t lock;
+    /* the directory as of the last synced txg */
+    logdir_region_phys_t *regions;
+    size_t nregions;
+    logdir_ent_phys_t *ents;
+    size_t nents;
+    cairn_blkptr_t dir_bp;
+    /* changes waiting for their txg */
+    log_pending_t *pend;
+    size_t npend, cappend;
+    /* free space of the region, per top-level vdev (NULL: no region there) */
+    range_tree_t **free;
+    uint32_t ntop;
+    log_deferred_t *deferred;
+    size_t ndeferred, capdeferred;
+    uint64_t region_bytes;
+    uint64_t released_txg;       /* deferred frees were released as of this synced txg */
+    pthread_mutex_t grow_lock;   /* one region growth at a time */
+    _Atomic uint64_t blocks_written, flushes;
+} spa_log_t;
+
+static spa_log_t *log_of(spa_t *spa) { return spa->log; }
+
+void spa_log_init(spa_t *spa)
+{
+    spa_log_t *l = cairn_zalloc(sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->grow_lock, NULL);
+    l->ntop = spa->ntop;
+    l->free = cairn_zalloc(sizeof(range_tree_t *) * (spa->ntop ? spa->ntop : 1));
+    spa->log = l;
+}
+
+void spa_log_fini(spa_t *spa)
+{
+    spa_log_t *l = spa->log;
+    if (!l) return;
+    for (uint32_t i = 0; i < l->ntop; i++) range_tree_destroy(l->free[i]);
+    free(l->free);
+    free(l->regions);
+    free(l->ents);
+    free(l->pend);
+    free(l->deferred);
+    pthread_mutex_destroy(&l->lock);
+    pthread_mutex_destroy(&l->grow_lock);
+    free(l);
+    spa->log = NULL;
+}
+
+uint64_t spa_import_txg(spa_t *spa) { return spa->import_txg; }
+
+static vdev_t *log_top(spa_t *spa, uint32_t id)
+{
+    return id < spa->ntop ? spa->root->children[id] : NULL;
+}
+
+bool spa_has_log_vdevs(spa_t *spa)
+{
+    for (uint32_t i = 0; i < spa->ntop; i++)
+        if (spa_top_is_log(spa, i)) return true;
+    return false;
+}
+
+/* ---------------- directory ---------------- */
+
+static void region_add_free(spa_log_t *l, const logdir_region_phys_t *r)
+{
+    if (r->vdev >= l->ntop) return;
+    if (!l->free[r->vdev]) l->free[r->vdev] = range_tree_create();
+    range_tree_add(l->free[r->vdev], r->offset, r->size);
+    l->region_bytes += r->size;
+}
+
+static logdir_ent_phys_t *ent_find(logdir_ent_phys_t *ents, size_t n, uint64_t os_id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ents[i].os_id == os_id) return &ents[i];
+    return NULL;
+}
+
+void spa_log_header_get(spa_t *spa, uint64_t os_id, spa_log_header_t *out)
+{
+    spa_log_t *l = log_of(spa);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&l->lock);
+    logdir_ent_phys_t *e = ent_find(l->ents, l->nents, os_id);
+    if (e) *out = e->h;
+    for (size_t i = 0; i < l->npend; i++)
+        if (l->pend[i].kind == PEND_HEADER && l->pend[i].ent.os_id == os_id) *out = l->pend[i].ent.h;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void pend_push(spa_log_t *l, const log_pending_t *p)
+{
+    if (l->npend == l->cappend) {
+        l->cappend = l->cappend ? l->cappend * 2 : 16;
+        l->pend = cairn_realloc(l->pend, l->cappend * sizeof *l->pend);
+    }
+    l->pend[l->npend++] = *p;
+}
+
+void spa_log_header_set(spa_t *spa, uint64_t os_id, const spa_log_header_t *h, uint64_t txg)
+{
+    spa_log_t *l = log_of(spa);
+    log_pending_t p = {.txg = txg, .kind = PEND_HEADER, .ent = {.os_id = os_id, .h = *h}};
+    pthread_mutex_lock(&l->lock);
+    pend_push(l, &p);
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void apply_header(spa_log_t *l, const logdir_ent_phys_t *src)
+{
+    logdir_ent_phys_t *e = ent_find(l->ents, l->nents, src->os_id);
+    bool empty = src->h.chain_guid == 0 && src->h.replay_seq == 0;
+    if (e && empty) {
+        *e = l->ents[--l->nents];
+    } else if (e) {
+        *e = *src;
+    } else if (!empty) {
+        l->ents = cairn_realloc(l->ents, (l->nents + 1) * sizeof *l->ents);
+        l->ents[l->nents++] = *src;
+    }
+}
+
+/* A log vdev without a region becomes one whole region, in this txg. Its
+ * blocks are usable once the txg is durable (they wait as deferred frees). */
+static void claim_log_vdevs(spa_t *spa, spa_log_t *l, uint64_t txg)
+{
+    for (uint32_t v = 0; v < spa->ntop; v++) {
+        if (!spa_top_is_log(spa, v) || l->free[v]) continue;
+        vdev_t *top = log_top(spa, v);
+        if (atomic_load(&top->state) == VDEV_STATE_FAULTED ||
+            atomic_load(&top->state) == VDEV_STATE_UNAVAIL)
+            continue;
+        metaslab_stats_t st;
+        metaslab_get_stats(spa->ms[v], &st);
+        uint64_t off;
+        if (!st.largest_free || metaslab_alloc(spa->ms[v], txg, st.largest_free, &off)) continue;
+        log_pending_t p = {.txg = txg, .kind = PEND_REGION,
+                           .region = {.vdev = v, .offset = off, .size = st.largest_free}};
+        pend_push(l, &p);
+        l->free[v] = range_tree_create();
+        l->region_bytes += st.largest_free;
+        /* Usable once this txg is durable. */
+        for (uint64_t o = 0; o < st.largest_free; o += SPA_LOG_BLOCK_MAX * 64ULL) {
+            uint64_t n = CAIRN_MIN(SPA_LOG_BLOCK_MAX * 64ULL, st.largest_free - o);
+            if (l->ndeferred == l->capdeferred) {
+                l->capdeferred = l->capdeferred ? l->capdeferred * 2 : 64;
+                l->deferred = cairn_realloc(l->deferred, l->capdeferred * sizeof *l->deferred);
+            }
+            l->deferred[l->ndeferred++] = (log_deferred_t){
+                .dva = {.vdev = v, .offset = off + o, .asize = (uint32_t)(n >> CAIRN_SECTOR_SHIFT)},
+                .txg = txg};
+        }
+        log_info("spa", "pool %s: log vdev %u holds a %llu-byte intent-log region", spa->name, v,
+                 (unsigned long long)st.largest_free);
+    }
+}
+
+int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
+{
+    spa_log_t *l = log_of(spa);
+    bool changed = false;
+    pthread_mutex_lock(&l->lock);
+    claim_log_vdevs(spa, l, txg);
+    size_t keep = 0;
+    for (size_t i = 0; i < l->npend; i++) {
+        log_pending_t *p = &l->pend[i];
+        if (p->txg > txg) {
+            l->pend[keep++] = *p;
+            continue;
+        }
+        changed = true;
+        if (p->kind == PEND_HEADER) {
+            apply_header(l, &p->ent);
+        } else {
+            l->regions = cairn_realloc(l->regions, (l->nregions + 1) * sizeof *l->regions);
+            l->regions[l->nregions++] = p->region;
+        }
+    }
+    l->npend = keep;
+    if (!changed) {
+        pthread_mutex_unlock(&l->lock);
+        ub->log_dir = l->dir_bp;
+        return 0;
+    }
+    size_t len = sizeof(logdir_phys_t) + l->nregions * sizeof(logdir_region_phys_t) +
+                 l->nents * sizeof(logdir_ent_phys_t);
+    size_t cap = CAIRN_P2ROUNDUP(len, (size_t)512);
+    uint8_t *buf = cairn_zalloc(cap);
+    logdir_phys_t *d = (logdir_phys_t *)buf;
+    d->magic = LOGDIR_MAGIC;
+    d->version = LOGDIR_VERSION;
+    d->nregions = (uint32_t)l->nregions;
+    d->nents = (uint32_t)l->nents;
+    if (l->nregions) memcpy(buf + sizeof *d, l->regions, l->nregions * sizeof(logdir_region_phys_t));
+    if (l->nents)
+        memcpy(buf + sizeof *d + l->nregions * sizeof(logdir_region_phys_t), l->ents,
+               l->nents * sizeof(logdir_ent_phys_t));
+    cairn_blkptr_t old = l->dir_bp;
+    pthread_mutex_unlock(&l->lock);
+
+    spa_write_props_t props = {.type = CAIRN_BT_LOGDIR, .checksum = CAIRN_CHECKSUM_FLETCHER4,
+                               .compress = CAIRN_COMPRESS_LZ4, .copies = 2};
+    cairn_blkptr_t bp;
+    int err = spa_block_write(spa, txg, buf, (uint32_t)cap, &props, &bp);
+    free(buf);
+    if (err) return err;
+    if (!cairn_bp_is_hole(&old)) spa_block_free(spa, txg, &old);
+    pthread_mutex_lock(&l->lock);
+    l->dir_bp = bp;
+    pthread_mutex_unlock(&l->lock);
+    ub->log_dir = bp;
+    return 0;
+}
+
+int spa_log_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
+{
+    spa_log_t *l = log_of(spa);
+    if (!l || cairn_bp_is_hole(&l->dir_bp)) return 0;
+    int r = visit(spa, &l->dir_bp, arg);
+    return r < 0 ? r : 0;
+}
+
+void spa_log_add_region_refs(spa_t *spa, range_tree_t **referenced, spa_check_report_t *rep)
+{
+    spa_log_t *l = log_of(spa);
+    if (!l) return;
+    for (size_t i = 0; i < l->nregions; i++) {
+        const logdir_region_phys_t *r = &l->regions[i];
+        if (r->vdev >= spa->ntop) {
+            rep->double_bytes += r->size;
+            continue;
+        }
+        rep->bytes_referenced += r->size;
+        uint64_t dup = range_tree_overlap_space(referenced[r->vdev], r->offset, r->size);
+        rep->double_bytes += dup;
+        if (dup) range_tree_clear(referenced[r->vdev], r->offset, r->size);
+        range_tree_add(referenced[r->vdev], r->offset, r->size);
+    }
+}
+
+/* ---------------- log blocks ---------------- */
+
+static uint64_t dva_size(const cairn_dva_t *d) { return cairn_dva_asize(d); }
+
+uint32_t spa_log_capacity(const cairn_dva_t *dva)
+{
+    uint64_t s = dva_size(dva);
+    if (s > SPA_LOG_BLOCK_MAX) s = SPA_LOG_BLOCK_MAX;
+    return (uint32_t)(s - SPA_LOG_BLOCK_FRAME);
+}
+
+/* On raidz the allocated size includes parity: the data size is what fits. */
+static uint64_t block_psize(vdev_t *top, const cairn_dva_t *d)
+{
+    uint64_t a = dva_size(d);
+    if (top->type != VDEV_TYPE_RAIDZ) return a;
+    uint64_t unit = 1ULL << top->ashift, p = unit;
+    while (p + unit <= SPA_LOG_BLOCK_MAX && vdev_psize_to_asize(top, p + unit) <= a) p += unit;
+    return p;
+}
+
+static void release_deferred_locked(spa_t *spa, spa_log_t *l)
+{
+    uint64_t synced = spa_last_synced_txg(spa);
+    if (synced == l->released_txg) return; /* nothing new became releasable */
+    l->released_txg = synced;
+    size_t keep = 0;
+    for (size_t i = 0; i < l->ndeferred; i++) {
+        log_deferred_t *d = &l->deferred[i];
+        if (d->txg <= synced && d->dva.vdev < l->ntop && l->free[d->dva.vdev])
+            range_tree_add(l->free[d->dva.vdev], d->dva.offset, dva_size(&d->dva));
+        else
+            l->deferred[keep++] = *d;
+    }
+    l->ndeferred = keep;
+}
+
+static int alloc_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *out)
+{
+    release_deferred_locked(spa, l);
+    /* Log-class vdevs first; then the rest. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t v = 0; v < l->ntop; v++) {
+            if (!l->free[v] || spa_top_is_log(spa, v) != (pass == 0)) continue;
+            vdev_t *top = log_top(spa, v);
+            if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            uint64_t asize = vdev_psize_to_asize(top, size);
+            uint64_t off;
+            if (!range_tree_find_best(l->free[v], asize, 1, &off)) continue;
+            range_tree_remove(l->free[v], off, asize);
+            out->vdev = v;
+            out->offset = off;
+            out->asize = (uint32_t)(asize >> CAIRN_SECTOR_SHIFT);
+            return 0;
+        }
+    }
+    return -ENOSPC;
+}
+
+/* Reserves another chunk of the normal vdevs for the region: allocated in an
+ * open txg (so the space map and the directory record it together), usable
+ * once that txg is durable. */
+static int region_grow(spa_t *spa, spa_log_t *l)
+{
+    if (spa->readonly) return -EROFS;
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    /* At most an eighth of the pool goes to the log. */
+    if (l->region_bytes + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
+    uint64_t want = LOG_REGION_CHUNK;
+    if (l->region_bytes + want > sp.size / 8) want = sp.size / 8 - l->region_bytes;
+    uint64_t txg = spa_tx_hold_nowait(spa);
+    int err = -ENOSPC;
+    logdir_region_phys_t r = {0};
+    for (uint64_t sz = want; sz >= LOG_REGION_MIN_CHUNK && err; sz /= 2) {
+        for (uint32_t v = 0; v < spa->ntop && err; v++) {
+            if (spa_top_is_log(spa, v)) continue;
+            vdev_t *top = log_top(spa, v);
+            if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            uint64_t unit = 1ULL << top->ashift;
+            uint64_t asz = sz / unit * unit;
+            uint64_t off;
+            if (metaslab_alloc(spa->ms[v], txg, asz, &off) == 0) {
+                r.vdev = v;
+                r.offset = off;
+                r.size = asz;
+                err = 0;
+            }
+        }
+    }
+    if (!err) {
+        log_pending_t p = {.txg = txg, .kind = PEND_REGION, .region = r};
+        pthread_mutex_lock(&l->lock);
+        pend_push(l, &p);
+        pthread_mutex_unlock(&l->lock);
+    }
+    spa_tx_rele(spa, txg);
+    if (err) return err;
+    err = spa_txg_wait_synced(spa, txg);
+    if (err) return err;
+    pthread_mutex_lock(&l->lock);
+    region_add_free(l, &r);
+    pthread_mutex_unlock(&l->lock);
+    log_info("spa", "pool %s: intent-log region grown by %llu bytes on vdev %u", spa->name,
+             (unsigned long long)r.size, r.vdev);
+    return 0;
+}
+
+int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out)
+{
+    spa_log_t *l = log_of(spa);
+    if (spa->readonly) return -EROFS;
+    if (size > SPA_LOG_BLOCK_MAX) size = SPA_LOG_BLOCK_MAX;
+    if (size < SPA_LOG_BLOCK_FRAME + 512) size = SPA_LOG_BLOCK_FRAME + 512;
+    size = (uint32_t)CAIRN_P2ROUNDUP((uint64_t)size, 1ULL << spa->ashift);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        pthread_mutex_lock(&l->lock);
+        int err = alloc_locked(spa, l, size, out);
+        bool have_deferred = l->ndeferred > 0;
+        pthread_mutex_unlock(&l->lock);
+        if (!err) return 0;
+        if (have_deferred && attempt == 0) {
+            /* Blocks wait for a sync to come back: make one happen. */
+            spa_txg_wait_synced(spa, 0);
+            continue;
+        }
+        pthread_mutex_lock(&l->grow_lock);
+        pthread_mutex_lock(&l->lock);
+        err = alloc_locked(spa, l, size, out);
+        pthread_mutex_unlock(&l->lock);
+        if (!err) {
+            pthread_mutex_unlock(&l->grow_lock);
+            return 0;
+        }
+        err = region_grow(spa, l);
+        pthread_mutex_unlock(&l->grow_lock);
+        if (err) return err;
+    }
+    return -ENOSPC;
+}
+
+void spa_log_free(spa_t *spa, const cairn_dva_t *dva, uint64_t txg)
+{
+    spa_log_t *l = log_of(spa);
+    if (!dva->asize) return;
+    pthread_mutex_lock(&l->lock);
+    if (l->ndeferred == l->capdeferred) {
+        l->capdeferred = l->capdeferred ? l->capdeferred * 2 : 64;
+        l->deferred = cairn_realloc(l->deferred, l->capdeferred * sizeof *l->deferred);
+    }
+    l->deferred[l->ndeferred++] = (log_deferred_t){.dva = *dva, .txg = txg};
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* The checksum of a block as laid out in buf (frame, then payload), computed
+ * with the frame's checksum field zero; buf is restored. */
+static void frame_checksum(uint8_t *buf, uint32_t len, uint8_t out[CAIRN_CHECKSUM_LEN])
+{
+    uint8_t saved[CAIRN_CHECKSUM_LEN];
+    uint8_t *field = buf + offsetof(logblk_frame_t, cksum);
+    memcpy(saved, field, sizeof saved);
+    memset(field, 0, sizeof saved);
+    cairn_checksum(CAIRN_CHECKSUM_XXHASH, buf, SPA_LOG_BLOCK_FRAME + (size_t)len, out);
+    memcpy(field, saved, sizeof saved);
+}
+
+int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                  const cairn_dva_t *next, const void *payload, uint32_t len)
+{
+    vdev_t *top = log_top(spa, dva->vdev);
+    if (!top || len > spa_log_capacity(dva)) return -EINVAL;
+    uint64_t psize = block_psize(top, dva);
+    uint64_t wlen = top->type == VDEV_TYPE_RAIDZ
+                        ? psize
+                        : CAIRN_P2ROUNDUP((uint64_t)SPA_LOG_BLOCK_FRAME + len, 1ULL << top->ashift);
+    if (wlen > psize) return -EINVAL;
+    uint8_t *buf;
+    if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(wlen, (uint64_t)CAIRN_IO_ALIGN)))
+        abort();
+    logblk_frame_t f = {.magic = LOGBLK_MAGIC, .guid = guid, .seq = seq, .len = len, .next = *next};
+    memcpy(buf, &f, sizeof f);
+    memcpy(buf + sizeof f, payload, len);
+    memset(buf + sizeof f + len, 0, wlen - sizeof f - len);
+    uint8_t ck[CAIRN_CHECKSUM_LEN];
+    frame_checksum(buf, len, ck);
+    memcpy(buf + offsetof(logblk_frame_t, cksum), ck, sizeof ck);
+    int err = vdev_write_block(top, dva->offset, buf, wlen);
+    free(buf);
+    if (!err) atomic_fetch_add(&log_of(spa)->blocks_written, 1);
+    return err;
+}
+
+int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n)
+{
+    uint32_t done[32] = {0};
+    size_t ndone = 0;
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < ndone; k++) seen |= done[k] == dvas[i].vdev;
+        if (seen || ndone == 32) continue;
+        done[ndone++] = dvas[i].vdev;
+        vdev_t *top = log_top(spa, dvas[i].vdev);
+        if (!top) continue;
+        int e = vdev_flush(top);
+        if (e) err = e;
+    }
+    atomic_fetch_add(&log_of(spa)->flushes, 1);
+    return err;
+}
+
+typedef struct frame_check {
+    uint64_t guid, seq;
+    uint64_t psize;
+} frame_check_t;
+
+static bool frame_verify(const void *buf, uint64_t psize, void *arg)
+{
+    const frame_check_t *c = arg;
+    logblk_frame_t f;
+    memcpy(&f, buf, sizeof f);
+    if (f.magic != LOGBLK_MAGIC || f.guid != c->guid || f.seq != c->seq) return false;
+    if ((uint64_t)f.len + SPA_LOG_BLOCK_FRAME > psize) return false;
+    uint8_t ck[CAIRN_CHECKSUM_LEN];
+    frame_checksum((uint8_t *)buf, f.len, ck); /* the read buffer is ours: restored after */
+    return memcmp(ck, f.cksum, CAIRN_CHECKSUM_LEN) == 0;
+}
+
+int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                 void **payload, uint32_t *len, cairn_dva_t *next)
+{
+    vdev_t *top = log_top(spa, dva->vdev);
+    if (!top || dva->asize == 0 || dva_size(dva) > 2 * SPA_LOG_BLOCK_MAX ||
+        dva->offset + dva_size(dva) > top->asize)
+        return -ENOENT;
+    uint64_t psize = block_psize(top, dva);
+    uint8_t *buf;
+    if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(psize, (uint64_t)CAIRN_IO_ALIGN)))
+        abort();
+    frame_check_t c = {.guid = guid, .seq = seq, .psize = psize};
+    int e = vdev_read_block(top, dva->offset, buf, psize, frame_verify, &c,
+                            spa->readonly ? VDEV_READ_NOREPAIR : 0, NULL);
+    if (e) {
+        free(buf);
+        return -ENOENT;
+    }
+    logblk_frame_t f;
+    memcpy(&f, buf, sizeof f);
+    *len = f.len;
+    *next = f.next;
+    *payload = cairn_zalloc(f.len ? f.len : 1);
+    memcpy(*payload, buf + sizeof f, f.len);
+    free(buf);
+    return 0;
+}
+
+void spa_log_get_stats(spa_t *spa, spa_log_stats_t *out)
+{
+    spa_log_t *l = log_of(spa);
+    memset(out, 0, sizeof *out);
+    if (!l) return;
+    out->blocks_written = atomic_load(&l->blocks_written);
+    out->flushes = atomic_load(&l->flushes);
+    pthread_mutex_lock(&l->lock);
+    out->region_bytes = l->region_bytes;
+    for (uint32_t v = 0; v < l->ntop; v++)
+        if (l->free[v]) out->region_free += range_tree_space(l->free[v]);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* ---------------- import ---------------- */
+
+/* A block of a chain is in use: take it out of the free space. False when it
+ * lies outside the region or was taken already (then the walk stops there). */
+static bool take_block(spa_log_t *l, const cairn_dva_t *d)
+{
+    if (d->vdev >= l->ntop || !l->free[d->vdev] || !d->asize) return false;
+    if (!range_tree_contains(l->free[d->vdev], d->offset, dva_size(d))) return false;
+    range_tree_remove(l->free[d->vdev], d->offset, dva_size(d));
+    return true;
+}
+
+int spa_log_load(spa_t *spa)
+{
+    spa_log_t *l = log_of(spa);
+    spa->import_txg = spa->ub.txg;
+    l->dir_bp = spa->ub.log_dir;
+    if (!cairn_bp_is_hole(&l->dir_bp)) {
+        if (l->dir_bp.type != CAIRN_BT_LOGDIR) return -EIO;
+        uint8_t *buf = cairn_zalloc(l->dir_bp.lsize);
+        int e = spa_block_read(spa, &l->dir_bp, buf);
+        const logdir_phys_t *d = (const logdir_phys_t *)buf;
+        if (!e && (d->magic != LOGDIR_MAGIC ||
+                   sizeof *d + (uint64_t)d->nregions * sizeof(logdir_region_phys_t) +
+                           (uint64_t)d->nents * sizeof(logdir_ent_phys_t) > l->dir_bp.lsize))
+            e = -EIO;
+        if (e) {
+            free(buf);
+            return e;
+        }
+        l->nregions = d->nregions;
+        l->nents = d->nents;
+        l->regions = cairn_zalloc((l->nregions + 1) * sizeof *l->regions);
+        l->ents = cairn_zalloc((l->nents + 1) * sizeof *l->ents);
+        memcpy(l->regions, buf + sizeof *d, l->nregions * sizeof *l->regions);
+        memcpy(l->ents, buf + sizeof *d + l->nregions * sizeof *l->regions,
+               l->nents * sizeof *l->ents);
+        free(buf);
+    }
+    for (size_t i = 0; i < l->nregions; i++) region_add_free(l, &l->regions[i]);
+    /* Walk every chain: its blocks stay allocated. */
+    for (size_t i = 0; i < l->nents; i++) {
+        logdir_ent_phys_t *ent = &l->ents[i];
+        spa_log_header_t *h = &ent->h;
+        if (!h->chain_guid) continue;
+        cairn_dva_t d = h->head;
+        uint64_t seq = h->head_seq;
+        size_t nblocks = 0;
+        while (take_block(l, &d)) {
+            void *payload;
+            uint32_t len;
+            cairn_dva_t next;
+            if (spa_log_read(spa, &d, h->chain_guid, seq, &payload, &len, &next)) break;
+            free(payload);
+            nblocks++;
+            d = next;
+            seq++;
+        }
+        /* A chain with written blocks was cut short by a crash: remember which
+         * txgs were durable then, so replay (perhaps after further crashes)
+         * knows which records it must apply. */
+        if (nblocks && !h->claim_txg && !spa->readonly) {
+            log_pending_t p = {.txg = spa->ub.txg + 1, .kind = PEND_HEADER, .ent = *ent};
+            p.ent.h.claim_txg = spa->ub.txg;
+            pend_push(l, &p);
+        }
+        if (nblocks)
+            log_info("spa", "pool %s: object set %llu has %zu intent-log block(s) to replay",
+                     spa->name, (unsigned long long)ent->os_id, nblocks);
+    }
+    return 0;
+}
+
+bool spa_top_is_log(const spa_t *spa, uint32_t v)
+{
+    return v < spa->ntop && spa->root->children[v]->alloc_class == VDEV_CLASS_LOG;
+}

@@ -1,0 +1,883 @@
+/*
+ * The intent log (API and model in include/cairn/zil.h; the log space and
+ * block chains in src/spa/spa_log.c).
+ *
+ * IN MEMORY. Each log keeps a queue of records (itx) in the order the layer
+ * above logged them; each carries the txg of its change. A record whose txg
+ * has synced needs no log: it is dropped when met. A ZIL_REC_WRITE logged
+ * without data is read back from the DMU when it is written out (the newest
+ * bytes of the range, which may be newer than the write itself; the records of
+ * those newer changes follow it in the log, so replay ends in the same state).
+ *
+ * COMMIT (group commit). zil_commit(seq) returns once every record up to seq
+ * is durable. One thread at a time is the writer: it takes the whole queue,
+ * packs it into the pre-allocated next block of the chain (allocating the
+ * successor as it goes; a large batch spans several blocks) and writes the
+ * blocks. Then it gives up the writer role and flushes (once per top-level
+ * vdev involved) while the next writer already gathers and writes the records
+ * that queued meanwhile. Batches are published in the order they were taken
+ * (tickets): a batch is durable only once every earlier batch - the way to its
+ * blocks along the chain - is flushed too. So N concurrent sync operations
+ * cost far fewer than N writes and flushes. Barriers (operations with no
+ * record type) make the batch also wait for their txg. A commit that finds
+ * nothing queued and nothing in flight is done (its records' txgs synced).
+ *
+ * CHAIN LIFE. zil_open creates a chain (a header naming a first, unwritten
+ * block) in an open txg; the first commit waits for that txg if it has not
+ * synced yet - a record in a chain whose header is not durable would not be
+ * found after a crash. Written blocks are remembered with the highest txg of
+ * their records; when the writer sees that txg synced, it moves the head past
+ * them (header set in an open txg U) and frees them with U. If a log write
+ * fails, the writer falls back to waiting for the txgs of the batch and starts
+ * a new chain (the old one may now have a hole).
+ *
+ * REPLAY. At import the pool has kept every chain's blocks and, for chains
+ * that held written blocks, recorded claim_txg (the last durable txg). The
+ * first zil_open walks the chain and hands every record with txg > claim_txg
+ * and seq > replay_seq to the replay function in order; each application
+ * moves replay_seq in its own transaction. Then it waits for those changes
+ * to sync, frees the old chain and starts a new one.
+ *
+ * Log block payload: records back to back (zil_rec_encode), nothing else.
+ */
+#include <cairn/log.h>
+#include <cairn/spa.h>
+#include <cairn/util.h>
+#include <cairn/zil.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ZIL_MIN_BLOCK (8 * 1024u)
+#define ZIL_WRITE_CHUNK (64 * 1024u)   /* a logged write is split into records of this much */
+
+/* ---------------- records ---------------- */
+
+typedef struct zil_rec_phys {
+    uint32_t type;
+    uint32_t reclen;       /* whole record, header included, multiple of 8 */
+    uint64_t seq;
+    uint64_t txg;
+    uint64_t obj, off, len;
+    uint64_t arg[4];
+    uint32_t dlen;
+    uint16_t name_len;     /* including the NUL; 0 = none */
+    uint16_t name2_len;
+    uint64_t reserved;
+} zil_rec_phys_t;
+_Static_assert(sizeof(zil_rec_phys_t) == ZIL_REC_HDR_SIZE, "record header size");
+
+static size_t name_len(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+size_t zil_rec_encoded_size(const zil_rec_t *rec)
+{
+    size_t n = sizeof(zil_rec_phys_t) + rec->dlen + name_len(rec->name) + name_len(rec->name2);
+    return CAIRN_P2ROUNDUP(n, (size_t)8);
+}
+
+size_t zil_rec_encode(const zil_rec_t *rec, void *buf, size_t cap)
+{
+    size_t n = zil_rec_encoded_size(rec);
+    if (n > cap || n > UINT32_MAX || name_len(rec->name) > UINT16_MAX ||
+        name_len(rec->name2) > UINT16_MAX)
+        return 0;
+    uint8_t *p = buf;
+    zil_rec_phys_t h = {.type = rec->type, .reclen = (uint32_t)n, .seq = rec->seq, .txg = rec->txg,
+                        .obj = rec->obj, .off = rec->off, .len = rec->len, .dlen = rec->dlen,
+                        .name_len = (uint16_t)name_len(rec->name),
+                        .name2_len = (uint16_t)name_len(rec->name2)};
+    memcpy(h.arg, rec->arg, sizeof h.arg);
+    memcpy(p, &h, sizeof h);
+    size_t o = sizeof h;
+    if (rec->dlen) memcpy(p + o, rec->data, rec->dlen);
+    o += rec->dlen;
+    if (h.name_len) memcpy(p + o, rec->name, h.name_len);
+    o += h.name_len;
+    if (h.name2_len) memcpy(p + o, rec->name2, h.name2_len);
+    o += h.name2_len;
+    memset(p + o, 0, n - o);
+    return n;
+}
+
+int zil_rec_decode(const void *buf, size_t len, zil_rec_t *rec, size_t *used)
+{
+    if (len < sizeof(zil_rec_phys_t)) return -EINVAL;
+    zil_rec_phys_t h;
+    memcpy(&h, buf, sizeof h);
+    uint64_t need = (uint64_t)sizeof h + h.dlen + h.name_len + h.name2_len;
+    if (h.reclen < need || h.reclen > len || h.reclen % 8 || h.type == 0 ||
+        h.type > ZIL_REC_TYPE_MAX)
+        return -EINVAL;
+    const uint8_t *p = buf;
+    memset(rec, 0, sizeof *rec);
+    rec->type = h.type;
+    rec->seq = h.seq;
+    rec->txg = h.txg;
+    rec->obj = h.obj;
+    rec->off = h.off;
+    rec->len = h.len;
+    memcpy(rec->arg, h.arg, sizeof h.arg);
+    size_t o = sizeof h;
+    rec->data = h.dlen ? p + o : NULL;
+    rec->dlen = h.dlen;
+    o += h.dlen;
+    if (h.name_len) {
+        if (p[o + h.name_len - 1] != 0) return -EINVAL;
+        rec->name = (const char *)p + o;
+    }
+    o += h.name_len;
+    if (h.name2_len) {
+        if (p[o + h.name2_len - 1] != 0) return -EINVAL;
+        rec->name2 = (const char *)p + o;
+    }
+    *used = h.reclen;
+    return 0;
+}
+
+/* ---------------- the log ---------------- */
+
+typedef struct itx {
+    struct itx *next;
+    zil_rec_t rec;          /* data/name point into the same allocation (or NULL) */
+    bool barrier;
+    bool read_back;         /* ZIL_REC_WRITE whose data is read from the DMU */
+} itx_t;
+
+typedef struct lwb {       /* a log block written and not yet freed */
+    cairn_dva_t dva;
+    uint64_t seq;
+    uint64_t max_txg;
+} lwb_t;
+
+struct zilog {
+    objset_t *os;
+    spa_t *spa;
+    uint64_t os_id;
+    int refs;                       /* under registry lock */
+    zilog_t *reg_next;
+    bool inert;                     /* read-only: nothing is logged */
+    _Atomic bool txg_only;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    itx_t *head, *tail;
+    uint64_t next_seq;              /* next record's sequence number */
+    uint64_t committed_seq;         /* every record up to here is durable */
+    bool writer;                    /* a thread is writing a batch to the log */
+    uint64_t tickets, published;    /* batches started / published in order */
+    int commit_err;                 /* sticky: a commit failed even by txg (pool failed) */
+    bool chain_broken;              /* a log flush failed: restart the chain */
+    uint64_t published_blk_seq;     /* blocks up to here belong to published batches */
+    uint8_t *fill_buf, *chunk_buf;  /* the writer's buffers */
+
+    /* chain state: the writer only (or open/close) */
+    spa_log_header_t hdr;           /* as last set */
+    uint64_t chain_ready_txg;       /* the header naming this chain is durable after it */
+    cairn_dva_t next_dva;           /* pre-allocated, unwritten */
+    uint64_t next_blk_seq;
+    lwb_t *lwbs;
+    size_t nlwbs, caplwbs;
+    uint64_t cleaned_txg;
+
+    /* replay */
+    bool replaying;
+    uint64_t replay_cur_seq;
+
+    _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_blocks, st_records, st_txg_waits,
+        st_replayed;
+};
+
+static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static zilog_t *zil_registry;
+
+bool zil_replaying(const zilog_t *zl) { return zl && zl->replaying; }
+
+void zil_set_txg_only(zilog_t *zl, bool txg_only)
+{
+    if (zl) atomic_store(&zl->txg_only, txg_only);
+}
+
+void zil_get_stats(zilog_t *zl, zil_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!zl) return;
+    out->commits = atomic_load(&zl->st_commits);
+    out->log_writes = atomic_load(&zl->st_log_writes);
+    out->flushes = atomic_load(&zl->st_flushes);
+    out->blocks = atomic_load(&zl->st_blocks);
+    out->records = atomic_load(&zl->st_records);
+    out->txg_waits = atomic_load(&zl->st_txg_waits);
+    out->replayed = atomic_load(&zl->st_replayed);
+}
+
+static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t max_txg)
+{
+    if (zl->nlwbs == zl->caplwbs) {
+        zl->caplwbs = zl->caplwbs ? zl->caplwbs * 2 : 32;
+        zl->lwbs = cairn_realloc(zl->lwbs, zl->caplwbs * sizeof *zl->lwbs);
+    }
+    zl->lwbs[zl->nlwbs++] = (lwb_t){.dva = *dva, .seq = seq, .max_txg = max_txg};
+}
+
+/* Starts a new chain (header set in an open txg); the old chain's blocks
+ * (written ones, the pre-allocated one and `extra`) are freed with that txg. */
+static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
+{
+    cairn_dva_t first;
+    int err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
+    uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
+    zl->nlwbs = 0;
+    if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
+    for (size_t i = 0; i < nextra; i++) spa_log_free(zl->spa, &extra[i], txg);
+    memset(&zl->next_dva, 0, sizeof zl->next_dva);
+    memset(&zl->hdr, 0, sizeof zl->hdr);
+    if (!err) {
+        zl->hdr.chain_guid = cairn_random_guid();
+        zl->hdr.head = first;
+        zl->hdr.head_seq = 1;
+        zl->next_dva = first;
+        zl->next_blk_seq = 1;
+    }
+    spa_log_header_set(zl->spa, zl->os_id, &zl->hdr, txg);
+    zl->chain_ready_txg = txg;
+    spa_tx_rele(zl->spa, txg);
+    return err;
+}
+
+/* Frees the blocks whose records are all in synced txgs (writer only). */
+static void chain_clean(zilog_t *zl, uint64_t synced)
+{
+    if (synced <= zl->cleaned_txg || !zl->hdr.chain_guid) return;
+    zl->cleaned_txg = synced;
+    /* Only blocks of published batches: a block still being written must not be
+     * freed (and reused) under its write. */
+    pthread_mutex_lock(&zl->lock);
+    uint64_t published = zl->published_blk_seq;
+    pthread_mutex_unlock(&zl->lock);
+    size_t k = 0;
+    while (k < zl->nlwbs && zl->lwbs[k].max_txg <= synced && zl->lwbs[k].seq <= published) k++;
+    if (!k) return;
+    uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    for (size_t i = 0; i < k; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
+    memmove(zl->lwbs, zl->lwbs + k, (zl->nlwbs - k) * sizeof *zl->lwbs);
+    zl->nlwbs -= k;
+    if (zl->nlwbs) {
+        zl->hdr.head = zl->lwbs[0].dva;
+        zl->hdr.head_seq = zl->lwbs[0].seq;
+    } else {
+        zl->hdr.head = zl->next_dva;
+        zl->hdr.head_seq = zl->next_blk_seq;
+    }
+    spa_log_header_set(zl->spa, zl->os_id, &zl->hdr, txg);
+    spa_tx_rele(zl->spa, txg);
+}
+
+static void itx_free_list(itx_t *it)
+{
+    while (it) {
+        itx_t *n = it->next;
+        free(it);
+        it = n;
+    }
+}
+
+/* A packed block waiting to be written (after the writer role is released). */
+typedef struct pend_blk {
+    cairn_dva_t dva, next;
+    uint64_t seq;
+    uint8_t *buf;
+    uint32_t len;
+} pend_blk_t;
+
+#define ZIL_PEND_MAX 32 /* packed blocks kept before the writer writes them itself */
+
+/* The block being filled by the writer. */
+typedef struct fill {
+    uint8_t *buf;
+    uint32_t used, cap;
+    uint64_t max_txg;
+    cairn_dva_t written[64];
+    size_t nwritten;
+    pend_blk_t pend[ZIL_PEND_MAX];
+    size_t npend;
+} fill_t;
+
+/* Writes the packed blocks; frees their buffers. */
+static int pend_write(zilog_t *zl, pend_blk_t *pend, size_t *npend)
+{
+    int err = 0;
+    for (size_t i = 0; i < *npend; i++) {
+        if (!err)
+            err = spa_log_write(zl->spa, &pend[i].dva, zl->hdr.chain_guid, pend[i].seq,
+                                &pend[i].next, pend[i].buf, pend[i].len);
+        free(pend[i].buf);
+    }
+    *npend = 0;
+    return err;
+}
+
+static uint32_t clamp_block(uint64_t want)
+{
+    if (want < ZIL_MIN_BLOCK) return ZIL_MIN_BLOCK;
+    if (want > SPA_LOG_BLOCK_MAX) return SPA_LOG_BLOCK_MAX;
+    return (uint32_t)want;
+}
+
+/* Writes the current block (naming a freshly allocated successor sized for
+ * `remaining` more bytes) and starts filling the successor. */
+static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
+{
+    if (!f->used && !force) return 0;
+    cairn_dva_t next;
+    int err = spa_log_alloc(zl->spa, clamp_block(remaining + SPA_LOG_BLOCK_FRAME), &next);
+    if (err) return err;
+    if (f->npend == ZIL_PEND_MAX) {
+        err = pend_write(zl, f->pend, &f->npend);
+        if (err) {
+            spa_log_free(zl->spa, &next, 0);
+            return err;
+        }
+    }
+    pend_blk_t *pb = &f->pend[f->npend++];
+    pb->dva = zl->next_dva;
+    pb->next = next;
+    pb->seq = zl->next_blk_seq;
+    pb->len = f->used;
+    pb->buf = malloc(f->used ? f->used : 1);
+    if (!pb->buf) abort();
+    memcpy(pb->buf, f->buf, f->used);
+    lwb_push(zl, &zl->next_dva, zl->next_blk_seq, f->max_txg);
+    if (f->nwritten < CAIRN_ARRAY_SIZE(f->written)) f->written[f->nwritten++] = zl->next_dva;
+    atomic_fetch_add(&zl->st_blocks, 1);
+    zl->next_dva = next;
+    zl->next_blk_seq++;
+    f->used = 0;
+    f->max_txg = 0;
+    f->cap = spa_log_capacity(&next);
+    return 0;
+}
+
+static int fill_add(zilog_t *zl, fill_t *f, const zil_rec_t *rec, uint64_t remaining)
+{
+    size_t n = zil_rec_encoded_size(rec);
+    if (f->used + n > f->cap) {
+        int err = fill_flush(zl, f, remaining, false);
+        if (err) return err;
+        /* Too big for this (empty) block: pass it on, empty, to a bigger successor. */
+        if (n > f->cap) err = fill_flush(zl, f, n, true);
+        if (err) return err;
+        if (n > f->cap) return -E2BIG;
+    }
+    zil_rec_encode(rec, f->buf + f->used, f->cap - f->used);
+    f->used += (uint32_t)n;
+    if (rec->txg > f->max_txg) f->max_txg = rec->txg;
+    atomic_fetch_add(&zl->st_records, 1);
+    return 0;
+}
+
+/* What a writer did with its batch, for the flush phase. */
+typedef struct batch_plan {
+    uint64_t ticket;             /* writers publish in ticket order */
+    uint64_t last_seq;           /* the batch covers records up to here */
+    uint64_t max_txg, barrier_txg;
+    cairn_dva_t written[64];
+    size_t nwritten;
+    pend_blk_t pend[ZIL_PEND_MAX];
+    size_t npend;
+    uint64_t guid;               /* chain the pending blocks belong to */
+    uint64_t last_blk_seq;
+    bool wait_txg;               /* no log write: wait for max_txg instead */
+} batch_plan_t;
+
+/* Waits until every batch before ticket is published (no block write of the
+ * chain is in flight any more): before the chain is restarted under them. */
+static void wait_prior(zilog_t *zl, uint64_t ticket)
+{
+    pthread_mutex_lock(&zl->lock);
+    while (zl->published + 1 < ticket) pthread_cond_wait(&zl->cv, &zl->lock);
+    pthread_mutex_unlock(&zl->lock);
+}
+
+/* Phase 1, the writer (one at a time, no lock held): packs the batch into
+ * chained log blocks and writes them. Everything that touches the chain happens
+ * here. Slow paths (no chain, a failed write) wait for txgs right here. */
+static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
+{
+    uint64_t synced = spa_last_synced_txg(zl->spa);
+    uint64_t bytes = 0;
+    bool any = false;
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced) continue;
+        if (it->rec.txg > p->max_txg) p->max_txg = it->rec.txg;
+        if (it->barrier) {
+            if (it->rec.txg > p->barrier_txg) p->barrier_txg = it->rec.txg;
+            continue;
+        }
+        any = true;
+        bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0);
+    }
+    if (!p->max_txg) return 0;   /* everything already synced */
+    atomic_fetch_add(&zl->st_commits, 1);
+    if (zl->chain_broken && zl->hdr.chain_guid) {
+        /* A flush failed under an earlier batch: its blocks may be lost, and with
+         * them the way to everything after. Start over once the txgs cover it. */
+        wait_prior(zl, p->ticket);
+        int err = spa_txg_wait_synced(zl->spa, 0);
+        if (err) return err;
+        chain_restart(zl, NULL, 0);
+        zl->chain_broken = false;
+    }
+    if (atomic_load(&zl->txg_only) || !zl->hdr.chain_guid) {
+        p->wait_txg = true;
+        return 0;
+    }
+    chain_clean(zl, synced);
+    if (!any) return 0;
+    int err = 0;
+    if (zl->chain_ready_txg > spa_last_synced_txg(zl->spa)) {
+        err = spa_txg_wait_synced(zl->spa, zl->chain_ready_txg);
+        if (err) return err;
+    }
+    fill_t f = {.cap = spa_log_capacity(&zl->next_dva)};
+    /* Buffers kept across batches (one writer at a time): no allocation per commit. */
+    if (!zl->fill_buf) zl->fill_buf = cairn_zalloc(SPA_LOG_BLOCK_MAX);
+    f.buf = zl->fill_buf;
+    uint8_t *chunk = zl->chunk_buf;
+    uint64_t remaining = bytes;
+    for (itx_t *it = batch; it && !err; it = it->next) {
+        if (it->rec.txg <= synced || it->barrier) continue;
+        if (!it->read_back) {
+            err = fill_add(zl, &f, &it->rec, remaining);
+            remaining -= CAIRN_MIN(remaining, zil_rec_encoded_size(&it->rec));
+            continue;
+        }
+        /* A write: the current bytes of the range, in chunks. */
+        if (!chunk) chunk = zl->chunk_buf = cairn_zalloc(ZIL_WRITE_CHUNK);
+        for (uint64_t done = 0; done < it->rec.len && !err;) {
+            uint32_t n = (uint32_t)CAIRN_MIN((uint64_t)ZIL_WRITE_CHUNK, it->rec.len - done);
+            err = dmu_read(zl->os, it->rec.obj, it->rec.off + done, n, chunk);
+            if (err) break;
+            zil_rec_t r = it->rec;
+            r.off += done;
+            r.len = n;
+            r.data = chunk;
+            r.dlen = n;
+            err = fill_add(zl, &f, &r, remaining);
+            remaining -= CAIRN_MIN(remaining, (uint64_t)n + ZIL_REC_HDR_SIZE);
+            done += n;
+        }
+    }
+    if (!err) err = fill_flush(zl, &f, bytes, false);
+    /* The writes stay in the writer's phase: while they run, the next batch
+     * gathers (measured: handing them to phase 2 makes batches, and so flushes,
+     * smaller and slower). Only the flush overlaps the next writer. */
+    if (f.npend) {
+        int e = pend_write(zl, f.pend, &f.npend);
+        if (!err) err = e;
+    }
+    memcpy(p->written, f.written, f.nwritten * sizeof *f.written);
+    p->nwritten = f.nwritten;
+    memcpy(p->pend, f.pend, f.npend * sizeof *f.pend);
+    p->npend = f.npend;
+    p->guid = zl->hdr.chain_guid;
+    p->last_blk_seq = zl->next_blk_seq - 1;
+    if (err) {
+        for (size_t i = 0; i < p->npend; i++) free(p->pend[i].buf);
+        p->npend = 0;
+    }
+    if (err) {
+        log_warn("zil", "object set %llu: log write failed (%s); waiting for the txg instead",
+                 (unsigned long long)zl->os_id, strerror(-err));
+        atomic_fetch_add(&zl->st_txg_waits, 1);
+        wait_prior(zl, p->ticket);
+        err = spa_txg_wait_synced(zl->spa, 0);
+        if (!err) chain_restart(zl, NULL, 0);
+        p->nwritten = 0;
+        p->barrier_txg = 0;
+        return err;
+    }
+    if (p->nwritten) atomic_fetch_add(&zl->st_log_writes, 1);
+    return 0;
+}
+
+/* Phase 2, concurrently with the next writer's phase 1: the writes of the packed
+ * blocks, the flush (or a txg wait). Publishing in ticket order makes this safe:
+ * a batch counts as durable only once every earlier batch's blocks (the way to
+ * its own) are flushed too. */
+static int flush_batch(zilog_t *zl, batch_plan_t *p)
+{
+    int err = 0;
+    if (p->nwritten) {
+        for (size_t i = 0; i < p->npend; i++) {
+            if (!err)
+                err = spa_log_write(zl->spa, &p->pend[i].dva, p->guid, p->pend[i].seq,
+                                    &p->pend[i].next, p->pend[i].buf, p->pend[i].len);
+            free(p->pend[i].buf);
+        }
+        p->npend = 0;
+        atomic_fetch_add(&zl->st_flushes, 1);
+        if (!err) err = spa_log_flush(zl->spa, p->written, p->nwritten);
+        if (err) {
+            log_warn("zil", "object set %llu: log flush failed (%s); waiting for the txg instead",
+                     (unsigned long long)zl->os_id, strerror(-err));
+            pthread_mutex_lock(&zl->lock);
+            zl->chain_broken = true;
+            pthread_mutex_unlock(&zl->lock);
+            p->wait_txg = true;
+        }
+    }
+    if (p->wait_txg && p->max_txg) {
+        atomic_fetch_add(&zl->st_txg_waits, 1);
+        return spa_txg_wait_synced(zl->spa, p->max_txg);
+    }
+    if (p->barrier_txg) {
+        atomic_fetch_add(&zl->st_txg_waits, 1);
+        err = spa_txg_wait_synced(zl->spa, p->barrier_txg);
+    }
+    return err;
+}
+
+int zil_commit(zilog_t *zl, uint64_t seq)
+{
+    if (!zl || zl->inert) return 0;
+    int err = 0;
+    pthread_mutex_lock(&zl->lock);
+    if (seq == 0 || seq >= zl->next_seq) seq = zl->next_seq - 1;
+    while (zl->committed_seq < seq && !err) {
+        if (zl->commit_err) {
+            err = zl->commit_err;
+            break;
+        }
+        /* One writer at a time; records already taken by a writer that is now
+         * flushing are published when it (and every writer before it) is done. */
+        if (zl->writer || (!zl->head && zl->published != zl->tickets)) {
+            pthread_cond_wait(&zl->cv, &zl->lock);
+            continue;
+        }
+        if (!zl->head) {
+            /* Nothing queued or in flight: every record was written or dropped
+             * because its txg synced. */
+            zl->committed_seq = zl->next_seq - 1;
+            break;
+        }
+        zl->writer = true;
+        batch_plan_t p = {.ticket = ++zl->tickets, .last_seq = zl->next_seq - 1};
+        itx_t *batch = zl->head;
+        zl->head = zl->tail = NULL;
+        pthread_mutex_unlock(&zl->lock);
+        err = write_batch(zl, batch, &p);
+        itx_free_list(batch);
+        pthread_mutex_lock(&zl->lock);
+        zl->writer = false;
+        pthread_cond_broadcast(&zl->cv);
+        pthread_mutex_unlock(&zl->lock);
+        if (!err) err = flush_batch(zl, &p);
+        pthread_mutex_lock(&zl->lock);
+        /* Publish in order: a later batch's flush must not vouch for an earlier one's. */
+        while (zl->published != p.ticket - 1) pthread_cond_wait(&zl->cv, &zl->lock);
+        zl->published = p.ticket;
+        if (p.last_blk_seq > zl->published_blk_seq) zl->published_blk_seq = p.last_blk_seq;
+        if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
+        else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
+        pthread_cond_broadcast(&zl->cv);
+    }
+    pthread_mutex_unlock(&zl->lock);
+    return err;
+}
+
+/* Drops records at the head of the queue whose txg has synced (no commit will
+ * need them), so a log nobody commits stays small. Under the lock. */
+static void queue_trim_locked(zilog_t *zl)
+{
+    if (!zl->head) return;
+    uint64_t synced = spa_last_synced_txg(zl->spa);
+    while (zl->head && zl->head->rec.txg <= synced) {
+        itx_t *it = zl->head;
+        zl->head = it->next;
+        if (!zl->head) zl->tail = NULL;
+        free(it);
+    }
+}
+
+static uint64_t queue(zilog_t *zl, itx_t *it)
+{
+    pthread_mutex_lock(&zl->lock);
+    queue_trim_locked(zl);
+    it->rec.seq = zl->next_seq++;
+    if (zl->tail) zl->tail->next = it;
+    else zl->head = it;
+    zl->tail = it;
+    uint64_t s = it->rec.seq;
+    pthread_mutex_unlock(&zl->lock);
+    return s;
+}
+
+uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
+{
+    if (!zl || zl->inert || zl->replaying) return 0;
+    bool read_back = rec->type == ZIL_REC_WRITE && !rec->data;
+    size_t extra = (read_back ? 0 : rec->dlen) + name_len(rec->name) + name_len(rec->name2);
+    itx_t *it = cairn_zalloc(sizeof *it + extra);
+    it->rec = *rec;
+    it->read_back = read_back;
+    uint8_t *p = (uint8_t *)(it + 1);
+    if (!read_back && rec->dlen) {
+        memcpy(p, rec->data, rec->dlen);
+        it->rec.data = p;
+        p += rec->dlen;
+    } else {
+        it->rec.data = NULL;
+        it->rec.dlen = 0;
+    }
+    if (rec->name) {
+        memcpy(p, rec->name, name_len(rec->name));
+        it->rec.name = (const char *)p;
+        p += name_len(rec->name);
+    }
+    if (rec->name2) {
+        memcpy(p, rec->name2, name_len(rec->name2));
+        it->rec.name2 = (const char *)p;
+    }
+    return queue(zl, it);
+}
+
+uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg)
+{
+    if (!zl || zl->inert || zl->replaying) return 0;
+    itx_t *it = cairn_zalloc(sizeof *it);
+    it->barrier = true;
+    it->rec.type = 0;
+    it->rec.txg = txg;
+    return queue(zl, it);
+}
+
+/* ---------------- open, replay, close ---------------- */
+
+void zil_replay_mark(zilog_t *zl, dmu_tx_t *tx)
+{
+    if (!zl || !zl->replaying) return;
+    spa_log_header_t h = zl->hdr;
+    h.replay_seq = zl->replay_cur_seq;
+    spa_log_header_set(zl->spa, zl->os_id, &h, dmu_tx_txg(tx));
+}
+
+typedef struct walked {
+    cairn_dva_t *dvas;
+    size_t n, cap;
+} walked_t;
+
+static void walked_push(walked_t *w, const cairn_dva_t *d)
+{
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 16;
+        w->dvas = cairn_realloc(w->dvas, w->cap * sizeof *w->dvas);
+    }
+    w->dvas[w->n++] = *d;
+}
+
+/* Walks the chain named by zl->hdr; replays when apply is set. Every block the
+ * pool kept for it (including the unwritten successor) ends up in *w. */
+static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, walked_t *w)
+{
+    const spa_log_header_t *h = &zl->hdr;
+    cairn_dva_t d = h->head;
+    uint64_t seq = h->head_seq;
+    int err = 0;
+    while (d.asize && !err) {
+        walked_push(w, &d);
+        void *payload;
+        uint32_t len;
+        cairn_dva_t next;
+        if (spa_log_read(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next)) break;
+        for (size_t o = 0; apply && o < len && !err;) {
+            zil_rec_t rec;
+            size_t used;
+            if (zil_rec_decode((uint8_t *)payload + o, len - o, &rec, &used)) {
+                log_warn("zil", "object set %llu: malformed record in log block %llu; replay "
+                         "stops there", (unsigned long long)zl->os_id, (unsigned long long)seq);
+                apply = false;
+                break;
+            }
+            o += used;
+            if (rec.seq <= h->replay_seq || rec.txg <= h->claim_txg) continue;
+            zl->replay_cur_seq = rec.seq;
+            err = replay(arg, zl, &rec);
+            if (err)
+                log_error("zil", "object set %llu: replaying record %llu (type %u) failed: %s",
+                          (unsigned long long)zl->os_id, (unsigned long long)rec.seq, rec.type,
+                          strerror(-err));
+            else
+                atomic_fetch_add(&zl->st_replayed, 1);
+        }
+        free(payload);
+        d = next;
+        seq++;
+    }
+    return err;
+}
+
+int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
+{
+    spa_t *spa = dmu_objset_spa(os);
+    uint64_t id = dmu_objset_id(os);
+    pthread_mutex_lock(&zil_registry_lock);
+    for (zilog_t *z = zil_registry; z; z = z->reg_next) {
+        if (z->os == os) {
+            z->refs++;
+            pthread_mutex_unlock(&zil_registry_lock);
+            *out = z;
+            return 0;
+        }
+    }
+    zilog_t *zl = cairn_zalloc(sizeof *zl);
+    zl->os = os;
+    zl->spa = spa;
+    zl->os_id = id;
+    zl->refs = 1;
+    zl->next_seq = 1;
+    pthread_mutex_init(&zl->lock, NULL);
+    pthread_cond_init(&zl->cv, NULL);
+    /* A debugging and benchmarking knob: sync operations wait for txgs as before the log. */
+    const char *txg_only = getenv("CAIRN_ZIL_TXG_ONLY");
+    if (txg_only && *txg_only == '1') atomic_store(&zl->txg_only, true);
+    dmu_tx_t *probe = dmu_tx_begin(os);
+    zl->inert = spa_readonly(spa) || dmu_tx_readonly(probe);
+    dmu_tx_commit(probe);
+    int err = 0;
+    if (!zl->inert) {
+        spa_log_header_get(spa, id, &zl->hdr);
+        walked_t w = {0};
+        if (zl->hdr.chain_guid) {
+            bool apply = zl->hdr.claim_txg != 0 && replay;
+            if (apply) {
+                log_info("zil", "object set %llu: replaying the intent log (records after txg "
+                         "%llu, after record %llu)", (unsigned long long)id,
+                         (unsigned long long)zl->hdr.claim_txg,
+                         (unsigned long long)zl->hdr.replay_seq);
+                zl->replaying = true;
+            }
+            err = chain_walk(zl, apply, replay, arg, &w);
+            zl->replaying = false;
+            if (!err && apply) {
+                err = spa_txg_wait_synced(spa, 0);
+                log_info("zil", "object set %llu: replayed %llu record(s)", (unsigned long long)id,
+                         (unsigned long long)atomic_load(&zl->st_replayed));
+            }
+        }
+        /* The walked blocks are the pool's to free once the new header is durable. */
+        memset(&zl->next_dva, 0, sizeof zl->next_dva);
+        if (!err) {
+            chain_restart(zl, w.dvas, w.n);
+            if (!zl->hdr.chain_guid)
+                log_warn("zil", "object set %llu: no room for an intent log; sync operations "
+                         "will wait for txgs", (unsigned long long)id);
+        }
+        free(w.dvas);
+    }
+    if (err) {
+        pthread_mutex_unlock(&zil_registry_lock);
+        pthread_mutex_destroy(&zl->lock);
+        pthread_cond_destroy(&zl->cv);
+        free(zl->lwbs);
+        free(zl);
+        return err;
+    }
+    zl->reg_next = zil_registry;
+    zil_registry = zl;
+    pthread_mutex_unlock(&zil_registry_lock);
+    *out = zl;
+    return 0;
+}
+
+static void registry_remove(zilog_t *zl)
+{
+    for (zilog_t **pp = &zil_registry; *pp; pp = &(*pp)->reg_next) {
+        if (*pp == zl) {
+            *pp = zl->reg_next;
+            break;
+        }
+    }
+}
+
+void zil_abandon(zilog_t *zl)
+{
+    if (!zl) return;
+    pthread_mutex_lock(&zil_registry_lock);
+    registry_remove(zl);
+    pthread_mutex_unlock(&zil_registry_lock);
+    itx_free_list(zl->head);
+    free(zl->lwbs);
+    free(zl->fill_buf);
+    free(zl->chunk_buf);
+    pthread_mutex_destroy(&zl->lock);
+    pthread_cond_destroy(&zl->cv);
+    free(zl);
+}
+
+void zil_close(zilog_t *zl)
+{
+    if (!zl) return;
+    pthread_mutex_lock(&zil_registry_lock);
+    if (--zl->refs > 0) {
+        pthread_mutex_unlock(&zil_registry_lock);
+        return;
+    }
+    registry_remove(zl);
+    pthread_mutex_unlock(&zil_registry_lock);
+    if (!zl->inert) {
+        /* Everything logged is in some txg: once that is durable the log is empty. */
+        if (spa_txg_wait_synced(zl->spa, 0) == 0) {
+            uint64_t txg = spa_tx_hold_nowait(zl->spa);
+            for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
+            if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
+            spa_log_header_t empty = {0};
+            spa_log_header_set(zl->spa, zl->os_id, &empty, txg);
+            spa_tx_rele(zl->spa, txg);
+        }
+    }
+    itx_free_list(zl->head);
+    free(zl->lwbs);
+    free(zl->fill_buf);
+    free(zl->chunk_buf);
+    pthread_mutex_destroy(&zl->lock);
+    pthread_cond_destroy(&zl->cv);
+    free(zl);
+}
+
+/* ---------------- replay of object-level records ---------------- */
+
+int zil_replay_dmu(void *arg, zilog_t *zl, const zil_rec_t *rec)
+{
+    objset_t *os = arg;
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    int err;
+    switch (rec->type) {
+    case ZIL_REC_WRITE:
+        err = rec->dlen == rec->len ? dmu_write(os, rec->obj, rec->off, rec->len, rec->data, tx)
+                                    : -EINVAL;
+        break;
+    case ZIL_REC_FREE:
+        err = dmu_free_range(os, rec->obj, rec->off, rec->len, tx);
+        break;
+    case ZIL_REC_SETATTR:
+        err = rec->dlen <= DMU_BONUS_MAX ? dmu_bonus_write(os, rec->obj, rec->data, rec->dlen, tx)
+                                         : -EINVAL;
+        break;
+    default:
+        err = -ENOTSUP;
+        break;
+    }
+    /* An object freed by a later, durable change: the record has nothing left to do. */
+    if (err == -ENOENT) {
+        log_warn("zil", "replay: object %llu no longer exists; record %llu skipped",
+                 (unsigned long long)rec->obj, (unsigned long long)rec->seq);
+        err = 0;
+    }
+    if (!err) zil_replay_mark(zl, tx);
+    dmu_tx_commit(tx);
+    return err;
+}

@@ -1,0 +1,442 @@
+/*
+ * The intent log end to end on a one-file pool whose txgs never sync on their
+ * own (txg_timeout 300 s), so a "crash" (spa_abandon) loses everything not in
+ * the log:
+ *   - committed writes and frees are gone after the crash until zil_open
+ *     replays them; `cairn check` passes after replay;
+ *   - replay happens exactly once, also when replay itself crashes, with and
+ *     without its partial work having synced (a non-idempotent record type);
+ *   - group commit: N threads committing each op cost fewer flushes than ops,
+ *     and every committed op survives a crash;
+ *   - a chain with a torn (corrupted) block ends there: the pool keeps exactly
+ *     the blocks up to it, the rest of the log region is free again;
+ *   - a power cut on a fault leaf (unflushed writes dropped or torn) loses no
+ *     committed write.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cairn/spa.h>
+#include <cairn/vdev_fault.h>
+#include <cairn/zil.h>
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "pool_fixture.h"
+
+#define BLK 4096
+
+typedef struct zfx {
+    test_pool_t p;
+    objset_t *os;
+    uint64_t obj;
+    zilog_t *zl;
+} zfx_t;
+
+static void slow_txgs(test_pool_t *p)
+{
+    char err[128];
+    assert_int_equal(spa_prop_set(p->spa, "txg_timeout", "300", err, sizeof err), 0);
+}
+
+static void zfx_make(zfx_t *z, const char *tag)
+{
+    test_pool_make(&z->p, tag, 256 * CAIRN_MIB);
+    slow_txgs(&z->p);
+    assert_int_equal(dmu_objset_create(z->p.spa, "fs", NULL), 0);
+    assert_int_equal(dmu_objset_open(z->p.spa, "fs", &z->os), 0);
+    dmu_object_props_t props = {.recordsize = BLK, .compress = CAIRN_COMPRESS_OFF,
+                                .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    dmu_tx_t *tx = dmu_tx_begin(z->os);
+    assert_int_equal(dmu_object_alloc(z->os, &props, &z->obj, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(spa_txg_wait_synced(z->p.spa, 0), 0);
+}
+
+static void pattern(uint8_t *b, uint64_t tag)
+{
+    for (int i = 0; i < BLK; i++) b[i] = (uint8_t)(tag * 31 + i * 7 + 1) | 1;
+}
+
+/* One logged write of block i, committed; returns its txg. */
+static uint64_t logged_write(zfx_t *z, uint64_t i, uint64_t tag)
+{
+    uint8_t b[BLK];
+    pattern(b, tag);
+    dmu_tx_t *tx = dmu_tx_begin(z->os);
+    assert_int_equal(dmu_write(z->os, z->obj, i * BLK, BLK, b, tx), 0);
+    uint64_t txg = dmu_tx_txg(tx);
+    dmu_tx_commit(tx);
+    zil_log(z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg, .obj = z->obj, .off = i * BLK,
+                                .len = BLK});
+    assert_int_equal(zil_commit(z->zl, 0), 0);
+    return txg;
+}
+
+static void crash(zfx_t *z)
+{
+    zil_abandon(z->zl);
+    z->zl = NULL;
+    spa_abandon(z->p.spa);
+    z->p.spa = NULL;
+    z->os = NULL;
+    test_pool_import(&z->p, SPA_IMPORT_FORCE);
+    assert_int_equal(dmu_objset_open(z->p.spa, "fs", &z->os), 0);
+}
+
+static void zfx_done(zfx_t *z)
+{
+    zil_close(z->zl);
+    dmu_objset_close(z->os);
+    test_pool_check(&z->p);
+    test_pool_remove(&z->p);
+}
+
+static bool block_is(zfx_t *z, uint64_t i, uint64_t tag)
+{
+    uint8_t b[BLK], g[BLK];
+    pattern(b, tag);
+    assert_int_equal(dmu_read(z->os, z->obj, i * BLK, BLK, g), 0);
+    return memcmp(b, g, BLK) == 0;
+}
+
+static bool block_zero(zfx_t *z, uint64_t i)
+{
+    uint8_t g[BLK], zero[BLK] = {0};
+    assert_int_equal(dmu_read(z->os, z->obj, i * BLK, BLK, g), 0);
+    return memcmp(g, zero, BLK) == 0;
+}
+
+static void test_replay_after_crash(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zilreplay");
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    /* A new chain's header must be durable before its first record is: the
+     * first commit would sync the txg holding it (and its writes). */
+    assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+    uint64_t txg = 0;
+    for (uint64_t i = 0; i < 20; i++) txg = logged_write(&z, i, i);
+    /* block 3 freed (an unmap), block 5 overwritten */
+    dmu_tx_t *tx = dmu_tx_begin(z.os);
+    assert_int_equal(dmu_free_range(z.os, z.obj, 3 * BLK, BLK, tx), 0);
+    uint64_t ftxg = dmu_tx_txg(tx);
+    dmu_tx_commit(tx);
+    zil_log(z.zl, &(zil_rec_t){.type = ZIL_REC_FREE, .txg = ftxg, .obj = z.obj, .off = 3 * BLK,
+                               .len = BLK});
+    logged_write(&z, 5, 99);
+    /* never committed: may be lost, must not corrupt */
+    uint8_t b[BLK];
+    pattern(b, 1234);
+    tx = dmu_tx_begin(z.os);
+    assert_int_equal(dmu_write(z.os, z.obj, 30 * BLK, BLK, b, tx), 0);
+    dmu_tx_commit(tx);
+
+    zil_stats_t st;
+    zil_get_stats(z.zl, &st);
+    assert_true(st.flushes >= 1);
+    assert_int_equal(st.txg_waits, 0);
+    /* the point of the test: none of it is in a synced txg */
+    assert_true(spa_last_synced_txg(z.p.spa) < txg);
+
+    crash(&z);
+    assert_true(block_zero(&z, 0)); /* lost without the log */
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    zil_get_stats(z.zl, &st);
+    assert_int_equal(st.replayed, 22); /* 20 writes, the free, the overwrite */
+    for (uint64_t i = 0; i < 20; i++) {
+        if (i == 3) assert_true(block_zero(&z, i));
+        else if (i == 5) assert_true(block_is(&z, i, 99));
+        else assert_true(block_is(&z, i, i));
+    }
+    zil_close(z.zl);
+    /* A second open replays nothing. */
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    zil_get_stats(z.zl, &st);
+    assert_int_equal(st.replayed, 0);
+    zfx_done(&z);
+}
+
+/* A record type whose replay is not idempotent: add arg[0] to the 8-byte
+ * counter at offset 0 of the object. */
+#define REC_ADD 40
+static int replay_budget = -1; /* records replay may apply before failing; -1: no limit */
+
+static int add_counter(objset_t *os, uint64_t obj, uint64_t delta, dmu_tx_t *tx)
+{
+    uint64_t v = 0;
+    int e = dmu_read(os, obj, 0, 8, &v);
+    if (e) return e;
+    v += delta;
+    return dmu_write(os, obj, 0, 8, &v, tx);
+}
+
+static int replay_add(void *arg, zilog_t *zl, const zil_rec_t *rec)
+{
+    zfx_t *z = arg;
+    if (rec->type != REC_ADD) return zil_replay_dmu(z->os, zl, rec);
+    if (replay_budget == 0) return -EIO;
+    if (replay_budget > 0) replay_budget--;
+    dmu_tx_t *tx = dmu_tx_begin(z->os);
+    int e = add_counter(z->os, rec->obj, rec->arg[0], tx);
+    if (!e) zil_replay_mark(zl, tx);
+    dmu_tx_commit(tx);
+    return e;
+}
+
+static uint64_t counter(zfx_t *z)
+{
+    uint64_t v = 0;
+    assert_int_equal(dmu_read(z->os, z->obj, 0, 8, &v), 0);
+    return v;
+}
+
+static void test_replay_exactly_once(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zilonce");
+    assert_int_equal(zil_open(z.os, replay_add, &z, &z.zl), 0);
+    assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+    for (int i = 0; i < 30; i++) {
+        dmu_tx_t *tx = dmu_tx_begin(z.os);
+        assert_int_equal(add_counter(z.os, z.obj, 1, tx), 0);
+        uint64_t txg = dmu_tx_txg(tx);
+        dmu_tx_commit(tx);
+        zil_log(z.zl, &(zil_rec_t){.type = REC_ADD, .txg = txg, .obj = z.obj, .arg = {1}});
+        assert_int_equal(zil_commit(z.zl, 0), 0);
+    }
+    assert_int_equal(counter(&z), 30);
+    crash(&z);
+    assert_int_equal(counter(&z), 0);
+
+    /* Replay dies after 10 records and the pool crashes before anything syncs. */
+    replay_budget = 10;
+    assert_int_equal(zil_open(z.os, replay_add, &z, &z.zl), -EIO);
+    assert_int_equal(counter(&z), 10);
+    crash(&z);
+    assert_int_equal(counter(&z), 0);
+
+    /* Replay dies after 10 records, and what it did syncs before the crash. */
+    replay_budget = 10;
+    assert_int_equal(zil_open(z.os, replay_add, &z, &z.zl), -EIO);
+    assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+    crash(&z);
+    assert_int_equal(counter(&z), 10);
+
+    /* The rest, exactly once. */
+    replay_budget = -1;
+    assert_int_equal(zil_open(z.os, replay_add, &z, &z.zl), 0);
+    zil_stats_t st;
+    zil_get_stats(z.zl, &st);
+    assert_int_equal(st.replayed, 20);
+    assert_int_equal(counter(&z), 30);
+
+    /* Replayed work survives a crash right after the open; nothing is applied again. */
+    crash(&z);
+    assert_int_equal(counter(&z), 30);
+    assert_int_equal(zil_open(z.os, replay_add, &z, &z.zl), 0);
+    zil_get_stats(z.zl, &st);
+    assert_int_equal(st.replayed, 0);
+    assert_int_equal(counter(&z), 30);
+    zfx_done(&z);
+}
+
+#define NTHREADS 16
+#define NOPS 40
+
+typedef struct worker {
+    zfx_t *z;
+    int id;
+} worker_t;
+
+static void *writer(void *arg)
+{
+    worker_t *w = arg;
+    for (int k = 0; k < NOPS; k++) logged_write(w->z, (uint64_t)w->id * NOPS + k, w->id * 1000 + k);
+    return NULL;
+}
+
+static void test_group_commit(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zilgroup");
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    logged_write(&z, 0, 0); /* the chain's header becomes durable here */
+    zil_stats_t st0, st;
+    zil_get_stats(z.zl, &st0);
+    pthread_t th[NTHREADS];
+    worker_t w[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i] = (worker_t){&z, i};
+        assert_int_equal(pthread_create(&th[i], NULL, writer, &w[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+    zil_get_stats(z.zl, &st);
+    uint64_t flushes = st.flushes - st0.flushes, ops = NTHREADS * NOPS;
+    print_message("group commit: %llu sync ops, %llu log writes, %llu flushes\n",
+                  (unsigned long long)ops, (unsigned long long)(st.log_writes - st0.log_writes),
+                  (unsigned long long)flushes);
+    assert_true(flushes < ops);
+    assert_true(flushes >= 1);
+    assert_int_equal(st.txg_waits, 0);
+
+    crash(&z);
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    for (int i = 0; i < NTHREADS; i++)
+        for (int k = 0; k < NOPS; k++)
+            assert_true(block_is(&z, (uint64_t)i * NOPS + k, i * 1000 + k));
+    zfx_done(&z);
+}
+
+/* Chains at the pool level: a corrupted block ends the chain there. */
+static void test_chain_torn_tail(void **state)
+{
+    (void)state;
+    test_pool_t p;
+    test_pool_make(&p, "zilchain", 256 * CAIRN_MIB);
+    slow_txgs(&p);
+    enum { N = 6 };
+    cairn_dva_t d[N];
+    for (int i = 0; i < N; i++) assert_int_equal(spa_log_alloc(p.spa, 8192, &d[i]), 0);
+    uint64_t guid = 0x1234567890abcdefULL;
+    for (int i = 0; i + 1 < N; i++) {
+        char payload[100];
+        snprintf(payload, sizeof payload, "block %d", i);
+        assert_int_equal(spa_log_write(p.spa, &d[i], guid, (uint64_t)i + 1, &d[i + 1], payload,
+                                       sizeof payload), 0);
+    }
+    assert_int_equal(spa_log_flush(p.spa, d, N), 0);
+    spa_log_header_t h = {.chain_guid = guid, .head = d[0], .head_seq = 1};
+    uint64_t txg = spa_tx_hold_nowait(p.spa);
+    spa_log_header_set(p.spa, 77, &h, txg);
+    spa_tx_rele(p.spa, txg);
+    assert_int_equal(spa_txg_wait_synced(p.spa, txg), 0);
+
+    /* The walk: every written block, then the unwritten successor ends it. */
+    for (int i = 0; i < N; i++) {
+        void *pl;
+        uint32_t len;
+        cairn_dva_t next;
+        int e = spa_log_read(p.spa, &d[i], guid, (uint64_t)i + 1, &pl, &len, &next);
+        if (i + 1 < N) {
+            assert_int_equal(e, 0);
+            char want[100];
+            snprintf(want, sizeof want, "block %d", i);
+            assert_string_equal((char *)pl, want);
+            assert_int_equal(next.offset, d[i + 1].offset);
+            free(pl);
+        } else {
+            assert_int_equal(e, -ENOENT);
+        }
+    }
+    /* A block of another chain (or sequence) at the same place is not ours. */
+    void *pl;
+    uint32_t len;
+    cairn_dva_t next;
+    assert_int_equal(spa_log_read(p.spa, &d[1], guid + 1, 2, &pl, &len, &next), -ENOENT);
+    assert_int_equal(spa_log_read(p.spa, &d[1], guid, 3, &pl, &len, &next), -ENOENT);
+
+    spa_log_stats_t st;
+    spa_log_get_stats(p.spa, &st);
+    uint64_t region = st.region_bytes;
+    assert_true(region > 0);
+
+    /* Crash; tear block 2 (one flipped byte of its payload, as a torn write would). */
+    spa_abandon(p.spa);
+    p.spa = NULL;
+    int fd = open(p.path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t byte;
+    off_t at = (off_t)(VDEV_DATA_START + d[2].offset + SPA_LOG_BLOCK_FRAME + 3);
+    assert_int_equal(pread(fd, &byte, 1, at), 1);
+    byte ^= 0xff;
+    assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+    close(fd);
+    test_pool_import(&p, SPA_IMPORT_FORCE);
+    assert_int_equal(spa_log_read(p.spa, &d[1], guid, 2, &pl, &len, &next), 0);
+    free(pl);
+    assert_int_equal(spa_log_read(p.spa, &d[2], guid, 3, &pl, &len, &next), -ENOENT);
+    /* Kept: blocks 0 and 1 and the one the walk stopped at; the rest is free. */
+    spa_log_get_stats(p.spa, &st);
+    assert_int_equal(st.region_bytes, region);
+    uint64_t bs = cairn_dva_asize(&d[0]);
+    assert_int_equal(st.region_bytes - st.region_free, 3 * bs);
+    spa_log_header_get(p.spa, 77, &h);
+    assert_int_equal(h.chain_guid, guid);
+    assert_true(h.claim_txg > 0); /* a chain with blocks was found at import */
+    test_pool_check(&p);
+    test_pool_remove(&p);
+}
+
+/* A power cut on a disk with a volatile write cache (fault leaf): writes not
+ * flushed are dropped or torn at random. Every committed write comes back by
+ * replay; writes logged but never committed may or may not, never torn. */
+static void test_powercut(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 4; round++) {
+        zfx_t z;
+        memset(&z, 0, sizeof z);
+        test_pool_make(&z.p, "zilcut", 256 * CAIRN_MIB);
+        /* the same file again, now through a fault leaf */
+        assert_int_equal(spa_export(z.p.spa), 0);
+        char fpath[700];
+        snprintf(fpath, sizeof fpath, "fault:%s", z.p.path);
+        const char *paths[] = {fpath};
+        char err[256] = "";
+        assert_int_equal(spa_import(z.p.name, paths, 1, 0, &z.p.spa, err, sizeof err), 0);
+        slow_txgs(&z.p);
+        assert_int_equal(dmu_objset_create(z.p.spa, "fs", NULL), 0);
+        assert_int_equal(dmu_objset_open(z.p.spa, "fs", &z.os), 0);
+        dmu_object_props_t props = {.recordsize = BLK, .compress = CAIRN_COMPRESS_OFF,
+                                    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+        dmu_tx_t *tx = dmu_tx_begin(z.os);
+        assert_int_equal(dmu_object_alloc(z.os, &props, &z.obj, tx), 0);
+        dmu_tx_commit(tx);
+        assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+        assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+        for (uint64_t i = 0; i < 30; i++) logged_write(&z, i, i + 100 * (uint64_t)round);
+        /* logged, never committed: in flight at the cut */
+        for (uint64_t i = 30; i < 40; i++) {
+            uint8_t b[BLK];
+            pattern(b, i);
+            tx = dmu_tx_begin(z.os);
+            assert_int_equal(dmu_write(z.os, z.obj, i * BLK, BLK, b, tx), 0);
+            uint64_t txg = dmu_tx_txg(tx);
+            dmu_tx_commit(tx);
+            zil_log(z.zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg, .obj = z.obj,
+                                       .off = i * BLK, .len = BLK});
+        }
+        vdev_fault_powercut(0x5eed + (uint64_t)round, VDEV_FAULT_CUT_RANDOM);
+        zil_abandon(z.zl);
+        z.zl = NULL;
+        spa_abandon(z.p.spa);
+        z.p.spa = NULL;
+        vdev_fault_reset();
+        test_pool_import(&z.p, SPA_IMPORT_FORCE);
+        assert_int_equal(dmu_objset_open(z.p.spa, "fs", &z.os), 0);
+        assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+        for (uint64_t i = 0; i < 30; i++) assert_true(block_is(&z, i, i + 100 * (uint64_t)round));
+        for (uint64_t i = 30; i < 40; i++) assert_true(block_zero(&z, i) || block_is(&z, i, i));
+        zfx_done(&z);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_after_crash),
+        cmocka_unit_test(test_replay_exactly_once),
+        cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_chain_torn_tail),
+        cmocka_unit_test(test_powercut),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

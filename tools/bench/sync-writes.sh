@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# sync-writes.sh: 4 KiB synchronous writes, what the intent log buys (issue 6).
+#
+#   tools/bench/sync-writes.sh [DIR]     DIR: scratch dir on the disk under test
+#                                         (default /var/tmp/cairn-bench-sync)
+# Knobs (environment): SECS=5 per run, REPS=3 (medians), QDS="1 32",
+#   SLOW_US=8000 extra microseconds per cache flush of the emulated slow main disk,
+#   BUILD=./build (where tools/bench/bench_zvol_syncwrites was built).
+#
+# Columns, side by side in one run (each cell the median of REPS runs, modes
+# interleaved so machine noise hits them alike):
+#   limit  pwrite 4 KiB (O_DIRECT) + fdatasync per write on a file in DIR (the log device's own
+#          limit: the same disk, the same file system as the log device file)
+#   txg    volume writes with FUA on a pool of one slow main disk, the intent log
+#          disabled: every sync write waits for a txg sync (the behaviour before the log)
+#   nolog  the same pool, intent log on the main disk (no log device)
+#   log    the same pool plus a log device (a plain file in DIR)
+# Slow main disk: the pool's main vdev is a fault leaf (fault:FILE) whose every cache
+# flush sleeps SLOW_US more (vdev_fault_set_flush_delay), like a 7200 rpm disk's flush.
+# A benchmark, not a test.
+set -u
+DIR=${1:-/var/tmp/cairn-bench-sync}
+SECS=${SECS:-5}
+REPS=${REPS:-3}
+QDS=${QDS:-1 32}
+SLOW_US=${SLOW_US:-8000}
+BUILD=${BUILD:-$(dirname "$0")/../../build}
+BIN="$BUILD/tools/bench/bench_zvol_syncwrites"
+[ -x "$BIN" ] || { echo "build first: $BIN not found" >&2; exit 1; }
+mkdir -p "$DIR"
+declare -A res
+for qd in $QDS; do
+    for rep in $(seq 1 "$REPS"); do
+        for mode in limit txg nolog log; do
+            v=$("$BIN" -d "$DIR" -t "$SECS" -q "$qd" -s "$SLOW_US" "$mode" | sed -n 's/.*iops=//p')
+            res[$mode,$qd]="${res[$mode,$qd]:-} $v"
+            echo "run $rep: $mode qd=$qd $v" >&2
+        done
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo
+echo "4 KiB sync writes/s, medians of $REPS x ${SECS} s; main disk flush +${SLOW_US} us"
+echo
+echo "| in flight | limit (fdatasync on the log device file) | txg (no log) | log on main disk | log device | log device / limit | log device / log on main |"
+echo "|---|---|---|---|---|---|---|"
+for qd in $QDS; do
+    l=$(echo "${res[limit,$qd]}" | median); t=$(echo "${res[txg,$qd]}" | median)
+    n=$(echo "${res[nolog,$qd]}" | median); g=$(echo "${res[log,$qd]}" | median)
+    echo "| $qd | $l | $t | $n | $g | $(awk -v a="$g" -v b="$l" 'BEGIN{printf "%.0f%%", 100*a/b}') | $(awk -v a="$g" -v b="$n" 'BEGIN{printf "%.1fx", a/b}') |"
+done
