@@ -970,6 +970,11 @@ int dmu_objset_destroy_sync(spa_t *spa, uint64_t txg, const char *name, uint64_t
     if (err) goto out;
     os->destroy_txg = txg;
     os->keep_upto_txg = keep_upto_txg;
+    /* An unreplayed intent log dies with its object set: ids are reused (rollback
+     * recreates the same name), and a new object set must never replay old records. */
+    spa_log_header_t lh;
+    spa_log_header_get(spa, os->id, &lh);
+    if (lh.chain_guid) spa_log_header_set(spa, os->id, &(spa_log_header_t){0}, txg);
     memset(&os->hooks, 0, sizeof(os->hooks));
     if (dp->ndead == dp->capdead) {
         dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
