@@ -19,7 +19,9 @@
  *
  * Thread safety: every function may be called from many threads at once;
  * locks are per dnode, so writers of different objects do not wait on each
- * other, and readers never wait for a txg to sync.
+ * other; within one object, reads and writes of different records hold its
+ * lock shared and run in parallel (see dnode.c); readers never wait for a txg
+ * to sync.
  */
 #ifndef CAIRN_DMU_H
 #define CAIRN_DMU_H
@@ -80,7 +82,10 @@ typedef struct dmu_object_info {
 int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *obj, dmu_tx_t *tx);
 int dmu_object_free(objset_t *os, uint64_t obj, dmu_tx_t *tx);
 int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out); /* -ENOENT if free */
-/* New compression/checksum/copies apply to records written from now on. */
+/* New compression/checksum/copies apply to records written from now on. The
+ * record size may change while nothing was written, and grow while the object
+ * has a single record (record 0 keeps its bytes, zero-extended); otherwise
+ * -EINVAL. */
 int dmu_object_set_props(objset_t *os, uint64_t obj, const dmu_object_props_t *props,
                          dmu_tx_t *tx);
 /* Calls fn for every allocated object number. */
@@ -179,5 +184,20 @@ uint8_t dmu_objset_cache_policy(objset_t *os);
  * flight; how many record reads were issued so far. */
 void dmu_prefetch_wait(void);
 uint64_t dmu_prefetch_issued(void);
+
+/* Loaded dnodes (and their cached indirect blocks) are kept while in use or
+ * dirty; at each txg sync, once more than the limit are resident (process-wide,
+ * default 50000), the least recently used clean ones are evicted. */
+void dmu_dnode_set_limit(uint64_t n);
+typedef struct dmu_dnode_stats {
+    uint64_t resident, limit, evicted;
+} dmu_dnode_stats_t;
+void dmu_dnode_get_stats(dmu_dnode_stats_t *out);
+
+/* Testing: fn (NULL: none) is called at the start of every dmu_write, in the
+ * caller's thread and under the caller's locks, so a test can hold a writer
+ * there and check what other threads can do meanwhile. */
+typedef void (*dmu_write_hook_t)(objset_t *os, uint64_t obj, uint64_t off, uint64_t len);
+void dmu_set_write_hook(dmu_write_hook_t fn);
 
 #endif

@@ -9,6 +9,7 @@
 #include <cairn/dmu.h>
 #include <cairn/taskq.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* ---------------- on-disk structures ---------------- */
 
@@ -129,10 +130,15 @@ typedef struct dn_range {
     uint64_t start, end; /* record ids [start, end) */
 } dn_range_t;
 
+/* Dirty records are spread over this many maps per slot, each guarded by the
+ * dnode's shard mutex of the same index (see "Locking" in dnode.c). */
+#define DN_SHARDS 16
+static inline unsigned dn_shard(uint64_t blkid) { return (unsigned)(blkid % DN_SHARDS); }
+
 /* A dnode's changes in one txg. */
 typedef struct dn_slot {
     uint64_t txg;
-    dmu_map_t recs;        /* blkid -> dmu_rec_t */
+    dmu_map_t recs[DN_SHARDS]; /* blkid -> dmu_rec_t, in shard dn_shard(blkid) */
     dn_range_t *frees;     /* whole records freed in this txg before recs were written */
     size_t nfrees, capfrees;
     dnode_phys_t snap;     /* attributes as of the end of txg (tree fields unused) */
@@ -149,12 +155,18 @@ typedef struct dn_ind {
 struct dnode {
     objset_t *os;
     uint64_t obj;          /* UINT64_MAX for the meta-dnode */
-    pthread_mutex_t lock;
+    /* Shared: record writes and reads (with shard_lock of the record);
+     * exclusive: everything else (attributes, slots, frees, the sync). */
+    pthread_rwlock_t lock;
+    pthread_mutex_t shard_lock[DN_SHARDS];
+    pthread_mutex_t ind_lock; /* inserts into inds under a shared lock */
     dnode_phys_t phys;     /* on disk as of the last completed sync */
     dnode_phys_t cur;      /* attributes including open changes */
     dn_slot_t *slots[4];   /* indexed by txg & 3 */
     dmu_map_t inds;        /* ind_key(level, blkid) -> dn_ind_t */
-    uint64_t mod_gen;      /* bumped by every change; detects races across unlocked I/O */
+    _Atomic uint64_t mod_gen; /* bumped by every change */
+    _Atomic uint32_t holds;   /* dnode_hold()s not yet released (see dnode.c) */
+    uint64_t last_use;        /* os->use_clock at the last hold (os->lock) */
     /* syncing context only */
     uint8_t wnlevels;
     cairn_blkptr_t wroot;
@@ -183,6 +195,7 @@ struct objset {
     pthread_mutex_t dirty_lock;
     dmu_map_t dnodes;      /* obj -> dnode_t */
     uint64_t meta_nblocks; /* dnode blocks that may hold allocated dnodes */
+    uint64_t use_clock;    /* os->lock: orders dnode holds for eviction */
     uint64_t alloc_hint;
     uint64_t *freed;       /* objects freed, reusable once that free synced */
     size_t nfreed, capfreed;
@@ -230,11 +243,18 @@ struct dmu_tx {
 uint64_t dmu_tx_assign(dmu_tx_t *tx);
 
 /* ---------------- dnode.c ---------------- */
+static inline void dn_wlock(dnode_t *dn) { pthread_rwlock_wrlock(&dn->lock); }
+static inline void dn_rlock(dnode_t *dn) { pthread_rwlock_rdlock(&dn->lock); }
+static inline void dn_unlock(dnode_t *dn) { pthread_rwlock_unlock(&dn->lock); }
 dnode_t *dnode_create(objset_t *os, uint64_t obj, const dnode_phys_t *phys);
 void dnode_destroy(dnode_t *dn);
 /* Looks up (loading its dnode block) object obj; NULL if beyond every dnode block
  * unless create, in which case new blocks of free dnodes are made. */
 dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create);
+/* Ends a hold of a user object set's dnode (the MOS's are not counted). */
+void dnode_rele(dnode_t *dn);
+/* Syncing context: evicts clean, unheld dnode blocks beyond the limit. */
+void objset_evict_dnodes(objset_t *os);
 /* txg-aware primitives; sync_ctx: called by the sync thread (no dirty accounting). */
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx);

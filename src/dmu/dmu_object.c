@@ -47,15 +47,17 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
     for (size_t i = 0; i < os->nfreed; i++) {
         dnode_t *dn = dnode_hold(os, os->freed[i], false);
         if (!dn) continue;
-        pthread_mutex_lock(&dn->lock);
+        dn_wlock(dn);
         bool ok = dnode_is_reusable(dn);
         if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
         bool stale = !ok && dn->cur.type != DNODE_TYPE_FREE;
-        pthread_mutex_unlock(&dn->lock);
+        uint64_t reused = dn->obj;
+        dn_unlock(dn);
+        dnode_rele(dn);
         if (ok || stale) {
             os->freed[i] = os->freed[--os->nfreed];
             if (ok) {
-                *obj = dn->obj;
+                *obj = reused;
                 pthread_mutex_unlock(&os->alloc_lock);
                 return 0;
             }
@@ -68,10 +70,11 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
             err = -ENOSPC;
             break;
         }
-        pthread_mutex_lock(&dn->lock);
+        dn_wlock(dn);
         bool ok = dnode_is_reusable(dn);
         if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
+        dnode_rele(dn);
         if (ok) {
             os->alloc_hint = o + 1;
             *obj = o;
@@ -88,9 +91,10 @@ int dmu_object_free(objset_t *os, uint64_t obj, dmu_tx_t *tx)
     if (err) return err;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     err = dnode_free_object_locked(dn, tx->txg);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
+    dnode_rele(dn);
     if (err) return err;
     pthread_mutex_lock(&os->alloc_lock);
     if (os->nfreed == os->capfreed) {
@@ -107,7 +111,7 @@ int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out)
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
     int err = 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_rlock(dn);
     const dnode_phys_t *c = &dn->cur;
     if (c->type == DNODE_TYPE_FREE) {
         err = -ENOENT;
@@ -122,7 +126,8 @@ int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out)
         out->generation = c->generation;
         out->bonus_len = c->bonuslen;
     }
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
+    dnode_rele(dn);
     return err;
 }
 
@@ -134,9 +139,10 @@ int dmu_object_set_props(objset_t *os, uint64_t obj, const dmu_object_props_t *p
     if (!props_ok(props)) return -EINVAL;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     err = dn->cur.type == DNODE_TYPE_FREE ? -ENOENT : dnode_set_props_locked(dn, tx->txg, props);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
+    dnode_rele(dn);
     return err;
 }
 
@@ -150,9 +156,10 @@ int dmu_object_list(objset_t *os, void (*fn)(uint64_t obj, void *arg), void *arg
     for (uint64_t o = 1; o < nb * DN_PER_BLOCK; o++) {
         dnode_t *dn = dnode_hold(os, o, false);
         if (!dn) continue;
-        pthread_mutex_lock(&dn->lock);
+        dn_rlock(dn);
         bool used = dn->cur.type != DNODE_TYPE_FREE;
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
+        dnode_rele(dn);
         if (!used) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -165,23 +172,32 @@ int dmu_object_list(objset_t *os, void (*fn)(uint64_t obj, void *arg), void *arg
     return 0;
 }
 
+static _Atomic(dmu_write_hook_t) write_hook;
+
+void dmu_set_write_hook(dmu_write_hook_t fn) { atomic_store(&write_hook, fn); }
+
 int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
               dmu_tx_t *tx)
 {
+    dmu_write_hook_t hook = atomic_load_explicit(&write_hook, memory_order_relaxed);
+    if (hook) hook(os, obj, off, len);
     int err = tx_check(os, tx);
     if (err) return err;
     if (len == 0) return 0;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    return dnode_write_impl(dn, tx->txg, off, len, buf, tx->sync_ctx);
+    err = dnode_write_impl(dn, tx->txg, off, len, buf, tx->sync_ctx);
+    dnode_rele(dn);
+    return err;
 }
 
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
 {
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    if (len == 0) return 0;
-    return dnode_read_impl(dn, off, len, buf);
+    int err = len ? dnode_read_impl(dn, off, len, buf) : 0;
+    dnode_rele(dn);
+    return err;
 }
 
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx)
@@ -190,7 +206,9 @@ int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_t
     if (err) return err;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    return dnode_free_range_impl(dn, tx->txg, off, len);
+    err = dnode_free_range_impl(dn, tx->txg, off, len);
+    dnode_rele(dn);
+    return err;
 }
 
 int dmu_bonus_write(objset_t *os, uint64_t obj, const void *buf, uint32_t len, dmu_tx_t *tx)
@@ -200,10 +218,11 @@ int dmu_bonus_write(objset_t *os, uint64_t obj, const void *buf, uint32_t len, d
     if (len > DMU_BONUS_MAX || (len && !buf)) return -EINVAL;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     if (dn->cur.type == DNODE_TYPE_FREE) err = -ENOENT;
     else dnode_set_bonus_locked(dn, tx->txg, buf, len);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
+    dnode_rele(dn);
     return err;
 }
 
@@ -212,7 +231,7 @@ int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
     int err = 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_rlock(dn);
     if (dn->cur.type == DNODE_TYPE_FREE) {
         err = -ENOENT;
     } else {
@@ -220,6 +239,7 @@ int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t
         memcpy(buf, dn->cur.bonus, CAIRN_MIN(l, cap));
         if (len) *len = l;
     }
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
+    dnode_rele(dn);
     return err;
 }

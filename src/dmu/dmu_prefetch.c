@@ -109,9 +109,9 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
     objset_t *os = dn->os;
     uint8_t policy = atomic_load(&os->cache_policy);
     if (len == 0 || dn->obj == UINT64_MAX || ARC_POLICY_PRIMARY(policy) != ARC_CACHE_ALL) return;
-    pthread_mutex_lock(&dn->lock);
+    dn_rlock(dn);
     uint32_t rs = dn->cur.datablksz;
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     if (!rs) return;
     uint64_t window = CAIRN_MIN(CAIRN_MAX((uint64_t)PF_WINDOW / rs, (uint64_t)PF_MIN_RECORDS),
                                 (uint64_t)PF_MAX_RECORDS);

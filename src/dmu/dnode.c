@@ -66,8 +66,27 @@
  * syncing slot still shadows every record it changes, so readers see either
  * version consistently; nlevels and the root are published when the slot is
  * retired. Record buffers of a closed txg are immutable, so records and
- * indirect blocks are written without the lock held. Metadata reads (loading
- * an indirect block) hold the dnode lock: they happen once per 1024 records.
+ * indirect blocks are written without the lock held.
+ *
+ * LOCKING. dn->lock is a writer-preferring reader-writer lock; the dirty
+ * records of every slot are spread over DN_SHARDS maps by record id, each
+ * guarded by the dnode's shard mutex of that index (one mutex covers record
+ * b in all slots, so the shadowing of newer slots stays under it).
+ *   - shared + the record's shard mutex: reading a record and, in open
+ *     context, writing one (creating or changing its dirty copy, shadowing
+ *     newer slots). Writers and readers of different records of one object
+ *     run in parallel.
+ *   - exclusive: everything that changes the slots' shape or attributes - the
+ *     first change of a txg (creating its slot), a write past the known end
+ *     (maxblkid, done after the records under a brief exclusive hold), frees,
+ *     props, bonus, allocation, growing the record size, and the sync.
+ *   - dn->ind_lock: inserting loaded indirect blocks into the cache while the
+ *     dnode lock is shared (the sync edits them only under exclusive). Loading
+ *     one holds it across the read: once per 1024 records.
+ * A partial-record write whose record must come from disk drops its locks
+ * for the read and then looks again, keeping the read only if the lookup
+ * still names the same block. Order: dn->lock, shard mutex, ind_lock; the
+ * write throttle's accounting (spa_dirty_add) is done after unlocking.
  */
 #include "dmu_impl.h"
 
@@ -77,6 +96,10 @@
 #include <string.h>
 
 #define META_OBJ UINT64_MAX
+
+/* Eviction statistics and limit (see "Holds and eviction" below). */
+static _Atomic uint64_t dnodes_resident, dnodes_evicted;
+static _Atomic uint64_t dnode_limit = 50000; /* ~2.2 KiB each, plus indirect blocks */
 
 enum { LK_ZERO = 0, LK_DATA = 1, LK_BP = 2 };
 
@@ -158,10 +181,20 @@ dnode_t *dnode_create(objset_t *os, uint64_t obj, const dnode_phys_t *phys)
     dnode_t *dn = cairn_zalloc(sizeof(*dn));
     dn->os = os;
     dn->obj = obj;
-    pthread_mutex_init(&dn->lock, NULL);
+    /* Writer-preferring: a stream of shared holders (readers, writers of
+     * records) must not starve the sync thread or a txg's first change. No
+     * thread ever takes the same dnode's lock shared twice. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&dn->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    for (int i = 0; i < DN_SHARDS; i++) pthread_mutex_init(&dn->shard_lock[i], NULL);
+    pthread_mutex_init(&dn->ind_lock, NULL);
     if (phys) dn->phys = *phys;
     dn->cur = dn->phys;
     dmu_map_init(&dn->inds);
+    if (obj != META_OBJ) atomic_fetch_add(&dnodes_resident, 1);
     return dn;
 }
 
@@ -173,11 +206,13 @@ static void rec_free(dmu_rec_t *r)
 
 static void slot_destroy(dn_slot_t *s)
 {
-    size_t n;
-    void **v = dmu_map_values(&s->recs, &n);
-    for (size_t i = 0; i < n; i++) rec_free(v[i]);
-    free(v);
-    dmu_map_fini(&s->recs);
+    for (int sh = 0; sh < DN_SHARDS; sh++) {
+        size_t n;
+        void **v = dmu_map_values(&s->recs[sh], &n);
+        for (size_t i = 0; i < n; i++) rec_free(v[i]);
+        free(v);
+        dmu_map_fini(&s->recs[sh]);
+    }
     free(s->frees);
     free(s);
 }
@@ -199,11 +234,14 @@ static void dn_drop_inds(dnode_t *dn)
 
 void dnode_destroy(dnode_t *dn)
 {
+    if (dn->obj != META_OBJ) atomic_fetch_sub(&dnodes_resident, 1);
     for (int i = 0; i < 4; i++)
         if (dn->slots[i]) slot_destroy(dn->slots[i]);
     dn_drop_inds(dn);
     for (int l = 0; l < DN_MAX_LEVELS; l++) free(dn->dirty_inds[l]);
-    pthread_mutex_destroy(&dn->lock);
+    pthread_rwlock_destroy(&dn->lock);
+    for (int i = 0; i < DN_SHARDS; i++) pthread_mutex_destroy(&dn->shard_lock[i]);
+    pthread_mutex_destroy(&dn->ind_lock);
     free(dn);
 }
 
@@ -262,7 +300,7 @@ static dn_slot_t *slot_get(dnode_t *dn, uint64_t txg, bool sync_ctx)
     }
     s = cairn_zalloc(sizeof(*s));
     s->txg = txg;
-    dmu_map_init(&s->recs);
+    for (int sh = 0; sh < DN_SHARDS; sh++) dmu_map_init(&s->recs[sh]);
     dn_slot_t *older = NULL;
     for (int i = 0; i < 4; i++) {
         dn_slot_t *o = dn->slots[i];
@@ -344,10 +382,51 @@ void dnode_set_alloc(dnode_t *dn, uint64_t txg, uint8_t type, const dmu_object_p
     dn_attr_change(dn, txg, &c, sync_ctx);
 }
 
+static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool shared,
+                     dmu_rec_t **out, uint64_t *newbytes);
+
+/*
+ * The record size of an object that has a single record (record 0) may grow,
+ * so a file written in small appends ends with full-size records: record 0
+ * becomes a dirty record of txg (and of every newer live txg that has it) at
+ * the new size, its bytes first and zeros after. Older txgs still write their
+ * copy at the old size: their attribute snapshot says so. dn->lock exclusive.
+ */
+static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
+{
+    uint64_t newbytes = 0;
+    dmu_rec_t *r;
+    slot_get(dn, txg, false);
+    int err = dirty_rec(dn, txg, 0, false, false, &r, &newbytes);
+    if (err) return err;
+    /* dirty_rec may have dropped the lock: check again. */
+    if (dn->cur.type == DNODE_TYPE_FREE) return -ENOENT;
+    if (dn->cur.maxblkid != 0) return -EINVAL;
+    uint32_t old = dn->cur.datablksz;
+    if (old >= newsz) return 0;
+    for (int i = 0; i < 4; i++) {
+        dn_slot_t *s = dn->slots[i];
+        dmu_rec_t *x = s && s->txg >= txg ? dmu_map_get(&s->recs[dn_shard(0)], 0) : NULL;
+        if (!x) continue;
+        uint8_t *d = dmu_buf_alloc(newsz);
+        memcpy(d, x->data, old);
+        memset(d + old, 0, newsz - old);
+        free(x->data);
+        x->data = d;
+        newbytes += newsz - old;
+    }
+    spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
+    return 0;
+}
+
 int dnode_set_props_locked(dnode_t *dn, uint64_t txg, const dmu_object_props_t *p)
 {
-    if (p->recordsize != dn->cur.datablksz && (dn->cur.flags & DNODE_FLAG_WRITTEN))
-        return -EINVAL;
+    if (p->recordsize != dn->cur.datablksz && (dn->cur.flags & DNODE_FLAG_WRITTEN)) {
+        if (p->recordsize < dn->cur.datablksz || dn->cur.maxblkid != 0 || dn->obj == META_OBJ)
+            return -EINVAL;
+        int err = grow_single_record(dn, txg, p->recordsize);
+        if (err) return err;
+    }
     attr_change_t c = {.kind = ATTR_PROPS, .txg = txg, .props = p};
     dn_attr_change(dn, txg, &c, false);
     return 0;
@@ -416,8 +495,11 @@ static int tree_get_bp(dnode_t *dn, unsigned nl, const cairn_blkptr_t *root, uin
         return 0;
     }
     int err = 0;
+    /* Under a shared dnode lock several readers may load indirect blocks. */
+    pthread_mutex_lock(&dn->ind_lock);
     dn_ind_t *ind = get_ind(dn, nl, root, 1, blkid >> DN_EPB_SHIFT, false, &err);
     if (ind) *out = ind->bps[blkid & (DN_EPB - 1)];
+    pthread_mutex_unlock(&dn->ind_lock);
     return err;
 }
 
@@ -430,7 +512,7 @@ static int dn_lookup(dnode_t *dn, uint64_t upto, uint64_t blkid, const uint8_t *
     *err = 0;
     for (size_t i = n; i-- > 0;) {
         if (ss[i]->txg > upto) continue;
-        dmu_rec_t *r = dmu_map_get(&ss[i]->recs, blkid);
+        dmu_rec_t *r = dmu_map_get(&ss[i]->recs[dn_shard(blkid)], blkid);
         if (r) {
             *data = r->data;
             return LK_DATA;
@@ -444,20 +526,40 @@ static int dn_lookup(dnode_t *dn, uint64_t upto, uint64_t blkid, const uint8_t *
 
 /* ---------------- open context: records ---------------- */
 
-/* The record blkid of txg's slot, created from its current content unless the
- * caller overwrites it whole. May drop and retake dn->lock around a read. */
-static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool sync_ctx,
-                     dmu_rec_t **out)
+/* The record blkid of txg's slot (which exists), created from its current
+ * content unless the caller overwrites it whole. Called with dn->lock held
+ * exclusively, or shared together with the record's shard lock. A record that
+ * must come from disk is read with the locks dropped; the lookup is then
+ * repeated and the read kept only if it still names the same block (any
+ * change to the record in the meantime shows as a dirty record or another
+ * block pointer). *newbytes gets the bytes newly dirtied; the caller accounts
+ * them once it has unlocked. */
+static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool shared,
+                     dmu_rec_t **out, uint64_t *newbytes)
 {
+    unsigned sh = dn_shard(blkid);
+    uint8_t *data = NULL;
+    uint32_t data_size = 0;
+    cairn_blkptr_t read_bp;
+    bool have_read = false;
     for (;;) {
-        dn_slot_t *s = slot_get(dn, txg, sync_ctx);
-        dmu_rec_t *r = dmu_map_get(&s->recs, blkid);
+        dn_slot_t *s = slot_find(dn, txg);
+        dmu_rec_t *r = dmu_map_get(&s->recs[sh], blkid);
         if (r) {
+            free(data);
             *out = r;
             return 0;
         }
         uint32_t rs = dn->cur.datablksz;
-        uint8_t *data = dmu_buf_alloc(rs);
+        if (data && data_size != rs) {
+            free(data);
+            data = NULL;
+            have_read = false;
+        }
+        if (!data) {
+            data = dmu_buf_alloc(rs);
+            data_size = rs;
+        }
         if (!whole) {
             const uint8_t *src = NULL;
             cairn_blkptr_t bp;
@@ -471,69 +573,108 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
                 memcpy(data, src, rs);
             } else if (k == LK_ZERO) {
                 memset(data, 0, rs);
-            } else {
-                uint64_t gen = dn->mod_gen;
-                pthread_mutex_unlock(&dn->lock);
-                err = bp.lsize == rs ? dmu_cache_read(dn->os, &bp, data) : -EIO;
-                pthread_mutex_lock(&dn->lock);
+            } else if (!have_read || memcmp(&bp, &read_bp, sizeof(bp))) {
+                if (bp.lsize != rs) {
+                    free(data);
+                    return -EIO;
+                }
+                if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
+                dn_unlock(dn);
+                err = dmu_cache_read(dn->os, &bp, data);
+                if (shared) {
+                    dn_rlock(dn);
+                    pthread_mutex_lock(&dn->shard_lock[sh]);
+                } else {
+                    dn_wlock(dn);
+                }
+                if (!err && dn->cur.type == DNODE_TYPE_FREE) err = -ENOENT;
                 if (err) {
                     free(data);
                     return err;
                 }
-                if (dn->cur.type == DNODE_TYPE_FREE) {
-                    free(data);
-                    return -ENOENT;
-                }
-                if (gen != dn->mod_gen) {
-                    /* Someone changed the dnode while we read: look again. */
-                    free(data);
-                    continue;
-                }
+                read_bp = bp;
+                have_read = true;
+                continue; /* look again: someone may have changed the record meanwhile */
             }
         }
         r = cairn_zalloc(sizeof(*r));
         r->blkid = blkid;
         r->data = data;
-        s = slot_get(dn, txg, sync_ctx);
-        dmu_map_put(&s->recs, blkid, r);
+        dmu_map_put(&s->recs[sh], blkid, r);
         dn->mod_gen++;
-        if (!sync_ctx && dn->obj != META_OBJ) spa_dirty_add(dn_spa(dn), txg, rs);
+        *newbytes += rs;
         *out = r;
         return 0;
     }
 }
 
-/* Writes (src NULL: zeros) into records of txg, dn->lock held. */
-static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
-                           const uint8_t *src, bool sync_ctx)
+/*
+ * Writes (src NULL: zeros) into the records of txg, whose slot exists.
+ * Exclusive: dn->lock held exclusively. Shared: dn->lock held shared, and
+ * each record is changed under its shard lock, so writers of different
+ * records run in parallel. Attributes never change under a shared lock:
+ * *maxblkid gets the highest record written (*wrote set) for the caller to
+ * record.
+ */
+static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
+                            const uint8_t *src, bool shared, uint64_t *newbytes,
+                            uint64_t *maxblkid, bool *wrote)
 {
+    /* A writer still in a txg older than a record-size change cannot write:
+     * its txg stores records at the old size. */
+    if (slot_find(dn, txg)->snap.datablksz != dn->cur.datablksz) return -EINVAL;
     while (len > 0) {
         uint32_t rs = dn->cur.datablksz;
         uint64_t blkid = off / rs;
         uint32_t boff = (uint32_t)(off % rs);
         uint32_t n = (uint32_t)CAIRN_MIN(len, (uint64_t)(rs - boff));
         bool whole = boff == 0 && n == rs;
-        dmu_rec_t *r;
-        int err = dirty_rec(dn, txg, blkid, whole, sync_ctx, &r);
-        if (err) return err;
-        if (src) memcpy(r->data + boff, src, n);
-        else memset(r->data + boff, 0, n);
+        unsigned sh = dn_shard(blkid);
+        if (shared) pthread_mutex_lock(&dn->shard_lock[sh]);
+        dmu_rec_t *r = dmu_map_get(&slot_find(dn, txg)->recs[sh], blkid);
+        int err = 0;
+        if (whole) {
+            /* Overwritten whole: the old content is not needed. (Copying into
+             * a fresh buffer before locking was tried: the allocator's page
+             * faults cost more than the copy under the shard mutex.) */
+            if (!r) {
+                r = cairn_zalloc(sizeof(*r));
+                r->blkid = blkid;
+                r->data = dmu_buf_alloc(rs);
+                dmu_map_put(&slot_find(dn, txg)->recs[sh], blkid, r);
+                dn->mod_gen++;
+                *newbytes += rs;
+            }
+            if (src) memcpy(r->data, src, rs);
+            else memset(r->data, 0, rs);
+        } else {
+            err = dirty_rec(dn, txg, blkid, false, shared, &r, newbytes);
+            if (!err && dn->cur.datablksz != rs) {
+                /* The record size changed while the locks were dropped: again. */
+                if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
+                continue;
+            }
+            if (!err) {
+                if (src) memcpy(r->data + boff, src, n);
+                else memset(r->data + boff, 0, n);
+            }
+        }
         /* Keep newer txgs that shadow this record up to date. */
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 4 && !err; i++) {
             dn_slot_t *s = dn->slots[i];
             if (!s || s->txg <= txg) continue;
-            dmu_rec_t *nr = dmu_map_get(&s->recs, blkid);
-            if (!nr && slot_freed(s, blkid)) {
-                err = dirty_rec(dn, s->txg, blkid, false, false, &nr);
-                if (err) return err;
-            }
-            if (nr) {
+            dmu_rec_t *nr = dmu_map_get(&s->recs[sh], blkid);
+            if (!nr && slot_freed(s, blkid))
+                err = dirty_rec(dn, s->txg, blkid, false, shared, &nr, newbytes);
+            if (nr && !err) {
                 if (src) memcpy(nr->data + boff, src, n);
                 else memset(nr->data + boff, 0, n);
             }
         }
-        attr_change_t c = {.kind = ATTR_MAXBLKID, .blkid = blkid};
-        dn_attr_change(dn, txg, &c, sync_ctx);
+        if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
+        if (err) return err;
+        if (!*wrote || *maxblkid < blkid) *maxblkid = blkid;
+        *wrote = true;
         off += n;
         len -= n;
         if (src) src += n;
@@ -541,37 +682,106 @@ static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len
     return 0;
 }
 
+static void note_maxblkid(dnode_t *dn, uint64_t txg, uint64_t blkid, bool sync_ctx)
+{
+    attr_change_t c = {.kind = ATTR_MAXBLKID, .blkid = blkid};
+    dn_attr_change(dn, txg, &c, sync_ctx);
+}
+
+/* True when txg and every newer txg already know a record up to blkid. */
+static bool maxblkid_covers(const dnode_t *dn, uint64_t txg, uint64_t blkid)
+{
+    if (!(dn->cur.flags & DNODE_FLAG_WRITTEN) || dn->cur.maxblkid < blkid) return false;
+    for (int i = 0; i < 4; i++) {
+        const dn_slot_t *s = dn->slots[i];
+        if (!s || s->txg < txg) continue;
+        if (!(s->snap.flags & DNODE_FLAG_WRITTEN) || s->snap.maxblkid < blkid) return false;
+    }
+    return true;
+}
+
+/* Writes (src NULL: zeros) into records of txg, dn->lock held exclusively. */
+static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
+                           const uint8_t *src, bool sync_ctx)
+{
+    uint64_t newbytes = 0, maxblkid = 0;
+    bool wrote = false;
+    slot_get(dn, txg, sync_ctx);
+    int err = dn_write_records(dn, txg, off, len, src, false, &newbytes, &maxblkid, &wrote);
+    if (wrote) note_maxblkid(dn, txg, maxblkid, sync_ctx);
+    if (newbytes && !sync_ctx && dn->obj != META_OBJ)
+        spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
+    return err;
+}
+
+/*
+ * Open-context writes of user objects hold the dnode lock shared, so writers
+ * of different records of one object (a volume's random writes) proceed in
+ * parallel; only the first change of a txg (its slot) and a record beyond the
+ * known end (maxblkid) take it exclusively, briefly. The txg cannot sync
+ * while the caller's transaction holds it, so the slot stays between the two.
+ */
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx)
 {
     if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
-    pthread_mutex_lock(&dn->lock);
-    int err = dn->cur.type == DNODE_TYPE_FREE ? -ENOENT
-                                               : dn_write_locked(dn, txg, off, len, buf, sync_ctx);
-    pthread_mutex_unlock(&dn->lock);
+    if (sync_ctx || dn->obj == META_OBJ) {
+        dn_wlock(dn);
+        int err = dn->cur.type == DNODE_TYPE_FREE
+                      ? -ENOENT
+                      : dn_write_locked(dn, txg, off, len, buf, sync_ctx);
+        dn_unlock(dn);
+        return err;
+    }
+    dn_rlock(dn);
+    if (!slot_find(dn, txg)) {
+        dn_unlock(dn);
+        dn_wlock(dn);
+        if (dn->cur.type != DNODE_TYPE_FREE) slot_get(dn, txg, false);
+        dn_unlock(dn);
+        dn_rlock(dn);
+    }
+    uint64_t newbytes = 0, maxblkid = 0;
+    bool wrote = false;
+    int err = dn->cur.type == DNODE_TYPE_FREE || !slot_find(dn, txg)
+                  ? -ENOENT
+                  : dn_write_records(dn, txg, off, len, buf, true, &newbytes, &maxblkid, &wrote);
+    bool need_max = wrote && !maxblkid_covers(dn, txg, maxblkid);
+    dn_unlock(dn);
+    if (need_max) {
+        dn_wlock(dn);
+        if (dn->cur.type != DNODE_TYPE_FREE) note_maxblkid(dn, txg, maxblkid, false);
+        dn_unlock(dn);
+    }
+    if (newbytes) spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
     return err;
 }
 
+/* dn->lock held exclusively. */
 static void slot_drop_recs(dn_slot_t *s, uint64_t start, uint64_t end)
 {
-    if (s->recs.count == 0) return;
-    if (end - start <= s->recs.count) {
+    size_t count = 0;
+    for (int sh = 0; sh < DN_SHARDS; sh++) count += s->recs[sh].count;
+    if (count == 0) return;
+    if (end - start <= count) {
         for (uint64_t b = start; b < end; b++) {
-            dmu_rec_t *r = dmu_map_remove(&s->recs, b);
+            dmu_rec_t *r = dmu_map_remove(&s->recs[dn_shard(b)], b);
             if (r) rec_free(r);
         }
         return;
     }
-    size_t n;
-    void **v = dmu_map_values(&s->recs, &n);
-    for (size_t i = 0; i < n; i++) {
-        dmu_rec_t *r = v[i];
-        if (r->blkid >= start && r->blkid < end) {
-            dmu_map_remove(&s->recs, r->blkid);
-            rec_free(r);
+    for (int sh = 0; sh < DN_SHARDS; sh++) {
+        size_t n;
+        void **v = dmu_map_values(&s->recs[sh], &n);
+        for (size_t i = 0; i < n; i++) {
+            dmu_rec_t *r = v[i];
+            if (r->blkid >= start && r->blkid < end) {
+                dmu_map_remove(&s->recs[sh], r->blkid);
+                rec_free(r);
+            }
         }
+        free(v);
     }
-    free(v);
 }
 
 static int dn_free_range_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len)
@@ -611,9 +821,9 @@ static int dn_free_range_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_
 
 int dnode_free_range_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len)
 {
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     int err = dn->cur.type == DNODE_TYPE_FREE ? -ENOENT : dn_free_range_locked(dn, txg, off, len);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return err;
 }
 
@@ -682,9 +892,9 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
     size_t nio = 0;
     if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
     while (len > 0) {
-        pthread_mutex_lock(&dn->lock);
+        dn_rlock(dn);
         if (dn->cur.type == DNODE_TYPE_FREE) {
-            pthread_mutex_unlock(&dn->lock);
+            dn_unlock(dn);
             err = -ENOENT;
             break;
         }
@@ -694,10 +904,13 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
         uint32_t n = (uint32_t)CAIRN_MIN(len, (uint64_t)(rs - boff));
         const uint8_t *src = NULL;
         cairn_blkptr_t bp;
+        pthread_mutex_t *shard = &dn->shard_lock[dn_shard(blkid)];
+        pthread_mutex_lock(shard);
         int k = dn_lookup(dn, UINT64_MAX, blkid, &src, &bp, &err);
         if (k == LK_DATA) memcpy(dst, src + boff, n);
         else if (k == LK_ZERO) memset(dst, 0, n);
-        pthread_mutex_unlock(&dn->lock);
+        pthread_mutex_unlock(shard);
+        dn_unlock(dn);
         if (err) break;
         if (k == LK_BP) {
             if (bp.lsize != rs) {
@@ -728,17 +941,20 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
  * holes (nothing to read ahead). Returns the record size, 0 if the object is free. */
 uint32_t dnode_prefetch_bps(dnode_t *dn, uint64_t blkid, size_t n, cairn_blkptr_t *bps)
 {
-    pthread_mutex_lock(&dn->lock);
+    dn_rlock(dn);
     uint32_t rs = dn->cur.type == DNODE_TYPE_FREE ? 0 : dn->cur.datablksz;
     for (size_t i = 0; i < n; i++) {
         memset(&bps[i], 0, sizeof bps[i]);
         if (!rs) continue;
         const uint8_t *src = NULL;
         int err = 0;
+        pthread_mutex_t *shard = &dn->shard_lock[dn_shard(blkid + i)];
+        pthread_mutex_lock(shard);
         if (dn_lookup(dn, UINT64_MAX, blkid + i, &src, &bps[i], &err) != LK_BP || err)
             memset(&bps[i], 0, sizeof bps[i]);
+        pthread_mutex_unlock(shard);
     }
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return rs;
 }
 
@@ -850,10 +1066,10 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
     int err = 0;
     *recs_out = NULL;
     *nrecs = 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     dn_slot_t *s = slot_find(dn, txg);
     if (!s) {
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
         return 0;
     }
     dn->wnlevels = dn->phys.nlevels ? dn->phys.nlevels : 1;
@@ -867,7 +1083,7 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
             err = free_tree(dn, txg, &dn->wroot, dn->wnlevels - 1, 0);
         memset(&dn->wroot, 0, sizeof(dn->wroot));
         dn->wnlevels = 1;
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
         return err;
     }
 
@@ -891,8 +1107,17 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
     for (size_t i = 0; i < s->nfrees && !err; i++)
         err = tree_free_range(dn, txg, s->frees[i].start, s->frees[i].end);
 
-    size_t n;
-    dmu_rec_t **recs = (dmu_rec_t **)dmu_map_values(&s->recs, &n);
+    size_t n = 0;
+    for (int sh = 0; sh < DN_SHARDS; sh++) n += s->recs[sh].count;
+    dmu_rec_t **recs = cairn_zalloc((n + 1) * sizeof(*recs));
+    n = 0;
+    for (int sh = 0; sh < DN_SHARDS; sh++) {
+        size_t k;
+        void **v = dmu_map_values(&s->recs[sh], &k);
+        memcpy(recs + n, v, k * sizeof(*recs));
+        n += k;
+        free(v);
+    }
     spa_write_props_t props = {
         .type = dn_blk_type(s->snap.type),
         .level = 0,
@@ -908,7 +1133,7 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
         recs[i]->size = s->snap.datablksz;
         recs[i]->error = 0;
     }
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     *recs_out = recs;
     *nrecs = n;
     return err;
@@ -1005,10 +1230,10 @@ static int set_child_bp(dnode_t *dn, uint64_t txg, unsigned level, uint64_t id,
 int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs, taskq_t *tq)
 {
     int err = 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     dn_slot_t *s = slot_find(dn, txg);
     if (!s) {
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
         return 0;
     }
     bool freed = s->snap.type == DNODE_TYPE_FREE;
@@ -1031,7 +1256,7 @@ int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs,
             }
             dn->ndirty_inds[l] = 0;
             /* Only this thread edits the tree, so the blocks are stable unlocked. */
-            pthread_mutex_unlock(&dn->lock);
+            dn_unlock(dn);
             if (n == 1 || !tq) {
                 for (size_t i = 0; i < n; i++) ind_write_task(&ws[i]);
             } else {
@@ -1041,7 +1266,7 @@ int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs,
                 taskq_group_wait(&g);
                 taskq_group_fini(&g);
             }
-            pthread_mutex_lock(&dn->lock);
+            dn_wlock(dn);
             for (size_t i = 0; i < n && !err; i++) {
                 if (ws[i].error) err = ws[i].error;
                 else err = set_child_bp(dn, txg, l, ws[i].ind->blkid, &ws[i].bp);
@@ -1052,7 +1277,7 @@ int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs,
     if (err) {
         log_error("dmu", "object %llu: sync of txg %llu failed: %d", (unsigned long long)dn->obj,
                   (unsigned long long)txg, err);
-        pthread_mutex_unlock(&dn->lock);
+        dn_unlock(dn);
         return err;
     }
     /* Publish the new tree and retire the slot in one step. */
@@ -1070,35 +1295,129 @@ int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs,
     dn->slots[txg & 3] = NULL;
     slot_destroy(s);
     dn->mod_gen++;
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return 0;
 }
 
 void dnode_sync_put_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, uint8_t *data)
 {
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     dn_slot_t *s = slot_get(dn, txg, true);
-    dmu_rec_t *r = dmu_map_get(&s->recs, blkid);
+    dmu_rec_t *r = dmu_map_get(&s->recs[dn_shard(blkid)], blkid);
     if (r) {
         free(r->data);
     } else {
         r = cairn_zalloc(sizeof(*r));
         r->blkid = blkid;
-        dmu_map_put(&s->recs, blkid, r);
+        dmu_map_put(&s->recs[dn_shard(blkid)], blkid, r);
     }
     r->data = data;
     attr_change_t c = {.kind = ATTR_MAXBLKID, .blkid = blkid};
     dn_attr_change(dn, txg, &c, true);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
 }
 
 /* ---------------- loading dnodes ---------------- */
+
+/*
+ * Holds and eviction. A dnode found by dnode_hold() is held until
+ * dnode_rele(); the count changes only under os->lock (the release may race
+ * harmlessly: eviction just sees it held). At the start of each object set's
+ * sync, when more dnodes are resident than the limit, whole dnode blocks
+ * whose 32 dnodes are all unheld and clean (no live txg slot) are evicted,
+ * least recently held first, down to 3/4 of the limit; their indirect-block
+ * caches go with them. A clean dnode equals its copy in the meta-dnode, so a
+ * later hold reloads it exactly; the sync thread is the only evicter, and a
+ * block holding a dnode dirty in the syncing txg is never evicted, so the
+ * dnode blocks that sync writes out always find all 32 dnodes. The MOS is
+ * never evicted (its directory dnode is used without holds).
+ */
+
+void dmu_dnode_set_limit(uint64_t n) { atomic_store(&dnode_limit, n ? n : 1); }
+
+void dmu_dnode_get_stats(dmu_dnode_stats_t *out)
+{
+    out->resident = atomic_load(&dnodes_resident);
+    out->evicted = atomic_load(&dnodes_evicted);
+    out->limit = atomic_load(&dnode_limit);
+}
+
+static bool counts_holds(const objset_t *os) { return os != os->dp->mos; }
+
+static void hold_locked(objset_t *os, dnode_t *dn)
+{
+    if (!dn || !counts_holds(os)) return;
+    atomic_fetch_add(&dn->holds, 1);
+    dn->last_use = ++os->use_clock;
+}
+
+void dnode_rele(dnode_t *dn)
+{
+    if (counts_holds(dn->os)) atomic_fetch_sub(&dn->holds, 1);
+}
+
+typedef struct evict_blk {
+    uint64_t blk, last_use;
+    bool busy;
+} evict_blk_t;
+
+static int evict_blk_cmp(const void *a, const void *b)
+{
+    const evict_blk_t *x = a, *y = b;
+    if (x->busy != y->busy) return x->busy ? 1 : -1;
+    if (x->last_use != y->last_use) return x->last_use < y->last_use ? -1 : 1;
+    return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+static int dn_obj_cmp(const void *a, const void *b)
+{
+    const dnode_t *x = *(dnode_t *const *)a, *y = *(dnode_t *const *)b;
+    return x->obj < y->obj ? -1 : x->obj > y->obj;
+}
+
+void objset_evict_dnodes(objset_t *os)
+{
+    uint64_t limit = atomic_load(&dnode_limit);
+    if (!counts_holds(os) || atomic_load(&dnodes_resident) <= limit) return;
+    uint64_t target = limit - limit / 4;
+    pthread_mutex_lock(&os->load_lock);
+    pthread_mutex_lock(&os->lock);
+    size_t n;
+    dnode_t **dns = (dnode_t **)dmu_map_values(&os->dnodes, &n);
+    qsort(dns, n, sizeof(*dns), dn_obj_cmp);
+    evict_blk_t *blks = cairn_zalloc((n + 1) * sizeof(*blks));
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        dnode_t *dn = dns[i];
+        uint64_t b = dn->obj >> DN_PER_BLOCK_SHIFT;
+        if (!nb || blks[nb - 1].blk != b) blks[nb++] = (evict_blk_t){.blk = b};
+        evict_blk_t *e = &blks[nb - 1];
+        if (dn->last_use > e->last_use) e->last_use = dn->last_use;
+        if (atomic_load(&dn->holds)) e->busy = true;
+        for (int k = 0; k < 4; k++)
+            if (dn->slots[k]) e->busy = true;
+    }
+    qsort(blks, nb, sizeof(*blks), evict_blk_cmp);
+    for (size_t i = 0; i < nb && !blks[i].busy && atomic_load(&dnodes_resident) > target; i++) {
+        for (unsigned k = 0; k < DN_PER_BLOCK; k++) {
+            dnode_t *dn = dmu_map_remove(&os->dnodes, (blks[i].blk << DN_PER_BLOCK_SHIFT) + k);
+            if (!dn) continue;
+            dnode_destroy(dn);
+            atomic_fetch_add(&dnodes_evicted, 1);
+        }
+    }
+    pthread_mutex_unlock(&os->lock);
+    pthread_mutex_unlock(&os->load_lock);
+    free(blks);
+    free(dns);
+}
 
 dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create)
 {
     pthread_mutex_lock(&os->lock);
     dnode_t *dn = dmu_map_get(&os->dnodes, obj);
     uint64_t nb = os->meta_nblocks;
+    hold_locked(os, dn);
     pthread_mutex_unlock(&os->lock);
     if (dn) return dn;
     uint64_t b = obj >> DN_PER_BLOCK_SHIFT;
@@ -1108,6 +1427,7 @@ dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create)
     pthread_mutex_lock(&os->lock);
     dn = dmu_map_get(&os->dnodes, obj);
     nb = os->meta_nblocks;
+    hold_locked(os, dn);
     pthread_mutex_unlock(&os->lock);
     if (dn) {
         pthread_mutex_unlock(&os->load_lock);
@@ -1134,6 +1454,7 @@ dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create)
     }
     if (os->meta_nblocks < b + 1) os->meta_nblocks = b + 1;
     dn = dmu_map_get(&os->dnodes, obj);
+    hold_locked(os, dn);
     pthread_mutex_unlock(&os->lock);
     pthread_mutex_unlock(&os->load_lock);
     free(blk);

@@ -111,10 +111,10 @@ static dnode_t *dir_dnode(dmu_pool_t *dp, uint64_t txg)
 {
     dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, txg != 0);
     if (!dn || !txg) return dn;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     if (dn->cur.type == DNODE_TYPE_FREE && dnode_is_reusable(dn))
         dnode_set_alloc(dn, txg, DNODE_TYPE_DIRECTORY, &dir_props, false);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return dn;
 }
 
@@ -122,10 +122,10 @@ static int dir_load(dmu_pool_t *dp)
 {
     dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, false);
     if (!dn) return 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     bool has = dn->cur.type == DNODE_TYPE_DIRECTORY && (dn->cur.flags & DNODE_FLAG_WRITTEN);
     uint64_t nrec = has ? dn->cur.maxblkid + 1 : 0;
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     if (!nrec) return 0;
     uint64_t len = nrec * DIR_RECORDSIZE;
     dir_entry_phys_t *es = dmu_buf_alloc(len);
@@ -210,9 +210,9 @@ static int dmu_pool_create(spa_t *spa, uint64_t txg)
         dp->mos = objset_alloc(dp, 0, NULL, &err);
     }
     dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, true);
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     if (dnode_is_reusable(dn)) dnode_set_alloc(dn, txg, DNODE_TYPE_DIRECTORY, &dir_props, true);
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return err;
 }
 
@@ -320,6 +320,7 @@ static int cmp_u64(const void *a, const void *b)
 static int objset_sync(objset_t *os, uint64_t txg)
 {
     dmu_pool_t *dp = os->dp;
+    objset_evict_dnodes(os);
     pthread_mutex_lock(&os->dirty_lock);
     os_dirty_t *d = &os->dirty[txg & 3];
     dnode_t **dns = NULL;
@@ -350,9 +351,9 @@ static int objset_sync(objset_t *os, uint64_t txg)
             dnode_t *dn = dmu_map_get(&os->dnodes, o);
             pthread_mutex_unlock(&os->lock);
             if (!dn) continue;
-            pthread_mutex_lock(&dn->lock);
+            dn_wlock(dn);
             blk[k] = dn->phys;
-            pthread_mutex_unlock(&dn->lock);
+            dn_unlock(dn);
         }
         dnode_sync_put_rec(os->meta, txg, blks[i], (uint8_t *)blk);
     }
@@ -368,9 +369,9 @@ static int objset_sync(objset_t *os, uint64_t txg)
     osp->id = os->id;
     if (!os->creation_txg) os->creation_txg = txg;
     osp->creation_txg = os->creation_txg;
-    pthread_mutex_lock(&meta->lock);
+    dn_wlock(meta);
     osp->meta = meta->phys;
-    pthread_mutex_unlock(&meta->lock);
+    dn_unlock(meta);
     spa_write_props_t props = {.type = CAIRN_BT_OBJSET, .level = 0,
                                .checksum = CAIRN_CHECKSUM_FLETCHER4,
                                .compress = CAIRN_COMPRESS_LZ4, .copies = 2};
@@ -908,10 +909,10 @@ uint64_t dmu_pool_root_obj(spa_t *spa)
     dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, false);
     if (!dn) return 0;
     uint64_t v = 0;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     if (dn->cur.type == DNODE_TYPE_DIRECTORY && dn->cur.bonuslen >= sizeof(v))
         memcpy(&v, dn->cur.bonus, sizeof(v));
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return v;
 }
 
@@ -922,9 +923,9 @@ int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx)
     if (!tx || !dmu_tx_assign(tx)) return -EROFS;
     dnode_t *dn = dir_dnode(dp, tx->txg);
     if (!dn) return -EIO;
-    pthread_mutex_lock(&dn->lock);
+    dn_wlock(dn);
     dnode_set_bonus_locked(dn, tx->txg, &obj, sizeof(obj));
-    pthread_mutex_unlock(&dn->lock);
+    dn_unlock(dn);
     return 0;
 }
 

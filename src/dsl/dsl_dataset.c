@@ -1226,7 +1226,10 @@ static int destroy_check(dsl_pool_t *dp, dsl_node_t *n, dsl_node_t *top, destroy
     char fn[DSL_NAME_MAX + 1];
     dsl_node_fullname(n, fn, sizeof(fn));
     if (n->holds > 0) {
-        seterr(dt->err, dt->errlen, "dataset is busy: %s", fn);
+        seterr(dt->err, dt->errlen,
+               "dataset is busy: %s is in use (shared over NFS, a volume behind an iSCSI LUN, "
+               "or a mounted snapshot); set sharenfs=off or remove the LUN first",
+               fn);
         return -EBUSY;
     }
     if (n->phys.type == DSL_TYPE_SNAPSHOT && n->phys.num_clones) {
@@ -1439,7 +1442,13 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     }
     dsl_node_t *h = s->parent;
     if (h->holds > 0) {
-        seterr(rt->err, rt->errlen, "dataset is busy: %s", rt->name);
+        char hn[DSL_NAME_MAX + 1];
+        dsl_node_fullname(h, hn, sizeof(hn));
+        seterr(rt->err, rt->errlen,
+               "dataset is busy: %s is in use (shared over NFS or a volume behind an iSCSI "
+               "LUN) and cannot be rolled back under its clients; set sharenfs=off or remove "
+               "the LUN, roll back, then share it again",
+               hn);
         return -EBUSY;
     }
     size_t idx = 0;

@@ -219,12 +219,14 @@ static zpl_node_t *node_alloc(zpl_fs_t *fs, uint64_t obj, zpl_node_kind_t kind)
     n->kind = kind;
     n->refcnt = 1;
     pthread_rwlock_init(&n->lock, NULL);
+    pthread_mutex_init(&n->data_lock, NULL);
     return n;
 }
 
 static void node_free(zpl_node_t *n)
 {
     pthread_rwlock_destroy(&n->lock);
+    pthread_mutex_destroy(&n->data_lock);
     free(n);
 }
 
@@ -1504,6 +1506,7 @@ int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
     dmu_tx_t *tx;
     int err = op_begin(fs, 0, &props, &tx);
     if (err) return err;
+    pthread_mutex_lock(&n->data_lock);
     pthread_rwlock_wrlock(&n->lock);
     if (n->dead) {
         err = -ESTALE;
@@ -1543,6 +1546,7 @@ int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
     wcc_post(n, wcc);
 out:
     pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
     return op_end(fs, &props, tx, false, err);
 }
 
@@ -1584,30 +1588,49 @@ int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, 
     if (!props.atime || props.readonly) return 0;
     dmu_tx_t *tx;
     if (op_begin(fs, 0, &props, &tx)) return 0;   /* atime is best effort */
-    pthread_rwlock_wrlock(&n->lock);
-    int64_t now = now_ns();
-    if (!n->dead && atime_due(&n->phys, now)) {
-        n->phys.atime = now;
-        (void)phys_write(n, tx);
+    /* A reader never waits for a writer of the file for its atime: a busy
+     * node is left for the next read. */
+    if (pthread_rwlock_trywrlock(&n->lock) == 0) {
+        int64_t now = now_ns();
+        if (!n->dead && atime_due(&n->phys, now)) {
+            n->phys.atime = now;
+            (void)phys_write(n, tx);
+        }
+        pthread_rwlock_unlock(&n->lock);
     }
-    pthread_rwlock_unlock(&n->lock);
     dmu_tx_commit(tx);
     return 0;
 }
 
-/* The record size of a regular file's first data write (n locked). */
+/*
+ * The record size of a regular file (n locked exclusively), before a write
+ * ending at end. A file smaller than the recordsize is one record of the
+ * smallest power of two that holds it, grown (the DMU allows that while the
+ * object has a single record) as writes extend it, so a file written in small
+ * appends still ends with recordsize records. Once a write reaches past the
+ * recordsize, or the size can no longer change, it is fixed.
+ */
 static int fix_blksz(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end, dmu_tx_t *tx)
 {
     uint32_t rs = props->recordsize ? props->recordsize : 128 * 1024;
+    bool fixed = true;
     if (end < rs) {
         uint32_t small = DMU_MIN_RECORDSIZE;
         while (small < end) small <<= 1;
         rs = small;
+        fixed = false;
     }
+    dmu_object_info_t info;
+    int err = dmu_object_info(n->fs->os, n->obj, &info);
+    if (err) return err;
+    if (info.max_offset && rs <= info.props.recordsize) return 0; /* big enough for now */
     dmu_object_props_t op = object_props(props, rs);
-    int err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
-    if (err == -EINVAL) err = 0;   /* already written at another size: keep it */
-    if (!err) n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
+    err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+    if (err == -EINVAL) {          /* several records at another size: keep it */
+        err = 0;
+        fixed = true;
+    }
+    if (!err && fixed) n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
     return err;
 }
 
@@ -1621,18 +1644,45 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     dmu_tx_t *tx;
     int err = op_begin(fs, len ? len : 1, &props, &tx);
     if (err) return err;
+    /* The data is copied in under n->lock shared, so getattr, lookup and reads
+     * of this file go on during a large write; n->data_lock keeps writers of
+     * the file (and size changes) in order among themselves, so the record
+     * size chosen first (exclusively, while it may still change) and the size
+     * set last (exclusively) see no other writer in between. */
+    pthread_mutex_lock(&n->data_lock);
     pthread_rwlock_wrlock(&n->lock);
     if (n->dead) err = -ESTALE;
     else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
     else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
-    if (err) goto out;
-    wcc_pre(n, wcc);
-    if (len) {
-        if (!(n->phys.flags & ZPL_ZF_BLKSZ_FIXED)) err = fix_blksz(n, &props, off + len, tx);
-        if (!err) err = dmu_write(fs->os, n->obj, off, len, buf, tx);
-        if (err) goto out;
-        if (off + len > n->phys.size) n->phys.size = off + len;
+    if (!err) wcc_pre(n, wcc);
+    if (!err && len && !(n->phys.flags & ZPL_ZF_BLKSZ_FIXED))
+        err = fix_blksz(n, &props, off + len, tx);
+    uint64_t seen_change = n->phys.change;
+    pthread_rwlock_unlock(&n->lock);
+    if (!err && len) {
+        pthread_rwlock_rdlock(&n->lock);
+        err = n->dead ? -ESTALE : dmu_write(fs->os, n->obj, off, len, buf, tx);
+        pthread_rwlock_unlock(&n->lock);
     }
+    pthread_rwlock_wrlock(&n->lock);
+    if (!err && n->dead) err = -ESTALE;
+    if (err) goto out;
+    if (n->phys.change != seen_change) {
+        /* Another operation (link, rename...) changed the node meanwhile, maybe
+         * in a newer txg than the data's: writing the attributes, theirs
+         * included, into the data's txg could make its change durable before
+         * its other half. The attributes go in a transaction of their own,
+         * begun without n->lock held (the throttle may wait). */
+        pthread_rwlock_unlock(&n->lock);
+        dmu_tx_commit(tx);
+        tx = dmu_tx_begin(fs->os);
+        pthread_rwlock_wrlock(&n->lock);
+        if (n->dead) {
+            err = -ESTALE;
+            goto out;
+        }
+    }
+    if (len && off + len > n->phys.size) n->phys.size = off + len;
     touch(n, true, now_ns());
     err = phys_write(n, tx);
     wcc_post(n, wcc);
@@ -1640,6 +1690,7 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     if (!err && len) zpl_zil_log_write(n, off, len, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
 out:
     pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
     return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, !err && len);
 }
 

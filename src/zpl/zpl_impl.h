@@ -21,7 +21,7 @@
 /* phys.flags */
 enum {
     ZPL_ZF_EXCL = 1 << 0,         /* verf holds an EXCLUSIVE create's verifier */
-    ZPL_ZF_BLKSZ_FIXED = 1 << 1,  /* the record size was chosen (first data write) */
+    ZPL_ZF_BLKSZ_FIXED = 1 << 1,  /* record size final (recordsize reached, or several records) */
 };
 
 /* The attributes of a file, in its dnode's bonus buffer (little-endian). */
@@ -52,6 +52,7 @@ struct zpl_node {
     bool hashed;                  /* fs->table_lock */
     bool dead;                    /* n->lock: the object was freed */
     pthread_rwlock_t lock;        /* attributes, data and (directories) entries */
+    pthread_mutex_t data_lock;    /* writers and size changes of a file, before n->lock */
     zpl_phys_t phys;              /* n->lock; authoritative while hashed */
     struct zpl_node *hnext;
 };

@@ -33,9 +33,9 @@
  *
  * CONCURRENCY. There is no volume-wide lock on the data path. What the DMU
  * guarantees (verified in src/dmu/dnode.c): each dmu_write applies its bytes
- * to each record under the dnode lock, and a partial-record write that must
- * read the old record from disk drops the lock for the read and retries if
- * the dnode changed meanwhile - so two concurrent writes touching the same
+ * to each record under that record's lock, and a partial-record write that
+ * must read the old record from disk drops the locks for the read and retries
+ * if the record changed meanwhile - so two concurrent writes touching the same
  * record (different or overlapping bytes) never lose each other's bytes, but a
  * multi-record write is atomic per record only, not as a whole. Plain writes
  * therefore need no lock among themselves. What needs more is
@@ -48,9 +48,9 @@
  * of them exclusive. Two overlapping ranges always share a stripe, stripes
  * are taken in ascending index order, so there is no deadlock; unrelated
  * ranges may share a stripe, which costs only for compare_and_write. Reads
- * take no lock. (Below us, the DMU serialises the in-memory part of every read
- * and write of one object on its dnode mutex; the disk reads and txg writes
- * run outside it.)
+ * take no lock. (Below us, the DMU holds the volume object's dnode lock shared
+ * for reads and writes and locks only the dirty-record shard of each record,
+ * so disjoint writes and reads of one volume proceed in parallel there too.)
  *
  * SPACE AND ERRORS. Before dirtying anything a write asks the backend
  * (dsl_dataset_check_space) for the whole records it touches, so quota and
