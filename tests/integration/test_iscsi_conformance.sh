@@ -7,7 +7,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-command -v iscsi-test-cu >/dev/null || { echo "skip: iscsi-test-cu not installed"; exit 0; }
+command -v iscsi-test-cu >/dev/null || fail "iscsi-test-cu is not installed (tools/install-deps installs libiscsi-bin)"
 
 PASSING="
 SCSI.CompareAndWrite SCSI.WriteSame10 SCSI.WriteSame16 SCSI.ExtendedCopy SCSI.Inquiry SCSI.Mandatory SCSI.ModeSense6 SCSI.NoMedia
