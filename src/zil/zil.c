@@ -410,15 +410,33 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     uint64_t synced = spa_last_synced_txg(zl->spa);
     uint64_t bytes = 0;
     bool any = false;
-    for (itx_t *it = batch; it; it = it->next) {
-        if (it->rec.txg <= synced) continue;
-        if (it->rec.txg > p->max_txg) p->max_txg = it->rec.txg;
-        if (it->barrier) {
-            if (it->rec.txg > p->barrier_txg) p->barrier_txg = it->rec.txg;
+    for (int pass = 0; pass < 2; pass++) {
+        bytes = 0;
+        any = false;
+        p->max_txg = p->barrier_txg = 0;
+        for (itx_t *it = batch; it; it = it->next) {
+            if (it->rec.txg <= synced) continue;
+            if (it->rec.txg > p->max_txg) p->max_txg = it->rec.txg;
+            if (it->barrier) {
+                if (it->rec.txg > p->barrier_txg) p->barrier_txg = it->rec.txg;
+                continue;
+            }
+            any = true;
+            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0);
+        }
+        /* A barrier stands for a change the log does not describe (a create, a
+         * rename, a truncate...), and records logged after it may depend on it
+         * (a write's attributes carry the link count a link set). Its txg must be
+         * on disk before any log block that replay could apply on top of it, so
+         * the wait is here, before writing, not after the flush. */
+        if (pass == 0 && p->barrier_txg && any && !atomic_load(&zl->txg_only)) {
+            atomic_fetch_add(&zl->st_txg_waits, 1);
+            int err = spa_txg_wait_synced(zl->spa, p->barrier_txg);
+            if (err) return err;
+            synced = spa_last_synced_txg(zl->spa);
             continue;
         }
-        any = true;
-        bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0);
+        break;
     }
     if (!p->max_txg) return 0;   /* everything already synced */
     atomic_fetch_add(&zl->st_commits, 1);

@@ -1686,8 +1686,9 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     touch(n, true, now_ns());
     err = phys_write(n, tx);
     wcc_post(n, wcc);
-    /* ZIL: the bytes (read back when logged) and the new attributes, under the node lock. */
-    if (!err && len) zpl_zil_log_write(n, off, len, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
+    /* ZIL: a copy of the bytes and the new attributes, under the node lock. */
+    if (!err && len)
+        zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);

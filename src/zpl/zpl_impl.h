@@ -93,6 +93,7 @@ struct zpl_fs {
 };
 
 /* zpl_zil.c: logs a file write (under the node's lock, in its transaction). */
-void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, dmu_tx_t *tx, bool throughput);
+void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf, dmu_tx_t *tx,
+                       bool throughput);
 
 #endif
