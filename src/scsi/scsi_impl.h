@@ -250,6 +250,10 @@ void sbc_xcopy(scsi_ctx_t *c);
 void sbc_receive_copy_results(scsi_ctx_t *c);
 /* Limits reported in VPD 0xB0 and enforced by the commands. */
 #define SBC_MAX_TRANSFER_BYTES (8u * 1024 * 1024)
+/* OPTIMAL TRANSFER LENGTH: Linux's sd caps every request at this size (max_sectors_kb),
+ * so it must not be the volume block size (8 KiB requests crawled); 1 MiB is large
+ * enough to stream and a multiple of every volblocksize. */
+#define SBC_OPTIMAL_TRANSFER_BYTES (1024u * 1024)
 #define SBC_MAX_CAW_BLOCKS 255u
 #define SBC_MAX_UNMAP_DESCRIPTORS 256u
 #define SBC_MAX_UNMAP_BLOCKS (1024u * 1024)   /* per descriptor; initiators distrust more */

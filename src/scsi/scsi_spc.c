@@ -143,7 +143,8 @@ static void inquiry_vpd(scsi_ctx_t *c, uint8_t page, uint32_t alloc)
         b[5] = (uint8_t)SBC_MAX_CAW_BLOCKS;
         put16(b + 6, (uint16_t)(gran > 0xffff ? 0xffff : gran));
         put32(b + 8, SBC_MAX_TRANSFER_BYTES / bs);
-        put32(b + 12, gran);
+        uint32_t optimal = SBC_OPTIMAL_TRANSFER_BYTES / bs / gran * gran;
+        put32(b + 12, optimal ? optimal : gran);
         if (lu->thin) {
             put32(b + 20, SBC_MAX_UNMAP_BLOCKS);
             put32(b + 24, SBC_MAX_UNMAP_DESCRIPTORS);

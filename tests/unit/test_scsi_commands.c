@@ -111,6 +111,9 @@ static void test_inquiry(void **state)
     assert_int_equal(s.in[5], 255);                       /* max CAW */
     assert_int_equal(g16(s.in + 6), SF_VBS / 512);        /* optimal granularity */
     assert_int_equal(g32(s.in + 8), 8 * SF_MIB / 512);    /* max transfer */
+    /* optimal transfer: Linux limits every request to it, so not one volume block */
+    assert_int_equal(g32(s.in + 12), SF_MIB / 512);
+    assert_int_equal(g32(s.in + 12) % (SF_VBS / 512), 0);
     assert_int_equal(g32(s.in + 20), 1024 * 1024);
     assert_int_equal(g32(s.in + 24), 256);
     assert_int_equal(g32(s.in + 28), SF_VBS / 512);       /* unmap granularity */
