@@ -9,6 +9,9 @@
  *   iscsi_client [options] verify PORTAL TARGET SEED BLOCKS
  *   iscsi_client [options] login  PORTAL TARGET      (exit 2: login refused)
  *   iscsi_client [options] naa    PORTAL TARGET      prints VPD 0x83's first NAA id
+ *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
+ *       (sparse: all-zero blocks become holes), so host tools can check what an
+ *       initiator left on the LUN (e2fsck, debugfs).
  * options: --initiator IQN  --chap USER SECRET  --mutual USER SECRET  --digest
  * Exit 0 on success, 1 on a failure (message on stderr), 2 when login failed.
  */
@@ -17,6 +20,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +93,52 @@ static int verify(struct iscsi_context *c, uint64_t seed, uint64_t blocks)
     return 0;
 }
 
+static int dump(struct iscsi_context *c, const char *path)
+{
+    struct scsi_task *t = iscsi_readcapacity16_sync(c, 0);
+    struct scsi_readcapacity16 *cap = t && t->status == SCSI_STATUS_GOOD ? scsi_datain_unmarshall(t) : NULL;
+    if (!cap || cap->block_length == 0 || 1024 * 1024 % cap->block_length) {
+        fprintf(stderr, "read capacity 16 failed: %s\n", iscsi_get_error(c));
+        if (t) scsi_free_scsi_task(t);
+        return 1;
+    }
+    uint32_t bl = cap->block_length;
+    uint64_t nblocks = cap->returned_lba + 1;
+    scsi_free_scsi_task(t);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    static const uint8_t zero[BS];
+    const uint32_t chunk = 1024 * 1024 / bl; /* 1 MiB per READ */
+    int rc = 0;
+    for (uint64_t lba = 0; lba < nblocks && !rc; lba += chunk) {
+        uint32_t n = nblocks - lba < chunk ? (uint32_t)(nblocks - lba) : chunk;
+        size_t len = (size_t)n * bl;
+        t = iscsi_read16_sync(c, 0, lba, (uint32_t)len, (int)bl, 0, 0, 0, 0, 0);
+        if (!t || t->status != SCSI_STATUS_GOOD || t->datain.size < (int)len) {
+            fprintf(stderr, "read at LBA %llu failed: %s\n", (unsigned long long)lba, iscsi_get_error(c));
+            rc = 1;
+        }
+        for (size_t off = 0; !rc && off < len; off += BS) {
+            size_t m = len - off < BS ? len - off : BS;
+            if (!memcmp(t->datain.data + off, zero, m)) continue;
+            if (fseeko(f, (off_t)(lba * bl + off), SEEK_SET) || fwrite(t->datain.data + off, 1, m, f) != m) {
+                perror(path);
+                rc = 1;
+            }
+        }
+        if (t) scsi_free_scsi_task(t);
+    }
+    if (!rc && (fflush(f) || ftruncate(fileno(f), (off_t)(nblocks * bl)))) {
+        perror(path);
+        rc = 1;
+    }
+    if (fclose(f)) rc = 1;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
@@ -99,7 +150,7 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
     }
     if (argc - i < 3) {
-        fprintf(stderr, "usage: iscsi_client [opts] write|verify|login|naa PORTAL TARGET ...\n");
+        fprintf(stderr, "usage: iscsi_client [opts] write|verify|login|naa|dump PORTAL TARGET ...\n");
         return 1;
     }
     const char *cmd = argv[i], *portal = argv[i + 1], *target = argv[i + 2];
@@ -131,6 +182,18 @@ int main(int argc, char **argv)
             }
         }
         if (t) scsi_free_scsi_task(t);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (!strcmp(cmd, "dump")) {
+        if (argc - i < 4) {
+            fprintf(stderr, "dump needs FILE\n");
+            return 1;
+        }
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = dump(c, argv[i + 3]);
         iscsi_logout_sync(c);
         iscsi_destroy_context(c);
         return rc;
