@@ -36,8 +36,10 @@ trap cairn_test_cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
-# A random base port, so side-by-side daemons never collide on their (future) listeners.
-cairn_random_port() { echo $(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 )); }
+# A random base port, so side-by-side daemons rarely collide on their listeners. Below
+# the kernel's ephemeral range (32768-60999), where client connections of other tests
+# would otherwise take our ports now and then; daemon_start retries a collision anyway.
+cairn_random_port() { echo $(( 10000 + (RANDOM * 32768 + RANDOM) % 22000 )); }
 
 # daemon_start NAME [extra cairnd args...]: starts cairnd in the foreground (background
 # job) on state dir $T/NAME; sets CAIRN_SOCKET and DAEMON_PID; waits until it answers.
@@ -45,15 +47,40 @@ daemon_start() {
     local name=$1; shift
     local state="$T/$name"
     mkdir -p "$state"
-    local p; p=$(cairn_random_port)
     export CAIRN_SOCKET="$state/cairnd.sock"
-    "$CAIRND" --foreground --state-dir "$state" --socket "$CAIRN_SOCKET" \
-        --nfs-listen "127.0.0.1:$p" --mount-listen "127.0.0.1:$((p + 1))" \
-        --portmap-listen "127.0.0.1:$((p + 2))" --iscsi-listen "127.0.0.1:$((p + 3))" \
-        "$@" 2>>"$T/$name.daemon.log" &
-    DAEMON_PID=$!
-    CAIRN_DAEMON_PIDS+=("$DAEMON_PID")
-    daemon_wait "$DAEMON_PID"
+    local attempt p mark
+    for attempt in 1 2 3 4 5; do
+        p=$(cairn_random_port)
+        mark=$(wc -l <"$T/$name.daemon.log" 2>/dev/null || echo 0)
+        "$CAIRND" --foreground --state-dir "$state" --socket "$CAIRN_SOCKET" \
+            --nfs-listen "127.0.0.1:$p" --mount-listen "127.0.0.1:$((p + 1))" \
+            --portmap-listen "127.0.0.1:$((p + 2))" --iscsi-listen "127.0.0.1:$((p + 3))" \
+            "$@" 2>>"$T/$name.daemon.log" &
+        DAEMON_PID=$!
+        CAIRN_DAEMON_PIDS+=("$DAEMON_PID")
+        # A listener port taken by someone else: try other ports (only our random
+        # ones; ports the caller passed come after ours in "$@" and win).
+        if daemon_wait_or_exit "$DAEMON_PID"; then return 0; fi
+        tail -n +"$((mark + 1))" "$T/$name.daemon.log" | grep -q 'Address already in use' ||
+            fail "cairnd (pid $DAEMON_PID) exited during start-up"
+    done
+    fail "cairnd: no free listen ports after 5 attempts"
+}
+
+# daemon_wait_or_exit PID: like daemon_wait, but returns 1 when the daemon exits.
+daemon_wait_or_exit() {
+    local pid=$1 i
+    for i in $(seq 1 600); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" 2>/dev/null || true
+            return 1
+        fi
+        if [ -S "$CAIRN_SOCKET" ] && "$CAIRN" pool list >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "cairnd at $CAIRN_SOCKET did not answer within 60 s"
 }
 
 # daemon_wait PID: waits (up to 60 s) until the daemon at $CAIRN_SOCKET answers.

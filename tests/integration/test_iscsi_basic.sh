@@ -110,7 +110,12 @@ daemon_start d1 --iscsi-listen "$P"
 CH=(--chap alice alicesecret123 --mutual cairn cairnsecret456)
 "$CLIENT" "${CH[@]}" verify "$P" "$TGT" 42 1024 || fail "data lost across kill -9"
 [ "$("$CLIENT" "${CH[@]}" naa "$P" "$TGT")" = "$NAA" ] || fail "NAA id changed across restart"
-run_ok "$CAIRN" iscsi list -H
+# The client's sessions end asynchronously after it exits: wait for the count to drop.
+for _ in $(seq 50); do
+    run_ok "$CAIRN" iscsi list -H
+    grep -Eq "	0$" "$LAST_STDOUT" && break
+    sleep 0.1
+done
 expect_stdout "^$TGT	0	tank/vol1	[0-9a-f]{16}	iqn.2026-11.org.cairn.test:other,$ME	mutual	0$"
 expect_stdout "^$TGT	3	tank/vol2	"
 pass "restart keeps data, target, LUNs, NAA, ACL, CHAP"
