@@ -330,3 +330,15 @@ fstest() {
 
 # sleep_ms MS: sleeps MS milliseconds.
 sleep_ms() { sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"; }
+
+# vm_require: sets VM_DIR to the qemu guest kit (../shared/vm beside the source tree, or
+# CAIRN_VM_DIR) and builds its image once; exits 77 (ctest: skipped) only when the image
+# cannot be built on this machine.
+vm_require() {
+    VM_DIR=${CAIRN_VM_DIR:-$CAIRN_SRC/../shared/vm}
+    [ -x "$VM_DIR/run-vm.sh" ] || VM_DIR=/work/shared/vm
+    if ! "$VM_DIR/build-vm.sh" >"$T/build-vm.log" 2>&1; then
+        echo "SKIP: the VM image cannot be built: $(tail -n 3 "$T/build-vm.log")"
+        exit 77
+    fi
+}

@@ -15,12 +15,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-VM_DIR=${CAIRN_VM_DIR:-$CAIRN_SRC/../shared/vm}
-[ -x "$VM_DIR/run-vm.sh" ] || VM_DIR=/work/shared/vm
-if ! "$VM_DIR/build-vm.sh" >"$T/build-vm.log" 2>&1; then
-    echo "SKIP: the VM image cannot be built: $(tail -n 3 "$T/build-vm.log")"
-    exit 77
-fi
+vm_require
 E2FSCK=$(command -v e2fsck || echo /usr/sbin/e2fsck)
 DEBUGFS=$(command -v debugfs || echo /usr/sbin/debugfs)
 

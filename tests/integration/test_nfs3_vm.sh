@@ -13,12 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
 
-VM_DIR=${CAIRN_VM_DIR:-$CAIRN_SRC/../shared/vm}
-[ -x "$VM_DIR/run-vm.sh" ] || VM_DIR=/work/shared/vm
-if ! "$VM_DIR/build-vm.sh" >"$T/build-vm.log" 2>&1; then
-    echo "SKIP: the VM image cannot be built: $(tail -n 3 "$T/build-vm.log")"
-    exit 77
-fi
+vm_require
 
 sparse_files "$T/dev" 4G a
 nfs_daemon_start d1
