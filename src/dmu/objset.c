@@ -727,6 +727,42 @@ static objset_t *ent_objset(dmu_pool_t *dp, dir_ent_t *de, int *err)
     return de->os;
 }
 
+/* Both destroy paths, under dp->lock: the directory entry goes in txg (written
+ * from open or syncing context), the object set joins the dead list, whose
+ * blocks born after keep_upto_txg the sync frees. */
+static int destroy_locked(dmu_pool_t *dp, const char *name, uint64_t txg, bool sync_ctx,
+                          uint64_t keep_upto_txg)
+{
+    size_t idx;
+    dir_ent_t *de = dir_find(dp, name, &idx);
+    if (!de) return -ENOENT;
+    if (de->os && de->os->refcount > 0) return -EBUSY;
+    int err = 0;
+    objset_t *os = ent_objset(dp, de, &err);
+    dnode_t *dir = sync_ctx ? dnode_hold(dp->mos, DIR_OBJECT, false) : dir_dnode(dp, 0);
+    if (!os || !dir) return err ? err : -EIO;
+    dir_entry_phys_t e;
+    memset(&e, 0, sizeof(e));
+    err = dnode_write_impl(dir, txg, de->slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, sync_ctx);
+    if (err) return err;
+    os->destroy_txg = txg;
+    os->keep_upto_txg = keep_upto_txg;
+    /* An unreplayed intent log dies with its object set: ids are reused (rollback
+     * recreates the same name), and a new object set must never replay old records. */
+    spa_log_header_t lh;
+    spa_log_header_get(dp->spa, os->id, &lh);
+    if (lh.chain_guid) spa_log_header_set(dp->spa, os->id, &(spa_log_header_t){0}, txg);
+    memset(&os->hooks, 0, sizeof(os->hooks));
+    if (dp->ndead == dp->capdead) {
+        dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
+        dp->dead = cairn_realloc(dp->dead, dp->capdead * sizeof(*dp->dead));
+    }
+    dp->dead[dp->ndead++] = os;
+    dp->ents[idx] = dp->ents[--dp->nents];
+    free(de);
+    return 0;
+}
+
 int dmu_objset_destroy(spa_t *spa, const char *name)
 {
     dmu_pool_t *dp = dmu_pool(spa);
@@ -735,36 +771,7 @@ int dmu_objset_destroy(spa_t *spa, const char *name)
     if (spa_readonly(spa)) return -EROFS;
     uint64_t txg = spa_tx_hold(spa);
     pthread_mutex_lock(&dp->lock);
-    int err = 0;
-    size_t idx;
-    dir_ent_t *de = dir_find(dp, name, &idx);
-    if (!de) {
-        err = -ENOENT;
-        goto out;
-    }
-    if (de->os && de->os->refcount > 0) {
-        err = -EBUSY;
-        goto out;
-    }
-    objset_t *os = ent_objset(dp, de, &err);
-    dnode_t *dir = dir_dnode(dp, 0);
-    if (!os || !dir) {
-        if (!err) err = -EIO;
-        goto out;
-    }
-    dir_entry_phys_t e;
-    memset(&e, 0, sizeof(e));
-    err = dnode_write_impl(dir, txg, de->slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, false);
-    if (err) goto out;
-    os->destroy_txg = txg;
-    if (dp->ndead == dp->capdead) {
-        dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
-        dp->dead = cairn_realloc(dp->dead, dp->capdead * sizeof(*dp->dead));
-    }
-    dp->dead[dp->ndead++] = os;
-    dp->ents[idx] = dp->ents[--dp->nents];
-    free(de);
-out:
+    int err = destroy_locked(dp, name, txg, false, 0);
     pthread_mutex_unlock(&dp->lock);
     spa_tx_rele(spa, txg);
     return err;
@@ -948,43 +955,7 @@ int dmu_objset_destroy_sync(spa_t *spa, uint64_t txg, const char *name, uint64_t
     if (!dp) return -ENXIO;
     if (!name_ok(name)) return -EINVAL;
     pthread_mutex_lock(&dp->lock);
-    int err = 0;
-    size_t idx;
-    dir_ent_t *de = dir_find(dp, name, &idx);
-    if (!de) {
-        err = -ENOENT;
-        goto out;
-    }
-    if (de->os && de->os->refcount > 0) {
-        err = -EBUSY;
-        goto out;
-    }
-    objset_t *os = ent_objset(dp, de, &err);
-    dnode_t *dir = dnode_hold(dp->mos, DIR_OBJECT, false);
-    if (!os || !dir) {
-        if (!err) err = -EIO;
-        goto out;
-    }
-    dir_entry_phys_t e;
-    memset(&e, 0, sizeof(e));
-    err = dnode_write_impl(dir, txg, de->slot * DIR_ENTRY_SIZE, DIR_ENTRY_SIZE, &e, true);
-    if (err) goto out;
-    os->destroy_txg = txg;
-    os->keep_upto_txg = keep_upto_txg;
-    /* An unreplayed intent log dies with its object set: ids are reused (rollback
-     * recreates the same name), and a new object set must never replay old records. */
-    spa_log_header_t lh;
-    spa_log_header_get(spa, os->id, &lh);
-    if (lh.chain_guid) spa_log_header_set(spa, os->id, &(spa_log_header_t){0}, txg);
-    memset(&os->hooks, 0, sizeof(os->hooks));
-    if (dp->ndead == dp->capdead) {
-        dp->capdead = dp->capdead ? dp->capdead * 2 : 4;
-        dp->dead = cairn_realloc(dp->dead, dp->capdead * sizeof(*dp->dead));
-    }
-    dp->dead[dp->ndead++] = os;
-    dp->ents[idx] = dp->ents[--dp->nents];
-    free(de);
-out:
+    int err = destroy_locked(dp, name, txg, true, keep_upto_txg);
     pthread_mutex_unlock(&dp->lock);
     return err;
 }

@@ -429,6 +429,35 @@ static void test_powercut(void **state)
     }
 }
 
+/* A destroyed object set takes its unreplayed log with it: the id may be reused
+ * (rollback recreates the same name), and the new object set must not replay it. */
+static void test_destroy_drops_log(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zildestroy");
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+    for (uint64_t i = 0; i < 4; i++) logged_write(&z, i, i);
+    crash(&z);
+    uint64_t id = dmu_objset_id(z.os);
+    spa_log_header_t h;
+    spa_log_header_get(z.p.spa, id, &h);
+    assert_true(h.chain_guid != 0); /* the crash left records to replay */
+    dmu_objset_close(z.os);
+    z.os = NULL;
+    assert_int_equal(dmu_objset_destroy(z.p.spa, "fs"), 0);
+    assert_int_equal(spa_txg_wait_synced(z.p.spa, 0), 0);
+    spa_log_header_get(z.p.spa, id, &h);
+    assert_int_equal(h.chain_guid, 0);
+    /* and it stays gone across an export/import */
+    test_pool_reimport(&z.p);
+    spa_log_header_get(z.p.spa, id, &h);
+    assert_int_equal(h.chain_guid, 0);
+    test_pool_check(&z.p);
+    test_pool_remove(&z.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_chain_torn_tail),
         cmocka_unit_test(test_powercut),
+        cmocka_unit_test(test_destroy_drops_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
