@@ -311,6 +311,14 @@ static int may_dir(ctx_t *c, zpl_node_t *dir, uint32_t want)
     return may(c, dir, want);
 }
 
+/* May the caller add a name to dir (create, mkdir, symlink, mknod, link)? The
+ * export must be writable and dir a directory the caller may write and search. */
+static int may_add_entry(ctx_t *c, zpl_node_t *dir)
+{
+    if (!c->writable) return -EROFS;
+    return may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+}
+
 /* Permission for a setattr, as a local chmod/chown/truncate/utimes would be. */
 static int may_setattr(ctx_t *c, zpl_node_t *n, const zpl_setattr_t *sa)
 {
@@ -633,8 +641,7 @@ static void proc_create(ctx_t *c)
     if (c->a->err) goto out;
     zpl_wcc_t w;
     bool done = false;
-    if (!rc && !c->writable) rc = -EROFS;
-    if (!rc) rc = may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (!rc) rc = may_add_entry(c, dir);
     if (!rc) {
         uint32_t mode = (sa.mask & ZPL_SET_MODE) ? sa.mode : 0644;
         if (how == ZPL_CREATE_EXCLUSIVE) mode = 0644;
@@ -672,8 +679,7 @@ static void proc_mkdir(ctx_t *c)
     if (c->a->err) goto out;
     zpl_wcc_t w;
     bool done = false;
-    if (!rc && !c->writable) rc = -EROFS;
-    if (!rc) rc = may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (!rc) rc = may_add_entry(c, dir);
     if (!rc) {
         uint32_t mode = (sa.mask & ZPL_SET_MODE) ? sa.mode : 0755;
         rc = zpl_mkdir(dir, name, S_IFDIR | mode, owner_cred(c), &n, &w);
@@ -707,8 +713,7 @@ static void proc_symlink(ctx_t *c)
     }
     zpl_wcc_t w;
     bool done = false;
-    if (!rc && !c->writable) rc = -EROFS;
-    if (!rc) rc = may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (!rc) rc = may_add_entry(c, dir);
     if (!rc) {
         rc = zpl_symlink(dir, name, target, owner_cred(c), &n, &w);
         done = rc == 0;
@@ -751,8 +756,7 @@ static void proc_mknod(ctx_t *c)
     if (c->a->err) goto out;
     zpl_wcc_t w;
     bool done = false;
-    if (!rc && !c->writable) rc = -EROFS;
-    if (!rc) rc = may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (!rc) rc = may_add_entry(c, dir);
     if (!rc && badtype) {
         nfs_xdr_put_u32(c->r, NFS3ERR_BADTYPE);
         put_wcc(c->r, &w, false, dir);
@@ -840,8 +844,7 @@ static void proc_link(ctx_t *c)
     if (!rc) rc = rc2;
     zpl_wcc_t w;
     bool done = false;
-    if (!rc && !c->writable) rc = -EROFS;
-    if (!rc) rc = may_dir(c, dir, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (!rc) rc = may_add_entry(c, dir);
     if (!rc) {
         rc = zpl_link(file, dir, name, &w);
         done = rc == 0;
