@@ -881,6 +881,22 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     return status;
 }
 
+/* OPEN_CONFIRM, OPEN_DOWNGRADE and CLOSE, under st->lock: the open stateid sid
+ * names on the current file, and its owner's seqid check. *o is NULL when the
+ * stateid is bad (the status says why); *replayed when the request is a
+ * retransmission whose reply seq_check already put back. */
+static uint32_t open_stid_seq(nfs4_cx_t *cx, const nfs4_stateid_t *sid, uint32_t seqid,
+                              nfs4_stid_t **s, nfs4_owner_t **o, bool *replayed)
+{
+    uint32_t status = stid_find_any(cx, sid, s);
+    if (status == NFS4_OK && ((*s)->type != NFS4_STID_OPEN || !stid_on_cur(cx, *s)))
+        status = NFS4ERR_BAD_STATEID;
+    *o = status ? NULL : (*s)->owner;
+    *replayed = false;
+    if (*o) status = seq_check(cx, *o, seqid, replayed);
+    return status;
+}
+
 uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
@@ -891,12 +907,9 @@ uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
     if (status) return status;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_stid_t *s;
-    status = stid_find_any(cx, &sid, &s);
-    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
-        status = NFS4ERR_BAD_STATEID;
-    nfs4_owner_t *o = status ? NULL : s->owner;
-    bool replayed = false;
-    if (o) status = seq_check(cx, o, seqid, &replayed);
+    nfs4_owner_t *o;
+    bool replayed;
+    status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(0, sid.seqid, s->seqid);
         if (status == NFS4_OK && o->confirmed) status = NFS4ERR_BAD_STATEID;
@@ -925,12 +938,9 @@ uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
     if (status) return status;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_stid_t *s;
-    status = stid_find_any(cx, &sid, &s);
-    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
-        status = NFS4ERR_BAD_STATEID;
-    nfs4_owner_t *o = status ? NULL : s->owner;
-    bool replayed = false;
-    if (o) status = seq_check(cx, o, seqid, &replayed);
+    nfs4_owner_t *o;
+    bool replayed;
+    status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
         if (status == NFS4_OK && (access < 1 || access > 3 || deny > 3 ||
@@ -961,12 +971,9 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_stid_t *s;
-    status = stid_find_any(cx, &sid, &s);
-    if (status == NFS4_OK && (s->type != NFS4_STID_OPEN || !stid_on_cur(cx, s)))
-        status = NFS4ERR_BAD_STATEID;
-    nfs4_owner_t *o = status ? NULL : s->owner;
-    bool replayed = false;
-    if (o) status = seq_check(cx, o, seqid, &replayed);
+    nfs4_owner_t *o;
+    bool replayed;
+    status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
         nfs4_client_t *c = s->client;
