@@ -65,7 +65,7 @@ bool cairnd_iscsi_volume_busy(const char *name, bool recursive, bool force,
 void cairnd_iscsi_volsize_changed(const char *name);
 /* NFS shares (shares.c). The server starts once pools are imported; the rest
  * runs with the pool table locked, like the request handlers. */
-int cairnd_shares_start(const cairnd_config_t *cfg);
+int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen);
 void cairnd_shares_stop(void);
 /* Exports every shared filesystem, unexports the rest, at their mountpoints. */
 void cairnd_shares_refresh(void);

@@ -70,6 +70,21 @@ static void usage(FILE *f)
             CAIRN_DEFAULT_STATE_DIR);
 }
 
+/* Start-up failed after the pools were imported: close everything and tell the
+ * terminal that started us (or stderr in the foreground), exit 1. */
+static void front_end_failed(int ready_fd, const char *err) __attribute__((noreturn));
+static void front_end_failed(int ready_fd, const char *err)
+{
+    cairnd_shares_stop();
+    cairnd_iscsi_stop();
+    cairnd_pools_shutdown();
+    if (ready_fd >= 0) {
+        dprintf(ready_fd, "%s", err);
+        _exit(1);
+    }
+    die("%s", err);
+}
+
 /* mkdir -p with mode 0700 for what we create. */
 static int make_dirs(const char *path)
 {
@@ -357,16 +372,11 @@ int main(int argc, char **argv)
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
-    if (cairnd_iscsi_start(&cfg, err, sizeof err)) {
-        if (ready_fd >= 0) { /* the terminal that started us hears why */
-            dprintf(ready_fd, "%s", err);
-            cairnd_pools_shutdown();
-            _exit(1);
-        }
-        cairnd_pools_shutdown();
-        die("%s", err);
-    }
-    if (cairnd_shares_start(&cfg) == 0) cairnd_pools_refresh_shares();
+    /* A front end that cannot listen (a taken port, a bad address) stops the
+     * start: an appliance that silently serves no NFS or no iSCSI is worse. */
+    if (cairnd_iscsi_start(&cfg, err, sizeof err) || cairnd_shares_start(&cfg, err, sizeof err))
+        front_end_failed(ready_fd, err);
+    cairnd_pools_refresh_shares();
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */

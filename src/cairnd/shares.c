@@ -39,7 +39,7 @@ static void to_nfs_addr(const mgmt_listen_t *l, nfs_listen_addr_t *o)
     o->port = l->port;
 }
 
-int cairnd_shares_start(const cairnd_config_t *cfg)
+int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
 {
     nfs_server_config_t nc = {0};
     to_nfs_addr(&cfg->nfs, &nc.nfs);
@@ -50,10 +50,10 @@ int cairnd_shares_start(const cairnd_config_t *cfg)
     if (mkdir(state, 0700) < 0 && errno != EEXIST)
         log_warn(SUB, "cannot create %s: %s", state, strerror(errno));
     nc.state_dir = state;
-    char err[512] = "";
-    int rc = nfs_server_start(&nc, &g_srv, err, sizeof err);
+    char why[400] = "";
+    int rc = nfs_server_start(&nc, &g_srv, why, sizeof why);
     if (rc) {
-        log_error(SUB, "NFS server not started: %s", err[0] ? err : strerror(-rc));
+        snprintf(err, errlen, "cannot start the NFS server: %s", why[0] ? why : strerror(-rc));
         g_srv = NULL;
     }
     return rc;

@@ -3,20 +3,11 @@
 NFSCLIENT="$CAIRN_BIN/nfs_client_v3"
 NFSRPC="python3 $CAIRN_SRC/tests/integration/nfs_rpc.py"
 
-# nfs_daemon_start NAME [args]: daemon_start, retried when the NFS listeners could
-# not bind (lib.sh's random ports can meet a live ephemeral port); sets the ports.
+# nfs_daemon_start NAME [args]: daemon_start (which retries ports already taken), then
+# NFS_PORT, MOUNT_PORT and PMAP_PORT as the daemon reports them.
 nfs_daemon_start() {
-    local name=$1 i
-    for i in 1 2 3 4 5; do
-        daemon_start "$@"
-        if ! grep -aq 'NFS server not started' "$T/$name.daemon.log"; then
-            nfs_ports "$name"
-            return 0
-        fi
-        daemon_stop
-        : >"$T/$name.daemon.log"
-    done
-    fail "the NFS server of $name never started: $(tail -n 3 "$T/$name.daemon.log")"
+    daemon_start "$@"
+    nfs_ports "$1"
 }
 
 # nfs_ports NAME: sets NFS_PORT, MOUNT_PORT, PMAP_PORT from daemon NAME's log (the

@@ -125,7 +125,10 @@ expect_stdout '^result: +clean$'
 pass "offline check of an exported pool"
 
 # Daemonized start: returns once serving, writes a pid file, stops on SIGTERM.
-"$CAIRND" --state-dir "$T/d3" 2>"$LAST_STDERR" || fail "daemonized start: $(cat "$LAST_STDERR")"
+dp=$(cairn_random_port)
+"$CAIRND" --state-dir "$T/d3" --nfs-listen "127.0.0.1:$dp" --mount-listen "127.0.0.1:$((dp + 1))" \
+    --portmap-listen "127.0.0.1:$((dp + 2))" --iscsi-listen "127.0.0.1:$((dp + 3))" \
+    2>"$LAST_STDERR" || fail "daemonized start: $(cat "$LAST_STDERR")"
 pid=$(cat "$T/d3/cairnd.pid")
 CAIRN_DAEMON_PIDS+=("$pid")
 export CAIRN_SOCKET="$T/d3/cairnd.sock"
@@ -145,3 +148,17 @@ expect_stderr "^cairnd: $T/bad.conf:2: unknown setting 'bogus_key'"
 run_fail_d "$CAIRND" --foreground --state-dir "$T/d4" --nfs-listen 1.2.3.4:70000
 expect_stderr 'nfs_listen'
 pass "config errors"
+
+# A front end that cannot listen stops the start with one line (NFS and iSCSI alike).
+taken=$(cairn_random_port)
+python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$taken" &
+holder=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$taken") 2>/dev/null && break; sleep 0.1; done
+for fe in nfs iscsi; do
+    run_fail_d "$CAIRND" --foreground --state-dir "$T/d5" --nfs-listen "127.0.0.1:$((taken + 10))" \
+        --mount-listen "127.0.0.1:$((taken + 11))" --portmap-listen "127.0.0.1:$((taken + 12))" \
+        --iscsi-listen "127.0.0.1:$((taken + 13))" "--$fe-listen" "127.0.0.1:$taken"
+    expect_stderr "127.0.0.1:$taken: Address already in use"
+done
+kill "$holder" 2>/dev/null || true
+pass "a taken front-end port fails the start"
