@@ -57,14 +57,17 @@ grep -q 'NFS4ERR_ACCESS' "$T/other.err" || fail "refused share: $(cat "$T/other.
 pass "EACCES for another user, EROFS on a read-only share, refused share"
 
 # ---- byte-range locks between two clients ----
+# Bash unsets HOLDER and HOLDER_PID as soon as it reaps the coprocess, which can happen
+# before `wait` runs: keep the pid and the descriptors in our own variables.
 coproc HOLDER { "$C4" "$(url4 /tank/share)" lock-hold /locked; }
-read -r -t 30 line <&"${HOLDER[0]}" || fail "the lock holder did not report"
+holder_pid=$HOLDER_PID holder_out=${HOLDER[0]} holder_in=${HOLDER[1]}
+read -r -t 30 line <&"$holder_out" || fail "the lock holder did not report"
 [ "$line" = locked ] || fail "lock holder said: $line"
 recs="$T/d1/nfs/nfs4-clients"
 [ -s "$recs" ] || fail "no client records in $recs while a client holds state"
 run_ok "$C4" "$(url4 /tank/share)" lock-try /locked
-exec {HOLDER[1]}>&-
-wait "$HOLDER_PID" || fail "the lock holder failed"
+exec {holder_in}>&-
+wait "$holder_pid" || fail "the lock holder failed"
 pass "a lock conflicts across clients, other ranges do not; client records on disk"
 
 daemon_stop
