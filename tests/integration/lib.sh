@@ -51,7 +51,7 @@ daemon_start() {
     local attempt p mark
     for attempt in 1 2 3 4 5; do
         p=$(cairn_random_port)
-        mark=$(wc -l <"$T/$name.daemon.log" 2>/dev/null || echo 0)
+        mark=$(wc -l 2>/dev/null <"$T/$name.daemon.log" || echo 0)
         "$CAIRND" --foreground --state-dir "$state" --socket "$CAIRN_SOCKET" \
             --nfs-listen "127.0.0.1:$p" --mount-listen "127.0.0.1:$((p + 1))" \
             --portmap-listen "127.0.0.1:$((p + 2))" --iscsi-listen "127.0.0.1:$((p + 3))" \

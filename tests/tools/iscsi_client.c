@@ -7,6 +7,10 @@
  *       SESSIONS sessions (every other write with FUA), SYNCHRONIZE CACHE on
  *       each, then reads everything back through another session and checks.
  *   iscsi_client [options] verify PORTAL TARGET SEED BLOCKS
+ *   iscsi_client [options] syncwrite PORTAL TARGET SEED
+ *       writes 4 KiB blocks from LBA 0 on until the LUN is full or the client is
+ *       killed: even blocks with FUA, odd ones plainly followed by SYNCHRONIZE
+ *       CACHE; prints each block's index once the target acknowledged it durable.
  *   iscsi_client [options] login  PORTAL TARGET      (exit 2: login refused)
  *   iscsi_client [options] naa    PORTAL TARGET      prints VPD 0x83's first NAA id
  *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
@@ -139,6 +143,32 @@ static int dump(struct iscsi_context *c, const char *path)
     return rc;
 }
 
+static int syncwrite(struct iscsi_context *c, uint64_t seed)
+{
+    struct scsi_task *t = iscsi_readcapacity16_sync(c, 0);
+    struct scsi_readcapacity16 *cap = t && t->status == SCSI_STATUS_GOOD ? scsi_datain_unmarshall(t) : NULL;
+    if (!cap || !cap->block_length || BS % cap->block_length) {
+        fprintf(stderr, "read capacity 16 failed: %s\n", iscsi_get_error(c));
+        if (t) scsi_free_scsi_task(t);
+        return 1;
+    }
+    uint64_t blocks = (cap->returned_lba + 1) / (BS / cap->block_length);
+    scsi_free_scsi_task(t);
+    uint8_t buf[BS];
+    for (uint64_t lba = 0; lba < blocks; lba++) {
+        pattern(buf, seed, lba);
+        int fua = !(lba & 1);
+        if (check_task(c, iscsi_write16_sync(c, 0, lba * (BS / 512), buf, BS, 512, 0, 0, fua, 0, 0),
+                       "write"))
+            return 1;
+        if (!fua && check_task(c, iscsi_synchronizecache10_sync(c, 0, 0, 0, 0, 0), "sync cache"))
+            return 1;
+        printf("%llu\n", (unsigned long long)lba);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
@@ -197,6 +227,15 @@ int main(int argc, char **argv)
         iscsi_logout_sync(c);
         iscsi_destroy_context(c);
         return rc;
+    }
+    if (!strcmp(cmd, "syncwrite")) {
+        if (argc - i < 4) {
+            fprintf(stderr, "syncwrite needs SEED\n");
+            return 1;
+        }
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        return syncwrite(c, strtoull(argv[i + 3], NULL, 0));
     }
     if (argc - i < 5) {
         fprintf(stderr, "%s needs SEED BLOCKS\n", cmd);

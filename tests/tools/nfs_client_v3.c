@@ -428,6 +428,28 @@ static void mode_syncwrite(const char *name)
     }
 }
 
+/* Unstable writes made durable by COMMIT: prints the index of every record once a
+ * COMMIT covering it has been answered (so the caller may count it acknowledged). */
+static void mode_commitwrite(const char *name)
+{
+    struct nfs_context *nfs = connect_ctx(NULL);
+    struct nfsfh *fh;
+    char p[256];
+    snprintf(p, sizeof p, "/%s", name);
+    EXPECT(nfs, nfs_open2(nfs, p, O_CREAT | O_TRUNC | O_WRONLY, 0644, &fh), 0);
+    uint8_t *w = malloc(REC);
+    const uint64_t per_commit = 4;
+    for (uint64_t i = 0;; i++) {
+        fill(w, REC, i);
+        CHECK(nfs_pwrite(nfs, fh, i * REC, REC, w) == REC, "unstable write %" PRIu64 ": %s", i,
+              nfs_get_error(nfs));
+        if (i % per_commit != per_commit - 1) continue;
+        CHECK(nfs_fsync(nfs, fh) == 0, "commit after %" PRIu64 ": %s", i, nfs_get_error(nfs));
+        for (uint64_t k = i + 1 - per_commit; k <= i; k++) printf("%" PRIu64 "\n", k);
+        fflush(stdout);
+    }
+}
+
 static void mode_verify(const char *name, uint64_t n)
 {
     struct nfs_context *nfs = connect_ctx(NULL);
@@ -464,6 +486,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "big")) mode_big();
     else if (!strcmp(mode, "concurrent") && argc > 3) mode_concurrent(atoi(argv[3]));
     else if (!strcmp(mode, "syncwrite") && argc > 3) mode_syncwrite(argv[3]);
+    else if (!strcmp(mode, "commitwrite") && argc > 3) mode_commitwrite(argv[3]);
     else if (!strcmp(mode, "verify") && argc > 4) mode_verify(argv[3], strtoull(argv[4], NULL, 10));
     else if (!strcmp(mode, "put") && argc > 4) {
         struct nfs_context *nfs = connect_ctx(NULL);
