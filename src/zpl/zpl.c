@@ -36,7 +36,9 @@
  * Generations: a new object's generation is its creation txg << 20 plus a
  * per-mount sequence number. txgs only grow across restarts, so a
  * (object, generation) pair never names two files: a handle whose object was
- * freed, or freed and reused, is stale (-ESTALE).
+ * freed, or freed and reused, is stale (-ESTALE). Intent-log replay recreates
+ * an object under its logged number and generation, and moves the pool's
+ * txgs past every logged txg before anything new is created.
  *
  * Nodes and locks
  * ---------------

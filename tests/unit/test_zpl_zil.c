@@ -440,7 +440,13 @@ static void test_replay_creates(void **state)
     /* New objects after replay do not collide with replayed ones. */
     zpl_node_t *y;
     assert_int_equal(zpl_create(root, "y", 0600, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &y, NULL), 0);
-    for (int i = 0; i < r->nnodes; i++) assert_true(zpl_node_ino(y) != r->attr[i].ino);
+    zpl_attr_t ya;
+    assert_int_equal(zpl_getattr(y, &ya), 0);
+    for (int i = 0; i < r->nnodes; i++) {
+        assert_true(ya.ino != r->attr[i].ino);
+        /* Replayed generations keep their txgs: new ones come from later txgs. */
+        assert_true(ya.generation >> 20 > r->attr[i].generation >> 20);
+    }
     zpl_node_rele(y);
     zpl_node_rele(s);
     zpl_node_rele(L);
