@@ -1664,6 +1664,7 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     dmu_tx_t *tx;
     int err = op_begin(fs, len ? len : 1, &props, &tx);
     if (err) return err;
+    bool logged = false;
     /* The data is copied in under n->lock shared, so getattr, lookup and reads
      * of this file go on during a large write; n->data_lock keeps writers of
      * the file (and size changes) in order among themselves, so the record
@@ -1707,12 +1708,12 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     err = phys_write(n, tx);
     wcc_post(n, wcc);
     /* ZIL: a copy of the bytes and the new attributes, under the node lock. */
-    if (!err && len)
-        zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
+    logged = !err && len && zil_wanted(&props);
+    if (logged) zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
-    return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, !err && len);
+    return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 
 int zpl_commit(zpl_fs_t *fs)

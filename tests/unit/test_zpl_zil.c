@@ -17,7 +17,8 @@
  *     attributes they left;
  *   - commits of namespace operations wait for the log, not for txgs;
  *   - sync=always makes a change durable without a commit; sync=disabled
- *     logs nothing (the change is lost, and nothing else breaks);
+ *     logs nothing and its commit does not wait (the change is lost, and
+ *     nothing else breaks);
  *   - the pool checks clean afterwards.
  */
 #include <setjmp.h>
@@ -226,16 +227,45 @@ static void sc_attr(zpl_fs_t *fs, report_t *r)
     zpl_node_rele(g);
 }
 
+/* sync=always: every change is durable when it returns, no commit needed. */
+static void sc_always(zpl_fs_t *fs, report_t *r)
+{
+    zpl_node_t *root = must(fs, "");
+    assert_int_equal(zpl_create(root, "a1", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, NULL, NULL), 0);
+    put(fs, "a1", 0, 3000, 8);
+    assert_int_equal(zpl_mkdir(root, "a2", 0755, &zfix_cred, NULL, NULL), 0);
+    zpl_node_rele(root);
+    note(r, fs, "a1");
+    note(r, fs, "a2");
+}
+
+/* sync=disabled: nothing is logged and commits return at once: a crash loses the change. */
+static void sc_disabled(zpl_fs_t *fs, report_t *r)
+{
+    (void)r;
+    zpl_node_t *root = must(fs, "");
+    assert_int_equal(zpl_create(root, "d1", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, NULL, NULL), 0);
+    put(fs, "d1", 0, 3000, 9);
+    assert_int_equal(zpl_commit(fs), 0);
+    zpl_node_rele(root);
+}
+
 typedef struct scenario {
     const char *name;
+    const char *sync;                            /* the dataset's sync property */
     void (*base)(zpl_fs_t *fs, report_t *r);     /* synced before the logged part */
     void (*logged)(zpl_fs_t *fs, report_t *r);
+    bool commit;                                 /* zpl_commit after the logged part */
 } scenario_t;
 
+static void sc_none(zpl_fs_t *fs, report_t *r) { (void)fs, (void)r; }
+
 static const scenario_t scenarios[] = {
-    {"create", sc_create_base, sc_create},
-    {"ns", sc_ns_base, sc_ns},
-    {"attr", sc_attr_base, sc_attr},
+    {"create", "standard", sc_create_base, sc_create, true},
+    {"ns", "standard", sc_ns_base, sc_ns, true},
+    {"attr", "standard", sc_attr_base, sc_attr, true},
+    {"always", "always", sc_none, sc_always, false},
+    {"disabled", "disabled", sc_none, sc_disabled, false},
 };
 
 /* The child: runs one scenario, reports on fd and "crashes". */
@@ -254,13 +284,14 @@ static int child_main(const char *name, int fd)
     snprintf(r->path, sizeof r->path, "%s", f.path);
     snprintf(r->pool, sizeof r->pool, "%s", f.pool);
     snprintf(r->fsname, sizeof r->fsname, "%s", f.fsname);
+    assert_int_equal(dsl_prop_set(f.dp, f.fsname, "sync", sc->sync, err, sizeof err), 0);
     sc->base(f.fs, r);
     assert_int_equal(zpl_commit(f.fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
     zil_stats_t before, after;
     zil_get_stats(f.fs->zil, &before);
     sc->logged(f.fs, r);
-    assert_int_equal(zpl_commit(f.fs), 0);
+    if (sc->commit) assert_int_equal(zpl_commit(f.fs), 0);
     zil_get_stats(f.fs->zil, &after);
     r->txg_waits = after.txg_waits - before.txg_waits;
     r->records = after.records - before.records;
@@ -271,8 +302,9 @@ static int child_main(const char *name, int fd)
 
 /* ---------------- the parent ---------------- */
 
-/* Runs scenario name in a child that crashes; imports the pool and mounts it (replaying). */
-static void crash_run(const char *name, report_t *r, zfix_t *f)
+/* Runs scenario name in a child that crashes; imports the pool and mounts it (replaying:
+ * expect_replay says whether the log must have brought something back). */
+static void crash_run(const char *name, report_t *r, zfix_t *f, bool expect_replay)
 {
     int p[2];
     assert_int_equal(pipe(p), 0);
@@ -305,7 +337,8 @@ static void crash_run(const char *name, report_t *r, zfix_t *f)
     zil_stats_t st2;
     zil_get_stats(f->fs->zil, &st2);
     /* The logged part came back through the log, not through a txg. */
-    assert_true(st2.replayed > 0);
+    if (expect_replay) assert_true(st2.replayed > 0);
+    else assert_int_equal(st2.replayed, 0);
     assert_int_equal(r->txg_waits, 0);
 }
 
@@ -415,7 +448,7 @@ static void test_replay_creates(void **state)
     (void)state;
     report_t *r = calloc(1, sizeof *r);
     zfix_t f;
-    crash_run("create", r, &f);
+    crash_run("create", r, &f, true);
     check_nodes(&f, r);
     check_bytes(&f, "f", 0, 5000, 1);
     zpl_node_t *root = must(f.fs, ""), *L = must(f.fs, "d/L");
@@ -460,7 +493,7 @@ static void test_replay_namespace(void **state)
     (void)state;
     report_t *r = calloc(1, sizeof *r);
     zfix_t f;
-    crash_run("ns", r, &f);
+    crash_run("ns", r, &f, true);
     check_nodes(&f, r);
     const char *gone[] = {"a/f1", "a/f2", "a/f3", "a/sub", "a/gone", "b/h2", "b/emptydir"};
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(gone); i++) {
@@ -486,7 +519,7 @@ static void test_replay_setattr_truncate(void **state)
     (void)state;
     report_t *r = calloc(1, sizeof *r);
     zfix_t f;
-    crash_run("attr", r, &f);
+    crash_run("attr", r, &f, true);
     check_nodes(&f, r);
     assert_int_equal(r->attr[0].size, 200000);
     assert_int_equal(r->attr[0].uid, 7);
@@ -502,6 +535,23 @@ static void test_replay_setattr_truncate(void **state)
     free(r);
 }
 
+static void test_sync_always_and_disabled(void **state)
+{
+    (void)state;
+    report_t *r = calloc(1, sizeof *r);
+    zfix_t f;
+    crash_run("always", r, &f, true);
+    check_nodes(&f, r);
+    check_bytes(&f, "a1", 0, 3000, 8);
+    finish(&f);
+    memset(r, 0, sizeof *r);
+    crash_run("disabled", r, &f, false);
+    assert_false(exists(&f, "d1"));
+    assert_int_equal(count_entries(&f, ""), 0);
+    finish(&f);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     self_exe = "/proc/self/exe";
@@ -511,6 +561,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_replay_creates),
         cmocka_unit_test(test_replay_namespace),
         cmocka_unit_test(test_replay_setattr_truncate),
+        cmocka_unit_test(test_sync_always_and_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
