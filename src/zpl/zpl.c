@@ -11,6 +11,8 @@
  * dataset with sync=always. So a server answers UNSTABLE writes at once,
  * answers FILE_SYNC writes by passing ZPL_IO_SYNC, and answers COMMIT by
  * calling zpl_commit(). There are no callbacks: completion is the return.
+ * Every change is also queued as an intent-log record (zpl_zil.c), so each of
+ * those waits is one log write and flush, not a txg sync.
  *
  * On-disk layout
  * --------------
