@@ -80,6 +80,10 @@ typedef struct dmu_object_info {
 } dmu_object_info_t;
 
 int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *obj, dmu_tx_t *tx);
+/* Allocates the given number (replay recreates an object under the number
+ * handed out before a crash): -EEXIST while it is in use, -EBUSY while its
+ * earlier life still has changes in an unsynced txg (retry after a sync). */
+int dmu_object_claim(objset_t *os, uint64_t obj, const dmu_object_props_t *props, dmu_tx_t *tx);
 int dmu_object_free(objset_t *os, uint64_t obj, dmu_tx_t *tx);
 int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out); /* -ENOENT if free */
 /* New compression/checksum/copies apply to records written from now on. The

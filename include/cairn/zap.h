@@ -32,6 +32,8 @@
 
 /* Creates an empty ZAP as a new object of os (record size chosen by the ZAP). */
 int zap_create(objset_t *os, uint64_t *obj, dmu_tx_t *tx);
+/* The same under a given object number (dmu_object_claim: -EEXIST, -EBUSY). */
+int zap_create_claim(objset_t *os, uint64_t obj, dmu_tx_t *tx);
 /* Frees the object and everything in it. */
 int zap_destroy(objset_t *os, uint64_t obj, dmu_tx_t *tx);
 

@@ -7,7 +7,9 @@
  * change in any txg, so an object freed in txg T gets its number back only
  * after T synced (until then its blocks are still being released). Freed
  * numbers are remembered so they are reused first; otherwise a hint moves
- * forward through the dnode blocks, creating new ones at the end.
+ * forward through the dnode blocks, creating new ones at the end. A caller
+ * may also claim one given number (intent-log replay recreating an object
+ * under the number file handles name), under the same reuse rule.
  */
 #include "dmu_impl.h"
 
@@ -81,6 +83,28 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
             break;
         }
     }
+    pthread_mutex_unlock(&os->alloc_lock);
+    return err;
+}
+
+int dmu_object_claim(objset_t *os, uint64_t obj, const dmu_object_props_t *props, dmu_tx_t *tx)
+{
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (!props_ok(props) || obj == 0) return -EINVAL;
+    pthread_mutex_lock(&os->alloc_lock);
+    dnode_t *dn = dnode_hold(os, obj, true);
+    if (!dn) {
+        pthread_mutex_unlock(&os->alloc_lock);
+        return -ENOSPC;
+    }
+    dn_wlock(dn);
+    if (dn->cur.type != DNODE_TYPE_FREE) err = -EEXIST;
+    else if (!dnode_is_reusable(dn)) err = -EBUSY;
+    else dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
+    dn_unlock(dn);
+    dnode_rele(dn);
+    /* A number on the freed list is skipped there once it is in use again. */
     pthread_mutex_unlock(&os->alloc_lock);
     return err;
 }

@@ -28,7 +28,9 @@
  * FREEING. When the ZIL moves a chain's head past blocks whose records are
  * all in synced txgs, it sets the new header in txg U and frees the old blocks
  * with U: they return to the free space only once U is durable, because until
- * then a crash would bring back the header that leads to them.
+ * then a crash would bring back the header that leads to them. So space comes
+ * back only through syncs: an allocation that leaves less than a quarter of
+ * the region free kicks the txg sync instead of waiting for the timer.
  *
  * THE DIRECTORY is one block (CAIRN_BT_LOGDIR) named by the uberblock's
  * log_dir pointer: the region's extents and one header per object set that
@@ -450,6 +452,15 @@ static int region_grow(spa_t *spa, spa_log_t *l)
     return 0;
 }
 
+/* Bytes of the region free now (l->lock held). */
+static uint64_t region_free_locked(const spa_log_t *l)
+{
+    uint64_t bytes = 0;
+    for (uint32_t v = 0; v < l->ntop; v++)
+        if (l->free[v]) bytes += range_tree_space(l->free[v]);
+    return bytes;
+}
+
 int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out)
 {
     spa_log_t *l = log_of(spa);
@@ -461,7 +472,12 @@ int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out)
         pthread_mutex_lock(&l->lock);
         int err = alloc_locked(spa, l, size, out);
         bool have_deferred = l->ndeferred > 0;
+        /* Blocks come back only through syncs (their records' txgs, then the
+         * txg that frees them): ask for one while a quarter is left, rather than
+         * let the region run out and every commit fall back to waiting for txgs. */
+        bool low = !err && region_free_locked(l) < l->region_bytes / 4;
         pthread_mutex_unlock(&l->lock);
+        if (low) spa_txg_kick(spa);
         if (!err) return 0;
         if (have_deferred && attempt == 0) {
             /* Blocks wait for a sync to come back: make one happen. */

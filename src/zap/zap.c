@@ -644,16 +644,15 @@ static int zap_split(zap_obj_t *z, zap_blk_t *b0, zap_blk_t *lb, uint64_t hash, 
 
 /* ---------------- the API ---------------- */
 
-int zap_create(objset_t *os, uint64_t *obj, dmu_tx_t *tx)
+static const dmu_object_props_t zap_object_props = {
+    .recordsize = ZAP_BLOCK_SIZE, .compress = CAIRN_COMPRESS_LZ4,
+    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+
+/* Makes the freshly allocated object o an empty ZAP (freed again on failure). */
+static int zap_init_object(objset_t *os, uint64_t o, dmu_tx_t *tx)
 {
-    if (!os || !obj || !tx) return -EINVAL;
-    dmu_object_props_t props = {.recordsize = ZAP_BLOCK_SIZE, .compress = CAIRN_COMPRESS_LZ4,
-                                .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
-    uint64_t o;
-    int err = dmu_object_alloc(os, &props, &o, tx);
-    if (err) return err;
     dmu_object_info_t info;
-    err = dmu_object_info(os, o, &info);
+    int err = dmu_object_info(os, o, &info);
     if (err) return err;
     zap_obj_t *z = zap_obj_hold(os, o);
     pthread_rwlock_wrlock(&z->lock);
@@ -680,12 +679,26 @@ int zap_create(objset_t *os, uint64_t *obj, dmu_tx_t *tx)
     z->loaded = err == 0;
     pthread_rwlock_unlock(&z->lock);
     zap_obj_rele(z);
-    if (err) {
-        dmu_object_free(os, o, tx);
-        return err;
-    }
-    *obj = o;
-    return 0;
+    if (err) dmu_object_free(os, o, tx);
+    return err;
+}
+
+int zap_create(objset_t *os, uint64_t *obj, dmu_tx_t *tx)
+{
+    if (!os || !obj || !tx) return -EINVAL;
+    uint64_t o;
+    int err = dmu_object_alloc(os, &zap_object_props, &o, tx);
+    if (!err) err = zap_init_object(os, o, tx);
+    if (!err) *obj = o;
+    return err;
+}
+
+int zap_create_claim(objset_t *os, uint64_t obj, dmu_tx_t *tx)
+{
+    if (!os || !tx) return -EINVAL;
+    int err = dmu_object_claim(os, obj, &zap_object_props, tx);
+    if (!err) err = zap_init_object(os, obj, tx);
+    return err;
 }
 
 int zap_destroy(objset_t *os, uint64_t obj, dmu_tx_t *tx)

@@ -36,7 +36,9 @@
  * first zil_open walks the chain and hands every record with txg > claim_txg
  * and seq > replay_seq to the replay function in order; each application
  * moves replay_seq in its own transaction. Then it waits for those changes
- * to sync, frees the old chain and starts a new one.
+ * to sync and for the txgs past the newest logged one (so no later change
+ * reuses a txg number a replayed record carries), frees the old chain and
+ * starts a new one.
  *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
@@ -699,7 +701,8 @@ static void walked_push(walked_t *w, const cairn_dva_t *d)
 
 /* Walks the chain named by zl->hdr; replays when apply is set. Every block the
  * pool kept for it (including the unwritten successor) ends up in *w. */
-static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, walked_t *w)
+static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, walked_t *w,
+                      uint64_t *max_txg)
 {
     const spa_log_header_t *h = &zl->hdr;
     cairn_dva_t d = h->head;
@@ -721,6 +724,7 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
                 break;
             }
             o += used;
+            if (rec.txg > *max_txg) *max_txg = rec.txg;
             if (rec.seq <= h->replay_seq || rec.txg <= h->claim_txg) continue;
             zl->replay_cur_seq = rec.seq;
             err = replay(arg, zl, &rec);
@@ -769,6 +773,7 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
     if (!zl->inert) {
         spa_log_header_get(spa, id, &zl->hdr);
         walked_t w = {0};
+        uint64_t max_txg = 0;
         if (zl->hdr.chain_guid) {
             bool apply = zl->hdr.claim_txg != 0 && replay;
             if (apply) {
@@ -778,10 +783,15 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
                          (unsigned long long)zl->hdr.replay_seq);
                 zl->replaying = true;
             }
-            err = chain_walk(zl, apply, replay, arg, &w);
+            err = chain_walk(zl, apply, replay, arg, &w, &max_txg);
             zl->replaying = false;
             if (!err && apply) {
                 err = spa_txg_wait_synced(spa, 0);
+                /* Txgs the crash left unsynced come round again; the layers name
+                 * things after txgs (file generations), and a record kept its
+                 * original txg: later changes must land in later txgs. */
+                if (!err && max_txg > spa_last_synced_txg(spa))
+                    err = spa_txg_wait_synced(spa, max_txg);
                 log_info("zil", "object set %llu: replayed %llu record(s)", (unsigned long long)id,
                          (unsigned long long)atomic_load(&zl->st_replayed));
             }

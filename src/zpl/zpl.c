@@ -11,6 +11,8 @@
  * dataset with sync=always. So a server answers UNSTABLE writes at once,
  * answers FILE_SYNC writes by passing ZPL_IO_SYNC, and answers COMMIT by
  * calling zpl_commit(). There are no callbacks: completion is the return.
+ * Every change is also queued as an intent-log record (zpl_zil.c), so each of
+ * those waits is one log write and flush, not a txg sync.
  *
  * On-disk layout
  * --------------
@@ -36,7 +38,9 @@
  * Generations: a new object's generation is its creation txg << 20 plus a
  * per-mount sequence number. txgs only grow across restarts, so a
  * (object, generation) pair never names two files: a handle whose object was
- * freed, or freed and reused, is stale (-ESTALE).
+ * freed, or freed and reused, is stale (-ESTALE). Intent-log replay recreates
+ * an object under its logged number and generation, and moves the pool's
+ * txgs past every logged txg before anything new is created.
  *
  * Nodes and locks
  * ---------------
@@ -112,24 +116,6 @@ static int64_t now_ns(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
-
-static uint32_t mode_to_dt(uint32_t mode)
-{
-    switch (mode & S_IFMT) {
-    case S_IFREG: return DT_REG;
-    case S_IFDIR: return DT_DIR;
-    case S_IFLNK: return DT_LNK;
-    case S_IFCHR: return DT_CHR;
-    case S_IFBLK: return DT_BLK;
-    case S_IFIFO: return DT_FIFO;
-    case S_IFSOCK: return DT_SOCK;
-    default: return DT_UNKNOWN;
-    }
-}
-
-static uint64_t dirent_encode(uint32_t dt, uint64_t obj) { return ((uint64_t)dt << 60) | obj; }
-static uint64_t dirent_obj(uint64_t v) { return v & ((1ull << 60) - 1); }
-static uint32_t dirent_dt(uint64_t v) { return (uint32_t)(v >> 60); }
 
 /* Names a directory may hold: 1..255 bytes, no '/', not "." or "..". */
 static int name_check(const char *name)
@@ -485,10 +471,12 @@ static int op_end_logged(zpl_fs_t *fs, const dsl_dataset_props_t *props, dmu_tx_
     return 0;
 }
 
-static int op_end(zpl_fs_t *fs, const dsl_dataset_props_t *props, dmu_tx_t *tx, bool sync,
-                  int err)
+/* Whether to write an operation's intent-log record. sync=disabled never
+ * commits: its changes stay barriers, cheap to queue, which keeps a commit
+ * after the property changes from replaying records that depend on them. */
+static bool zil_wanted(const dsl_dataset_props_t *props)
 {
-    return op_end_logged(fs, props, tx, sync, err, false);
+    return props->sync != DSL_SYNC_DISABLED;
 }
 
 static uint64_t new_gen(zpl_fs_t *fs, dmu_tx_t *tx)
@@ -497,7 +485,7 @@ static uint64_t new_gen(zpl_fs_t *fs, dmu_tx_t *tx)
     return (dmu_tx_txg(tx) << 20) | seq;
 }
 
-static dmu_object_props_t object_props(const dsl_dataset_props_t *dp, uint32_t recordsize)
+dmu_object_props_t zpl_object_props(const dsl_dataset_props_t *dp, uint32_t recordsize)
 {
     dmu_object_props_t p = {
         .recordsize = recordsize ? recordsize : dp->recordsize,
@@ -589,7 +577,7 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
         return err;
     }
     /* ZIL: replays a log left by a crash before anyone can see the filesystem. */
-    if (!err && !fs->snapshot) err = zil_open(fs->os, zil_replay_dmu, fs->os, &fs->zil);
+    if (!err && !fs->snapshot) err = zil_open(fs->os, zpl_zil_replay, fs, &fs->zil);
     if (err) {
         free(fs->buckets);
         dsl_dataset_rele(ds);
@@ -1019,6 +1007,7 @@ static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
     dmu_tx_t *tx;
     err = op_begin(fs, ZPL_CREATE_SPACE + tlen, &props, &tx);
     if (err) return err;
+    bool logged = false;
     pthread_rwlock_wrlock(&dir->lock);
     err = dir_writable_check(dir);
     if (err) goto out;
@@ -1042,6 +1031,7 @@ static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
             pthread_rwlock_unlock(&old->lock);
             if (reg && (cs->how == ZPL_CREATE_UNCHECKED || same)) {
                 err = 0;
+                logged = true;   /* nothing changed */
                 if (out) *out = old;
                 else zpl_node_rele(old);
                 wcc_post(dir, dir_wcc);
@@ -1058,6 +1048,7 @@ static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
     }
 
     uint64_t obj = 0;
+    uint32_t obj_rs = 0;
     if (type == S_IFDIR) {
         err = zap_create(fs->os, &obj, tx);
     } else {
@@ -1066,7 +1057,8 @@ static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
             rs = DMU_MIN_RECORDSIZE;
             while (rs < tlen) rs <<= 1;
         }
-        dmu_object_props_t op = object_props(&props, rs);
+        dmu_object_props_t op = zpl_object_props(&props, rs);
+        obj_rs = op.recordsize;
         err = dmu_object_alloc(fs->os, &op, &obj, tx);
     }
     if (err) goto out;
@@ -1112,13 +1104,18 @@ static int do_create(zpl_node_t *dir, const char *name, const create_spec_t *cs,
     touch(dir, true, now);
     err = phys_write(dir, tx);
     if (err) goto out;
+    if (zil_wanted(&props)) {
+        zpl_zil_log_create(dir, name, obj, &p, obj_rs,
+                           type == S_IFLNK && !p.inline_len ? cs->target : NULL, tx);
+        logged = true;
+    }
     zpl_node_t *n = node_new(fs, obj, &p);
     if (out) *out = n;
     else zpl_node_rele(n);
     wcc_post(dir, dir_wcc);
 out:
     pthread_rwlock_unlock(&dir->lock);
-    return op_end(fs, &props, tx, false, err);
+    return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
 int zpl_create(zpl_node_t *dir, const char *name, uint32_t mode, const zpl_cred_t *cred,
@@ -1193,6 +1190,7 @@ int zpl_link(zpl_node_t *file, zpl_node_t *dir, const char *name, zpl_wcc_t *dir
     dmu_tx_t *tx;
     err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
     if (err) return err;
+    bool logged = false;
     pthread_rwlock_wrlock(&dir->lock);
     bool same = dir == file;
     if (!same) pthread_rwlock_wrlock(&file->lock);
@@ -1216,11 +1214,15 @@ int zpl_link(zpl_node_t *file, zpl_node_t *dir, const char *name, zpl_wcc_t *dir
     touch(dir, true, now);
     err = phys_write(file, tx);
     if (!err) err = phys_write(dir, tx);
+    if (!err && zil_wanted(&props)) {
+        zpl_zil_log_link(dir, name, file, tx);
+        logged = true;
+    }
     wcc_post(dir, dir_wcc);
 out:
     if (!same) pthread_rwlock_unlock(&file->lock);
     pthread_rwlock_unlock(&dir->lock);
-    return op_end(fs, &props, tx, false, err);
+    return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
 /* Drops one link of n (locked) whose entry is already gone; frees it at zero. */
@@ -1254,6 +1256,7 @@ static int do_remove(zpl_node_t *dir, const char *name, bool rmdir, zpl_wcc_t *d
     dmu_tx_t *tx;
     int err = op_begin(fs, 0, &props, &tx);
     if (err) return err;
+    bool logged = false;
     zpl_node_t *child = NULL;
     pthread_rwlock_wrlock(&dir->lock);
     err = dir_writable_check(dir);
@@ -1277,17 +1280,24 @@ static int do_remove(zpl_node_t *dir, const char *name, bool rmdir, zpl_wcc_t *d
     if (!err) err = zap_remove(fs->os, dir->obj, name, tx);
     int64_t now = now_ns();
     if (!err) err = drop_link(child, tx, now);
+    if (!err) {
+        dir->phys.size--;
+        if (cdir) dir->phys.nlink--;
+        touch(dir, true, now);
+        err = phys_write(dir, tx);
+    }
+    /* Logged before the child is unlocked: a link made to it next must queue after. */
+    if (!err && zil_wanted(&props)) {
+        zpl_zil_log_remove(dir, name, child->obj, &child->phys, child->dead, tx);
+        logged = true;
+    }
     pthread_rwlock_unlock(&child->lock);
     if (err) goto out;
-    dir->phys.size--;
-    if (cdir) dir->phys.nlink--;
-    touch(dir, true, now);
-    err = phys_write(dir, tx);
     wcc_post(dir, dir_wcc);
 out:
     pthread_rwlock_unlock(&dir->lock);
     zpl_node_rele(child);
-    return op_end(fs, &props, tx, false, err);
+    return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
 int zpl_remove(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc)
@@ -1364,6 +1374,7 @@ int zpl_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char
     dmu_tx_t *tx;
     err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
     if (err) return err;
+    bool logged = false;
     if (cross) pthread_mutex_lock(&fs->rename_lock);
 
     zpl_node_t *snode = NULL, *tnode = NULL;
@@ -1426,6 +1437,7 @@ int zpl_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char
     bool sisdir = S_ISDIR(snode->phys.mode);
     if (tnode == snode) {
         /* Two links to one file (or a name onto itself): nothing to do. */
+        logged = true;
         wcc_post(sdir, sdir_wcc);
         wcc_post(tdir, tdir_wcc);
         goto out;
@@ -1474,6 +1486,10 @@ int zpl_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char
     err = phys_write(snode, tx);
     if (!err) err = phys_write(sdir, tx);
     if (!err && cross) err = phys_write(tdir, tx);
+    if (!err && zil_wanted(&props)) {
+        zpl_zil_log_rename(sdir, sname, tdir, tname, snode, tnode, tnode && tnode->dead, tx);
+        logged = true;
+    }
     wcc_post(sdir, sdir_wcc);
     wcc_post(tdir, tdir_wcc);
 out:
@@ -1481,7 +1497,7 @@ out:
     if (cross) pthread_mutex_unlock(&fs->rename_lock);
     zpl_node_rele(snode);
     zpl_node_rele(tnode);
-    return op_end(fs, &props, tx, false, err);
+    return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1506,6 +1522,7 @@ int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
     dmu_tx_t *tx;
     int err = op_begin(fs, 0, &props, &tx);
     if (err) return err;
+    bool logged = false;
     pthread_mutex_lock(&n->data_lock);
     pthread_rwlock_wrlock(&n->lock);
     if (n->dead) {
@@ -1524,7 +1541,8 @@ int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
         if (err) goto out;
     }
     int64_t now = now_ns();
-    if (sa->mask & ZPL_SET_SIZE && sa->size != n->phys.size) {
+    bool size_changed = (sa->mask & ZPL_SET_SIZE) && sa->size != n->phys.size;
+    if (size_changed) {
         if (sa->size < n->phys.size) err = truncate_data(n, sa->size, tx);
         if (err) goto out;
         n->phys.size = sa->size;
@@ -1543,11 +1561,15 @@ int zpl_setattr(zpl_node_t *n, const zpl_setattr_t *sa, zpl_wcc_t *wcc)
     n->phys.flags &= ~(uint32_t)ZPL_ZF_EXCL;
     memset(n->phys.verf, 0, sizeof(n->phys.verf));
     err = phys_write(n, tx);
+    if (!err && zil_wanted(&props)) {
+        zpl_zil_log_setattr(n, size_changed, tx);
+        logged = true;
+    }
     wcc_post(n, wcc);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
-    return op_end(fs, &props, tx, false, err);
+    return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1624,7 +1646,7 @@ static int fix_blksz(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t e
     int err = dmu_object_info(n->fs->os, n->obj, &info);
     if (err) return err;
     if (info.max_offset && rs <= info.props.recordsize) return 0; /* big enough for now */
-    dmu_object_props_t op = object_props(props, rs);
+    dmu_object_props_t op = zpl_object_props(props, rs);
     err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
     if (err == -EINVAL) {          /* several records at another size: keep it */
         err = 0;
@@ -1644,6 +1666,7 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     dmu_tx_t *tx;
     int err = op_begin(fs, len ? len : 1, &props, &tx);
     if (err) return err;
+    bool logged = false;
     /* The data is copied in under n->lock shared, so getattr, lookup and reads
      * of this file go on during a large write; n->data_lock keeps writers of
      * the file (and size changes) in order among themselves, so the record
@@ -1687,12 +1710,12 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     err = phys_write(n, tx);
     wcc_post(n, wcc);
     /* ZIL: a copy of the bytes and the new attributes, under the node lock. */
-    if (!err && len)
-        zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
+    logged = !err && len && zil_wanted(&props);
+    if (logged) zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
-    return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, !err && len);
+    return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 
 int zpl_commit(zpl_fs_t *fs)

@@ -9,8 +9,10 @@
 #include <cairn/zil.h>
 #include <cairn/zpl.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #define ZPL_MAGIC 0x314c505au   /* "ZPL1" */
 #define ZPL_VERSION 1
@@ -92,8 +94,49 @@ struct zpl_fs {
     struct zilog *zil;            /* the intent log (src/zil); NULL for snapshots */
 };
 
-/* zpl_zil.c: logs a file write (under the node's lock, in its transaction). */
+static inline uint32_t mode_to_dt(uint32_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return DT_REG;
+    case S_IFDIR: return DT_DIR;
+    case S_IFLNK: return DT_LNK;
+    case S_IFCHR: return DT_CHR;
+    case S_IFBLK: return DT_BLK;
+    case S_IFIFO: return DT_FIFO;
+    case S_IFSOCK: return DT_SOCK;
+    default: return DT_UNKNOWN;
+    }
+}
+
+/* A directory entry's value: DT_* type << 60 | object number. */
+static inline uint64_t dirent_encode(uint32_t dt, uint64_t obj) { return ((uint64_t)dt << 60) | obj; }
+static inline uint64_t dirent_obj(uint64_t v) { return v & ((1ull << 60) - 1); }
+static inline uint32_t dirent_dt(uint64_t v) { return (uint32_t)(v >> 60); }
+
+/* The DMU properties of a new object: the dataset's, with recordsize (0: the dataset's). */
+dmu_object_props_t zpl_object_props(const dsl_dataset_props_t *dp, uint32_t recordsize);
+
+/* zpl_zil.c: the intent-log records of the POSIX layer. Each is called under
+ * the locks of every node the operation changed, in its transaction, after
+ * the change (so records of dependent operations are queued in the order the
+ * operations happened). */
 void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf, dmu_tx_t *tx,
                        bool throughput);
+/* A new node obj (attributes p, record size recordsize, 0 for directories)
+ * entered as name in dir; target: a symlink target too long for p's inline data. */
+void zpl_zil_log_create(zpl_node_t *dir, const char *name, uint64_t obj, const zpl_phys_t *p,
+                        uint32_t recordsize, const char *target, dmu_tx_t *tx);
+/* name (node obj, attributes p, nlink already dropped) left dir; freed when its last link went. */
+void zpl_zil_log_remove(zpl_node_t *dir, const char *name, uint64_t obj, const zpl_phys_t *p,
+                        bool freed, dmu_tx_t *tx);
+void zpl_zil_log_link(zpl_node_t *dir, const char *name, zpl_node_t *file, dmu_tx_t *tx);
+/* snode moved from sdir/sname to tdir/tname, replacing tnode (or NULL; tnode_freed
+ * when that was its last link). */
+void zpl_zil_log_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char *tname,
+                        zpl_node_t *snode, zpl_node_t *tnode, bool tnode_freed, dmu_tx_t *tx);
+/* New attributes of n; size_changed: its size was set (data beyond it freed). */
+void zpl_zil_log_setattr(zpl_node_t *n, bool size_changed, dmu_tx_t *tx);
+/* The replay function of a filesystem's log (arg: the zpl_fs_t being mounted). */
+int zpl_zil_replay(void *arg, zilog_t *zl, const zil_rec_t *rec);
 
 #endif

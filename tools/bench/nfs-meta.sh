@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# NFSv3 small-file metadata rates (../shared/peers/nfs-meta-bench.c: create, stat,
+# readdir, unlink; one op in flight) of one or more Cairn builds side by side with
+# nfs-ganesha serving a plain directory on the same disk. Never pass/fail.
+#
+#   tools/bench/nfs-meta.sh [BUILD_DIR...]        (default: build)
+#
+# Several build directories compare builds (e.g. before and after a change). Each run
+# measures every server in turn (builds in the order given, then ganesha), RUNS times,
+# so all see the same machine load; prints the median of each figure and the server's
+# CPU time (utime+stime from /proc) per file over all four phases.
+# Environment: BENCH_DIR (/var/tmp/cairn-nfs-meta), BENCH_RUNS (3), BENCH_FILES (2000),
+# BENCH_SIZES ("0 4096"), BENCH_GANESHA (1; 0 skips it). Needs libnfs-dev; the ganesha
+# side needs root, nfs-ganesha, nfs-ganesha-vfs and rpcbind.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-meta}
+RUNS=${BENCH_RUNS:-3}
+FILES=${BENCH_FILES:-2000}
+SIZES=${BENCH_SIZES:-0 4096}
+PEERS=$SRC/../shared/peers
+[ -d "$PEERS" ] || PEERS=/work/shared/peers
+META=$BENCH_DIR/nfs-meta-bench
+RES=$BENCH_DIR/results
+ticks=$(getconf CLK_TCK)
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# meta NAME PID URL: one nfs-meta-bench run per size; appends "NAME SIZE key value" lines.
+meta() {
+    local name=$1 pid=$2 url=$3 size c0 c1 out
+    for size in $SIZES; do
+        c0=$(cpu_of "$pid")
+        out=$("$META" "$url" "$FILES" "$size")
+        c1=$(cpu_of "$pid")
+        echo "$out" | awk -F= -v n="$name" -v s="$size" '/_per_sec=/ {print n, s, $1, $2}' >>"$RES"
+        echo "$name $size cpu_ms_per_file $(printf "%.3f" "$(echo "($c1 - $c0) * 1000 / $ticks / $FILES" | bc -l)")" >>"$RES"
+    done
+}
+
+run_cairn() {
+    local build=$1 name=$2 state=$BENCH_DIR/cairn P pid
+    rm -rf "$state"
+    mkdir -p "$state"
+    truncate -s 4G "$state/pool.img"
+    P=$((30000 + RANDOM % 20000))
+    "$build/cairnd" --foreground --state-dir "$state" --socket "$state/cairnd.sock" \
+        --nfs-listen "127.0.0.1:$P" --mount-listen "127.0.0.1:$((P + 1))" \
+        --portmap-listen "127.0.0.1:$((P + 2))" --iscsi-listen "127.0.0.1:$((P + 3))" \
+        2>"$state/cairnd.log" &
+    pid=$!
+    trap "kill $pid 2>/dev/null || true" EXIT
+    for _ in $(seq 1 100); do CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
+    CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" pool create bench "$state/pool.img"
+    CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" create -o sharenfs=no_root_squash bench/m
+    meta "$name" "$pid" "nfs://127.0.0.1/bench/m?nfsport=$P&mountport=$((P + 1))&version=3"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    trap - EXIT
+    rm -rf "$state"
+}
+
+if [ "${1:-}" = --ganesha-inner ]; then
+    meta ganesha "$PEER_GANESHA_PID" "$PEER_NFS3_URL?$PEER_NFS3_ARGS"
+    exit 0
+fi
+
+builds=("$@")
+[ ${#builds[@]} -gt 0 ] || builds=("$SRC/build")
+for i in "${!builds[@]}"; do builds[$i]=$(cd "${builds[$i]}" && pwd); done
+mkdir -p "$BENCH_DIR"
+gcc -O2 -Wall -o "$META" "$PEERS/nfs-meta-bench.c" -lnfs
+: >"$RES"
+
+echo "# nfs-meta-bench over NFSv3, $FILES files per phase, medians of $RUNS runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for run in $(seq 1 "$RUNS"); do
+    for i in "${!builds[@]}"; do run_cairn "${builds[$i]}" "cairn$((i + 1))"; done
+    if [ "${BENCH_GANESHA:-1}" = 1 ] && command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
+        PEER_DIR=$BENCH_DIR/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- \
+            env BENCH_DIR="$BENCH_DIR" BENCH_FILES="$FILES" BENCH_SIZES="$SIZES" \
+            bash "$0" --ganesha-inner >"$BENCH_DIR/ganesha.out" 2>&1 || echo "# ganesha run $run failed: $(tail -n 3 "$BENCH_DIR/ganesha.out")"
+        rm -rf "$BENCH_DIR/ganesha"
+    fi
+done
+echo "# load at the end $(cut -d' ' -f1-3 /proc/loadavg); cairnN = build N: ${builds[*]}"
+echo "| server | file size | create/s | stat/s | readdir entries/s | unlink/s | server CPU ms/file |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+awk '{print $1, $2}' "$RES" | sort -u | while read -r name size; do
+    row="| $name | $size B"
+    for key in create_ops_per_sec stat_ops_per_sec readdir_entries_per_sec unlink_ops_per_sec cpu_ms_per_file; do
+        v=$(awk -v n="$name" -v s="$size" -v k="$key" '$1 == n && $2 == s && $3 == k {print $4}' "$RES" |
+            sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}')
+        row="$row | $v"
+    done
+    echo "$row |"
+done
