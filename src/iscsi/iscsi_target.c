@@ -148,6 +148,7 @@ struct iscsi_server {
     size_t nconns;
     uint16_t next_tsih;
     bool stopping;
+    unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
 };
 
 /* ================================================================= sockets */
@@ -1582,6 +1583,16 @@ static void on_tmf(iconn_t *c, rx_pdu_t *p)
     send_pdu(c, bhs, NULL, 0, SN_ADV);
 }
 
+/* I_T nexus loss (SAM-5): the SCSI layer drops the session's SPC-2
+ * reservation and unit attentions. Only once no task of the session can run
+ * again, or a late command would bring the nexus back. */
+static void end_nexus(iconn_t *c)
+{
+    if (!c->nexus_live) return;
+    scsi_nexus_logout(c->tgt->scsi, &c->nexus);
+    c->nexus_live = false;
+}
+
 /* Returns true when the connection should close after the response. */
 static bool on_logout(iconn_t *c, rx_pdu_t *p)
 {
@@ -1601,7 +1612,12 @@ static bool on_logout(iconn_t *c, rx_pdu_t *p)
         send_reject(c, b, ISCSI_REJECT_INVALID_FIELD);
         return false;
     }
-    if (close_now) wait_idle_tasks(c, NULL, NULL); /* every status goes out before the logout */
+    if (close_now) {
+        wait_idle_tasks(c, NULL, NULL); /* every status goes out before the logout */
+        /* The initiator may act on the response at once (log in again, or
+         * RESERVE from another session): the nexus is gone before it leaves. */
+        end_nexus(c);
+    }
     uint8_t bhs[ISCSI_BHS_LEN] = {0};
     bhs[0] = ISCSI_OP_LOGOUT_RSP;
     bhs[1] = 0x80;
@@ -1706,8 +1722,12 @@ static void *conn_thread(void *arg)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    if (c->workers) taskq_destroy(c->workers); /* runs (and skips) what is queued */
-    if (c->nexus_live) scsi_nexus_logout(c->tgt->scsi, &c->nexus);
+    /* Queued tasks see dead and leave; running ones finish. Then the nexus
+     * ends, before the (slower) join of the workers. */
+    if (c->workers) wait_idle_tasks(c, NULL, NULL);
+    end_nexus(c);
+    if (c->srv->teardown_delay_ms) usleep(c->srv->teardown_delay_ms * 1000u);
+    if (c->workers) taskq_destroy(c->workers);
     iscsi_server_t *srv = c->srv;
     pthread_mutex_lock(&srv->lock);
     for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)
@@ -1848,6 +1868,8 @@ int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out)
                                          : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     srv->lfd = fd;
     srv->nop_interval_s = opts->nop_interval_s ? opts->nop_interval_s : 30;
+    const char *delay = getenv("CAIRN_ISCSI_TEARDOWN_DELAY_MS");
+    if (delay) srv->teardown_delay_ms = (unsigned)strtoul(delay, NULL, 10);
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->cond, NULL);
     if (pthread_create(&srv->accept_thread, NULL, accept_thread, srv)) {
