@@ -859,6 +859,12 @@ static void dn_read_io_run(void *arg)
         io->err = dmu_cache_read(io->os, &io->bp, io->dst);
         return;
     }
+    /* Part of a record (a 4 KiB read of an 8 KiB volume record): a hit copies
+     * just that part, without a bounce buffer. */
+    if (dmu_cache_read_memory(io->os, &io->bp, io->boff, io->n, io->dst) == 0) {
+        io->err = 0;
+        return;
+    }
     uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
     io->err = dmu_cache_read(io->os, &io->bp, tmp);
     if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
@@ -869,6 +875,14 @@ static void dn_read_io_run(void *arg)
 
 static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
 {
+    /* Records in ARC memory are copied here; only misses go to the workers,
+     * so a cached multi-record read costs no thread hand-off. */
+    size_t nmiss = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dmu_cache_read_memory(ios[i].os, &ios[i].bp, ios[i].boff, ios[i].n, ios[i].dst))
+            ios[nmiss++] = ios[i];
+    n = nmiss;
+    if (n == 0) return 0;
     if (n == 1) {
         dn_read_io_run(&ios[0]);
         return ios[0].err;
@@ -883,7 +897,7 @@ static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
     return 0;
 }
 
-int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
+static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memory_only)
 {
     uint8_t *dst = buf;
     int err = 0;
@@ -920,6 +934,14 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
             /* Blocks never change under copy-on-write: reading them after the
              * lock is dropped returns what the pointer named, even if the
              * record is rewritten meanwhile. */
+            if (memory_only) {
+                err = dmu_cache_read_memory(dn->os, &bp, boff, n, dst);
+                if (err) break;
+                dst += n;
+                off += n;
+                len -= n;
+                continue;
+            }
             ios[nio++] = (dn_read_io_t){.os = dn->os, .bp = bp, .dst = dst, .boff = boff, .n = n};
             if (nio == DN_READ_BATCH) {
                 err = dn_read_batch(dn, ios, nio);
@@ -934,6 +956,16 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
     if (!err && nio) err = dn_read_batch(dn, ios, nio);
     if (!err) dmu_prefetch_note(dn, pf_off, pf_len); /* sequential readers read ahead */
     return err;
+}
+
+int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
+{
+    return dn_read(dn, off, len, buf, false);
+}
+
+int dnode_read_memory_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
+{
+    return dn_read(dn, off, len, buf, true);
 }
 
 /* ---- for prefetch (dmu_prefetch.c): the on-disk pointers of records
