@@ -1057,6 +1057,31 @@ static void run_task(void *arg)
     task_free(t);
 }
 
+/* A READ tried on the reader thread itself: done here when its data is in
+ * memory (no hand-off, no wakeup); false when it needs the disk (nothing has
+ * happened) and goes to the workers. TMFs of this connection run on this same
+ * thread, so only another session's reset can abort it meanwhile. */
+static bool run_on_reader(iconn_t *c, itask_t *t)
+{
+    pthread_mutex_lock(&c->lock);
+    t->state = T_RUNNING;
+    pthread_mutex_unlock(&c->lock);
+    t->cmd.memory_only = true;
+    scsi_execute(c->tgt->scsi, &t->cmd);
+    t->cmd.memory_only = false;
+    if (t->cmd.would_block) return false;
+    pthread_mutex_lock(&c->lock);
+    bool skip = t->aborted;
+    t->responding = !skip;
+    pthread_mutex_unlock(&c->lock);
+    if (!skip) send_status(c, t);
+    pthread_mutex_lock(&c->lock);
+    task_unlink(c, t);
+    pthread_mutex_unlock(&c->lock);
+    task_free(t);
+    return true;
+}
+
 static void dispatch(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
@@ -1245,7 +1270,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
         if (!t->buf) return -ENOMEM;
         t->cmd.data_in = t->buf;
         t->cmd.data_in_cap = t->edtl;
-        dispatch(c, t);
+        if (!run_on_reader(c, t)) dispatch(c, t);
         return 0;
     }
     if (!t->write || t->edtl == 0) {
