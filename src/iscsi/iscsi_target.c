@@ -61,6 +61,7 @@
 #define LOGIN_TEXT_MAX (64u * 1024)      /* accumulated over C-bit continuations */
 #define IO_TIMEOUT_S 20                  /* a send or the rest of a PDU */
 #define MAX_R2T 16
+#define RX_BUF 65536                     /* receive buffer of a connection */
 
 typedef struct itarget itarget_t;
 typedef struct iconn iconn_t;
@@ -132,6 +133,10 @@ struct iconn {
     uint32_t next_ttt;
     uint32_t ping_ttt;        /* outstanding target ping, 0 none */
     unsigned drops;
+    /* What one recv() brought beyond the PDU being read: with many commands
+     * in flight several PDUs arrive together, and one recv serves them all. */
+    uint8_t rx[RX_BUF];
+    uint32_t rx_pos, rx_end;
     iconn_t *next;
 };
 
@@ -186,6 +191,40 @@ static int send_iov(int fd, struct iovec *iov, int iovcnt)
             iov->iov_base = (uint8_t *)iov->iov_base + n;
             iov->iov_len -= (size_t)n;
         }
+    }
+    return 0;
+}
+
+/* len bytes of the stream: first what the receive buffer holds, then from
+ * the socket - big data segments straight into place, the rest through the
+ * buffer, which keeps whatever else the same recv() returned. */
+static int rx_read(iconn_t *c, void *dst, size_t len)
+{
+    uint8_t *d = dst;
+    size_t have = c->rx_end - c->rx_pos;
+    if (have) {
+        size_t n = have < len ? have : len;
+        memcpy(d, c->rx + c->rx_pos, n);
+        c->rx_pos += (uint32_t)n;
+        d += n;
+        len -= n;
+    }
+    if (!len) return 0;
+    c->rx_pos = c->rx_end = 0;
+    if (len >= RX_BUF / 2) return recv_all(c->fd, d, len);
+    while (len) {
+        ssize_t n = recv(c->fd, c->rx, RX_BUF, 0);
+        if (n == 0) return -ECONNRESET;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        size_t take = (size_t)n < len ? (size_t)n : len;
+        memcpy(d, c->rx, take);
+        d += take;
+        len -= take;
+        c->rx_pos = (uint32_t)take;
+        c->rx_end = (uint32_t)n;
     }
     return 0;
 }
@@ -268,13 +307,15 @@ enum { RX_OK = 0, RX_TIMEOUT = 1 };
 static int recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data)
 {
     memset(p, 0, sizeof *p);
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int pr;
-    do pr = poll(&pfd, 1, timeout_ms);
-    while (pr < 0 && errno == EINTR);
-    if (pr < 0) return -errno;
-    if (pr == 0) return RX_TIMEOUT;
-    int rc = recv_all(c->fd, p->bhs, ISCSI_BHS_LEN);
+    if (c->rx_pos == c->rx_end) { /* idle timer only when nothing is buffered */
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr;
+        do pr = poll(&pfd, 1, timeout_ms);
+        while (pr < 0 && errno == EINTR);
+        if (pr < 0) return -errno;
+        if (pr == 0) return RX_TIMEOUT;
+    }
+    int rc = rx_read(c, p->bhs, ISCSI_BHS_LEN);
     if (rc) return rc;
     int prc = iscsi_bhs_parse(p->bhs, max_data, &p->info);
     if (prc == -EMSGSIZE) return -EMSGSIZE;
@@ -285,21 +326,21 @@ static int recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data)
     if (p->info.ahs_bytes) {
         p->ahs = malloc(p->info.ahs_bytes);
         if (!p->ahs) return -ENOMEM;
-        if ((rc = recv_all(c->fd, p->ahs, p->info.ahs_bytes))) return rc;
+        if ((rc = rx_read(c, p->ahs, p->info.ahs_bytes))) return rc;
     }
     if (hdig) {
         uint32_t got, want = iscsi_crc32c(0, p->bhs, ISCSI_BHS_LEN);
         if (p->info.ahs_bytes) want = iscsi_crc32c(want, p->ahs, p->info.ahs_bytes);
-        if ((rc = recv_all(c->fd, &got, 4))) return rc;
+        if ((rc = rx_read(c, &got, 4))) return rc;
         if (got != want) return -EBADMSG;
     }
     if (p->info.data_len) {
         p->data = malloc(p->info.data_padded);
         if (!p->data) return -ENOMEM;
-        if ((rc = recv_all(c->fd, p->data, p->info.data_padded))) return rc;
+        if ((rc = rx_read(c, p->data, p->info.data_padded))) return rc;
         if (ddig) {
             uint32_t got, want = iscsi_crc32c(0, p->data, p->info.data_padded);
-            if ((rc = recv_all(c->fd, &got, 4))) return rc;
+            if ((rc = rx_read(c, &got, 4))) return rc;
             p->data_digest_bad = got != want;
         }
     }
@@ -1278,9 +1319,14 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
         dispatch(c, t);
         return 0;
     }
-    t->buf = malloc(t->edtl);
-    if (!t->buf) return -ENOMEM;
-    if (imm) memcpy(t->buf, p->data, imm);
+    if (imm == t->edtl) { /* all of it came as immediate data: take the buffer */
+        t->buf = p->data;
+        p->data = NULL;
+    } else {
+        t->buf = malloc(t->edtl);
+        if (!t->buf) return -ENOMEM;
+        if (imm) memcpy(t->buf, p->data, imm);
+    }
     t->received = imm;
     t->unsol_next = imm;
     uint32_t unsol_limit = t->edtl < c->params.first_burst ? t->edtl : c->params.first_burst;
