@@ -7,7 +7,14 @@
  * must happen in arrival order: login, CmdSN ordering, Data-Out reassembly,
  * R2T issue, task management. Each normal session has its own small pool of
  * worker threads (a taskq) that run scsi_execute() and send Data-In and
- * status, so many commands are in flight per session. We chose threads over
+ * status, so many commands are in flight per session. A READ is first tried
+ * on the reader with memory_only: when its data is in memory (dirty or in the
+ * ARC) it completes there, which spares the hand-off (a futex wake and two
+ * context switches each way, most of what a cached 4 KiB read cost); a READ
+ * that needs the disk, and every other command, goes to the workers, so the
+ * reader never waits for a device (only, rarely, for metadata to load). The
+ * reader reads through a per-connection buffer: one recv() for all the PDUs
+ * that arrived together. We chose threads over
  * an event loop because the layers beneath (SCSI, zvol) are synchronous
  * calls that block on the disk; an event loop would need a worker pool
  * anyway, and per-connection threads make isolation simple: a hostile or
@@ -30,6 +37,11 @@
  * sent. Task management runs on the reader: it marks tasks aborted, drops
  * those still collecting data, and waits until the queued and running ones
  * have left the list (their status is never sent) before answering.
+ *
+ * Session end. The I_T nexus ends (scsi_nexus_logout: reservation, unit
+ * attentions) once the session's tasks are idle and before the Logout
+ * Response goes out - an initiator may act on the response at once - or, for
+ * a dropped connection, before the workers are joined.
  */
 #include "iscsi_impl.h"
 
