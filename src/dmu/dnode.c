@@ -842,7 +842,10 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
 /*
  * A read spanning several records on disk issues them in parallel on the
  * pool's read workers, so one large read keeps several devices (and raidz
- * columns) busy instead of waiting for each record in turn.
+ * columns) busy instead of waiting for each record in turn. Records found in
+ * ARC memory are copied first, on the caller (just the part wanted: a 4 KiB
+ * read of an 8 KiB record needs no bounce buffer); only misses are handed on,
+ * so a cached read costs no thread hand-off.
  */
 typedef struct dn_read_io {
     objset_t *os;      /* its cache policy (primarycache/secondarycache) */
@@ -859,12 +862,6 @@ static void dn_read_io_run(void *arg)
         io->err = dmu_cache_read(io->os, &io->bp, io->dst);
         return;
     }
-    /* Part of a record (a 4 KiB read of an 8 KiB volume record): a hit copies
-     * just that part, without a bounce buffer. */
-    if (dmu_cache_read_memory(io->os, &io->bp, io->boff, io->n, io->dst) == 0) {
-        io->err = 0;
-        return;
-    }
     uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
     io->err = dmu_cache_read(io->os, &io->bp, tmp);
     if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
@@ -875,8 +872,6 @@ static void dn_read_io_run(void *arg)
 
 static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
 {
-    /* Records in ARC memory are copied here; only misses go to the workers,
-     * so a cached multi-record read costs no thread hand-off. */
     size_t nmiss = 0;
     for (size_t i = 0; i < n; i++)
         if (dmu_cache_read_memory(ios[i].os, &ios[i].bp, ios[i].boff, ios[i].n, ios[i].dst))
