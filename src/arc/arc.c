@@ -359,6 +359,18 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
     return lookup_impl(pool_guid, bp, 0, bp->lsize, buf, policy, false);
 }
 
+bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp)) return false;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    bool in = h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp);
+    pthread_mutex_unlock(&A.lock);
+    return in;
+}
+
 int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
                       void *buf, uint8_t policy)
 {
