@@ -45,6 +45,15 @@ typedef enum arc_cache_policy {
 /* Fills buf with the block's bp->lsize logical bytes on a hit (from ARC memory or
  * a cache device, verified) and returns 0; -ENOENT on a miss. */
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy);
+/* Memory only, for callers that must not wait for a device: on a hit in ARC
+ * memory copies bytes [off, off + len) of the block's logical content into buf
+ * and returns 0; -ENOENT otherwise (a miss is not counted and no cache device
+ * is read: the caller's arc_lookup/vdev read that follows does that). */
+int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                      void *buf, uint8_t policy);
+/* Whether the block is in ARC memory now (its lists and counters untouched):
+ * for read-ahead, which has nothing to do for such a block. */
+bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* After a verified read of the vdevs: stored is the block as stored (bp->psize
  * bytes, compressed per bp->compress). Whether it is kept follows the policy. */
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,

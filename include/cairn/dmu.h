@@ -99,6 +99,11 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
               dmu_tx_t *tx);
 /* Holes and ranges never written read as zeros. */
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
+/* dmu_read for callers that must not wait for a device (a connection thread):
+ * served only from memory - dirty records and the ARC - or -EWOULDBLOCK, and
+ * the caller goes to dmu_read on a thread that may block. Only data records
+ * count: the dnode and indirect blocks are read if they are not resident. */
+int dmu_read_memory(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
 /* Turns whole records in the range into holes and zeroes partial ones. */
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx);
 

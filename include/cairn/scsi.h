@@ -6,9 +6,11 @@
  * FC or vhost later) owns I_T nexuses and task tags; it builds a scsi_cmd_t per
  * command with the CDB, the data the initiator sent (Data-Out, already fully
  * received) and a buffer for the data to return (Data-In), then calls
- * scsi_lu_execute() from one of its worker threads. The call is synchronous:
+ * scsi_execute() from one of its worker threads. The call is synchronous:
  * when it returns, status, sense and the Data-In length are final and the
- * transport sends them. Many commands of many nexuses run at once on one
+ * transport sends them. A transport may first try a command with memory_only
+ * on a thread that must not block (its connection reader): cached READs
+ * complete there, everything else comes back would_block for the workers. Many commands of many nexuses run at once on one
  * logical unit; the layer takes its own locks (reservations, mode pages) and
  * leaves data-path concurrency to the volume layer.
  *
@@ -73,7 +75,13 @@ typedef struct scsi_cmd {
     uint32_t data_out_len;
     uint8_t *data_in;         /* buffer for returned data, data_in_cap bytes */
     uint32_t data_in_cap;     /* = the initiator's expected transfer length */
+    bool memory_only;         /* the caller must not wait for a device: only
+                                 READs whose data is in memory run; anything
+                                 else comes back would_block, unchanged */
     /* out */
+    bool would_block;         /* memory_only and not done: execute it again
+                                 without memory_only (status, sense and data
+                                 are meaningless; no state has changed) */
     uint8_t status;           /* SCSI_STATUS_* */
     uint32_t data_in_len;     /* bytes of data_in filled (<= data_in_cap; the
                                  transport reports residuals against the CDB's

@@ -89,6 +89,10 @@ enum {
 };
 
 int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf);
+/* zvol_read without waiting for a device: from memory (dirty records, the
+ * ARC) or -EWOULDBLOCK, for a front end that runs cached reads on its
+ * connection thread and hands the rest to its workers. */
+int zvol_read_memory(zvol_t *zv, uint64_t off, uint64_t len, void *buf);
 int zvol_write(zvol_t *zv, uint64_t off, uint64_t len, const void *buf, int flags);
 /* SYNCHRONIZE CACHE: every write acknowledged so far is durable on return. */
 int zvol_flush(zvol_t *zv);

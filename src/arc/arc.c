@@ -275,9 +275,14 @@ static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *bu
     return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
 }
 
-int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
+/* A hit copies bytes [off, off + len) of the block into buf; memory_only
+ * leaves a miss alone (neither counted nor looked for on a cache device): the
+ * caller's full read that follows does both. */
+static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                       void *buf, uint8_t policy, bool memory_only)
 {
     if (cairn_bp_is_hole(bp)) return -ENOENT;
+    bool whole = off == 0 && len == bp->lsize;
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
     arc_hdr_t **pp = slot_of(&k);
@@ -299,14 +304,17 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
         pthread_mutex_unlock(&A.lock);
         int err;
         if (dc) {
-            memcpy(buf, dc->data, bp->lsize);
+            memcpy(buf, dc->data + off, len);
             arc_buf_rele(dc);
             return 0;
         }
-        err = materialise(bp, st->data, buf);
+        uint8_t *full = whole ? buf : malloc(bp->lsize);
+        if (!full) abort();
+        err = materialise(bp, st->data, full);
+        if (!err && !whole) memcpy(buf, full + off, len);
         if (!err && want_decomp) {
             /* Hot (on the MFU now): keep a decompressed copy for the next reads. */
-            arc_buf_t *copy = arc_buf_new(buf, bp->lsize);
+            arc_buf_t *copy = arc_buf_new(full, bp->lsize);
             pthread_mutex_lock(&A.lock);
             pp = slot_of(&k);
             h = pp ? *pp : NULL;
@@ -322,8 +330,13 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
             pthread_mutex_unlock(&A.lock);
             arc_buf_rele(copy);
         }
+        if (!whole) free(full);
         arc_buf_rele(st);
         return err;
+    }
+    if (memory_only) {
+        pthread_mutex_unlock(&A.lock);
+        return -ENOENT;
     }
     if (h) ghost_adapt(h); /* stays a ghost until the read comes back and inserts */
     A.st.misses++;
@@ -339,6 +352,30 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
         insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true);
     free(stored);
     return err ? -ENOENT : 0;
+}
+
+int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
+{
+    return lookup_impl(pool_guid, bp, 0, bp->lsize, buf, policy, false);
+}
+
+bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp)) return false;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    bool in = h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp);
+    pthread_mutex_unlock(&A.lock);
+    return in;
+}
+
+int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                      void *buf, uint8_t policy)
+{
+    if (off > bp->lsize || len > bp->lsize - off) return -EINVAL;
+    return lookup_impl(pool_guid, bp, off, len, buf, policy, true);
 }
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,

@@ -11,11 +11,21 @@
 #include "dmu_impl.h"
 
 #include <cairn/arc.h>
+#include <errno.h>
 #include <stdatomic.h>
 
 int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf)
 {
     return spa_block_read_cached(os->dp->spa, bp, buf, atomic_load(&os->cache_policy));
+}
+
+int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                          void *buf)
+{
+    spa_t *spa = os->dp->spa;
+    uint8_t policy = atomic_load(&os->cache_policy);
+    if (spa_readonly(spa) || policy == ARC_POLICY_BYPASS) return -EWOULDBLOCK;
+    return arc_lookup_memory(spa_guid(spa), bp, off, len, buf, policy) ? -EWOULDBLOCK : 0;
 }
 
 void dmu_cache_insert(objset_t *os, const cairn_blkptr_t *bp, const void *data)

@@ -224,6 +224,15 @@ int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
     return err;
 }
 
+int dmu_read_memory(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    int err = len ? dnode_read_memory_impl(dn, off, len, buf) : 0;
+    dnode_rele(dn);
+    return err;
+}
+
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx)
 {
     int err = tx_check(os, tx);

@@ -7,7 +7,14 @@
  * must happen in arrival order: login, CmdSN ordering, Data-Out reassembly,
  * R2T issue, task management. Each normal session has its own small pool of
  * worker threads (a taskq) that run scsi_execute() and send Data-In and
- * status, so many commands are in flight per session. We chose threads over
+ * status, so many commands are in flight per session. A READ is first tried
+ * on the reader with memory_only: when its data is in memory (dirty or in the
+ * ARC) it completes there, which spares the hand-off (a futex wake and two
+ * context switches each way, most of what a cached 4 KiB read cost); a READ
+ * that needs the disk, and every other command, goes to the workers, so the
+ * reader never waits for a device (only, rarely, for metadata to load). The
+ * reader reads through a per-connection buffer: one recv() for all the PDUs
+ * that arrived together. We chose threads over
  * an event loop because the layers beneath (SCSI, zvol) are synchronous
  * calls that block on the disk; an event loop would need a worker pool
  * anyway, and per-connection threads make isolation simple: a hostile or
@@ -30,6 +37,11 @@
  * sent. Task management runs on the reader: it marks tasks aborted, drops
  * those still collecting data, and waits until the queued and running ones
  * have left the list (their status is never sent) before answering.
+ *
+ * Session end. The I_T nexus ends (scsi_nexus_logout: reservation, unit
+ * attentions) once the session's tasks are idle and before the Logout
+ * Response goes out - an initiator may act on the response at once - or, for
+ * a dropped connection, before the workers are joined.
  */
 #include "iscsi_impl.h"
 
@@ -61,6 +73,7 @@
 #define LOGIN_TEXT_MAX (64u * 1024)      /* accumulated over C-bit continuations */
 #define IO_TIMEOUT_S 20                  /* a send or the rest of a PDU */
 #define MAX_R2T 16
+#define RX_BUF 65536                     /* receive buffer of a connection */
 
 typedef struct itarget itarget_t;
 typedef struct iconn iconn_t;
@@ -132,6 +145,10 @@ struct iconn {
     uint32_t next_ttt;
     uint32_t ping_ttt;        /* outstanding target ping, 0 none */
     unsigned drops;
+    /* What one recv() brought beyond the PDU being read: with many commands
+     * in flight several PDUs arrive together, and one recv serves them all. */
+    uint8_t rx[RX_BUF];
+    uint32_t rx_pos, rx_end;
     iconn_t *next;
 };
 
@@ -148,6 +165,7 @@ struct iscsi_server {
     size_t nconns;
     uint16_t next_tsih;
     bool stopping;
+    unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
 };
 
 /* ================================================================= sockets */
@@ -185,6 +203,40 @@ static int send_iov(int fd, struct iovec *iov, int iovcnt)
             iov->iov_base = (uint8_t *)iov->iov_base + n;
             iov->iov_len -= (size_t)n;
         }
+    }
+    return 0;
+}
+
+/* len bytes of the stream: first what the receive buffer holds, then from
+ * the socket - big data segments straight into place, the rest through the
+ * buffer, which keeps whatever else the same recv() returned. */
+static int rx_read(iconn_t *c, void *dst, size_t len)
+{
+    uint8_t *d = dst;
+    size_t have = c->rx_end - c->rx_pos;
+    if (have) {
+        size_t n = have < len ? have : len;
+        memcpy(d, c->rx + c->rx_pos, n);
+        c->rx_pos += (uint32_t)n;
+        d += n;
+        len -= n;
+    }
+    if (!len) return 0;
+    c->rx_pos = c->rx_end = 0;
+    if (len >= RX_BUF / 2) return recv_all(c->fd, d, len);
+    while (len) {
+        ssize_t n = recv(c->fd, c->rx, RX_BUF, 0);
+        if (n == 0) return -ECONNRESET;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        size_t take = (size_t)n < len ? (size_t)n : len;
+        memcpy(d, c->rx, take);
+        d += take;
+        len -= take;
+        c->rx_pos = (uint32_t)take;
+        c->rx_end = (uint32_t)n;
     }
     return 0;
 }
@@ -267,13 +319,15 @@ enum { RX_OK = 0, RX_TIMEOUT = 1 };
 static int recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data)
 {
     memset(p, 0, sizeof *p);
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int pr;
-    do pr = poll(&pfd, 1, timeout_ms);
-    while (pr < 0 && errno == EINTR);
-    if (pr < 0) return -errno;
-    if (pr == 0) return RX_TIMEOUT;
-    int rc = recv_all(c->fd, p->bhs, ISCSI_BHS_LEN);
+    if (c->rx_pos == c->rx_end) { /* idle timer only when nothing is buffered */
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr;
+        do pr = poll(&pfd, 1, timeout_ms);
+        while (pr < 0 && errno == EINTR);
+        if (pr < 0) return -errno;
+        if (pr == 0) return RX_TIMEOUT;
+    }
+    int rc = rx_read(c, p->bhs, ISCSI_BHS_LEN);
     if (rc) return rc;
     int prc = iscsi_bhs_parse(p->bhs, max_data, &p->info);
     if (prc == -EMSGSIZE) return -EMSGSIZE;
@@ -284,21 +338,21 @@ static int recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data)
     if (p->info.ahs_bytes) {
         p->ahs = malloc(p->info.ahs_bytes);
         if (!p->ahs) return -ENOMEM;
-        if ((rc = recv_all(c->fd, p->ahs, p->info.ahs_bytes))) return rc;
+        if ((rc = rx_read(c, p->ahs, p->info.ahs_bytes))) return rc;
     }
     if (hdig) {
         uint32_t got, want = iscsi_crc32c(0, p->bhs, ISCSI_BHS_LEN);
         if (p->info.ahs_bytes) want = iscsi_crc32c(want, p->ahs, p->info.ahs_bytes);
-        if ((rc = recv_all(c->fd, &got, 4))) return rc;
+        if ((rc = rx_read(c, &got, 4))) return rc;
         if (got != want) return -EBADMSG;
     }
     if (p->info.data_len) {
         p->data = malloc(p->info.data_padded);
         if (!p->data) return -ENOMEM;
-        if ((rc = recv_all(c->fd, p->data, p->info.data_padded))) return rc;
+        if ((rc = rx_read(c, p->data, p->info.data_padded))) return rc;
         if (ddig) {
             uint32_t got, want = iscsi_crc32c(0, p->data, p->info.data_padded);
-            if ((rc = recv_all(c->fd, &got, 4))) return rc;
+            if ((rc = rx_read(c, &got, 4))) return rc;
             p->data_digest_bad = got != want;
         }
     }
@@ -1056,6 +1110,31 @@ static void run_task(void *arg)
     task_free(t);
 }
 
+/* A READ tried on the reader thread itself: done here when its data is in
+ * memory (no hand-off, no wakeup); false when it needs the disk (nothing has
+ * happened) and goes to the workers. TMFs of this connection run on this same
+ * thread, so only another session's reset can abort it meanwhile. */
+static bool run_on_reader(iconn_t *c, itask_t *t)
+{
+    pthread_mutex_lock(&c->lock);
+    t->state = T_RUNNING;
+    pthread_mutex_unlock(&c->lock);
+    t->cmd.memory_only = true;
+    scsi_execute(c->tgt->scsi, &t->cmd);
+    t->cmd.memory_only = false;
+    if (t->cmd.would_block) return false;
+    pthread_mutex_lock(&c->lock);
+    bool skip = t->aborted;
+    t->responding = !skip;
+    pthread_mutex_unlock(&c->lock);
+    if (!skip) send_status(c, t);
+    pthread_mutex_lock(&c->lock);
+    task_unlink(c, t);
+    pthread_mutex_unlock(&c->lock);
+    task_free(t);
+    return true;
+}
+
 static void dispatch(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
@@ -1244,7 +1323,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
         if (!t->buf) return -ENOMEM;
         t->cmd.data_in = t->buf;
         t->cmd.data_in_cap = t->edtl;
-        dispatch(c, t);
+        if (!run_on_reader(c, t)) dispatch(c, t);
         return 0;
     }
     if (!t->write || t->edtl == 0) {
@@ -1252,9 +1331,14 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
         dispatch(c, t);
         return 0;
     }
-    t->buf = malloc(t->edtl);
-    if (!t->buf) return -ENOMEM;
-    if (imm) memcpy(t->buf, p->data, imm);
+    if (imm == t->edtl) { /* all of it came as immediate data: take the buffer */
+        t->buf = p->data;
+        p->data = NULL;
+    } else {
+        t->buf = malloc(t->edtl);
+        if (!t->buf) return -ENOMEM;
+        if (imm) memcpy(t->buf, p->data, imm);
+    }
     t->received = imm;
     t->unsol_next = imm;
     uint32_t unsol_limit = t->edtl < c->params.first_burst ? t->edtl : c->params.first_burst;
@@ -1582,6 +1666,16 @@ static void on_tmf(iconn_t *c, rx_pdu_t *p)
     send_pdu(c, bhs, NULL, 0, SN_ADV);
 }
 
+/* I_T nexus loss (SAM-5): the SCSI layer drops the session's SPC-2
+ * reservation and unit attentions. Only once no task of the session can run
+ * again, or a late command would bring the nexus back. */
+static void end_nexus(iconn_t *c)
+{
+    if (!c->nexus_live) return;
+    scsi_nexus_logout(c->tgt->scsi, &c->nexus);
+    c->nexus_live = false;
+}
+
 /* Returns true when the connection should close after the response. */
 static bool on_logout(iconn_t *c, rx_pdu_t *p)
 {
@@ -1601,7 +1695,12 @@ static bool on_logout(iconn_t *c, rx_pdu_t *p)
         send_reject(c, b, ISCSI_REJECT_INVALID_FIELD);
         return false;
     }
-    if (close_now) wait_idle_tasks(c, NULL, NULL); /* every status goes out before the logout */
+    if (close_now) {
+        wait_idle_tasks(c, NULL, NULL); /* every status goes out before the logout */
+        /* The initiator may act on the response at once (log in again, or
+         * RESERVE from another session): the nexus is gone before it leaves. */
+        end_nexus(c);
+    }
     uint8_t bhs[ISCSI_BHS_LEN] = {0};
     bhs[0] = ISCSI_OP_LOGOUT_RSP;
     bhs[1] = 0x80;
@@ -1706,8 +1805,12 @@ static void *conn_thread(void *arg)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    if (c->workers) taskq_destroy(c->workers); /* runs (and skips) what is queued */
-    if (c->nexus_live) scsi_nexus_logout(c->tgt->scsi, &c->nexus);
+    /* Queued tasks see dead and leave; running ones finish. Then the nexus
+     * ends, before the (slower) join of the workers. */
+    if (c->workers) wait_idle_tasks(c, NULL, NULL);
+    end_nexus(c);
+    if (c->srv->teardown_delay_ms) usleep(c->srv->teardown_delay_ms * 1000u);
+    if (c->workers) taskq_destroy(c->workers);
     iscsi_server_t *srv = c->srv;
     pthread_mutex_lock(&srv->lock);
     for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)
@@ -1848,6 +1951,8 @@ int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out)
                                          : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     srv->lfd = fd;
     srv->nop_interval_s = opts->nop_interval_s ? opts->nop_interval_s : 30;
+    const char *delay = getenv("CAIRN_ISCSI_TEARDOWN_DELAY_MS");
+    if (delay) srv->teardown_delay_ms = (unsigned)strtoul(delay, NULL, 10);
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->cond, NULL);
     if (pthread_create(&srv->accept_thread, NULL, accept_thread, srv)) {

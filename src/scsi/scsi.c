@@ -12,6 +12,11 @@
  * control byte (NACA and LINK are not supported), pending unit attention,
  * reservation conflict; then the handler.
  *
+ * memory_only commands (a transport's connection thread, see scsi_cmd_t) stop
+ * with would_block before the unit attention check unless the opcode is
+ * OPF_MEMORY (the READs), whose handler reads with zvol_read_memory; a
+ * would_block command has changed nothing and is executed again elsewhere.
+ *
  * Unit attentions are kept per (nexus, LUN) in the nexus registry. A nexus
  * becomes known at scsi_nexus_login (with POWER ON on every LU) or at its first
  * command (without). One condition is reported per command, in priority order.
@@ -434,7 +439,7 @@ const scsi_op_t scsi_ops[] = {
     {0x00, -1, 6, PRC_ALLOW, 0, U(0x00, 0, 0, 0, 0, 0), spc_test_unit_ready, "TEST UNIT READY"},
     {0x03, -1, 6, PRC_ALLOW, OPF_NO_UA | OPF_NO_LU | OPF_RES2_OK, U(0x03, 0x01, 0, 0, 0xff, 0),
      spc_request_sense, "REQUEST SENSE"},
-    {0x08, -1, 6, PRC_READ, 0, U(0x08, 0x1f, 0xff, 0xff, 0xff, 0), sbc_read, "READ(6)"},
+    {0x08, -1, 6, PRC_READ, OPF_MEMORY, U(0x08, 0x1f, 0xff, 0xff, 0xff, 0), sbc_read, "READ(6)"},
     {0x0a, -1, 6, PRC_WRITE, 0, U(0x0a, 0x1f, 0xff, 0xff, 0xff, 0), sbc_write, "WRITE(6)"},
     {0x12, -1, 6, PRC_ALLOW, OPF_NO_UA | OPF_NO_LU | OPF_RES2_OK, U(0x12, 0x01, 0xff, 0xff, 0xff, 0),
      spc_inquiry, "INQUIRY"},
@@ -446,7 +451,7 @@ const scsi_op_t scsi_ops[] = {
     {0x1e, -1, 6, PRC_WRITE, 0, U(0x1e, 0, 0, 0, 0x03, 0), spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL"},
     {0x25, -1, 10, PRC_ALLOW, 0, U(0x25, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, 0), sbc_read_capacity10,
      "READ CAPACITY(10)"},
-    {0x28, -1, 10, PRC_READ, 0, U(0x28, 0x1e, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_read,
+    {0x28, -1, 10, PRC_READ, OPF_MEMORY, U(0x28, 0x1e, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_read,
      "READ(10)"},
     {0x2a, -1, 10, PRC_WRITE, 0, U(0x2a, 0x1a, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_write,
      "WRITE(10)"},
@@ -490,7 +495,7 @@ const scsi_op_t scsi_ops[] = {
     {0x84, 0x03, 16, PRC_ALLOW, 0,
      U(0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0), sbc_receive_copy_results,
      "RECEIVE COPY RESULTS/OPERATING PARAMETERS"},
-    {0x88, -1, 16, PRC_READ, 0,
+    {0x88, -1, 16, PRC_READ, OPF_MEMORY,
      U(0x88, 0x1e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_read, "READ(16)"},
     {0x89, -1, 16, PRC_WRITE, 0,
@@ -529,7 +534,7 @@ const scsi_op_t scsi_ops[] = {
      "REPORT SUPPORTED OPERATION CODES"},
     {0xa3, 0x0d, 12, PRC_ALLOW, OPF_RES2_OK, U(0xa3, 0x0d, 0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0),
      spc_report_tmfs, "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS"},
-    {0xa8, -1, 12, PRC_READ, 0, U(0xa8, 0x1e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
+    {0xa8, -1, 12, PRC_READ, OPF_MEMORY, U(0xa8, 0x1e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_read, "READ(12)"},
     {0xaa, -1, 12, PRC_WRITE, 0, U(0xaa, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE(12)"},
@@ -664,6 +669,7 @@ void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
     cmd->status = SCSI_STATUS_GOOD;
     cmd->data_in_len = 0;
     cmd->sense_len = 0;
+    cmd->would_block = false;
     scsi_ctx_t c = {.tgt = tgt, .cmd = cmd, .cdb = cmd->cdb,
                     .nexus = cmd->nexus ? cmd->nexus : &anonymous, .lun = decode_lun(cmd->lun)};
     if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX) {
@@ -693,6 +699,10 @@ void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
         goto out;
     }
     if (!cdb_fields_ok(&c, op)) goto out;
+    if (cmd->memory_only && !(op->flags & OPF_MEMORY)) {
+        cmd->would_block = true; /* before anything with an effect (a unit attention) */
+        goto out;
+    }
     if (c.lu && !(op->flags & OPF_NO_UA)) {
         uint8_t key, asc, ascq;
         if (scsi_ua_take(tgt, c.nexus->nexus_id, c.lu->lun, &key, &asc, &ascq)) {

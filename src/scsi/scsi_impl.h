@@ -135,6 +135,7 @@ enum {
     OPF_NO_UA = 1 << 0,     /* runs (and does not clear) with a unit attention pending */
     OPF_NO_LU = 1 << 1,     /* answered for an unconfigured LUN too */
     OPF_RES2_OK = 1 << 2,   /* allowed while another nexus holds RESERVE(6/10) */
+    OPF_MEMORY = 1 << 3,    /* can run memory_only (see scsi_cmd_t) */
 };
 
 typedef struct scsi_op {

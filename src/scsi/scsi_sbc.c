@@ -107,8 +107,10 @@ void sbc_read(scsi_ctx_t *c)
         scsi_zvol_error(c, -ENOMEM, false);
         return;
     }
-    int e = zvol_read(lu->zv, lba * bs, bytes, dst);
-    if (e) scsi_zvol_error(c, e, false);
+    int e = c->cmd->memory_only ? zvol_read_memory(lu->zv, lba * bs, bytes, dst)
+                                : zvol_read(lu->zv, lba * bs, bytes, dst);
+    if (e == -EWOULDBLOCK) c->cmd->would_block = true;
+    else if (e) scsi_zvol_error(c, e, false);
     else if (direct) {
         c->cmd->status = SCSI_STATUS_GOOD;
         c->cmd->data_in_len = bytes;

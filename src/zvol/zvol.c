@@ -13,6 +13,9 @@
  *
  * COMPLETION MODEL. Every call is synchronous; the front end runs commands on
  * a pool of worker threads and completes a command when its call returns.
+ * zvol_read_memory never waits for a device: it serves a read from dirty
+ * records and the ARC or says -EWOULDBLOCK, so the front end can run cached
+ * reads on its connection thread and hand only the rest to its workers.
  * A write is one DMU transaction (dmu_tx_begin / dmu_write / commit): its data
  * sits in the open txg's dirty records, readers see it at once, and the call
  * returns without waiting for any disk. Durability is only waited for where
@@ -420,7 +423,7 @@ static int check_writable(const zvol_t *zv, const zvol_props_t *p)
 
 /* ---------------- I/O ---------------- */
 
-int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf)
+static int read_impl(zvol_t *zv, uint64_t off, uint64_t len, void *buf, bool memory_only)
 {
     zvol_state_t *zs = zv->zs;
     int err = check_aligned(zv, off, len);
@@ -433,7 +436,18 @@ int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf)
         memset(buf, 0, len);
         return 0;
     }
-    return dmu_read(zs->os, zs->obj, off, len, buf);
+    return memory_only ? dmu_read_memory(zs->os, zs->obj, off, len, buf)
+                       : dmu_read(zs->os, zs->obj, off, len, buf);
+}
+
+int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf)
+{
+    return read_impl(zv, off, len, buf, false);
+}
+
+int zvol_read_memory(zvol_t *zv, uint64_t off, uint64_t len, void *buf)
+{
+    return read_impl(zv, off, len, buf, true);
 }
 
 /* One transaction: data (NULL: free the range). Stripes held by the caller. */

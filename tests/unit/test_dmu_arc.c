@@ -223,7 +223,8 @@ static void test_l2arc_serves_and_survives_reimport(void **state)
 }
 
 /* A sequential reader: after a few reads in a row the records ahead are read in the
- * background, so the next reads are ARC hits; a random reader gets no read-ahead. */
+ * background, so the next reads are ARC hits; a random reader gets no read-ahead, nor
+ * does a stream whose records are all in the ARC already. */
 static void test_sequential_prefetch(void **state)
 {
     (void)state;
@@ -270,6 +271,15 @@ static void test_sequential_prefetch(void **state)
         assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
         assert_memory_equal(b, all + r * RS, RS);
     }
+    /* a second pass finds everything in the ARC: nothing to read ahead */
+    dmu_prefetch_wait();
+    uint64_t issued1 = dmu_prefetch_issued();
+    for (uint64_t r = 0; r < 96; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued(), issued1);
     free(all);
     free(b);
     dmu_objset_close(os);

@@ -4,7 +4,8 @@
  * range checks, VERIFY, COMPARE AND WRITE, UNMAP and WRITE SAME measured in
  * allocated bytes, GET LBA STATUS, MODE SENSE/SELECT, REPORT SUPPORTED
  * OPERATION CODES, REPORT TARGET PORT GROUPS, EXTENDED COPY between two LUs,
- * unit attentions, write protection, and the exact sense of each refusal.
+ * unit attentions, write protection, the exact sense of each refusal, and
+ * memory_only execution (a transport's connection thread).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,9 @@
 #include <cmocka.h>
 
 #include "test_scsi_fixture.h"
+
+#include <cairn/arc.h>
+#include <cairn/spa.h>
 
 #define NBLOCKS (SF_VOLSIZE / 512)
 
@@ -984,6 +988,82 @@ static void test_write_protected(void **state)
     sfix_done(&s);
 }
 
+/* Like SRUN, memory_only: the way the iSCSI reader tries a command. */
+static uint8_t run_memory(sfix_t *s, int nexus, const uint8_t *cdb, unsigned cdb_len, const void *out,
+                          uint32_t out_len, uint32_t in_cap)
+{
+    free(s->in);
+    s->in = in_cap ? calloc(1, in_cap) : NULL;
+    memset(&s->cmd, 0, sizeof(s->cmd));
+    s->cmd.nexus = &s->nx[nexus];
+    memcpy(s->cmd.cdb, cdb, cdb_len);
+    s->cmd.cdb_len = (uint8_t)cdb_len;
+    s->cmd.data_out = out;
+    s->cmd.data_out_len = out_len;
+    s->cmd.data_in = s->in;
+    s->cmd.data_in_cap = in_cap;
+    s->cmd.memory_only = true;
+    s->cmd.would_block = true; /* execute must say */
+    scsi_execute(s->tgt, &s->cmd);
+    return s->cmd.status;
+}
+
+/* memory_only: READs of data in memory complete; a READ that needs the disk
+ * and every other command come back would_block having changed nothing - not
+ * even a pending unit attention, which the same command then reports when it
+ * runs for real; a unit attention a READ reports is a complete answer. */
+static void test_memory_only(void **state)
+{
+    (void)state;
+    sfix_t s;
+    sfix_make(&s, "scsi_memonly", 512, true);
+    scsi_nexus_login(s.tgt, &s.nx[0]);
+    const uint8_t wr[] = {0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0};  /* WRITE(10) 4 KiB at 0 */
+    const uint8_t rd[] = {0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0};  /* READ(10) 4 KiB at 0 */
+    const uint8_t tur[] = {0x00, 0, 0, 0, 0, 0};
+    uint8_t data[4096];
+    for (int i = 0; i < 4096; i++) data[i] = (uint8_t)(i * 7 + 3);
+
+    run_memory(&s, 0, wr, sizeof wr, data, sizeof data, 0);
+    assert_true(s.cmd.would_block);
+    run_memory(&s, 0, tur, sizeof tur, NULL, 0, 0);
+    assert_true(s.cmd.would_block);
+    SRUN(&s, 0, 0, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+    sfix_expect_sense(&s, 0x6, 0x29, 0x00);                 /* still pending: POWER ON */
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
+    assert_false(s.cmd.would_block);
+    assert_int_equal(s.cmd.status, SCSI_STATUS_GOOD);       /* a hole: no disk needed */
+    assert_int_equal(s.cmd.data_in_len, 4096);
+
+    sfix_run(&s, 0, 0, wr, sizeof wr, data, sizeof data, 0);
+    sfix_expect_good(&s);
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);        /* dirty in memory */
+    assert_false(s.cmd.would_block);
+    sfix_expect_good(&s);
+    assert_memory_equal(s.in, data, 4096);
+
+    spa_txg_wait_synced(s.f.spa, 0);
+    arc_purge_pool(spa_guid(s.f.spa));
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
+    assert_true(s.cmd.would_block);
+    sfix_run(&s, 0, 0, rd, sizeof rd, NULL, 0, 4096);       /* the worker's read caches it */
+    sfix_expect_good(&s);
+    assert_false(s.cmd.would_block);
+    assert_memory_equal(s.in, data, 4096);
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
+    assert_false(s.cmd.would_block);
+    sfix_expect_good(&s);
+    assert_memory_equal(s.in, data, 4096);
+
+    scsi_reset(s.tgt, 0);
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
+    assert_false(s.cmd.would_block);
+    sfix_expect_sense(&s, 0x6, 0x29, 0x03);                 /* reported and cleared here */
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
+    sfix_expect_good(&s);
+    sfix_done(&s);
+}
+
 static void test_cdb_transfer(void **state)
 {
     (void)state;
@@ -1034,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_unit_attentions_and_sense),
         cmocka_unit_test(test_write_protected),
         cmocka_unit_test(test_cdb_transfer),
+        cmocka_unit_test(test_memory_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * 512 B and 4 KiB granularity across record boundaries, alignment and range
  * refusals, unmap and thin provisioning measured in allocated bytes,
  * write_same, compare_and_write, copy, GET LBA STATUS, resize, read-only
- * handles, and FUA/flush durability across a crash.
+ * handles, FUA/flush durability across a crash, and zvol_read_memory (reads
+ * that never wait for a device).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,9 @@
 #include <cmocka.h>
 
 #include "test_zvol_fixture.h"
+
+#include <cairn/arc.h>
+#include <cairn/spa.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -551,6 +555,52 @@ static void test_durability(void **state)
     vol_done(&v);
 }
 
+static void expect_memory_pattern(zvol_t *zv, uint64_t tag, uint64_t off, uint64_t len)
+{
+    uint8_t *b = malloc(len), *w = malloc(len);
+    memset(b, 0xee, len);
+    assert_int_equal(zvol_read_memory(zv, off, len, b), 0);
+    zfill(w, tag, off, len);
+    assert_memory_equal(b, w, len);
+    free(b);
+    free(w);
+}
+
+/* zvol_read_memory serves dirty records, holes and ARC hits (whole records and
+ * 4 KiB halves of 8 KiB records), and says -EWOULDBLOCK - nothing else - when a
+ * record would have to come from the disk; zvol_read then caches it. */
+static void test_read_memory(void **state)
+{
+    (void)state;
+    vol_t v;
+    vol_make(&v, "zvmem", 64 * MIB, 4096);
+    uint8_t *b = malloc(65536);
+    write_pattern(v.zv, 41, 0, 65536, 0);
+    expect_memory_pattern(v.zv, 41, 4096, 4096);   /* dirty, second half of record 0 */
+    expect_memory_pattern(v.zv, 41, 4096, 32768);  /* dirty, across records */
+    memset(b, 0xee, 65536);
+    assert_int_equal(zvol_read_memory(v.zv, MIB, 8192, b), 0); /* never written: a hole */
+    for (int i = 0; i < 8192; i++) assert_int_equal(b[i], 0);
+    assert_int_equal(zvol_read_memory(v.zv, 4095, 4096, b), -EINVAL);
+    assert_int_equal(zvol_read_memory(v.zv, 64 * MIB, 4096, b), -ERANGE);
+
+    spa_txg_wait_synced(v.f.spa, 0);
+    arc_purge_pool(spa_guid(v.f.spa)); /* on disk only now */
+    assert_int_equal(zvol_read_memory(v.zv, 4096, 4096, b), -EWOULDBLOCK);
+    assert_int_equal(zvol_read_memory(v.zv, 0, 65536, b), -EWOULDBLOCK);
+    expect_pattern(v.zv, 41, 0, 32768);            /* records 0-3 come into the ARC */
+    expect_memory_pattern(v.zv, 41, 12288, 4096);  /* a half record from the ARC */
+    expect_memory_pattern(v.zv, 41, 8192, 8192);   /* a whole one */
+    expect_memory_pattern(v.zv, 41, 4096, 20480);  /* a read across cached records */
+    assert_int_equal(zvol_read_memory(v.zv, 28672, 8192, b), -EWOULDBLOCK); /* 3 cached, 4 not */
+
+    write_pattern(v.zv, 42, 32768, 4096, 0);       /* dirty again over a purged record */
+    expect_memory_pattern(v.zv, 42, 32768, 4096);
+    assert_int_equal(zvol_read_memory(v.zv, 36864, 4096, b), 0); /* the rest of it: dirty */
+    free(b);
+    vol_done(&v);
+}
+
 static void test_shared_handles(void **state)
 {
     (void)state;
@@ -583,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_durability),
         cmocka_unit_test(test_shared_handles),
+        cmocka_unit_test(test_read_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,14 +5,18 @@
 # Each cell is the median of RUNS runs of SECS seconds; CPU is the target process's
 # user+system seconds per GiB moved (from /proc/PID/stat). Never a pass/fail test.
 #
+# Cairn's arc_max is ARC_MAX (default 4G): the LUN fits in memory as tgt's file fits
+# in the page cache; ARC_MAX=256M (cairnd's default) measures reads that miss.
+#
 #   tools/bench/iscsi-perf.sh BUILD_DIR [SCRATCH_DIR]
-#   knobs: RUNS=3 SECS=8 SIZE=2G PEER=/work/shared/peers/peer-tgt.sh
+#   knobs: RUNS=3 SECS=8 SIZE=2G ARC_MAX=4G PEER=/work/shared/peers/peer-tgt.sh
 set -euo pipefail
 B=$(cd "${1:?usage: iscsi-perf.sh BUILD_DIR [SCRATCH_DIR]}" && pwd)
 S=${2:-/tmp/cairn-iscsi-bench}
 RUNS=${RUNS:-3}
 SECS=${SECS:-8}
 SIZE=${SIZE:-2G}
+ARC_MAX=${ARC_MAX:-4G}
 PEER=${PEER:-/work/shared/peers/peer-tgt.sh}
 PORT=${PORT:-23260}
 TPORT=${TPORT:-23261}
@@ -47,6 +51,10 @@ run_one() {
         'BEGIN{g=b/1073741824; printf "%s %s %.2f\n", i, m, (g>0 ? c/t/g : 0)}'
 }
 
+# warm PORTAL IQN LUN: one sequential pass, so both targets start with the LUN
+# in memory (tgt's file in the page cache, Cairn's records in the ARC).
+warm() { timeout -s INT $((SECS * 3)) iscsi-perf -m 32 -b 256 "iscsi://$1/$2/$3" >/dev/null 2>&1 || true; }
+
 median() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
 # bench NAME PID PORTAL IQN LUN
@@ -65,7 +73,8 @@ bench() {
 # ---- Cairn: a pool on a file in SCRATCH_DIR, a thick volume as LUN 0 ----
 export CAIRN_SOCKET="$S/cairnd.sock"
 truncate -s 8G "$S/disk"
-"$B/cairnd" --state-dir "$S/state" --socket "$CAIRN_SOCKET" --nfs-listen 127.0.0.1:$((PORT + 10)) \
+echo "arc_max = $ARC_MAX" >"$S/cairnd.conf"
+"$B/cairnd" --config "$S/cairnd.conf" --state-dir "$S/state" --socket "$CAIRN_SOCKET" --nfs-listen 127.0.0.1:$((PORT + 10)) \
     --mount-listen 127.0.0.1:$((PORT + 11)) --portmap-listen 127.0.0.1:$((PORT + 12)) \
     --iscsi-listen 127.0.0.1:$PORT
 trap '[ -f "$S/state/cairnd.pid" ] && kill "$(cat "$S/state/cairnd.pid")" 2>/dev/null || true' EXIT
@@ -75,6 +84,7 @@ IQN=iqn.2026-11.org.cairn.bench:lun
 "$B/cairn" iscsi target create $IQN
 "$B/cairn" iscsi lun add $IQN bench/lun
 "$WP" 127.0.0.1:$PORT $IQN 0 256 32 15 >/dev/null   # fill it, so reads read data
+warm 127.0.0.1:$PORT $IQN 0
 : >"$S/results"
 bench cairn "$(cat "$S/state/cairnd.pid")" 127.0.0.1:$PORT $IQN 0
 kill "$(cat "$S/state/cairnd.pid")"
@@ -82,9 +92,10 @@ kill "$(cat "$S/state/cairnd.pid")"
 # ---- tgt: a file on the same disk ----
 if [ -x "$PEER" ] && command -v tgtd >/dev/null; then
     export PEER_DIR="$S/tgt" PEER_PORT=$TPORT PEER_SIZE=$SIZE PEER_TIMEOUT=0
-    export -f bench run_one cpu_of median
+    export -f bench run_one cpu_of median warm
     export S RUNS SECS WP tck
     "$PEER" bash -c '"$WP" "127.0.0.1:$PEER_PORT" "$PEER_IQN" "$PEER_LUN" 256 32 15 >/dev/null;
+                     warm "127.0.0.1:$PEER_PORT" "$PEER_IQN" "$PEER_LUN";
                      bench tgt "$(cat "$PEER_DIR/tgtd.pid")" "127.0.0.1:$PEER_PORT" "$PEER_IQN" "$PEER_LUN"'
 else
     echo "tgt not available: Cairn only" >&2
