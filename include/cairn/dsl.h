@@ -89,8 +89,14 @@ int dsl_prop_get(dsl_pool_t *dp, const char *dsname, const char *prop, dsl_prop_
 int dsl_prop_get_all(dsl_pool_t *dp, const char *dsname,
                      void (*fn)(const dsl_prop_t *p, void *arg), void *arg, char *err,
                      size_t errlen);
+/* A volsize smaller than the current one is refused (-EPERM): see dsl_volsize_set. */
 int dsl_prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const char *value,
                  char *err, size_t errlen);
+/* Sets a volume's volsize; a smaller one only with shrink. The property alone
+ * frees nothing: the caller that shrinks (zvol_resize) frees what lies beyond
+ * the new end. */
+int dsl_volsize_set(dsl_pool_t *dp, const char *dsname, uint64_t volsize, bool shrink, char *err,
+                    size_t errlen);
 int dsl_prop_inherit(dsl_pool_t *dp, const char *dsname, const char *prop, char *err,
                      size_t errlen);
 /* Names of the native properties, NULL-terminated (for "get all" and completion). */

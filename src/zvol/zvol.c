@@ -65,8 +65,9 @@
  * ZVOL_PROPS_TTL_MS by one thread (zvol_resize refreshes it at once, under all
  * stripes). readonly stays exact for every change because each transaction
  * first calls dsl_dataset_check_space, which refuses read-only datasets; a
- * volsize changed behind our back (`cairn set volsize`) is seen within the TTL
- * and, when it shrinks, frees nothing - zvol_resize is the way to shrink.
+ * volsize changed behind our back (`cairn set volsize`) is seen within the TTL;
+ * it can only grow there (the DSL refuses a smaller volsize but from
+ * zvol_resize, which frees what lies beyond the new end; `cairn set -f` uses it).
  *
  * ALL-ZERO DATA. The DMU stores an all-zero record as a hole; so does this
  * layer, which makes "reads as zeros" and "deallocated" the same thing for

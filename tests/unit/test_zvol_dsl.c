@@ -143,6 +143,17 @@ static void test_dsl_volume(void **state)
     assert_int_equal(zvol_resize(zv, 48 * MIB, true, err, sizeof(err)), 0);
     assert_int_equal(prop_num(&d, d.vol, "volsize"), 48 * MIB);
     assert_int_equal(zvol_write(zv, 60 * MIB, 512, b, 0), -ERANGE);
+    /* The property alone never shrinks: that would hide the tail, not free it. */
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "volsize", "16M", err, sizeof(err)), -EPERM);
+    assert_non_null(strstr(err, "force"));
+    assert_int_equal(prop_num(&d, d.vol, "volsize"), 48 * MIB);
+    assert_int_equal(zvol_size(zv), 48 * MIB);
+    /* What the forced shrink cut off was freed: grown again, it reads as zeros. */
+    assert_int_equal(zvol_resize(zv, 64 * MIB, false, err, sizeof(err)), 0);
+    assert_int_equal(zvol_read(zv, 60 * MIB, MIB, g), 0);
+    for (uint64_t i = 0; i < MIB; i++)
+        if (g[i]) fail_msg("byte %llu beyond the shrunk end survived", (unsigned long long)i);
+    assert_int_equal(zvol_resize(zv, 48 * MIB, true, err, sizeof(err)), 0);
     fill(b, 4, 0, MIB);
     assert_int_equal(zvol_write(zv, 0, MIB, b, 0), 0);
     assert_int_equal(zvol_flush(zv), 0);
