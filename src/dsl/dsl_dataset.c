@@ -58,7 +58,11 @@
  *   usedbyrefreservation(H) = max(0, refreservation - usedbydataset).
  *   used(H) = the sum of those four; used(snapshot S) = entries of the next
  *   dataset's dead list born after S's previous snapshot (what destroying S
- *   frees); written(X) = referenced(X) - referenced(P) + dead(X).
+ *   frees), logicalused(S) their logical sizes; written(X) = referenced(X) -
+ *   referenced(P) + dead(X).
+ * A snapshot remembers how far it has summed the next dataset's dead list,
+ * which only grows until it is replaced or moved (dead_gen changes), so
+ * reading used again costs the entries killed since, not the whole list.
  * These are maintained in the txg that changes them, so they are exact and
  * survive export, import and crashes.
  *
@@ -219,6 +223,7 @@ static dsl_node_t *node_new(dsl_pool_t *dp, uint64_t obj)
     dsl_node_t *n = cairn_zalloc(sizeof(*n));
     n->obj = obj;
     n->dp = dp;
+    n->dead_gen = ++dp->dead_gen_seq;
     if (dp->nall == dp->capall) {
         dp->capall = dp->capall ? dp->capall * 2 : 16;
         dp->all = cairn_realloc(dp->all, dp->capall * sizeof(*dp->all));
@@ -369,6 +374,7 @@ static int dead_replace(dsl_pool_t *dp, dsl_node_t *n, const cairn_blkptr_t *v, 
     }
     n->phys.dead_count = 0;
     n->phys.dead_bytes = n->phys.dead_comp = n->phys.dead_uncomp = 0;
+    n->dead_gen = ++dp->dead_gen_seq;
     for (size_t i = 0; i < cnt; i++) {
         n->phys.dead_bytes += bp_asize(&v[i]);
         n->phys.dead_comp += v[i].psize;
@@ -689,29 +695,52 @@ static uint64_t node_prev_referenced(dsl_pool_t *dp, const dsl_node_t *n)
     return p ? p->phys.referenced : 0;
 }
 
-/* Bytes of the next dataset's dead list born in (prev_snap_txg, txg]: what destroying S frees. */
-static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s)
+static void unique_add(dsl_unique_cache_t *c, const cairn_blkptr_t *bp)
+{
+    if (bp->birth_txg > c->lo_txg && bp->birth_txg <= c->hi_txg) {
+        c->bytes += bp_asize(bp);
+        c->logical += bp->lsize;
+    }
+}
+
+/* The entries of the next dataset's dead list born in (prev_snap_txg, txg]:
+ * what destroying snapshot S frees (*logical: their sizes before compression).
+ * dp->lock held, so the list is not flushed or replaced meanwhile; only
+ * entries added since the last call are read. */
+static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
 {
     dsl_node_t *next = s->phys.next_snap ? dsl_node_by_obj(dp, s->phys.next_snap) : s->parent;
+    *logical = 0;
     if (!next) return 0;
-    cairn_blkptr_t *v;
-    size_t cnt;
-    uint64_t sum = 0;
-    if (dead_read(dp, next, &v, &cnt) == 0) {
-        for (size_t i = 0; i < cnt; i++)
-            if (v[i].birth_txg > s->phys.prev_snap_txg && v[i].birth_txg <= s->phys.creation_txg)
-                sum += bp_asize(&v[i]);
+    dsl_unique_cache_t *c = &s->unique;
+    if (!c->valid || c->next_obj != next->obj || c->next_dead_gen != next->dead_gen ||
+        c->lo_txg != s->phys.prev_snap_txg || c->hi_txg != s->phys.creation_txg) {
+        *c = (dsl_unique_cache_t){.next_obj = next->obj, .next_dead_gen = next->dead_gen,
+                                  .lo_txg = s->phys.prev_snap_txg,
+                                  .hi_txg = s->phys.creation_txg};
+    }
+    uint64_t flushed = next->phys.dead_count;
+    c->valid = true;
+    if (c->counted < flushed && next->phys.deadlist_obj) {
+        size_t cnt = (size_t)(flushed - c->counted);
+        cairn_blkptr_t *v = cairn_alloc_aligned(cnt * sizeof(*v));
+        if (dmu_read(dp->mos, next->phys.deadlist_obj, c->counted * sizeof(*v), cnt * sizeof(*v),
+                     v) == 0) {
+            for (size_t i = 0; i < cnt; i++) unique_add(c, &v[i]);
+            c->counted = flushed;
+        } else {
+            c->valid = false; /* read again next time; this answer is short */
+        }
         free(v);
     }
-    /* Entries killed in the open txgs are not flushed yet. */
+    /* Entries killed in the txgs not yet flushed. */
     pthread_mutex_lock(&dp->stat_lock);
-    for (size_t i = 0; i < next->npending; i++) {
-        const cairn_blkptr_t *bp = &next->pending[i];
-        if (bp->birth_txg > s->phys.prev_snap_txg && bp->birth_txg <= s->phys.creation_txg)
-            sum += bp_asize(bp);
-    }
+    if (c->valid)
+        for (; c->counted < flushed + next->npending; c->counted++)
+            unique_add(c, &next->pending[c->counted - flushed]);
     pthread_mutex_unlock(&dp->stat_lock);
-    return sum;
+    *logical = c->logical;
+    return c->bytes;
 }
 
 static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -730,8 +759,7 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->uncomp = ph.uncomp;
     o->written = unique;
     if (ph.type == DSL_TYPE_SNAPSHOT) {
-        o->used = snap_unique(dp, n);
-        o->logicalused = o->used;
+        o->used = snap_unique(dp, n, &o->logicalused);
         return;
     }
     o->usedbydataset = unique;
@@ -1061,6 +1089,7 @@ static int snapshot_one(dsl_pool_t *dp, dsl_node_t *h, const char *snap, dmu_tx_
     s->phys.dead_uncomp = h->phys.dead_uncomp;
     h->phys.deadlist_obj = h->phys.dead_count = 0;
     h->phys.dead_bytes = h->phys.dead_comp = h->phys.dead_uncomp = 0;
+    h->dead_gen = ++dp->dead_gen_seq;
     if (h->phys.prev_snap) {
         dsl_node_t *p = dsl_node_by_obj(dp, h->phys.prev_snap);
         if (p) {
