@@ -90,8 +90,11 @@ struct dsl_pool {
     pthread_cond_t task_cv;
     uint64_t registry;        /* MOS ZAP: "<obj>" -> short name, every dataset */
     dsl_node_t *root;
-    dsl_node_t **all;         /* every node (for lookup by object / guid) */
+    dsl_node_t **all;         /* every node, sorted by object (dsl_node_by_obj) */
     size_t nall, capall;
+    dsl_node_t **reservers;   /* heads with a local (ref)reservation */
+    size_t nreservers;
+    bool reservers_stale;     /* rebuild before use: the tree or those properties changed */
     dsl_task_t *tasks;
     uint64_t dead_gen_seq;    /* source of dsl_node_t.dead_gen */
     dsl_pool_t *next_pool;
@@ -116,6 +119,9 @@ typedef struct dsl_space {
     uint64_t written, comp, uncomp;
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
+
+/* A head's reservation or refreservation changed (dsl_prop.c). */
+void dsl_reservers_changed(dsl_pool_t *dp);
 
 /* dsl_prop.c */
 const char *dsl_prop_local(const dsl_node_t *n, const char *name); /* NULL if unset */

@@ -130,6 +130,8 @@ const char *dsl_prop_local(const dsl_node_t *n, const char *name)
 
 static void local_set(dsl_node_t *n, const char *name, const char *value)
 {
+    if (!strcmp(name, "reservation") || !strcmp(name, "refreservation"))
+        dsl_reservers_changed(n->dp);
     for (size_t i = 0; i < n->nprops; i++)
         if (!strcmp(n->props[i].name, name)) {
             if (value) {

@@ -124,6 +124,53 @@ static void test_quota_reservation(void **state)
     fx_destroy(&f);
 }
 
+/* |got - want| within what MOS updates of a task move the pool's free space. */
+static void assert_near(uint64_t got, uint64_t want)
+{
+    uint64_t d = got > want ? got - want : want - got;
+    if (d > 256 * 1024)
+        fail_msg("got %llu, want %llu", (unsigned long long)got, (unsigned long long)want);
+}
+
+/* Everyone's available follows reservations as they are set, unset,
+ * destroyed with their dataset, made by a thick volume, and re-imported. */
+static void test_available_follows_reservations(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslavail");
+    char a[300], b[300], bc[300], v[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, b, sizeof(b), "b");
+    fx_ds_name(&f, bc, sizeof(bc), "b/c");
+    fx_ds_name(&f, v, sizeof(v), "v");
+    fx_create_fs(&f, a);
+    fx_create_fs(&f, b);
+    fx_create_fs(&f, bc);
+    sync_pool(&f);
+    uint64_t base = fx_num(&f, a, "available");
+    dsl_create_opts_t vo = {.type = DSL_TYPE_VOLUME, .volsize = 32 * CAIRN_MIB};
+    OK(dsl_dataset_create(f.dp, v, &vo, fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 32 * CAIRN_MIB);
+    OK(dsl_prop_set(f.dp, b, "reservation", "40M", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 72 * CAIRN_MIB);
+    assert_near(fx_num(&f, bc, "available"), base - 32 * CAIRN_MIB); /* b's is c's to use */
+    OK(dsl_prop_set(f.dp, bc, "refreservation", "8M", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 72 * CAIRN_MIB); /* inside b's 40M */
+    OK(dsl_prop_inherit(f.dp, b, "reservation", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 40 * CAIRN_MIB);
+    fx_reimport(&f);
+    assert_near(fx_num(&f, a, "available"), base - 40 * CAIRN_MIB);
+    OK(dsl_dataset_destroy(f.dp, v, false, false, fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 8 * CAIRN_MIB);
+    OK(dsl_dataset_destroy(f.dp, b, true, false, fx_err, sizeof(fx_err)));
+    sync_pool(&f);
+    assert_near(fx_num(&f, a, "available"), base);
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
 static void test_compressratio(void **state)
 {
     (void)state;
@@ -368,6 +415,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_reservation),
+        cmocka_unit_test(test_available_follows_reservations),
         cmocka_unit_test(test_compressratio),
         cmocka_unit_test(test_random_model),
     };
