@@ -116,8 +116,11 @@ typedef struct dsl_create_opts {
 int dsl_dataset_create(dsl_pool_t *dp, const char *name, const dsl_create_opts_t *opts,
                        char *err, size_t errlen);
 /* recursive: children and snapshots too (-r). A dataset with children or snapshots
- * is refused without it; one that is held open (in use) is refused with -EBUSY
- * unless force. Destroying "fs@snap" destroys a snapshot (a clone's origin: -EBUSY). */
+ * is refused without it. One that is held open (in use) is always refused with
+ * -EBUSY, force or not: the holder still reads its blocks. force belongs to the
+ * caller, who releases the holds it owns first (cairnd takes the LUNs of the
+ * volumes down with -f; it unexports shares for every destroy). Destroying
+ * "fs@snap" destroys a snapshot (a clone's origin: -EBUSY). */
 int dsl_dataset_destroy(dsl_pool_t *dp, const char *name, bool recursive, bool force, char *err,
                         size_t errlen);
 int dsl_dataset_rename(dsl_pool_t *dp, const char *oldname, const char *newname, char *err,
