@@ -256,6 +256,8 @@ static void test_clone(void **state)
     /* A clone costs (almost) nothing: it shares everything. */
     assert_true(pool_alloc(&f) - before < 64 * 1024);
     assert_int_equal(fx_num(&f, cl, "referenced"), fx_num(&f, sn, "referenced"));
+    assert_int_equal(fx_num(&f, cl, "logicalreferenced"), fx_num(&f, sn, "logicalreferenced"));
+    assert_int_equal(fx_num(&f, cl, "written"), 0);
     dsl_prop_t p;
     OK(dsl_prop_get(f.dp, cl, "origin", &p, fx_err, sizeof(fx_err)));
     assert_string_equal(p.value, sn);
@@ -335,6 +337,18 @@ static void test_snapshot_space_follows_the_head(void **state)
     fx_reimport(&f);
     assert_int_equal(fx_num(&f, sn, "used"), used);
     assert_int_equal(fx_num(&f, sn, "logicalused"), logical);
+    /* written: what the head wrote since s1, which a snapshot taken now keeps
+     * as its own written; the head starts again from nothing. */
+    uint64_t written = fx_num(&f, fs, "written");
+    assert_true(written >= NOBJ * NREC * REC);
+    char sn2[400];
+    snprintf(sn2, sizeof(sn2), "%s@s2", fs);
+    OK(dsl_snapshot(f.dp, sn2, false, fx_err, sizeof(fx_err)));
+    assert_int_equal(fx_num(&f, sn2, "written"), written);
+    assert_int_equal(fx_num(&f, fs, "written"), 0);
+    assert_int_equal(fx_num(&f, sn2, "logicalreferenced"), fx_num(&f, fs, "logicalreferenced"));
+    OK(dsl_dataset_destroy(f.dp, sn2, false, false, fx_err, sizeof(fx_err)));
+    sync_pool(&f);
     uint64_t snaps_before = fx_num(&f, fs, "usedbysnapshots");
     uint64_t logical_before = fx_num(&f, fs, "logicalused");
     assert_int_equal(snaps_before, used);

@@ -246,6 +246,10 @@ static void verify_state(fx_t *f, const char *name, const mstate_t *m)
 
 static void verify_all(fx_t *f, mhead_t *h, int nh)
 {
+    uint64_t children = 0;
+    for (int i = 0; i < nh; i++)
+        if (h[i].exists) children += fx_num(f, h[i].name, "used");
+    assert_int_equal(fx_num(f, f->name, "usedbychildren"), children); /* no reservations here */
     for (int i = 0; i < nh; i++) {
         if (!h[i].exists) continue;
         verify_state(f, h[i].name, &h[i].cur);
