@@ -225,6 +225,11 @@ static void do_rollback(const Cairn__Mgmt__DatasetRollback *m, Cairn__Mgmt__Resp
 {
     dsl_pool_t *dp = pool_of(m->name, MGMT_DSNAME_SNAPSHOT, "rollback to", resp, a);
     if (!dp) return;
+    /* A LUN's initiators would see their disk change under them: name the LUN. */
+    char head[DSL_NAME_MAX + 1];
+    cairn_strlcpy(head, m->name, sizeof head);
+    head[strcspn(head, "@")] = '\0';
+    if (cairnd_iscsi_volume_busy(head, false, false, resp, a, "roll back")) return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
     int rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
     snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);

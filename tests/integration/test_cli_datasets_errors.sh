@@ -126,6 +126,19 @@ run_ok "$CAIRN" set volsize=48M tank/vol
 expect_prop volsize tank/vol 50331648 local
 pass "volsize shrinks only with -f"
 
+# A volume behind a LUN is not rolled back under its initiators: the refusal names the LUN.
+TGT=iqn.2026-11.org.cairn.test:rollback
+run_ok "$CAIRN" snapshot tank/vol@before
+run_ok "$CAIRN" iscsi target create "$TGT"
+run_ok "$CAIRN" iscsi lun add "$TGT" tank/vol
+run_fail "$CAIRN" rollback tank/vol@before
+expect_stderr "cannot roll back 'tank/vol': volume 'tank/vol' is LUN 0 of iSCSI target $TGT \(remove the LUN first\)"
+run_ok "$CAIRN" iscsi lun remove "$TGT" 0
+run_ok "$CAIRN" iscsi target destroy "$TGT"
+run_ok "$CAIRN" rollback tank/vol@before
+run_ok "$CAIRN" destroy tank/vol@before
+pass "rollback of a LUN's volume names the LUN"
+
 # Destroying with children needs -r; a busy origin needs its clone gone first.
 run_ok "$CAIRN" destroy tank/cl
 run_ok "$CAIRN" destroy -r tank/a
