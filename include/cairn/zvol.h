@@ -17,7 +17,9 @@
  * zvol_flush() (SYNCHRONIZE CACHE) makes everything acknowledged so far
  * durable. Concurrent FUA writes and flushes share one txg sync (group
  * commit). With the dataset property sync=always every write is FUA; with
- * sync=disabled FUA and flush return at once.
+ * sync=disabled FUA and flush return at once. A durable write is copied into
+ * the intent log, except with logbias=throughput one of 32 KiB or more, which
+ * waits for its txg instead (its data is written once).
  *
  * Errors (negative errno) and the sense the SCSI layer should send:
  *   -ERANGE   the range is not inside the volume      LBA OUT OF RANGE

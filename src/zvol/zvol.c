@@ -59,8 +59,8 @@
  * concurrent shrink. Large operations (write_same, copy) are split into
  * chunks of ZVOL_CHUNK bytes, one transaction each.
  *
- * PROPERTIES. volsize, readonly, sync, compression, checksum and copies are
- * read on every operation. For a dataset, resolving them takes the DSL's pool
+ * PROPERTIES. volsize, readonly, sync, logbias, compression, checksum and
+ * copies are read on every operation. For a dataset, resolving them takes the DSL's pool
  * lock, so the data path reads a copy refreshed at most every
  * ZVOL_PROPS_TTL_MS by one thread (zvol_resize refreshes it at once, under all
  * stripes). readonly stays exact for every change because each transaction
@@ -85,6 +85,8 @@
 #include <string.h>
 
 #define ZVOL_CHUNK (1024u * 1024u)
+/* logbias=throughput: writes from this size on are not copied into the log (as files). */
+#define ZVOL_ZIL_THROUGHPUT_MIN (32 * 1024u)
 #define ZVOL_BONUS_MAGIC 0x314c4f5656524143ULL /* "CARVVOL1" */
 /* GET LBA STATUS reads at most this much mapped data per answer. */
 #define ZVOL_LBA_SCAN_MAPPED_MAX (1024u * 1024u)
@@ -338,6 +340,7 @@ static void props_refresh(zvol_state_t *zs, zvol_props_t *p)
     atomic_store(&zs->c_compress, (int)p->compress);
     atomic_store(&zs->c_checksum, (int)p->checksum);
     atomic_store(&zs->c_copies, p->copies);
+    atomic_store(&zs->c_logbias_throughput, p->logbias_throughput);
     atomic_store(&zs->c_stamp_ns, cairn_now_ns());
 }
 
@@ -365,6 +368,7 @@ static void get_props(zvol_state_t *zs, zvol_props_t *p)
     p->compress = (cairn_compress_t)atomic_load(&zs->c_compress);
     p->checksum = (cairn_checksum_t)atomic_load(&zs->c_checksum);
     p->copies = (uint8_t)atomic_load(&zs->c_copies);
+    p->logbias_throughput = atomic_load(&zs->c_logbias_throughput);
 }
 
 uint64_t zvol_size(zvol_t *zv)
@@ -452,8 +456,13 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
     uint64_t txg = dmu_tx_txg(tx);
     dmu_tx_commit(tx);
     note_txg(zs, txg);
-    zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, .txg = txg, /* ZIL */
-                                 .obj = zs->obj, .off = off, .len = len});
+    /* logbias=throughput: a large write's data is written once, by its txg,
+     * which a commit then waits for, instead of a second time into the log. */
+    if (data && p->logbias_throughput && len >= ZVOL_ZIL_THROUGHPUT_MIN)
+        zil_log_barrier(zs->zil, txg);
+    else
+        zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, /* ZIL */
+                                     .txg = txg, .obj = zs->obj, .off = off, .len = len});
     *txg_out = txg;
     return err;
 }
