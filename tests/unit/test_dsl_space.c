@@ -279,7 +279,11 @@ static void test_random_model(void **state)
     uint64_t root_base = fx_num(&f, f.name, "used");
     const char *seed_env = getenv("CAIRN_TEST_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20261122;
-    int steps = getenv("CAIRN_TEST_LONG") ? 2000 : 160;
+    int steps = getenv("CAIRN_TEST_LONG") ? 5000 : 1000;
+    printf("dsl model: seed %llu, %d steps\n", (unsigned long long)seed, steps);
+    /* done[k]: how often kind k ran (write, free, snapshot, destroy snapshot,
+     * clone, rollback, destroy clone, export/import); each must run. */
+    int done[8] = {0};
     cairn_rng_t rng;
     cairn_rng_seed(&rng, seed);
     mhead_t h[4];
@@ -313,6 +317,7 @@ static void test_random_model(void **state)
             write_bytes(os, x->cur.obj[o], (uint64_t)r * MREC, MREC, v);
             x->cur.rec[o][r] = v;
             dsl_dataset_rele(ds);
+            done[0]++;
         } else if (op < 58) { /* free an object or a record */
             int o = (int)cairn_rng_below(&rng, MAXOBJ);
             if (!x->cur.live[o]) continue;
@@ -330,6 +335,7 @@ static void test_random_model(void **state)
             }
             dmu_tx_commit(tx);
             dsl_dataset_rele(ds);
+            done[1]++;
         } else if (op < 70) { /* snapshot */
             if (x->nsnaps == MAXSNAP) continue;
             char sn[400];
@@ -337,6 +343,7 @@ static void test_random_model(void **state)
             snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps]);
             OK(dsl_snapshot(f.dp, sn, false, fx_err, sizeof(fx_err)));
             x->snap[x->nsnaps++] = x->cur;
+            done[2]++;
         } else if (op < 80) { /* destroy a snapshot */
             if (!x->nsnaps) continue;
             int s = (int)cairn_rng_below(&rng, (uint64_t)x->nsnaps);
@@ -354,6 +361,7 @@ static void test_random_model(void **state)
                     if (h[c].origin_head == hi && h[c].origin_snap == k + 1) h[c].origin_snap = k;
             }
             x->nsnaps--;
+            done[3]++;
         } else if (op < 86) { /* clone */
             if (!x->nsnaps) continue;
             int c = -1;
@@ -369,12 +377,14 @@ static void test_random_model(void **state)
             h[c].nsnaps = 0;
             h[c].origin_head = hi;
             h[c].origin_snap = s;
+            done[4]++;
         } else if (op < 92) { /* rollback to the newest snapshot */
             if (!x->nsnaps) continue;
             char sn[400];
             snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps - 1]);
             OK(dsl_rollback(f.dp, sn, false, fx_err, sizeof(fx_err)));
             x->cur = x->snap[x->nsnaps - 1];
+            done[5]++;
         } else if (op < 96) { /* destroy a clone head with its snapshots */
             if (hi == 0 || x->origin_head < 0) continue;
             bool dependents = false;
@@ -384,12 +394,18 @@ static void test_random_model(void **state)
             x->exists = false;
             x->nsnaps = 0;
             x->origin_head = x->origin_snap = -1;
+            done[6]++;
         } else { /* export / import */
             sync_pool(&f);
             fx_reimport(&f);
+            done[7]++;
         }
         if (step % 8 == 0) verify_all(&f, h, nh);
     }
+    printf("dsl model: write %d free %d snapshot %d destroy-snapshot %d clone %d rollback %d "
+           "destroy-clone %d export/import %d\n",
+           done[0], done[1], done[2], done[3], done[4], done[5], done[6], done[7]);
+    for (int k = 0; k < 8; k++) assert_true(done[k] > 0);
     verify_all(&f, h, nh);
     fx_export(&f);
     fx_check(&f);
