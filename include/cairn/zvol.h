@@ -123,8 +123,9 @@ typedef struct zvol_lba_status {
 } zvol_lba_status_t;
 int zvol_get_lba_status(zvol_t *zv, uint64_t off, zvol_lba_status_t *out);
 
-/* Changes volsize (a multiple of volblocksize). Growing always works; shrinking
- * is refused (-EPERM) unless force, which frees everything beyond the new end.
+/* Changes volsize (a multiple of volblocksize). Growing always works and shows
+ * zeros beyond the old end (whatever lay there is freed first); shrinking is
+ * refused (-EPERM) unless force, which frees everything beyond the new end.
  * On a dataset it sets the volsize property (err gets the DSL's message). */
 int zvol_resize(zvol_t *zv, uint64_t new_size, bool force, char *err, size_t errlen);
 

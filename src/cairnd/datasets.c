@@ -14,10 +14,11 @@
  * so a pool cannot be exported under them, while the DSL's own locks let
  * commands on different datasets proceed side by side.
  *
- * A volsize shrink goes through the volume layer (zvol_resize), which frees
- * what lies beyond the new end under the volume's range locks, so an iSCSI
- * LUN on the same volume never writes past it; the property alone never
- * shrinks (dsl_prop_set refuses it).
+ * A volsize change goes through the volume layer (zvol_resize) under the
+ * volume's range locks, so an iSCSI LUN on the same volume never writes past
+ * its end: a forced shrink frees what lies beyond the new end, a grow frees
+ * whatever lay beyond the old one. The property alone never shrinks
+ * (dsl_prop_set refuses it).
  *
  * Listing collects the names first and reads the properties afterwards, never
  * calling back into the DSL from inside its iteration callback, so no DSL lock
@@ -279,17 +280,18 @@ static void do_set(const Cairn__Mgmt__DatasetSet *m, Cairn__Mgmt__Response *resp
     zvol_t *zv = NULL;
     /* Anything but an open volume and a size (a filesystem, a snapshot, a bad
      * value) falls through to the DSL, which says what is wrong. */
-    if (volsize && m->force && cairn_parse_size(m->value, &size) == 0 &&
-        zvol_open(dp, m->name, &zv) == 0) {
-        rc = zvol_resize(zv, size, true, err, sizeof err);
+    if (volsize && cairn_parse_size(m->value, &size) == 0 && zvol_open(dp, m->name, &zv) == 0) {
+        rc = zvol_resize(zv, size, m->force, err, sizeof err);
         zvol_close(zv);
     } else {
         rc = dsl_prop_set(dp, m->name, m->prop, m->value, err, sizeof err);
     }
     snprintf(what, sizeof what, "cannot set property for '%s'", m->name);
     if (rc == -EPERM && volsize)
-        cairnd_set_error(resp, a, rc, "%s: %s (use 'cairn set -f volsize=%s %s')", what, err,
-                         m->value, m->name);
+        cairnd_set_error(resp, a, rc,
+                         "%s: shrinking a volume destroys the data beyond its new end; "
+                         "use 'cairn set -f volsize=%s %s'",
+                         what, m->value, m->name);
     else if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "set %s=%s on '%s'", m->prop, m->value, m->name);
     if (!rc && !strcmp(m->prop, "volsize")) cairnd_iscsi_volsize_changed(m->name);

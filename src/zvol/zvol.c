@@ -65,9 +65,11 @@
  * ZVOL_PROPS_TTL_MS by one thread (zvol_resize refreshes it at once, under all
  * stripes). readonly stays exact for every change because each transaction
  * first calls dsl_dataset_check_space, which refuses read-only datasets; a
- * volsize changed behind our back (`cairn set volsize`) is seen within the TTL;
- * it can only grow there (the DSL refuses a smaller volsize but from
- * zvol_resize, which frees what lies beyond the new end; `cairn set -f` uses it).
+ * volsize changed behind our back (dsl_prop_set) is seen within the TTL; it
+ * can only grow there (the DSL refuses a smaller volsize but from zvol_resize,
+ * which frees what lies beyond the new end). zvol_resize also frees, before a
+ * grow, whatever lies beyond the old end, so a volume grows over zeros; cairnd
+ * sends every `cairn set volsize` through it.
  *
  * ALL-ZERO DATA. The DMU stores an all-zero record as a hole; so does this
  * layer, which makes "reads as zeros" and "deallocated" the same thing for
@@ -704,7 +706,17 @@ int zvol_resize(zvol_t *zv, uint64_t new_size, bool force, char *err, size_t err
         if (err) snprintf(err, errlen, "shrinking a volume destroys data beyond the new end; use force");
         e = -EPERM;
     } else if (new_size != old) {
-        e = zs->be->set_volsize(zs, new_size, err, errlen);
+        if (new_size > old) {
+            /* Blocks may lie beyond the old end (a shrink cut short by a crash,
+             * or one made by the property alone before the DSL refused that):
+             * the volume must grow over zeros, never over them. */
+            dmu_object_info_t info;
+            uint64_t txg = 0;
+            e = dmu_object_info(zs->os, zs->obj, &info);
+            if (!e && info.max_offset > old) e = do_change(zs, &p, old, info.max_offset - old, NULL, &txg);
+            if (e && err) snprintf(err, errlen, "freeing beyond the old end: %s", strerror(-e));
+        }
+        if (!e) e = zs->be->set_volsize(zs, new_size, err, errlen);
         props_refresh(zs, &p); /* writers waiting on the stripes see the new size */
         if (!e && new_size < old) {
             dmu_object_info_t info;

@@ -157,6 +157,24 @@ static void test_dsl_volume(void **state)
     for (uint64_t i = 0; i < MIB; i++)
         if (g[i]) fail_msg("byte %llu beyond the shrunk end survived", (unsigned long long)i);
     assert_int_equal(zvol_resize(zv, 48 * MIB, true, err, sizeof(err)), 0);
+    /* Blocks beyond the end that a shrink left behind (a crash between its
+     * two steps, or an old pool where the property alone shrank) are not
+     * shown by a grow: written here behind the volume's back. */
+    {
+        dsl_dataset_t *ds;
+        assert_int_equal(dsl_dataset_hold(d.dp, d.vol, &ds), 0);
+        objset_t *os = dsl_dataset_objset(ds);
+        fill(b, 6, 56 * MIB, MIB);
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, ZVOL_OBJECT, 56 * MIB, MIB, b, tx), 0);
+        dmu_tx_commit(tx);
+        dsl_dataset_rele(ds);
+        assert_int_equal(zvol_resize(zv, 64 * MIB, false, err, sizeof(err)), 0);
+        assert_int_equal(zvol_read(zv, 56 * MIB, MIB, g), 0);
+        for (uint64_t i = 0; i < MIB; i++)
+            if (g[i]) fail_msg("byte %llu left beyond the old end shows after a grow", (unsigned long long)i);
+        assert_int_equal(zvol_resize(zv, 48 * MIB, true, err, sizeof(err)), 0);
+    }
     fill(b, 4, 0, MIB);
     assert_int_equal(zvol_write(zv, 0, MIB, b, 0), 0);
     assert_int_equal(zvol_flush(zv), 0);
