@@ -89,8 +89,14 @@ int dsl_prop_get(dsl_pool_t *dp, const char *dsname, const char *prop, dsl_prop_
 int dsl_prop_get_all(dsl_pool_t *dp, const char *dsname,
                      void (*fn)(const dsl_prop_t *p, void *arg), void *arg, char *err,
                      size_t errlen);
+/* A volsize smaller than the current one is refused (-EPERM): see dsl_volsize_set. */
 int dsl_prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const char *value,
                  char *err, size_t errlen);
+/* Sets a volume's volsize; a smaller one only with shrink. The property alone
+ * frees nothing: the caller that shrinks (zvol_resize) frees what lies beyond
+ * the new end. */
+int dsl_volsize_set(dsl_pool_t *dp, const char *dsname, uint64_t volsize, bool shrink, char *err,
+                    size_t errlen);
 int dsl_prop_inherit(dsl_pool_t *dp, const char *dsname, const char *prop, char *err,
                      size_t errlen);
 /* Names of the native properties, NULL-terminated (for "get all" and completion). */
@@ -110,8 +116,11 @@ typedef struct dsl_create_opts {
 int dsl_dataset_create(dsl_pool_t *dp, const char *name, const dsl_create_opts_t *opts,
                        char *err, size_t errlen);
 /* recursive: children and snapshots too (-r). A dataset with children or snapshots
- * is refused without it; one that is held open (in use) is refused with -EBUSY
- * unless force. Destroying "fs@snap" destroys a snapshot (a clone's origin: -EBUSY). */
+ * is refused without it. One that is held open (in use) is always refused with
+ * -EBUSY, force or not: the holder still reads its blocks. force belongs to the
+ * caller, who releases the holds it owns first (cairnd takes the LUNs of the
+ * volumes down with -f; it unexports shares for every destroy). Destroying
+ * "fs@snap" destroys a snapshot (a clone's origin: -EBUSY). */
 int dsl_dataset_destroy(dsl_pool_t *dp, const char *name, bool recursive, bool force, char *err,
                         size_t errlen);
 int dsl_dataset_rename(dsl_pool_t *dp, const char *oldname, const char *newname, char *err,

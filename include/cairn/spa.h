@@ -106,6 +106,10 @@ typedef struct spa_space {
     uint64_t free;
 } spa_space_t;
 void spa_get_space(spa_t *spa, spa_space_t *out);
+/* The part of alloc that the space map log's chain holds (all copies): it grows
+ * by a block or more every txg until the chain is condensed, so it is what
+ * keeps alloc from returning to a baseline after equal work. */
+uint64_t spa_spacemap_log_bytes(spa_t *spa);
 uint64_t spa_last_synced_txg(spa_t *spa);
 
 /* ---- properties: size alloc free capacity health guid ashift (read-only),

@@ -17,7 +17,9 @@
  * zvol_flush() (SYNCHRONIZE CACHE) makes everything acknowledged so far
  * durable. Concurrent FUA writes and flushes share one txg sync (group
  * commit). With the dataset property sync=always every write is FUA; with
- * sync=disabled FUA and flush return at once.
+ * sync=disabled FUA and flush return at once. A durable write is copied into
+ * the intent log, except with logbias=throughput one of 32 KiB or more, which
+ * waits for its txg instead (its data is written once).
  *
  * Errors (negative errno) and the sense the SCSI layer should send:
  *   -ERANGE   the range is not inside the volume      LBA OUT OF RANGE
@@ -125,8 +127,9 @@ typedef struct zvol_lba_status {
 } zvol_lba_status_t;
 int zvol_get_lba_status(zvol_t *zv, uint64_t off, zvol_lba_status_t *out);
 
-/* Changes volsize (a multiple of volblocksize). Growing always works; shrinking
- * is refused (-EPERM) unless force, which frees everything beyond the new end.
+/* Changes volsize (a multiple of volblocksize). Growing always works and shows
+ * zeros beyond the old end (whatever lay there is freed first); shrinking is
+ * refused (-EPERM) unless force, which frees everything beyond the new end.
  * On a dataset it sets the volsize property (err gets the DSL's message). */
 int zvol_resize(zvol_t *zv, uint64_t new_size, bool force, char *err, size_t errlen);
 

@@ -14,6 +14,12 @@
  * so a pool cannot be exported under them, while the DSL's own locks let
  * commands on different datasets proceed side by side.
  *
+ * A volsize change goes through the volume layer (zvol_resize) under the
+ * volume's range locks, so an iSCSI LUN on the same volume never writes past
+ * its end: a forced shrink frees what lies beyond the new end, a grow frees
+ * whatever lay beyond the old one. The property alone never shrinks
+ * (dsl_prop_set refuses it).
+ *
  * Listing collects the names first and reads the properties afterwards, never
  * calling back into the DSL from inside its iteration callback, so no DSL lock
  * is held across our property reads.
@@ -21,6 +27,7 @@
 #include "cairnd.h"
 
 #include <cairn/nfs.h>
+#include <cairn/zvol.h>
 
 #include <cairn/log.h>
 #include <cairn/util.h>
@@ -219,6 +226,11 @@ static void do_rollback(const Cairn__Mgmt__DatasetRollback *m, Cairn__Mgmt__Resp
 {
     dsl_pool_t *dp = pool_of(m->name, MGMT_DSNAME_SNAPSHOT, "rollback to", resp, a);
     if (!dp) return;
+    /* A LUN's initiators would see their disk change under them: name the LUN. */
+    char head[DSL_NAME_MAX + 1];
+    cairn_strlcpy(head, m->name, sizeof head);
+    head[strcspn(head, "@")] = '\0';
+    if (cairnd_iscsi_volume_busy(head, false, false, resp, a, "roll back")) return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
     int rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
     snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);
@@ -262,9 +274,25 @@ static void do_set(const Cairn__Mgmt__DatasetSet *m, Cairn__Mgmt__Response *resp
     dsl_pool_t *dp = pool_of(m->name, MGMT_DSNAME_ANY, "set property for", resp, a);
     if (!dp) return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
-    int rc = dsl_prop_set(dp, m->name, m->prop, m->value, err, sizeof err);
+    bool volsize = !strcmp(m->prop, "volsize");
+    int rc;
+    uint64_t size;
+    zvol_t *zv = NULL;
+    /* Anything but an open volume and a size (a filesystem, a snapshot, a bad
+     * value) falls through to the DSL, which says what is wrong. */
+    if (volsize && cairn_parse_size(m->value, &size) == 0 && zvol_open(dp, m->name, &zv) == 0) {
+        rc = zvol_resize(zv, size, m->force, err, sizeof err);
+        zvol_close(zv);
+    } else {
+        rc = dsl_prop_set(dp, m->name, m->prop, m->value, err, sizeof err);
+    }
     snprintf(what, sizeof what, "cannot set property for '%s'", m->name);
-    if (rc) dsl_error(resp, a, rc, what, err);
+    if (rc == -EPERM && volsize)
+        cairnd_set_error(resp, a, rc,
+                         "%s: shrinking a volume destroys the data beyond its new end; "
+                         "use 'cairn set -f volsize=%s %s'",
+                         what, m->value, m->name);
+    else if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "set %s=%s on '%s'", m->prop, m->value, m->name);
     if (!rc && !strcmp(m->prop, "volsize")) cairnd_iscsi_volsize_changed(m->name);
 }

@@ -228,8 +228,9 @@ static int cmd_set(int argc, char **argv)
     const char *what = "set";
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, "+:", NULL, what)) != -1) {
-    }
+    bool force = false;
+    while ((c = next_opt(argc, argv, "+:f", NULL, what)) != -1)
+        if (c == 'f') force = true;
     want_args(argc, argv, 2, 2, what, "PROP=VALUE and dataset name");
     char *eq = strchr(argv[optind], '=');
     if (!eq || eq == argv[optind])
@@ -240,7 +241,10 @@ static int cmd_set(int argc, char **argv)
     ds.prop = (char *)mgmt_prop_canonical(argv[optind]);
     ds.value = eq + 1;
     ds.name = argv[optind + 1];
+    ds.force = force;
     check_name(ds.name, MGMT_DSNAME_ANY, what);
+    if (force && strcmp(ds.prop, "volsize"))
+        fail("%s: -f applies to volsize only (a shrink that destroys data)", what);
     Cairn__Mgmt__Request req;
     cairn__mgmt__request__init(&req);
     req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_SET;

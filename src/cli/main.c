@@ -81,7 +81,7 @@ static void usage(FILE *f)
           "       TYPE: filesystem volume snapshot all\n"
           "  get [-r] [-H] [-p] [--json] [-o name,property,value,source] PROP[,PROP...]|all\n"
           "      DATASET...\n"
-          "  set PROP=VALUE DATASET\n"
+          "  set [-f] PROP=VALUE DATASET   (-f: shrink volsize)\n"
           "  inherit PROP DATASET\n"
           "  snapshot [-r] DATASET@NAME\n"
           "  rollback [-r] DATASET@NAME\n"

@@ -58,7 +58,11 @@
  *   usedbyrefreservation(H) = max(0, refreservation - usedbydataset).
  *   used(H) = the sum of those four; used(snapshot S) = entries of the next
  *   dataset's dead list born after S's previous snapshot (what destroying S
- *   frees); written(X) = referenced(X) - referenced(P) + dead(X).
+ *   frees), logicalused(S) their logical sizes; written(X) = referenced(X) -
+ *   referenced(P) + dead(X).
+ * A snapshot remembers how far it has summed the next dataset's dead list,
+ * which only grows until it is replaced or moved (dead_gen changes), so
+ * reading used again costs the entries killed since, not the whole list.
  * These are maintained in the txg that changes them, so they are exact and
  * survive export, import and crashes.
  *
@@ -122,12 +126,27 @@ void dsl_node_fullname(const dsl_node_t *n, char *buf, size_t len)
     snprintf(buf + l, len - l, "/%s", n->name);
 }
 
+/* Index in dp->all of the first node whose object is >= obj. */
+static size_t all_lower_bound(const dsl_pool_t *dp, uint64_t obj)
+{
+    size_t lo = 0, hi = dp->nall;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (dp->all[mid]->obj < obj) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Space numbers follow prev_snap and origin pointers on every check, so this
+ * is a binary search, not a scan. */
 dsl_node_t *dsl_node_by_obj(dsl_pool_t *dp, uint64_t obj)
 {
-    for (size_t i = 0; i < dp->nall; i++)
-        if (dp->all[i]->obj == obj) return dp->all[i];
-    return NULL;
+    size_t i = all_lower_bound(dp, obj);
+    return i < dp->nall && dp->all[i]->obj == obj ? dp->all[i] : NULL;
 }
+
+void dsl_reservers_changed(dsl_pool_t *dp) { dp->reservers_stale = true; }
 
 static bool component_ok(const char *s, size_t len)
 {
@@ -219,17 +238,27 @@ static dsl_node_t *node_new(dsl_pool_t *dp, uint64_t obj)
     dsl_node_t *n = cairn_zalloc(sizeof(*n));
     n->obj = obj;
     n->dp = dp;
+    n->dead_gen = ++dp->dead_gen_seq;
     if (dp->nall == dp->capall) {
         dp->capall = dp->capall ? dp->capall * 2 : 16;
         dp->all = cairn_realloc(dp->all, dp->capall * sizeof(*dp->all));
     }
-    dp->all[dp->nall++] = n;
+    size_t at = all_lower_bound(dp, obj);
+    memmove(&dp->all[at + 1], &dp->all[at], (dp->nall - at) * sizeof(*dp->all));
+    dp->all[at] = n;
+    dp->nall++;
+    dp->reservers_stale = true;
     return n;
 }
 
 static void node_free(dsl_pool_t *dp, dsl_node_t *n)
 {
-    ptr_remove(dp->all, &dp->nall, n);
+    size_t at = all_lower_bound(dp, n->obj);
+    if (at < dp->nall && dp->all[at] == n) {
+        memmove(&dp->all[at], &dp->all[at + 1], (dp->nall - at - 1) * sizeof(*dp->all));
+        dp->nall--;
+    }
+    dp->reservers_stale = true;
     if (n->os) dmu_objset_close(n->os);
     dsl_prop_free_all(n);
     free(n->children);
@@ -369,6 +398,7 @@ static int dead_replace(dsl_pool_t *dp, dsl_node_t *n, const cairn_blkptr_t *v, 
     }
     n->phys.dead_count = 0;
     n->phys.dead_bytes = n->phys.dead_comp = n->phys.dead_uncomp = 0;
+    n->dead_gen = ++dp->dead_gen_seq;
     for (size_t i = 0; i < cnt; i++) {
         n->phys.dead_bytes += bp_asize(&v[i]);
         n->phys.dead_comp += v[i].psize;
@@ -603,6 +633,7 @@ static void pool_free(dsl_pool_t *dp)
 {
     while (dp->nall) node_free(dp, dp->all[dp->nall - 1]);
     free(dp->all);
+    free(dp->reservers);
     pthread_mutex_destroy(&dp->lock);
     pthread_mutex_destroy(&dp->stat_lock);
     pthread_cond_destroy(&dp->task_cv);
@@ -689,29 +720,52 @@ static uint64_t node_prev_referenced(dsl_pool_t *dp, const dsl_node_t *n)
     return p ? p->phys.referenced : 0;
 }
 
-/* Bytes of the next dataset's dead list born in (prev_snap_txg, txg]: what destroying S frees. */
-static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s)
+static void unique_add(dsl_unique_cache_t *c, const cairn_blkptr_t *bp)
+{
+    if (bp->birth_txg > c->lo_txg && bp->birth_txg <= c->hi_txg) {
+        c->bytes += bp_asize(bp);
+        c->logical += bp->lsize;
+    }
+}
+
+/* The entries of the next dataset's dead list born in (prev_snap_txg, txg]:
+ * what destroying snapshot S frees (*logical: their sizes before compression).
+ * dp->lock held, so the list is not flushed or replaced meanwhile; only
+ * entries added since the last call are read. */
+static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
 {
     dsl_node_t *next = s->phys.next_snap ? dsl_node_by_obj(dp, s->phys.next_snap) : s->parent;
+    *logical = 0;
     if (!next) return 0;
-    cairn_blkptr_t *v;
-    size_t cnt;
-    uint64_t sum = 0;
-    if (dead_read(dp, next, &v, &cnt) == 0) {
-        for (size_t i = 0; i < cnt; i++)
-            if (v[i].birth_txg > s->phys.prev_snap_txg && v[i].birth_txg <= s->phys.creation_txg)
-                sum += bp_asize(&v[i]);
+    dsl_unique_cache_t *c = &s->unique;
+    if (!c->valid || c->next_obj != next->obj || c->next_dead_gen != next->dead_gen ||
+        c->lo_txg != s->phys.prev_snap_txg || c->hi_txg != s->phys.creation_txg) {
+        *c = (dsl_unique_cache_t){.next_obj = next->obj, .next_dead_gen = next->dead_gen,
+                                  .lo_txg = s->phys.prev_snap_txg,
+                                  .hi_txg = s->phys.creation_txg};
+    }
+    uint64_t flushed = next->phys.dead_count;
+    c->valid = true;
+    if (c->counted < flushed && next->phys.deadlist_obj) {
+        size_t cnt = (size_t)(flushed - c->counted);
+        cairn_blkptr_t *v = cairn_alloc_aligned(cnt * sizeof(*v));
+        if (dmu_read(dp->mos, next->phys.deadlist_obj, c->counted * sizeof(*v), cnt * sizeof(*v),
+                     v) == 0) {
+            for (size_t i = 0; i < cnt; i++) unique_add(c, &v[i]);
+            c->counted = flushed;
+        } else {
+            c->valid = false; /* read again next time; this answer is short */
+        }
         free(v);
     }
-    /* Entries killed in the open txgs are not flushed yet. */
+    /* Entries killed in the txgs not yet flushed. */
     pthread_mutex_lock(&dp->stat_lock);
-    for (size_t i = 0; i < next->npending; i++) {
-        const cairn_blkptr_t *bp = &next->pending[i];
-        if (bp->birth_txg > s->phys.prev_snap_txg && bp->birth_txg <= s->phys.creation_txg)
-            sum += bp_asize(bp);
-    }
+    if (c->valid)
+        for (; c->counted < flushed + next->npending; c->counted++)
+            unique_add(c, &next->pending[c->counted - flushed]);
     pthread_mutex_unlock(&dp->stat_lock);
-    return sum;
+    *logical = c->logical;
+    return c->bytes;
 }
 
 static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -730,8 +784,7 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->uncomp = ph.uncomp;
     o->written = unique;
     if (ph.type == DSL_TYPE_SNAPSHOT) {
-        o->used = snap_unique(dp, n);
-        o->logicalused = o->used;
+        o->used = snap_unique(dp, n, &o->logicalused);
         return;
     }
     o->usedbydataset = unique;
@@ -752,51 +805,71 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->logicalused = logical;
 }
 
-/* Reserved but not allocated, over the whole tree: refreservations not yet
- * used by their datasets and reservations not yet used. */
-static uint64_t tree_unused_reservations(dsl_pool_t *dp, dsl_node_t *n)
+/* Reserved but not allocated, over the whole pool: refreservations not yet
+ * used by their datasets and reservations not yet used. Only heads with a
+ * local (ref)reservation can contribute (neither property inherits), so the
+ * sum runs over those, not over the tree: every write checks space. */
+static uint64_t pool_unused_reservations(dsl_pool_t *dp)
 {
-    if (n->phys.type == DSL_TYPE_SNAPSHOT) return 0;
-    dsl_space_t s;
-    node_space_raw(dp, n, &s);
-    uint64_t r = s.usedbyrefreservation + sub0(dsl_prop_num(dp, n, "reservation"), s.used);
-    for (size_t i = 0; i < n->nchildren; i++) r += tree_unused_reservations(dp, n->children[i]);
+    if (dp->reservers_stale) {
+        dp->nreservers = 0;
+        dp->reservers = cairn_realloc(dp->reservers, (dp->nall + 1) * sizeof(*dp->reservers));
+        for (size_t i = 0; i < dp->nall; i++) {
+            dsl_node_t *n = dp->all[i];
+            if (n->phys.type != DSL_TYPE_SNAPSHOT &&
+                (dsl_prop_local(n, "reservation") || dsl_prop_local(n, "refreservation")))
+                dp->reservers[dp->nreservers++] = n;
+        }
+        dp->reservers_stale = false;
+    }
+    uint64_t r = 0;
+    for (size_t i = 0; i < dp->nreservers; i++) {
+        dsl_node_t *n = dp->reservers[i];
+        dsl_space_t s;
+        node_space_raw(dp, n, &s);
+        r += s.usedbyrefreservation + sub0(dsl_prop_num(dp, n, "reservation"), s.used);
+    }
     return r;
 }
 
 /* Available to n: the pool's free space less everyone's unused reservations,
  * plus those n may use itself (its own and its ancestors'), capped by quotas.
- * *quota_bound tells whether a quota is what limits it. */
+ * *quota_bound tells whether a quota is what limits it. Ancestors' space is
+ * only summed where they have a reservation or quota: the root's `used`
+ * covers the whole tree. */
 static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound)
 {
     if (n->phys.type == DSL_TYPE_SNAPSHOT) n = n->parent;
     spa_space_t ss;
     spa_get_space(dp->spa, &ss);
-    uint64_t unused = tree_unused_reservations(dp, dp->root);
-    uint64_t avail = sub0(ss.free, unused);
-    dsl_space_t s;
-    node_space_raw(dp, n, &s);
-    avail += s.usedbyrefreservation;
-    for (dsl_node_t *a = n; a; a = a->parent) {
-        dsl_space_t as;
-        node_space_raw(dp, a, &as);
-        avail += sub0(dsl_prop_num(dp, a, "reservation"), as.used);
-    }
+    uint64_t avail = sub0(ss.free, pool_unused_reservations(dp));
+    pthread_mutex_lock(&dp->stat_lock);
+    uint64_t referenced = n->phys.referenced, dead = n->phys.dead_bytes;
+    pthread_mutex_unlock(&dp->stat_lock);
+    uint64_t refresv = dsl_prop_num(dp, n, "refreservation");
+    if (refresv) avail += sub0(refresv, sub0(referenced + dead, node_prev_referenced(dp, n)));
     if (quota_bound) *quota_bound = false;
+    uint64_t quota_left = UINT64_MAX;
+    bool quota_seen = false;
     for (dsl_node_t *a = n; a; a = a->parent) {
+        uint64_t resv = dsl_prop_num(dp, a, "reservation");
         uint64_t q = dsl_prop_num(dp, a, "quota");
-        if (!q) continue;
+        if (!resv && !q) continue;
         dsl_space_t as;
         node_space_raw(dp, a, &as);
-        uint64_t left = sub0(q, as.used);
-        if (left < avail) {
-            avail = left;
-            if (quota_bound) *quota_bound = true;
+        avail += sub0(resv, as.used);
+        if (q) {
+            quota_left = CAIRN_MIN(quota_left, sub0(q, as.used));
+            quota_seen = true;
         }
+    }
+    if (quota_seen && quota_left < avail) {
+        avail = quota_left;
+        if (quota_bound) *quota_bound = true;
     }
     uint64_t rq = dsl_prop_num(dp, n, "refquota");
     if (rq) {
-        uint64_t left = sub0(rq, s.referenced);
+        uint64_t left = sub0(rq, referenced);
         if (left < avail) {
             avail = left;
             if (quota_bound) *quota_bound = true;
@@ -1061,6 +1134,7 @@ static int snapshot_one(dsl_pool_t *dp, dsl_node_t *h, const char *snap, dmu_tx_
     s->phys.dead_uncomp = h->phys.dead_uncomp;
     h->phys.deadlist_obj = h->phys.dead_count = 0;
     h->phys.dead_bytes = h->phys.dead_comp = h->phys.dead_uncomp = 0;
+    h->dead_gen = ++dp->dead_gen_seq;
     if (h->phys.prev_snap) {
         dsl_node_t *p = dsl_node_by_obj(dp, h->phys.prev_snap);
         if (p) {

@@ -40,6 +40,16 @@ typedef struct dsl_propval {
     char *value;
 } dsl_propval_t;
 
+/* What snap_unique() has summed so far of the next dataset's dead list: that
+ * list only grows between the changes that bump its dead_gen, so a later call
+ * sums only the entries added since. */
+typedef struct dsl_unique_cache {
+    bool valid;
+    uint64_t next_obj, next_dead_gen, lo_txg, hi_txg; /* what the sums are of */
+    uint64_t counted;         /* entries of (flushed list, then pending) summed */
+    uint64_t bytes, logical;  /* allocated and logical sizes of those in (lo, hi] */
+} dsl_unique_cache_t;
+
 typedef struct dsl_node dsl_node_t;
 struct dsl_node {
     uint64_t obj;             /* MOS object */
@@ -57,6 +67,8 @@ struct dsl_node {
     bool dirty;               /* phys must be written in the syncing txg */
     cairn_blkptr_t *pending;  /* dead-list entries not yet written */
     size_t npending, cappending;
+    uint64_t dead_gen;        /* new whenever the dead list is replaced or moved */
+    dsl_unique_cache_t unique;/* snapshot: its used/logicalused so far */
     dsl_pool_t *dp;
 };
 
@@ -78,9 +90,13 @@ struct dsl_pool {
     pthread_cond_t task_cv;
     uint64_t registry;        /* MOS ZAP: "<obj>" -> short name, every dataset */
     dsl_node_t *root;
-    dsl_node_t **all;         /* every node (for lookup by object / guid) */
+    dsl_node_t **all;         /* every node, sorted by object (dsl_node_by_obj) */
     size_t nall, capall;
+    dsl_node_t **reservers;   /* heads with a local (ref)reservation */
+    size_t nreservers;
+    bool reservers_stale;     /* rebuild before use: the tree or those properties changed */
     dsl_task_t *tasks;
+    uint64_t dead_gen_seq;    /* source of dsl_node_t.dead_gen */
     dsl_pool_t *next_pool;
 };
 
@@ -103,6 +119,9 @@ typedef struct dsl_space {
     uint64_t written, comp, uncomp;
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
+
+/* A head's reservation or refreservation changed (dsl_prop.c). */
+void dsl_reservers_changed(dsl_pool_t *dp);
 
 /* dsl_prop.c */
 const char *dsl_prop_local(const dsl_node_t *n, const char *name); /* NULL if unset */

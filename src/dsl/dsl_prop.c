@@ -130,6 +130,8 @@ const char *dsl_prop_local(const dsl_node_t *n, const char *name)
 
 static void local_set(dsl_node_t *n, const char *name, const char *value)
 {
+    if (!strcmp(name, "reservation") || !strcmp(name, "refreservation"))
+        dsl_reservers_changed(n->dp);
     for (size_t i = 0; i < n->nprops; i++)
         if (!strcmp(n->props[i].name, name)) {
             if (value) {
@@ -574,6 +576,7 @@ typedef struct set_task {
     char ds[DSL_NAME_MAX + 1];
     const char *prop;
     char *value; /* normalised; NULL = inherit */
+    bool volsize_may_shrink;
     char *err;
     size_t errlen;
 } set_task_t;
@@ -585,6 +588,20 @@ static int task_set(dsl_pool_t *dp, void *arg, uint64_t txg)
     if (!n) {
         seterr(st->err, st->errlen, "no such dataset: %s", st->ds);
         return -ENOENT;
+    }
+    /* A smaller volsize alone would hide the blocks beyond the new end, still
+     * allocated, and a later grow would show them again: only zvol_resize,
+     * which frees them, may shrink. Checked here, against the size of record. */
+    if (st->value && !strcmp(st->prop, "volsize") && !st->volsize_may_shrink) {
+        const char *old = dsl_prop_local(n, "volsize");
+        uint64_t oldv = old ? strtoull(old, NULL, 10) : 0, newv = strtoull(st->value, NULL, 10);
+        if (newv < oldv) {
+            seterr(st->err, st->errlen,
+                   "shrinking volsize from %" PRIu64 " to %" PRIu64 " destroys the data beyond "
+                   "the new end and needs force",
+                   oldv, newv);
+            return -EPERM;
+        }
     }
     dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
     int err = 0;
@@ -599,8 +616,8 @@ static int task_set(dsl_pool_t *dp, void *arg, uint64_t txg)
     return err;
 }
 
-int dsl_prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const char *value,
-                 char *err, size_t errlen)
+static int prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const char *value,
+                    bool volsize_may_shrink, char *err, size_t errlen)
 {
     pthread_mutex_lock(&dp->lock);
     dsl_node_t *n = dsname ? dsl_lookup(dp, dsname) : NULL;
@@ -618,11 +635,26 @@ int dsl_prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const cha
         free(norm);
         return e;
     }
-    set_task_t st = {.prop = prop, .value = norm, .err = err, .errlen = errlen};
+    set_task_t st = {.prop = prop, .value = norm, .volsize_may_shrink = volsize_may_shrink,
+                     .err = err, .errlen = errlen};
     cairn_strlcpy(st.ds, dsname, sizeof(st.ds));
     e = dsl_run_task(dp, task_set, &st);
     free(norm);
     return e;
+}
+
+int dsl_prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const char *value,
+                 char *err, size_t errlen)
+{
+    return prop_set(dp, dsname, prop, value, false, err, errlen);
+}
+
+int dsl_volsize_set(dsl_pool_t *dp, const char *dsname, uint64_t volsize, bool shrink, char *err,
+                    size_t errlen)
+{
+    char val[32];
+    snprintf(val, sizeof(val), "%" PRIu64, volsize);
+    return prop_set(dp, dsname, "volsize", val, shrink, err, errlen);
 }
 
 int dsl_prop_inherit(dsl_pool_t *dp, const char *dsname, const char *prop, char *err,

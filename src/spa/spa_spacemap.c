@@ -264,6 +264,18 @@ int spa_spacemap_load(spa_t *spa)
     return err;
 }
 
+uint64_t spa_spacemap_log_bytes(spa_t *spa)
+{
+    spa_sm_chain_t *chain = chain_of(spa);
+    uint64_t bytes = 0;
+    pthread_mutex_lock(&spa->tx.lock);
+    for (size_t i = 0; i < chain->n; i++)
+        for (int c = 0; c < chain->bps[i].ncopies && c < CAIRN_MAX_COPIES; c++)
+            bytes += cairn_dva_asize(&chain->bps[i].dva[c]);
+    pthread_mutex_unlock(&spa->tx.lock);
+    return bytes;
+}
+
 int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
 {
     spa_sm_chain_t *chain = chain_of(spa);

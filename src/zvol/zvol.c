@@ -62,14 +62,17 @@
  * concurrent shrink. Large operations (write_same, copy) are split into
  * chunks of ZVOL_CHUNK bytes, one transaction each.
  *
- * PROPERTIES. volsize, readonly, sync, compression, checksum and copies are
- * read on every operation. For a dataset, resolving them takes the DSL's pool
+ * PROPERTIES. volsize, readonly, sync, logbias, compression, checksum and
+ * copies are read on every operation. For a dataset, resolving them takes the DSL's pool
  * lock, so the data path reads a copy refreshed at most every
  * ZVOL_PROPS_TTL_MS by one thread (zvol_resize refreshes it at once, under all
  * stripes). readonly stays exact for every change because each transaction
  * first calls dsl_dataset_check_space, which refuses read-only datasets; a
- * volsize changed behind our back (`cairn set volsize`) is seen within the TTL
- * and, when it shrinks, frees nothing - zvol_resize is the way to shrink.
+ * volsize changed behind our back (dsl_prop_set) is seen within the TTL; it
+ * can only grow there (the DSL refuses a smaller volsize but from zvol_resize,
+ * which frees what lies beyond the new end). zvol_resize also frees, before a
+ * grow, whatever lies beyond the old end, so a volume grows over zeros; cairnd
+ * sends every `cairn set volsize` through it.
  *
  * ALL-ZERO DATA. The DMU stores an all-zero record as a hole; so does this
  * layer, which makes "reads as zeros" and "deallocated" the same thing for
@@ -87,6 +90,8 @@
 #include <string.h>
 
 #define ZVOL_CHUNK (1024u * 1024u)
+/* logbias=throughput: writes from this size on are not copied into the log (as files). */
+#define ZVOL_ZIL_THROUGHPUT_MIN (32 * 1024u)
 #define ZVOL_BONUS_MAGIC 0x314c4f5656524143ULL /* "CARVVOL1" */
 /* GET LBA STATUS reads at most this much mapped data per answer. */
 #define ZVOL_LBA_SCAN_MAPPED_MAX (1024u * 1024u)
@@ -340,6 +345,7 @@ static void props_refresh(zvol_state_t *zs, zvol_props_t *p)
     atomic_store(&zs->c_compress, (int)p->compress);
     atomic_store(&zs->c_checksum, (int)p->checksum);
     atomic_store(&zs->c_copies, p->copies);
+    atomic_store(&zs->c_logbias_throughput, p->logbias_throughput);
     atomic_store(&zs->c_stamp_ns, cairn_now_ns());
 }
 
@@ -367,6 +373,7 @@ static void get_props(zvol_state_t *zs, zvol_props_t *p)
     p->compress = (cairn_compress_t)atomic_load(&zs->c_compress);
     p->checksum = (cairn_checksum_t)atomic_load(&zs->c_checksum);
     p->copies = (uint8_t)atomic_load(&zs->c_copies);
+    p->logbias_throughput = atomic_load(&zs->c_logbias_throughput);
 }
 
 uint64_t zvol_size(zvol_t *zv)
@@ -465,8 +472,13 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
     uint64_t txg = dmu_tx_txg(tx);
     dmu_tx_commit(tx);
     note_txg(zs, txg);
-    zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, .txg = txg, /* ZIL */
-                                 .obj = zs->obj, .off = off, .len = len});
+    /* logbias=throughput: a large write's data is written once, by its txg,
+     * which a commit then waits for, instead of a second time into the log. */
+    if (data && p->logbias_throughput && len >= ZVOL_ZIL_THROUGHPUT_MIN)
+        zil_log_barrier(zs->zil, txg);
+    else
+        zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, /* ZIL */
+                                     .txg = txg, .obj = zs->obj, .off = off, .len = len});
     *txg_out = txg;
     return err;
 }
@@ -708,7 +720,17 @@ int zvol_resize(zvol_t *zv, uint64_t new_size, bool force, char *err, size_t err
         if (err) snprintf(err, errlen, "shrinking a volume destroys data beyond the new end; use force");
         e = -EPERM;
     } else if (new_size != old) {
-        e = zs->be->set_volsize(zs, new_size, err, errlen);
+        if (new_size > old) {
+            /* Blocks may lie beyond the old end (a shrink cut short by a crash,
+             * or one made by the property alone before the DSL refused that):
+             * the volume must grow over zeros, never over them. */
+            dmu_object_info_t info;
+            uint64_t txg = 0;
+            e = dmu_object_info(zs->os, zs->obj, &info);
+            if (!e && info.max_offset > old) e = do_change(zs, &p, old, info.max_offset - old, NULL, &txg);
+            if (e && err) snprintf(err, errlen, "freeing beyond the old end: %s", strerror(-e));
+        }
+        if (!e) e = zs->be->set_volsize(zs, new_size, err, errlen);
         props_refresh(zs, &p); /* writers waiting on the stripes see the new size */
         if (!e && new_size < old) {
             dmu_object_info_t info;

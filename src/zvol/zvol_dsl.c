@@ -29,6 +29,7 @@ static void ds_get_props(zvol_state_t *zs, zvol_props_t *out)
     out->compress = dp.compress;
     out->checksum = dp.checksum;
     out->copies = dp.copies;
+    out->logbias_throughput = dp.logbias == DSL_LOGBIAS_THROUGHPUT;
 }
 
 static int ds_check_space(zvol_state_t *zs, uint64_t bytes)
@@ -39,14 +40,13 @@ static int ds_check_space(zvol_state_t *zs, uint64_t bytes)
 static int ds_set_volsize(zvol_state_t *zs, uint64_t volsize, char *err, size_t errlen)
 {
     dsl_dataset_t *ds = zs_ds(zs);
-    char val[32];
-    snprintf(val, sizeof(val), "%" PRIu64, volsize);
     char tmp[256];
     if (!err || !errlen) {
         err = tmp;
         errlen = sizeof(tmp);
     }
-    return dsl_prop_set(dsl_dataset_pool(ds), dsl_dataset_name(ds), "volsize", val, err, errlen);
+    /* zvol_resize checked force and frees what lies beyond a smaller size. */
+    return dsl_volsize_set(dsl_dataset_pool(ds), dsl_dataset_name(ds), volsize, true, err, errlen);
 }
 
 static void ds_release(zvol_state_t *zs) { dsl_dataset_rele(zs_ds(zs)); }

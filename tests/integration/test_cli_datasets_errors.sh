@@ -32,6 +32,7 @@ run_fail "$CAIRN" rename tank/a;                   expect_stderr 'missing old an
 run_fail "$CAIRN" rename tank/a@s tank/b;          expect_stderr 'not a snapshot name'
 run_fail "$CAIRN" set compression tank/a;          expect_stderr 'want PROP=VALUE'
 run_fail "$CAIRN" set compression=lz4;             expect_stderr 'missing PROP=VALUE and dataset name'
+run_fail "$CAIRN" set -f compression=lz4 tank/a;   expect_stderr '-f applies to volsize only'
 run_fail "$CAIRN" inherit compression=lz4 tank/a;  expect_stderr 'property name only'
 run_fail "$CAIRN" get compression;                 expect_stderr 'missing dataset name'
 run_fail "$CAIRN" get;                             expect_stderr 'missing property name'
@@ -78,6 +79,9 @@ refuse set copies=4 tank/a;                 expect_stderr "copies"
 refuse set atime=maybe tank/a;              expect_stderr "atime"
 refuse set compression=lz4 tank/nope;       expect_stderr "tank/nope"
 refuse set volsize=1G tank/a;               expect_stderr "volsize"
+refuse set volsize=32M tank/vol;            expect_stderr "^cairn: cannot set property for 'tank/vol': shrinking a volume destroys the data beyond its new end; use 'cairn set -f volsize=32M tank/vol'$"
+refuse set -f volsize=32M tank/a;           expect_stderr "volsize"
+refuse set -f volsize=100K tank/vol;        expect_stderr "multiple of volblocksize"
 refuse set compression=lz4 tank/a@s1;       expect_stderr "tank/a@s1"
 refuse inherit used tank/a;                 expect_stderr "used"
 refuse inherit compression tank/nope;       expect_stderr "tank/nope"
@@ -114,6 +118,26 @@ pass "refusals name the problem and change nothing"
 refuse set dedup=on tank/a;                 expect_stderr "dedup.*not implemented"
 refuse create -o dedup=on tank/e;           expect_stderr "dedup.*not implemented"
 pass "unimplemented properties are refused"
+
+# A forced shrink is the one way down; growing needs no force.
+run_ok "$CAIRN" set -f volsize=32M tank/vol
+expect_prop volsize tank/vol 33554432 local
+run_ok "$CAIRN" set volsize=48M tank/vol
+expect_prop volsize tank/vol 50331648 local
+pass "volsize shrinks only with -f"
+
+# A volume behind a LUN is not rolled back under its initiators: the refusal names the LUN.
+TGT=iqn.2026-11.org.cairn.test:rollback
+run_ok "$CAIRN" snapshot tank/vol@before
+run_ok "$CAIRN" iscsi target create "$TGT"
+run_ok "$CAIRN" iscsi lun add "$TGT" tank/vol
+run_fail "$CAIRN" rollback tank/vol@before
+expect_stderr "cannot roll back 'tank/vol': volume 'tank/vol' is LUN 0 of iSCSI target $TGT \(remove the LUN first\)"
+run_ok "$CAIRN" iscsi lun remove "$TGT" 0
+run_ok "$CAIRN" iscsi target destroy "$TGT"
+run_ok "$CAIRN" rollback tank/vol@before
+run_ok "$CAIRN" destroy tank/vol@before
+pass "rollback of a LUN's volume names the LUN"
 
 # Destroying with children needs -r; a busy origin needs its clone gone first.
 run_ok "$CAIRN" destroy tank/cl

@@ -124,6 +124,53 @@ static void test_quota_reservation(void **state)
     fx_destroy(&f);
 }
 
+/* |got - want| within what MOS updates of a task move the pool's free space. */
+static void assert_near(uint64_t got, uint64_t want)
+{
+    uint64_t d = got > want ? got - want : want - got;
+    if (d > 256 * 1024)
+        fail_msg("got %llu, want %llu", (unsigned long long)got, (unsigned long long)want);
+}
+
+/* Everyone's available follows reservations as they are set, unset,
+ * destroyed with their dataset, made by a thick volume, and re-imported. */
+static void test_available_follows_reservations(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslavail");
+    char a[300], b[300], bc[300], v[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, b, sizeof(b), "b");
+    fx_ds_name(&f, bc, sizeof(bc), "b/c");
+    fx_ds_name(&f, v, sizeof(v), "v");
+    fx_create_fs(&f, a);
+    fx_create_fs(&f, b);
+    fx_create_fs(&f, bc);
+    sync_pool(&f);
+    uint64_t base = fx_num(&f, a, "available");
+    dsl_create_opts_t vo = {.type = DSL_TYPE_VOLUME, .volsize = 32 * CAIRN_MIB};
+    OK(dsl_dataset_create(f.dp, v, &vo, fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 32 * CAIRN_MIB);
+    OK(dsl_prop_set(f.dp, b, "reservation", "40M", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 72 * CAIRN_MIB);
+    assert_near(fx_num(&f, bc, "available"), base - 32 * CAIRN_MIB); /* b's is c's to use */
+    OK(dsl_prop_set(f.dp, bc, "refreservation", "8M", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 72 * CAIRN_MIB); /* inside b's 40M */
+    OK(dsl_prop_inherit(f.dp, b, "reservation", fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 40 * CAIRN_MIB);
+    fx_reimport(&f);
+    assert_near(fx_num(&f, a, "available"), base - 40 * CAIRN_MIB);
+    OK(dsl_dataset_destroy(f.dp, v, false, false, fx_err, sizeof(fx_err)));
+    assert_near(fx_num(&f, a, "available"), base - 8 * CAIRN_MIB);
+    OK(dsl_dataset_destroy(f.dp, b, true, false, fx_err, sizeof(fx_err)));
+    sync_pool(&f);
+    assert_near(fx_num(&f, a, "available"), base);
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
 static void test_compressratio(void **state)
 {
     (void)state;
@@ -199,6 +246,10 @@ static void verify_state(fx_t *f, const char *name, const mstate_t *m)
 
 static void verify_all(fx_t *f, mhead_t *h, int nh)
 {
+    uint64_t children = 0;
+    for (int i = 0; i < nh; i++)
+        if (h[i].exists) children += fx_num(f, h[i].name, "used");
+    assert_int_equal(fx_num(f, f->name, "usedbychildren"), children); /* no reservations here */
     for (int i = 0; i < nh; i++) {
         if (!h[i].exists) continue;
         verify_state(f, h[i].name, &h[i].cur);
@@ -228,7 +279,11 @@ static void test_random_model(void **state)
     uint64_t root_base = fx_num(&f, f.name, "used");
     const char *seed_env = getenv("CAIRN_TEST_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20261122;
-    int steps = getenv("CAIRN_TEST_LONG") ? 2000 : 160;
+    int steps = getenv("CAIRN_TEST_LONG") ? 5000 : 1000;
+    printf("dsl model: seed %llu, %d steps\n", (unsigned long long)seed, steps);
+    /* done[k]: how often kind k ran (write, free, snapshot, destroy snapshot,
+     * clone, rollback, destroy clone, export/import); each must run. */
+    int done[8] = {0};
     cairn_rng_t rng;
     cairn_rng_seed(&rng, seed);
     mhead_t h[4];
@@ -262,6 +317,7 @@ static void test_random_model(void **state)
             write_bytes(os, x->cur.obj[o], (uint64_t)r * MREC, MREC, v);
             x->cur.rec[o][r] = v;
             dsl_dataset_rele(ds);
+            done[0]++;
         } else if (op < 58) { /* free an object or a record */
             int o = (int)cairn_rng_below(&rng, MAXOBJ);
             if (!x->cur.live[o]) continue;
@@ -279,6 +335,7 @@ static void test_random_model(void **state)
             }
             dmu_tx_commit(tx);
             dsl_dataset_rele(ds);
+            done[1]++;
         } else if (op < 70) { /* snapshot */
             if (x->nsnaps == MAXSNAP) continue;
             char sn[400];
@@ -286,6 +343,7 @@ static void test_random_model(void **state)
             snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps]);
             OK(dsl_snapshot(f.dp, sn, false, fx_err, sizeof(fx_err)));
             x->snap[x->nsnaps++] = x->cur;
+            done[2]++;
         } else if (op < 80) { /* destroy a snapshot */
             if (!x->nsnaps) continue;
             int s = (int)cairn_rng_below(&rng, (uint64_t)x->nsnaps);
@@ -303,6 +361,7 @@ static void test_random_model(void **state)
                     if (h[c].origin_head == hi && h[c].origin_snap == k + 1) h[c].origin_snap = k;
             }
             x->nsnaps--;
+            done[3]++;
         } else if (op < 86) { /* clone */
             if (!x->nsnaps) continue;
             int c = -1;
@@ -318,12 +377,14 @@ static void test_random_model(void **state)
             h[c].nsnaps = 0;
             h[c].origin_head = hi;
             h[c].origin_snap = s;
+            done[4]++;
         } else if (op < 92) { /* rollback to the newest snapshot */
             if (!x->nsnaps) continue;
             char sn[400];
             snprintf(sn, sizeof(sn), "%s@%s", x->name, x->snapname[x->nsnaps - 1]);
             OK(dsl_rollback(f.dp, sn, false, fx_err, sizeof(fx_err)));
             x->cur = x->snap[x->nsnaps - 1];
+            done[5]++;
         } else if (op < 96) { /* destroy a clone head with its snapshots */
             if (hi == 0 || x->origin_head < 0) continue;
             bool dependents = false;
@@ -333,12 +394,18 @@ static void test_random_model(void **state)
             x->exists = false;
             x->nsnaps = 0;
             x->origin_head = x->origin_snap = -1;
+            done[6]++;
         } else { /* export / import */
             sync_pool(&f);
             fx_reimport(&f);
+            done[7]++;
         }
         if (step % 8 == 0) verify_all(&f, h, nh);
     }
+    printf("dsl model: write %d free %d snapshot %d destroy-snapshot %d clone %d rollback %d "
+           "destroy-clone %d export/import %d\n",
+           done[0], done[1], done[2], done[3], done[4], done[5], done[6], done[7]);
+    for (int k = 0; k < 8; k++) assert_true(done[k] > 0);
     verify_all(&f, h, nh);
     fx_export(&f);
     fx_check(&f);
@@ -368,6 +435,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_reservation),
+        cmocka_unit_test(test_available_follows_reservations),
         cmocka_unit_test(test_compressratio),
         cmocka_unit_test(test_random_model),
     };
