@@ -927,6 +927,9 @@ static void test_space_cycle(void **state)
         }
         zpl_node_rele(root);
         assert_int_equal(zpl_commit(f.fs), 0);
+        /* A commit makes the removes durable in the intent log; space is counted
+         * by the txg that applies them. */
+        assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
         /* The snapshot alone keeps the deleted files' data. */
         assert_true(fs_num(&f, f.fsname, "usedbysnapshots") >= nfiles * len);
         assert_true(fs_num(&f, snap, "used") >= nfiles * len);
