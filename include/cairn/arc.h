@@ -45,14 +45,17 @@ typedef enum arc_cache_policy {
 /* Fills buf with the block's bp->lsize logical bytes on a hit (from ARC memory or
  * a cache device, verified) and returns 0; -ENOENT on a miss. */
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy);
+/* True when the block is in ARC memory now; counts nothing, moves nothing (read-ahead). */
+bool arc_holds(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* After a verified read of the vdevs: stored is the block as stored (bp->psize
  * bytes, compressed per bp->compress). Whether it is kept follows the policy. */
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy);
-/* A block just written whose logical content is at hand (the DMU's sync): cached
- * when it is stored uncompressed (so its stored bytes are exactly data). */
-void arc_insert_written(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *data,
-                        uint8_t policy);
+/* arc_insert_stored() for a block nobody has asked for yet (read ahead, or just
+ * written): its first hit is its first use, so it leaves the block on the MRU and
+ * keeps no decompressed copy; only a second use makes it hot. */
+void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

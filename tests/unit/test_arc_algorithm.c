@@ -5,7 +5,9 @@
  * bigger than arc_max; the size bound and the list invariants hold under a
  * random trace and under concurrent readers; freed blocks and blocks with the
  * same place and birth but other content are never served; primarycache
- * policies; hot compressed blocks get a decompressed copy.
+ * policies; hot compressed blocks get a decompressed copy; a block inserted
+ * unread (read ahead, just written) is not hot after its first use, and
+ * arc_holds() answers without counting or promoting.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -349,6 +351,55 @@ static void test_primarycache_policies(void **state)
     free_blk(&meta);
 }
 
+/* Read ahead or just written: the first hit is the first use (MRU, no decompressed
+ * copy), the second makes it hot; arc_holds() neither counts nor promotes. */
+static void test_unread_blocks_are_not_hot_at_first_use(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 7, 3, 0, true, CAIRN_BT_DATA);
+    assert_true(b.bp.compress == CAIRN_COMPRESS_LZ4);
+    assert_false(arc_holds(g_guid, &b.bp));
+    arc_insert_unread(g_guid, &b.bp, b.stored, ARC_POLICY_DEFAULT);
+    assert_true(arc_holds(g_guid, &b.bp));
+    assert_true(arc_holds(g_guid, &b.bp));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 0);
+    assert_int_equal(st.mfu_size, 0);
+    assert_int_equal(st.mru_size, b.bp.psize);
+
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* first use */
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.mfu_size, 0);
+    assert_int_equal(st.decompressed_size, 0);
+
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* second use: hot */
+    arc_get_stats(&st);
+    assert_int_equal(st.mru_size, 0);
+    assert_int_equal(st.decompressed_size, BLK);
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* from the decompressed copy */
+
+    /* A plain insert is a read by someone: its next hit is its second use. */
+    blk_t c;
+    make_blk(&c, 8, 3, 0, true, CAIRN_BT_DATA);
+    assert_false(read_blk(&c, ARC_POLICY_DEFAULT, 8, 0));
+    assert_true(read_blk(&c, ARC_POLICY_DEFAULT, 8, 0));
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 2 * BLK);
+
+    /* Stale content at the same place is not "held". */
+    blk_t other;
+    make_blk(&other, 7, 3, 1, true, CAIRN_BT_DATA);
+    assert_false(arc_holds(g_guid, &other.bp));
+    check_invariants();
+    free_blk(&b);
+    free_blk(&c);
+    free_blk(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_random_trace_invariants),
         cmocka_unit_test(test_size_bound_concurrent),
         cmocka_unit_test(test_primarycache_policies),
+        cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
