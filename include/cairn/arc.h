@@ -45,6 +45,9 @@ typedef enum arc_cache_policy {
 /* Fills buf with the block's bp->lsize logical bytes on a hit (from ARC memory or
  * a cache device, verified) and returns 0; -ENOENT on a miss. */
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy);
+/* arc_lookup() that serves only from memory: a miss returns -ENOENT without being
+ * counted or steering the lists (the caller then reads through arc_lookup()). */
+int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy);
 /* True when the block is in ARC memory now; counts nothing, moves nothing (read-ahead). */
 bool arc_holds(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* After a verified read of the vdevs: stored is the block as stored (bp->psize

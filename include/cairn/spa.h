@@ -182,6 +182,9 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */
 int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
+/* spa_block_read_cached() when the block is in ARC memory (0), else -ENOENT at once:
+ * no device is read and the miss is not counted. */
+int spa_block_read_if_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
 /* Read-ahead: brings the verified block into the ARC as stored (not decompressed,
  * which the reader's hit does once) unless it is there already, without counting
  * a hit or promoting it. Whether the ARC keeps it follows the policy. */

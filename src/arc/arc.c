@@ -292,7 +292,23 @@ bool arc_holds(uint64_t pool_guid, const cairn_blkptr_t *bp)
     return held;
 }
 
+static int lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy,
+                  bool memory_only);
+
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
+{
+    return lookup(pool_guid, bp, buf, policy, false);
+}
+
+int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
+{
+    return lookup(pool_guid, bp, buf, policy, true);
+}
+
+/* memory_only: a miss is not counted, steers nothing and reads no cache device;
+ * the caller reads the block through arc_lookup() next. */
+static int lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy,
+                  bool memory_only)
 {
     if (cairn_bp_is_hole(bp)) return -ENOENT;
     arc_key_t k = arc_key_of(pool_guid, bp);
@@ -345,6 +361,10 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
         }
         arc_buf_rele(st);
         return err;
+    }
+    if (memory_only) {
+        pthread_mutex_unlock(&A.lock);
+        return -ENOENT;
     }
     if (h) ghost_adapt(h); /* stays a ghost until the read comes back and inserts */
     A.st.misses++;

@@ -29,6 +29,11 @@ void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp)
 
 void dmu_cache_purge_pool(const spa_t *spa) { (void)spa; }
 
+int dmu_cache_read_if_cached(objset_t *os, const cairn_blkptr_t *bp, void *buf)
+{
+    return spa_block_read_if_cached(os->dp->spa, bp, buf, atomic_load(&os->cache_policy));
+}
+
 void dmu_objset_set_cache_policy(objset_t *os, uint8_t policy)
 {
     atomic_store(&os->cache_policy, policy);

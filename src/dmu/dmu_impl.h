@@ -291,6 +291,8 @@ void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 /* ---------------- dmu_cache.c ---------------- */
 /* Reads bp (any context) through the ARC with os's cache policy. */
 int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
+/* dmu_cache_read() from ARC memory only; -ENOENT (nothing read, nothing counted) else. */
+int dmu_cache_read_if_cached(objset_t *os, const cairn_blkptr_t *bp, void *buf);
 /* A block just written with this content (syncing context). */
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp);
 void dmu_cache_purge_pool(const spa_t *spa);

@@ -406,6 +406,16 @@ int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8
     return block_read_impl(spa, bp, buf, 0, NULL, spa->readonly ? ARC_POLICY_BYPASS : cache_policy);
 }
 
+int spa_block_read_if_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy)
+{
+    if (cairn_bp_is_hole(bp)) {
+        memset(buf, 0, bp->lsize);
+        return 0;
+    }
+    if (spa->readonly || cache_policy == ARC_POLICY_BYPASS) return -ENOENT;
+    return arc_lookup_memory(spa->guid, bp, buf, cache_policy);
+}
+
 int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy)
 {
     if (cairn_bp_is_hole(bp) || spa->readonly || cache_policy == ARC_POLICY_BYPASS) return 0;

@@ -7,7 +7,8 @@
  * same place and birth but other content are never served; primarycache
  * policies; hot compressed blocks get a decompressed copy; a block inserted
  * unread (read ahead, just written) is not hot after its first use, and
- * arc_holds() answers without counting or promoting.
+ * arc_holds() answers without counting or promoting; a memory-only lookup
+ * serves hits and leaves misses uncounted.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <cairn/codec.h>
 #include <cairn/util.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +402,35 @@ static void test_unread_blocks_are_not_hot_at_first_use(void **state)
     free_blk(&other);
 }
 
+static void test_memory_only_lookup(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 9, 4, 0, true, CAIRN_BT_DATA);
+    uint8_t *buf = malloc(BLK), *want = malloc(BLK);
+    content(want, BLK, 9, 0, true);
+    assert_int_equal(arc_lookup_memory(g_guid, &b.bp, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.misses, 0);
+    assert_int_equal(st.hits, 0);
+    arc_insert_stored(g_guid, &b.bp, b.stored, ARC_POLICY_DEFAULT);
+    memset(buf, 0, BLK);
+    assert_int_equal(arc_lookup_memory(g_guid, &b.bp, buf, ARC_POLICY_DEFAULT), 0);
+    assert_memory_equal(buf, want, BLK);
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 1);
+    /* other content at the same place and birth is a miss, never served */
+    blk_t other;
+    make_blk(&other, 9, 4, 1, true, CAIRN_BT_DATA);
+    assert_int_equal(arc_lookup_memory(g_guid, &other.bp, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    free(buf);
+    free(want);
+    free_blk(&b);
+    free_blk(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_size_bound_concurrent),
         cmocka_unit_test(test_primarycache_policies),
         cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
+        cmocka_unit_test(test_memory_only_lookup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
