@@ -18,7 +18,8 @@
 #
 # One repetition, per server:
 #   v3 write    nfs-cp of BENCH_GIB into a new file
-#   v3 warm     nfs-cp of that file back right away: each server serves what it
+#   v3 warm     nfs-cat of that file to /dev/null right away (nfs-cp into a
+#               file costs the client 3x the CPU): each server serves what it
 #               cached of the write (ganesha: the host page cache; Cairn: its ARC)
 #   v3 cold     after emptying the caches: ganesha's with `sync; drop_caches`,
 #               Cairn's by exporting and importing the pool (its leaves are
@@ -46,7 +47,6 @@ PEERS=$SRC/../shared/peers
 [ -d "$PEERS" ] || PEERS=/work/shared/peers
 META=$BENCH_DIR/nfs-meta-bench
 DATA=$BENCH_DIR/data.bin
-READBACK=${BENCH_READBACK:-/dev/shm/cairn-nfs-bench.read}  # nfs-cp cannot write to /dev/null
 ticks=$(getconf CLK_TCK)
 
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -56,11 +56,9 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 phase() {
     local server=$1 proto=$2 ph=$3 rep=$4 pid=$5 c0 t0 t1 c1
     shift 5
-    rm -f "$READBACK"
     c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
     "$@" >/dev/null
     t1=$(date +%s.%N); c1=$(cpu_of "$pid")
-    rm -f "$READBACK"
     printf '%s\t%s\t%s\t%s\t%.1f\t%.3f\t%s\n' "$server" "$proto" "$ph" "$rep" \
         "$(echo "($GIB * 1024) / ($t1 - $t0)" | bc -l)" \
         "$(echo "($c1 - $c0) / $ticks / $GIB" | bc -l)" "$(load1)" >>"$OUT/results.tsv"
@@ -88,14 +86,14 @@ cairn_cold() {
 one_server() {
     local s=$1 i=$2 pid=$3 u3=$4 a3=$5 u4=$6 a4=$7 cold=$8
     phase "$s" v3 write "$i" "$pid" nfs-cp "$DATA" "$u3/v3.$i?$a3"
-    phase "$s" v3 read-warm "$i" "$pid" nfs-cp "$u3/v3.$i?$a3" "$READBACK"
+    phase "$s" v3 read-warm "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
     $cold
-    phase "$s" v3 read-cold "$i" "$pid" nfs-cp "$u3/v3.$i?$a3" "$READBACK"
+    phase "$s" v3 read-cold "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
     phase "$s" v4 write "$i" "$pid" "$BUILD/tools/bench/bench_nfs_stream" "$DATA" "$u4/v4.$i?$a4" \
         "$V4_CHUNK" "$V4_DEPTH"
-    phase "$s" v4 read-warm "$i" "$pid" nfs-cp "$u4/v4.$i?$a4" "$READBACK"
+    phase "$s" v4 read-warm "$i" "$pid" nfs-cat "$u4/v4.$i?$a4"
     $cold
-    phase "$s" v4 read-cold "$i" "$pid" nfs-cp "$u4/v4.$i?$a4" "$READBACK"
+    phase "$s" v4 read-cold "$i" "$pid" nfs-cat "$u4/v4.$i?$a4"
     meta "$s" v3 0 "$i" "$pid" "$u3?$a3"
     meta "$s" v3 4096 "$i" "$pid" "$u3?$a3"
     meta "$s" v4 0 "$i" "$pid" "$u4?$a4" # libnfs 4.0: no v4 WRITE over ~3.9 KB, so no 4 KiB files
@@ -162,7 +160,7 @@ trap 'kill $CPID 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do "$BUILD/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
 "$BUILD/cairn" pool create tank "$CAIRN_STATE/pool.img"
 "$BUILD/cairn" create -o sharenfs=no_root_squash -o compression=lz4 -o checksum=fletcher4 tank/bench
-export BUILD OUT CPID CAIRN_STATE GIB RUNS FILES V4_CHUNK V4_DEPTH META DATA READBACK
+export BUILD OUT CPID CAIRN_STATE GIB RUNS FILES V4_CHUNK V4_DEPTH META DATA
 export CARGS3="nfsport=$P&mountport=$((P + 1))&version=3" CARGS4="nfsport=$P&version=4"
 
 if command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
