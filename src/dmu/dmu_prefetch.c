@@ -23,7 +23,8 @@
  * pool's close hook waits for the tasks in flight. A block freed while its prefetch is in
  * flight is harmless: the read either verifies (the ARC then holds a dead
  * block, which ages out; its key names no live block) or fails and is ignored.
- * Records that are dirty in memory or holes are not read ahead.
+ * Records that are dirty in memory, holes, or already in the ARC are not read
+ * ahead.
  *
  * Object sets with primarycache other than all are not prefetched: what would
  * be read ahead could not be kept.
@@ -151,8 +152,11 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
     cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
     if (dnode_prefetch_bps(dn, first, n, bps)) {
         spa_t *spa = os->dp->spa;
+        uint64_t guid = spa_guid(spa);
         for (size_t i = 0; i < n; i++) {
-            if (cairn_bp_is_hole(&bps[i])) continue;
+            /* A record already in memory (just written, or read before) costs a
+             * thread wake-up to skip on the queue; skip it here. */
+            if (cairn_bp_is_hole(&bps[i]) || arc_holds(guid, &bps[i])) continue;
             pf_task_t *t = cairn_zalloc(sizeof *t);
             *t = (pf_task_t){.spa = spa, .bp = bps[i], .policy = policy};
             pthread_mutex_lock(&P.lock);
