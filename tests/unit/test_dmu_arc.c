@@ -152,7 +152,8 @@ static void fill_text(uint8_t *b, uint64_t len, uint64_t seed)
 }
 
 /* Records the sync writes - compressed ones too - stay in the ARC, so reading
- * back what was just written needs no disk read; not with primarycache=none. */
+ * back what was just written needs no disk read nor any read-ahead; not with
+ * primarycache=none. */
 static void test_written_records_are_read_from_the_arc(void **state)
 {
     (void)state;
@@ -176,8 +177,12 @@ static void test_written_records_are_read_from_the_arc(void **state)
     }
     arc_stats_t a, b;
     arc_get_stats(&a);
-    assert_int_equal(dmu_read(os, obj, 0, 32 * RS, r), 0);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (uint64_t rec = 0; rec < 32; rec++) /* a sequential reader: read-ahead is on */
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
     assert_memory_equal(r, w, 32 * RS);
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued(), issued0); /* all cached: nothing to queue */
     arc_get_stats(&b);
     assert_true(b.hits - a.hits >= 32);
     assert_true(b.misses - a.misses < 4);  /* at most metadata */
