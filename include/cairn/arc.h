@@ -58,10 +58,11 @@ bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
  * bytes, compressed per bp->compress). Whether it is kept follows the policy. */
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy);
-/* A block just written whose logical content is at hand (the DMU's sync): cached
- * when it is stored uncompressed (so its stored bytes are exactly data). */
-void arc_insert_written(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *data,
-                        uint8_t policy);
+/* arc_insert_stored() for a block nobody has asked for yet (read ahead, or just
+ * written): its first hit is its first use, so it leaves the block on the MRU and
+ * keeps no decompressed copy; only a second use makes it hot. */
+void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

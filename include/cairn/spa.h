@@ -161,6 +161,10 @@ typedef struct spa_write_props {
     cairn_checksum_t checksum;
     cairn_compress_t compress;
     uint8_t copies;          /* 1..3; the pool may store more for metadata */
+    /* Keep the block in the ARC once written, as stored and unread (a reader
+     * of what was just written then needs no disk read), with this ARC_POLICY(). */
+    bool cache;
+    uint8_t cache_policy;
 } spa_write_props_t;
 
 /* Compresses (if it saves >= 12.5%), checksums, allocates `copies` DVAs on distinct
@@ -182,6 +186,10 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */
 int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
+/* Read-ahead: brings the verified block into the ARC as stored (not decompressed,
+ * which the reader's hit does once) unless it is there already, without counting
+ * a hit or promoting it. Whether the ARC keeps it follows the policy. */
+int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy);
 /* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 

@@ -12,6 +12,10 @@
  * takes the MRU's tail while the MRU is over p, otherwise the MFU's tail. The
  * ghost lists are trimmed so MRU + MRU-ghost <= c and everything <= 2c.
  *
+ * A block that arrives unasked - read ahead, or just written - is "unread":
+ * it goes on the MRU and its first hit leaves it there (that hit is its first
+ * use, not its second), so streaming a file once keeps it on the MRU.
+ *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
  * that could grow p; the hot set, read at least twice, sits on the MFU and the
@@ -62,6 +66,7 @@ typedef struct arc_hdr {
     uint8_t compress, checksum, type, state;
     uint8_t l2_policy;      /* secondarycache of the read that brought it in */
     bool l2_done;           /* offered to a cache device already */
+    bool unread;            /* read ahead, not yet asked for: its first hit is its first use */
     uint8_t cksum[CAIRN_CHECKSUM_LEN];
     arc_buf_t *stored;      /* psize bytes as stored; NULL on ghosts */
     arc_buf_t *decomp;      /* lsize bytes, only for compressed MFU blocks */
@@ -257,7 +262,7 @@ static void ghost_adapt(const arc_hdr_t *h)
 /* ---------------- reads ---------------- */
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
-                       bool on_l2);
+                       bool on_l2, bool unread);
 
 static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
 {
@@ -296,10 +301,14 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
         A.st.hits++;
         if (h->state == ST_MRU) A.st.mru_hits++;
         else A.st.mfu_hits++;
+        /* A block read ahead is used for the first time now: it stays where it
+         * is (a stream must not look hot and double its memory). */
+        int to = h->unread ? h->state : ST_MFU;
+        h->unread = false;
         list_unlink(h);
-        list_push(h, ST_MFU);
+        list_push(h, to);
         arc_buf_t *dc = buf_hold(h->decomp), *st = dc ? NULL : buf_hold(h->stored);
-        bool want_decomp = !dc && bp->compress != CAIRN_COMPRESS_OFF &&
+        bool want_decomp = !dc && to == ST_MFU && bp->compress != CAIRN_COMPRESS_OFF &&
                            arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type);
         pthread_mutex_unlock(&A.lock);
         int err;
@@ -349,7 +358,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
     int err = materialise(bp, stored, buf);
     if (!err && arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type))
-        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true);
+        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, false);
     free(stored);
     return err ? -ENOENT : 0;
 }
@@ -379,7 +388,7 @@ int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off
 }
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
-                       bool on_l2)
+                       bool on_l2, bool unread)
 {
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
@@ -419,6 +428,7 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     h->type = bp->type;
     h->l2_policy = ARC_POLICY_SECONDARY(policy);
     h->l2_done = on_l2; /* read back from a cache device: it is there already */
+    h->unread = unread;
     memcpy(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN);
     evict_locked(b->size);
     h->stored = b;
@@ -427,8 +437,8 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     pthread_mutex_unlock(&A.lock);
 }
 
-void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
-                       uint8_t policy)
+static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                          uint8_t policy, bool unread)
 {
     if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type)) {
         pthread_mutex_lock(&A.lock);
@@ -436,14 +446,19 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
         pthread_mutex_unlock(&A.lock);
         return;
     }
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false);
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false, unread);
 }
 
-void arc_insert_written(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *data,
-                        uint8_t policy)
+void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy)
 {
-    if (bp->compress != CAIRN_COMPRESS_OFF || bp->psize != bp->lsize) return;
-    arc_insert_stored(pool_guid, bp, data, policy);
+    insert_stored(pool_guid, bp, stored, policy, false);
+}
+
+void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
+                       uint8_t policy)
+{
+    insert_stored(pool_guid, bp, stored, policy, true);
 }
 
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp)

@@ -1,8 +1,11 @@
 /*
- * The record cache, now the ARC's: what the DMU reads and writes goes through
- * the adaptive replacement cache (src/arc/arc.c, whose top comment says why
- * one cache replaced the DMU's LRU of decompressed records), carrying the
- * object set's cache policy (its datasets' primarycache and secondarycache).
+ * The record cache, now the ARC's: what the DMU reads goes through the
+ * adaptive replacement cache (src/arc/arc.c, whose top comment says why one
+ * cache replaced the DMU's LRU of decompressed records), carrying the object
+ * set's cache policy (its datasets' primarycache and secondarycache). Records
+ * the sync writes are put in the ARC by the SPA's write itself, as stored
+ * (spa_write_props_t.cache, set in dnode.c), since only it has the compressed
+ * bytes.
  *
  * Freed blocks leave the ARC in spa_block_free() and a closing pool's blocks
  * in the SPA's close path, so the drop and purge calls here have nothing left
@@ -26,12 +29,6 @@ int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, 
     uint8_t policy = atomic_load(&os->cache_policy);
     if (spa_readonly(spa) || policy == ARC_POLICY_BYPASS) return -EWOULDBLOCK;
     return arc_lookup_memory(spa_guid(spa), bp, off, len, buf, policy) ? -EWOULDBLOCK : 0;
-}
-
-void dmu_cache_insert(objset_t *os, const cairn_blkptr_t *bp, const void *data)
-{
-    if (cairn_bp_is_hole(bp)) return;
-    arc_insert_written(spa_guid(os->dp->spa), bp, data, atomic_load(&os->cache_policy));
 }
 
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp)

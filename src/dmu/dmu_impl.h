@@ -298,7 +298,6 @@ int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
 int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
                           void *buf);
 /* A block just written with this content (syncing context). */
-void dmu_cache_insert(objset_t *os, const cairn_blkptr_t *bp, const void *data);
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp);
 void dmu_cache_purge_pool(const spa_t *spa);
 

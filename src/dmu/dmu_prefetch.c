@@ -6,9 +6,16 @@
  * last read ended; a read starting exactly there extends a stream. From the
  * third read in a row on, the records up to a window beyond the read
  * (PF_WINDOW bytes, at least PF_MIN_RECORDS records) are read ahead on a task
- * queue of our own, through the ARC with the object set's cache policy, so the
- * reader finds them in memory. The window is refilled only when half of it has
- * been consumed, so a stream costs a few dispatches per window, not one per read.
+ * queue of our own (PF_THREADS reads in flight), into the ARC with the object
+ * set's cache policy, so the reader finds them in memory. The window is
+ * refilled only when half of it has been consumed, so a stream costs a few
+ * dispatches per window, not one per read.
+ *
+ * A read-ahead brings the block in verified but still compressed
+ * (spa_block_prefetch): the reader's hit decompresses it once, straight into
+ * its buffer. It skips blocks already cached without counting a hit, and the
+ * ARC treats what it brings as unread, so streaming a file once neither makes
+ * its blocks look hot nor keeps decompressed copies of them.
  *
  * What the tasks carry is block pointers, looked up in the reader's context
  * while the object set is open (dnode_prefetch_bps), never the object set or
@@ -36,6 +43,8 @@
 #define PF_MIN_RECORDS 4
 #define PF_MAX_RECORDS 64
 #define PF_TRIGGER 2 /* reads in a row before reading ahead */
+/* Each task waits for its read: the threads are the read-ahead's queue depth. */
+#define PF_THREADS 8
 
 typedef struct pf_stream {
     const objset_t *os;
@@ -74,16 +83,14 @@ static void pf_pool_close(spa_t *spa)
 
 static void pf_init(void)
 {
-    P.tq = taskq_create("prefetch", 2);
+    P.tq = taskq_create("prefetch", PF_THREADS);
     dmu_register_pool_close_hook(pf_pool_close);
 }
 
 static void pf_run(void *arg)
 {
     pf_task_t *t = arg;
-    uint8_t *buf = malloc(t->bp.lsize);
-    if (buf) (void)spa_block_read_cached(t->spa, &t->bp, buf, t->policy);
-    free(buf);
+    (void)spa_block_prefetch(t->spa, &t->bp, t->policy);
     free(t);
     pthread_mutex_lock(&P.lock);
     if (--P.inflight == 0) pthread_cond_broadcast(&P.idle);

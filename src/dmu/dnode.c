@@ -1153,6 +1153,10 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
         .copies = s->snap.copies ? s->snap.copies : 1,
     };
     if (s->snap.type != DNODE_TYPE_PLAIN) props.copies = 2;
+    /* Data records stay in the ARC as written, compressed or not: what was
+     * just written is often read back soon. */
+    props.cache = props.type == CAIRN_BT_DATA;
+    props.cache_policy = dmu_objset_cache_policy(dn->os);
     for (size_t i = 0; i < n; i++) {
         recs[i]->dn = dn;
         recs[i]->txg = txg;
@@ -1198,7 +1202,6 @@ void dnode_write_recs_task(void *arg)
             if (err) continue;
             r->bp = bps[j];
             r->bp.fill = 1;
-            if (r->props.type == CAIRN_BT_DATA) dmu_cache_insert(r->dn->os, &r->bp, r->data);
         }
     }
     free(datas);

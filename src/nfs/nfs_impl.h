@@ -61,9 +61,6 @@ void nfs_xdr_put_opaque(nfs_xdr_t *x, const void *data, uint32_t len);   /* leng
 void nfs_xdr_put_fixed(nfs_xdr_t *x, const void *data, uint32_t len);    /* data + pad */
 void nfs_xdr_put_string(nfs_xdr_t *x, const char *s);
 
-/* libnfs's generated ZDR codecs (zdr_READ3args, ...) may be used on the same
- * bytes: create a ZDR memory stream over buf+pos, decode, then advance pos by
- * zdr_getpos(). */
 
 /* ---------------------------------------------------------------- calls */
 

@@ -294,6 +294,8 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
         if (!copies_ok[i]) err = -EIO; /* no copy of it reached a device */
     if (err)
         for (size_t i = 0; i < prepared; i++) block_unalloc(spa, txg, &bps[i]);
+    else if (props->cache)
+        for (size_t i = 0; i < n; i++) arc_insert_unread(spa->guid, &bps[i], stored[i], props->cache_policy);
     for (size_t i = 0; i < n; i++) free(owned[i]);
     free(owned);
     free(stored);
@@ -303,11 +305,12 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     return err;
 }
 
+/* buf NULL: read ahead, i.e. only bring the verified block into the ARC. */
 static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
                            uint64_t *repaired, uint8_t cache_policy)
 {
     if (cairn_bp_is_hole(bp)) {
-        memset(buf, 0, bp->lsize);
+        if (buf) memset(buf, 0, bp->lsize);
         return 0;
     }
     if (bp->ncopies > CAIRN_MAX_COPIES || bp->psize == 0 || bp->psize > bp->lsize ||
@@ -319,7 +322,7 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
     size_t cap = CAIRN_P2ROUNDUP((size_t)bp->psize, (size_t)1 << spa->ashift);
     /* Uncompressed into a suitable buffer: read in place, no bounce copy. */
-    bool direct = bp->compress == CAIRN_COMPRESS_OFF && bp->psize == bp->lsize &&
+    bool direct = buf && bp->compress == CAIRN_COMPRESS_OFF && bp->psize == bp->lsize &&
                   io_aligned(buf, bp->psize, spa->ashift);
     uint8_t *raw = direct ? buf : zbuf_get(ZBUF_READ, cap);
     int err = -EIO;
@@ -365,14 +368,22 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         }
     }
     err = 0;
-    if (bp->compress == CAIRN_COMPRESS_OFF) {
+    if (!buf) {
+        /* Read ahead: verified, cached as stored; the reader decompresses it
+         * once, from the ARC (a block that then fails to decompress fails
+         * the reader's arc_lookup, so its read goes to the disks and reports
+         * the error). */
+    } else if (bp->compress == CAIRN_COMPRESS_OFF) {
         if (!direct) memcpy(buf, raw, bp->lsize);
     } else {
         err = cairn_decompress((cairn_compress_t)bp->compress, raw, bp->psize, buf, bp->lsize);
         if (err) atomic_fetch_add(&spa->data_errors, 1);
     }
     /* ---- ARC: keep the verified block as stored ---- */
-    if (!err && cache_policy != ARC_POLICY_BYPASS) arc_insert_stored(spa->guid, bp, raw, cache_policy);
+    if (!err && cache_policy != ARC_POLICY_BYPASS) {
+        if (buf) arc_insert_stored(spa->guid, bp, raw, cache_policy);
+        else arc_insert_unread(spa->guid, bp, raw, cache_policy);
+    }
     return err;
 }
 
@@ -393,6 +404,15 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf)
 int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy)
 {
     return block_read_impl(spa, bp, buf, 0, NULL, spa->readonly ? ARC_POLICY_BYPASS : cache_policy);
+}
+
+int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy)
+{
+    if (cairn_bp_is_hole(bp) || spa->readonly || cache_policy == ARC_POLICY_BYPASS) return 0;
+    /* Already cached: a read ahead must neither count as a hit nor promote
+     * the block to the MFU, or every streamed block would look hot. */
+    if (arc_cached(spa->guid, bp)) return 0;
+    return block_read_impl(spa, bp, NULL, 0, NULL, cache_policy);
 }
 
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)

@@ -5,7 +5,10 @@
  * bigger than arc_max; the size bound and the list invariants hold under a
  * random trace and under concurrent readers; freed blocks and blocks with the
  * same place and birth but other content are never served; primarycache
- * policies; hot compressed blocks get a decompressed copy.
+ * policies; hot compressed blocks get a decompressed copy; a block inserted
+ * unread (read ahead, just written) is not hot after its first use, and
+ * arc_cached() answers without counting or promoting; a memory-only lookup
+ * serves hits and leaves misses uncounted.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +20,7 @@
 #include <cairn/codec.h>
 #include <cairn/util.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +353,84 @@ static void test_primarycache_policies(void **state)
     free_blk(&meta);
 }
 
+/* Read ahead or just written: the first hit is the first use (MRU, no decompressed
+ * copy), the second makes it hot; arc_cached() neither counts nor promotes. */
+static void test_unread_blocks_are_not_hot_at_first_use(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 7, 3, 0, true, CAIRN_BT_DATA);
+    assert_true(b.bp.compress == CAIRN_COMPRESS_LZ4);
+    assert_false(arc_cached(g_guid, &b.bp));
+    arc_insert_unread(g_guid, &b.bp, b.stored, ARC_POLICY_DEFAULT);
+    assert_true(arc_cached(g_guid, &b.bp));
+    assert_true(arc_cached(g_guid, &b.bp));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 0);
+    assert_int_equal(st.mfu_size, 0);
+    assert_int_equal(st.mru_size, b.bp.psize);
+
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* first use */
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.mfu_size, 0);
+    assert_int_equal(st.decompressed_size, 0);
+
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* second use: hot */
+    arc_get_stats(&st);
+    assert_int_equal(st.mru_size, 0);
+    assert_int_equal(st.decompressed_size, BLK);
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 7, 0)); /* from the decompressed copy */
+
+    /* A plain insert is a read by someone: its next hit is its second use. */
+    blk_t c;
+    make_blk(&c, 8, 3, 0, true, CAIRN_BT_DATA);
+    assert_false(read_blk(&c, ARC_POLICY_DEFAULT, 8, 0));
+    assert_true(read_blk(&c, ARC_POLICY_DEFAULT, 8, 0));
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 2 * BLK);
+
+    /* Stale content at the same place is not "held". */
+    blk_t other;
+    make_blk(&other, 7, 3, 1, true, CAIRN_BT_DATA);
+    assert_false(arc_cached(g_guid, &other.bp));
+    check_invariants();
+    free_blk(&b);
+    free_blk(&c);
+    free_blk(&other);
+}
+
+static void test_memory_only_lookup(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b;
+    make_blk(&b, 9, 4, 0, true, CAIRN_BT_DATA);
+    uint8_t *buf = malloc(BLK), *want = malloc(BLK);
+    content(want, BLK, 9, 0, true);
+    assert_int_equal(arc_lookup_memory(g_guid, &b.bp, 0, b.bp.lsize, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.misses, 0);
+    assert_int_equal(st.hits, 0);
+    arc_insert_stored(g_guid, &b.bp, b.stored, ARC_POLICY_DEFAULT);
+    memset(buf, 0, BLK);
+    assert_int_equal(arc_lookup_memory(g_guid, &b.bp, 0, b.bp.lsize, buf, ARC_POLICY_DEFAULT), 0);
+    assert_memory_equal(buf, want, BLK);
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, 1);
+    /* other content at the same place and birth is a miss, never served */
+    blk_t other;
+    make_blk(&other, 9, 4, 1, true, CAIRN_BT_DATA);
+    assert_int_equal(arc_lookup_memory(g_guid, &other.bp, 0, other.bp.lsize, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    free(buf);
+    free(want);
+    free_blk(&b);
+    free_blk(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +442,8 @@ int main(void)
         cmocka_unit_test(test_random_trace_invariants),
         cmocka_unit_test(test_size_bound_concurrent),
         cmocka_unit_test(test_primarycache_policies),
+        cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
+        cmocka_unit_test(test_memory_only_lookup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

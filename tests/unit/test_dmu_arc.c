@@ -3,7 +3,8 @@
  * are never served stale; an object set with primarycache=none keeps its data
  * out of the ARC; records evicted from the ARC are served from a cache device
  * (data verified), also after export and import rebuilt the device's index;
- * a cache device overwritten with junk costs nothing but time.
+ * a cache device overwritten with junk costs nothing but time; records just
+ * written are read back from the ARC.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,6 +139,66 @@ static void test_primarycache_none_bypasses(void **state)
     assert_true(b.hits - a.hits >= 32);
     dmu_objset_close(os);
     test_pool_export(&f);
+    test_pool_remove(&f);
+}
+
+/* Half random, half a repeated phrase: lz4 stores it compressed. */
+static void fill_text(uint8_t *b, uint64_t len, uint64_t seed)
+{
+    static const char phrase[] = "records written are read back soon; ";
+    fill(b, len, seed);
+    for (uint64_t i = 0; i < len; i++)
+        if ((i / 4096) % 2) b[i] = (uint8_t)phrase[i % (sizeof phrase - 1)];
+}
+
+/* Records the sync writes - compressed ones too - stay in the ARC, so reading
+ * back what was just written needs no disk read nor any read-ahead; not with
+ * primarycache=none. */
+static void test_written_records_are_read_from_the_arc(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_written", 256 * CAIRN_MIB);
+    objset_t *os, *nc;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "nc", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "nc", &nc), 0);
+    dmu_objset_set_cache_policy(nc, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
+    uint64_t obj = new_obj(os), other = new_obj(nc);
+    uint8_t *w = malloc(32 * RS), *r = malloc(32 * RS);
+    fill_text(w, 32 * RS, 21);
+    for (objset_t *o = os; o; o = o == os ? nc : NULL) {
+        dmu_tx_t *tx = dmu_tx_begin(o);
+        assert_int_equal(dmu_write(o, o == os ? obj : other, 0, 32 * RS, w, tx), 0);
+        dmu_tx_commit(tx);
+        assert_int_equal(dmu_objset_sync(o), 0);
+    }
+    arc_stats_t a, b;
+    arc_get_stats(&a);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (uint64_t rec = 0; rec < 32; rec++) /* a sequential reader: read-ahead is on */
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
+    assert_memory_equal(r, w, 32 * RS);
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued(), issued0); /* all cached: nothing to queue */
+    arc_get_stats(&b);
+    assert_true(b.hits - a.hits >= 32);
+    assert_true(b.misses - a.misses < 4);  /* at most metadata */
+    assert_true(b.size - a.size < 4 * RS); /* compressed as stored, no decompressed copies */
+    assert_true(b.size < 32 * RS);
+
+    arc_get_stats(&a);
+    assert_int_equal(dmu_read(nc, other, 0, 32 * RS, r), 0);
+    assert_memory_equal(r, w, 32 * RS);
+    arc_get_stats(&b);
+    assert_true(b.hits - a.hits < 16);
+    free(w);
+    free(r);
+    dmu_objset_close(os);
+    dmu_objset_close(nc);
+    test_pool_check(&f);
     test_pool_remove(&f);
 }
 
@@ -292,6 +353,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rewrite_and_free_never_stale),
         cmocka_unit_test(test_primarycache_none_bypasses),
+        cmocka_unit_test(test_written_records_are_read_from_the_arc),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_sequential_prefetch),
     };

@@ -1,38 +1,125 @@
 #!/usr/bin/env bash
-# NFSv3 throughput and small-file rates: Cairn (cairnd, lz4, checksums on, a
-# file-backed pool) side by side with nfs-ganesha serving a plain directory on
-# the same disk (../shared/peers/peer-ganesha.sh). Never pass/fail.
+# NFSv3 and NFSv4 throughput and small-file rates: Cairn (cairnd, lz4 and
+# fletcher4, a file-backed pool) side by side with nfs-ganesha (VFS FSAL)
+# serving a plain directory on the same disk (../shared/peers/peer-ganesha.sh),
+# both servers up for the whole run, repetitions outermost and the two servers
+# alternating inside each. Never pass/fail.
 #
 #   tools/bench/nfs-throughput.sh [BUILD_DIR]       (default: build)
 #
-# Environment: BENCH_DIR (default /var/tmp/cairn-nfs-bench; pool file and the
-# ganesha export live there, so both servers use the same disk), BENCH_GIB (2),
-# BENCH_RUNS (3), BENCH_FILES (2000: small files for nfs-meta-bench).
+# Environment: BENCH_DIR (default /var/tmp/cairn-nfs-bench; the pool file and
+# the ganesha export live there, so both servers use the same disk), BENCH_GIB
+# (2), BENCH_RUNS (3), BENCH_FILES (2000 small files per metadata phase),
+# BENCH_ARC (8G: Cairn's arc_max, so a file just written or read fits in its
+# cache as it fits in the page cache ganesha uses), BENCH_V4_CHUNK (3840) and
+# BENCH_V4_DEPTH (32): NFSv4 writes go through bench_nfs_stream with WRITEs of
+# that size in flight, because Debian's libnfs 4.0 cannot send an NFSv4 WRITE
+# over ~3.9 KB (nfs-cp fails).
 #
-# For each server: RUNS x (write BENCH_GIB with nfs-cp, drop the page cache,
-# read it back with nfs-cp to /dev/null); prints medians in MiB/s and the
-# server's CPU-seconds per GiB (utime+stime of the server process from
-# /proc), then nfs-meta-bench create/stat/readdir/unlink rates with 0-byte
-# and 4 KiB files. Needs root, libnfs-utils, nfs-ganesha, nfs-ganesha-vfs and
-# rpcbind (the ganesha side is skipped when they are missing).
+# One repetition, per server:
+#   v3 write    nfs-cp of BENCH_GIB into a new file
+#   v3 warm     nfs-cat of that file to /dev/null right away (nfs-cp into a
+#               file costs the client 3x the CPU): each server serves what it
+#               cached of the write (ganesha: the host page cache; Cairn: its ARC)
+#   v3 cold     after emptying the caches: ganesha's with `sync; drop_caches`,
+#               Cairn's by exporting and importing the pool (its leaves are
+#               O_DIRECT, the page cache never holds them; drop_caches anyway)
+#   v4 write, v4 warm, v4 cold    the same over NFSv4.0 (libnfs version=4)
+#   meta        nfs-meta-bench over v3 (0 B and 4 KiB files) and v4 (0 B)
+# Rates are MiB/s of wall time around the client; CPU is the server process's
+# utime+stime (/proc/PID/stat) over the phase, per GiB moved (ganesha's page
+# cache writeback runs in kernel threads that this does not count). Writes of
+# ganesha end when nfs-cp's COMMIT returns, i.e. on disk.
+# Output: OUT/results.tsv (every phase), OUT/report.md (medians and ratios),
+# OUT/conditions.txt (load average at start and end).
+# Needs root, libnfs-utils, nfs-ganesha, nfs-ganesha-vfs and rpcbind (the
+# ganesha side is skipped when they are missing).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-if [ "${1:-}" != --ganesha-inner ]; then
-    BUILD=${1:-$SRC/build}
-    BUILD=$(cd "$BUILD" && pwd)
-fi
 BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-bench}
 GIB=${BENCH_GIB:-2}
 RUNS=${BENCH_RUNS:-3}
 FILES=${BENCH_FILES:-2000}
+ARC=${BENCH_ARC:-8G}
+V4_CHUNK=${BENCH_V4_CHUNK:-3840}
+V4_DEPTH=${BENCH_V4_DEPTH:-32}
 PEERS=$SRC/../shared/peers
 [ -d "$PEERS" ] || PEERS=/work/shared/peers
-
-mkdir -p "$BENCH_DIR"
 META=$BENCH_DIR/nfs-meta-bench
-gcc -O2 -Wall -o "$META" "$PEERS/nfs-meta-bench.c" -lnfs
-
 DATA=$BENCH_DIR/data.bin
+ticks=$(getconf CLK_TCK)
+
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# phase SERVER PROTO PHASE REP PID COMMAND...: one timed client command, one TSV line
+phase() {
+    local server=$1 proto=$2 ph=$3 rep=$4 pid=$5 c0 t0 t1 c1
+    shift 5
+    c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
+    "$@" >/dev/null
+    t1=$(date +%s.%N); c1=$(cpu_of "$pid")
+    printf '%s\t%s\t%s\t%s\t%.1f\t%.3f\t%s\n' "$server" "$proto" "$ph" "$rep" \
+        "$(echo "($GIB * 1024) / ($t1 - $t0)" | bc -l)" \
+        "$(echo "($c1 - $c0) / $ticks / $GIB" | bc -l)" "$(load1)" >>"$OUT/results.tsv"
+}
+
+# meta SERVER PROTO SIZE REP PID URL: one nfs-meta-bench run, one TSV line per op
+meta() {
+    local server=$1 proto=$2 size=$3 rep=$4 pid=$5 url=$6 out op
+    out=$("$META" "$url" "$FILES" "$size") || { echo "# meta $server $proto $size failed" >&2; return 0; }
+    for op in create stat unlink; do
+        printf '%s\t%s\tmeta-%s-%s\t%s\t%s\t\t%s\n' "$server" "$proto" "$op" "$size" "$rep" \
+            "$(echo "$out" | sed -n "s/^${op}_ops_per_sec=//p")" "$(load1)" >>"$OUT/results.tsv"
+    done
+}
+
+drop_page_cache() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+
+cairn_cold() {
+    "$BUILD/cairn" pool export tank
+    "$BUILD/cairn" pool import -d "$CAIRN_STATE" tank
+    drop_page_cache
+}
+
+# one_server SERVER REP PID V3URL V3ARGS V4URL V4ARGS COLD_FUNCTION
+one_server() {
+    local s=$1 i=$2 pid=$3 u3=$4 a3=$5 u4=$6 a4=$7 cold=$8
+    phase "$s" v3 write "$i" "$pid" nfs-cp "$DATA" "$u3/v3.$i?$a3"
+    phase "$s" v3 read-warm "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
+    $cold
+    phase "$s" v3 read-cold "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
+    phase "$s" v4 write "$i" "$pid" "$BUILD/tools/bench/bench_nfs_stream" "$DATA" "$u4/v4.$i?$a4" \
+        "$V4_CHUNK" "$V4_DEPTH"
+    phase "$s" v4 read-warm "$i" "$pid" nfs-cat "$u4/v4.$i?$a4"
+    $cold
+    phase "$s" v4 read-cold "$i" "$pid" nfs-cat "$u4/v4.$i?$a4"
+    meta "$s" v3 0 "$i" "$pid" "$u3?$a3"
+    meta "$s" v3 4096 "$i" "$pid" "$u3?$a3"
+    meta "$s" v4 0 "$i" "$pid" "$u4?$a4" # libnfs 4.0: no v4 WRITE over ~3.9 KB, so no 4 KiB files
+}
+
+if [ "${1:-}" = --inner ]; then
+    # Runs under peer-ganesha.sh (or alone when ganesha is missing).
+    for i in $(seq 1 "$RUNS"); do
+        one_server cairn "$i" "$CPID" "nfs://127.0.0.1/tank/bench" "$CARGS3" \
+            "nfs://127.0.0.1/tank/bench" "$CARGS4" cairn_cold
+        if [ -n "${PEER_GANESHA_PID:-}" ]; then
+            one_server ganesha "$i" "$PEER_GANESHA_PID" "$PEER_NFS3_URL" "$PEER_NFS3_ARGS" \
+                "$PEER_NFS4_URL" "$PEER_NFS4_ARGS" drop_page_cache
+            rm -f "$PEER_EXPORT/v3.$i" "$PEER_EXPORT/v4.$i"
+        fi
+        echo "# repetition $i done, load $(load1)" >&2
+    done
+    exit 0
+fi
+
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
+[ -x "$BUILD/tools/bench/bench_nfs_stream" ] || make -C "$BUILD" bench_nfs_stream >/dev/null
+mkdir -p "$BENCH_DIR"
+OUT=${OUT:-$BENCH_DIR/results-$(date -u +%Y%m%dT%H%M%S)}
+mkdir -p "$OUT"
+gcc -O2 -Wall -o "$META" "$PEERS/nfs-meta-bench.c" -lnfs
 if [ ! -f "$DATA" ] || [ "$(stat -c %s "$DATA")" -ne $((GIB << 30)) ]; then
     # Half random, half repeated text: lz4 has something to do, but not everything.
     python3 - "$DATA" "$GIB" <<'EOF'
@@ -44,87 +131,48 @@ with open(path, "wb") as f:
         f.write(chunk)
 EOF
 fi
+{
+    echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg)"
+    echo "cores $(nproc), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
+    echo "GIB=$GIB RUNS=$RUNS FILES=$FILES ARC=$ARC V4_CHUNK=$V4_CHUNK V4_DEPTH=$V4_DEPTH"
+} >"$OUT/conditions.txt"
+printf 'server\tproto\tphase\trep\trate\tcpu_s_per_gib\tload1\n' >"$OUT/results.tsv"
 
-# Reads land in memory (nfs-cp cannot write to /dev/null).
-READBACK=${BENCH_READBACK:-/dev/shm/cairn-nfs-bench.read}
-
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-ticks=$(getconf CLK_TCK)
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-# run_io NAME PID BASEURL ARGS: medians of write/read MiB/s and server CPU-s per GiB.
-run_io() {
-    local name=$1 pid=$2 url=$3 args=$4 i w r cw cr
-    local ws=() rs=() cws=() crs=()
-    for i in $(seq 1 "$RUNS"); do
-        local c0 t0 t1 c1
-        c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
-        nfs-cp "$DATA" "$url/bench.$i?$args" >/dev/null
-        t1=$(date +%s.%N); c1=$(cpu_of "$pid")
-        ws+=("$(echo "($GIB * 1024) / ($t1 - $t0)" | bc -l)")
-        cws+=("$(echo "($c1 - $c0) / $ticks / $GIB" | bc -l)")
-        sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
-        c0=$(cpu_of "$pid"); t0=$(date +%s.%N)
-        nfs-cp "$url/bench.$i?$args" "$READBACK" >/dev/null
-        rm -f "$READBACK"
-        t1=$(date +%s.%N); c1=$(cpu_of "$pid")
-        rs+=("$(echo "($GIB * 1024) / ($t1 - $t0)" | bc -l)")
-        crs+=("$(echo "($c1 - $c0) / $ticks / $GIB" | bc -l)")
-    done
-    w=$(printf '%s\n' "${ws[@]}" | median); r=$(printf '%s\n' "${rs[@]}" | median)
-    cw=$(printf '%s\n' "${cws[@]}" | median); cr=$(printf '%s\n' "${crs[@]}" | median)
-    printf '| %-7s | v3 seq write | %7.1f MiB/s | %5.2f CPU-s/GiB |\n' "$name" "$w" "$cw"
-    printf '| %-7s | v3 seq read  | %7.1f MiB/s | %5.2f CPU-s/GiB |\n' "$name" "$r" "$cr"
-}
-
-# run_meta NAME BASEURL ARGS
-run_meta() {
-    local name=$1 url=$2 args=$3 size
-    for size in 0 4096; do
-        local out
-        out=$("$META" "$url?$args" "$FILES" "$size" | tr '\n' ' ')
-        printf '| %-7s | v3 meta %5s B | %s |\n' "$name" "$size" "$out"
-    done
-}
-
-if [ "${1:-}" = --ganesha-inner ]; then
-    run_io ganesha "$PEER_GANESHA_PID" "$PEER_NFS3_URL" "$PEER_NFS3_ARGS"
-    run_meta ganesha "$PEER_NFS3_URL" "$PEER_NFS3_ARGS"
-    exit 0
-fi
-
-echo "# $GIB GiB sequential over NFSv3 (libnfs nfs-cp), medians of $RUNS runs; $FILES small files; $(nproc) cores"
-# ---- Cairn ----
+# ---- Cairn, up for the whole run on its own ports ----
 CAIRN_STATE=$BENCH_DIR/cairn
 rm -rf "$CAIRN_STATE"
 mkdir -p "$CAIRN_STATE"
-truncate -s 16G "$CAIRN_STATE/pool.img"
-export CAIRN_SOCKET=$CAIRN_STATE/cairnd.sock
+truncate -s 32G "$CAIRN_STATE/pool.img"
 P=$((30000 + RANDOM % 20000))
-"$BUILD/cairnd" --foreground --state-dir "$CAIRN_STATE" --socket "$CAIRN_SOCKET" \
-    --nfs-listen "127.0.0.1:$P" --mount-listen "127.0.0.1:$((P + 1))" \
-    --portmap-listen "127.0.0.1:$((P + 2))" --iscsi-listen "127.0.0.1:$((P + 3))" \
-    2>"$CAIRN_STATE/cairnd.log" &
+cat >"$CAIRN_STATE/cairnd.conf" <<EOF
+state_dir = $CAIRN_STATE
+socket = $CAIRN_STATE/cairnd.sock
+nfs_listen = 127.0.0.1:$P
+mount_listen = 127.0.0.1:$((P + 1))
+portmap_listen = 127.0.0.1:$((P + 2))
+iscsi_listen = 127.0.0.1:$((P + 3))
+arc_max = $ARC
+EOF
+export CAIRN_SOCKET=$CAIRN_STATE/cairnd.sock
+"$BUILD/cairnd" --config "$CAIRN_STATE/cairnd.conf" --foreground 2>"$CAIRN_STATE/cairnd.log" &
 CPID=$!
 trap 'kill $CPID 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do "$BUILD/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
 "$BUILD/cairn" pool create tank "$CAIRN_STATE/pool.img"
 "$BUILD/cairn" create -o sharenfs=no_root_squash -o compression=lz4 -o checksum=fletcher4 tank/bench
-CARGS="nfsport=$P&mountport=$((P + 1))&version=3"
-echo "| server  | test | rate | server CPU |"
-echo "|---|---|---|---|"
-run_io cairn "$CPID" "nfs://127.0.0.1/tank/bench" "$CARGS"
-run_meta cairn "nfs://127.0.0.1/tank/bench" "$CARGS"
+export BUILD OUT CPID CAIRN_STATE GIB RUNS FILES V4_CHUNK V4_DEPTH META DATA
+export CARGS3="nfsport=$P&mountport=$((P + 1))&version=3" CARGS4="nfsport=$P&version=4"
+
+if command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
+    PEER_DIR=$BENCH_DIR/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- bash "$0" --inner
+    rm -rf "$BENCH_DIR/ganesha"
+else
+    echo "# nfs-ganesha or rpcbind missing: apt-get install -y nfs-ganesha nfs-ganesha-vfs rpcbind" >&2
+    bash "$0" --inner
+fi
 kill "$CPID"; wait "$CPID" 2>/dev/null || true
 trap - EXIT
 rm -rf "$CAIRN_STATE"
-
-# ---- nfs-ganesha on the same disk ----
-if command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
-    PEER_DIR=$BENCH_DIR/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- \
-        env BENCH_DIR="$BENCH_DIR" BENCH_GIB="$GIB" BENCH_RUNS="$RUNS" BENCH_FILES="$FILES" \
-        bash "$0" --ganesha-inner
-    rm -rf "$BENCH_DIR/ganesha"
-else
-    echo "# nfs-ganesha or rpcbind missing: apt-get install -y nfs-ganesha nfs-ganesha-vfs rpcbind"
-fi
+echo "end $(date -u +%FT%TZ) load $(cat /proc/loadavg)" >>"$OUT/conditions.txt"
+python3 "$SRC/tools/bench/nfs-throughput-report.py" "$OUT/results.tsv" | tee "$OUT/report.md"
+cat "$OUT/conditions.txt"
