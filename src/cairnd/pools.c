@@ -637,6 +637,23 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
     resp->pool = pool_row(a, spa, dp);
+    /* -m dropped what only a missing log device held: the administrator hears it. */
+    vdev_t *root = spa_root_vdev(spa);
+    for (uint32_t i = 0; i < root->nchildren; i++) {
+        vdev_t *top = root->children[i];
+        int st = atomic_load(&top->state);
+        if (top->alloc_class != VDEV_CLASS_LOG || (st != VDEV_STATE_FAULTED && st != VDEV_STATE_UNAVAIL))
+            continue;
+        char name[MGMT_PATH_MAX];
+        if (vdev_is_leaf(top)) cairn_strlcpy(name, top->path ? top->path : "?", sizeof name);
+        else snprintf(name, sizeof name, "%s-%u", vdev_type_name(top), top->id);
+        char w[2 * MGMT_PATH_MAX + 512];
+        snprintf(w, sizeof w, "pool '%s' imported without its log device '%s': synchronous "
+                 "writes that only it held are lost; 'cairn pool remove %s %s' drops it",
+                 spa_name(spa), name, spa_name(spa), name);
+        resp->warning = cairnd_arena_strdup(a, w);
+        break;
+    }
 }
 
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,

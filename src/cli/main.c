@@ -134,6 +134,7 @@ static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, b
     if (!resp) fail("malformed response from cairnd at %s", g_socket);
     if (resp->error && !allow_error)
         fail("%s", resp->message && resp->message[0] ? resp->message : strerror(-resp->error));
+    if (!resp->error && resp->warning && resp->warning[0]) fprintf(stderr, "cairn: warning: %s\n", resp->warning);
     return resp;
 }
 

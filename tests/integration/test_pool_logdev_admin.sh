@@ -4,6 +4,8 @@
 # writes, then kill -9 of the daemon: every acknowledged write is there after the
 # restart, and the pool checks clean without the removed devices, which can be reused.
 # Then a kill -9 in the middle of a removal: the pool comes back either way, complete.
+# Last, a log device lost in a crash: the import is refused naming it, `import -m` says
+# what it drops, and `pool remove` of the missing device makes the pool whole again.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -14,7 +16,7 @@ P=127.0.0.1:$PORT
 BLOCKS=2048
 
 sparse_files "$T/p" 512M a
-sparse_files "$T/l" 128M l1 l2 l3
+sparse_files "$T/l" 128M l1 l2 l3 l4
 # txg_timeout=300: txgs sync only when asked, so acknowledged writes live in the log.
 daemon_start d1 --iscsi-listen "$P"
 run_ok "$CAIRN" pool create -o txg_timeout=300 zl "$T/p/a"
@@ -106,3 +108,31 @@ fi
 run_ok "$CAIRN" pool export zl
 check_clean zl "$T/p"
 pass "kill -9 during a removal: the pool imports complete either way"
+
+run_ok "$CAIRN" pool import -d "$T/p" zl
+run_ok "$CAIRN" pool add zl log "$T/l/l4"
+ACKS="$T/acks3" SEED=9
+start_writer
+wait_acks 100
+daemon_kill9
+stop_writer
+wait_unlocked "$T/p/a" "$T/l/l4"
+mkdir -p "$T/gone"
+mv "$T/l/l4" "$T/gone/"
+daemon_start d1 --iscsi-listen "$P"
+grep -q "cannot import cached pool 'zl'.*log device '$T/l/l4' is missing" "$T/d1.daemon.log" ||
+    fail "the cached import did not stop at the missing log device"
+run_fail "$CAIRN" pool import -f -d "$T/p" zl
+expect_stderr "log device '$T/l/l4' is missing; import with -m"
+run_ok "$CAIRN" pool import -f -m -d "$T/p" zl
+grep -q "^cairn: warning: pool 'zl' imported without its log device '$T/l/l4': synchronous writes that only it held are lost" \
+    "$LAST_STDERR" || fail "import -m said nothing about the dropped log: $(cat "$LAST_STDERR")"
+run_ok "$CAIRN" pool status zl
+grep -q 'state: DEGRADED' "$LAST_STDOUT" || fail "not DEGRADED without its log device: $(cat "$LAST_STDOUT")"
+run_ok "$CAIRN" pool remove zl "$T/l/l4"
+run_ok "$CAIRN" pool status zl
+grep -q 'state: ONLINE' "$LAST_STDOUT" || fail "still degraded after removing the lost log device: $(cat "$LAST_STDOUT")"
+! grep -q 'logs' "$LAST_STDOUT" || fail "lost log device still listed: $(cat "$LAST_STDOUT")"
+run_ok "$CAIRN" pool export zl
+check_clean zl "$T/p"
+pass "lost log device: import refused naming it, -m warns on the command line, remove makes the pool whole"
