@@ -254,6 +254,15 @@ void spa_check_new_leaf(vdev_t *leaf, void *arg)
 
 void spa_leaf_set_ashift(vdev_t *leaf, void *arg) { leaf->ashift = *(uint32_t *)arg; }
 
+int spa_validate_spec(const spa_vdev_spec_t *root, char *err, size_t errlen)
+{
+    leaf_check_t *leaves = NULL;
+    size_t nleaves = 0;
+    int e = validate_spec(root, 0, &leaves, &nleaves, err, errlen);
+    free(leaves);
+    return e;
+}
+
 int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_opts_t *opts,
                spa_t **out, char *err, size_t errlen)
 {

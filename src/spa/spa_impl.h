@@ -219,6 +219,8 @@ typedef struct leaf_scan_ctx {
 } leaf_scan_ctx_t;
 vdev_t *spa_build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, char *err,
                        size_t errlen);
+/* The shape of a spec (types, counts, leaves that exist and are not listed twice). */
+int spa_validate_spec(const spa_vdev_spec_t *root, char *err, size_t errlen);
 void spa_check_new_leaf(vdev_t *leaf, void *arg);   /* size and foreign labels; arg: leaf_scan_ctx_t */
 void spa_leaf_set_ashift(vdev_t *leaf, void *arg);  /* arg: uint32_t */
 

@@ -421,10 +421,19 @@ static int region_grow(spa_t *spa, spa_log_t *l)
     if (spa->readonly) return -EROFS;
     spa_space_t sp;
     spa_get_space(spa, &sp);
-    /* At most an eighth of the pool goes to the log. */
-    if (l->region_bytes + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
+    /* At most an eighth of the pool goes to the log. Only the chunks of normal
+     * vdevs count: a log vdev being removed still holds its region meanwhile. */
+    uint64_t normal = 0;
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < l->nregions; i++)
+        if (!spa_top_is_log(spa, l->regions[i].vdev)) normal += l->regions[i].size;
+    for (size_t i = 0; i < l->npend; i++)
+        if (l->pend[i].kind == PEND_REGION && !spa_top_is_log(spa, l->pend[i].region.vdev))
+            normal += l->pend[i].region.size;
+    pthread_mutex_unlock(&l->lock);
+    if (normal + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
     uint64_t want = LOG_REGION_CHUNK;
-    if (l->region_bytes + want > sp.size / 8) want = sp.size / 8 - l->region_bytes;
+    if (normal + want > sp.size / 8) want = sp.size / 8 - normal;
     uint64_t txg = spa_tx_hold_nowait(spa);
     int err = -ENOSPC;
     logdir_region_phys_t r = {0};

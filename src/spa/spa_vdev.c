@@ -89,8 +89,18 @@ static int config_change_wait(spa_t *spa)
     pthread_mutex_unlock(&spa->config_lock);
     int err = spa_txg_wait_synced(spa, 0);
     pthread_mutex_lock(&spa->config_lock);
-    if (spa->config_done_seq >= seq) err = spa->config_change_err;
-    else if (!err) err = -EIO;
+    if (spa->config_done_seq >= seq) {
+        err = spa->config_change_err;
+    } else {
+        /* The pool stopped syncing (it failed or is closing): take the change back. */
+        if (!err) err = -EIO;
+        for (vdev_t **t = spa->pending_add; t && *t; t++) vdev_free(*t);
+        free(spa->pending_add);
+        spa->pending_add = NULL;
+        spa->pending_remove = -1;
+        atomic_store(&spa->removing, -1);
+        spa->config_done_seq = spa->config_change_seq;
+    }
     pthread_mutex_unlock(&spa->config_lock);
     return err;
 }
@@ -134,6 +144,8 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
         seterr(err, errlen, "no vdevs given");
         return -EINVAL;
     }
+    int e = spa_validate_spec(root, err, errlen);
+    if (e) return e;
     for (uint32_t i = 0; i < root->nchildren; i++) {
         const spa_vdev_spec_t *c = &root->children[i];
         if (c->vclass != VDEV_CLASS_LOG) {
@@ -145,16 +157,16 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
             seterr(err, errlen, "a log vdev is a device or a mirror");
             return -EINVAL;
         }
-        for (uint32_t k = 0; k <= c->nchildren; k++) {
-            const spa_vdev_spec_t *leaf = c->type == VDEV_TYPE_LEAF ? c : (k < c->nchildren ? &c->children[k] : NULL);
-            if (!leaf) break;
+        /* A device of this pool would otherwise fail to open as "in use". */
+        uint32_t nleaves = c->type == VDEV_TYPE_LEAF ? 1 : c->nchildren;
+        for (uint32_t k = 0; k < nleaves; k++) {
+            const spa_vdev_spec_t *leaf = c->type == VDEV_TYPE_LEAF ? c : &c->children[k];
             path_find_t f = {.path = leaf->path};
             vdev_foreach_leaf(spa->root, find_leaf, &f);
             if (f.found) {
                 seterr(err, errlen, "device '%s' is already in pool '%s'", leaf->path, spa->name);
                 return -EEXIST;
             }
-            if (c->type == VDEV_TYPE_LEAF) break;
         }
     }
     if (spa->ntop + root->nchildren > SPA_MAX_TOP) {
@@ -163,7 +175,6 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
     }
     /* Open and check every device before anything is written. */
     vdev_t **tops = cairn_zalloc(sizeof(vdev_t *) * (root->nchildren + 1));
-    int e = 0;
     uint32_t n = 0;
     for (; n < root->nchildren && !e; n++) {
         tops[n] = spa_build_tree(&root->children[n], spa->ashift, &e, err, errlen);

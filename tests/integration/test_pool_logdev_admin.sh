@@ -136,3 +136,29 @@ grep -q 'state: ONLINE' "$LAST_STDOUT" || fail "still degraded after removing th
 run_ok "$CAIRN" pool export zl
 check_clean zl "$T/p"
 pass "lost log device: import refused naming it, -m warns on the command line, remove makes the pool whole"
+
+# A pool with a log device from the start has no log region on its data vdevs: removing
+# the device under load makes the intent log reserve one there (the log device's own
+# region, larger than the eighth of the pool a data-vdev region may take, must not count).
+sparse_files "$T/q" 512M qa
+run_ok "$CAIRN" pool create -o txg_timeout=300 z2 "$T/q/qa" log mirror "$T/l/l1" "$T/l/l2"
+run_ok "$CAIRN" create -V 64M z2/vol
+TGT=iqn.2026-11.org.cairn.test:logdev2
+run_ok "$CAIRN" iscsi target create "$TGT"
+run_ok "$CAIRN" iscsi lun add "$TGT" z2/vol
+ACKS="$T/acks4" SEED=10
+start_writer
+wait_acks 100
+mark=$(wc -l <"$T/d1.daemon.log")
+run_ok "$CAIRN" pool remove z2 mirror-1
+wait_acks 100
+tail -n +"$mark" "$T/d1.daemon.log" | grep -q 'intent-log region grown' ||
+    fail "no log region reserved on the data vdevs after removing the only log device"
+daemon_kill9
+stop_writer
+wait_unlocked "$T/q/qa"
+daemon_start d1 --iscsi-listen "$P"
+run_ok "$CLIENT" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
+run_ok "$CAIRN" pool export z2
+check_clean z2 "$T/q"
+pass "removing the only log device under load: the log moves to the data vdevs, nothing lost"
