@@ -3,9 +3,10 @@
  *
  * The table maps pool names to open spa_t handles. It is guarded by one
  * reader-writer lock: commands that add or remove pools (create, import,
- * export, destroy) take it for writing, everything else (list, status, get,
- * set, scrub, clear) for reading, so a pool cannot vanish under a request that
- * is using it while ordinary requests still run side by side. Long work such
+ * export, destroy) or change a pool's vdevs (add, remove) take it for writing,
+ * everything else (list, status, iostat, get, set, scrub, clear) for reading,
+ * so a pool cannot vanish under a request that is using it while ordinary
+ * requests still run side by side. Long work such
  * as a scrub runs inside the SPA's own threads; the handler only starts it.
  *
  * The cache file (state_dir/pools.cache) lists the pools to import when the

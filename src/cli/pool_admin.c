@@ -100,7 +100,8 @@ int cmd_pool_remove(int argc, char **argv)
     char buf[PATH_MAX];
     char *sent = (char *)dev;
     struct stat st;
-    if (strchr(dev, '/') && stat(dev, &st) == 0 && realpath(dev, buf)) sent = buf;
+    bool vdev_name = !strncmp(dev, "mirror-", 7) && !strchr(dev, '/');
+    if (!vdev_name && stat(dev, &st) == 0 && realpath(dev, buf)) sent = buf;
     else if (strchr(dev, '/') && dev[0] != '/')
         fail("%s: cannot open '%s': %s", what, dev, strerror(errno));
     Cairn__Mgmt__PoolRemove pr;

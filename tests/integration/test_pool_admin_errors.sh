@@ -62,7 +62,12 @@ refuse "missing pool name and device" "$CAIRN" pool remove zl
 refuse "unexpected argument" "$CAIRN" pool remove zl "$T/l/l3" "$T/l/l2"
 pass "pool remove refusals change nothing"
 
-# The daemon still serves, and the refused pool still works: the allowed removals.
+# The daemon still serves, and the refused pool still works: -f takes the exported
+# pool's device, a relative path names a device, and the allowed removals go through.
+run_ok "$CAIRN" pool add -f zl log "$T/p/other"
+run_ok "$CAIRN" pool status zl
+grep -A6 '^	logs$' "$LAST_STDOUT" | grep -q "$T/p/other" || fail "-f add missing: $(cat "$LAST_STDOUT")"
+(cd "$T/p" && "$CAIRN" pool remove zl other) || fail "pool remove by a relative path failed"
 run_ok "$CAIRN" pool remove zl "$T/l/l3"
 run_ok "$CAIRN" pool remove zl mirror-1
 run_ok "$CAIRN" pool status zl
