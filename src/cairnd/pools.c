@@ -981,6 +981,8 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
             c->size = ds[k].size;
             c->reads = ds[k].reads;
             c->writes = ds[k].writes;
+            c->read_bytes = ds[k].read_bytes;
+            c->write_bytes = ds[k].write_bytes;
             iostat_add_child(a, p, c);
         }
         r->root = p;

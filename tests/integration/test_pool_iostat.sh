@@ -86,6 +86,22 @@ tail -n 1 "$LAST_STDOUT" | awk -F'\t' '$5 == 0 && $7 == 0 { ok = 1 } END { exit 
     fail "an idle pool shows writes: $(cat "$LAST_STDOUT")"
 pass "iostat counters move with I/O and stand still without"
 
+# ---- the cache device's counters: reads through the ARC are fed to it ----
+# (Re-imported, so the data is on disk and read through the ARC, not from dirty buffers.)
+run_ok "$CAIRN" pool export io
+run_ok "$CAIRN" pool import -d "$T/p" -d "$T/l" io
+run_ok "$CLIENT" ackverify "$P" "$TGT" 3 2048 "$T/acks"
+for i in $(seq 1 300); do
+    run_ok "$CAIRN" pool iostat -v -H -p io
+    awk -F'\t' -v c="$T/c/c1" '$1 == c && $6 > 0 && $8 > 0 { ok = 1 } END { exit !ok }' \
+        "$LAST_STDOUT" && break
+    [ "$i" -lt 300 ] || fail "no writes or write bandwidth on the cache device: $(cat "$LAST_STDOUT")"
+    sleep 0.1
+done
+grep "^arc	" "$LAST_STDOUT" | awk -F'\t' '$7 > 0 && $8 > 0 { ok = 1 } END { exit !ok }' ||
+    fail "no ARC misses or L2 size after reading: $(cat "$LAST_STDOUT")"
+pass "the cache device's writes and the ARC/L2ARC figures move"
+
 # ---- removing the cache device ----
 run_ok "$CAIRN" pool remove io "$T/c/c1"
 run_ok "$CAIRN" pool iostat -v -H -p io
