@@ -96,6 +96,7 @@ typedef struct arc_l2_dev_stat {
     uint64_t alloc;         /* bytes of live entries in the ring */
     uint64_t entries;
     uint64_t reads, writes, errors;
+    uint64_t read_bytes, write_bytes;
 } arc_l2_dev_stat_t;
 /* Fills up to cap descriptions of the pool's cache devices; returns how many it has. */
 size_t arc_l2_dev_stats(uint64_t pool_guid, arc_l2_dev_stat_t *out, size_t cap);

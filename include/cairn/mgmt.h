@@ -163,4 +163,19 @@ void mgmt_json_string(FILE *f, const char *s);
 /* A size for display: exact decimal bytes when exact, else "1.50G" style. */
 void mgmt_format_size(uint64_t bytes, bool exact, char *buf, size_t len);
 
+/* ---- pool iostat (mgmt_iostat.c) ---- */
+typedef struct mgmt_iostat_counters {
+    uint64_t alloc, size;                              /* bytes, as of the sample */
+    uint64_t reads, writes, read_bytes, write_bytes;   /* cumulative since import */
+} mgmt_iostat_counters_t;
+#define MGMT_IOSTAT_CELLS 6
+#define MGMT_IOSTAT_CELL 32
+/* The cells of one iostat row - alloc, free, read ops/s, write ops/s, read bytes/s,
+ * write bytes/s - from two samples dt_ns apart (prev NULL: counters since import,
+ * dt_ns the time since). has_space false: "-" for alloc and free (leaves). exact:
+ * plain numbers (-p), else "1.50M"-style sizes and "1.2K"-style counts. */
+void mgmt_iostat_cells(const mgmt_iostat_counters_t *prev, const mgmt_iostat_counters_t *cur,
+                       uint64_t dt_ns, bool exact, bool has_space,
+                       char cells[MGMT_IOSTAT_CELLS][MGMT_IOSTAT_CELL]);
+
 #endif

@@ -110,6 +110,8 @@ void spa_get_space(spa_t *spa, spa_space_t *out);
  * by a block or more every txg until the chain is condensed, so it is what
  * keeps alloc from returning to a baseline after equal work. */
 uint64_t spa_spacemap_log_bytes(spa_t *spa);
+/* One top-level vdev (by id): a log vdev's alloc is its live intent-log blocks. */
+void spa_top_space(spa_t *spa, uint32_t top, spa_space_t *out);
 uint64_t spa_last_synced_txg(spa_t *spa);
 
 /* ---- properties: size alloc free capacity health guid ashift (read-only),
@@ -118,6 +120,25 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len);
 int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen);
 /* Names of all pool properties, NULL-terminated. */
 const char *const *spa_prop_names(void);
+
+/* ---- changing the vdev tree of a live pool (src/spa/spa_vdev.c) ----
+ * Both kinds of change take effect in the next txg and return once it is durable. */
+/* Adds root's children (log-class devices or mirrors only, for now) as new top-level
+ * vdevs; the intent log uses them for its new blocks. Checks every device before
+ * writing anything (force: devices labelled by another pool). */
+int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen);
+/* Removing a log vdev, named by leaf path or as `pool status` names a mirror
+ * ("mirror-2"), in two steps around the intent logs moving off it:
+ * begin() stops new log blocks there and returns its top-level id (or a negative
+ * errno with err: unknown device, a data vdev, one side of a log mirror, not the
+ * last top-level vdev, a scrub running); the caller then restarts every open log's
+ * chain (zil_restart_chains()); commit() checks that no chain in the log directory
+ * reaches the vdev any more and takes it out of the pool, or refuses (and undoes
+ * begin()). abort() undoes begin() when the caller gives up in between. */
+int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t errlen);
+int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *err,
+                               size_t errlen);
+void spa_vdev_remove_log_abort(spa_t *spa);
 
 /* ---- scrub ---- */
 typedef enum spa_scrub_state {

@@ -82,6 +82,11 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out);
 /* Waits until everything is durable, frees the log's blocks and drops it. */
 void zil_close(zilog_t *zl);
 
+/* Every open log of spa starts a new chain, allocated where spa_log_alloc() now
+ * allocates (a log vdev being removed is skipped); the old chains' blocks are freed
+ * once the new headers are durable. For removing a log vdev (spa_vdev_remove_log_*). */
+int zil_restart_chains(spa_t *spa);
+
 /* Drops the log without writing anything (the pool was abandoned: a crash in tests). */
 void zil_abandon(zilog_t *zl);
 

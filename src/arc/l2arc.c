@@ -110,6 +110,7 @@ typedef struct l2_dev {
     uint64_t alloc;
     uint64_t ring_start, ring_end, hand, newest_log, newest_seq, generation;
     atomic_uint_fast64_t reads, writes, errors;
+    atomic_uint_fast64_t read_bytes, write_bytes; /* `pool iostat` bandwidth */
     struct l2_dev *next;
 } l2_dev_t;
 
@@ -534,6 +535,7 @@ int l2arc_read(uint64_t guid, const cairn_blkptr_t *bp, uint8_t policy, uint8_t 
         uint8_t *buf = malloc(bp->psize);
         if (!buf) abort();
         d->reads++;
+        d->read_bytes += bp->psize;
         int e2 = pread_all(d->fd, buf, bp->psize, off);
         uint8_t ck[CAIRN_CHECKSUM_LEN];
         if (!e2 && bp->checksum > CAIRN_CHECKSUM_NONE && bp->checksum < CAIRN_CHECKSUM_COUNT) {
@@ -637,6 +639,7 @@ static uint64_t feed_dev(l2_dev_t *d, arc_l2_cand_t *c, size_t n)
         dev_drop(d, strerror(-e));
     } else {
         d->writes++;
+        d->write_bytes += len;
         for (size_t i = 0; i < n; i++) {
             l2_ent_t *x = cairn_zalloc(sizeof(*x));
             x->key = c[i].key;
@@ -736,6 +739,8 @@ size_t arc_l2_dev_stats(uint64_t pool_guid, arc_l2_dev_stat_t *out, size_t cap)
             pthread_mutex_unlock(&d->lock);
             s->reads = d->reads;
             s->writes = d->writes;
+            s->read_bytes = d->read_bytes;
+            s->write_bytes = d->write_bytes;
             s->errors = d->errors;
         }
         n++;

@@ -128,6 +128,43 @@ void cairnd_arc_pool_destroyed(uint64_t guid)
     pthread_mutex_unlock(&g_arc_lock);
 }
 
+int cairnd_arc_remove_device(spa_t *spa, const char *path)
+{
+    uint64_t guid = spa_guid(spa);
+    pthread_mutex_lock(&g_arc_lock);
+    size_t i = 0;
+    while (i < g_nrecs && (g_recs[i].guid != guid || strcmp(g_recs[i].path, path))) i++;
+    if (i == g_nrecs) {
+        pthread_mutex_unlock(&g_arc_lock);
+        return -ENOENT;
+    }
+    /* Its index (the L2ARC headers of its blocks) goes with it; the ARC misses
+     * that would have hit it read the pool's vdevs. A dropped device is not
+     * attached any more: only the record goes then. */
+    int rc = arc_l2_remove(guid, path);
+    if (rc && rc != -ENOENT) {
+        pthread_mutex_unlock(&g_arc_lock);
+        return rc;
+    }
+    free(g_recs[i].path);
+    memmove(&g_recs[i], &g_recs[i + 1], (g_nrecs - i - 1) * sizeof *g_recs);
+    g_nrecs--;
+    rc = recs_write();
+    pthread_mutex_unlock(&g_arc_lock);
+    log_info(SUB, "pool '%s': cache device %s removed", spa_name(spa), path);
+    return rc;
+}
+
+bool cairnd_arc_is_device(spa_t *spa, const char *path)
+{
+    bool found = false;
+    pthread_mutex_lock(&g_arc_lock);
+    for (size_t i = 0; i < g_nrecs && !found; i++)
+        found = g_recs[i].guid == spa_guid(spa) && !strcmp(g_recs[i].path, path);
+    pthread_mutex_unlock(&g_arc_lock);
+    return found;
+}
+
 static void do_cache_add(const Cairn__Mgmt__ArcCacheAdd *m, Cairn__Mgmt__Response *resp,
                          cairnd_arena_t *a)
 {

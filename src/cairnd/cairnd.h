@@ -48,6 +48,10 @@ void cairnd_arc_init(const char *state_dir, uint64_t arc_max);
 int cairnd_arc_add_devices(spa_t *spa, char *const *paths, size_t n, char *err, size_t errlen);
 void cairnd_arc_pool_opened(spa_t *spa);
 void cairnd_arc_pool_destroyed(uint64_t guid);
+/* `pool remove POOL DEV` of a cache device: detached (its L2ARC headers dropped) and
+ * forgotten. -ENOENT when DEV is not one of the pool's cache devices. */
+int cairnd_arc_remove_device(spa_t *spa, const char *path);
+bool cairnd_arc_is_device(spa_t *spa, const char *path);
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a);
 /* iSCSI (iscsi.c): the listener and `cairn iscsi` commands; the hooks keep LUNs in

@@ -3,9 +3,10 @@
  *
  * The table maps pool names to open spa_t handles. It is guarded by one
  * reader-writer lock: commands that add or remove pools (create, import,
- * export, destroy) take it for writing, everything else (list, status, get,
- * set, scrub, clear) for reading, so a pool cannot vanish under a request that
- * is using it while ordinary requests still run side by side. Long work such
+ * export, destroy) or change a pool's vdevs (add, remove) take it for writing,
+ * everything else (list, status, iostat, get, set, scrub, clear) for reading,
+ * so a pool cannot vanish under a request that is using it while ordinary
+ * requests still run side by side. Long work such
  * as a scrub runs inside the SPA's own threads; the handler only starts it.
  *
  * The cache file (state_dir/pools.cache) lists the pools to import when the
@@ -25,14 +26,17 @@
  */
 #include "cairnd.h"
 
+#include <cairn/arc.h>
 #include <cairn/dsl.h>
 #include <cairn/log.h>
+#include <cairn/zil.h>
 #include <cairn/util.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +80,7 @@ typedef struct cache_entry {
     size_t npaths;
     spa_t *spa; /* NULL when the import at start failed */
     dsl_pool_t *dp; /* its dataset layer, open whenever spa is */
+    uint64_t opened_ns; /* CLOCK_MONOTONIC at import: `pool iostat`'s first interval */
 } cache_entry_t;
 
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -125,6 +130,7 @@ static void add_pool(spa_t *spa, dsl_pool_t *dp)
     }
     e->spa = spa;
     e->dp = dp;
+    e->opened_ns = cairn_now_ns();
     cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
     char **paths = NULL;
     size_t n = 0;
@@ -251,6 +257,7 @@ void cairnd_pools_import_cached(void)
             continue;
         }
         e->spa = spa;
+        e->opened_ns = cairn_now_ns();
         cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
         log_info(SUB, "imported pool '%s' (%s)", e->name, vdev_state_name(spa_health(spa)));
     }
@@ -631,6 +638,23 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
     resp->pool = pool_row(a, spa, dp);
+    /* -m dropped what only a missing log device held: the administrator hears it. */
+    vdev_t *root = spa_root_vdev(spa);
+    for (uint32_t i = 0; i < root->nchildren; i++) {
+        vdev_t *top = root->children[i];
+        int st = atomic_load(&top->state);
+        if (top->alloc_class != VDEV_CLASS_LOG || (st != VDEV_STATE_FAULTED && st != VDEV_STATE_UNAVAIL))
+            continue;
+        char name[MGMT_PATH_MAX];
+        if (vdev_is_leaf(top)) cairn_strlcpy(name, top->path ? top->path : "?", sizeof name);
+        else snprintf(name, sizeof name, "%s-%u", vdev_type_name(top), top->id);
+        char w[2 * MGMT_PATH_MAX + 512];
+        snprintf(w, sizeof w, "pool '%s' imported without its log device '%s': synchronous "
+                 "writes that only it held are lost; 'cairn pool remove %s %s' drops it",
+                 spa_name(spa), name, spa_name(spa), name);
+        resp->warning = cairnd_arena_strdup(a, w);
+        break;
+    }
 }
 
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,
@@ -765,6 +789,226 @@ static void do_set(const Cairn__Mgmt__PoolSet *m, Cairn__Mgmt__Response *resp,
     if (rc) set_error(resp, a, rc, "cannot set %s: %s", m->prop, err[0] ? err : strerror(-rc));
 }
 
+/* Collects the leaf paths of a spec (for the cache file before the devices join). */
+static void spec_paths(const spa_vdev_spec_t *s, char ***paths, size_t *n)
+{
+    if (s->type == VDEV_TYPE_LEAF) {
+        *paths = cairn_realloc(*paths, (*n + 1) * sizeof **paths);
+        (*paths)[(*n)++] = cairn_strdup(s->path);
+        return;
+    }
+    for (uint32_t i = 0; i < s->nchildren; i++) spec_paths(&s->children[i], paths, n);
+}
+
+/* The cache file's leaf list from the pool as it is now. */
+static void refresh_paths(cache_entry_t *e)
+{
+    char **paths = NULL;
+    size_t n = 0;
+    if (spa_leaf_paths(e->spa, &paths, &n) == 0) {
+        entry_free_paths(e);
+        e->paths = paths;
+        e->npaths = n;
+    }
+    cache_write();
+}
+
+static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
+                   cairnd_arena_t *a)
+{
+    cache_entry_t *e = find_entry(m->name);
+    if (!e || !e->spa) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    char err[512] = "";
+    spa_vdev_spec_t *root = NULL;
+    if (m->root) {
+        root = spec_from_msg(a, m->root, 0, err, sizeof err);
+        if (!root) {
+            set_error(resp, a, -EINVAL, "%s", err);
+            return;
+        }
+        if (!root->nchildren) root = NULL;
+    }
+    if (!root && !m->n_cache_devices) {
+        set_error(resp, a, -EINVAL, "cannot add to '%s': no vdevs given", m->name);
+        return;
+    }
+    /* Cache devices first: they can be taken back if the log vdevs fail. */
+    int rc = cairnd_arc_add_devices(e->spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
+    if (rc) {
+        set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err);
+        return;
+    }
+    if (!root) return;
+    /* The cache file names the new devices before they join: a crash right after
+     * must find them at the next start, or the pool would miss its log device. */
+    spec_paths(root, &e->paths, &e->npaths);
+    cache_write();
+    rc = spa_vdev_add(e->spa, root, m->force, err, sizeof err);
+    refresh_paths(e);
+    if (rc) {
+        for (size_t i = 0; i < m->n_cache_devices; i++)
+            cairnd_arc_remove_device(e->spa, m->cache_devices[i]);
+        set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
+        return;
+    }
+    log_info(SUB, "pool '%s': log vdevs added", m->name);
+}
+
+static void do_remove(const Cairn__Mgmt__PoolRemove *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    cache_entry_t *e = find_entry(m->name);
+    if (!e || !e->spa) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    if (!m->device || !m->device[0]) {
+        set_error(resp, a, -EINVAL, "cannot remove: no device given");
+        return;
+    }
+    if (cairnd_arc_is_device(e->spa, m->device)) {
+        int rc = cairnd_arc_remove_device(e->spa, m->device);
+        if (rc) set_error(resp, a, rc, "cannot remove '%s': %s", m->device, strerror(-rc));
+        return;
+    }
+    char err[512] = "";
+    int id = spa_vdev_remove_log_begin(e->spa, m->device, err, sizeof err);
+    if (id < 0) {
+        set_error(resp, a, id, "%s", err);
+        return;
+    }
+    /* Every open intent log starts a new chain away from the vdev. */
+    int rc = zil_restart_chains(e->spa);
+    if (rc) {
+        spa_vdev_remove_log_abort(e->spa);
+        set_error(resp, a, rc, "cannot remove '%s': cannot move the intent logs off it: %s",
+                  m->device, strerror(-rc));
+        return;
+    }
+    rc = spa_vdev_remove_log_commit(e->spa, (uint32_t)id, m->device, err, sizeof err);
+    if (rc) {
+        set_error(resp, a, rc, "%s", err);
+        return;
+    }
+    refresh_paths(e);
+}
+
+/* ---- pool iostat ---- */
+
+static Cairn__Mgmt__VdevIostat *iostat_node(cairnd_arena_t *a, const char *name, const char *vclass)
+{
+    Cairn__Mgmt__VdevIostat *n = cairnd_arena_alloc(a, sizeof *n);
+    cairn__mgmt__vdev_iostat__init(n);
+    n->name = cairnd_arena_strdup(a, name);
+    n->vclass = cairnd_arena_strdup(a, vclass);
+    return n;
+}
+
+static void iostat_add_child(cairnd_arena_t *a, Cairn__Mgmt__VdevIostat *p, Cairn__Mgmt__VdevIostat *c)
+{
+    Cairn__Mgmt__VdevIostat **nv = cairnd_arena_alloc(a, (p->n_children + 1) * sizeof *nv);
+    if (p->n_children) memcpy(nv, p->children, p->n_children * sizeof *nv);
+    nv[p->n_children++] = c;
+    p->children = nv;
+}
+
+/* A vdev and its subtree; an interior vdev's I/O is the sum of its leaves'. */
+static Cairn__Mgmt__VdevIostat *iostat_vdev(cairnd_arena_t *a, vdev_t *vd)
+{
+    char name[MGMT_PATH_MAX];
+    if (vdev_is_leaf(vd)) cairn_strlcpy(name, vd->path ? vd->path : "?", sizeof name);
+    else snprintf(name, sizeof name, "%s-%u", vdev_type_name(vd), vd->id);
+    Cairn__Mgmt__VdevIostat *n =
+        iostat_node(a, name, vd->parent && vd->parent->type == VDEV_TYPE_ROOT &&
+                                     vd->alloc_class == VDEV_CLASS_LOG ? "log" : "");
+    if (vdev_is_leaf(vd)) {
+        n->reads = atomic_load(&vd->stats.reads);
+        n->writes = atomic_load(&vd->stats.writes);
+        n->read_bytes = atomic_load(&vd->stats.read_bytes);
+        n->write_bytes = atomic_load(&vd->stats.write_bytes);
+    }
+    for (uint32_t i = 0; i < vd->nchildren; i++) {
+        Cairn__Mgmt__VdevIostat *c = iostat_vdev(a, vd->children[i]);
+        n->reads += c->reads;
+        n->writes += c->writes;
+        n->read_bytes += c->read_bytes;
+        n->write_bytes += c->write_bytes;
+        iostat_add_child(a, n, c);
+    }
+    return n;
+}
+
+static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    Cairn__Mgmt__PoolIostats *st = cairnd_arena_alloc(a, sizeof *st);
+    cairn__mgmt__pool_iostats__init(st);
+    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (g_npools + 1));
+    for (size_t i = 0; i < g_npools; i++) {
+        spa_t *spa = g_pools[i].spa;
+        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+        Cairn__Mgmt__PoolIostatResult *r = cairnd_arena_alloc(a, sizeof *r);
+        cairn__mgmt__pool_iostat_result__init(r);
+        r->timestamp_ns = cairn_now_ns();
+        r->import_ns = g_pools[i].opened_ns;
+        vdev_t *root = spa_root_vdev(spa);
+        Cairn__Mgmt__VdevIostat *p = iostat_node(a, spa_name(spa), "");
+        for (uint32_t t = 0; t < root->nchildren; t++) {
+            Cairn__Mgmt__VdevIostat *c = iostat_vdev(a, root->children[t]);
+            spa_space_t sp;
+            spa_top_space(spa, t, &sp);
+            c->alloc = sp.alloc;
+            c->size = sp.size;
+            /* The pool's I/O is what its vdevs did; cache devices are the ARC's. */
+            p->reads += c->reads;
+            p->writes += c->writes;
+            p->read_bytes += c->read_bytes;
+            p->write_bytes += c->write_bytes;
+            iostat_add_child(a, p, c);
+        }
+        spa_space_t sp;
+        spa_get_space(spa, &sp);
+        p->alloc = sp.alloc;
+        p->size = sp.size;
+        arc_l2_dev_stat_t ds[16];
+        size_t nd = CAIRN_MIN(arc_l2_dev_stats(spa_guid(spa), ds, 16), (size_t)16);
+        for (size_t k = 0; k < nd; k++) {
+            Cairn__Mgmt__VdevIostat *c = iostat_node(a, ds[k].path, "cache");
+            c->alloc = ds[k].alloc;
+            c->size = ds[k].size;
+            c->reads = ds[k].reads;
+            c->writes = ds[k].writes;
+            c->read_bytes = ds[k].read_bytes;
+            c->write_bytes = ds[k].write_bytes;
+            iostat_add_child(a, p, c);
+        }
+        r->root = p;
+        st->pools[st->n_pools++] = r;
+    }
+    if (m->name[0] && st->n_pools == 0) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    arc_stats_t as;
+    arc_get_stats(&as);
+    Cairn__Mgmt__ArcStats *arc = cairnd_arena_alloc(a, sizeof *arc);
+    cairn__mgmt__arc_stats__init(arc);
+#define COPY(f) arc->f = as.f
+    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
+    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
+    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
+    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
+    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
+    COPY(l2_io_errors); COPY(l2_rebuilt);
+#undef COPY
+    st->arc = arc;
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT;
+    resp->pool_iostat = st;
+}
+
 void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
@@ -773,7 +1017,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE:
     case CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT:
     case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY: writer = true; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ADD:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: writer = true; break;
     default: break;
     }
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
@@ -807,6 +1053,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     }
     case CAIRN__MGMT__REQUEST__CMD_POOL_GET: do_get(req->pool_get, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ADD: do_add(req->pool_add, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: do_remove(req->pool_remove, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT: do_iostat(req->pool_iostat, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
     default:
         if (cairnd_handle_dataset(req, resp, a)) break;

@@ -160,33 +160,3 @@ int cmd_arcstat(int argc, char **argv)
     cairn__mgmt__response__free_unpacked(prev, NULL);
     return 0;
 }
-
-/* `pool add POOL cache DEV...` with nothing but a cache section. */
-bool cli_is_cache_add(int argc, char **argv)
-{
-    return argc >= 3 && !strcmp(argv[0], "add") && !strcmp(argv[2], "cache");
-}
-
-int cmd_pool_add_cache(int argc, char **argv)
-{
-    const char *what = "pool add";
-    Cairn__Mgmt__PoolCreate pc; /* reuses the create path's parsing of the section */
-    cairn__mgmt__pool_create__init(&pc);
-    int nwords = argc - 2;
-    cli_cache_section(&nwords, argv + 2, &pc, what);
-    if (nwords) fail("%s: only a 'cache DEV...' section can be added for now (got '%s')", what, argv[2]);
-    if (!pc.n_cache_devices) fail("%s: 'cache' needs at least one device", what);
-    Cairn__Mgmt__ArcCacheAdd m;
-    cairn__mgmt__arc_cache_add__init(&m);
-    m.pool = argv[1];
-    m.devices = pc.cache_devices;
-    m.n_devices = pc.n_cache_devices;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ARC_CACHE_ADD;
-    req.arc_cache_add = &m;
-    Cairn__Mgmt__Response *r = call(&req);
-    cairn__mgmt__response__free_unpacked(r, NULL);
-    cli_cache_section_free(&pc);
-    return 0;
-}

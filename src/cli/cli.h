@@ -41,9 +41,18 @@ int iscsi_command(int argc, char **argv);
 int cmd_arcstat(int argc, char **argv);
 void cli_cache_section(int *argc, char **argv, Cairn__Mgmt__PoolCreate *pc, const char *what);
 void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc);
-/* `pool add POOL cache DEV...` (the words from "add" on). */
-bool cli_is_cache_add(int argc, char **argv);
-int cmd_pool_add_cache(int argc, char **argv);
+
+/* Shared by the pool commands (main.c). */
+void set_name(const char *name, const char *what);           /* a valid pool name, or fail */
+Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s);
+void spec_msg_free(Cairn__Mgmt__VdevSpec *m);
+/* Leaf paths made real paths; refuses missing files and one device named twice. */
+void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen);
+
+/* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */
+int cmd_pool_add(int argc, char **argv);
+int cmd_pool_remove(int argc, char **argv);
+int cmd_pool_iostat(int argc, char **argv);
 
 /* `cairn share ...` (share.c): like dataset_command. */
 int share_command(const char *cmd, int argc, char **argv);

@@ -71,7 +71,9 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
-          "  pool add POOL cache DEV...\n"
+          "  pool add [-f] POOL log VDEV... | cache DEV...\n"
+          "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
+          "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
           "  create [-p] [-o prop=val]... FILESYSTEM\n"
           "  create [-p] [-s] [-b BLOCKSIZE] [-o prop=val]... -V SIZE VOLUME\n"
@@ -132,6 +134,7 @@ static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, b
     if (!resp) fail("malformed response from cairnd at %s", g_socket);
     if (resp->error && !allow_error)
         fail("%s", resp->message && resp->message[0] ? resp->message : strerror(-resp->error));
+    if (!resp->error && resp->warning && resp->warning[0]) fprintf(stderr, "cairn: warning: %s\n", resp->warning);
     return resp;
 }
 
@@ -181,7 +184,7 @@ void want_args(int argc, char **argv, int lo, int hi, const char *what, const ch
     if (have > hi) fail("%s: unexpected argument '%s'", what, argv[optind + hi]);
 }
 
-static void set_name(const char *name, const char *what)
+void set_name(const char *name, const char *what)
 {
     char err[256];
     if (mgmt_pool_name_check(name, err, sizeof err)) fail("%s: %s", what, err);
@@ -189,7 +192,7 @@ static void set_name(const char *name, const char *what)
 
 /* ---------------------------------------------------------------- pool create */
 
-static Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s)
+Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s)
 {
     Cairn__Mgmt__VdevSpec *m = cairn_zalloc(sizeof *m);
     cairn__mgmt__vdev_spec__init(m);
@@ -205,7 +208,7 @@ static Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s)
     return m;
 }
 
-static void spec_msg_free(Cairn__Mgmt__VdevSpec *m)
+void spec_msg_free(Cairn__Mgmt__VdevSpec *m)
 {
     for (size_t i = 0; i < m->n_children; i++) spec_msg_free(m->children[i]);
     free(m->children);
@@ -214,7 +217,7 @@ static void spec_msg_free(Cairn__Mgmt__VdevSpec *m)
 
 /* Replaces every leaf path by its real path, refusing missing files, things that are
  * neither files nor block devices, and one device named twice under two names. */
-static void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen)
+void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen)
 {
     if (s->type == VDEV_TYPE_LEAF) {
         char buf[PATH_MAX];
@@ -775,7 +778,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, export, import, destroy, scrub, clear, get, set)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -785,7 +788,9 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "import")) return cmd_pool_import(sargc, sargv);
     if (!strcmp(sub, "get")) return cmd_pool_get(sargc, sargv);
     if (!strcmp(sub, "set")) return cmd_pool_set(sargc, sargv);
-    if (cli_is_cache_add(sargc, sargv)) return cmd_pool_add_cache(sargc, sargv); /* L2ARC */
+    if (!strcmp(sub, "add")) return cmd_pool_add(sargc, sargv);
+    if (!strcmp(sub, "remove")) return cmd_pool_remove(sargc, sargv);
+    if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
         !strcmp(sub, "clear"))
         return cmd_pool_simple(sargc, sargv, sub);

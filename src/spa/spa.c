@@ -65,6 +65,9 @@ static spa_t *spa_alloc(const char *name)
     spa->txg_timeout_ms = SPA_DEFAULT_TXG_TIMEOUT_MS;
     spa->dirty_max = SPA_DEFAULT_DIRTY_MAX;
     pthread_mutex_init(&spa->rotor_lock, NULL);
+    pthread_mutex_init(&spa->config_lock, NULL);
+    spa->pending_remove = -1;
+    spa->removing = -1;
     pthread_mutex_init(&spa->scrub_lock, NULL);
     pthread_cond_init(&spa->scrub_cv, NULL);
     return spa;
@@ -76,7 +79,9 @@ static void spa_free(spa_t *spa)
     spa_metaslabs_fini(spa);
     spa_log_fini(spa);
     if (spa->root) vdev_free(spa->root);
+    spa_vdev_fini(spa);
     pthread_mutex_destroy(&spa->rotor_lock);
+    pthread_mutex_destroy(&spa->config_lock);
     pthread_mutex_destroy(&spa->scrub_lock);
     pthread_cond_destroy(&spa->scrub_cv);
     free(spa);
@@ -193,7 +198,7 @@ static int validate_spec(const spa_vdev_spec_t *s, int depth, leaf_check_t **lea
     return 0;
 }
 
-static vdev_t *build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, char *err,
+vdev_t *spa_build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, char *err,
                           size_t errlen)
 {
     vdev_t *vd;
@@ -215,7 +220,7 @@ static vdev_t *build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, 
     vd->ashift = ashift;
     vd->alloc_class = s->vclass;
     for (uint32_t i = 0; i < s->nchildren; i++) {
-        vdev_t *c = build_tree(&s->children[i], ashift, errp, err, errlen);
+        vdev_t *c = spa_build_tree(&s->children[i], ashift, errp, err, errlen);
         if (!c) {
             vdev_free(vd);
             return NULL;
@@ -225,14 +230,7 @@ static vdev_t *build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, 
     return vd;
 }
 
-typedef struct leaf_scan_ctx {
-    bool force;
-    char *err;
-    size_t errlen;
-    int error;
-} leaf_scan_ctx_t;
-
-static void check_leaf(vdev_t *leaf, void *arg)
+void spa_check_new_leaf(vdev_t *leaf, void *arg)
 {
     leaf_scan_ctx_t *c = arg;
     if (c->error) return;
@@ -254,7 +252,16 @@ static void check_leaf(vdev_t *leaf, void *arg)
     }
 }
 
-static void leaf_ashift(vdev_t *leaf, void *arg) { leaf->ashift = *(uint32_t *)arg; }
+void spa_leaf_set_ashift(vdev_t *leaf, void *arg) { leaf->ashift = *(uint32_t *)arg; }
+
+int spa_validate_spec(const spa_vdev_spec_t *root, char *err, size_t errlen)
+{
+    leaf_check_t *leaves = NULL;
+    size_t nleaves = 0;
+    int e = validate_spec(root, 0, &leaves, &nleaves, err, errlen);
+    free(leaves);
+    return e;
+}
 
 int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_opts_t *opts,
                spa_t **out, char *err, size_t errlen)
@@ -297,19 +304,20 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     spa->ashift = ashift;
     spa->guid = cairn_random_guid();
     int berr = 0;
-    spa->root = build_tree(root, ashift, &berr, err, errlen);
+    spa->root = spa_build_tree(root, ashift, &berr, err, errlen);
     if (!spa->root) {
         spa_free(spa);
         return berr ? berr : -EIO;
     }
-    vdev_foreach_leaf(spa->root, leaf_ashift, &ashift);
+    vdev_foreach_leaf(spa->root, spa_leaf_set_ashift, &ashift);
     leaf_scan_ctx_t lc = {.force = opts && opts->force, .err = err, .errlen = errlen};
-    vdev_foreach_leaf(spa->root, check_leaf, &lc);
+    vdev_foreach_leaf(spa->root, spa_check_new_leaf, &lc);
     if (lc.error) {
         spa_free(spa);
         return lc.error;
     }
     spa->ntop = spa->root->nchildren;
+    spa_vdev_reserve(spa);
     for (uint32_t i = 0; i < spa->ntop; i++) vdev_compute_asize(spa->root->children[i]);
     vdev_state_refresh(spa->root);
     spa->ub_slot_size = spa_ub_slot_size(ashift);
@@ -488,6 +496,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa->readonly = flags & SPA_IMPORT_READONLY;
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
+    spa_vdev_reserve(spa);
     spa->ashift = spa->ntop ? spa->root->children[0]->ashift : VDEV_DEFAULT_ASHIFT;
     spa->ub_slot_size = spa_ub_slot_size(spa->ashift);
     vdev_state_refresh(spa->root);
@@ -684,6 +693,22 @@ void spa_get_space(spa_t *spa, spa_space_t *out)
         out->alloc += st.allocated + st.deferred;
     }
     out->free = out->size - out->alloc;
+}
+
+void spa_top_space(spa_t *spa, uint32_t top, spa_space_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (top >= spa->ntop) return;
+    out->size = spa->root->children[top]->asize;
+    if (spa_top_is_log(spa, top)) {
+        /* All of it is the log region: what counts is the live log blocks. */
+        out->alloc = spa_log_vdev_used(spa, top);
+    } else {
+        metaslab_stats_t st;
+        metaslab_get_stats(spa->ms[top], &st);
+        out->alloc = st.allocated + st.deferred;
+    }
+    out->free = out->size > out->alloc ? out->size - out->alloc : 0;
 }
 
 typedef struct leaf_paths_ctx {

@@ -120,6 +120,19 @@ struct spa {
 
     spa_txg_state_t tx;
 
+    /* Live changes to the vdev tree (spa_vdev.c), applied by the sync thread at the
+     * start of a txg's sync. root->children and ms have room for SPA_MAX_TOP top-level
+     * vdevs from the start, so adding one never moves an array under a reader. */
+    pthread_mutex_t config_lock;    /* the tree and config_txg as the labels see them */
+    vdev_t **pending_add;           /* prepared top-level vdevs (NULL-terminated) for the sync */
+    int32_t pending_remove;         /* top-level id to remove, -1: none */
+    _Atomic int32_t removing;             /* log vdev being emptied (no new log blocks), -1: none */
+    int config_change_err;          /* result of the last change applied */
+    uint64_t config_change_seq, config_done_seq;
+    vdev_t **retired;               /* removed top-level vdevs, freed with the pool */
+    size_t nretired;
+    bool sm_condense;               /* write a space map snapshot in the next sync */
+
     /* intent-log region and directory (spa_log.c) */
     void *log;
     uint64_t import_txg;
@@ -193,6 +206,36 @@ int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub);
 int spa_log_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
 /* check: the region's extents as referenced */
 void spa_log_add_region_refs(spa_t *spa, range_tree_t **referenced, spa_check_report_t *rep);
+
+/* spa_log.c: bytes of log vdev v in live log blocks. */
+uint64_t spa_log_vdev_used(spa_t *spa, uint32_t v);
+
+/* spa.c, shared with spa_vdev.c */
+typedef struct leaf_scan_ctx {
+    bool force;
+    char *err;
+    size_t errlen;
+    int error;
+} leaf_scan_ctx_t;
+vdev_t *spa_build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, char *err,
+                       size_t errlen);
+/* The shape of a spec (types, counts, leaves that exist and are not listed twice). */
+int spa_validate_spec(const spa_vdev_spec_t *root, char *err, size_t errlen);
+void spa_check_new_leaf(vdev_t *leaf, void *arg);   /* size and foreign labels; arg: leaf_scan_ctx_t */
+void spa_leaf_set_ashift(vdev_t *leaf, void *arg);  /* arg: uint32_t */
+
+/* spa_vdev.c */
+#define SPA_MAX_TOP 32
+void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
+void spa_vdev_sync_changes(spa_t *spa, uint64_t txg); /* start of spa_sync() */
+void spa_vdev_fini(spa_t *spa);
+/* spa_log.c, for removal: drop the region of log vdev v (syncing context). */
+void spa_log_drop_vdev(spa_t *spa, uint32_t v);
+/* spa_log.c: -EBUSY when a chain in the directory still reaches vdev v. */
+int spa_log_vdev_in_use(spa_t *spa, uint32_t v, uint64_t *os_id);
+/* spa_label.c: zeroes the config areas of a removed leaf's labels. */
+int spa_label_clear(vdev_t *leaf);
+int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);

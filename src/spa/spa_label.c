@@ -148,6 +148,30 @@ static void cfg_write_leaf(vdev_t *leaf, void *arg)
 
 int spa_config_write_all(spa_t *spa, spa_pool_state_t state)
 {
+    pthread_mutex_lock(&spa->config_lock);
+    int e = spa_config_write_all_locked(spa, state);
+    pthread_mutex_unlock(&spa->config_lock);
+    return e;
+}
+
+int spa_label_clear(vdev_t *leaf)
+{
+    if (!leaf->psize) return -ENXIO;
+    void *zero = cairn_alloc_aligned(SPA_LABEL_CONFIG_SIZE);
+    memset(zero, 0, SPA_LABEL_CONFIG_SIZE);
+    int err = 0;
+    for (int l = 0; l < VDEV_LABELS; l++) {
+        uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_CONFIG_OFFSET;
+        int e = vdev_leaf_io_sync(leaf, VDEV_IO_WRITE, off, zero, SPA_LABEL_CONFIG_SIZE);
+        if (e && !err) err = e;
+    }
+    free(zero);
+    if (!err) err = vdev_leaf_io_sync(leaf, VDEV_IO_FLUSH, 0, NULL, 0);
+    return err;
+}
+
+int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state)
+{
     spa->config_txg++;
     spa_config_phys_t *cfg = spa_config_build(spa, state, spa->config_txg);
     cfg_write_ctx_t c = {.cfg = cfg, .labels = {0, 1}};

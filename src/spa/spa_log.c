@@ -37,6 +37,13 @@
  * has a chain. Changes are queued with the txg they belong to and applied to
  * the durable copy when that txg syncs, so a header set in a transaction's
  * txg (the ZIL's replay marker) becomes durable exactly with that txg.
+ *
+ * LOG VDEVS COME AND GO (spa_vdev.c). An added log vdev is claimed as a
+ * region in the txg that adds it. One being removed gets no new blocks
+ * (alloc skips it) while the ZIL moves its chains away, and its region leaves
+ * the directory in the txg that takes it out of the tree; a region naming a
+ * vdev beyond the tree (that txg's labels were written, its uberblock not) is
+ * dropped at import.
  */
 #include "spa_impl.h"
 
@@ -119,6 +126,7 @@ typedef struct spa_log {
     size_t ndeferred, capdeferred;
     uint64_t region_bytes;
     uint64_t released_txg;       /* deferred frees were released as of this synced txg */
+    bool dir_dirty;              /* regions dropped: write the directory in the next sync */
     pthread_mutex_t grow_lock;   /* one region growth at a time */
     _Atomic uint64_t blocks_written, flushes;
 } spa_log_t;
@@ -131,7 +139,8 @@ void spa_log_init(spa_t *spa)
     pthread_mutex_init(&l->lock, NULL);
     pthread_mutex_init(&l->grow_lock, NULL);
     l->ntop = spa->ntop;
-    l->free = cairn_zalloc(sizeof(range_tree_t *) * (spa->ntop ? spa->ntop : 1));
+    /* Room for log vdevs added later (spa_vdev.c). */
+    l->free = cairn_zalloc(sizeof(range_tree_t *) * CAIRN_MAX(spa->ntop, (uint32_t)SPA_MAX_TOP));
     spa->log = l;
 }
 
@@ -264,9 +273,11 @@ static void claim_log_vdevs(spa_t *spa, spa_log_t *l, uint64_t txg)
 int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
 {
     spa_log_t *l = log_of(spa);
-    bool changed = false;
     pthread_mutex_lock(&l->lock);
+    l->ntop = spa->ntop; /* log vdevs added in this txg (spa_vdev.c) */
     claim_log_vdevs(spa, l, txg);
+    bool changed = l->dir_dirty;
+    l->dir_dirty = false;
     size_t keep = 0;
     for (size_t i = 0; i < l->npend; i++) {
         log_pending_t *p = &l->pend[i];
@@ -388,6 +399,7 @@ static int alloc_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *ou
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t v = 0; v < l->ntop; v++) {
             if (!l->free[v] || spa_top_is_log(spa, v) != (pass == 0)) continue;
+            if ((int32_t)v == atomic_load(&spa->removing)) continue; /* being emptied */
             vdev_t *top = log_top(spa, v);
             if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
             uint64_t asize = vdev_psize_to_asize(top, size);
@@ -411,10 +423,19 @@ static int region_grow(spa_t *spa, spa_log_t *l)
     if (spa->readonly) return -EROFS;
     spa_space_t sp;
     spa_get_space(spa, &sp);
-    /* At most an eighth of the pool goes to the log. */
-    if (l->region_bytes + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
+    /* At most an eighth of the pool goes to the log. Only the chunks of normal
+     * vdevs count: a log vdev being removed still holds its region meanwhile. */
+    uint64_t normal = 0;
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < l->nregions; i++)
+        if (!spa_top_is_log(spa, l->regions[i].vdev)) normal += l->regions[i].size;
+    for (size_t i = 0; i < l->npend; i++)
+        if (l->pend[i].kind == PEND_REGION && !spa_top_is_log(spa, l->pend[i].region.vdev))
+            normal += l->pend[i].region.size;
+    pthread_mutex_unlock(&l->lock);
+    if (normal + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
     uint64_t want = LOG_REGION_CHUNK;
-    if (l->region_bytes + want > sp.size / 8) want = sp.size / 8 - l->region_bytes;
+    if (normal + want > sp.size / 8) want = sp.size / 8 - normal;
     uint64_t txg = spa_tx_hold_nowait(spa);
     int err = -ENOSPC;
     logdir_region_phys_t r = {0};
@@ -667,6 +688,13 @@ int spa_log_load(spa_t *spa)
                l->nents * sizeof *l->ents);
         free(buf);
     }
+    /* A region on a vdev beyond the tree was on a log vdev removed in a txg that
+     * did not become durable while the new labels did: it left with the vdev. */
+    size_t kept = 0;
+    for (size_t i = 0; i < l->nregions; i++)
+        if (l->regions[i].vdev < spa->ntop) l->regions[kept++] = l->regions[i];
+    if (kept != l->nregions) l->dir_dirty = !spa->readonly;
+    l->nregions = kept;
     for (size_t i = 0; i < l->nregions; i++) region_add_free(l, &l->regions[i]);
     /* Walk every chain: its blocks stay allocated. */
     for (size_t i = 0; i < l->nents; i++) {
@@ -704,4 +732,87 @@ int spa_log_load(spa_t *spa)
 bool spa_top_is_log(const spa_t *spa, uint32_t v)
 {
     return v < spa->ntop && spa->root->children[v]->alloc_class == VDEV_CLASS_LOG;
+}
+
+/* ---------------- removing a log vdev (spa_vdev.c) ---------------- */
+
+void spa_log_drop_vdev(spa_t *spa, uint32_t v)
+{
+    spa_log_t *l = log_of(spa);
+    pthread_mutex_lock(&l->lock);
+    size_t keep = 0;
+    for (size_t i = 0; i < l->nregions; i++)
+        if (l->regions[i].vdev != v) l->regions[keep++] = l->regions[i];
+        else l->region_bytes -= l->regions[i].size;
+    l->dir_dirty |= keep != l->nregions;
+    l->nregions = keep;
+    keep = 0;
+    for (size_t i = 0; i < l->npend; i++)
+        if (l->pend[i].kind != PEND_REGION || l->pend[i].region.vdev != v) l->pend[keep++] = l->pend[i];
+        else l->region_bytes -= l->pend[i].region.size;
+    l->npend = keep;
+    keep = 0;
+    for (size_t i = 0; i < l->ndeferred; i++)
+        if (l->deferred[i].dva.vdev != v) l->deferred[keep++] = l->deferred[i];
+    l->ndeferred = keep;
+    if (v < l->ntop && l->free[v]) {
+        range_tree_destroy(l->free[v]);
+        l->free[v] = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Whether the chain of h reaches vdev v: its blocks from the head, and the
+ * pre-allocated successor where it ends. */
+static bool chain_reaches(spa_t *spa, const spa_log_header_t *h, uint32_t v)
+{
+    cairn_dva_t d = h->head;
+    uint64_t seq = h->head_seq;
+    for (size_t n = 0; n < 1000000; n++) {
+        if (d.asize && d.vdev == v) return true;
+        void *payload;
+        uint32_t len;
+        cairn_dva_t next;
+        if (spa_log_read(spa, &d, h->chain_guid, seq, &payload, &len, &next)) return false;
+        free(payload);
+        d = next;
+        seq++;
+    }
+    return true;
+}
+
+int spa_log_vdev_in_use(spa_t *spa, uint32_t v, uint64_t *os_id)
+{
+    spa_log_t *l = log_of(spa);
+    pthread_mutex_lock(&l->lock);
+    size_t n = l->nents + l->npend;
+    logdir_ent_phys_t *ents = cairn_zalloc((n ? n : 1) * sizeof *ents);
+    size_t k = 0;
+    for (size_t i = 0; i < l->nents; i++) ents[k++] = l->ents[i];
+    for (size_t i = 0; i < l->npend; i++)
+        if (l->pend[i].kind == PEND_HEADER) ents[k++] = l->pend[i].ent;
+    pthread_mutex_unlock(&l->lock);
+    int err = 0;
+    for (size_t i = 0; i < k && !err; i++) {
+        if (!ents[i].h.chain_guid || !chain_reaches(spa, &ents[i].h, v)) continue;
+        *os_id = ents[i].os_id;
+        err = -EBUSY;
+    }
+    free(ents);
+    return err;
+}
+
+/* Bytes of log vdev v in live log blocks (for `pool iostat`). */
+uint64_t spa_log_vdev_used(spa_t *spa, uint32_t v)
+{
+    spa_log_t *l = log_of(spa);
+    uint64_t region = 0, freeb = 0;
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < l->nregions; i++)
+        if (l->regions[i].vdev == v) region += l->regions[i].size;
+    if (v < l->ntop && l->free[v]) freeb = range_tree_space(l->free[v]);
+    for (size_t i = 0; i < l->ndeferred; i++) /* freed, or not yet usable */
+        if (l->deferred[i].dva.vdev == v) freeb += dva_size(&l->deferred[i].dva);
+    pthread_mutex_unlock(&l->lock);
+    return region > freeb ? region - freeb : 0;
 }

@@ -76,7 +76,8 @@ static void chain_push(spa_t *spa, const cairn_blkptr_t *bp)
 
 void spa_metaslabs_init(spa_t *spa)
 {
-    spa->ms = cairn_zalloc(sizeof(metaslab_t *) * (spa->ntop ? spa->ntop : 1));
+    /* Room for top-level vdevs added later (spa_vdev.c). */
+    spa->ms = cairn_zalloc(sizeof(metaslab_t *) * CAIRN_MAX(spa->ntop, (uint32_t)SPA_MAX_TOP));
     for (uint32_t i = 0; i < spa->ntop; i++) {
         vdev_t *top = spa->root->children[i];
         int e = metaslab_create(i, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[i]);
@@ -138,7 +139,9 @@ static uint32_t choose_block_size(spa_t *spa, size_t nrecs)
 int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
 {
     spa_sm_chain_t *chain = chain_of(spa);
-    bool condense = cairn_bp_is_hole(&ub->sm_head) || chain->n >= SPA_SM_CONDENSE_BLOCKS;
+    bool condense = cairn_bp_is_hole(&ub->sm_head) || chain->n >= SPA_SM_CONDENSE_BLOCKS ||
+                    spa->sm_condense;
+    spa->sm_condense = false;
     rec_list_t recs = {0};
     int err = 0;
     if (condense) {
@@ -223,6 +226,24 @@ int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
     return 0;
 }
 
+/* Records of a top-level vdev beyond the tree belong to a log vdev removed
+ * since (spa_vdev.c): its space left the pool with it. They are skipped, and
+ * the next sync writes a snapshot so they are gone before an id is reused. */
+static int replay_block(spa_t *spa, const uint8_t *buf, size_t len)
+{
+    spacemap_record_t *recs;
+    size_t n;
+    int err = spacemap_decode(buf, len, &recs, &n, NULL, NULL);
+    if (err) return err;
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].vdev < spa->ntop) recs[keep++] = recs[i];
+    if (keep != n) spa->sm_condense = true;
+    err = spacemap_replay_records(recs, keep, spa->ms, spa->ntop, spa->ub.txg);
+    free(recs);
+    return err;
+}
+
 int spa_spacemap_load(spa_t *spa)
 {
     spa_sm_chain_t *chain = chain_of(spa);
@@ -250,8 +271,7 @@ int spa_spacemap_load(spa_t *spa)
         buf = cairn_realloc(buf, bps[i].lsize);
         err = spa_block_read_flags(spa, &bps[i], buf, 0, NULL);
         if (err) break;
-        err = spacemap_replay(buf + SPA_SM_HEADER, bps[i].lsize - SPA_SM_HEADER, spa->ms, spa->ntop,
-                              spa->ub.txg);
+        err = replay_block(spa, buf + SPA_SM_HEADER, bps[i].lsize - SPA_SM_HEADER);
         if (err) log_error("spa", "pool %s: space map log block of txg %llu is inconsistent",
                            spa->name, (unsigned long long)bps[i].birth_txg);
         chain_push(spa, &bps[i]);

@@ -237,6 +237,7 @@ int spa_sync(spa_t *spa, uint64_t txg)
 {
     spa_uberblock_phys_t ub = spa->ub;
     int err = 0;
+    spa_vdev_sync_changes(spa, txg); /* log vdevs added or removed join this txg */
     if (spa_upper && spa->upper_open) {
         err = spa_upper->sync(spa, txg, &ub.mos_root);
         if (err) return err;

@@ -29,7 +29,9 @@
  * their records; when the writer sees that txg synced, it moves the head past
  * them (header set in an open txg U) and frees them with U. If a log write
  * fails, the writer falls back to waiting for the txgs of the batch and starts
- * a new chain (the old one may now have a hole).
+ * a new chain (the old one may now have a hole). zil_restart_chains() starts
+ * a new chain for every open log of a pool on demand (a log vdev is being
+ * removed: the new chains are allocated elsewhere).
  *
  * REPLAY. At import the pool has kept every chain's blocks and, for chains
  * that held written blocks, recorded claim_txg (the last durable txg). The
@@ -819,6 +821,34 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
     pthread_mutex_unlock(&zil_registry_lock);
     *out = zl;
     return 0;
+}
+
+int zil_restart_chains(spa_t *spa)
+{
+    int err = 0;
+    pthread_mutex_lock(&zil_registry_lock);
+    for (zilog_t *zl = zil_registry; zl; zl = zl->reg_next) {
+        if (zl->spa != spa || zl->inert) continue;
+        /* Take the writer role with every earlier batch published, so no block
+         * of the old chain is still being written when it is freed. */
+        pthread_mutex_lock(&zl->lock);
+        while (zl->writer || zl->published != zl->tickets) pthread_cond_wait(&zl->cv, &zl->lock);
+        zl->writer = true;
+        pthread_mutex_unlock(&zl->lock);
+        /* The old chain's records all have txgs up to the one that sets the new
+         * header: once that is durable they are obsolete, and until then the old
+         * header (and its blocks, freed with that txg) still stand. */
+        if (zl->hdr.chain_guid) {
+            int e = chain_restart(zl, NULL, 0);
+            if (e && !err) err = e;
+        }
+        pthread_mutex_lock(&zl->lock);
+        zl->writer = false;
+        pthread_cond_broadcast(&zl->cv);
+        pthread_mutex_unlock(&zl->lock);
+    }
+    pthread_mutex_unlock(&zil_registry_lock);
+    return err;
 }
 
 static void registry_remove(zilog_t *zl)

@@ -11,6 +11,13 @@
  *       writes 4 KiB blocks from LBA 0 on until the LUN is full or the client is
  *       killed: even blocks with FUA, odd ones plainly followed by SYNCHRONIZE
  *       CACHE; prints each block's index once the target acknowledged it durable.
+ *   iscsi_client [options] ackwrite PORTAL TARGET SEED BLOCKS ACKFILE
+ *       until killed: 4 KiB writes with FUA, the n-th to LBA block n % BLOCKS, each
+ *       stamped with n; after each acknowledgement appends "BLOCK N" to ACKFILE and
+ *       prints "ready" once on stdout after the first (crash tests).
+ *   iscsi_client [options] ackverify PORTAL TARGET SEED BLOCKS ACKFILE
+ *       every block holds the write last acknowledged for it in ACKFILE or a later
+ *       one, whole (never older, never torn).
  *   iscsi_client [options] login  PORTAL TARGET      (exit 2: login refused)
  *   iscsi_client [options] naa    PORTAL TARGET      prints VPD 0x83's first NAA id
  *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
@@ -95,6 +102,82 @@ static int verify(struct iscsi_context *c, uint64_t seed, uint64_t blocks)
         scsi_free_scsi_task(t);
     }
     return 0;
+}
+
+/* A block stamped with its write's number n: n and the block number up front,
+ * then a pattern derived from both, so a torn or stale block is seen. */
+static void stamped(uint8_t *buf, uint64_t seed, uint64_t blk, uint64_t n)
+{
+    pattern(buf, seed ^ (n * 0x2545F4914F6CDD1Dull), blk);
+    memcpy(buf, &n, 8);
+    memcpy(buf + 8, &blk, 8);
+}
+
+static int ackwrite(struct iscsi_context *c, uint64_t seed, uint64_t blocks, const char *ackpath)
+{
+    FILE *ack = fopen(ackpath, "a");
+    if (!ack) {
+        perror(ackpath);
+        return 1;
+    }
+    uint8_t buf[BS];
+    for (uint64_t n = 1;; n++) {
+        uint64_t blk = n % blocks;
+        stamped(buf, seed, blk, n);
+        struct scsi_task *t = iscsi_write16_sync(c, 0, blk * (BS / 512), buf, BS, 512, 0, 0, 1, 0, 0);
+        if (check_task(c, t, "write")) return 1;
+        fprintf(ack, "%llu %llu\n", (unsigned long long)blk, (unsigned long long)n);
+        fflush(ack);
+        if (n == 1) {
+            printf("ready\n");
+            fflush(stdout);
+        }
+    }
+}
+
+static int ackverify(struct iscsi_context *c, uint64_t seed, uint64_t blocks, const char *ackpath)
+{
+    FILE *ack = fopen(ackpath, "r");
+    if (!ack) {
+        perror(ackpath);
+        return 1;
+    }
+    uint64_t *want = calloc(blocks, sizeof *want);
+    unsigned long long b, n;
+    uint64_t nacks = 0;
+    while (fscanf(ack, "%llu %llu", &b, &n) == 2)
+        if (b < blocks && n > want[b]) {
+            want[b] = n;
+            nacks++;
+        }
+    fclose(ack);
+    int rc = 0;
+    uint8_t expect[BS];
+    for (uint64_t blk = 0; blk < blocks && !rc; blk++) {
+        if (!want[blk]) continue;
+        struct scsi_task *t = iscsi_read16_sync(c, 0, blk * (BS / 512), BS, 512, 0, 0, 0, 0, 0);
+        if (!t || t->status != SCSI_STATUS_GOOD || t->datain.size < BS) {
+            fprintf(stderr, "read of block %llu failed: %s\n", (unsigned long long)blk, iscsi_get_error(c));
+            rc = 1;
+        } else {
+            uint64_t got;
+            memcpy(&got, t->datain.data, 8);
+            stamped(expect, seed, blk, got);
+            if (got < want[blk]) {
+                fprintf(stderr, "block %llu: write %llu was acknowledged, found %llu\n",
+                        (unsigned long long)blk, (unsigned long long)want[blk], (unsigned long long)got);
+                rc = 1;
+            } else if (memcmp(expect, t->datain.data, BS)) {
+                fprintf(stderr, "block %llu: write %llu is torn\n", (unsigned long long)blk,
+                        (unsigned long long)got);
+                rc = 1;
+            }
+        }
+        if (t) scsi_free_scsi_task(t);
+    }
+    if (!rc) printf("%llu acknowledged writes verified\n", (unsigned long long)nacks);
+    free(want);
+    return rc;
 }
 
 static int dump(struct iscsi_context *c, const char *path)
@@ -242,6 +325,19 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t seed = strtoull(argv[i + 3], NULL, 0), blocks = strtoull(argv[i + 4], NULL, 0);
+    if (!strcmp(cmd, "ackwrite") || !strcmp(cmd, "ackverify")) {
+        if (argc - i < 6 || !blocks) {
+            fprintf(stderr, "%s needs SEED BLOCKS ACKFILE\n", cmd);
+            return 1;
+        }
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = !strcmp(cmd, "ackwrite") ? ackwrite(c, seed, blocks, argv[i + 5])
+                                          : ackverify(c, seed, blocks, argv[i + 5]);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
     if (!strcmp(cmd, "verify")) {
         struct iscsi_context *c = session(portal, target, 0);
         if (!c) return 2;

@@ -1,0 +1,389 @@
+/*
+ * Live changes to a pool's vdev tree: adding log vdevs, removing a log vdev
+ * (API in include/cairn/spa.h, "changing the vdev tree").
+ *
+ * WHERE A CHANGE HAPPENS. Everything that walks the tree by top-level id -
+ * the allocators, the space map log, the intent-log region, the uberblock and
+ * config writes - runs in the sync thread or reads a slot it cannot lose. So
+ * a change is prepared by the caller (devices opened and checked, nothing
+ * written), handed over, and applied by the sync thread at the start of the
+ * next txg's sync, before anything of that txg is allocated: the tree, the
+ * allocators and the labels change together, and the uberblock that ends that
+ * txg is the first to describe the new shape. root->children and the per-vdev
+ * arrays are sized for SPA_MAX_TOP from the start, so a new slot is filled
+ * before the count that makes it visible grows, and no array moves under a
+ * reader.
+ *
+ * ADDING a log vdev writes the new config (new leaves included) before the
+ * txg's uberblock; the intent-log region claims the vdev in the same txg
+ * (spa_log.c), and it takes new log blocks once that txg is durable. A crash
+ * before the labels are written leaves the pool as it was; after, the vdev is
+ * part of the pool and holds nothing yet. Either way the pool imports.
+ *
+ * REMOVING a log vdev never loses an acknowledged synchronous write, because
+ * no durable chain header may lead to it when it goes:
+ *   1. spa_vdev_remove_log_begin() marks it: no new log block is allocated
+ *      there (alloc skips it) from now on.
+ *   2. The caller has every open intent log start a new chain
+ *      (zil_restart_chains()): new chains come from other log vdevs or from
+ *      the normal vdevs, and the old chains' records all belong to txgs up to
+ *      the one that sets the new headers, so once it is durable they are
+ *      obsolete.
+ *   3. spa_vdev_remove_log_commit() waits for that txg, then walks every
+ *      chain in the log directory; if one still reaches the vdev (the log of a
+ *      dataset nobody opened, with records to replay) it refuses. Otherwise the
+ *      next sync drops the vdev's region from the directory, takes the vdev out
+ *      of the tree, rewrites the labels of the remaining leaves, clears the
+ *      removed leaves' labels (after, so there is always a config naming the
+ *      pool's real shape) and condenses the space map log (dropping the
+ *      vdev's records before its id can be reused).
+ * A crash before the new labels are durable leaves the vdev in the pool with
+ * no chain on it; after, the old uberblock's directory region and space map
+ * records for the missing id are ignored at import (spa_log.c,
+ * spa_spacemap.c). Only the last top-level vdev can go (ids name vdevs in
+ * every block pointer, so the others cannot shift down), and only a log vdev:
+ * data vdevs hold blocks that would have to move first.
+ */
+#include "spa_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+void spa_vdev_reserve(spa_t *spa)
+{
+    uint32_t cap = CAIRN_MAX(spa->root->nchildren, (uint32_t)SPA_MAX_TOP);
+    spa->root->children = cairn_realloc(spa->root->children, cap * sizeof(vdev_t *));
+    for (uint32_t i = spa->root->nchildren; i < cap; i++) spa->root->children[i] = NULL;
+}
+
+void spa_vdev_fini(spa_t *spa)
+{
+    for (size_t i = 0; i < spa->nretired; i++) vdev_free(spa->retired[i]);
+    free(spa->retired);
+    spa->retired = NULL;
+    spa->nretired = 0;
+    for (vdev_t **t = spa->pending_add; t && *t; t++) vdev_free(*t);
+    free(spa->pending_add);
+    spa->pending_add = NULL;
+}
+
+/* Hands the prepared change to the sync thread and waits for it to be applied
+ * and durable. */
+static int config_change_wait(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    uint64_t seq = ++spa->config_change_seq;
+    pthread_mutex_unlock(&spa->config_lock);
+    int err = spa_txg_wait_synced(spa, 0);
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->config_done_seq >= seq) {
+        err = spa->config_change_err;
+    } else {
+        /* The pool stopped syncing (it failed or is closing): take the change back. */
+        if (!err) err = -EIO;
+        for (vdev_t **t = spa->pending_add; t && *t; t++) vdev_free(*t);
+        free(spa->pending_add);
+        spa->pending_add = NULL;
+        spa->pending_remove = -1;
+        atomic_store(&spa->removing, -1);
+        spa->config_done_seq = spa->config_change_seq;
+    }
+    pthread_mutex_unlock(&spa->config_lock);
+    return err;
+}
+
+typedef struct path_find {
+    const char *path;
+    vdev_t *found;
+} path_find_t;
+
+static void find_leaf(vdev_t *leaf, void *arg)
+{
+    path_find_t *f = arg;
+    if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
+}
+
+static void close_leaf(vdev_t *leaf, void *arg)
+{
+    (void)arg;
+    if (leaf->ops && leaf->ops->close) leaf->ops->close(leaf);
+    leaf->ops = NULL;
+    atomic_store(&leaf->state, VDEV_STATE_UNAVAIL);
+}
+
+static void clear_leaf_label(vdev_t *leaf, void *arg)
+{
+    const char *pool = arg;
+    int e = spa_label_clear(leaf);
+    if (e) log_warn("spa", "pool %s: cannot clear the labels of removed device %s: %s", pool,
+                    leaf->path ? leaf->path : "?", strerror(-e));
+}
+
+/* ---------------- adding ---------------- */
+
+int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen)
+{
+    if (spa->readonly) {
+        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        return -EROFS;
+    }
+    if (!root || root->type != VDEV_TYPE_ROOT || !root->nchildren) {
+        seterr(err, errlen, "no vdevs given");
+        return -EINVAL;
+    }
+    int e = spa_validate_spec(root, err, errlen);
+    if (e) return e;
+    for (uint32_t i = 0; i < root->nchildren; i++) {
+        const spa_vdev_spec_t *c = &root->children[i];
+        if (c->vclass != VDEV_CLASS_LOG) {
+            seterr(err, errlen, "adding data vdevs to a pool is not supported yet; only 'log' "
+                   "vdevs and 'cache' devices can be added");
+            return -ENOTSUP;
+        }
+        if (c->type != VDEV_TYPE_LEAF && c->type != VDEV_TYPE_MIRROR) {
+            seterr(err, errlen, "a log vdev is a device or a mirror");
+            return -EINVAL;
+        }
+        /* A device of this pool would otherwise fail to open as "in use". */
+        uint32_t nleaves = c->type == VDEV_TYPE_LEAF ? 1 : c->nchildren;
+        for (uint32_t k = 0; k < nleaves; k++) {
+            const spa_vdev_spec_t *leaf = c->type == VDEV_TYPE_LEAF ? c : &c->children[k];
+            path_find_t f = {.path = leaf->path};
+            vdev_foreach_leaf(spa->root, find_leaf, &f);
+            if (f.found) {
+                seterr(err, errlen, "device '%s' is already in pool '%s'", leaf->path, spa->name);
+                return -EEXIST;
+            }
+        }
+    }
+    if (spa->ntop + root->nchildren > SPA_MAX_TOP) {
+        seterr(err, errlen, "a pool can have at most %d top-level vdevs", SPA_MAX_TOP);
+        return -EINVAL;
+    }
+    /* Open and check every device before anything is written. */
+    vdev_t **tops = cairn_zalloc(sizeof(vdev_t *) * (root->nchildren + 1));
+    uint32_t n = 0;
+    for (; n < root->nchildren && !e; n++) {
+        tops[n] = spa_build_tree(&root->children[n], spa->ashift, &e, err, errlen);
+        if (!tops[n]) {
+            if (!e) e = -EIO;
+            break;
+        }
+        uint32_t ashift = spa->ashift;
+        vdev_foreach_leaf(tops[n], spa_leaf_set_ashift, &ashift);
+        leaf_scan_ctx_t lc = {.force = force, .err = err, .errlen = errlen};
+        vdev_foreach_leaf(tops[n], spa_check_new_leaf, &lc);
+        e = lc.error;
+        if (!e) {
+            vdev_compute_asize(tops[n]);
+            vdev_state_refresh(tops[n]);
+        }
+    }
+    if (e) {
+        for (uint32_t i = 0; i < root->nchildren; i++) if (tops[i]) vdev_free(tops[i]);
+        free(tops);
+        return e;
+    }
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->pending_add || spa->pending_remove >= 0) {
+        pthread_mutex_unlock(&spa->config_lock);
+        for (uint32_t i = 0; i < n; i++) vdev_free(tops[i]);
+        free(tops);
+        seterr(err, errlen, "another change to pool '%s' is in progress", spa->name);
+        return -EBUSY;
+    }
+    spa->pending_add = tops;
+    pthread_mutex_unlock(&spa->config_lock);
+    e = config_change_wait(spa);
+    if (e) {
+        seterr(err, errlen, "cannot add to pool '%s': %s", spa->name, strerror(-e));
+        return e;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        log_info("spa", "pool %s: log vdev %u added", spa->name, spa->ntop - n + i);
+    return 0;
+}
+
+/* Sync thread, under config_lock: the new tops join the tree. On a label
+ * write failure they leave again (nothing of theirs is referenced yet). */
+static int apply_add(spa_t *spa, uint64_t txg)
+{
+    vdev_t **tops = spa->pending_add;
+    spa->pending_add = NULL;
+    uint32_t first = spa->ntop, n = 0;
+    while (tops[n]) n++;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = first + i;
+        vdev_t *top = tops[i];
+        top->id = id;
+        top->parent = spa->root;
+        int e = metaslab_create(id, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[id]);
+        if (e) log_error("spa", "pool %s: cannot set up allocator for vdev %u: %s", spa->name, id,
+                         strerror(-e));
+        spa->root->children[id] = top;
+    }
+    /* Filled first, counted after: readers that see the count see the slots. */
+    __atomic_store_n(&spa->root->nchildren, first + n, __ATOMIC_RELEASE);
+    __atomic_store_n(&spa->ntop, first + n, __ATOMIC_RELEASE);
+    vdev_state_refresh(spa->root);
+    int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    if (e) {
+        __atomic_store_n(&spa->ntop, first, __ATOMIC_RELEASE);
+        __atomic_store_n(&spa->root->nchildren, first, __ATOMIC_RELEASE);
+        for (uint32_t i = 0; i < n; i++) {
+            metaslab_destroy(spa->ms[first + i]);
+            spa->ms[first + i] = NULL;
+            spa->root->children[first + i] = NULL;
+            vdev_free(tops[i]);
+        }
+        vdev_state_refresh(spa->root);
+        log_error("spa", "pool %s: adding log vdevs failed in txg %llu: labels: %s", spa->name,
+                  (unsigned long long)txg, strerror(-e));
+    }
+    free(tops);
+    return e;
+}
+
+/* ---------------- removing ---------------- */
+
+int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t errlen)
+{
+    if (spa->readonly) {
+        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        return -EROFS;
+    }
+    /* Find it: a top-level vdev by its status name, or a leaf by path. */
+    vdev_t *found = NULL;
+    for (uint32_t i = 0; i < spa->ntop && !found; i++) {
+        vdev_t *top = spa->root->children[i];
+        char tname[64];
+        snprintf(tname, sizeof tname, "%s-%u", vdev_type_name(top), top->id);
+        if (!vdev_is_leaf(top) && !strcmp(tname, name)) found = top;
+    }
+    if (!found) {
+        path_find_t f = {.path = name};
+        vdev_foreach_leaf(spa->root, find_leaf, &f);
+        found = f.found;
+    }
+    if (!found) {
+        seterr(err, errlen, "cannot remove '%s': no such device in pool '%s'", name, spa->name);
+        return -ENOENT;
+    }
+    vdev_t *top = vdev_top(found);
+    if (top->alloc_class != VDEV_CLASS_LOG) {
+        seterr(err, errlen, "cannot remove '%s': removing a data vdev is not supported "
+               "(only log and cache devices can be removed)", name);
+        return -ENOTSUP;
+    }
+    if (found != top) {
+        seterr(err, errlen, "cannot remove '%s': it is one side of log vdev '%s-%u'; remove "
+               "the mirror as a whole", name, vdev_type_name(top), top->id);
+        return -ENOTSUP;
+    }
+    if (top->id + 1 != spa->ntop) {
+        seterr(err, errlen, "cannot remove '%s': remove the vdevs added after it first "
+               "(only the last top-level vdev can be removed)", name);
+        return -ENOTSUP;
+    }
+    pthread_mutex_lock(&spa->scrub_lock);
+    bool scrubbing = spa->scrub.state == SPA_SCRUB_SCANNING;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    if (scrubbing) {
+        seterr(err, errlen, "cannot remove '%s': a scrub of pool '%s' is running", name,
+               spa->name);
+        return -EBUSY;
+    }
+    int32_t none = -1;
+    if (!atomic_compare_exchange_strong(&spa->removing, &none, (int32_t)top->id)) {
+        seterr(err, errlen, "cannot remove '%s': another removal is in progress", name);
+        return -EBUSY;
+    }
+    log_info("spa", "pool %s: removing log vdev %u (%s): no new log blocks there", spa->name,
+             top->id, name);
+    return (int)top->id;
+}
+
+void spa_vdev_remove_log_abort(spa_t *spa) { atomic_store(&spa->removing, -1); }
+
+int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *err,
+                               size_t errlen)
+{
+    /* The headers that moved the chains off it are set in the open txg. */
+    int e = spa_txg_wait_synced(spa, 0);
+    uint64_t os_id = 0;
+    if (!e && spa_log_vdev_in_use(spa, id, &os_id)) {
+        seterr(err, errlen, "cannot remove '%s': the intent log of object set %llu still has "
+               "records on it (open or mount that dataset so they replay, then retry)", name,
+               (unsigned long long)os_id);
+        spa_vdev_remove_log_abort(spa);
+        return -EBUSY;
+    }
+    if (e) {
+        seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
+        spa_vdev_remove_log_abort(spa);
+        return e;
+    }
+    pthread_mutex_lock(&spa->config_lock);
+    spa->pending_remove = (int32_t)id;
+    pthread_mutex_unlock(&spa->config_lock);
+    e = config_change_wait(spa);
+    if (e) {
+        seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
+        return e;
+    }
+    log_info("spa", "pool %s: log vdev %u (%s) removed", spa->name, id, name);
+    return 0;
+}
+
+static int apply_remove(spa_t *spa, uint64_t txg)
+{
+    uint32_t id = (uint32_t)spa->pending_remove;
+    spa->pending_remove = -1;
+    vdev_t *top = spa->root->children[id];
+    if (id + 1 != spa->ntop) return -EINVAL; /* checked at begin; nothing adds meanwhile */
+    spa_log_drop_vdev(spa, id);
+    __atomic_store_n(&spa->ntop, id, __ATOMIC_RELEASE);
+    __atomic_store_n(&spa->root->nchildren, id, __ATOMIC_RELEASE);
+    spa->sm_condense = true;
+    vdev_state_refresh(spa->root);
+    int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    if (e) log_error("spa", "pool %s: labels after removing log vdev %u in txg %llu: %s",
+                     spa->name, id, (unsigned long long)txg, strerror(-e));
+    /* The remaining labels no longer name it: now it may forget the pool. */
+    vdev_foreach_leaf(top, clear_leaf_label, spa->name);
+    vdev_foreach_leaf(top, close_leaf, NULL);
+    metaslab_destroy(spa->ms[id]);
+    spa->ms[id] = NULL;
+    /* Kept (closed) until the pool is freed: a reader may still hold the pointer. */
+    spa->retired = cairn_realloc(spa->retired, (spa->nretired + 1) * sizeof *spa->retired);
+    spa->retired[spa->nretired++] = top;
+    spa->root->children[id] = NULL;
+    atomic_store(&spa->removing, -1);
+    return e;
+}
+
+void spa_vdev_sync_changes(spa_t *spa, uint64_t txg)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->config_done_seq != spa->config_change_seq) {
+        int e = 0;
+        if (spa->pending_add) e = apply_add(spa, txg);
+        else if (spa->pending_remove >= 0) e = apply_remove(spa, txg);
+        spa->config_change_err = e;
+        spa->config_done_seq = spa->config_change_seq;
+    }
+    pthread_mutex_unlock(&spa->config_lock);
+}
