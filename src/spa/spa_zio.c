@@ -256,6 +256,27 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
 }
 
+/* Nothing in the pipeline is tied to the syncing thread: the allocator records
+ * the allocation under txg, which the caller holds open, so it reaches the
+ * space map log with that txg (and a condense of an older txg leaves it out). */
+int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                         const spa_write_props_t *props, cairn_blkptr_t *bp)
+{
+    return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
+}
+
+int spa_block_flush(spa_t *spa, const cairn_blkptr_t *bp)
+{
+    int err = 0;
+    for (int c = 0; c < bp->ncopies; c++) {
+        vdev_t *top = spa_top(spa, bp->dva[c].vdev);
+        if (!top) continue;
+        int e = vdev_flush(top);
+        if (e) err = e;
+    }
+    return err;
+}
+
 int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
                          const uint32_t *lsizes, const spa_write_props_t *props,
                          cairn_blkptr_t *bps)
