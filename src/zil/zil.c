@@ -38,6 +38,21 @@
  * moves replay_seq in its own transaction. Then it waits for those changes
  * to sync, frees the old chain and starts a new one.
  *
+ * LARGE WRITES (ZIL_REC_WRITE_BLOCK). The layer wrote the record's block
+ * itself (dmu_write_direct, flushed before it logs) and queues a record whose
+ * data is that block's pointer. When the record goes into a log block, the
+ * pointer also goes into the block's reference table (spa_log_write_refs), the
+ * part of the log block the pool itself reads at import: a block born in a txg
+ * that was lost with a crash is claimed there, so nothing else is allocated
+ * over it before replay. Life of such a block: born in the record's txg T;
+ * if T syncs, the object tree adopts it (or frees it in T if the record changed
+ * again) and the record is never replayed; if T is lost, import claims it,
+ * replay reads it (verified against the pointer), writes its bytes into the
+ * object and frees it in the transaction that moves the replay marker past the
+ * record - exactly once, even across further crashes. Claimed blocks that
+ * replay does not reach (it stopped at a malformed record) are freed with the
+ * old chain when zil_open starts a new one.
+ *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
 #include <cairn/log.h>
@@ -146,6 +161,8 @@ typedef struct itx {
     bool read_back;         /* ZIL_REC_WRITE whose data is read from the DMU */
 } itx_t;
 
+#define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
+
 typedef struct lwb {       /* a log block written and not yet freed */
     cairn_dva_t dva;
     uint64_t seq;
@@ -172,6 +189,7 @@ struct zilog {
     bool chain_broken;              /* a log flush failed: restart the chain */
     uint64_t published_blk_seq;     /* blocks up to here belong to published batches */
     uint8_t *fill_buf, *chunk_buf;  /* the writer's buffers */
+    spa_log_ref_t *refs_buf;
 
     /* chain state: the writer only (or open/close) */
     spa_log_header_t hdr;           /* as last set */
@@ -185,9 +203,10 @@ struct zilog {
     /* replay */
     bool replaying;
     uint64_t replay_cur_seq;
+    uint64_t replay_applied_seq;    /* the last record replay applied */
 
     _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_blocks, st_records, st_txg_waits,
-        st_replayed;
+        st_replayed, st_block_records, st_replayed_blocks;
 };
 
 static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -211,6 +230,19 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->records = atomic_load(&zl->st_records);
     out->txg_waits = atomic_load(&zl->st_txg_waits);
     out->replayed = atomic_load(&zl->st_replayed);
+    out->block_records = atomic_load(&zl->st_block_records);
+}
+
+bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
+{
+    if (!zl || zl->inert || zl->replaying || atomic_load(&zl->txg_only)) return false;
+    if (logbias_throughput) return true;
+    return len >= ZIL_INDIRECT_MIN && !spa_has_log_vdevs(zl->spa);
+}
+
+static bool is_block_rec(const zil_rec_t *rec)
+{
+    return rec->type == ZIL_REC_WRITE_BLOCK && rec->dlen == sizeof(cairn_blkptr_t);
 }
 
 static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t max_txg)
@@ -223,12 +255,15 @@ static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t
 }
 
 /* Starts a new chain (header set in an open txg); the old chain's blocks
- * (written ones, the pre-allocated one and `extra`) are freed with that txg. */
-static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
+ * (written ones, the pre-allocated one and `extra`) and the blocks its records
+ * still hold (`extra_bps`) are freed with that txg. */
+static int chain_restart_freeing(zilog_t *zl, const cairn_dva_t *extra, size_t nextra,
+                                 const cairn_blkptr_t *extra_bps, size_t nextra_bps)
 {
     cairn_dva_t first;
     int err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
     uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
     for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
     zl->nlwbs = 0;
     if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
@@ -246,6 +281,11 @@ static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
     zl->chain_ready_txg = txg;
     spa_tx_rele(zl->spa, txg);
     return err;
+}
+
+static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
+{
+    return chain_restart_freeing(zl, extra, nextra, NULL, 0);
 }
 
 /* Frees the blocks whose records are all in synced txgs (writer only). */
@@ -291,6 +331,8 @@ typedef struct pend_blk {
     uint64_t seq;
     uint8_t *buf;
     uint32_t len;
+    spa_log_ref_t *refs;   /* NULL when nrefs is 0 */
+    uint32_t nrefs;
 } pend_blk_t;
 
 #define ZIL_PEND_MAX 32 /* packed blocks kept before the writer writes them itself */
@@ -299,6 +341,8 @@ typedef struct pend_blk {
 typedef struct fill {
     uint8_t *buf;
     uint32_t used, cap;
+    spa_log_ref_t *refs;   /* the block's reference table, ZIL_REFS_MAX entries */
+    uint32_t nrefs;
     uint64_t max_txg;
     cairn_dva_t written[64];
     size_t nwritten;
@@ -312,9 +356,11 @@ static int pend_write(zilog_t *zl, pend_blk_t *pend, size_t *npend)
     int err = 0;
     for (size_t i = 0; i < *npend; i++) {
         if (!err)
-            err = spa_log_write(zl->spa, &pend[i].dva, zl->hdr.chain_guid, pend[i].seq,
-                                &pend[i].next, pend[i].buf, pend[i].len);
+            err = spa_log_write_refs(zl->spa, &pend[i].dva, zl->hdr.chain_guid, pend[i].seq,
+                                     &pend[i].next, pend[i].buf, pend[i].len, pend[i].refs,
+                                     pend[i].nrefs);
         free(pend[i].buf);
+        free(pend[i].refs);
     }
     *npend = 0;
     return err;
@@ -350,6 +396,14 @@ static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
     pb->buf = malloc(f->used ? f->used : 1);
     if (!pb->buf) abort();
     memcpy(pb->buf, f->buf, f->used);
+    pb->nrefs = f->nrefs;
+    pb->refs = NULL;
+    if (f->nrefs) {
+        pb->refs = malloc(f->nrefs * sizeof *pb->refs);
+        if (!pb->refs) abort();
+        memcpy(pb->refs, f->refs, f->nrefs * sizeof *pb->refs);
+    }
+    f->nrefs = 0;
     lwb_push(zl, &zl->next_dva, zl->next_blk_seq, f->max_txg);
     if (f->nwritten < CAIRN_ARRAY_SIZE(f->written)) f->written[f->nwritten++] = zl->next_dva;
     atomic_fetch_add(&zl->st_blocks, 1);
@@ -364,16 +418,25 @@ static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
 static int fill_add(zilog_t *zl, fill_t *f, const zil_rec_t *rec, uint64_t remaining)
 {
     size_t n = zil_rec_encoded_size(rec);
-    if (f->used + n > f->cap) {
+    bool ref = is_block_rec(rec);
+    /* The reference table follows the payload in the same block. */
+    size_t need = n + (ref ? sizeof(spa_log_ref_t) : 0);
+    if (f->used + f->nrefs * sizeof(spa_log_ref_t) + need > f->cap) {
         int err = fill_flush(zl, f, remaining, false);
         if (err) return err;
         /* Too big for this (empty) block: pass it on, empty, to a bigger successor. */
-        if (n > f->cap) err = fill_flush(zl, f, n, true);
+        if (need > f->cap) err = fill_flush(zl, f, need, true);
         if (err) return err;
-        if (n > f->cap) return -E2BIG;
+        if (need > f->cap) return -E2BIG;
     }
     zil_rec_encode(rec, f->buf + f->used, f->cap - f->used);
     f->used += (uint32_t)n;
+    if (ref) {
+        spa_log_ref_t *r = &f->refs[f->nrefs++];
+        memcpy(&r->bp, rec->data, sizeof r->bp);
+        r->seq = rec->seq;
+        atomic_fetch_add(&zl->st_block_records, 1);
+    }
     if (rec->txg > f->max_txg) f->max_txg = rec->txg;
     atomic_fetch_add(&zl->st_records, 1);
     return 0;
@@ -422,7 +485,8 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
                 continue;
             }
             any = true;
-            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0);
+            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
+                     (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
         }
         /* A barrier stands for a change the log does not describe (a create, a
          * rename, a truncate...), and records logged after it may depend on it
@@ -464,6 +528,8 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     /* Buffers kept across batches (one writer at a time): no allocation per commit. */
     if (!zl->fill_buf) zl->fill_buf = cairn_zalloc(SPA_LOG_BLOCK_MAX);
     f.buf = zl->fill_buf;
+    if (!zl->refs_buf) zl->refs_buf = cairn_zalloc(ZIL_REFS_MAX * sizeof *zl->refs_buf);
+    f.refs = zl->refs_buf;
     uint8_t *chunk = zl->chunk_buf;
     uint64_t remaining = bytes;
     for (itx_t *it = batch; it && !err; it = it->next) {
@@ -504,7 +570,10 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     p->guid = zl->hdr.chain_guid;
     p->last_blk_seq = zl->next_blk_seq - 1;
     if (err) {
-        for (size_t i = 0; i < p->npend; i++) free(p->pend[i].buf);
+        for (size_t i = 0; i < p->npend; i++) {
+            free(p->pend[i].buf);
+            free(p->pend[i].refs);
+        }
         p->npend = 0;
     }
     if (err) {
@@ -532,9 +601,11 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
     if (p->nwritten) {
         for (size_t i = 0; i < p->npend; i++) {
             if (!err)
-                err = spa_log_write(zl->spa, &p->pend[i].dva, p->guid, p->pend[i].seq,
-                                    &p->pend[i].next, p->pend[i].buf, p->pend[i].len);
+                err = spa_log_write_refs(zl->spa, &p->pend[i].dva, p->guid, p->pend[i].seq,
+                                         &p->pend[i].next, p->pend[i].buf, p->pend[i].len,
+                                         p->pend[i].refs, p->pend[i].nrefs);
             free(p->pend[i].buf);
+            free(p->pend[i].refs);
         }
         p->npend = 0;
         atomic_fetch_add(&zl->st_flushes, 1);
@@ -642,6 +713,13 @@ uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
     itx_t *it = cairn_zalloc(sizeof *it + extra);
     it->rec = *rec;
     it->read_back = read_back;
+    if (is_block_rec(rec)) {
+        /* Replay and the claim at import decide by the block's txg: the record
+         * must be the block's, whatever transaction logs it. */
+        cairn_blkptr_t bp;
+        memcpy(&bp, rec->data, sizeof bp);
+        it->rec.txg = bp.birth_txg;
+    }
     uint8_t *p = (uint8_t *)(it + 1);
     if (!read_back && rec->dlen) {
         memcpy(p, rec->data, rec->dlen);
@@ -686,6 +764,8 @@ void zil_replay_mark(zilog_t *zl, dmu_tx_t *tx)
 typedef struct walked {
     cairn_dva_t *dvas;
     size_t n, cap;
+    spa_log_ref_t *refs;     /* the walked blocks' references */
+    size_t nrefs, caprefs;
 } walked_t;
 
 static void walked_push(walked_t *w, const cairn_dva_t *d)
@@ -708,9 +788,19 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
     while (d.asize && !err) {
         walked_push(w, &d);
         void *payload;
-        uint32_t len;
+        uint32_t len, nrefs;
         cairn_dva_t next;
-        if (spa_log_read(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next)) break;
+        spa_log_ref_t *refs;
+        if (spa_log_read_refs(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next, &refs,
+                              &nrefs))
+            break;
+        if (w->nrefs + nrefs > w->caprefs) {
+            w->caprefs = (w->nrefs + nrefs) * 2;
+            w->refs = cairn_realloc(w->refs, w->caprefs * sizeof *w->refs);
+        }
+        memcpy(w->refs + w->nrefs, refs, nrefs * sizeof *refs);
+        w->nrefs += nrefs;
+        free(refs);
         for (size_t o = 0; apply && o < len && !err;) {
             zil_rec_t rec;
             size_t used;
@@ -724,12 +814,14 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
             if (rec.seq <= h->replay_seq || rec.txg <= h->claim_txg) continue;
             zl->replay_cur_seq = rec.seq;
             err = replay(arg, zl, &rec);
+            if (!err) zl->replay_applied_seq = rec.seq;
             if (err)
                 log_error("zil", "object set %llu: replaying record %llu (type %u) failed: %s",
                           (unsigned long long)zl->os_id, (unsigned long long)rec.seq, rec.type,
                           strerror(-err));
             else
                 atomic_fetch_add(&zl->st_replayed, 1);
+            if (!err && rec.type == ZIL_REC_WRITE_BLOCK) atomic_fetch_add(&zl->st_replayed_blocks, 1);
         }
         free(payload);
         d = next;
@@ -782,19 +874,33 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
             zl->replaying = false;
             if (!err && apply) {
                 err = spa_txg_wait_synced(spa, 0);
-                log_info("zil", "object set %llu: replayed %llu record(s)", (unsigned long long)id,
-                         (unsigned long long)atomic_load(&zl->st_replayed));
+                log_info("zil", "object set %llu: replayed %llu record(s), %llu of them from "
+                         "directly written blocks", (unsigned long long)id,
+                         (unsigned long long)atomic_load(&zl->st_replayed),
+                         (unsigned long long)atomic_load(&zl->st_replayed_blocks));
             }
         }
         /* The walked blocks are the pool's to free once the new header is durable. */
         memset(&zl->next_dva, 0, sizeof zl->next_dva);
         if (!err) {
-            chain_restart(zl, w.dvas, w.n);
+            /* Blocks claimed at import for records replay did not apply (it
+             * freed the others itself) go with the old chain. */
+            uint64_t applied = CAIRN_MAX(zl->hdr.replay_seq, zl->replay_applied_seq);
+            cairn_blkptr_t *drop = cairn_zalloc((w.nrefs + 1) * sizeof *drop);
+            size_t ndrop = 0;
+            for (size_t i = 0; i < w.nrefs; i++) {
+                const spa_log_ref_t *r = &w.refs[i];
+                if (zl->hdr.claim_txg && r->bp.birth_txg > zl->hdr.claim_txg && r->seq > applied)
+                    drop[ndrop++] = r->bp;
+            }
+            chain_restart_freeing(zl, w.dvas, w.n, drop, ndrop);
+            free(drop);
             if (!zl->hdr.chain_guid)
                 log_warn("zil", "object set %llu: no room for an intent log; sync operations "
                          "will wait for txgs", (unsigned long long)id);
         }
         free(w.dvas);
+        free(w.refs);
     }
     if (err) {
         pthread_mutex_unlock(&zil_registry_lock);
@@ -831,6 +937,7 @@ void zil_abandon(zilog_t *zl)
     free(zl->lwbs);
     free(zl->fill_buf);
     free(zl->chunk_buf);
+    free(zl->refs_buf);
     pthread_mutex_destroy(&zl->lock);
     pthread_cond_destroy(&zl->cv);
     free(zl);
@@ -861,6 +968,7 @@ void zil_close(zilog_t *zl)
     free(zl->lwbs);
     free(zl->fill_buf);
     free(zl->chunk_buf);
+    free(zl->refs_buf);
     pthread_mutex_destroy(&zl->lock);
     pthread_cond_destroy(&zl->cv);
     free(zl);
@@ -878,6 +986,27 @@ int zil_replay_dmu(void *arg, zilog_t *zl, const zil_rec_t *rec)
         err = rec->dlen == rec->len ? dmu_write(os, rec->obj, rec->off, rec->len, rec->data, tx)
                                     : -EINVAL;
         break;
+    case ZIL_REC_WRITE_BLOCK: {
+        /* The block was claimed at import; it is read (verified against its
+         * pointer) and its bytes written like a WRITE's, then freed with the
+         * transaction that marks the record applied. */
+        cairn_blkptr_t bp;
+        if (rec->dlen != sizeof bp) {
+            err = -EINVAL;
+            break;
+        }
+        memcpy(&bp, rec->data, sizeof bp);
+        if (bp.lsize != rec->len || cairn_bp_is_hole(&bp)) {
+            err = -EINVAL;
+            break;
+        }
+        uint8_t *buf = cairn_alloc_aligned(bp.lsize);
+        err = spa_block_read(dmu_objset_spa(os), &bp, buf);
+        if (!err) err = dmu_write(os, rec->obj, rec->off, rec->len, buf, tx);
+        free(buf);
+        if (!err || err == -ENOENT) spa_block_free_at_sync(dmu_objset_spa(os), dmu_tx_txg(tx), &bp);
+        break;
+    }
     case ZIL_REC_FREE:
         err = dmu_free_range(os, rec->obj, rec->off, rec->len, tx);
         break;
