@@ -92,8 +92,21 @@ struct zpl_fs {
     struct zilog *zil;            /* the intent log (src/zil); NULL for snapshots */
 };
 
-/* zpl_zil.c: logs a file write (under the node's lock, in its transaction). */
+/* zpl_zil.c: the blocks a sync write wrote directly, one per record of the
+ * range (holes where the record was copied instead). */
+typedef struct zpl_zil_direct {
+    uint32_t rs;                  /* the file's record size */
+    uint64_t first;               /* record id of bps[0] */
+    size_t n;
+    cairn_blkptr_t *bps;
+} zpl_zil_direct_t;
+/* Writes a sync write's data (n->lock shared, in its transaction): whole
+ * records with dmu_write_direct, the rest with dmu_write. */
+int zpl_zil_write_direct(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf,
+                         dmu_tx_t *tx, zpl_zil_direct_t *d);
+/* zpl_zil.c: logs a file write (under the node's lock, in its transaction);
+ * direct: what zpl_zil_write_direct wrote, or NULL. */
 void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf, dmu_tx_t *tx,
-                       bool throughput);
+                       bool throughput, const zpl_zil_direct_t *direct);
 
 #endif
