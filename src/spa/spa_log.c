@@ -591,7 +591,7 @@ int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64
     uint8_t ck[CAIRN_CHECKSUM_LEN];
     frame_checksum(buf, (uint32_t)body, ck);
     memcpy(buf + offsetof(logblk_frame_t, cksum), ck, sizeof ck);
-    int err = vdev_write_block(top, dva->offset, buf, wlen);
+    int err = vdev_write_block_now(top, dva->offset, buf, wlen);
     free(buf);
     if (!err) atomic_fetch_add(&log_of(spa)->blocks_written, 1);
     return err;
@@ -609,7 +609,7 @@ int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n)
         done[ndone++] = dvas[i].vdev;
         vdev_t *top = log_top(spa, dvas[i].vdev);
         if (!top) continue;
-        int e = vdev_flush(top);
+        int e = vdev_flush_now(top);
         if (e) err = e;
     }
     atomic_fetch_add(&log_of(spa)->flushes, 1);
