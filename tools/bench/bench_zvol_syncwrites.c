@@ -16,7 +16,9 @@
  * The main disk is a fault leaf over DIR/main.img whose every cache flush takes
  * SLOW_US microseconds more (default 8000: one rotation and a bit of a 7200 rpm
  * disk): a slow disk. THREADS threads (default 1) each keep one write in flight at
- * random 4 KiB-aligned offsets of a 256 MiB range. Prints "MODE qd=Q iops=N".
+ * random 4 KiB-aligned offsets of a 256 MiB range. Prints "MODE qd=Q iops=N cpu_us=C":
+ * C is the process's user+system CPU time per write while the writers ran (the
+ * steady figure on a loaded machine, where wall-clock rates are noisy).
  */
 #include <cairn/dmu.h>
 #include <cairn/log.h>
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define BS 4096
@@ -141,13 +144,21 @@ int main(int argc, char **argv)
         zvol_write(zv, 0, BS, b, ZVOL_WRITE_FUA);
     }
     pthread_t *th = calloc((size_t)qd, sizeof *th);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     uint64_t t0 = cairn_now_ns();
     for (int i = 0; i < qd; i++) pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     sleep((unsigned)secs);
     atomic_store(&stop, true);
     for (int i = 0; i < qd; i++) pthread_join(th[i], NULL);
     double el = (double)(cairn_now_ns() - t0) / 1e9;
-    printf("%s qd=%d iops=%.0f\n", mode, qd, (double)atomic_load(&ops) / el);
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                          ru0.ru_stime.tv_sec) * 1e6 +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                          ru0.ru_stime.tv_usec);
+    uint64_t n = atomic_load(&ops);
+    printf("%s qd=%d iops=%.0f cpu_us=%.1f\n", mode, qd, (double)n / el, n ? cpu / (double)n : 0);
     fflush(stdout);
     if (zv) zvol_close(zv);
     if (os) dmu_objset_close(os);
