@@ -168,11 +168,11 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
  * intent-log record's data): the caller holds txg open (a transaction), and
  * the block must end up referenced by that txg's sync or freed in that txg
  * (spa_block_free_at_sync); the pool records the allocation in txg. The block
- * is written but not yet durable: spa_block_flush() makes it so. */
+ * is written but not yet durable: spa_blocks_flush() makes it so. */
 int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                          const spa_write_props_t *props, cairn_blkptr_t *bp);
-/* Flushes the top-level vdevs holding bp's copies. */
-int spa_block_flush(spa_t *spa, const cairn_blkptr_t *bp);
+/* Flushes the top-level vdevs holding the copies of n blocks, each vdev once. */
+int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n);
 /* spa_block_write() for n blocks at once, each from datas[i] of lsizes[i] bytes: they
  * are allocated one after another, so they sit next to each other on the devices and
  * are written as a few large I/Os per leaf. Fills bps[]; returns 0 or the first error

@@ -838,10 +838,6 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
     spa_t *spa = dn_spa(dn);
     cairn_blkptr_t nbp;
     if (spa_block_write_open(spa, txg, buf, rs, &props, &nbp)) return 0;
-    if (spa_block_flush(spa, &nbp)) {
-        spa_block_free_at_sync(spa, txg, &nbp);
-        return 0;
-    }
     unsigned sh = dn_shard(blkid);
     dn_rlock(dn);
     pthread_mutex_lock(&dn->shard_lock[sh]);

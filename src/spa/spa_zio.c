@@ -265,14 +265,19 @@ int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t ls
     return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
 }
 
-int spa_block_flush(spa_t *spa, const cairn_blkptr_t *bp)
+int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
 {
+    uint64_t done[(SPACEMAP_MAX_VDEVS + 63) / 64] = {0};
     int err = 0;
-    for (int c = 0; c < bp->ncopies; c++) {
-        vdev_t *top = spa_top(spa, bp->dva[c].vdev);
-        if (!top) continue;
-        int e = vdev_flush(top);
-        if (e) err = e;
+    for (size_t i = 0; i < n; i++) {
+        for (int c = 0; c < bps[i].ncopies; c++) {
+            uint32_t v = bps[i].dva[c].vdev;
+            vdev_t *top = spa_top(spa, v);
+            if (!top || v >= SPACEMAP_MAX_VDEVS || (done[v / 64] >> (v % 64) & 1)) continue;
+            done[v / 64] |= 1ULL << (v % 64);
+            int e = vdev_flush(top);
+            if (e) err = e;
+        }
     }
     return err;
 }

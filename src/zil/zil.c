@@ -810,12 +810,14 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
         if (spa_log_read_refs(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next, &refs,
                               &nrefs))
             break;
-        if (w->nrefs + nrefs > w->caprefs) {
-            w->caprefs = (w->nrefs + nrefs) * 2;
-            w->refs = cairn_realloc(w->refs, w->caprefs * sizeof *w->refs);
+        if (nrefs) {
+            if (w->nrefs + nrefs > w->caprefs) {
+                w->caprefs = (w->nrefs + nrefs) * 2;
+                w->refs = cairn_realloc(w->refs, w->caprefs * sizeof *w->refs);
+            }
+            memcpy(w->refs + w->nrefs, refs, nrefs * sizeof *refs);
+            w->nrefs += nrefs;
         }
-        memcpy(w->refs + w->nrefs, refs, nrefs * sizeof *refs);
-        w->nrefs += nrefs;
         free(refs);
         for (size_t o = 0; apply && o < len && !err;) {
             zil_rec_t rec;
