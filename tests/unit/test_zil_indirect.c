@@ -11,6 +11,8 @@
  *     it before and after the claim, other allocations do not take it before
  *     replay, replay verifies and applies it and frees it exactly once, also
  *     when replay itself fails halfway and the pool crashes again;
+ *   - a power cut on a fault leaf (unflushed writes dropped or torn) loses no
+ *     committed pointer record's data: the blocks are flushed before the log;
  *   - the policy: logbias=throughput always, latency only for large writes on
  *     a pool without a log device.
  */
@@ -21,6 +23,7 @@
 #include <cmocka.h>
 
 #include <cairn/spa.h>
+#include <cairn/vdev_fault.h>
 #include <cairn/zil.h>
 
 #include <errno.h>
@@ -260,6 +263,76 @@ static void test_crash_claim_replay(void **state)
     zfx_done(&z); /* every claimed block freed exactly once */
 }
 
+static void test_powercut_pointers(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 4; round++) {
+        zfx_t z;
+        memset(&z, 0, sizeof z);
+        /* A main disk and a log device, both fault leaves that hold writes until a
+         * flush: the log's flush does not cover the main disk, so only the flush of
+         * the directly written blocks before the log write makes them durable. */
+        test_pool_make(&z.p, "zilindcut", 256 * CAIRN_MIB);
+        assert_int_equal(spa_export(z.p.spa), 0);
+        char logpath[600], fmain[700], flog[700];
+        snprintf(logpath, sizeof logpath, "%s/log0", z.p.dir);
+        int fd = open(logpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 64 * (off_t)CAIRN_MIB), 0);
+        close(fd);
+        snprintf(fmain, sizeof fmain, "fault:%s", z.p.path);
+        snprintf(flog, sizeof flog, "fault:%s", logpath);
+        spa_vdev_spec_t leaves[2] = {{.type = VDEV_TYPE_LEAF, .path = fmain},
+                                     {.type = VDEV_TYPE_LEAF, .path = flog,
+                                      .vclass = VDEV_CLASS_LOG}};
+        spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 2, .children = leaves};
+        spa_create_opts_t co = {.force = true};
+        char err[256] = "";
+        int e = spa_create(z.p.name, &root, &co, &z.p.spa, err, sizeof err);
+        if (e) fprintf(stderr, "spa_create: %s\n", err);
+        assert_int_equal(e, 0);
+        assert_true(spa_has_log_vdevs(z.p.spa));
+        snprintf(z.p.path, sizeof z.p.path, "%s", z.p.dir); /* imports search both files */
+        assert_int_equal(spa_prop_set(z.p.spa, "txg_timeout", "300", err, sizeof err), 0);
+        assert_int_equal(dmu_objset_create(z.p.spa, "fs", NULL), 0);
+        assert_int_equal(dmu_objset_open(z.p.spa, "fs", &z.os), 0);
+        dmu_object_props_t props = {.recordsize = BLK, .compress = CAIRN_COMPRESS_LZ4,
+                                    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+        dmu_tx_t *tx = dmu_tx_begin(z.os);
+        assert_int_equal(dmu_object_alloc(z.os, &props, &z.obj, tx), 0);
+        dmu_tx_commit(tx);
+        zfx_open_log(&z, zil_replay_dmu, z.os);
+        uint64_t base = 1000 * (uint64_t)round;
+        for (uint64_t i = 0; i < 20; i++) direct_write(&z, i, base + i);
+        /* written directly and logged, never flushed nor committed: in flight at the cut */
+        for (uint64_t i = 20; i < 26; i++) {
+            uint8_t *b = cairn_alloc_aligned(BLK);
+            pattern(b, base + i);
+            cairn_blkptr_t bp;
+            tx = dmu_tx_begin(z.os);
+            assert_int_equal(dmu_write_direct(z.os, z.obj, i * BLK, BLK, b, tx, &bp), 0);
+            dmu_tx_commit(tx);
+            zil_log(z.zl, &(zil_rec_t){.type = ZIL_REC_WRITE_BLOCK, .txg = bp.birth_txg,
+                                       .obj = z.obj, .off = i * BLK, .len = BLK, .data = &bp,
+                                       .dlen = sizeof bp});
+            free(b);
+        }
+        vdev_fault_powercut(0xc0ffee + (uint64_t)round, VDEV_FAULT_CUT_RANDOM);
+        crash(&z);
+        vdev_fault_reset();
+        test_pool_import(&z.p, SPA_IMPORT_FORCE);
+        assert_int_equal(dmu_objset_open(z.p.spa, "fs", &z.os), 0);
+        zfx_open_log(&z, zil_replay_dmu, z.os);
+        for (uint64_t i = 0; i < 20; i++) assert_true(block_is(&z, i, base + i));
+        uint8_t g[BLK], zero[BLK] = {0};
+        for (uint64_t i = 20; i < 26; i++) {
+            assert_int_equal(dmu_read(z.os, z.obj, i * BLK, BLK, g), 0);
+            assert_true(block_is(&z, i, base + i) || memcmp(g, zero, BLK) == 0);
+        }
+        zfx_done(&z);
+    }
+}
+
 static int replay_budget = -1;
 
 static int replay_limited(void *arg, zilog_t *zl, const zil_rec_t *rec)
@@ -334,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_changed_before_sync_frees_block),
         cmocka_unit_test(test_crash_claim_replay),
         cmocka_unit_test(test_replay_crash_exactly_once),
+        cmocka_unit_test(test_powercut_pointers),
         cmocka_unit_test(test_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
