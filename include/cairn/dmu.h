@@ -96,8 +96,8 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
 /* dmu_write() of exactly one whole record [off, off + len) that also writes
  * that record at once as a block of its own (outside syncing context,
  * compressed and checksummed like the object's records), for an intent-log
- * record to point at. Not yet durable: the caller flushes the blocks of a
- * request together (spa_blocks_flush) before logging them. The txg's sync adopts the
+ * record to point at. Not yet durable: the intent log flushes the blocks of a
+ * commit together (spa_blocks_flush) before writing records that point at them. The txg's sync adopts the
  * block instead of writing the record again, unless the record changes again
  * before: then the block is freed in that txg. *bp is the block, or a hole when
  * it could not be written (the data is written all the same). -EINVAL if the

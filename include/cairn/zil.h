@@ -29,7 +29,8 @@
  * the data then goes to the main vdevs once, and the txg's sync adopts that
  * block. zil_write_indirect() is the policy, as in ZFS: logbias=throughput
  * always, logbias=latency when the pool has no log device and the write is
- * at least ZIL_INDIRECT_MIN bytes.
+ * at least ZIL_INDIRECT_MIN bytes. The commit flushes the vdevs of the blocks a
+ * batch points at, once per batch, before writing the log blocks that name them.
  */
 #ifndef CAIRN_ZIL_H
 #define CAIRN_ZIL_H

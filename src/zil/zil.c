@@ -526,6 +526,20 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         err = spa_txg_wait_synced(zl->spa, zl->chain_ready_txg);
         if (err) return err;
     }
+    /* Blocks the batch's records point at are written but maybe not durable: one
+     * flush of their vdevs for the whole batch, before any log block names them
+     * (a log device's flush does not cover the main disks). */
+    size_t nbps = 0;
+    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
+    if (nbps) {
+        cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
+        size_t k = 0;
+        for (itx_t *it = batch; it; it = it->next)
+            if (it->rec.txg > synced && is_block_rec(&it->rec))
+                memcpy(&bps[k++], it->rec.data, sizeof *bps);
+        err = spa_blocks_flush(zl->spa, bps, k);
+        free(bps);
+    }
     fill_t f = {.cap = spa_log_capacity(&zl->next_dva)};
     /* Buffers kept across batches (one writer at a time): no allocation per commit. */
     if (!zl->fill_buf) zl->fill_buf = cairn_zalloc(SPA_LOG_BLOCK_MAX);

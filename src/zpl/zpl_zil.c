@@ -22,7 +22,6 @@
  */
 #include "zpl_impl.h"
 
-#include <cairn/spa.h>
 #include <cairn/util.h>
 #include <string.h>
 
@@ -58,11 +57,7 @@ int zpl_zil_write_direct(zpl_node_t *n, uint64_t off, uint64_t len, const void *
             err = dmu_write(fs->os, n->obj, pos, end - pos, src + (pos - off), tx);
         pos = end;
     }
-    /* One flush for the request's blocks: durable before any record points at them;
-     * if it fails, the records carry the bytes instead. */
-    if (!err && spa_blocks_flush(dmu_objset_spa(fs->os), d->bps, d->n))
-        memset(d->bps, 0, d->n * sizeof *d->bps);
-    return err;
+    return err; /* the commit flushes the blocks before logging pointers to them */
 }
 
 static void log_copied(zpl_node_t *n, uint64_t txg, uint64_t off, uint64_t len, const void *buf)

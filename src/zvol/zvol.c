@@ -491,10 +491,7 @@ static int do_write_direct(zvol_state_t *zs, const zvol_props_t *p, uint64_t off
             err = dmu_write(zs->os, zs->obj, pos, end - pos, data + (pos - off), tx);
         pos = end;
     }
-    /* One flush for all of them before any record points at them; if it fails the
-     * records read the bytes back instead. */
-    if (!err && spa_blocks_flush(zs->spa, bps, nrec)) memset(bps, 0, nrec * sizeof *bps);
-    uint64_t txg = dmu_tx_txg(tx);
+    uint64_t txg = dmu_tx_txg(tx); /* the commit flushes the blocks before the log */
     dmu_tx_commit(tx);
     note_txg(zs, txg);
     for (uint64_t pos = off; pos < off + len;) { /* ZIL */

@@ -12,7 +12,8 @@
  *     replay, replay verifies and applies it and frees it exactly once, also
  *     when replay itself fails halfway and the pool crashes again;
  *   - a power cut on a fault leaf (unflushed writes dropped or torn) loses no
- *     committed pointer record's data: the blocks are flushed before the log;
+ *     committed pointer record's data: the commit flushes the blocks before
+ *     writing the log;
  *   - the policy: logbias=throughput always, latency only for large writes on
  *     a pool without a log device.
  */
@@ -75,7 +76,6 @@ static cairn_blkptr_t direct_write(zfx_t *z, uint64_t i, uint64_t tag)
     dmu_tx_t *tx = dmu_tx_begin(z->os);
     assert_int_equal(dmu_write_direct(z->os, z->obj, i * BLK, BLK, b, tx, &bp), 0);
     assert_false(cairn_bp_is_hole(&bp));
-    assert_int_equal(spa_blocks_flush(z->p.spa, &bp, 1), 0);
     assert_int_equal(bp.birth_txg, dmu_tx_txg(tx));
     dmu_tx_commit(tx);
     zil_log(z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE_BLOCK, .txg = bp.birth_txg, .obj = z->obj,
