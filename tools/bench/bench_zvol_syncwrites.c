@@ -2,7 +2,7 @@
  * Synchronous 4 KiB writes: what the intent log buys (driver of
  * tools/bench/sync-writes.sh, which runs every mode and prints the table).
  *
- *   bench_zvol_syncwrites -d DIR [-t SECONDS] [-q THREADS] [-s SLOW_US] MODE
+ *   bench_zvol_syncwrites -d DIR [-t SECONDS] [-q THREADS] [-s SLOW_US] [-b BYTES] MODE
  *
  * MODE
  *   limit   pwrite 4 KiB (O_DIRECT, as the pool opens its leaves) + fdatasync per
@@ -16,7 +16,8 @@
  * The main disk is a fault leaf over DIR/main.img whose every cache flush takes
  * SLOW_US microseconds more (default 8000: one rotation and a bit of a 7200 rpm
  * disk): a slow disk. THREADS threads (default 1) each keep one write in flight at
- * random 4 KiB-aligned offsets of a 256 MiB range. Prints "MODE qd=Q iops=N cpu_us=C":
+ * random BYTES-aligned offsets (BYTES: -b, default 4096; 8 KiB volblocksize beyond
+ * 4 KiB, so large writes span whole records) of a 256 MiB range. Prints "MODE qd=Q iops=N cpu_us=C":
  * C is the process's user+system CPU time per write while the writers ran (the
  * steady figure on a loaded machine, where wall-clock rates are noisy).
  */
@@ -36,7 +37,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define BS 4096
+static uint32_t BS = 4096;
 #define SPAN (256ULL * 1024 * 1024)
 
 static _Atomic bool stop;
@@ -49,7 +50,7 @@ static void *worker(void *arg)
 {
     uint64_t r = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
     uint8_t *b = aligned_alloc(4096, BS);
-    memset(b, 0x5a, BS);
+    for (uint32_t i = 0; i < BS; i++) b[i] = (uint8_t)(i * 131 + (uintptr_t)arg);
     while (!atomic_load(&stop)) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
         uint64_t off = (r % (SPAN / BS)) * BS;
@@ -93,7 +94,8 @@ int main(int argc, char **argv)
     const char *dir = "/tmp";
     int secs = 5, qd = 1, c;
     uint32_t slow_us = 8000;
-    while ((c = getopt(argc, argv, "d:t:q:s:")) != -1) {
+    while ((c = getopt(argc, argv, "d:t:q:s:b:")) != -1) {
+        if (c == 'b') BS = (uint32_t)atoi(optarg);
         if (c == 'd') dir = optarg;
         else if (c == 't') secs = atoi(optarg);
         else if (c == 'q') qd = atoi(optarg);
@@ -136,12 +138,15 @@ int main(int argc, char **argv)
         }
         vdev_fault_set_flush_delay(main_img, slow_us);
         if (dmu_objset_create(spa, "vol", NULL) || dmu_objset_open(spa, "vol", &os)) return 1;
-        zvol_objset_opts_t zo = {.volsize = SPAN, .volblocksize = BS, .block_size = 4096};
+        zvol_objset_opts_t zo = {.volsize = SPAN, .volblocksize = BS > 4096 ? 8192 : BS,
+                                 .block_size = 4096};
         if (zvol_open_objset(os, &zo, &zv)) return 1;
         /* The first commit makes the new log chain's header durable: not timed. */
-        uint8_t b[BS] = {1};
+        uint8_t *b = aligned_alloc(4096, BS);
+        memset(b, 1, BS);
         zvol_write(zv, 0, BS, b, ZVOL_WRITE_FUA);
         zvol_write(zv, 0, BS, b, ZVOL_WRITE_FUA);
+        free(b);
     }
     pthread_t *th = calloc((size_t)qd, sizeof *th);
     struct rusage ru0, ru1;

@@ -5,6 +5,7 @@
 #                                         (default /var/tmp/cairn-bench-sync)
 # Knobs (environment): SECS=5 per run, REPS=3 (medians), QDS="1 32",
 #   SLOW_US=8000 extra microseconds per cache flush of the emulated slow main disk,
+#   BS=4096 bytes per write (above 4 KiB the volume has 8 KiB records),
 #   BUILD=./build (where tools/bench/bench_zvol_syncwrites was built),
 #   BEFORE=DIR: another build of bench_zvol_syncwrites (e.g. of the previous commit)
 #   whose log-device mode runs interleaved with the others as column "before".
@@ -29,6 +30,7 @@ SECS=${SECS:-5}
 REPS=${REPS:-3}
 QDS=${QDS:-1 32}
 SLOW_US=${SLOW_US:-8000}
+BS=${BS:-4096}
 BUILD=${BUILD:-$(dirname "$0")/../../build}
 BIN="$BUILD/tools/bench/bench_zvol_syncwrites"
 [ -x "$BIN" ] || { echo "build first: $BIN not found" >&2; exit 1; }
@@ -44,7 +46,7 @@ for qd in $QDS; do
         for mode in $MODES; do
             b=$BIN m=$mode
             [ "$mode" = before ] && b="$BEFORE/tools/bench/bench_zvol_syncwrites" m=log
-            line=$("$b" -d "$DIR" -t "$SECS" -q "$qd" -s "$SLOW_US" "$m")
+            line=$("$b" -d "$DIR" -t "$SECS" -q "$qd" -s "$SLOW_US" -b "$BS" "$m")
             v=$(echo "$line" | sed -n 's/.*iops=\([0-9]*\).*/\1/p')
             c=$(echo "$line" | sed -n 's/.*cpu_us=\([0-9.]*\).*/\1/p')
             res[$mode,$qd]="${res[$mode,$qd]:-} $v"
@@ -55,7 +57,7 @@ for qd in $QDS; do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo
-echo "4 KiB sync writes/s (CPU us per write), medians of $REPS x ${SECS} s; main disk flush +${SLOW_US} us"
+echo "$BS-byte sync writes/s (CPU us per write), medians of $REPS x ${SECS} s; main disk flush +${SLOW_US} us"
 echo
 hdr="| in flight | limit (fdatasync on the log device file) | txg (no log) | log on main disk | log device |"
 sep="|---|---|---|---|---|"
