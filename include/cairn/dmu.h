@@ -97,6 +97,17 @@ int dmu_object_list(objset_t *os, void (*fn)(uint64_t obj, void *arg), void *arg
 
 int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
               dmu_tx_t *tx);
+/* dmu_write() of exactly one whole record [off, off + len) that also writes
+ * that record at once as a block of its own (outside syncing context,
+ * compressed and checksummed like the object's records), for an intent-log
+ * record to point at. Not yet durable: the intent log flushes the blocks of a
+ * commit together (spa_blocks_flush) before writing records that point at them. The txg's sync adopts the
+ * block instead of writing the record again, unless the record changes again
+ * before: then the block is freed in that txg. *bp is the block, or a hole when
+ * it could not be written (the data is written all the same). -EINVAL if the
+ * range is not one whole record. */
+int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+                     dmu_tx_t *tx, cairn_blkptr_t *bp);
 /* Holes and ranges never written read as zeros. */
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
 /* dmu_read for callers that must not wait for a device (a connection thread):

@@ -71,6 +71,11 @@ int metaslab_free(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t size);
  * this falls back to metaslab_free(). Same errors as metaslab_free(). */
 int metaslab_unalloc(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t size);
 
+/* Allocates exactly [offset, offset + size) in txg, recording an ALLOC record
+ * (import claims blocks named by the intent log). -EEXIST if any part of it is
+ * not free; -EINVAL if misaligned, out of range or txg is 0. */
+int metaslab_alloc_at(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t size);
+
 /* Marks [offset, offset + size) allocated without recording anything (for
  * space the pool knows is in use but that is not in the log). -EEXIST if any
  * part of it is not free (allocated or deferred); -EINVAL if misaligned or out
@@ -91,8 +96,9 @@ int metaslab_take_records(metaslab_t *ms, uint64_t txg, spacemap_record_t **recs
  * SPACEMAP_MAX_EXTENT are split. Under the same lock it drops the pending
  * records of txgs <= txg, which the snapshot already contains, so the next
  * metaslab_take_records(txg) returns only what happens after the snapshot
- * (e.g. the allocation of the snapshot's own blocks). -EINVAL if anything was
- * recorded or deferred for a txg above txg. *recs as for take_records. */
+ * (e.g. the allocation of the snapshot's own blocks). Allocations recorded for a
+ * txg above txg are left out of the snapshot (shown free) and stay pending;
+ * -EINVAL if a free was recorded or deferred for a txg above txg. *recs as for take_records. */
 int metaslab_condense(metaslab_t *ms, uint64_t txg, spacemap_record_t **recs, size_t *n);
 
 /* Applies one replayed log record (import): ALLOC claims the extent; FREE

@@ -193,6 +193,15 @@ typedef struct spa_write_props {
  * (the upper layer's sync callback), callable from many threads at once. */
 int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                     const spa_write_props_t *props, cairn_blkptr_t *bp);
+/* The same outside syncing context, for a block written ahead of its txg (an
+ * intent-log record's data): the caller holds txg open (a transaction), and
+ * the block must end up referenced by that txg's sync or freed in that txg
+ * (spa_block_free_at_sync); the pool records the allocation in txg. The block
+ * is written but not yet durable: spa_blocks_flush() makes it so. */
+int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                         const spa_write_props_t *props, cairn_blkptr_t *bp);
+/* Flushes the top-level vdevs holding the copies of n blocks, each vdev once. */
+int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n);
 /* spa_block_write() for n blocks at once, each from datas[i] of lsizes[i] bytes: they
  * are allocated one after another, so they sit next to each other on the devices and
  * are written as a few large I/Os per leaf. Fills bps[]; returns 0 or the first error
@@ -213,6 +222,9 @@ int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8
 int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy);
 /* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+/* spa_block_free() from any context: the block is freed in txg (which the
+ * caller holds open) when that txg syncs. */
+void spa_block_free_at_sync(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 
 /* Transactions: hold the open txg while making changes to it. spa_tx_hold()
  * first waits on the write throttle; spa_tx_throttle() is that wait alone and
@@ -297,7 +309,18 @@ void spa_log_free(spa_t *spa, const cairn_dva_t *dva, uint64_t txg);
  * naming next as its successor. Not durable until spa_log_flush(). */
 int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                   const cairn_dva_t *next, const void *payload, uint32_t len);
-/* Payload bytes a block of that DVA can hold. */
+/* A block a log record points at (written with spa_block_write_open in the
+ * record's txg), with the record's sequence number. A log block carries the
+ * references of its records after the payload so that import can keep those
+ * blocks allocated until replay (see spa_log_load in src/spa/spa_log.c). */
+typedef struct spa_log_ref {
+    cairn_blkptr_t bp;
+    uint64_t seq;
+} spa_log_ref_t;
+int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                       const cairn_dva_t *next, const void *payload, uint32_t len,
+                       const spa_log_ref_t *refs, uint32_t nrefs);
+/* Payload plus references must fit: bytes a block of that DVA can hold. */
 uint32_t spa_log_capacity(const cairn_dva_t *dva);
 /* Makes every log block written so far on these blocks' vdevs durable (one
  * flush per top-level vdev involved). */
@@ -306,6 +329,10 @@ int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n);
  * -ENOENT when the block is not that block (end of the chain). */
 int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                  void **payload, uint32_t *len, cairn_dva_t *next);
+/* spa_log_read() that also returns the block's references (*refs malloc'ed). */
+int spa_log_read_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                      void **payload, uint32_t *len, cairn_dva_t *next, spa_log_ref_t **refs,
+                      uint32_t *nrefs);
 /* The last synced txg at the time the pool was opened. */
 uint64_t spa_import_txg(spa_t *spa);
 /* Counters: log blocks written and log flushes issued (tests, benchmarks). */

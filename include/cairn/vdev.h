@@ -77,6 +77,11 @@ typedef struct vdev_leaf_ops {
     int (*submit)(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
                   vdev_io_done_t done, void *arg);
     void (*close)(vdev_t *leaf);
+    /* Optional: the same I/O done in the calling thread, returning its result (same
+     * arguments and errors as submit). For a lone small synchronous write and its
+     * flush (the intent log), where handing the I/O to a completion thread and the
+     * result back costs more than the I/O. */
+    int (*io_now)(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
 } vdev_leaf_ops_t;
 
 struct vdev {
@@ -137,6 +142,10 @@ uint64_t vdev_psize_to_asize(const vdev_t *top, uint64_t psize);
  * children took the write to read it back (a mirror: one side; raidz: all but nparity). */
 int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize);
 
+/* vdev_write_block() done in the calling thread when top is a single leaf that can
+ * (io_now), else exactly vdev_write_block(). */
+int vdev_write_block_now(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize);
+
 /* Several blocks of one top-level vdev written together: their per-leaf pieces that
  * touch (as consecutive allocations do) go to each leaf as one larger write, so the
  * devices see big sequential I/Os even when blocks are small (raidz columns of a
@@ -169,5 +178,7 @@ int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize,
 
 /* Makes every write completed so far under vd durable (fdatasync on each leaf, in parallel). */
 int vdev_flush(vdev_t *vd);
+/* vdev_flush() of a single leaf in the calling thread when it can (io_now). */
+int vdev_flush_now(vdev_t *vd);
 
 #endif

@@ -23,6 +23,14 @@
  *
  * Operations that have no record type are queued as barriers: committing one
  * waits for its txg to sync (correct, slower).
+ *
+ * Large writes. A record carries its data (ZIL_REC_WRITE), or points at a
+ * block the layer wrote directly with dmu_write_direct() (ZIL_REC_WRITE_BLOCK):
+ * the data then goes to the main vdevs once, and the txg's sync adopts that
+ * block. zil_write_indirect() is the policy, as in ZFS: logbias=throughput
+ * always, logbias=latency when the pool has no log device and the write is
+ * at least ZIL_INDIRECT_MIN bytes. The commit flushes the vdevs of the blocks a
+ * batch points at, once per batch, before writing the log blocks that name them.
  */
 #ifndef CAIRN_ZIL_H
 #define CAIRN_ZIL_H
@@ -41,6 +49,8 @@ typedef enum zil_rec_type {
     ZIL_REC_REMOVE = 6,    /* obj = parent, name */
     ZIL_REC_RENAME = 7,    /* obj = src parent, arg[0] = dst parent, name -> name2 */
     ZIL_REC_LINK = 8,      /* obj = parent, arg[0] = target obj, name */
+    ZIL_REC_WRITE_BLOCK = 9, /* obj, off, len; data = the cairn_blkptr_t of a block written
+                              * directly (dmu_write_direct) that holds [off, off + len) */
     ZIL_REC_TYPE_MAX = 64, /* types up to here are reserved for the layers above */
 } zil_rec_type_t;
 
@@ -71,8 +81,10 @@ int zil_rec_decode(const void *buf, size_t len, zil_rec_t *rec, size_t *used);
 typedef int (*zil_replay_fn)(void *arg, zilog_t *zl, const zil_rec_t *rec);
 
 /* A replay function for records that name DMU-level changes (arg: the objset_t):
- * ZIL_REC_WRITE (dmu_write), ZIL_REC_FREE (dmu_free_range), ZIL_REC_SETATTR
- * (dmu_bonus_write of the whole bonus buffer). Volumes and files log only these. */
+ * ZIL_REC_WRITE (dmu_write), ZIL_REC_WRITE_BLOCK (the block read, verified and
+ * dmu_write'n, then freed), ZIL_REC_FREE (dmu_free_range), ZIL_REC_SETATTR
+ * (dmu_bonus_write of the whole bonus buffer). Volumes and files log only these.
+ * A layer with its own replay function hands these types to this one. */
 int zil_replay_dmu(void *arg, zilog_t *zl, const zil_rec_t *rec);
 
 /* The log of os (shared by every opener of the same object set). Replays it
@@ -96,6 +108,10 @@ void zil_abandon(zilog_t *zl);
 uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec);
 /* An operation the log cannot record: committing it waits for txg. */
 uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg);
+#define ZIL_INDIRECT_MIN (32 * 1024u)
+/* Whether whole records of a sync write of len bytes should be written
+ * directly and logged as ZIL_REC_WRITE_BLOCK (see the top of this file). */
+bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len);
 /* Makes every record up to seq durable (0: everything queued so far). */
 int zil_commit(zilog_t *zl, uint64_t seq);
 /* During replay, inside the transaction applying the current record. */
@@ -111,6 +127,7 @@ typedef struct zil_stats {
     uint64_t records;        /* records written */
     uint64_t txg_waits;      /* commits that fell back to waiting for a txg */
     uint64_t replayed;       /* records applied by replay */
+    uint64_t block_records;  /* ZIL_REC_WRITE_BLOCK records written to the log */
 } zil_stats_t;
 void zil_get_stats(zilog_t *zl, zil_stats_t *out);
 

@@ -124,6 +124,10 @@ typedef struct dmu_rec {
     uint32_t size;
     cairn_blkptr_t bp;
     int error;
+    /* open context, under the record's shard mutex */
+    uint32_t mods;             /* bumped by every change of data */
+    bool has_override;         /* override_bp already holds data: the sync adopts it */
+    cairn_blkptr_t override_bp;
 } dmu_rec_t;
 
 typedef struct dn_range {
@@ -256,6 +260,9 @@ void dnode_rele(dnode_t *dn);
 /* Syncing context: evicts clean, unheld dnode blocks beyond the limit. */
 void objset_evict_dnodes(objset_t *os);
 /* txg-aware primitives; sync_ctx: called by the sync thread (no dirty accounting). */
+/* dmu_write_direct(): see include/cairn/dmu.h. */
+int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                       cairn_blkptr_t *bp);
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx);
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);

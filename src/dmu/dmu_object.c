@@ -215,6 +215,22 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
     return err;
 }
 
+int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+                     dmu_tx_t *tx, cairn_blkptr_t *bp)
+{
+    memset(bp, 0, sizeof *bp);
+    dmu_write_hook_t hook = atomic_load_explicit(&write_hook, memory_order_relaxed);
+    if (hook) hook(os, obj, off, len);
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (tx->sync_ctx || len == 0) return -EINVAL;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    err = dnode_write_direct(dn, tx->txg, off, len, buf, bp);
+    dnode_rele(dn);
+    return err;
+}
+
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
 {
     dnode_t *dn = hold_user(os, obj);

@@ -83,6 +83,15 @@
  *   - dn->ind_lock: inserting loaded indirect blocks into the cache while the
  *     dnode lock is shared (the sync edits them only under exclusive). Loading
  *     one holds it across the read: once per 1024 records.
+ * DIRECT WRITES (dnode_write_direct, for the intent log's large writes). A
+ * whole record is written into its dirty record as usual and, at once, as a
+ * block of its own in the open txg. The dirty record then carries that block
+ * as its override and the sync adopts it instead of writing the record; every
+ * later change of the record's data (mods), a drop (freed range or object) or
+ * a zero record turns the override into a block freed in its txg at that
+ * txg's sync (spa_block_free_at_sync). The caller's transaction keeps the txg
+ * open while the block is written.
+ *
  * A partial-record write whose record must come from disk drops its locks
  * for the read and then looks again, keeping the read only if the lookup
  * still names the same block. Order: dn->lock, shard mutex, ind_lock; the
@@ -202,6 +211,24 @@ static void rec_free(dmu_rec_t *r)
 {
     free(r->data);
     free(r);
+}
+
+/* The record's data changed (open context, its shard mutex held): a block
+ * written directly from its old content no longer describes it. */
+static void rec_changed(dnode_t *dn, uint64_t txg, dmu_rec_t *r)
+{
+    r->mods++;
+    if (r->has_override) {
+        r->has_override = false;
+        spa_block_free_at_sync(dn->os->dp->spa, txg, &r->override_bp);
+    }
+}
+
+/* A dirty record dropped before its sync (freed range, freed object). */
+static void rec_drop(dnode_t *dn, uint64_t txg, dmu_rec_t *r)
+{
+    if (r->has_override) spa_block_free_at_sync(dn->os->dp->spa, txg, &r->override_bp);
+    rec_free(r);
 }
 
 static void slot_destroy(dn_slot_t *s)
@@ -413,6 +440,7 @@ static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
         memset(d + old, 0, newsz - old);
         free(x->data);
         x->data = d;
+        rec_changed(dn, s->txg, x); /* a block written at the old size is not it */
         newbytes += newsz - old;
     }
     spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
@@ -618,7 +646,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
  */
 static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
                             const uint8_t *src, bool shared, uint64_t *newbytes,
-                            uint64_t *maxblkid, bool *wrote)
+                            uint64_t *maxblkid, bool *wrote, uint32_t *mods_out)
 {
     /* A writer still in a txg older than a record-size change cannot write:
      * its txg stores records at the old size. */
@@ -647,6 +675,8 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             }
             if (src) memcpy(r->data, src, rs);
             else memset(r->data, 0, rs);
+            rec_changed(dn, txg, r);
+            if (mods_out) *mods_out = r->mods;
         } else {
             err = dirty_rec(dn, txg, blkid, false, shared, &r, newbytes);
             if (!err && dn->cur.datablksz != rs) {
@@ -657,6 +687,7 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             if (!err) {
                 if (src) memcpy(r->data + boff, src, n);
                 else memset(r->data + boff, 0, n);
+                rec_changed(dn, txg, r);
             }
         }
         /* Keep newer txgs that shadow this record up to date. */
@@ -669,6 +700,7 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             if (nr && !err) {
                 if (src) memcpy(nr->data + boff, src, n);
                 else memset(nr->data + boff, 0, n);
+                rec_changed(dn, s->txg, nr);
             }
         }
         if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
@@ -707,7 +739,7 @@ static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len
     uint64_t newbytes = 0, maxblkid = 0;
     bool wrote = false;
     slot_get(dn, txg, sync_ctx);
-    int err = dn_write_records(dn, txg, off, len, src, false, &newbytes, &maxblkid, &wrote);
+    int err = dn_write_records(dn, txg, off, len, src, false, &newbytes, &maxblkid, &wrote, NULL);
     if (wrote) note_maxblkid(dn, txg, maxblkid, sync_ctx);
     if (newbytes && !sync_ctx && dn->obj != META_OBJ)
         spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
@@ -721,6 +753,9 @@ static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len
  * known end (maxblkid) take it exclusively, briefly. The txg cannot sync
  * while the caller's transaction holds it, so the slot stays between the two.
  */
+static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                         uint32_t *mods_out);
+
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx)
 {
@@ -733,6 +768,12 @@ int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, cons
         dn_unlock(dn);
         return err;
     }
+    return dn_write_open(dn, txg, off, len, buf, NULL);
+}
+
+static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                         uint32_t *mods_out)
+{
     dn_rlock(dn);
     if (!slot_find(dn, txg)) {
         dn_unlock(dn);
@@ -745,7 +786,8 @@ int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, cons
     bool wrote = false;
     int err = dn->cur.type == DNODE_TYPE_FREE || !slot_find(dn, txg)
                   ? -ENOENT
-                  : dn_write_records(dn, txg, off, len, buf, true, &newbytes, &maxblkid, &wrote);
+                  : dn_write_records(dn, txg, off, len, buf, true, &newbytes, &maxblkid, &wrote,
+                                     mods_out);
     bool need_max = wrote && !maxblkid_covers(dn, txg, maxblkid);
     dn_unlock(dn);
     if (need_max) {
@@ -757,8 +799,70 @@ int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, cons
     return err;
 }
 
+/*
+ * A whole record written now and, at once, as its own block (for the intent
+ * log, see dmu_write_direct in include/cairn/dmu.h). The caller's transaction
+ * holds txg open, so the slot stays while the block is written; the record's
+ * mods count, taken under its shard mutex with the write, tells whether
+ * anything changed it meanwhile. If so the block describes an older content
+ * and is freed in txg; else it becomes the record's override and the sync
+ * adopts it (dnode_write_recs_task).
+ */
+int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                       cairn_blkptr_t *bp)
+{
+    memset(bp, 0, sizeof *bp);
+    if (dn->obj == META_OBJ) return -EINVAL;
+    dn_rlock(dn);
+    uint32_t rs = dn->cur.datablksz;
+    dn_unlock(dn);
+    if (len != rs || off % rs) return -EINVAL;
+    uint32_t mods = 0;
+    int err = dn_write_open(dn, txg, off, len, buf, &mods);
+    if (err) return err;
+    uint64_t blkid = off / rs;
+    dn_rlock(dn);
+    dn_slot_t *s = slot_find(dn, txg);
+    if (!s || s->snap.datablksz != rs || dn->cur.type == DNODE_TYPE_FREE) {
+        dn_unlock(dn);
+        return 0; /* the data is written; the caller logs it some other way */
+    }
+    spa_write_props_t props = {
+        .type = dn_blk_type(s->snap.type),
+        .checksum = s->snap.checksum ? s->snap.checksum : CAIRN_CHECKSUM_FLETCHER4,
+        .compress = s->snap.compress,
+        .copies = s->snap.copies ? s->snap.copies : 1,
+        /* kept in the ARC as stored, as the sync's own writes are */
+        .cache = true,
+        .cache_policy = dmu_objset_cache_policy(dn->os),
+    };
+    dn_unlock(dn);
+    if (props.type != CAIRN_BT_DATA) return 0;
+    spa_t *spa = dn_spa(dn);
+    cairn_blkptr_t nbp;
+    if (spa_block_write_open(spa, txg, buf, rs, &props, &nbp)) return 0;
+    unsigned sh = dn_shard(blkid);
+    dn_rlock(dn);
+    pthread_mutex_lock(&dn->shard_lock[sh]);
+    s = slot_find(dn, txg);
+    dmu_rec_t *r = s ? dmu_map_get(&s->recs[sh], blkid) : NULL;
+    bool adopt = r && r->mods == mods && !r->has_override;
+    if (adopt) {
+        r->has_override = true;
+        r->override_bp = nbp;
+    }
+    pthread_mutex_unlock(&dn->shard_lock[sh]);
+    dn_unlock(dn);
+    /* Changed meanwhile: this block is not the record's, but it does hold the
+     * bytes this write wrote, so a log record may still point at it; it lives
+     * until txg, whose sync frees it. */
+    if (!adopt) spa_block_free_at_sync(spa, txg, &nbp);
+    *bp = nbp;
+    return 0;
+}
+
 /* dn->lock held exclusively. */
-static void slot_drop_recs(dn_slot_t *s, uint64_t start, uint64_t end)
+static void slot_drop_recs(dnode_t *dn, dn_slot_t *s, uint64_t start, uint64_t end)
 {
     size_t count = 0;
     for (int sh = 0; sh < DN_SHARDS; sh++) count += s->recs[sh].count;
@@ -766,7 +870,7 @@ static void slot_drop_recs(dn_slot_t *s, uint64_t start, uint64_t end)
     if (end - start <= count) {
         for (uint64_t b = start; b < end; b++) {
             dmu_rec_t *r = dmu_map_remove(&s->recs[dn_shard(b)], b);
-            if (r) rec_free(r);
+            if (r) rec_drop(dn, s->txg, r);
         }
         return;
     }
@@ -777,7 +881,7 @@ static void slot_drop_recs(dn_slot_t *s, uint64_t start, uint64_t end)
             dmu_rec_t *r = v[i];
             if (r->blkid >= start && r->blkid < end) {
                 dmu_map_remove(&s->recs[sh], r->blkid);
-                rec_free(r);
+                rec_drop(dn, s->txg, r);
             }
         }
         free(v);
@@ -809,7 +913,7 @@ static int dn_free_range_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_
     if (err || first == last) return err;
     dn_slot_t *s = slot_get(dn, txg, false);
     for (int i = 0; i < 4; i++)
-        if (dn->slots[i] && dn->slots[i]->txg >= txg) slot_drop_recs(dn->slots[i], first, last);
+        if (dn->slots[i] && dn->slots[i]->txg >= txg) slot_drop_recs(dn, dn->slots[i], first, last);
     if (s->nfrees == s->capfrees) {
         s->capfrees = s->capfrees ? s->capfrees * 2 : 4;
         s->frees = cairn_realloc(s->frees, s->capfrees * sizeof(*s->frees));
@@ -834,7 +938,7 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
     if (err) return err;
     /* Records dirtied at the edges of the range are moot now. */
     for (int i = 0; i < 4; i++)
-        if (dn->slots[i] && dn->slots[i]->txg >= txg) slot_drop_recs(dn->slots[i], 0, UINT64_MAX);
+        if (dn->slots[i] && dn->slots[i]->txg >= txg) slot_drop_recs(dn, dn->slots[i], 0, UINT64_MAX);
     dnode_set_alloc(dn, txg, DNODE_TYPE_FREE, NULL, false);
     return 0;
 }
@@ -1188,6 +1292,17 @@ void dnode_write_recs_task(void *arg)
         dmu_rec_t *r = b->recs[i];
         memset(&r->bp, 0, sizeof(r->bp));
         r->error = 0;
+        if (r->has_override) {
+            /* Written already (an intent-log record points at it): adopted as
+             * it is, unless the record reads as zeros, which is a hole. */
+            r->has_override = false;
+            if (buf_is_zero(r->data, r->size)) {
+                spa_block_free_at_sync(dn_spa(r->dn), r->txg, &r->override_bp);
+                continue;
+            }
+            r->bp = r->override_bp; /* cached when it was written (dmu_write_direct) */
+            continue;
+        }
         if (buf_is_zero(r->data, r->size)) continue;
         live[k] = r;
         datas[k] = r->data;

@@ -38,7 +38,11 @@
  * and deferred alike) and then the deferred extents as FREE records carrying
  * their own txgs, so replaying a snapshot reproduces the deferred state too.
  * It is built and the pending records it covers are dropped under one lock
- * hold, which gives the pool a clean cut between snapshot and log.
+ * hold, which gives the pool a clean cut between snapshot and log. Blocks are
+ * also allocated outside syncing context, in the open txg (intent-log data
+ * written ahead of its txg, log-region growth): a snapshot of txg T shows
+ * allocations recorded for later txgs as free and leaves their records
+ * pending, so they reach the log with their own txg.
  *
  * Locking: one mutex guards everything. Allocation is O(log n) and short, so a
  * single lock per top-level vdev is enough for the pool's write threads; if
@@ -330,6 +334,18 @@ int metaslab_unalloc(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t siz
     return rc;
 }
 
+int metaslab_alloc_at(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t size)
+{
+    if (txg == 0 || !ms_range_ok(ms, offset, size))
+        return -EINVAL;
+    pthread_mutex_lock(&ms->lock);
+    int rc = range_tree_remove(ms->free_tree, offset, size) == 0 ? 0 : -EEXIST;
+    if (rc == 0)
+        ms_record(ms, txg, SPACEMAP_ALLOC, offset, size);
+    pthread_mutex_unlock(&ms->lock);
+    return rc;
+}
+
 int metaslab_claim(metaslab_t *ms, uint64_t offset, uint64_t size)
 {
     if (!ms_range_ok(ms, offset, size))
@@ -404,15 +420,36 @@ int metaslab_condense(metaslab_t *ms, uint64_t txg, spacemap_record_t **recs, si
     if (txg == 0)
         return -EINVAL;
     pthread_mutex_lock(&ms->lock);
+    /* Allocations of a newer, still open txg (blocks written outside syncing
+     * context: intent-log writes, log-region growth) are not part of txg's
+     * state: the snapshot shows them free and their records stay pending for
+     * their own txg. Newer frees cannot be represented: refused. */
     bool newer = ms->ndefer > 0 && ms->defer[ms->ndefer - 1].txg > txg;
-    for (size_t i = 0; i < ms->nrecs && !newer; i++)
-        newer = ms->recs[i].txg > txg;
+    bool newer_allocs = false;
+    for (size_t i = 0; i < ms->nrecs && !newer; i++) {
+        if (ms->recs[i].txg <= txg)
+            continue;
+        if (ms->recs[i].type == SPACEMAP_ALLOC)
+            newer_allocs = true;
+        else
+            newer = true;
+    }
     if (newer) {
         pthread_mutex_unlock(&ms->lock);
         return -EINVAL;
     }
     ms_snap_t s = {.ms = ms, .txg = txg, .type = SPACEMAP_ALLOC};
-    range_tree_walk_gaps(ms->free_tree, 0, ms->size, ms_snap_cb, &s);
+    if (newer_allocs) {
+        range_tree_t *as_of = range_tree_create();
+        range_tree_add_tree(as_of, ms->free_tree);
+        for (size_t i = 0; i < ms->nrecs; i++)
+            if (ms->recs[i].txg > txg)
+                range_tree_add(as_of, ms->recs[i].offset, ms->recs[i].size);
+        range_tree_walk_gaps(as_of, 0, ms->size, ms_snap_cb, &s);
+        range_tree_destroy(as_of);
+    } else {
+        range_tree_walk_gaps(ms->free_tree, 0, ms->size, ms_snap_cb, &s);
+    }
     s.type = SPACEMAP_FREE;
     for (size_t i = 0; i < ms->ndefer; i++) {
         s.txg = ms->defer[i].txg;

@@ -25,6 +25,16 @@
  * written (rounded up to the allocation unit), except on raidz where a block
  * is always written whole (its layout depends on the written size).
  *
+ * REFERENCES. A log record may point at a block the layer above wrote
+ * directly to the normal vdevs in the record's txg (a large write). Those
+ * pointers also sit in the log block's reference table, after the payload
+ * (frame field nrefs), so the pool can keep such blocks without knowing the
+ * record format: at the first import after a crash, a referenced block born
+ * after the last durable txg lost its allocation with that txg, and is
+ * allocated again (claimed) in the txg that records claim_txg. The ZIL frees
+ * it after replay. A read-only import (the check) counts the claimed blocks of
+ * records not yet replayed as referenced.
+ *
  * FREEING. When the ZIL moves a chain's head past blocks whose records are
  * all in synced txgs, it sets the new header in txg U and frees the old blocks
  * with U: they return to the free space only once U is durable, because until
@@ -84,8 +94,10 @@ typedef struct logblk_frame {
     uint32_t len;          /* payload bytes after the frame */
     uint32_t flags;
     cairn_dva_t next;
-    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* xxhash of the frame (this field zero) and payload */
-    uint64_t reserved[6];
+    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* xxhash of the frame (this field zero), payload, refs */
+    uint32_t nrefs;        /* spa_log_ref_t entries after the payload */
+    uint32_t reserved32;
+    uint64_t reserved[5];
 } logblk_frame_t;
 
 _Static_assert(sizeof(spa_log_header_t) == 64, "log header is 64 bytes on disk");
@@ -93,6 +105,7 @@ _Static_assert(sizeof(logdir_region_phys_t) == 24, "log region entry");
 _Static_assert(sizeof(logdir_ent_phys_t) == 72, "log directory entry");
 _Static_assert(sizeof(logdir_phys_t) == 64, "log directory header");
 _Static_assert(sizeof(logblk_frame_t) == SPA_LOG_BLOCK_FRAME, "log block frame");
+_Static_assert(sizeof(spa_log_ref_t) == 136, "log block reference");
 
 typedef enum { PEND_HEADER, PEND_REGION } pend_kind_t;
 
@@ -107,6 +120,11 @@ typedef struct log_deferred {
     cairn_dva_t dva;
     uint64_t txg;
 } log_deferred_t;
+
+typedef struct sync_free {
+    cairn_blkptr_t bp;
+    uint64_t txg;
+} sync_free_t;
 
 typedef struct spa_log {
     pthread_mutex_t lock;
@@ -129,6 +147,14 @@ typedef struct spa_log {
     bool dir_dirty;              /* regions dropped: write the directory in the next sync */
     pthread_mutex_t grow_lock;   /* one region growth at a time */
     _Atomic uint64_t blocks_written, flushes;
+    /* blocks to free when their txg syncs (spa_block_free_at_sync) */
+    sync_free_t *sync_frees;
+    size_t nsync_frees, capsync_frees;
+    /* read-only import: blocks that live chains' claimed references keep
+     * allocated, for the check (see spa_log_load) */
+    cairn_blkptr_t *live_refs;
+    size_t nlive_refs, caplive_refs;
+    uint64_t claimed_refs;
 } spa_log_t;
 
 static spa_log_t *log_of(spa_t *spa) { return spa->log; }
@@ -154,6 +180,8 @@ void spa_log_fini(spa_t *spa)
     free(l->ents);
     free(l->pend);
     free(l->deferred);
+    free(l->sync_frees);
+    free(l->live_refs);
     pthread_mutex_destroy(&l->lock);
     pthread_mutex_destroy(&l->grow_lock);
     free(l);
@@ -274,6 +302,17 @@ int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
 {
     spa_log_t *l = log_of(spa);
     pthread_mutex_lock(&l->lock);
+    size_t keepf = 0, nfree = 0;
+    sync_free_t *frees = cairn_zalloc((l->nsync_frees + 1) * sizeof *frees);
+    for (size_t i = 0; i < l->nsync_frees; i++) {
+        if (l->sync_frees[i].txg <= txg) frees[nfree++] = l->sync_frees[i];
+        else l->sync_frees[keepf++] = l->sync_frees[i];
+    }
+    l->nsync_frees = keepf;
+    pthread_mutex_unlock(&l->lock);
+    for (size_t i = 0; i < nfree; i++) spa_block_free(spa, txg, &frees[i].bp);
+    free(frees);
+    pthread_mutex_lock(&l->lock);
     l->ntop = spa->ntop; /* log vdevs added in this txg (spa_vdev.c) */
     claim_log_vdevs(spa, l, txg);
     bool changed = l->dir_dirty;
@@ -329,11 +368,25 @@ int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
     return 0;
 }
 
+void spa_block_free_at_sync(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
+{
+    spa_log_t *l = log_of(spa);
+    if (cairn_bp_is_hole(bp) || spa->readonly) return;
+    pthread_mutex_lock(&l->lock);
+    if (l->nsync_frees == l->capsync_frees) {
+        l->capsync_frees = l->capsync_frees ? l->capsync_frees * 2 : 16;
+        l->sync_frees = cairn_realloc(l->sync_frees, l->capsync_frees * sizeof *l->sync_frees);
+    }
+    l->sync_frees[l->nsync_frees++] = (sync_free_t){.bp = *bp, .txg = txg};
+    pthread_mutex_unlock(&l->lock);
+}
+
 int spa_log_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
 {
     spa_log_t *l = log_of(spa);
     if (!l || cairn_bp_is_hole(&l->dir_bp)) return 0;
     int r = visit(spa, &l->dir_bp, arg);
+    for (size_t i = 0; i < l->nlive_refs && r >= 0; i++) r = visit(spa, &l->live_refs[i], arg);
     return r < 0 ? r : 0;
 }
 
@@ -548,24 +601,34 @@ static void frame_checksum(uint8_t *buf, uint32_t len, uint8_t out[CAIRN_CHECKSU
 int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                   const cairn_dva_t *next, const void *payload, uint32_t len)
 {
+    return spa_log_write_refs(spa, dva, guid, seq, next, payload, len, NULL, 0);
+}
+
+int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                       const cairn_dva_t *next, const void *payload, uint32_t len,
+                       const spa_log_ref_t *refs, uint32_t nrefs)
+{
     vdev_t *top = log_top(spa, dva->vdev);
-    if (!top || len > spa_log_capacity(dva)) return -EINVAL;
+    uint64_t body = (uint64_t)len + (uint64_t)nrefs * sizeof(spa_log_ref_t);
+    if (!top || body > spa_log_capacity(dva)) return -EINVAL;
     uint64_t psize = block_psize(top, dva);
     uint64_t wlen = top->type == VDEV_TYPE_RAIDZ
                         ? psize
-                        : CAIRN_P2ROUNDUP((uint64_t)SPA_LOG_BLOCK_FRAME + len, 1ULL << top->ashift);
+                        : CAIRN_P2ROUNDUP((uint64_t)SPA_LOG_BLOCK_FRAME + body, 1ULL << top->ashift);
     if (wlen > psize) return -EINVAL;
     uint8_t *buf;
     if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(wlen, (uint64_t)CAIRN_IO_ALIGN)))
         abort();
-    logblk_frame_t f = {.magic = LOGBLK_MAGIC, .guid = guid, .seq = seq, .len = len, .next = *next};
+    logblk_frame_t f = {.magic = LOGBLK_MAGIC, .guid = guid, .seq = seq, .len = len, .next = *next,
+                        .nrefs = nrefs};
     memcpy(buf, &f, sizeof f);
     memcpy(buf + sizeof f, payload, len);
-    memset(buf + sizeof f + len, 0, wlen - sizeof f - len);
+    if (nrefs) memcpy(buf + sizeof f + len, refs, nrefs * sizeof *refs);
+    memset(buf + sizeof f + body, 0, wlen - sizeof f - body);
     uint8_t ck[CAIRN_CHECKSUM_LEN];
-    frame_checksum(buf, len, ck);
+    frame_checksum(buf, (uint32_t)body, ck);
     memcpy(buf + offsetof(logblk_frame_t, cksum), ck, sizeof ck);
-    int err = vdev_write_block(top, dva->offset, buf, wlen);
+    int err = vdev_write_block_now(top, dva->offset, buf, wlen);
     free(buf);
     if (!err) atomic_fetch_add(&log_of(spa)->blocks_written, 1);
     return err;
@@ -583,7 +646,7 @@ int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n)
         done[ndone++] = dvas[i].vdev;
         vdev_t *top = log_top(spa, dvas[i].vdev);
         if (!top) continue;
-        int e = vdev_flush(top);
+        int e = vdev_flush_now(top);
         if (e) err = e;
     }
     atomic_fetch_add(&log_of(spa)->flushes, 1);
@@ -601,14 +664,22 @@ static bool frame_verify(const void *buf, uint64_t psize, void *arg)
     logblk_frame_t f;
     memcpy(&f, buf, sizeof f);
     if (f.magic != LOGBLK_MAGIC || f.guid != c->guid || f.seq != c->seq) return false;
-    if ((uint64_t)f.len + SPA_LOG_BLOCK_FRAME > psize) return false;
+    uint64_t body = (uint64_t)f.len + (uint64_t)f.nrefs * sizeof(spa_log_ref_t);
+    if (body + SPA_LOG_BLOCK_FRAME > psize) return false;
     uint8_t ck[CAIRN_CHECKSUM_LEN];
-    frame_checksum((uint8_t *)buf, f.len, ck); /* the read buffer is ours: restored after */
+    frame_checksum((uint8_t *)buf, (uint32_t)body, ck); /* the read buffer is ours: restored after */
     return memcmp(ck, f.cksum, CAIRN_CHECKSUM_LEN) == 0;
 }
 
 int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                  void **payload, uint32_t *len, cairn_dva_t *next)
+{
+    return spa_log_read_refs(spa, dva, guid, seq, payload, len, next, NULL, NULL);
+}
+
+int spa_log_read_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                      void **payload, uint32_t *len, cairn_dva_t *next, spa_log_ref_t **refs,
+                      uint32_t *nrefs)
 {
     vdev_t *top = log_top(spa, dva->vdev);
     if (!top || dva->asize == 0 || dva_size(dva) > 2 * SPA_LOG_BLOCK_MAX ||
@@ -631,6 +702,11 @@ int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq
     *next = f.next;
     *payload = cairn_zalloc(f.len ? f.len : 1);
     memcpy(*payload, buf + sizeof f, f.len);
+    if (refs) {
+        *nrefs = f.nrefs;
+        *refs = cairn_zalloc((f.nrefs ? f.nrefs : 1) * sizeof **refs);
+        memcpy(*refs, buf + sizeof f + f.len, f.nrefs * sizeof **refs);
+    }
     free(buf);
     return 0;
 }
@@ -659,6 +735,49 @@ static bool take_block(spa_log_t *l, const cairn_dva_t *d)
     if (!range_tree_contains(l->free[d->vdev], d->offset, dva_size(d))) return false;
     range_tree_remove(l->free[d->vdev], d->offset, dva_size(d));
     return true;
+}
+
+static void live_ref_push(spa_log_t *l, const cairn_blkptr_t *bp)
+{
+    if (l->nlive_refs == l->caplive_refs) {
+        l->caplive_refs = l->caplive_refs ? l->caplive_refs * 2 : 16;
+        l->live_refs = cairn_realloc(l->live_refs, l->caplive_refs * sizeof *l->live_refs);
+    }
+    l->live_refs[l->nlive_refs++] = *bp;
+}
+
+/*
+ * A block a log record points at (written directly, outside syncing context,
+ * in the record's txg). Born in a txg that became durable, it is the object
+ * tree's business (adopted or freed by that sync). Born later, its allocation
+ * was lost with that txg: the first import claims it, allocating it in the
+ * txg that also records claim_txg, so the claim and the header that says
+ * "claimed" become durable together; the ZIL frees it once replay applied it
+ * (or dropped it). A read-only import only notes the claimed, unreplayed ones
+ * as referenced, for the check.
+ */
+static void claim_ref(spa_t *spa, spa_log_t *l, const spa_log_header_t *h, const spa_log_ref_t *r)
+{
+    const cairn_blkptr_t *bp = &r->bp;
+    if (cairn_bp_is_hole(bp)) return;
+    if (h->claim_txg) {
+        if (spa->readonly && bp->birth_txg > h->claim_txg && r->seq > h->replay_seq)
+            live_ref_push(l, bp);
+        return;
+    }
+    if (spa->readonly || bp->birth_txg <= spa->ub.txg) return;
+    for (int c = 0; c < bp->ncopies; c++) {
+        const cairn_dva_t *dv = &bp->dva[c];
+        if (dv->vdev >= spa->ntop || spa_top_is_log(spa, dv->vdev) ||
+            metaslab_alloc_at(spa->ms[dv->vdev], spa->ub.txg + 1, dv->offset,
+                              cairn_dva_asize(dv))) {
+            log_error("spa", "pool %s: block of intent-log record %llu (vdev %u offset %llu) "
+                      "cannot be claimed", spa->name, (unsigned long long)r->seq, dv->vdev,
+                      (unsigned long long)dv->offset);
+            continue;
+        }
+    }
+    l->claimed_refs++;
 }
 
 int spa_log_load(spa_t *spa)
@@ -706,10 +825,15 @@ int spa_log_load(spa_t *spa)
         size_t nblocks = 0;
         while (take_block(l, &d)) {
             void *payload;
-            uint32_t len;
+            uint32_t len, nrefs;
             cairn_dva_t next;
-            if (spa_log_read(spa, &d, h->chain_guid, seq, &payload, &len, &next)) break;
+            spa_log_ref_t *refs;
+            if (spa_log_read_refs(spa, &d, h->chain_guid, seq, &payload, &len, &next, &refs,
+                                  &nrefs))
+                break;
             free(payload);
+            for (uint32_t k = 0; k < nrefs; k++) claim_ref(spa, l, h, &refs[k]);
+            free(refs);
             nblocks++;
             d = next;
             seq++;
@@ -723,8 +847,10 @@ int spa_log_load(spa_t *spa)
             pend_push(l, &p);
         }
         if (nblocks)
-            log_info("spa", "pool %s: object set %llu has %zu intent-log block(s) to replay",
-                     spa->name, (unsigned long long)ent->os_id, nblocks);
+            log_info("spa", "pool %s: object set %llu has %zu intent-log block(s) to replay "
+                     "(%llu directly written block(s) claimed so far)", spa->name,
+                     (unsigned long long)ent->os_id, nblocks,
+                     (unsigned long long)l->claimed_refs);
     }
     return 0;
 }

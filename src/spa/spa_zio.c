@@ -256,6 +256,32 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
     return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
 }
 
+/* Nothing in the pipeline is tied to the syncing thread: the allocator records
+ * the allocation under txg, which the caller holds open, so it reaches the
+ * space map log with that txg (and a condense of an older txg leaves it out). */
+int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+                         const spa_write_props_t *props, cairn_blkptr_t *bp)
+{
+    return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
+}
+
+int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
+{
+    uint64_t done[(SPACEMAP_MAX_VDEVS + 63) / 64] = {0};
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int c = 0; c < bps[i].ncopies; c++) {
+            uint32_t v = bps[i].dva[c].vdev;
+            vdev_t *top = spa_top(spa, v);
+            if (!top || v >= SPACEMAP_MAX_VDEVS || (done[v / 64] >> (v % 64) & 1)) continue;
+            done[v / 64] |= 1ULL << (v % 64);
+            int e = vdev_flush(top);
+            if (e) err = e;
+        }
+    }
+    return err;
+}
+
 int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
                          const uint32_t *lsizes, const spa_write_props_t *props,
                          cairn_blkptr_t *bps)

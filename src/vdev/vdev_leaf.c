@@ -132,6 +132,13 @@ static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
         if (vd->children[c]) vdev_flush_submit_all(vd->children[c], w);
 }
 
+int vdev_flush_now(vdev_t *vd)
+{
+    if (vd->type != VDEV_TYPE_LEAF || !vd->ops || !vd->ops->io_now || vd->state == VDEV_STATE_UNAVAIL)
+        return vdev_flush(vd);
+    return vd->ops->io_now(vd, VDEV_IO_FLUSH, 0, NULL, 0);
+}
+
 int vdev_flush(vdev_t *vd)
 {
     leaf_waiter_t w;

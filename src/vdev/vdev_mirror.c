@@ -195,6 +195,17 @@ int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psi
     return mirror_write(top, sides ? sides : &top, n, offset, buf, psize);
 }
 
+int vdev_write_block_now(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
+{
+    if (top->type != VDEV_TYPE_LEAF || !top->ops || !top->ops->io_now || !is_io_aligned(buf) ||
+        !vdev_leaf_usable(top))
+        return vdev_write_block(top, offset, buf, psize);
+    int rc = check_block_args(top, offset, psize);
+    if (rc) return rc;
+    return top->ops->io_now(top, VDEV_IO_WRITE, VDEV_DATA_START + offset, (void *)buf,
+                            CAIRN_P2ROUNDUP(psize, 1ULL << top->ashift));
+}
+
 unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n)
 {
     unsigned failed = 0;

@@ -42,6 +42,21 @@
  * reuses a txg number a replayed record carries), frees the old chain and
  * starts a new one.
  *
+ * LARGE WRITES (ZIL_REC_WRITE_BLOCK). The layer wrote the record's block
+ * itself (dmu_write_direct, flushed before it logs) and queues a record whose
+ * data is that block's pointer. When the record goes into a log block, the
+ * pointer also goes into the block's reference table (spa_log_write_refs), the
+ * part of the log block the pool itself reads at import: a block born in a txg
+ * that was lost with a crash is claimed there, so nothing else is allocated
+ * over it before replay. Life of such a block: born in the record's txg T;
+ * if T syncs, the object tree adopts it (or frees it in T if the record changed
+ * again) and the record is never replayed; if T is lost, import claims it,
+ * replay reads it (verified against the pointer), writes its bytes into the
+ * object and frees it in the transaction that moves the replay marker past the
+ * record - exactly once, even across further crashes. Claimed blocks that
+ * replay does not reach (it stopped at a malformed record) are freed with the
+ * old chain when zil_open starts a new one.
+ *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
 #include <cairn/log.h>
@@ -150,6 +165,8 @@ typedef struct itx {
     bool read_back;         /* ZIL_REC_WRITE whose data is read from the DMU */
 } itx_t;
 
+#define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
+
 typedef struct lwb {       /* a log block written and not yet freed */
     cairn_dva_t dva;
     uint64_t seq;
@@ -166,7 +183,9 @@ struct zilog {
     _Atomic bool txg_only;
 
     pthread_mutex_t lock;
-    pthread_cond_t cv;
+    pthread_cond_t done_cv;         /* a batch was published */
+    pthread_cond_t writer_cv;       /* the writer role is free (for writer_waiting) */
+    bool writer_waiting;            /* a thread waits on writer_cv to be the next writer */
     itx_t *head, *tail;
     uint64_t next_seq;              /* next record's sequence number */
     uint64_t committed_seq;         /* every record up to here is durable */
@@ -176,6 +195,7 @@ struct zilog {
     bool chain_broken;              /* a log flush failed: restart the chain */
     uint64_t published_blk_seq;     /* blocks up to here belong to published batches */
     uint8_t *fill_buf, *chunk_buf;  /* the writer's buffers */
+    spa_log_ref_t *refs_buf;
 
     /* chain state: the writer only (or open/close) */
     spa_log_header_t hdr;           /* as last set */
@@ -189,9 +209,10 @@ struct zilog {
     /* replay */
     bool replaying;
     uint64_t replay_cur_seq;
+    uint64_t replay_applied_seq;    /* the last record replay applied */
 
     _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_blocks, st_records, st_txg_waits,
-        st_replayed;
+        st_replayed, st_block_records, st_replayed_blocks;
 };
 
 static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -215,6 +236,19 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->records = atomic_load(&zl->st_records);
     out->txg_waits = atomic_load(&zl->st_txg_waits);
     out->replayed = atomic_load(&zl->st_replayed);
+    out->block_records = atomic_load(&zl->st_block_records);
+}
+
+bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
+{
+    if (!zl || zl->inert || zl->replaying || atomic_load(&zl->txg_only)) return false;
+    if (logbias_throughput) return true;
+    return len >= ZIL_INDIRECT_MIN && !spa_has_log_vdevs(zl->spa);
+}
+
+static bool is_block_rec(const zil_rec_t *rec)
+{
+    return rec->type == ZIL_REC_WRITE_BLOCK && rec->dlen == sizeof(cairn_blkptr_t);
 }
 
 static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t max_txg)
@@ -227,12 +261,15 @@ static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t
 }
 
 /* Starts a new chain (header set in an open txg); the old chain's blocks
- * (written ones, the pre-allocated one and `extra`) are freed with that txg. */
-static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
+ * (written ones, the pre-allocated one and `extra`) and the blocks its records
+ * still hold (`extra_bps`) are freed with that txg. */
+static int chain_restart_freeing(zilog_t *zl, const cairn_dva_t *extra, size_t nextra,
+                                 const cairn_blkptr_t *extra_bps, size_t nextra_bps)
 {
     cairn_dva_t first;
     int err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
     uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
     for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
     zl->nlwbs = 0;
     if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
@@ -250,6 +287,11 @@ static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
     zl->chain_ready_txg = txg;
     spa_tx_rele(zl->spa, txg);
     return err;
+}
+
+static int chain_restart(zilog_t *zl, const cairn_dva_t *extra, size_t nextra)
+{
+    return chain_restart_freeing(zl, extra, nextra, NULL, 0);
 }
 
 /* Frees the blocks whose records are all in synced txgs (writer only). */
@@ -295,6 +337,8 @@ typedef struct pend_blk {
     uint64_t seq;
     uint8_t *buf;
     uint32_t len;
+    spa_log_ref_t *refs;   /* NULL when nrefs is 0 */
+    uint32_t nrefs;
 } pend_blk_t;
 
 #define ZIL_PEND_MAX 32 /* packed blocks kept before the writer writes them itself */
@@ -303,6 +347,8 @@ typedef struct pend_blk {
 typedef struct fill {
     uint8_t *buf;
     uint32_t used, cap;
+    spa_log_ref_t *refs;   /* the block's reference table, ZIL_REFS_MAX entries */
+    uint32_t nrefs;
     uint64_t max_txg;
     cairn_dva_t written[64];
     size_t nwritten;
@@ -316,9 +362,11 @@ static int pend_write(zilog_t *zl, pend_blk_t *pend, size_t *npend)
     int err = 0;
     for (size_t i = 0; i < *npend; i++) {
         if (!err)
-            err = spa_log_write(zl->spa, &pend[i].dva, zl->hdr.chain_guid, pend[i].seq,
-                                &pend[i].next, pend[i].buf, pend[i].len);
+            err = spa_log_write_refs(zl->spa, &pend[i].dva, zl->hdr.chain_guid, pend[i].seq,
+                                     &pend[i].next, pend[i].buf, pend[i].len, pend[i].refs,
+                                     pend[i].nrefs);
         free(pend[i].buf);
+        free(pend[i].refs);
     }
     *npend = 0;
     return err;
@@ -354,6 +402,14 @@ static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
     pb->buf = malloc(f->used ? f->used : 1);
     if (!pb->buf) abort();
     memcpy(pb->buf, f->buf, f->used);
+    pb->nrefs = f->nrefs;
+    pb->refs = NULL;
+    if (f->nrefs) {
+        pb->refs = malloc(f->nrefs * sizeof *pb->refs);
+        if (!pb->refs) abort();
+        memcpy(pb->refs, f->refs, f->nrefs * sizeof *pb->refs);
+    }
+    f->nrefs = 0;
     lwb_push(zl, &zl->next_dva, zl->next_blk_seq, f->max_txg);
     if (f->nwritten < CAIRN_ARRAY_SIZE(f->written)) f->written[f->nwritten++] = zl->next_dva;
     atomic_fetch_add(&zl->st_blocks, 1);
@@ -368,16 +424,25 @@ static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
 static int fill_add(zilog_t *zl, fill_t *f, const zil_rec_t *rec, uint64_t remaining)
 {
     size_t n = zil_rec_encoded_size(rec);
-    if (f->used + n > f->cap) {
+    bool ref = is_block_rec(rec);
+    /* The reference table follows the payload in the same block. */
+    size_t need = n + (ref ? sizeof(spa_log_ref_t) : 0);
+    if (f->used + f->nrefs * sizeof(spa_log_ref_t) + need > f->cap) {
         int err = fill_flush(zl, f, remaining, false);
         if (err) return err;
         /* Too big for this (empty) block: pass it on, empty, to a bigger successor. */
-        if (n > f->cap) err = fill_flush(zl, f, n, true);
+        if (need > f->cap) err = fill_flush(zl, f, need, true);
         if (err) return err;
-        if (n > f->cap) return -E2BIG;
+        if (need > f->cap) return -E2BIG;
     }
     zil_rec_encode(rec, f->buf + f->used, f->cap - f->used);
     f->used += (uint32_t)n;
+    if (ref) {
+        spa_log_ref_t *r = &f->refs[f->nrefs++];
+        memcpy(&r->bp, rec->data, sizeof r->bp);
+        r->seq = rec->seq;
+        atomic_fetch_add(&zl->st_block_records, 1);
+    }
     if (rec->txg > f->max_txg) f->max_txg = rec->txg;
     atomic_fetch_add(&zl->st_records, 1);
     return 0;
@@ -402,7 +467,7 @@ typedef struct batch_plan {
 static void wait_prior(zilog_t *zl, uint64_t ticket)
 {
     pthread_mutex_lock(&zl->lock);
-    while (zl->published + 1 < ticket) pthread_cond_wait(&zl->cv, &zl->lock);
+    while (zl->published + 1 < ticket) pthread_cond_wait(&zl->done_cv, &zl->lock);
     pthread_mutex_unlock(&zl->lock);
 }
 
@@ -426,7 +491,8 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
                 continue;
             }
             any = true;
-            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0);
+            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
+                     (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
         }
         /* A barrier stands for a change the log does not describe (a create, a
          * rename, a truncate...), and records logged after it may depend on it
@@ -464,10 +530,26 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         err = spa_txg_wait_synced(zl->spa, zl->chain_ready_txg);
         if (err) return err;
     }
+    /* Blocks the batch's records point at are written but maybe not durable: one
+     * flush of their vdevs for the whole batch, before any log block names them
+     * (a log device's flush does not cover the main disks). */
+    size_t nbps = 0;
+    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
+    if (nbps) {
+        cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
+        size_t k = 0;
+        for (itx_t *it = batch; it; it = it->next)
+            if (it->rec.txg > synced && is_block_rec(&it->rec))
+                memcpy(&bps[k++], it->rec.data, sizeof *bps);
+        err = spa_blocks_flush(zl->spa, bps, k);
+        free(bps);
+    }
     fill_t f = {.cap = spa_log_capacity(&zl->next_dva)};
     /* Buffers kept across batches (one writer at a time): no allocation per commit. */
     if (!zl->fill_buf) zl->fill_buf = cairn_zalloc(SPA_LOG_BLOCK_MAX);
     f.buf = zl->fill_buf;
+    if (!zl->refs_buf) zl->refs_buf = cairn_zalloc(ZIL_REFS_MAX * sizeof *zl->refs_buf);
+    f.refs = zl->refs_buf;
     uint8_t *chunk = zl->chunk_buf;
     uint64_t remaining = bytes;
     for (itx_t *it = batch; it && !err; it = it->next) {
@@ -508,7 +590,10 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     p->guid = zl->hdr.chain_guid;
     p->last_blk_seq = zl->next_blk_seq - 1;
     if (err) {
-        for (size_t i = 0; i < p->npend; i++) free(p->pend[i].buf);
+        for (size_t i = 0; i < p->npend; i++) {
+            free(p->pend[i].buf);
+            free(p->pend[i].refs);
+        }
         p->npend = 0;
     }
     if (err) {
@@ -536,9 +621,11 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
     if (p->nwritten) {
         for (size_t i = 0; i < p->npend; i++) {
             if (!err)
-                err = spa_log_write(zl->spa, &p->pend[i].dva, p->guid, p->pend[i].seq,
-                                    &p->pend[i].next, p->pend[i].buf, p->pend[i].len);
+                err = spa_log_write_refs(zl->spa, &p->pend[i].dva, p->guid, p->pend[i].seq,
+                                         &p->pend[i].next, p->pend[i].buf, p->pend[i].len,
+                                         p->pend[i].refs, p->pend[i].nrefs);
             free(p->pend[i].buf);
+            free(p->pend[i].refs);
         }
         p->npend = 0;
         atomic_fetch_add(&zl->st_flushes, 1);
@@ -575,9 +662,22 @@ int zil_commit(zilog_t *zl, uint64_t seq)
             break;
         }
         /* One writer at a time; records already taken by a writer that is now
-         * flushing are published when it (and every writer before it) is done. */
+         * flushing are published when it (and every writer before it) is done.
+         * Waking is targeted: a single thread waits to become the next writer
+         * (writer_cv, signalled when the role is free); every other one waits
+         * for a publication (done_cv). Whenever someone sleeps, a batch is in
+         * flight or the role is taken, so a publication always follows and
+         * wakes the done_cv sleepers to look again. (One broadcast for both
+         * woke every waiting thread twice per batch: at 32 in flight, most of
+         * the commit's CPU went to futex wakeups.) */
         if (zl->writer || (!zl->head && zl->published != zl->tickets)) {
-            pthread_cond_wait(&zl->cv, &zl->lock);
+            if (zl->writer && zl->head && !zl->writer_waiting) {
+                zl->writer_waiting = true;
+                pthread_cond_wait(&zl->writer_cv, &zl->lock);
+                zl->writer_waiting = false;
+            } else {
+                pthread_cond_wait(&zl->done_cv, &zl->lock);
+            }
             continue;
         }
         if (!zl->head) {
@@ -595,17 +695,18 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         itx_free_list(batch);
         pthread_mutex_lock(&zl->lock);
         zl->writer = false;
-        pthread_cond_broadcast(&zl->cv);
+        if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
         if (!err) err = flush_batch(zl, &p);
         pthread_mutex_lock(&zl->lock);
         /* Publish in order: a later batch's flush must not vouch for an earlier one's. */
-        while (zl->published != p.ticket - 1) pthread_cond_wait(&zl->cv, &zl->lock);
+        while (zl->published != p.ticket - 1) pthread_cond_wait(&zl->done_cv, &zl->lock);
         zl->published = p.ticket;
         if (p.last_blk_seq > zl->published_blk_seq) zl->published_blk_seq = p.last_blk_seq;
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
         else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
-        pthread_cond_broadcast(&zl->cv);
+        pthread_cond_broadcast(&zl->done_cv);
+        if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
     }
     pthread_mutex_unlock(&zl->lock);
     return err;
@@ -646,6 +747,13 @@ uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
     itx_t *it = cairn_zalloc(sizeof *it + extra);
     it->rec = *rec;
     it->read_back = read_back;
+    if (is_block_rec(rec)) {
+        /* Replay and the claim at import decide by the block's txg: the record
+         * must be the block's, whatever transaction logs it. */
+        cairn_blkptr_t bp;
+        memcpy(&bp, rec->data, sizeof bp);
+        it->rec.txg = bp.birth_txg;
+    }
     uint8_t *p = (uint8_t *)(it + 1);
     if (!read_back && rec->dlen) {
         memcpy(p, rec->data, rec->dlen);
@@ -690,6 +798,8 @@ void zil_replay_mark(zilog_t *zl, dmu_tx_t *tx)
 typedef struct walked {
     cairn_dva_t *dvas;
     size_t n, cap;
+    spa_log_ref_t *refs;     /* the walked blocks' references */
+    size_t nrefs, caprefs;
 } walked_t;
 
 static void walked_push(walked_t *w, const cairn_dva_t *d)
@@ -713,9 +823,21 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
     while (d.asize && !err) {
         walked_push(w, &d);
         void *payload;
-        uint32_t len;
+        uint32_t len, nrefs;
         cairn_dva_t next;
-        if (spa_log_read(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next)) break;
+        spa_log_ref_t *refs;
+        if (spa_log_read_refs(zl->spa, &d, h->chain_guid, seq, &payload, &len, &next, &refs,
+                              &nrefs))
+            break;
+        if (nrefs) {
+            if (w->nrefs + nrefs > w->caprefs) {
+                w->caprefs = (w->nrefs + nrefs) * 2;
+                w->refs = cairn_realloc(w->refs, w->caprefs * sizeof *w->refs);
+            }
+            memcpy(w->refs + w->nrefs, refs, nrefs * sizeof *refs);
+            w->nrefs += nrefs;
+        }
+        free(refs);
         for (size_t o = 0; apply && o < len && !err;) {
             zil_rec_t rec;
             size_t used;
@@ -730,12 +852,14 @@ static int chain_walk(zilog_t *zl, bool apply, zil_replay_fn replay, void *arg, 
             if (rec.seq <= h->replay_seq || rec.txg <= h->claim_txg) continue;
             zl->replay_cur_seq = rec.seq;
             err = replay(arg, zl, &rec);
+            if (!err) zl->replay_applied_seq = rec.seq;
             if (err)
                 log_error("zil", "object set %llu: replaying record %llu (type %u) failed: %s",
                           (unsigned long long)zl->os_id, (unsigned long long)rec.seq, rec.type,
                           strerror(-err));
             else
                 atomic_fetch_add(&zl->st_replayed, 1);
+            if (!err && rec.type == ZIL_REC_WRITE_BLOCK) atomic_fetch_add(&zl->st_replayed_blocks, 1);
         }
         free(payload);
         d = next;
@@ -764,7 +888,8 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
     zl->refs = 1;
     zl->next_seq = 1;
     pthread_mutex_init(&zl->lock, NULL);
-    pthread_cond_init(&zl->cv, NULL);
+    pthread_cond_init(&zl->done_cv, NULL);
+    pthread_cond_init(&zl->writer_cv, NULL);
     /* A debugging and benchmarking knob: sync operations wait for txgs as before the log. */
     const char *txg_only = getenv("CAIRN_ZIL_TXG_ONLY");
     if (txg_only && *txg_only == '1') atomic_store(&zl->txg_only, true);
@@ -794,24 +919,39 @@ int zil_open(objset_t *os, zil_replay_fn replay, void *arg, zilog_t **out)
                  * original txg: later changes must land in later txgs. */
                 if (!err && max_txg > spa_last_synced_txg(spa))
                     err = spa_txg_wait_synced(spa, max_txg);
-                log_info("zil", "object set %llu: replayed %llu record(s)", (unsigned long long)id,
-                         (unsigned long long)atomic_load(&zl->st_replayed));
+                log_info("zil", "object set %llu: replayed %llu record(s), %llu of them from "
+                         "directly written blocks", (unsigned long long)id,
+                         (unsigned long long)atomic_load(&zl->st_replayed),
+                         (unsigned long long)atomic_load(&zl->st_replayed_blocks));
             }
         }
         /* The walked blocks are the pool's to free once the new header is durable. */
         memset(&zl->next_dva, 0, sizeof zl->next_dva);
         if (!err) {
-            chain_restart(zl, w.dvas, w.n);
+            /* Blocks claimed at import for records replay did not apply (it
+             * freed the others itself) go with the old chain. */
+            uint64_t applied = CAIRN_MAX(zl->hdr.replay_seq, zl->replay_applied_seq);
+            cairn_blkptr_t *drop = cairn_zalloc((w.nrefs + 1) * sizeof *drop);
+            size_t ndrop = 0;
+            for (size_t i = 0; i < w.nrefs; i++) {
+                const spa_log_ref_t *r = &w.refs[i];
+                if (zl->hdr.claim_txg && r->bp.birth_txg > zl->hdr.claim_txg && r->seq > applied)
+                    drop[ndrop++] = r->bp;
+            }
+            chain_restart_freeing(zl, w.dvas, w.n, drop, ndrop);
+            free(drop);
             if (!zl->hdr.chain_guid)
                 log_warn("zil", "object set %llu: no room for an intent log; sync operations "
                          "will wait for txgs", (unsigned long long)id);
         }
         free(w.dvas);
+        free(w.refs);
     }
     if (err) {
         pthread_mutex_unlock(&zil_registry_lock);
         pthread_mutex_destroy(&zl->lock);
-        pthread_cond_destroy(&zl->cv);
+        pthread_cond_destroy(&zl->done_cv);
+    pthread_cond_destroy(&zl->writer_cv);
         free(zl->lwbs);
         free(zl);
         return err;
@@ -832,7 +972,9 @@ int zil_restart_chains(spa_t *spa)
         /* Take the writer role with every earlier batch published, so no block
          * of the old chain is still being written when it is freed. */
         pthread_mutex_lock(&zl->lock);
-        while (zl->writer || zl->published != zl->tickets) pthread_cond_wait(&zl->cv, &zl->lock);
+        /* A writer holds a ticket until it publishes, and every publication
+         * broadcasts done_cv. */
+        while (zl->writer || zl->published != zl->tickets) pthread_cond_wait(&zl->done_cv, &zl->lock);
         zl->writer = true;
         pthread_mutex_unlock(&zl->lock);
         /* The old chain's records all have txgs up to the one that sets the new
@@ -844,7 +986,9 @@ int zil_restart_chains(spa_t *spa)
         }
         pthread_mutex_lock(&zl->lock);
         zl->writer = false;
-        pthread_cond_broadcast(&zl->cv);
+        /* No publication follows (no ticket was taken): wake both kinds of waiter. */
+        pthread_cond_broadcast(&zl->done_cv);
+        if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
     }
     pthread_mutex_unlock(&zil_registry_lock);
@@ -871,8 +1015,10 @@ void zil_abandon(zilog_t *zl)
     free(zl->lwbs);
     free(zl->fill_buf);
     free(zl->chunk_buf);
+    free(zl->refs_buf);
     pthread_mutex_destroy(&zl->lock);
-    pthread_cond_destroy(&zl->cv);
+    pthread_cond_destroy(&zl->done_cv);
+    pthread_cond_destroy(&zl->writer_cv);
     free(zl);
 }
 
@@ -901,8 +1047,10 @@ void zil_close(zilog_t *zl)
     free(zl->lwbs);
     free(zl->fill_buf);
     free(zl->chunk_buf);
+    free(zl->refs_buf);
     pthread_mutex_destroy(&zl->lock);
-    pthread_cond_destroy(&zl->cv);
+    pthread_cond_destroy(&zl->done_cv);
+    pthread_cond_destroy(&zl->writer_cv);
     free(zl);
 }
 
@@ -918,6 +1066,27 @@ int zil_replay_dmu(void *arg, zilog_t *zl, const zil_rec_t *rec)
         err = rec->dlen == rec->len ? dmu_write(os, rec->obj, rec->off, rec->len, rec->data, tx)
                                     : -EINVAL;
         break;
+    case ZIL_REC_WRITE_BLOCK: {
+        /* The block was claimed at import; it is read (verified against its
+         * pointer) and its bytes written like a WRITE's, then freed with the
+         * transaction that marks the record applied. */
+        cairn_blkptr_t bp;
+        if (rec->dlen != sizeof bp) {
+            err = -EINVAL;
+            break;
+        }
+        memcpy(&bp, rec->data, sizeof bp);
+        if (bp.lsize != rec->len || cairn_bp_is_hole(&bp)) {
+            err = -EINVAL;
+            break;
+        }
+        uint8_t *buf = cairn_alloc_aligned(bp.lsize);
+        err = spa_block_read(dmu_objset_spa(os), &bp, buf);
+        if (!err) err = dmu_write(os, rec->obj, rec->off, rec->len, buf, tx);
+        free(buf);
+        if (!err || err == -ENOENT) spa_block_free_at_sync(dmu_objset_spa(os), dmu_tx_txg(tx), &bp);
+        break;
+    }
     case ZIL_REC_FREE:
         err = dmu_free_range(os, rec->obj, rec->off, rec->len, tx);
         break;

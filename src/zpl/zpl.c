@@ -1682,9 +1682,17 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
         err = fix_blksz(n, &props, off + len, tx);
     uint64_t seen_change = n->phys.change;
     pthread_rwlock_unlock(&n->lock);
+    /* ZIL: a large sync write goes to its blocks at once, the log points at them. */
+    zpl_zil_direct_t direct = {0};
+    bool sync_write = props.sync != DSL_SYNC_DISABLED &&
+                      ((flags & ZPL_IO_SYNC) || props.sync == DSL_SYNC_ALWAYS);
+    bool indirect = sync_write &&
+                    zil_write_indirect(fs->zil, props.logbias == DSL_LOGBIAS_THROUGHPUT, len);
     if (!err && len) {
         pthread_rwlock_rdlock(&n->lock);
-        err = n->dead ? -ESTALE : dmu_write(fs->os, n->obj, off, len, buf, tx);
+        err = n->dead ? -ESTALE
+              : indirect ? zpl_zil_write_direct(n, off, len, buf, tx, &direct)
+                         : dmu_write(fs->os, n->obj, off, len, buf, tx);
         pthread_rwlock_unlock(&n->lock);
     }
     pthread_rwlock_wrlock(&n->lock);
@@ -1711,10 +1719,13 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     wcc_post(n, wcc);
     /* ZIL: a copy of the bytes and the new attributes, under the node lock. */
     logged = !err && len && zil_wanted(&props);
-    if (logged) zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT);
+    if (logged)
+        zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT,
+                          &direct);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
+    free(direct.bps);
     return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 

@@ -116,12 +116,25 @@ static inline uint32_t dirent_dt(uint64_t v) { return (uint32_t)(v >> 60); }
 /* The DMU properties of a new object: the dataset's, with recordsize (0: the dataset's). */
 dmu_object_props_t zpl_object_props(const dsl_dataset_props_t *dp, uint32_t recordsize);
 
+/* zpl_zil.c: the blocks a sync write wrote directly, one per record of the
+ * range (holes where the record was copied instead). */
+typedef struct zpl_zil_direct {
+    uint32_t rs;                  /* the file's record size */
+    uint64_t first;               /* record id of bps[0] */
+    size_t n;
+    cairn_blkptr_t *bps;
+} zpl_zil_direct_t;
+/* Writes a sync write's data (n->lock shared, in its transaction): whole
+ * records with dmu_write_direct, the rest with dmu_write. */
+int zpl_zil_write_direct(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf,
+                         dmu_tx_t *tx, zpl_zil_direct_t *d);
 /* zpl_zil.c: the intent-log records of the POSIX layer. Each is called under
  * the locks of every node the operation changed, in its transaction, after
  * the change (so records of dependent operations are queued in the order the
  * operations happened). */
+/* A file write; direct: what zpl_zil_write_direct wrote, or NULL. */
 void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf, dmu_tx_t *tx,
-                       bool throughput);
+                       bool throughput, const zpl_zil_direct_t *direct);
 /* A new node obj (attributes p, record size recordsize, 0 for directories)
  * entered as name in dir; target: a symlink target too long for p's inline data. */
 void zpl_zil_log_create(zpl_node_t *dir, const char *name, uint64_t obj, const zpl_phys_t *p,

@@ -50,7 +50,11 @@
  * its range shared; compare_and_write holds them exclusive; shrink holds all
  * of them exclusive. Two overlapping ranges always share a stripe, stripes
  * are taken in ascending index order, so there is no deadlock; unrelated
- * ranges may share a stripe, which costs only for compare_and_write. Reads
+ * ranges may share a stripe, which costs only for compare_and_write. A large
+ * durable write logged as pointers to directly written blocks (do_write_direct)
+ * also holds its stripes exclusively, from the change until its records are
+ * queued in the log: such a record carries the bytes of this write, not the
+ * newest ones, so no overlapping change may slip in between. Reads
  * take no lock. (Below us, the DMU holds the volume object's dnode lock shared
  * for reads and writes and locks only the dirty-record shard of each record,
  * so disjoint writes and reads of one volume proceed in parallel there too.)
@@ -345,7 +349,7 @@ static void props_refresh(zvol_state_t *zs, zvol_props_t *p)
     atomic_store(&zs->c_compress, (int)p->compress);
     atomic_store(&zs->c_checksum, (int)p->checksum);
     atomic_store(&zs->c_copies, p->copies);
-    atomic_store(&zs->c_logbias_throughput, p->logbias_throughput);
+    atomic_store(&zs->c_logbias, p->logbias);
     atomic_store(&zs->c_stamp_ns, cairn_now_ns());
 }
 
@@ -373,7 +377,7 @@ static void get_props(zvol_state_t *zs, zvol_props_t *p)
     p->compress = (cairn_compress_t)atomic_load(&zs->c_compress);
     p->checksum = (cairn_checksum_t)atomic_load(&zs->c_checksum);
     p->copies = (uint8_t)atomic_load(&zs->c_copies);
-    p->logbias_throughput = atomic_load(&zs->c_logbias_throughput);
+    p->logbias = atomic_load(&zs->c_logbias);
 }
 
 uint64_t zvol_size(zvol_t *zv)
@@ -474,11 +478,60 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
     note_txg(zs, txg);
     /* logbias=throughput: a large write's data is written once, by its txg,
      * which a commit then waits for, instead of a second time into the log. */
-    if (data && p->logbias_throughput && len >= ZVOL_ZIL_THROUGHPUT_MIN)
+    if (data && p->logbias == DSL_LOGBIAS_THROUGHPUT && len >= ZVOL_ZIL_THROUGHPUT_MIN)
         zil_log_barrier(zs->zil, txg);
     else
         zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, /* ZIL */
                                      .txg = txg, .obj = zs->obj, .off = off, .len = len});
+    *txg_out = txg;
+    return err;
+}
+
+/*
+ * A large durable write (zil_write_indirect): its whole records are written
+ * directly as blocks (dmu_write_direct) and logged as pointers to them
+ * (ZIL_REC_WRITE_BLOCK), so the data reaches the main vdevs once; partial
+ * records are logged as usual. Such a record carries the bytes of this write,
+ * not the newest ones, so its place in the log must match its place among the
+ * changes of the range: the caller holds the stripes exclusively, from the
+ * change until it is queued in the log.
+ */
+static int do_write_direct(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint64_t len,
+                           const uint8_t *data, uint64_t *txg_out)
+{
+    int err = zs->be->check_space(zs, records_bytes(zs, off, len));
+    if (err) return err;
+    uint64_t first = off / zs->rs, nrec = (off + len - 1) / zs->rs - first + 1;
+    cairn_blkptr_t *bps = cairn_zalloc(nrec * sizeof *bps);
+    dmu_tx_t *tx = dmu_tx_begin(zs->os);
+    err = apply_props(zs, p, tx);
+    for (uint64_t pos = off; pos < off + len && !err;) {
+        uint64_t blk = pos / zs->rs;
+        uint64_t end = CAIRN_MIN((blk + 1) * zs->rs, off + len);
+        if (pos % zs->rs == 0 && end - pos == zs->rs)
+            err = dmu_write_direct(zs->os, zs->obj, pos, zs->rs, data + (pos - off), tx,
+                                   &bps[blk - first]);
+        else
+            err = dmu_write(zs->os, zs->obj, pos, end - pos, data + (pos - off), tx);
+        pos = end;
+    }
+    uint64_t txg = dmu_tx_txg(tx); /* the commit flushes the blocks before the log */
+    dmu_tx_commit(tx);
+    note_txg(zs, txg);
+    for (uint64_t pos = off; pos < off + len;) { /* ZIL */
+        uint64_t blk = pos / zs->rs;
+        uint64_t end = CAIRN_MIN((blk + 1) * zs->rs, off + len);
+        const cairn_blkptr_t *bp = &bps[blk - first];
+        if (!err && !cairn_bp_is_hole(bp))
+            zil_log(zs->zil, &(zil_rec_t){.type = ZIL_REC_WRITE_BLOCK, .txg = txg, .obj = zs->obj,
+                                         .off = pos, .len = zs->rs, .data = bp,
+                                         .dlen = sizeof *bp});
+        else
+            zil_log(zs->zil, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg, .obj = zs->obj,
+                                         .off = pos, .len = end - pos});
+        pos = end;
+    }
+    free(bps);
     *txg_out = txg;
     return err;
 }
@@ -505,10 +558,14 @@ int zvol_write(zvol_t *zv, uint64_t off, uint64_t len, const void *buf, int flag
     zvol_state_t *zs = zv->zs;
     zvol_props_t p;
     zvol_rl_t rl;
-    int err = change_begin(zv, off, len, false, &p, &rl);
+    get_props(zs, &p);
+    bool direct = len && zs->zil && wants_durable(&p, flags) &&
+                  zil_write_indirect(zs->zil, p.logbias == DSL_LOGBIAS_THROUGHPUT, len);
+    int err = change_begin(zv, off, len, direct, &p, &rl);
     if (err) return err;
     uint64_t txg = 0;
-    if (len) err = do_change(zs, &p, off, len, buf, &txg);
+    if (len && direct) err = do_write_direct(zs, &p, off, len, buf, &txg);
+    else if (len) err = do_change(zs, &p, off, len, buf, &txg);
     rl_exit(zs, &rl);
     if (!err && txg && wants_durable(&p, flags)) err = wait_durable(zs, txg);
     return err;

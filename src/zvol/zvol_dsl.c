@@ -29,7 +29,7 @@ static void ds_get_props(zvol_state_t *zs, zvol_props_t *out)
     out->compress = dp.compress;
     out->checksum = dp.checksum;
     out->copies = dp.copies;
-    out->logbias_throughput = dp.logbias == DSL_LOGBIAS_THROUGHPUT;
+    out->logbias = dp.logbias;
 }
 
 static int ds_check_space(zvol_state_t *zs, uint64_t bytes)

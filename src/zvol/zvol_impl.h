@@ -24,7 +24,7 @@ typedef struct zvol_props {
     cairn_compress_t compress;
     cairn_checksum_t checksum;
     uint8_t copies;
-    bool logbias_throughput;        /* large writes are not copied into the log */
+    int logbias;                    /* DSL_LOGBIAS_LATENCY / THROUGHPUT */
 } zvol_props_t;
 
 /* Where volsize, properties and space checks come from: a dataset or, for
@@ -61,7 +61,7 @@ struct zvol_state {
     /* Cached properties (cache_props backends): each field atomic on its own;
      * a mix of old and new fields during a refresh is harmless. */
     _Atomic uint64_t c_volsize;
-    _Atomic int c_readonly, c_sync, c_compress, c_checksum, c_copies, c_logbias_throughput;
+    _Atomic int c_readonly, c_sync, c_compress, c_checksum, c_copies, c_logbias;
     _Atomic uint64_t c_stamp_ns;    /* 0: never filled */
     atomic_flag c_refreshing;
 

@@ -1,8 +1,9 @@
 /*
  * cairn_fszil: crash writer and verifier for the intent log (test_crash_zil.sh).
  *
- *   cairn_fszil writer -d DIR POOL --ack FILE --round R [--max-ops N]
- *   cairn_fszil verify -d DIR POOL --ack FILE
+ *   cairn_fszil writer -d DIR POOL --ack FILE --round R [--max-ops N] [--large]
+ *                      [--logbias latency|throughput]
+ *   cairn_fszil verify -d DIR POOL --ack FILE [--large]
  *
  * The writer imports the pool (force: it was crashed), mounts POOL/fs and
  * opens POOL/vol (creating both the first time; mount and open replay the
@@ -13,6 +14,13 @@
  * "C name", "R old new", "D name"); namespace operations also write an intent
  * line ("I ...") before they start. Blocks carry (seq, block id) and bytes
  * derived from them; seqs grow across rounds (R << 32).
+ *
+ * --large (test_crash_zil_indirect.sh): the data writers write 64 KiB (volume,
+ * 16 KiB volblocksize) and 128 KiB (files, 128 KiB records) at 4 KiB-aligned
+ * offsets, so whole records go to the log as pointers to directly written
+ * blocks and the edges as copies; each thread writes its own region, and
+ * every 4 KiB block of a write is acknowledged with the write's seq.
+ * --logbias sets the property on both datasets before writing.
  *
  * The verifier imports the pool (replaying the log), and checks that every
  * acknowledged block holds its acknowledged write or a later one (never
@@ -100,6 +108,8 @@ typedef struct opts {
     const char *ack;
     uint64_t round;
     uint64_t max_ops;
+    bool large;
+    const char *logbias;
 } opts_t;
 
 static spa_t *spa;
@@ -110,6 +120,10 @@ static zvol_t *vol;
 static int ackfd;
 static _Atomic uint64_t seqctr, opsdone;
 static uint64_t max_ops;
+static bool large;
+
+#define VOL_LARGE 16   /* blocks per large volume write */
+#define FILE_LARGE 32  /* blocks per large file write */
 
 static void open_all(const opts_t *o)
 {
@@ -127,9 +141,16 @@ static void open_all(const opts_t *o)
     if ((e = zpl_root(fs, &root))) die("root: %d", e);
     snprintf(name, sizeof name, "%s/vol", o->pool);
     dsl_create_opts_t vo = {.type = DSL_TYPE_VOLUME, .volsize = (uint64_t)VOL_BLOCKS * BLK,
-                            .volblocksize = BLK, .sparse = true};
+                            .volblocksize = o->large ? 4 * BLK : BLK, .sparse = true};
     e = dsl_dataset_create(dp, name, &vo, err, sizeof err);
     if (e && e != -EEXIST) die("create %s: %s", name, err);
+    if (o->logbias) {
+        char fsname[256];
+        snprintf(fsname, sizeof fsname, "%s/fs", o->pool);
+        if (dsl_prop_set(dp, fsname, "logbias", o->logbias, err, sizeof err) ||
+            dsl_prop_set(dp, name, "logbias", o->logbias, err, sizeof err))
+            die("logbias: %s", err);
+    }
     if ((e = zvol_open(dp, name, &vol))) die("zvol_open: %d", e);
 }
 
@@ -159,9 +180,30 @@ static bool more(void)
     return !max_ops || d < max_ops;
 }
 
+/* Large writes in the thread's own region of the volume. */
+static void vol_writer_large(unsigned t)
+{
+    uint8_t *b = aligned_alloc(4096, VOL_LARGE * BLK);
+    uint64_t region = VOL_BLOCKS / NVOLT, r = mix64(t + atomic_load(&seqctr));
+    while (more()) {
+        r = mix64(r);
+        uint64_t first = t * region + r % (region - VOL_LARGE);
+        uint64_t seq = atomic_fetch_add(&seqctr, 1);
+        for (int k = 0; k < VOL_LARGE; k++) fill(b + k * BLK, seq, first + k);
+        int e = zvol_write(vol, first * BLK, VOL_LARGE * BLK, b, ZVOL_WRITE_FUA);
+        if (e) die("zvol_write: %d", e);
+        for (int k = 0; k < VOL_LARGE; k++) ack("V %" PRIu64 " %" PRIu64 "\n", first + k, seq);
+    }
+    free(b);
+}
+
 static void *vol_writer(void *arg)
 {
     unsigned t = (unsigned)(uintptr_t)arg;
+    if (large) {
+        vol_writer_large(t);
+        return NULL;
+    }
     uint8_t *b = aligned_alloc(4096, BLK);
     uint64_t r = mix64(t + atomic_load(&seqctr));
     while (more()) {
@@ -191,7 +233,20 @@ static void *file_writer(void *arg)
     if (e) die("file %s: %d", name, e);
     uint8_t b[BLK];
     uint64_t r = mix64(t * 77 + atomic_load(&seqctr));
-    while (more()) {
+    while (large && more()) {
+        static _Thread_local uint8_t big[FILE_LARGE * BLK];
+        r = mix64(r);
+        /* Half record-aligned (whole records), half not (partial edges too). */
+        uint64_t first = r % (FILE_BLOCKS - FILE_LARGE + 1);
+        if (r & (1ULL << 40)) first -= first % FILE_LARGE;
+        uint64_t seq = atomic_fetch_add(&seqctr, 1);
+        for (int k = 0; k < FILE_LARGE; k++) fill(big + k * BLK, seq, t * 100000 + first + k);
+        e = zpl_write(n, first * BLK, sizeof big, big, ZPL_IO_SYNC, NULL);
+        if (e) die("zpl_write: %d", e);
+        for (int k = 0; k < FILE_LARGE; k++)
+            ack("F %u %" PRIu64 " %" PRIu64 "\n", t, first + k, seq);
+    }
+    while (!large && more()) {
         r = mix64(r);
         uint64_t blk = r % FILE_BLOCKS, id = t * 100000 + blk;
         uint64_t seq = atomic_fetch_add(&seqctr, 1);
@@ -240,6 +295,7 @@ static int run_writer(const opts_t *o)
     open_all(o);
     atomic_store(&seqctr, (o->round << 32) + 1);
     max_ops = o->max_ops;
+    large = o->large;
     printf("ready\n");
     fflush(stdout);
     pthread_t th[NVOLT + NFILET + 1];
@@ -402,6 +458,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--ack") && i + 1 < argc) o.ack = argv[++i];
         else if (!strcmp(argv[i], "--round") && i + 1 < argc) o.round = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-ops") && i + 1 < argc) o.max_ops = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--large")) o.large = true;
+        else if (!strcmp(argv[i], "--logbias") && i + 1 < argc) o.logbias = argv[++i];
         else o.pool = argv[i];
     }
     if (!o.pool || !o.ack || !o.ndirs) die("missing arguments");

@@ -467,12 +467,32 @@ static void run_workload(bool condense)
     assert_true(metaslab_range_is(re, METASLAB_SPACE_FREE, 65536, 8192));
     metaslab_destroy(re);
 
-    /* condense refuses a cut older than what it already recorded. */
+    /* An allocation of a newer (open) txg is left out of an older cut and stays
+     * pending for its own txg; a newer free makes the cut impossible. */
     uint64_t off;
     assert_int_equal(metaslab_alloc(ms[0], 500, 4096, &off), 0);
     spacemap_record_t *snap;
     size_t n;
+    assert_int_equal(metaslab_condense(ms[0], 499, &snap, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        if (snap[i].type == SPACEMAP_ALLOC)
+            assert_false(off >= snap[i].offset && off < snap[i].offset + snap[i].size);
+    free(snap);
+    assert_int_equal(metaslab_take_records(ms[0], 500, &snap, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(snap[0].offset, off);
+    assert_int_equal(snap[0].txg, 500);
+    free(snap);
+    assert_int_equal(metaslab_free(ms[0], 501, off, 4096), 0);
     assert_int_equal(metaslab_condense(ms[0], 499, &snap, &n), -EINVAL);
+    /* alloc_at takes exactly the extent asked for, once. */
+    uint64_t at;
+    assert_int_equal(metaslab_alloc(ms[0], 502, 4096, &at), 0);
+    assert_int_equal(metaslab_unalloc(ms[0], 502, at, 4096), 0);
+    assert_true(metaslab_range_is(ms[0], METASLAB_SPACE_FREE, at, 4096));
+    assert_int_equal(metaslab_alloc_at(ms[0], 502, at, 4096), 0);
+    assert_int_equal(metaslab_alloc_at(ms[0], 502, at, 4096), -EEXIST);
+    assert_true(metaslab_range_is(ms[0], METASLAB_SPACE_ALLOCATED, at, 4096));
 
     log_reset(&log);
     free(log.blocks);

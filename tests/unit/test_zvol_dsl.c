@@ -201,8 +201,11 @@ static zil_stats_t log_stats(zilog_t *zl)
     return st;
 }
 
-/* A FUA write of 64 KiB with logbias: copied into the log with latency, not
- * with throughput (it waits for its txg instead); both durable at once. */
+/* logbias on a pool without a log device, as in ZFS: a large durable write
+ * goes to its blocks at once and the log points at them (throughput, and
+ * latency from ZIL_INDIRECT_MIN on); a small one is copied into the log; a
+ * large write under throughput that is not durable yet is written once, by
+ * its txg, which the flush then waits for. Everything survives a reimport. */
 static void test_logbias(void **state)
 {
     (void)state;
@@ -213,34 +216,44 @@ static void test_logbias(void **state)
     assert_int_equal(dsl_dataset_hold(d.dp, d.vol, &ds), 0);
     zilog_t *zl;
     assert_int_equal(zil_open(dsl_dataset_objset(ds), zil_replay_dmu, dsl_dataset_objset(ds), &zl), 0);
-    uint8_t *b = malloc(64 * 1024);
-    fill(b, 5, 0, 64 * 1024);
-    const char *bias[] = {"throughput", "latency"};
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(dsl_prop_set(d.dp, d.vol, "logbias", bias[i], err, sizeof(err)), 0);
+    const uint64_t len = 64 * 1024;
+    uint8_t *b = malloc(len);
+    fill(b, 5, 0, len);
+    struct {
+        const char *bias;
+        uint64_t len;
+        int flags;
+    } cases[] = {{"throughput", len, ZVOL_WRITE_FUA}, {"latency", 16 * 1024, ZVOL_WRITE_FUA},
+                 {"throughput", len, 0}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dsl_prop_set(d.dp, d.vol, "logbias", cases[i].bias, err, sizeof(err)), 0);
         zvol_t *zv; /* a fresh open reads the properties now, not a TTL later */
         assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
         zil_stats_t before = log_stats(zl);
-        assert_int_equal(zvol_write(zv, (uint64_t)i * MIB, 64 * 1024, b, ZVOL_WRITE_FUA), 0);
+        assert_int_equal(zvol_write(zv, (uint64_t)i * MIB, cases[i].len, b, cases[i].flags), 0);
+        if (!cases[i].flags) assert_int_equal(zvol_flush(zv), 0);
         zil_stats_t after = log_stats(zl);
-        if (i == 0) { /* durable by its txg, not by a copy in the log */
-            assert_int_equal(after.records, before.records);
-            assert_true(after.txg_waits > before.txg_waits);
-        } else {
+        if (i == 0) { /* pointers to the directly written blocks, no copy */
+            assert_true(after.block_records > before.block_records);
+            assert_int_equal(after.txg_waits, before.txg_waits);
+        } else if (i == 1) { /* small: the bytes are copied into the log */
             assert_true(after.records > before.records);
+            assert_int_equal(after.block_records, before.block_records);
+        } else { /* not logged: the flush waited for the txg */
+            assert_int_equal(after.block_records, before.block_records);
+            assert_true(after.txg_waits > before.txg_waits);
         }
         zvol_close(zv);
     }
     zil_close(zl);
     dsl_dataset_rele(ds);
-    /* Both writes survive an export and import. */
     dvol_reimport(&d);
     zvol_t *zv;
-    uint8_t *g = malloc(64 * 1024);
+    uint8_t *g = malloc(len);
     assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(zvol_read(zv, (uint64_t)i * MIB, 64 * 1024, g), 0);
-        assert_memory_equal(g, b, 64 * 1024);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zvol_read(zv, (uint64_t)i * MIB, cases[i].len, g), 0);
+        assert_memory_equal(g, b, cases[i].len);
     }
     zvol_close(zv);
     free(b);

@@ -2,7 +2,7 @@
  * Synchronous 4 KiB writes: what the intent log buys (driver of
  * tools/bench/sync-writes.sh, which runs every mode and prints the table).
  *
- *   bench_zvol_syncwrites -d DIR [-t SECONDS] [-q THREADS] [-s SLOW_US] MODE
+ *   bench_zvol_syncwrites -d DIR [-t SECONDS] [-q THREADS] [-s SLOW_US] [-b BYTES] MODE
  *
  * MODE
  *   limit   pwrite 4 KiB (O_DIRECT, as the pool opens its leaves) + fdatasync per
@@ -16,7 +16,10 @@
  * The main disk is a fault leaf over DIR/main.img whose every cache flush takes
  * SLOW_US microseconds more (default 8000: one rotation and a bit of a 7200 rpm
  * disk): a slow disk. THREADS threads (default 1) each keep one write in flight at
- * random 4 KiB-aligned offsets of a 256 MiB range. Prints "MODE qd=Q iops=N".
+ * random BYTES-aligned offsets (BYTES: -b, default 4096; 8 KiB volblocksize beyond
+ * 4 KiB, so large writes span whole records) of a 256 MiB range. Prints "MODE qd=Q iops=N cpu_us=C":
+ * C is the process's user+system CPU time per write while the writers ran (the
+ * steady figure on a loaded machine, where wall-clock rates are noisy).
  */
 #include <cairn/dmu.h>
 #include <cairn/log.h>
@@ -31,9 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#define BS 4096
+static uint32_t BS = 4096;
 #define SPAN (256ULL * 1024 * 1024)
 
 static _Atomic bool stop;
@@ -46,7 +50,7 @@ static void *worker(void *arg)
 {
     uint64_t r = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
     uint8_t *b = aligned_alloc(4096, BS);
-    memset(b, 0x5a, BS);
+    for (uint32_t i = 0; i < BS; i++) b[i] = (uint8_t)(i * 131 + (uintptr_t)arg);
     while (!atomic_load(&stop)) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
         uint64_t off = (r % (SPAN / BS)) * BS;
@@ -90,7 +94,8 @@ int main(int argc, char **argv)
     const char *dir = "/tmp";
     int secs = 5, qd = 1, c;
     uint32_t slow_us = 8000;
-    while ((c = getopt(argc, argv, "d:t:q:s:")) != -1) {
+    while ((c = getopt(argc, argv, "d:t:q:s:b:")) != -1) {
+        if (c == 'b') BS = (uint32_t)atoi(optarg);
         if (c == 'd') dir = optarg;
         else if (c == 't') secs = atoi(optarg);
         else if (c == 'q') qd = atoi(optarg);
@@ -133,21 +138,32 @@ int main(int argc, char **argv)
         }
         vdev_fault_set_flush_delay(main_img, slow_us);
         if (dmu_objset_create(spa, "vol", NULL) || dmu_objset_open(spa, "vol", &os)) return 1;
-        zvol_objset_opts_t zo = {.volsize = SPAN, .volblocksize = BS, .block_size = 4096};
+        zvol_objset_opts_t zo = {.volsize = SPAN, .volblocksize = BS > 4096 ? 8192 : BS,
+                                 .block_size = 4096};
         if (zvol_open_objset(os, &zo, &zv)) return 1;
         /* The first commit makes the new log chain's header durable: not timed. */
-        uint8_t b[BS] = {1};
+        uint8_t *b = aligned_alloc(4096, BS);
+        memset(b, 1, BS);
         zvol_write(zv, 0, BS, b, ZVOL_WRITE_FUA);
         zvol_write(zv, 0, BS, b, ZVOL_WRITE_FUA);
+        free(b);
     }
     pthread_t *th = calloc((size_t)qd, sizeof *th);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     uint64_t t0 = cairn_now_ns();
     for (int i = 0; i < qd; i++) pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     sleep((unsigned)secs);
     atomic_store(&stop, true);
     for (int i = 0; i < qd; i++) pthread_join(th[i], NULL);
     double el = (double)(cairn_now_ns() - t0) / 1e9;
-    printf("%s qd=%d iops=%.0f\n", mode, qd, (double)atomic_load(&ops) / el);
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                          ru0.ru_stime.tv_sec) * 1e6 +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                          ru0.ru_stime.tv_usec);
+    uint64_t n = atomic_load(&ops);
+    printf("%s qd=%d iops=%.0f cpu_us=%.1f\n", mode, qd, (double)n / el, n ? cpu / (double)n : 0);
     fflush(stdout);
     if (zv) zvol_close(zv);
     if (os) dmu_objset_close(os);
