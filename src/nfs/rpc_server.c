@@ -9,7 +9,8 @@
  * client dribbling bytes (slowloris) only holds its own buffer: the loop never
  * waits on one socket.
  *
- * An NFSv3 READ is first run on the I/O thread itself with memory_only
+ * An NFSv3 READ (or an NFSv4.0 COMPOUND of PUTFH and READ) is first run on
+ * the I/O thread itself with memory_only
  * (nfs_impl.h): when its records are all in memory (dirty or in the ARC) its
  * reply is sent from there - no hand-off to a worker and back, which cost two
  * wakeups and four context switches per call, most of what a cached READ
@@ -438,16 +439,18 @@ int nfs_rpc_execute_memory(nfs_conn_t *c, const uint8_t *rec, size_t len,
     return rpc_execute(c, rec, len, hdr, hlen, res, true);
 }
 
-/* Whether a record is an NFSv3 READ call, the one call worth trying on the I/O
- * thread (a peek at the fixed call header; rpc_execute checks it properly). */
-static bool rec_is_nfs3_read(const uint8_t *rec, size_t len)
+/* Whether a record is an NFSv3 READ or an NFSv4 COMPOUND, the calls worth
+ * trying on the I/O thread (a peek at the fixed call header; rpc_execute
+ * checks it properly, and compound() runs only 4.0 PUTFH+READ there). */
+static bool rec_may_run_inline(const uint8_t *rec, size_t len)
 {
     if (len < 24) return false;
     uint32_t w[6];
     for (int i = 0; i < 6; i++)
         w[i] = (uint32_t)rec[4 * i] << 24 | (uint32_t)rec[4 * i + 1] << 16 |
                (uint32_t)rec[4 * i + 2] << 8 | rec[4 * i + 3];
-    return w[1] == RPC_CALL && w[2] == 2 && w[3] == NFS_PROG_NFS && w[4] == 3 && w[5] == 6;
+    return w[1] == RPC_CALL && w[2] == 2 && w[3] == NFS_PROG_NFS &&
+           ((w[4] == 3 && w[5] == 6) || (w[4] == 4 && w[5] == 1));
 }
 
 /* I/O thread: runs a READ whose data is all in memory right here, sending its
@@ -455,7 +458,7 @@ static bool rec_is_nfs3_read(const uint8_t *rec, size_t len)
  * record is left for a worker). */
 static bool conn_try_inline(nfs_conn_t *c)
 {
-    if (!rec_is_nfs3_read(c->rec, c->rec_len)) return false;
+    if (!rec_may_run_inline(c->rec, c->rec_len)) return false;
     uint8_t hdr[NFS_RPC_HDR_MAX];
     size_t h = 0;
     nfs_xdr_t res;

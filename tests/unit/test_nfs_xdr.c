@@ -351,6 +351,124 @@ static void test_read_memory_path(void **state)
     rig_down(&r);
 }
 
+/* An NFSv4 COMPOUND (minor, PUTFH fh, [GETATTR when extra_op], READ with the
+ * anonymous stateid); returns the rpc rc, and for a reply the READ's status,
+ * bytes (malloc'd into *data) and eof. */
+static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off, uint32_t count,
+                      bool extra_op, bool memory, uint32_t *status, uint8_t **data,
+                      uint32_t *dlen, bool *eof)
+{
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    call_header(&x, 79, 100003, 4, 1);
+    nfs_xdr_put_opaque(&x, "", 0);
+    nfs_xdr_put_u32(&x, minor);
+    nfs_xdr_put_u32(&x, extra_op ? 3 : 2);
+    nfs_xdr_put_u32(&x, 22); /* PUTFH */
+    nfs_xdr_put_opaque(&x, fh->bytes, ZPL_FH_SIZE);
+    if (extra_op) {
+        nfs_xdr_put_u32(&x, 9); /* GETATTR, empty bitmap */
+        nfs_xdr_put_u32(&x, 0);
+    }
+    nfs_xdr_put_u32(&x, 25); /* READ */
+    for (int i = 0; i < 4; i++) nfs_xdr_put_u32(&x, 0); /* anonymous stateid */
+    nfs_xdr_put_u64(&x, off);
+    nfs_xdr_put_u32(&x, count);
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t res;
+    int rc = memory ? nfs_rpc_execute_memory(r->conn, x.buf, x.len, hdr, &hlen, &res)
+                    : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
+    nfs_xdr_free(&x);
+    *data = NULL;
+    if (rc == 1) {
+        nfs_xdr_t d;
+        nfs_xdr_init_decode(&d, res.buf, res.len);
+        uint32_t all = nfs_xdr_get_u32(&d), tl;
+        nfs_xdr_get_opaque(&d, &tl, 64);
+        uint32_t numres = nfs_xdr_get_u32(&d);
+        assert_int_equal(nfs_xdr_get_u32(&d), 22);
+        assert_int_equal(nfs_xdr_get_u32(&d), 0);
+        assert_int_equal(numres, 2);
+        assert_int_equal(nfs_xdr_get_u32(&d), 25);
+        *status = nfs_xdr_get_u32(&d);
+        assert_int_equal(*status, all);
+        if (*status == 0) {
+            *eof = nfs_xdr_get_u32(&d) != 0;
+            const uint8_t *p = nfs_xdr_get_opaque(&d, dlen, 1u << 20);
+            *data = malloc(*dlen + 1);
+            memcpy(*data, p, *dlen);
+        }
+        assert_false(d.err);
+    }
+    nfs_xdr_free(&res);
+    return rc;
+}
+
+/* The same over NFSv4.0: PUTFH+READ runs on the I/O thread from memory;
+ * a miss, a 4.1 compound or another operation goes to a worker. */
+static void test_read4_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_node_t *root, *n;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    assert_int_equal(zpl_create(root, "g", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
+                     0);
+    const uint64_t size = 2 * 131072 + 77;
+    uint8_t *file = malloc(size);
+    for (uint64_t i = 0; i < size; i++) file[i] = (uint8_t)(i * 13 + i / 999);
+    zpl_wcc_t wcc;
+    assert_int_equal(zpl_write(n, 0, size, file, 0, &wcc), 0);
+    zpl_fh_t fh;
+    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    uint32_t st, len;
+    uint8_t *data;
+    bool eof;
+    /* atime due: to a worker, which updates it. */
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, false, false, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 0);
+    free(data);
+    /* In memory: served, across records, to the end. */
+    assert_int_equal(read4_call(&r, 0, &fh, 100000, 200000, false, true, &st, &data, &len, &eof),
+                     1);
+    assert_int_equal(st, 0);
+    assert_int_equal(len, size - 100000);
+    assert_true(eof);
+    assert_memory_equal(data, file + 100000, len);
+    free(data);
+    /* Other operations and 4.1 compounds never run there. */
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, true, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 1, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    /* On disk only: would block; the worker's read caches it. */
+    spa_txg_wait_synced(r.f.spa, 0);
+    arc_purge_pool(spa_guid(r.f.spa));
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 8192, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 8192, false, false, &st, &data, &len, &eof), 1);
+    assert_memory_equal(data, file, 8192);
+    free(data);
+    assert_int_equal(read4_call(&r, 0, &fh, 4096, 8192, false, true, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 0);
+    assert_false(eof);
+    assert_memory_equal(data, file + 4096, 8192);
+    free(data);
+    /* An error on the I/O thread: READ of a directory. */
+    assert_int_equal(read4_call(&r, 0, &r.root, 0, 4096, false, true, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 21); /* NFS4ERR_ISDIR */
+    zpl_node_rele(n);
+    zpl_node_rele(root);
+    nfs_export_rele(e);
+    free(file);
+    rig_down(&r);
+}
+
 static uint64_t rnd_state;
 static uint32_t rnd(void)
 {
@@ -417,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_cursor),
         cmocka_unit_test(test_accept_status),
         cmocka_unit_test(test_read_memory_path),
+        cmocka_unit_test(test_read4_memory_path),
         cmocka_unit_test(test_random_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
