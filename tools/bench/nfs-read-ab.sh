@@ -72,7 +72,7 @@ fi
 rm -rf "$D"; mkdir -p "$D"
 PB=$((30000 + RANDOM % 10000)); PN=$((PB + 10))
 start_cairn base "$BASE" $PB; start_cairn new "$NEW" $PN
-trap 'kill $(cat $D/base/pid) $(cat $D/new/pid) 2>/dev/null || true' EXIT
+trap 'kill $(cat $D/base/pid) $(cat $D/new/pid) 2>/dev/null || true; wait' EXIT
 echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS" > $OUT/conditions.txt
 export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR
 PEER_DIR=$D/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- bash "$0" "$BASE" "$NEW" "$OUT"
