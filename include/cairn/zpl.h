@@ -217,6 +217,11 @@ int zpl_readdir(zpl_node_t *dir, uint64_t cookie, zpl_readdir_fn fn, void *arg, 
 enum { ZPL_IO_SYNC = 1 << 0 };    /* write: durable before returning (FILE_SYNC) */
 /* Reads up to len bytes; holes read as zeros; *eof when the end of file is reached. */
 int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof);
+/* zpl_read for a thread that must not wait for a device (a connection's I/O
+ * thread): served from dirty records and the ARC, else -EWOULDBLOCK having
+ * changed nothing (also when the read would have to update the atime), and
+ * the caller repeats it with zpl_read elsewhere. */
+int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof);
 /* Writes all of buf or nothing; -EFBIG past ZPL_MAX_FILE_SIZE. */
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
               zpl_wcc_t *wcc);

@@ -18,7 +18,11 @@
  *
  * Arguments are decoded with the XDR cursor straight from the received
  * record: WRITE data is used in place, and READ data is read by the ZPL
- * directly into the reply buffer. Metadata changes are committed before the
+ * directly into the reply buffer. READ alone may run with memory_only on the
+ * transport's I/O thread (nfs_impl.h): zpl_read_memory serves it from memory,
+ * and -EWOULDBLOCK (a record to read from disk, a due atime) sets would_block
+ * after only lookups and checks, so the worker's rerun answers the same
+ * checks with nothing done twice. Metadata changes are committed before the
  * reply (RFC 1813 requires them on stable storage) unless the dataset has
  * sync=disabled; UNSTABLE writes are left to the txg and COMMIT.
  */
@@ -524,8 +528,15 @@ static void proc_read(ctx_t *c)
     if (!data) goto out;
     size_t nread = 0;
     bool eof = false;
-    rc = off >= at.size ? 0 : zpl_read(n, off, count, data, &nread, &eof);
+    if (off >= at.size) rc = 0;
+    else if (c->call->memory_only) rc = zpl_read_memory(n, off, count, data, &nread, &eof);
+    else rc = zpl_read(n, off, count, data, &nread, &eof);
     if (off >= at.size) eof = true;
+    if (rc == -EWOULDBLOCK && c->call->memory_only) {
+        /* Nothing changed yet: the call runs again on a worker. */
+        c->call->would_block = true;
+        goto out;
+    }
     if (rc) {
         c->r->pos = c->r->len = head;
         nfs_xdr_put_u32(c->r, nfsstat(rc));
@@ -1087,6 +1098,12 @@ nfs_accept_t nfs3_program(nfs_call_t *call)
     if (call->proc == 0) return NFS_ACCEPT_SUCCESS;
     if (call->proc > 21) return NFS_ACCEPT_PROC_UNAVAIL;
     ctx_t c = {.call = call, .a = &call->args, .r = call->res};
+    /* Only READ knows how to run without waiting (rpc_server.c sends nothing
+     * else here with memory_only; this keeps it so). */
+    if (call->memory_only && call->proc != 6) {
+        call->would_block = true;
+        return NFS_ACCEPT_SUCCESS;
+    }
     switch (call->proc) {
     case 1: proc_getattr(&c); break;
     case 2: proc_setattr(&c); break;

@@ -11,6 +11,13 @@
  * start with SEQUENCE (or be one of the session-less operations); its whole
  * reply is kept in the session slot so a retransmission gets the same bytes.
  *
+ * A 4.0 COMPOUND of PUTFH and READ may run on the transport's I/O thread with
+ * memory_only (nfs_impl.h): READ uses zpl_read_memory, and a read that would
+ * wait (a record on disk, a due atime), any other operation or a 4.1 COMPOUND
+ * sets would_block and the compound stops with nothing sent; a worker runs
+ * it again. Only idempotent things happen before that (lease reaping and
+ * renewal, handle lookups), never a seqid or slot change.
+ *
  * File handles: real objects use the ZPL's handles (export guid, dataset,
  * object, generation), so they stay valid across restarts. The pseudo-root
  * is a virtual read-only tree whose leaves are the export paths (`/tank/share`
@@ -718,7 +725,13 @@ static uint32_t op_read(nfs4_cx_t *cx)
     if (!p) return NFS4ERR_RESOURCE;
     size_t nread = 0;
     bool eof = false;
-    int rc = zpl_read(cx->cur.node, off, count, p + 8, &nread, &eof);
+    int rc = cx->call->memory_only ? zpl_read_memory(cx->cur.node, off, count, p + 8, &nread, &eof)
+                                   : zpl_read(cx->cur.node, off, count, p + 8, &nread, &eof);
+    if (rc == -EWOULDBLOCK && cx->call->memory_only) {
+        cx->call->would_block = true; /* compound() stops; a worker runs it again */
+        cx->r->pos = cx->r->len = start;
+        return NFS4_OK;
+    }
     if (rc < 0) {
         cx->r->pos = cx->r->len = start;
         return nfs4_errno_to_status(rc);
@@ -1330,6 +1343,16 @@ static nfs_accept_t compound(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
 
+    /* On the I/O thread (memory_only) only 4.0 compounds of PUTFH and READ
+     * run: in 4.1 SEQUENCE consumes a slot, which a rerun on a worker must
+     * not do twice, and other operations may wait or change state. What such
+     * a compound does before its READ would block - reaping expired leases,
+     * renewing the client's - is done again by the rerun to the same effect. */
+    if (call->memory_only && minor != 0) {
+        call->would_block = true;
+        return NFS_ACCEPT_SUCCESS;
+    }
+
     pthread_mutex_lock(&st->lock);
     nfs4_reap(st);
     pthread_mutex_unlock(&st->lock);
@@ -1341,6 +1364,10 @@ static nfs_accept_t compound(nfs_call_t *call)
         cx.opidx = i;
         uint32_t op = nfs_xdr_get_u32(a);
         if (a->err) { status = NFS4ERR_BADXDR; break; }
+        if (call->memory_only && op != OP4_PUTFH && op != OP4_READ) {
+            call->would_block = true;
+            break;
+        }
         cx.keep_body = false;
         cx.args = a->pos;
         size_t op_pos = r->pos;
@@ -1361,7 +1388,7 @@ static nfs_accept_t compound(nfs_call_t *call)
         } else {
             status = dispatch(&cx, op);
         }
-        if (cx.replayed) break;
+        if (call->would_block || cx.replayed) break;
         if (status == NFS4ERR_OP_ILLEGAL) patch_u32(r, op_pos, OP4_ILLEGAL);
         if (status != NFS4_OK && !cx.keep_body) r->pos = r->len = cx.body;
         if (r->err) {
@@ -1377,6 +1404,11 @@ static nfs_accept_t compound(nfs_call_t *call)
                       i + 1, numops, op, status);
             break;
         }
+    }
+    if (call->would_block) {
+        nfs4_cfh_clear(&cx.cur);
+        nfs4_cfh_clear(&cx.saved);
+        return NFS_ACCEPT_SUCCESS; /* nothing is sent; the worker's run answers */
     }
     if (!cx.replayed) {
         patch_u32(r, start, status);

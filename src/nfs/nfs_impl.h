@@ -12,7 +12,9 @@
  * handler decodes, calls the ZPL synchronously, encodes its results into
  * `res` and returns an accept status. The transport then frames the reply
  * (same xid) and sends it under the connection's send lock; replies may leave
- * in a different order than the calls came in, as RPC allows.
+ * in a different order than the calls came in, as RPC allows. An NFSv3 READ
+ * is first run on the I/O thread itself with `memory_only` (see
+ * rpc_server.c); it goes to a worker only when it sets `would_block`.
  */
 #ifndef CAIRN_NFS_IMPL_H
 #define CAIRN_NFS_IMPL_H
@@ -92,6 +94,12 @@ typedef struct nfs_call {
     const char *machine_name;         /* AUTH_SYS machinename ("" otherwise) */
     nfs_xdr_t args;                   /* positioned at the procedure's arguments */
     nfs_xdr_t *res;                   /* append the procedure's results here */
+    /* Set by the transport when the call runs on the I/O thread: the handler
+     * must not wait for a device or a transaction. A handler that would sets
+     * would_block before changing anything and the call is run again on a
+     * worker without memory_only (its results so far are discarded). */
+    bool memory_only;
+    bool would_block;
 } nfs_call_t;
 
 typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);

@@ -122,6 +122,12 @@ void nfs_export_options(nfs_export_t *exp, char *buf, size_t len);
 #define NFS_RPC_HDR_MAX 40
 int nfs_rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hdr[NFS_RPC_HDR_MAX],
                     size_t *hlen, nfs_xdr_t *res);
+/* nfs_rpc_execute on a thread that must not block (the I/O thread): the
+ * handler runs with memory_only and NFS_RPC_WOULD_BLOCK says it changed
+ * nothing and the call must be run with nfs_rpc_execute elsewhere. */
+#define NFS_RPC_WOULD_BLOCK 2
+int nfs_rpc_execute_memory(nfs_conn_t *c, const uint8_t *rec, size_t len,
+                           uint8_t hdr[NFS_RPC_HDR_MAX], size_t *hlen, nfs_xdr_t *res);
 /* A connection without a socket, for running calls directly (unit tests, fuzzing). */
 nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, socklen_t plen);
 void nfs_conn_detached_free(nfs_conn_t *c);

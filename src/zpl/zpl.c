@@ -78,7 +78,8 @@
  * updated relatime-style - only when it is not newer than mtime/ctime or is a
  * day old - in its own small transaction after the read, and does not bump
  * the change counter (NFSv4 clients would otherwise drop their caches on
- * every read).
+ * every read). zpl_read_memory (for a connection thread) serves a read from
+ * memory only and leaves a read with a due atime to zpl_read.
  *
  * Snapshots: a head's root has a virtual directory .cairn (hidden from
  * readdir, found by lookup) holding snapshot/, which lists the dataset's
@@ -1580,7 +1581,16 @@ static bool atime_due(const zpl_phys_t *p, int64_t now)
     return p->atime <= p->mtime || p->atime <= p->ctime || now - p->atime >= ZPL_RELATIME_NS;
 }
 
-int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
+/*
+ * memory_only (zpl_read_memory): the read must not wait for a device or a
+ * transaction, so it is served with dmu_read_memory, and a read whose atime
+ * is due (and atime=on) stops with -EWOULDBLOCK before reading: updating it
+ * needs a transaction (the write throttle may wait), and the caller's full
+ * zpl_read on a thread that may block does the read and the update. With
+ * atime=off a due atime stays due forever, hence the property check.
+ */
+static int read_impl(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof,
+                     bool memory_only)
 {
     *nread = 0;
     if (eof) *eof = false;
@@ -1592,15 +1602,22 @@ int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, 
     else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
     else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
     bool due = false;
+    if (!err && memory_only && !fs->snapshot && atime_due(&n->phys, now_ns())) {
+        dsl_dataset_props_t props;
+        props_get(fs, &props);
+        if (props.atime && !props.readonly) err = -EWOULDBLOCK;
+    }
     if (!err) {
         uint64_t size = n->phys.size;
         uint64_t cnt = off >= size ? 0 : CAIRN_MIN((uint64_t)len, size - off);
-        if (cnt) err = dmu_read(fs->os, n->obj, off, cnt, buf);
+        if (cnt)
+            err = memory_only ? dmu_read_memory(fs->os, n->obj, off, cnt, buf)
+                              : dmu_read(fs->os, n->obj, off, cnt, buf);
         if (!err) {
             *nread = cnt;
             if (eof) *eof = off + cnt >= size;
         }
-        due = !err && !fs->snapshot && atime_due(&n->phys, now_ns());
+        due = !err && !memory_only && !fs->snapshot && atime_due(&n->phys, now_ns());
     }
     pthread_rwlock_unlock(&n->lock);
     if (err || !due) return err;
@@ -1622,6 +1639,16 @@ int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, 
     }
     dmu_tx_commit(tx);
     return 0;
+}
+
+int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
+{
+    return read_impl(n, off, len, buf, nread, eof, false);
+}
+
+int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
+{
+    return read_impl(n, off, len, buf, nread, eof, true);
 }
 
 /*

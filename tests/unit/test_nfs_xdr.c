@@ -2,7 +2,8 @@
  * well-formed calls get the right accept status, and a deterministic stream of
  * randomized garbage (mutated headers, truncated and random arguments, real handles
  * with junk after them) is answered with a well-formed reply or a close, never a
- * crash, against a real exported filesystem. CAIRN_TEST_SEED replays a seed;
+ * crash, against a real exported filesystem. NFSv3 READ on the I/O thread
+ * (memory only, else would block) against the worker path. CAIRN_TEST_SEED replays a seed;
  * CAIRN_TEST_LONG=1 runs many more rounds. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@
 #pragma GCC diagnostic pop
 
 #include <arpa/inet.h>
+#include <cairn/arc.h>
+#include <cairn/spa.h>
 
 static void test_cursor(void **state)
 {
@@ -177,6 +180,295 @@ static void test_accept_status(void **state)
     rig_down(&r);
 }
 
+/* ---- NFSv3 READ on the I/O thread (nfs_rpc_execute_memory) ---- */
+
+typedef struct read_reply {
+    int rc;                 /* nfs_rpc_execute*: 1 reply, NFS_RPC_WOULD_BLOCK, ... */
+    uint32_t status;
+    bool has_attr;
+    uint64_t size;
+    uint32_t atime_s, atime_ns;
+    uint32_t count;
+    bool eof;
+    uint8_t *data;          /* count bytes, malloc'd */
+} read_reply_t;
+
+static void read_call(rig_t *r, const zpl_fh_t *fh, uint64_t off, uint32_t count, bool memory,
+                      read_reply_t *out)
+{
+    memset(out, 0, sizeof *out);
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    call_header(&x, 77, 100003, 3, 6);
+    nfs_xdr_put_opaque(&x, fh->bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_u64(&x, off);
+    nfs_xdr_put_u32(&x, count);
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t res;
+    out->rc = memory ? nfs_rpc_execute_memory(r->conn, x.buf, x.len, hdr, &hlen, &res)
+                     : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
+    nfs_xdr_free(&x);
+    if (out->rc == 1) {
+        /* The accept status is the last header word; the body follows. */
+        nfs_xdr_t d;
+        nfs_xdr_init_decode(&d, hdr + hlen - 4, 4);
+        assert_int_equal(nfs_xdr_get_u32(&d), 0);
+        nfs_xdr_init_decode(&d, res.buf, res.len);
+        out->status = nfs_xdr_get_u32(&d);
+        out->has_attr = nfs_xdr_get_u32(&d) != 0;
+        if (out->has_attr) {
+            assert_non_null(nfs_xdr_get_fixed(&d, 20));
+            out->size = nfs_xdr_get_u64(&d);
+            assert_non_null(nfs_xdr_get_fixed(&d, 32));
+            out->atime_s = nfs_xdr_get_u32(&d);
+            out->atime_ns = nfs_xdr_get_u32(&d);
+            assert_non_null(nfs_xdr_get_fixed(&d, 16));
+        }
+        if (out->status == 0) {
+            out->count = nfs_xdr_get_u32(&d);
+            out->eof = nfs_xdr_get_u32(&d) != 0;
+            uint32_t dlen;
+            const uint8_t *p = nfs_xdr_get_opaque(&d, &dlen, 1u << 20);
+            assert_int_equal(dlen, out->count);
+            out->data = malloc(dlen + 1);
+            memcpy(out->data, p, dlen);
+        }
+        assert_false(d.err);
+        assert_int_equal(d.pos, d.len);
+    }
+    nfs_xdr_free(&res);
+}
+
+static void expect_read(rig_t *r, const zpl_fh_t *fh, const uint8_t *file, uint64_t size,
+                        uint64_t off, uint32_t count, bool memory, zpl_node_t *n)
+{
+    read_reply_t rr;
+    read_call(r, fh, off, count, memory, &rr);
+    assert_int_equal(rr.rc, 1);
+    assert_int_equal(rr.status, 0);
+    uint64_t want = off >= size ? 0 : (size - off < count ? size - off : count);
+    assert_int_equal(rr.count, want);
+    assert_int_equal(rr.eof, off + want >= size);
+    assert_memory_equal(rr.data, file + off, want);
+    /* Post-op attributes: the file as it is after the read. */
+    zpl_attr_t a;
+    assert_int_equal(zpl_getattr(n, &a), 0);
+    assert_true(rr.has_attr);
+    assert_int_equal(rr.size, size);
+    assert_int_equal(rr.atime_s, (uint32_t)(a.atime_ns / 1000000000));
+    assert_int_equal(rr.atime_ns, (uint32_t)(a.atime_ns % 1000000000));
+    free(rr.data);
+}
+
+/* A READ whose records are in memory is served by nfs_rpc_execute_memory
+ * (the I/O thread's path) with the same bytes and attributes as a worker's;
+ * one that needs the disk, or an atime update, says NFS_RPC_WOULD_BLOCK
+ * having changed nothing, and the worker's run serves it. Errors are
+ * answered on the fast path too. */
+static void test_read_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_fs_t *fs = nfs_export_fs(e);
+    zpl_node_t *root, *n;
+    assert_int_equal(zpl_root(fs, &root), 0);
+    assert_int_equal(zpl_create(root, "f", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
+                     0);
+    const uint64_t size = 3 * 131072 + 1000; /* three whole records and a partial one */
+    uint8_t *file = malloc(size);
+    for (uint64_t i = 0; i < size; i++) file[i] = (uint8_t)(i * 7 + i / 4096);
+    zpl_wcc_t wcc;
+    assert_int_equal(zpl_write(n, 0, size, file, 0, &wcc), 0);
+    zpl_fh_t fh;
+    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+
+    /* Just written: the atime is due (atime=on), so the first READ needs a
+     * transaction and goes to a worker, and the I/O thread's try left the
+     * atime alone. */
+    zpl_attr_t before, after;
+    assert_int_equal(zpl_getattr(n, &before), 0);
+    read_reply_t rr;
+    read_call(&r, &fh, 0, 65536, true, &rr);
+    assert_int_equal(rr.rc, NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(zpl_getattr(n, &after), 0);
+    assert_int_equal(after.atime_ns, before.atime_ns);
+    expect_read(&r, &fh, file, size, 0, 65536, false, n);
+    assert_int_equal(zpl_getattr(n, &after), 0);
+    assert_true(after.atime_ns > before.atime_ns);
+
+    /* Dirty records: served from memory, across records and to the end. */
+    expect_read(&r, &fh, file, size, 65536, 131072, true, n);
+    expect_read(&r, &fh, file, size, 3 * 131072 - 10, 65536, true, n);
+    expect_read(&r, &fh, file, size, size + 5, 4096, true, n); /* past the end: eof */
+
+    /* On disk only: would block, changing nothing; the worker reads it into
+     * the ARC, after which the I/O thread serves it. */
+    spa_txg_wait_synced(r.f.spa, 0);
+    arc_purge_pool(spa_guid(r.f.spa));
+    assert_int_equal(zpl_getattr(n, &before), 0);
+    read_call(&r, &fh, 65536, 131072, true, &rr);
+    assert_int_equal(rr.rc, NFS_RPC_WOULD_BLOCK);
+    expect_read(&r, &fh, file, size, 65536, 131072, false, n);
+    expect_read(&r, &fh, file, size, 65536, 131072, true, n);
+    expect_read(&r, &fh, file, size, 131072, 65536, true, n);
+    read_call(&r, &fh, 2 * 131072 + 100, 4096, true, &rr); /* record 2: still only on disk */
+    assert_int_equal(rr.rc, NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(zpl_getattr(n, &after), 0);
+    assert_int_equal(after.atime_ns, before.atime_ns); /* not due again yet */
+
+    /* Errors answered on the I/O thread: a directory, a handle of a removed
+     * file (with no attributes). */
+    read_call(&r, &r.root, 0, 4096, true, &rr);
+    assert_int_equal(rr.rc, 1);
+    assert_int_equal(rr.status, 21); /* NFS3ERR_ISDIR */
+    assert_true(rr.has_attr);
+    zpl_node_rele(n);
+    assert_int_equal(zpl_remove(root, "f", NULL), 0);
+    read_call(&r, &fh, 0, 4096, true, &rr);
+    assert_int_equal(rr.rc, 1);
+    assert_int_equal(rr.status, 70); /* NFS3ERR_STALE */
+    assert_false(rr.has_attr);
+
+    /* Other procedures are never run on the I/O thread. */
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    call_header(&x, 78, 100003, 3, 1);
+    nfs_xdr_put_opaque(&x, r.root.bytes, ZPL_FH_SIZE);
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t res;
+    assert_int_equal(nfs_rpc_execute_memory(r.conn, x.buf, x.len, hdr, &hlen, &res),
+                     NFS_RPC_WOULD_BLOCK);
+    nfs_xdr_free(&res);
+    nfs_xdr_free(&x);
+
+    zpl_node_rele(root);
+    nfs_export_rele(e);
+    free(file);
+    rig_down(&r);
+}
+
+/* An NFSv4 COMPOUND (minor, PUTFH fh, [GETATTR when extra_op], READ with the
+ * anonymous stateid); returns the rpc rc, and for a reply the READ's status,
+ * bytes (malloc'd into *data) and eof. */
+static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off, uint32_t count,
+                      bool extra_op, bool memory, uint32_t *status, uint8_t **data,
+                      uint32_t *dlen, bool *eof)
+{
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    call_header(&x, 79, 100003, 4, 1);
+    nfs_xdr_put_opaque(&x, "", 0);
+    nfs_xdr_put_u32(&x, minor);
+    nfs_xdr_put_u32(&x, extra_op ? 3 : 2);
+    nfs_xdr_put_u32(&x, 22); /* PUTFH */
+    nfs_xdr_put_opaque(&x, fh->bytes, ZPL_FH_SIZE);
+    if (extra_op) {
+        nfs_xdr_put_u32(&x, 9); /* GETATTR, empty bitmap */
+        nfs_xdr_put_u32(&x, 0);
+    }
+    nfs_xdr_put_u32(&x, 25); /* READ */
+    for (int i = 0; i < 4; i++) nfs_xdr_put_u32(&x, 0); /* anonymous stateid */
+    nfs_xdr_put_u64(&x, off);
+    nfs_xdr_put_u32(&x, count);
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t res;
+    int rc = memory ? nfs_rpc_execute_memory(r->conn, x.buf, x.len, hdr, &hlen, &res)
+                    : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
+    nfs_xdr_free(&x);
+    *data = NULL;
+    if (rc == 1) {
+        nfs_xdr_t d;
+        nfs_xdr_init_decode(&d, res.buf, res.len);
+        uint32_t all = nfs_xdr_get_u32(&d), tl;
+        nfs_xdr_get_opaque(&d, &tl, 64);
+        uint32_t numres = nfs_xdr_get_u32(&d);
+        assert_int_equal(nfs_xdr_get_u32(&d), 22);
+        assert_int_equal(nfs_xdr_get_u32(&d), 0);
+        assert_int_equal(numres, 2);
+        assert_int_equal(nfs_xdr_get_u32(&d), 25);
+        *status = nfs_xdr_get_u32(&d);
+        assert_int_equal(*status, all);
+        if (*status == 0) {
+            *eof = nfs_xdr_get_u32(&d) != 0;
+            const uint8_t *p = nfs_xdr_get_opaque(&d, dlen, 1u << 20);
+            *data = malloc(*dlen + 1);
+            memcpy(*data, p, *dlen);
+        }
+        assert_false(d.err);
+    }
+    nfs_xdr_free(&res);
+    return rc;
+}
+
+/* The same over NFSv4.0: PUTFH+READ runs on the I/O thread from memory;
+ * a miss, a 4.1 compound or another operation goes to a worker. */
+static void test_read4_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_node_t *root, *n;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    assert_int_equal(zpl_create(root, "g", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
+                     0);
+    const uint64_t size = 2 * 131072 + 77;
+    uint8_t *file = malloc(size);
+    for (uint64_t i = 0; i < size; i++) file[i] = (uint8_t)(i * 13 + i / 999);
+    zpl_wcc_t wcc;
+    assert_int_equal(zpl_write(n, 0, size, file, 0, &wcc), 0);
+    zpl_fh_t fh;
+    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    uint32_t st, len;
+    uint8_t *data;
+    bool eof;
+    /* atime due: to a worker, which updates it. */
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, false, false, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 0);
+    free(data);
+    /* In memory: served, across records, to the end. */
+    assert_int_equal(read4_call(&r, 0, &fh, 100000, 200000, false, true, &st, &data, &len, &eof),
+                     1);
+    assert_int_equal(st, 0);
+    assert_int_equal(len, size - 100000);
+    assert_true(eof);
+    assert_memory_equal(data, file + 100000, len);
+    free(data);
+    /* Other operations and 4.1 compounds never run there. */
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, true, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 1, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    /* On disk only: would block; the worker's read caches it. */
+    spa_txg_wait_synced(r.f.spa, 0);
+    arc_purge_pool(spa_guid(r.f.spa));
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 8192, false, true, &st, &data, &len, &eof),
+                     NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(read4_call(&r, 0, &fh, 0, 8192, false, false, &st, &data, &len, &eof), 1);
+    assert_memory_equal(data, file, 8192);
+    free(data);
+    assert_int_equal(read4_call(&r, 0, &fh, 4096, 8192, false, true, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 0);
+    assert_false(eof);
+    assert_memory_equal(data, file + 4096, 8192);
+    free(data);
+    /* An error on the I/O thread: READ of a directory. */
+    assert_int_equal(read4_call(&r, 0, &r.root, 0, 4096, false, true, &st, &data, &len, &eof), 1);
+    assert_int_equal(st, 21); /* NFS4ERR_ISDIR */
+    zpl_node_rele(n);
+    zpl_node_rele(root);
+    nfs_export_rele(e);
+    free(file);
+    rig_down(&r);
+}
+
 static uint64_t rnd_state;
 static uint32_t rnd(void)
 {
@@ -242,6 +534,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cursor),
         cmocka_unit_test(test_accept_status),
+        cmocka_unit_test(test_read_memory_path),
+        cmocka_unit_test(test_read4_memory_path),
         cmocka_unit_test(test_random_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
