@@ -54,6 +54,10 @@ int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off
 /* Whether the block is in ARC memory now (its lists and counters untouched):
  * for read-ahead, which has nothing to do for such a block. */
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
+/* Read-ahead's question: 0 when the block is in ARC memory (untouched, as
+ * arc_cached) or has just been brought there from a cache device (verified, kept
+ * as stored and unread); -ENOENT when the disks must be read. */
+int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy);
 /* After a verified read of the vdevs: stored is the block as stored (bp->psize
  * bytes, compressed per bp->compress). Whether it is kept follows the policy. */
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,

@@ -365,7 +365,24 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
 
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
 {
+    if (!buf) return -EINVAL; /* read-ahead asks arc_prefetch() */
     return lookup_impl(pool_guid, bp, 0, bp->lsize, buf, policy, false);
+}
+
+int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy)
+{
+    if (arc_cached(pool_guid, bp)) return 0;
+    if (!arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
+        !arc_policy_allows(ARC_POLICY_SECONDARY(policy), bp->type) ||
+        !l2arc_pool_has_devices(pool_guid))
+        return -ENOENT;
+    uint8_t *stored = NULL;
+    if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
+    /* Verified against bp by l2arc_read; kept as stored and unread, like a block
+     * read ahead from the disks (its reader decompresses it). */
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, true);
+    free(stored);
+    return 0;
 }
 
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp)

@@ -343,8 +343,14 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         bp->compress >= CAIRN_COMPRESS_COUNT)
         return -EINVAL;
     /* ---- ARC (src/arc): a hit is served from memory or a cache device ---- */
-    if (cache_policy != ARC_POLICY_BYPASS && arc_lookup(spa->guid, bp, buf, cache_policy) == 0)
-        return 0;
+    if (cache_policy != ARC_POLICY_BYPASS) {
+        /* A read ahead has no buffer to copy a hit into: it asks whether the block
+         * is in memory (a reader may have cached it since the caller looked) or on
+         * a cache device, and never counts as a hit or promotes the block. */
+        if (!buf ? arc_prefetch(spa->guid, bp, cache_policy) == 0
+                 : arc_lookup(spa->guid, bp, buf, cache_policy) == 0)
+            return 0;
+    }
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
     size_t cap = CAIRN_P2ROUNDUP((size_t)bp->psize, (size_t)1 << spa->ashift);
     /* Uncompressed into a suitable buffer: read in place, no bounce copy. */
@@ -435,9 +441,9 @@ int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8
 int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy)
 {
     if (cairn_bp_is_hole(bp) || spa->readonly || cache_policy == ARC_POLICY_BYPASS) return 0;
-    /* Already cached: a read ahead must neither count as a hit nor promote
-     * the block to the MFU, or every streamed block would look hot. */
-    if (arc_cached(spa->guid, bp)) return 0;
+    /* Cached already (block_read_impl asks arc_prefetch): a read ahead must
+     * neither count as a hit nor promote the block to the MFU, or every streamed
+     * block would look hot. */
     return block_read_impl(spa, bp, NULL, 0, NULL, cache_policy);
 }
 

@@ -4,7 +4,8 @@
  * out of the ARC; records evicted from the ARC are served from a cache device
  * (data verified), also after export and import rebuilt the device's index;
  * a cache device overwritten with junk costs nothing but time; records just
- * written are read back from the ARC.
+ * written are read back from the ARC; read-ahead racing readers of the same
+ * blocks never touches their buffers.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@
 #include <cairn/util.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +351,137 @@ static void test_sequential_prefetch(void **state)
     test_pool_remove(&f);
 }
 
+/* Read-ahead of records the ARC let go of but a cache device holds: the records
+ * ahead of a sequential reader come from the cache device (verified), not the
+ * disks, and read-ahead never touches the reader's buffers (it once copied a
+ * cache device's block into the buffer it does not have). */
+static void test_prefetch_from_cache_device(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_l2pf", 256 * CAIRN_MIB);
+    add_cache(&f, true);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, 64 * RS, 7);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    add_cache(&f, false);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    expect(os, obj, 0, 64 * RS, 7); /* from the pool into the ARC */
+    assert_true(arc_l2_feed_now() >= 64 * RS);
+    arc_set_max(4 * CAIRN_MIB); /* the ARC keeps a few records, the device all */
+    uint8_t *all = malloc(64 * RS), *b = malloc(RS);
+    fill(all, 64 * RS, 7);
+    dmu_prefetch_wait();
+    uint64_t issued0 = dmu_prefetch_issued();
+    arc_stats_t a, z;
+    arc_get_stats(&a);
+    for (uint64_t r = 0; r < 64; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    dmu_prefetch_wait();
+    arc_get_stats(&z);
+    assert_true(dmu_prefetch_issued() - issued0 >= 16); /* a stream was read ahead */
+    /* every record came off the cache device, by the reader or by read-ahead */
+    assert_true(z.l2_hits - a.l2_hits >= 56);
+    assert_int_equal(z.l2_cksum_bad, a.l2_cksum_bad);
+    free(all);
+    free(b);
+    arc_set_max(64 * CAIRN_MIB);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
+/* ---- read-ahead racing a reader of the same blocks ---- */
+
+#define RACE_BLOCKS 64
+
+typedef struct race {
+    spa_t *spa;
+    cairn_blkptr_t bps[RACE_BLOCKS];
+    size_t nbps;
+    atomic_bool stop;
+} race_t;
+
+static int collect_data_bps(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+{
+    (void)spa;
+    race_t *r = arg;
+    if (bp->level == 0 && bp->lsize == RS && r->nbps < RACE_BLOCKS) r->bps[r->nbps++] = *bp;
+    return 0;
+}
+
+static void *race_prefetcher(void *arg)
+{
+    race_t *r = arg;
+    while (!atomic_load(&r->stop))
+        for (size_t i = 0; i < r->nbps; i++)
+            assert_int_equal(spa_block_prefetch(r->spa, &r->bps[i], ARC_POLICY_DEFAULT), 0);
+    return NULL;
+}
+
+/* A block read ahead may be cached by a reader between read-ahead's look at the
+ * ARC and its read: read-ahead has no buffer, so that hit must not copy into
+ * one (it did, and crashed the intent-log crash test's verifier under load). One
+ * thread drops the blocks from the ARC and reads them back (compressed records,
+ * then their decompressed copies once they are hot) while two read them ahead. */
+static void test_prefetch_races_reader(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_race", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    /* half compressible, so both the stored and the decompressed hit paths run */
+    uint8_t *b = malloc(RS), *want = malloc(RS);
+    for (uint64_t i = 0; i < RACE_BLOCKS; i++) {
+        fill(b, RS, 100 + i);
+        if (i % 2) memset(b + RS / 4, 0, RS / 2);
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, obj, i * RS, RS, b, tx), 0);
+        dmu_tx_commit(tx);
+    }
+    assert_int_equal(dmu_objset_sync(os), 0);
+    race_t r = {.spa = f.spa};
+    cairn_blkptr_t root;
+    dmu_objset_root(os, &root);
+    assert_int_equal(dmu_traverse_objset(f.spa, &root, 0, collect_data_bps, &r), 0);
+    assert_int_equal(r.nbps, RACE_BLOCKS);
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) assert_int_equal(pthread_create(&th[t], NULL, race_prefetcher, &r), 0);
+    for (int round = 0; round < 300; round++) {
+        for (size_t i = 0; i < r.nbps; i++) {
+            if (round % 3 == 0) arc_free(spa_guid(f.spa), &r.bps[i]);
+            assert_int_equal(spa_block_read(f.spa, &r.bps[i], b), 0);
+        }
+    }
+    atomic_store(&r.stop, true);
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    /* and the blocks read back are the blocks written */
+    for (uint64_t i = 0; i < RACE_BLOCKS; i++) {
+        fill(want, RS, 100 + i);
+        if (i % 2) memset(want + RS / 4, 0, RS / 2);
+        assert_int_equal(dmu_read(os, obj, i * RS, RS, b), 0);
+        assert_memory_equal(b, want, RS);
+    }
+    free(b);
+    free(want);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +490,8 @@ int main(void)
         cmocka_unit_test(test_written_records_are_read_from_the_arc),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_sequential_prefetch),
+        cmocka_unit_test(test_prefetch_races_reader),
+        cmocka_unit_test(test_prefetch_from_cache_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
