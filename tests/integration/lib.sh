@@ -27,6 +27,11 @@ cairn_test_cleanup() {
     if [ "$rc" -ne 0 ]; then
         echo "--- test failed (rc=$rc); daemon logs:" >&2
         tail -n 30 "$T"/*/cairnd.log "$T"/*.daemon.log >&2 2>/dev/null || true
+        # CAIRN_TEST_KEEP_FAILED=1 keeps the scratch dir (pool files, logs) for a post-mortem.
+        if [ "${CAIRN_TEST_KEEP_FAILED:-0}" = 1 ]; then
+            echo "--- kept $T" >&2
+            exit "$rc"
+        fi
     fi
     rm -rf "$T"
     exit "$rc"
