@@ -144,6 +144,10 @@ void dmu_objset_set_hooks(objset_t *os, const dmu_objset_hooks_t *hooks, void *a
 /* A read-only object set gives transactions with no txg (every change: -EROFS). */
 void dmu_objset_set_readonly(objset_t *os, bool ro);
 uint64_t dmu_objset_id(objset_t *os);
+/* What the syncs of txgs not yet synced will allocate for this object set, an
+ * estimate from above (data with copies and parity, the indirect blocks it
+ * dirties): the dataset layer counts it as used until those txgs are synced. */
+uint64_t dmu_objset_space_pending(objset_t *os);
 /* The root block pointer as of the last sync (in the pool-sync hook of txg T:
  * as of the end of T). A hole for an object set never written. */
 void dmu_objset_root(objset_t *os, cairn_blkptr_t *out);

@@ -235,8 +235,22 @@ void spa_tx_throttle(spa_t *spa);
 uint64_t spa_tx_hold_nowait(spa_t *spa);
 void spa_tx_rele(spa_t *spa, uint64_t txg);
 /* Tell the txg machinery how many bytes of dirty data txg now carries (for the
- * size trigger and the write throttle). delta may be negative. */
-void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta);
+ * size trigger and the write throttle; delta may be negative), and how many
+ * bytes its sync will allocate for them, estimated from above (space: data with
+ * its copies, raidz parity and the indirect blocks it dirties; see
+ * spa_space_pending). */
+void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space);
+/* Space that txgs not yet synced will allocate, by the estimates given to
+ * spa_dirty_add: the dataset layer counts it as used before it is, so that
+ * quotas hold and the pool never fills under a sync. */
+uint64_t spa_space_pending(spa_t *spa);
+/* Bytes a block of lsize logical bytes, stored uncompressed with `copies`
+ * copies, may allocate on this pool's data vdevs (raidz parity and padding). */
+uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies);
+/* The pool's slop: free space that only the sync itself may use (its metadata,
+ * the space map log, frees that allocate), never new data. 1/32 of the pool,
+ * at least an eighth of it up to 32 MiB, at most 128 GiB. */
+uint64_t spa_slop(spa_t *spa);
 /* Waits until txg (0: the currently open one) is durable. Forces it to close now. */
 int spa_txg_wait_synced(spa_t *spa, uint64_t txg);
 uint64_t spa_open_txg(spa_t *spa);

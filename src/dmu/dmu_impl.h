@@ -146,6 +146,10 @@ typedef struct dn_slot {
     dn_range_t *frees;     /* whole records freed in this txg before recs were written */
     size_t nfrees, capfrees;
     dnode_phys_t snap;     /* attributes as of the end of txg (tree fields unused) */
+    /* Indirect blocks (ind_key) the records dirtied so far make the sync rewrite,
+     * each counted once in the space estimate (see "Space estimates" in dnode.c). */
+    pthread_mutex_t est_lock;
+    dmu_map_t est_inds;
 } dn_slot_t;
 
 /* A cached indirect block: the tree as of the last sync (plus the syncing txg's edits). */
@@ -210,6 +214,10 @@ struct objset {
     bool readonly;
     uint64_t keep_upto_txg; /* destroyed: blocks born up to this txg are not freed */
     _Atomic uint8_t cache_policy; /* ARC_POLICY() of its datasets' primary/secondarycache */
+    /* Estimated bytes the sync of each live txg will allocate for this object set
+     * (dmu_objset_space_pending), tagged with its txg. */
+    pthread_mutex_t space_lock;
+    struct { uint64_t txg, bytes; } space_pending[4];
 };
 
 typedef struct dir_ent {
@@ -242,6 +250,9 @@ struct dmu_tx {
     bool readonly;
     bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
 };
+
+/* Accounts space the sync of txg will allocate for os (and the pool). */
+void objset_space_pending_add(objset_t *os, uint64_t txg, uint64_t bytes);
 
 /* The txg of tx, joining the open one on first use (see dmu_tx_begin()). */
 uint64_t dmu_tx_assign(dmu_tx_t *tx);

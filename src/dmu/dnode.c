@@ -164,6 +164,53 @@ static unsigned levels_for(uint64_t maxblkid)
     return nl;
 }
 
+/*
+ * Space estimates. Every change that dirties something new tells the pool two
+ * things (spa_dirty_add): how many bytes are dirty (the write throttle and the
+ * txg size trigger) and how much its sync will allocate, estimated from above
+ * (the dataset layer counts that as used until the txg has synced, so quotas
+ * and the pool's free space hold before the blocks exist). A newly dirtied
+ * record costs its size with its copies and the pool's worst raidz parity, plus
+ * every indirect block above it that this txg has not dirtied yet, in two
+ * copies; a dnode its 512 bytes twice. Records dirtied again in the same txg,
+ * frees and compression are not counted: the estimate only errs high.
+ */
+static spa_t *dn_spa(const dnode_t *dn) { return dn->os->dp->spa; }
+
+typedef struct dn_newbytes {
+    uint64_t dirty, space;
+} dn_newbytes_t;
+
+static void dn_account(dnode_t *dn, uint64_t txg, const dn_newbytes_t *nb)
+{
+    if (!nb->dirty && !nb->space) return;
+    spa_dirty_add(dn_spa(dn), txg, (int64_t)nb->dirty, nb->space);
+    objset_space_pending_add(dn->os, txg, nb->space);
+}
+
+/* A record newly dirty in slot s (of dn's txg s->txg): rs bytes, plus the
+ * indirect blocks above it that s has not counted yet. An object of one record
+ * has none (the dnode points at the record). */
+static void note_new_record(dnode_t *dn, dn_slot_t *s, uint64_t blkid, uint32_t rs,
+                            dn_newbytes_t *nb)
+{
+    spa_t *spa = dn_spa(dn);
+    nb->dirty += rs;
+    nb->space += spa_space_estimate(spa, rs, dn->cur.copies);
+    uint64_t top = CAIRN_MAX(blkid, (dn->cur.flags & DNODE_FLAG_WRITTEN) ? dn->cur.maxblkid : 0);
+    unsigned nl = levels_for(top);
+    if (nl <= 1) return;
+    uint64_t ind = spa_space_estimate(spa, DN_IND_BLKSZ, 2);
+    pthread_mutex_lock(&s->est_lock);
+    for (unsigned level = 1; level < nl; level++) {
+        uint64_t key = ind_key(level, blkid >> (DN_EPB_SHIFT * level));
+        if (dmu_map_get(&s->est_inds, key)) break; /* and every level above it */
+        dmu_map_put(&s->est_inds, key, s);
+        nb->space += ind;
+    }
+    pthread_mutex_unlock(&s->est_lock);
+}
+
 static cairn_blk_type_t dn_blk_type(uint8_t type)
 {
     switch (type) {
@@ -172,8 +219,6 @@ static cairn_blk_type_t dn_blk_type(uint8_t type)
     default: return CAIRN_BT_DATA;
     }
 }
-
-static spa_t *dn_spa(const dnode_t *dn) { return dn->os->dp->spa; }
 
 static bool buf_is_zero(const uint8_t *p, size_t n)
 {
@@ -240,6 +285,8 @@ static void slot_destroy(dn_slot_t *s)
         free(v);
         dmu_map_fini(&s->recs[sh]);
     }
+    dmu_map_fini(&s->est_inds);
+    pthread_mutex_destroy(&s->est_lock);
     free(s->frees);
     free(s);
 }
@@ -328,6 +375,8 @@ static dn_slot_t *slot_get(dnode_t *dn, uint64_t txg, bool sync_ctx)
     s = cairn_zalloc(sizeof(*s));
     s->txg = txg;
     for (int sh = 0; sh < DN_SHARDS; sh++) dmu_map_init(&s->recs[sh]);
+    pthread_mutex_init(&s->est_lock, NULL);
+    dmu_map_init(&s->est_inds);
     dn_slot_t *older = NULL;
     for (int i = 0; i < 4; i++) {
         dn_slot_t *o = dn->slots[i];
@@ -337,7 +386,8 @@ static dn_slot_t *slot_get(dnode_t *dn, uint64_t txg, bool sync_ctx)
     dn->slots[txg & 3] = s;
     if (dn->obj != META_OBJ) {
         objset_dirty_dnode(dn->os, dn, txg);
-        if (!sync_ctx) spa_dirty_add(dn_spa(dn), txg, DNODE_SIZE);
+        /* Its share of a rewritten dnode block, in both metadata copies. */
+        if (!sync_ctx) dn_account(dn, txg, &(dn_newbytes_t){DNODE_SIZE, 2 * DNODE_SIZE});
     }
     return s;
 }
@@ -410,7 +460,7 @@ void dnode_set_alloc(dnode_t *dn, uint64_t txg, uint8_t type, const dmu_object_p
 }
 
 static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool shared,
-                     dmu_rec_t **out, uint64_t *newbytes);
+                     dmu_rec_t **out, dn_newbytes_t *nb);
 
 /*
  * The record size of an object that has a single record (record 0) may grow,
@@ -421,10 +471,10 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
  */
 static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
 {
-    uint64_t newbytes = 0;
+    dn_newbytes_t nb = {0, 0};
     dmu_rec_t *r;
     slot_get(dn, txg, false);
-    int err = dirty_rec(dn, txg, 0, false, false, &r, &newbytes);
+    int err = dirty_rec(dn, txg, 0, false, false, &r, &nb);
     if (err) return err;
     /* dirty_rec may have dropped the lock: check again. */
     if (dn->cur.type == DNODE_TYPE_FREE) return -ENOENT;
@@ -441,9 +491,10 @@ static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
         free(x->data);
         x->data = d;
         rec_changed(dn, s->txg, x); /* a block written at the old size is not it */
-        newbytes += newsz - old;
+        nb.dirty += newsz - old;
+        nb.space += spa_space_estimate(dn_spa(dn), newsz - old, dn->cur.copies);
     }
-    spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
+    dn_account(dn, txg, &nb);
     return 0;
 }
 
@@ -560,10 +611,10 @@ static int dn_lookup(dnode_t *dn, uint64_t upto, uint64_t blkid, const uint8_t *
  * must come from disk is read with the locks dropped; the lookup is then
  * repeated and the read kept only if it still names the same block (any
  * change to the record in the meantime shows as a dirty record or another
- * block pointer). *newbytes gets the bytes newly dirtied; the caller accounts
+ * block pointer). *nb gets what was newly dirtied; the caller accounts
  * them once it has unlocked. */
 static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool shared,
-                     dmu_rec_t **out, uint64_t *newbytes)
+                     dmu_rec_t **out, dn_newbytes_t *nb)
 {
     unsigned sh = dn_shard(blkid);
     uint8_t *data = NULL;
@@ -630,7 +681,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
         r->data = data;
         dmu_map_put(&s->recs[sh], blkid, r);
         dn->mod_gen++;
-        *newbytes += rs;
+        note_new_record(dn, s, blkid, rs, nb);
         *out = r;
         return 0;
     }
@@ -645,7 +696,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
  * record.
  */
 static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
-                            const uint8_t *src, bool shared, uint64_t *newbytes,
+                            const uint8_t *src, bool shared, dn_newbytes_t *nb,
                             uint64_t *maxblkid, bool *wrote, uint32_t *mods_out)
 {
     /* A writer still in a txg older than a record-size change cannot write:
@@ -669,16 +720,17 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
                 r = cairn_zalloc(sizeof(*r));
                 r->blkid = blkid;
                 r->data = dmu_buf_alloc(rs);
-                dmu_map_put(&slot_find(dn, txg)->recs[sh], blkid, r);
+                dn_slot_t *s = slot_find(dn, txg);
+                dmu_map_put(&s->recs[sh], blkid, r);
                 dn->mod_gen++;
-                *newbytes += rs;
+                note_new_record(dn, s, blkid, rs, nb);
             }
             if (src) memcpy(r->data, src, rs);
             else memset(r->data, 0, rs);
             rec_changed(dn, txg, r);
             if (mods_out) *mods_out = r->mods;
         } else {
-            err = dirty_rec(dn, txg, blkid, false, shared, &r, newbytes);
+            err = dirty_rec(dn, txg, blkid, false, shared, &r, nb);
             if (!err && dn->cur.datablksz != rs) {
                 /* The record size changed while the locks were dropped: again. */
                 if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
@@ -696,7 +748,7 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             if (!s || s->txg <= txg) continue;
             dmu_rec_t *nr = dmu_map_get(&s->recs[sh], blkid);
             if (!nr && slot_freed(s, blkid))
-                err = dirty_rec(dn, s->txg, blkid, false, shared, &nr, newbytes);
+                err = dirty_rec(dn, s->txg, blkid, false, shared, &nr, nb);
             if (nr && !err) {
                 if (src) memcpy(nr->data + boff, src, n);
                 else memset(nr->data + boff, 0, n);
@@ -736,13 +788,13 @@ static bool maxblkid_covers(const dnode_t *dn, uint64_t txg, uint64_t blkid)
 static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
                            const uint8_t *src, bool sync_ctx)
 {
-    uint64_t newbytes = 0, maxblkid = 0;
+    dn_newbytes_t nb = {0, 0};
+    uint64_t maxblkid = 0;
     bool wrote = false;
     slot_get(dn, txg, sync_ctx);
-    int err = dn_write_records(dn, txg, off, len, src, false, &newbytes, &maxblkid, &wrote, NULL);
+    int err = dn_write_records(dn, txg, off, len, src, false, &nb, &maxblkid, &wrote, NULL);
     if (wrote) note_maxblkid(dn, txg, maxblkid, sync_ctx);
-    if (newbytes && !sync_ctx && dn->obj != META_OBJ)
-        spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
+    if (!sync_ctx && dn->obj != META_OBJ) dn_account(dn, txg, &nb);
     return err;
 }
 
@@ -782,11 +834,12 @@ static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, 
         dn_unlock(dn);
         dn_rlock(dn);
     }
-    uint64_t newbytes = 0, maxblkid = 0;
+    dn_newbytes_t nb = {0, 0};
+    uint64_t maxblkid = 0;
     bool wrote = false;
     int err = dn->cur.type == DNODE_TYPE_FREE || !slot_find(dn, txg)
                   ? -ENOENT
-                  : dn_write_records(dn, txg, off, len, buf, true, &newbytes, &maxblkid, &wrote,
+                  : dn_write_records(dn, txg, off, len, buf, true, &nb, &maxblkid, &wrote,
                                      mods_out);
     bool need_max = wrote && !maxblkid_covers(dn, txg, maxblkid);
     dn_unlock(dn);
@@ -795,7 +848,7 @@ static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, 
         if (dn->cur.type != DNODE_TYPE_FREE) note_maxblkid(dn, txg, maxblkid, false);
         dn_unlock(dn);
     }
-    if (newbytes) spa_dirty_add(dn_spa(dn), txg, (int64_t)newbytes);
+    dn_account(dn, txg, &nb);
     return err;
 }
 

@@ -77,6 +77,7 @@ static objset_t *objset_alloc(dmu_pool_t *dp, uint64_t id, const cairn_blkptr_t 
     pthread_mutex_init(&os->load_lock, NULL);
     pthread_mutex_init(&os->alloc_lock, NULL);
     pthread_mutex_init(&os->dirty_lock, NULL);
+    pthread_mutex_init(&os->space_lock, NULL);
     dmu_map_init(&os->dnodes);
     os->meta = dnode_create(os, UINT64_MAX, &meta);
     os->meta_nblocks = (meta.flags & DNODE_FLAG_WRITTEN) ? meta.maxblkid + 1 : 0;
@@ -98,6 +99,7 @@ static void objset_free(objset_t *os)
     pthread_mutex_destroy(&os->load_lock);
     pthread_mutex_destroy(&os->alloc_lock);
     pthread_mutex_destroy(&os->dirty_lock);
+    pthread_mutex_destroy(&os->space_lock);
     free(os);
 }
 
@@ -972,4 +974,29 @@ int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg)
     cairn_blkptr_t root = dp->mos->root_bp;
     pthread_mutex_unlock(&dp->lock);
     return dmu_pool_traverse(spa, &root, visit, arg);
+}
+
+/* ---------------- space the live txgs will allocate ---------------- */
+
+void objset_space_pending_add(objset_t *os, uint64_t txg, uint64_t bytes)
+{
+    if (!bytes) return;
+    pthread_mutex_lock(&os->space_lock);
+    /* A slot is reused four txgs later, long after its txg synced. */
+    if (os->space_pending[txg & 3].txg != txg) {
+        os->space_pending[txg & 3].txg = txg;
+        os->space_pending[txg & 3].bytes = 0;
+    }
+    os->space_pending[txg & 3].bytes += bytes;
+    pthread_mutex_unlock(&os->space_lock);
+}
+
+uint64_t dmu_objset_space_pending(objset_t *os)
+{
+    uint64_t synced = spa_last_synced_txg(os->dp->spa), sum = 0;
+    pthread_mutex_lock(&os->space_lock);
+    for (int i = 0; i < 4; i++)
+        if (os->space_pending[i].txg > synced) sum += os->space_pending[i].bytes;
+    pthread_mutex_unlock(&os->space_lock);
+    return sum;
 }

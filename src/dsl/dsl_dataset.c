@@ -805,11 +805,21 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->logicalused = logical;
 }
 
+/* Space the txgs not yet synced will allocate in n's object set (estimated
+ * from above by the DMU), and with `tree` in its descendants' too. */
+static uint64_t node_pending(const dsl_node_t *n, bool tree)
+{
+    uint64_t p = n->os && n->phys.type != DSL_TYPE_SNAPSHOT ? dmu_objset_space_pending(n->os) : 0;
+    for (size_t i = 0; tree && i < n->nchildren; i++) p += node_pending(n->children[i], true);
+    return p;
+}
+
 /* Reserved but not allocated, over the whole pool: refreservations not yet
- * used by their datasets and reservations not yet used. Only heads with a
- * local (ref)reservation can contribute (neither property inherits), so the
- * sum runs over those, not over the tree: every write checks space. */
-static uint64_t pool_unused_reservations(dsl_pool_t *dp)
+ * used by their datasets and reservations not yet used (with pending, space
+ * the live txgs will allocate counts as used). Only heads with a local
+ * (ref)reservation can contribute (neither property inherits), so the sum runs
+ * over those, not over the tree: every write checks space. */
+static uint64_t pool_unused_reservations(dsl_pool_t *dp, bool pending)
 {
     if (dp->reservers_stale) {
         dp->nreservers = 0;
@@ -827,25 +837,40 @@ static uint64_t pool_unused_reservations(dsl_pool_t *dp)
         dsl_node_t *n = dp->reservers[i];
         dsl_space_t s;
         node_space_raw(dp, n, &s);
-        r += s.usedbyrefreservation + sub0(dsl_prop_num(dp, n, "reservation"), s.used);
+        uint64_t self = pending ? node_pending(n, false) : 0;
+        uint64_t tree = pending ? node_pending(n, true) : 0;
+        r += sub0(s.usedbyrefreservation, self) +
+             sub0(dsl_prop_num(dp, n, "reservation"), s.used + tree);
     }
     return r;
 }
 
-/* Available to n: the pool's free space less everyone's unused reservations,
- * plus those n may use itself (its own and its ancestors'), capped by quotas.
- * *quota_bound tells whether a quota is what limits it. Ancestors' space is
- * only summed where they have a reservation or quota: the root's `used`
- * covers the whole tree. */
-static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound)
+/* Available to n: the pool's free space less its slop and everyone's unused
+ * reservations, plus those n may use itself (its own and its ancestors'),
+ * capped by quotas. *quota_bound tells whether a quota is what limits it.
+ * Ancestors' space is only summed where they have a reservation or quota: the
+ * root's `used` covers the whole tree.
+ *
+ * With pending (the write checks), what the txgs not yet synced will allocate
+ * counts as used already, the pool's and each dataset's: without it a quota
+ * held only for synced data and writes ran ahead of a full pool until a sync
+ * failed for want of space. The slop keeps room for what a sync allocates
+ * beyond the estimates (dnode blocks, the MOS, the space map log) and for the
+ * metadata a remove needs on a full pool; `available` as shown leaves pending
+ * out (it describes what is on disk) but not the slop. */
+static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound, bool pending)
 {
     if (n->phys.type == DSL_TYPE_SNAPSHOT) n = n->parent;
     spa_space_t ss;
     spa_get_space(dp->spa, &ss);
-    uint64_t avail = sub0(ss.free, pool_unused_reservations(dp));
+    uint64_t pool_pending = pending ? spa_space_pending(dp->spa) : 0;
+    uint64_t avail = sub0(ss.free, spa_slop(dp->spa) + pool_pending +
+                                       pool_unused_reservations(dp, pending));
     pthread_mutex_lock(&dp->stat_lock);
     uint64_t referenced = n->phys.referenced, dead = n->phys.dead_bytes;
     pthread_mutex_unlock(&dp->stat_lock);
+    uint64_t self_pending = pending ? node_pending(n, false) : 0;
+    referenced += self_pending;
     uint64_t refresv = dsl_prop_num(dp, n, "refreservation");
     if (refresv) avail += sub0(refresv, sub0(referenced + dead, node_prev_referenced(dp, n)));
     if (quota_bound) *quota_bound = false;
@@ -857,9 +882,10 @@ static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound)
         if (!resv && !q) continue;
         dsl_space_t as;
         node_space_raw(dp, a, &as);
-        avail += sub0(resv, as.used);
+        uint64_t used = as.used + (pending ? node_pending(a, true) : 0);
+        avail += sub0(resv, used);
         if (q) {
-            quota_left = CAIRN_MIN(quota_left, sub0(q, as.used));
+            quota_left = CAIRN_MIN(quota_left, sub0(q, used));
             quota_seen = true;
         }
     }
@@ -881,7 +907,7 @@ static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound)
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out)
 {
     node_space_raw(dp, n, out);
-    out->available = node_available(dp, n, NULL);
+    out->available = node_available(dp, n, NULL, false);
 }
 
 /* ---------------- create ---------------- */
@@ -1731,21 +1757,35 @@ uint64_t dsl_dataset_guid(dsl_dataset_t *ds) { return ds->node->phys.guid; }
 dsl_type_t dsl_dataset_type(dsl_dataset_t *ds) { return (dsl_type_t)ds->node->phys.type; }
 bool dsl_dataset_is_snapshot(dsl_dataset_t *ds) { return ds->node->phys.type == DSL_TYPE_SNAPSHOT; }
 
+/*
+ * Space for `bytes` more, counting what the live txgs will allocate. When only
+ * that estimate stands in the way (the bytes would fit what is on disk now),
+ * the caller waits for the open txg to sync and asks again, a few times: the
+ * estimate errs high, and counts the syncing txg's blocks twice while they are
+ * being allocated, so near a limit a write waits for the truth instead of
+ * failing on a guess. The caller holds no transaction and no lock a sync needs.
+ */
 int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes)
 {
     dsl_pool_t *dp = ds->dp;
-    pthread_mutex_lock(&dp->lock);
-    dsl_node_t *n = ds->node;
-    int err = 0;
-    if (n->phys.type == DSL_TYPE_SNAPSHOT || dsl_prop_num(dp, n, "readonly")) {
-        err = -EROFS;
-    } else {
-        bool quota = false;
-        uint64_t avail = node_available(dp, n, &quota);
-        if (bytes > avail) err = quota ? -EDQUOT : -ENOSPC;
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&dp->lock);
+        dsl_node_t *n = ds->node;
+        int err = 0;
+        bool wait = false;
+        if (n->phys.type == DSL_TYPE_SNAPSHOT || dsl_prop_num(dp, n, "readonly")) {
+            err = -EROFS;
+        } else {
+            bool quota = false;
+            uint64_t avail = node_available(dp, n, &quota, true);
+            if (bytes > avail) {
+                err = quota ? -EDQUOT : -ENOSPC;
+                wait = attempt < 3 && bytes <= node_available(dp, n, NULL, false);
+            }
+        }
+        pthread_mutex_unlock(&dp->lock);
+        if (!wait || spa_txg_wait_synced(dp->spa, 0) != 0) return err;
     }
-    pthread_mutex_unlock(&dp->lock);
-    return err;
 }
 
 int dsl_dataset_list_snapshots(dsl_dataset_t *ds, void (*fn)(const char *snap, void *arg),

@@ -318,6 +318,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     }
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
+    spa_space_estimate_init(spa);
     for (uint32_t i = 0; i < spa->ntop; i++) vdev_compute_asize(spa->root->children[i]);
     vdev_state_refresh(spa->root);
     spa->ub_slot_size = spa_ub_slot_size(ashift);
@@ -497,6 +498,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
+    spa_space_estimate_init(spa);
     spa->ashift = spa->ntop ? spa->root->children[0]->ashift : VDEV_DEFAULT_ASHIFT;
     spa->ub_slot_size = spa_ub_slot_size(spa->ashift);
     vdev_state_refresh(spa->root);
@@ -681,6 +683,37 @@ void spa_abandon(spa_t *spa)
 }
 
 /* ---------------- space and properties ---------------- */
+
+/* The worst ratio of allocated to logical bytes over the top-level vdevs, per
+ * block size class: raidz parity and padding, sector rounding. Estimates of
+ * what dirty data will allocate use it, so they are never low. */
+void spa_space_estimate_init(spa_t *spa)
+{
+    for (uint32_t c = 0; c < CAIRN_ARRAY_SIZE(spa->asize_ratio); c++) {
+        uint64_t lsize = 512ULL << c, worst = lsize;
+        for (uint32_t i = 0; i < spa->ntop; i++) {
+            uint64_t a = vdev_psize_to_asize(spa->root->children[i], lsize);
+            if (a > worst) worst = a;
+        }
+        spa->asize_ratio[c] = (uint32_t)((worst * 1024 + lsize - 1) / lsize);
+    }
+}
+
+uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies)
+{
+    uint32_t c = 0;
+    while (c + 1 < CAIRN_ARRAY_SIZE(spa->asize_ratio) && (512ULL << c) < lsize) c++;
+    if (copies < 1) copies = 1;
+    return (lsize * spa->asize_ratio[c] + 1023) / 1024 * (uint64_t)copies;
+}
+
+uint64_t spa_slop(spa_t *spa)
+{
+    spa_space_t ss;
+    spa_get_space(spa, &ss);
+    uint64_t slop = CAIRN_MAX(ss.size / 32, CAIRN_MIN(ss.size / 8, 32 * CAIRN_MIB));
+    return CAIRN_MIN(slop, 128ULL << 30);
+}
 
 void spa_get_space(spa_t *spa, spa_space_t *out)
 {

@@ -87,6 +87,7 @@ typedef struct spa_txg_state {
     uint64_t synced_txg;
     uint64_t holders[4];            /* indexed by txg & 3 */
     uint64_t dirty[4];
+    uint64_t space[4];              /* bytes txg will allocate, estimated (spa_space_pending) */
     bool touched[4];
     uint64_t wait_target;           /* highest txg someone waits for */
     uint64_t last_sync_ns;
@@ -119,6 +120,10 @@ struct spa {
     uint64_t rotor_bytes;
 
     spa_txg_state_t tx;
+    /* Allocated bytes per logical byte, x1024, for blocks of 512 << i bytes: the
+     * worst over the data vdevs (raidz parity and padding), for estimates of what
+     * dirty data will take once written (spa_space_estimate). Set at open. */
+    uint32_t asize_ratio[12];
 
     /* Live changes to the vdev tree (spa_vdev.c), applied by the sync thread at the
      * start of a txg's sync. root->children and ms have room for SPA_MAX_TOP top-level
@@ -227,6 +232,7 @@ void spa_leaf_set_ashift(vdev_t *leaf, void *arg);  /* arg: uint32_t */
 /* spa_vdev.c */
 #define SPA_MAX_TOP 32
 void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
+void spa_space_estimate_init(spa_t *spa);        /* after the tree is built (spa.c) */
 void spa_vdev_sync_changes(spa_t *spa, uint64_t txg); /* start of spa_sync() */
 void spa_vdev_fini(spa_t *spa);
 /* spa_log.c, for removal: drop the region of log vdev v (syncing context). */

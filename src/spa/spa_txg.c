@@ -111,15 +111,28 @@ void spa_tx_rele(spa_t *spa, uint64_t txg)
     pthread_mutex_unlock(&tx->lock);
 }
 
-void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta)
+void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
 {
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
     uint64_t *d = &tx->dirty[txg & 3];
     if (delta < 0 && (uint64_t)-delta > *d) *d = 0;
     else *d += (uint64_t)delta;
+    tx->space[txg & 3] += space;
     if (txg == tx->open_txg && *d >= spa->dirty_max / 4) pthread_cond_broadcast(&tx->cv);
     pthread_mutex_unlock(&tx->lock);
+}
+
+uint64_t spa_space_pending(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    uint64_t sum = 0;
+    /* Open, quiescing and syncing txgs: a synced one's blocks are in alloc. */
+    for (uint64_t t = tx->synced_txg + 1; t <= tx->open_txg && t - tx->synced_txg <= 4; t++)
+        sum += tx->space[t & 3];
+    pthread_mutex_unlock(&tx->lock);
+    return sum;
 }
 
 int spa_txg_wait_synced(spa_t *spa, uint64_t txg)
@@ -182,6 +195,7 @@ static void *spa_sync_thread(void *arg)
         tx->open_txg = t + 1;
         tx->holders[(t + 1) & 3] = 0;
         tx->dirty[(t + 1) & 3] = 0;
+        tx->space[(t + 1) & 3] = 0;
         tx->touched[(t + 1) & 3] = false;
         tx->quiescing_txg = t;
         while (tx->holders[t & 3]) pthread_cond_wait(&tx->cv, &tx->lock);

@@ -165,7 +165,7 @@ static inline uint64_t toy_write(spa_t *spa, int slot, uint64_t seed, uint64_t s
     t->pending[txg & 3][slot] = (toy_pending_t){true, seed, size, (uint8_t)comp, (uint8_t)ck,
                                                 (uint8_t)copies};
     pthread_mutex_unlock(&t->lock);
-    spa_dirty_add(spa, txg, (int64_t)size);
+    spa_dirty_add(spa, txg, (int64_t)size, spa_space_estimate(spa, size, copies));
     spa_tx_rele(spa, txg);
     return txg;
 }
