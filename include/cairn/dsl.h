@@ -183,6 +183,12 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out);
  * would be exceeded, -ENOSPC when the pool (less others' reservations) is full,
  * -EROFS when the dataset is read-only. */
 int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes);
+/* Whether writes to ds are refused (readonly=on, inherited too, or a snapshot),
+ * exact and cheap enough for every write. */
+bool dsl_dataset_readonly(dsl_dataset_t *ds);
+/* Tests: how much must be available before writes skip the full space
+ * computation (default 1 GiB; see dsl_dataset_check_space). */
+void dsl_set_space_fast_min(uint64_t bytes);
 
 /* Snapshots of a filesystem, for the POSIX layer's .cairn/snapshot directory:
  * calls fn with each snapshot's short name ("monday") in creation order. */

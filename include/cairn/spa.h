@@ -244,6 +244,12 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space);
  * spa_dirty_add: the dataset layer counts it as used before it is, so that
  * quotas hold and the pool never fills under a sync. */
 uint64_t spa_space_pending(spa_t *spa);
+/* A counter that grows by every space estimate given to spa_dirty_add and by
+ * every allocation (so by at least what any dataset's used + pending grows,
+ * frees aside), never shrinks, and reads without a lock: the dataset layer's
+ * space check skips its full computation while the pool has claimed little
+ * since the last one. */
+uint64_t spa_space_claimed(spa_t *spa);
 /* Bytes a block of lsize logical bytes, stored uncompressed with `copies`
  * copies, may allocate on this pool's data vdevs (raidz parity and padding). */
 uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies);

@@ -465,6 +465,7 @@ static int dsl_pool_sync_hook(spa_t *spa, uint64_t txg)
         dp->tasks = t->next;
         t->result = t->fn(dp, t->arg, txg);
         t->done = true;
+        atomic_fetch_add(&dp->change_gen, 1);
     }
     for (size_t i = 0; i < dp->nall && !err; i++) {
         dsl_node_t *n = dp->all[i];
@@ -1764,17 +1765,73 @@ bool dsl_dataset_is_snapshot(dsl_dataset_t *ds) { return ds->node->phys.type == 
  * estimate errs high, and counts the syncing txg's blocks twice while they are
  * being allocated, so near a limit a write waits for the truth instead of
  * failing on a guess. The caller holds no transaction and no lock a sync needs.
+ *
+ * The full answer takes the pool lock and walks properties, reservations and
+ * the vdevs: too much for every 4 KiB write of every client. So the handle
+ * keeps its last answer. While no task has changed the tree or a property
+ * since (dp->change_gen) and the pool has claimed less than half the room the
+ * answer found (spa_space_claimed counts every estimate and allocation, so by
+ * at least what any dataset's used and pending grew), a write is let through
+ * with a few atomic loads. Near a limit (under fast_min_room available, 1 GiB)
+ * every write takes the full path, which is exact.
  */
+static _Atomic uint64_t fast_min_room = 1ULL << 30;
+
+void dsl_set_space_fast_min(uint64_t bytes) { atomic_store(&fast_min_room, bytes); }
+#define DSL_FAST_WRITE_MARGIN(b) (4 * (b) + 4 * CAIRN_MIB) /* its own estimate, not claimed yet */
+
+/* The handle's last answer if it is still good: 1 and *err set, else 0. */
+static int fast_answer(dsl_dataset_t *ds, uint64_t bytes, int *err)
+{
+    uint64_t s1 = atomic_load_explicit(&ds->fp_seq, memory_order_acquire);
+    if (s1 & 1) return 0;
+    uint64_t gen = atomic_load_explicit(&ds->fp_gen, memory_order_relaxed);
+    uint64_t claim = atomic_load_explicit(&ds->fp_claim, memory_order_relaxed);
+    uint64_t room = atomic_load_explicit(&ds->fp_room, memory_order_relaxed);
+    int rofs = atomic_load_explicit(&ds->fp_rofs, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&ds->fp_seq, memory_order_relaxed) != s1) return 0;
+    if (!gen || gen != atomic_load(&ds->dp->change_gen) + 1) return 0;
+    if (rofs) {
+        *err = rofs;
+        return 1;
+    }
+    uint64_t claimed = spa_space_claimed(ds->dp->spa) - claim;
+    if (claimed + DSL_FAST_WRITE_MARGIN(bytes) > room) return 0;
+    *err = 0;
+    return 1;
+}
+
+/* dp->lock held: remembers a full answer (avail: what node_available gave). */
+static void fast_remember(dsl_dataset_t *ds, int rofs, uint64_t claim0, uint64_t avail)
+{
+    uint64_t s = atomic_load_explicit(&ds->fp_seq, memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&ds->fp_gen, atomic_load(&ds->dp->change_gen) + 1, memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_claim, claim0, memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_room, avail >= atomic_load(&fast_min_room) ? avail / 2 : 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_rofs, rofs, memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_seq, s + 2, memory_order_release);
+}
+
 int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes)
 {
     dsl_pool_t *dp = ds->dp;
+    int err;
+    if (fast_answer(ds, bytes, &err)) return err;
     for (int attempt = 0;; attempt++) {
         pthread_mutex_lock(&dp->lock);
+        /* Claimed before the answer is computed: whatever is claimed meanwhile
+         * counts against the room, never falls between. */
+        uint64_t claim0 = spa_space_claimed(dp->spa);
         dsl_node_t *n = ds->node;
-        int err = 0;
         bool wait = false;
+        err = 0;
         if (n->phys.type == DSL_TYPE_SNAPSHOT || dsl_prop_num(dp, n, "readonly")) {
             err = -EROFS;
+            fast_remember(ds, err, claim0, 0);
         } else {
             bool quota = false;
             uint64_t avail = node_available(dp, n, &quota, true);
@@ -1782,10 +1839,19 @@ int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes)
                 err = quota ? -EDQUOT : -ENOSPC;
                 wait = attempt < 3 && bytes <= node_available(dp, n, NULL, false);
             }
+            fast_remember(ds, 0, claim0, avail);
         }
         pthread_mutex_unlock(&dp->lock);
         if (!wait || spa_txg_wait_synced(dp->spa, 0) != 0) return err;
     }
+}
+
+bool dsl_dataset_readonly(dsl_dataset_t *ds)
+{
+    int err = 0;
+    if (fast_answer(ds, 0, &err)) return err == -EROFS;
+    /* Nothing remembered, or stale: ask for no space, which refreshes it. */
+    return dsl_dataset_check_space(ds, 0) == -EROFS;
 }
 
 int dsl_dataset_list_snapshots(dsl_dataset_t *ds, void (*fn)(const char *snap, void *arg),

@@ -8,6 +8,7 @@
 #include <cairn/dsl.h>
 #include <cairn/zap.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define DSL_PHYS_MAGIC 0x3153445f4e524943ULL /* "CIRN_DS1" */
 
@@ -89,6 +90,9 @@ struct dsl_pool {
     pthread_mutex_t stat_lock;/* counters the sync thread updates from the block hooks */
     pthread_cond_t task_cv;
     uint64_t registry;        /* MOS ZAP: "<obj>" -> short name, every dataset */
+    /* Bumped after every task (property, tree or space change): what a dataset
+     * handle computed at an older value may be stale (dsl_dataset_check_space). */
+    _Atomic uint64_t change_gen;
     dsl_node_t *root;
     dsl_node_t **all;         /* every node, sorted by object (dsl_node_by_obj) */
     size_t nall, capall;
@@ -104,6 +108,14 @@ struct dsl_dataset {
     dsl_pool_t *dp;
     dsl_node_t *node;
     char name[DSL_NAME_MAX + 1];
+    /* The write check's last full answer (see dsl_dataset_check_space), read
+     * without a lock under a sequence count: odd while the slow path, under
+     * dp->lock, rewrites the fields. */
+    _Atomic uint64_t fp_seq;
+    _Atomic uint64_t fp_gen;   /* dp->change_gen it was computed at (0: never) */
+    _Atomic uint64_t fp_claim; /* spa_space_claimed() then */
+    _Atomic uint64_t fp_room;  /* claims allowed before asking again (0: always ask) */
+    _Atomic int fp_rofs;       /* -EROFS when the dataset is read-only, else 0 */
 };
 
 /* dsl_dataset.c */

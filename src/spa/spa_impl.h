@@ -124,6 +124,9 @@ struct spa {
      * worst over the data vdevs (raidz parity and padding), for estimates of what
      * dirty data will take once written (spa_space_estimate). Set at open. */
     uint32_t asize_ratio[12];
+    /* Every estimate given to spa_dirty_add and every allocation, ever: only
+     * grows (spa_space_claimed). */
+    _Atomic uint64_t space_claimed;
 
     /* Live changes to the vdev tree (spa_vdev.c), applied by the sync thread at the
      * start of a txg's sync. root->children and ms have room for SPA_MAX_TOP top-level

@@ -501,6 +501,7 @@ static int region_grow(spa_t *spa, spa_log_t *l)
             uint64_t asz = sz / unit * unit;
             uint64_t off;
             if (metaslab_alloc(spa->ms[v], txg, asz, &off) == 0) {
+                atomic_fetch_add_explicit(&spa->space_claimed, asz, memory_order_relaxed);
                 r.vdev = v;
                 r.offset = off;
                 r.size = asz;

@@ -119,8 +119,14 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
     if (delta < 0 && (uint64_t)-delta > *d) *d = 0;
     else *d += (uint64_t)delta;
     tx->space[txg & 3] += space;
+    atomic_fetch_add_explicit(&spa->space_claimed, space, memory_order_relaxed);
     if (txg == tx->open_txg && *d >= spa->dirty_max / 4) pthread_cond_broadcast(&tx->cv);
     pthread_mutex_unlock(&tx->lock);
+}
+
+uint64_t spa_space_claimed(spa_t *spa)
+{
+    return atomic_load_explicit(&spa->space_claimed, memory_order_relaxed);
 }
 
 uint64_t spa_space_pending(spa_t *spa)

@@ -150,6 +150,7 @@ int spa_alloc_dvas(spa_t *spa, uint64_t txg, uint64_t psize, int copies, cairn_d
             dvas[c].vdev = v;
             dvas[c].offset = (uint64_t)off;
             dvas[c].asize = (uint32_t)(asize >> CAIRN_SECTOR_SHIFT);
+            atomic_fetch_add_explicit(&spa->space_claimed, asize, memory_order_relaxed);
             used |= 1U << (v % 32);
             pthread_mutex_lock(&spa->rotor_lock);
             spa->rotor_bytes += asize;

@@ -389,9 +389,7 @@ uint64_t zvol_size(zvol_t *zv)
 
 bool zvol_is_readonly(zvol_t *zv)
 {
-    zvol_props_t p;
-    zv->zs->be->get_props(zv->zs, &p); /* exact, not the data path's copy */
-    return zv->readonly || p.readonly;
+    return zv->readonly || zv->zs->be->is_readonly(zv->zs); /* exact, not the data path's copy */
 }
 
 uint64_t zvol_used_bytes(zvol_t *zv)
@@ -827,6 +825,8 @@ static int os_check_space(zvol_state_t *zs, uint64_t bytes)
     return 0; /* no quotas without the dataset layer; the SPA reports a full pool */
 }
 
+static bool os_is_readonly(zvol_state_t *zs) { return zs->os_readonly; }
+
 static int os_set_volsize(zvol_state_t *zs, uint64_t volsize, char *err, size_t errlen)
 {
     zvol_bonus_t b = {.magic = ZVOL_BONUS_MAGIC, .volsize = volsize};
@@ -847,6 +847,7 @@ static int os_set_volsize(zvol_state_t *zs, uint64_t volsize, char *err, size_t 
 static const zvol_backend_t zvol_os_backend = {
     .get_props = os_get_props,
     .check_space = os_check_space,
+    .is_readonly = os_is_readonly,
     .set_volsize = os_set_volsize,
     .release = NULL,
 };

@@ -37,6 +37,8 @@ static int ds_check_space(zvol_state_t *zs, uint64_t bytes)
     return dsl_dataset_check_space(zs_ds(zs), bytes);
 }
 
+static bool ds_is_readonly(zvol_state_t *zs) { return dsl_dataset_readonly(zs_ds(zs)); }
+
 static int ds_set_volsize(zvol_state_t *zs, uint64_t volsize, char *err, size_t errlen)
 {
     dsl_dataset_t *ds = zs_ds(zs);
@@ -54,6 +56,7 @@ static void ds_release(zvol_state_t *zs) { dsl_dataset_rele(zs_ds(zs)); }
 static const zvol_backend_t zvol_dsl_backend = {
     .get_props = ds_get_props,
     .check_space = ds_check_space,
+    .is_readonly = ds_is_readonly,
     .set_volsize = ds_set_volsize,
     .release = ds_release,
     .cache_props = true,

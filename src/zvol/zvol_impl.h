@@ -32,6 +32,8 @@ typedef struct zvol_props {
 typedef struct zvol_backend {
     void (*get_props)(zvol_state_t *zs, zvol_props_t *out);
     int (*check_space)(zvol_state_t *zs, uint64_t bytes);
+    /* Exact and cheap (every write asks): writes are refused. */
+    bool (*is_readonly)(zvol_state_t *zs);
     /* Persists a new volsize (the caller holds every stripe exclusively). */
     int (*set_volsize)(zvol_state_t *zs, uint64_t volsize, char *err, size_t errlen);
     void (*release)(zvol_state_t *zs);

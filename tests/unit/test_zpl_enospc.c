@@ -8,7 +8,8 @@
  * pool was suspended. Here: a quota and a refquota are never passed, even by
  * writes that are all in one txg; a pool filled by writes that never commit
  * refuses with ENOSPC, still syncs, exports and checks clean; a remove on the
- * full pool works and gives the space back.
+ * full pool works and gives the space back. Each runs twice: as is, and with
+ * the check's lock-free fast path allowed on these small pools.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,36 +69,44 @@ static uint64_t write_until_error(zpl_node_t *n, uint64_t start, size_t chunk, u
     return off - start;
 }
 
+/* The quota of test_quota_holds_before_sync, in MiB: larger when the fast path
+ * runs, so that it has room to run in. */
+static uint64_t quota_mib = 8;
+
 /* A quota (on the dataset) and a refquota (on another) are never exceeded by
  * writes that all sit in one open txg: the check counts them before they sync.
  * Not absurdly early either: most of the quota can be filled. */
 static void test_quota_holds_before_sync(void **state)
 {
     (void)state;
+    const uint64_t Q = quota_mib * MIB, RQ = Q * 3 / 4;
+    char qs[32], rqs[32];
+    snprintf(qs, sizeof qs, "%lluM", (unsigned long long)quota_mib);
+    snprintf(rqs, sizeof rqs, "%lluM", (unsigned long long)(quota_mib * 3 / 4));
     zfix_t f;
     zfix_make(&f, "zplq", 512 * MIB);
     char err[256];
     /* A long txg timeout: only the writes themselves could close a txg. */
     assert_int_equal(spa_prop_set(f.spa, "txg_timeout", "300", err, sizeof(err)), 0);
-    assert_int_equal(dsl_prop_set(f.dp, f.fsname, "quota", "8M", err, sizeof(err)), 0);
+    assert_int_equal(dsl_prop_set(f.dp, f.fsname, "quota", qs, err, sizeof(err)), 0);
     zpl_node_t *root = zfix_root(&f);
     zpl_node_t *a = mkfile(root, "a");
     int e;
     uint64_t took = write_until_error(a, 0, 256 * 1024, 64 * MIB, &e);
     assert_int_equal(e, -EDQUOT);
-    assert_true(took <= 8 * MIB);
-    assert_true(took >= 6 * MIB);
+    assert_true(took <= Q);
+    assert_true(took >= RQ);
     /* What was accepted fits once it is on disk. */
     assert_int_equal(zpl_commit(f.fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
-    assert_true(num(&f, f.fsname, "used") <= 8 * MIB);
+    assert_true(num(&f, f.fsname, "used") <= Q);
     /* And the quota still holds with it on disk. */
     uint64_t more = write_until_error(a, took, 256 * 1024, 64 * MIB, &e);
     assert_int_equal(e, -EDQUOT);
     assert_int_equal(zpl_commit(f.fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
-    assert_true(took + more <= 8 * MIB);
-    assert_true(num(&f, f.fsname, "used") <= 8 * MIB);
+    assert_true(took + more <= Q);
+    assert_true(num(&f, f.fsname, "used") <= Q);
     zpl_node_rele(a);
     /* After export and import too. */
     zpl_node_rele(root);
@@ -108,7 +117,7 @@ static void test_quota_holds_before_sync(void **state)
     assert_int_equal(e, -EDQUOT);
     assert_int_equal(zpl_commit(f.fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
-    assert_true(num(&f, f.fsname, "used") <= 8 * MIB);
+    assert_true(num(&f, f.fsname, "used") <= Q);
     zpl_node_rele(a);
 
     /* refquota on a second filesystem */
@@ -116,7 +125,7 @@ static void test_quota_holds_before_sync(void **state)
     snprintf(fs2, sizeof fs2, "%s/rq", f.pool);
     dsl_create_opts_t co = {.type = DSL_TYPE_FILESYSTEM};
     assert_int_equal(dsl_dataset_create(f.dp, fs2, &co, err, sizeof(err)), 0);
-    assert_int_equal(dsl_prop_set(f.dp, fs2, "refquota", "6M", err, sizeof(err)), 0);
+    assert_int_equal(dsl_prop_set(f.dp, fs2, "refquota", rqs, err, sizeof(err)), 0);
     zpl_fs_t *fs;
     assert_int_equal(zpl_mount(f.dp, fs2, &fs), 0);
     zpl_node_t *r2;
@@ -124,10 +133,10 @@ static void test_quota_holds_before_sync(void **state)
     zpl_node_t *b = mkfile(r2, "b");
     took = write_until_error(b, 0, 128 * 1024, 64 * MIB, &e);
     assert_int_equal(e, -EDQUOT);
-    assert_true(took <= 6 * MIB && took >= 3 * MIB);
+    assert_true(took <= RQ && took >= RQ / 2);
     assert_int_equal(zpl_commit(fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
-    assert_true(num(&f, fs2, "referenced") <= 6 * MIB);
+    assert_true(num(&f, fs2, "referenced") <= RQ);
     zpl_node_rele(b);
     zpl_node_rele(r2);
     assert_int_equal(zpl_unmount(fs), 0);
@@ -200,11 +209,33 @@ static void test_fill_pool_without_syncing(void **state)
     rmdir(f.dir);
 }
 
+/* The same with the write check's fast path on down to 8 MiB of room (it
+ * needs 1 GiB by default, more than these pools have): what it lets through
+ * between full checks must not break a limit either. */
+static int fast_path_on(void **state)
+{
+    (void)state;
+    dsl_set_space_fast_min(8 * MIB);
+    quota_mib = 64;
+    return 0;
+}
+
+static int fast_path_default(void **state)
+{
+    (void)state;
+    dsl_set_space_fast_min(1ULL << 30);
+    quota_mib = 8;
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_holds_before_sync),
         cmocka_unit_test(test_fill_pool_without_syncing),
+        cmocka_unit_test_setup_teardown(test_quota_holds_before_sync, fast_path_on, fast_path_default),
+        cmocka_unit_test_setup_teardown(test_fill_pool_without_syncing, fast_path_on,
+                                        fast_path_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
