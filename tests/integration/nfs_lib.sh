@@ -1,6 +1,6 @@
 # Helpers for the NFS integration tests (source after lib.sh).
 
-NFSCLIENT="$CAIRN_BIN/nfs_client_v3"
+NFSCLIENT="$CAIRN_BIN/nfs_client"
 NFSRPC="python3 $CAIRN_SRC/tests/integration/nfs_rpc.py"
 
 # nfs_daemon_start NAME [args]: daemon_start (which retries ports already taken), then
@@ -36,7 +36,7 @@ nfs_rpc() {
 # nfs_client URL MODE ARGS...: the libnfs client; output in $LAST_STDOUT.
 nfs_client() {
     if ! "$NFSCLIENT" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
-        fail "nfs_client_v3 $*: $(cat "$LAST_STDERR")"
+        fail "nfs_client $*: $(cat "$LAST_STDERR")"
     fi
 }
 
