@@ -33,6 +33,16 @@ nfs_rpc() {
     fi
 }
 
+# nfs4_rpc EXPORT OWNER MODE ARGS...: the raw NFSv4.1 client as client OWNER; output
+# in $LAST_STDOUT.
+NFS4RPC="python3 $CAIRN_SRC/tests/integration/nfs4_rpc.py"
+nfs4_rpc() {
+    local exp=$1; shift
+    if ! $NFS4RPC 127.0.0.1 "$NFS_PORT" "$exp" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
+        fail "nfs4_rpc.py $exp $*: $(cat "$LAST_STDERR")"
+    fi
+}
+
 # nfs_client URL MODE ARGS...: the libnfs client; output in $LAST_STDOUT.
 nfs_client() {
     if ! "$NFSCLIENT" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then

@@ -6,7 +6,8 @@
 # and their errors, byte-range lock conflicts between two client processes as LOCK and
 # LOCKT see them, a stale open handle, EACCES for another user, EROFS on a read-only
 # share and a share this client may not use. The client records that make a grace
-# period possible are on disk while a client holds state.
+# period possible are on disk while a client holds state. The NFSv4.1 operations
+# libnfs cannot send are in test_nfs41_rpc.sh.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
