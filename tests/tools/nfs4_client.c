@@ -24,14 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct nfs_context *nfs;
+#include "libnfs_lsan.h"
 
-/* libnfs keeps its client name past nfs_destroy_context; not ours to fix. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:libnfs.so\n";
-}
+static struct nfs_context *nfs;
 
 static void die(const char *fmt, ...)
 {

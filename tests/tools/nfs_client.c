@@ -37,6 +37,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "libnfs_lsan.h"
+
 static const char *g_url;
 static bool g_v4;
 static size_t g_wmax = 1 << 20;
