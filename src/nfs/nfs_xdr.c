@@ -38,7 +38,9 @@ void nfs_xdr_free(nfs_xdr_t *x)
 uint8_t *nfs_xdr_reserve(nfs_xdr_t *x, size_t n)
 {
     if (x->err) return NULL;
-    if (x->pos + n > x->cap) {
+    /* An encoder that has no buffer yet gets one even for zero bytes: the
+     * caller may do arithmetic on the pointer, which must not be NULL. */
+    if (x->pos + n > x->cap || !x->buf) {
         if (!x->growable) { x->err = true; return NULL; }
         size_t cap = x->cap ? x->cap : 256;
         while (cap < x->pos + n) cap *= 2;

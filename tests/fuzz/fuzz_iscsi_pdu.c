@@ -5,8 +5,10 @@
  * The input is read as a stream of PDUs the way a connection reads it: a BHS,
  * its AHS and padded data segment, again and again. Each data segment also
  * goes through the text-key parser and the operational negotiation, and each
- * value through the CHAP decoder, as login PDUs do. The deterministic cousin
- * that runs in CI is test_random_headers in tests/unit/test_iscsi_proto.c.
+ * value through the CHAP decoder, as login PDUs do. The suite
+ * (tests/integration/test_fuzz_targets.sh) builds it with clang and runs a fixed
+ * 200000 inputs; the deterministic cousin that runs in the gcc builds too is
+ * test_random_headers in tests/unit/test_iscsi_proto.c.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -9,7 +9,9 @@
  *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAIRN_FUZZ=ON
  *   cmake --build build-fuzz --target fuzz_nfs_rpc
  *   build-fuzz/fuzz_nfs_rpc -max_len=4096 -runs=1000000
- * The CI runs the deterministic randomized-garbage unit test (test_nfs_xdr) instead.
+ * The suite (tests/integration/test_fuzz_targets.sh) builds it so and runs a fixed
+ * 20000 inputs; the deterministic randomized-garbage unit test (test_nfs_xdr) runs in
+ * the gcc builds too.
  */
 #include "../../src/nfs/nfs_srv.h"
 

@@ -1,6 +1,6 @@
 # Helpers for the NFS integration tests (source after lib.sh).
 
-NFSCLIENT="$CAIRN_BIN/nfs_client_v3"
+NFSCLIENT="$CAIRN_BIN/nfs_client"
 NFSRPC="python3 $CAIRN_SRC/tests/integration/nfs_rpc.py"
 
 # nfs_daemon_start NAME [args]: daemon_start (which retries ports already taken), then
@@ -33,10 +33,20 @@ nfs_rpc() {
     fi
 }
 
+# nfs4_rpc EXPORT OWNER MODE ARGS...: the raw NFSv4.1 client as client OWNER; output
+# in $LAST_STDOUT.
+NFS4RPC="python3 $CAIRN_SRC/tests/integration/nfs4_rpc.py"
+nfs4_rpc() {
+    local exp=$1; shift
+    if ! $NFS4RPC 127.0.0.1 "$NFS_PORT" "$exp" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
+        fail "nfs4_rpc.py $exp $*: $(cat "$LAST_STDERR")"
+    fi
+}
+
 # nfs_client URL MODE ARGS...: the libnfs client; output in $LAST_STDOUT.
 nfs_client() {
     if ! "$NFSCLIENT" "$@" >"$LAST_STDOUT" 2>"$LAST_STDERR"; then
-        fail "nfs_client_v3 $*: $(cat "$LAST_STDERR")"
+        fail "nfs_client $*: $(cat "$LAST_STDERR")"
     fi
 }
 

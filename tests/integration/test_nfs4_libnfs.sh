@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # NFSv4.0 through libnfs's client against cairnd: its tools (nfs-ls on the pseudo-root
 # and on a share, nfs-cp, nfs-cat), a file written over NFSv3 read back over NFSv4 in
-# 1 MiB READs, and a libnfs C program (tests/tools/nfs4_client.c) for the operations
-# and their errors, byte-range lock conflicts between two client processes, a stale
-# open handle, EACCES for another user, EROFS on a read-only share and a share this
-# client may not use. The client records that make a grace period possible are on
-# disk while a client holds state.
+# 1 MiB READs, a sparse file past 4 GiB and 32 clients at once (tests/tools/nfs_client.c
+# over v4), and a libnfs C program (tests/tools/nfs4_client.c) for the operations
+# and their errors, byte-range lock conflicts between two client processes as LOCK and
+# LOCKT see them, a stale open handle, EACCES for another user, EROFS on a read-only
+# share and a share this client may not use. The client records that make a grace
+# period possible are on disk while a client holds state. The NFSv4.1 operations
+# libnfs cannot send are in test_nfs41_rpc.sh.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -44,6 +46,19 @@ run_ok nfs-cp "$(url4 /tank/share/big)" "$T/big.back"
 cmp "$T/big" "$T/big.back" || fail "a file written over v3 reads back differently over v4"
 pass "6 MiB written over NFSv3 reads back identical over NFSv4"
 
+# Past 4 GiB, and many clients: nfs_client's modes over v4 (small WRITEs, 1 MiB READs).
+nfs_client "$(url4 /tank/share)" big
+pass "a sparse file past 4 GiB over NFSv4: writes and 1 MiB reads at offsets beyond 4 GiB, a hole, EOF"
+# Each connection of nfs_client is a client of its own, so the server must have
+# recorded 32 more of them (records go only when a lease runs out, 90 s away).
+recs="$T/d1/nfs/nfs4-clients"
+prefix=$(printf 'cairn-nfs-client-' | od -An -tx1 | tr -d ' \n')
+before=$(grep -c "^$prefix" "$recs" || true)
+nfs_client "$(url4 /tank/share)" concurrent 32
+after=$(grep -c "^$prefix" "$recs" || true)
+[ "$after" -eq $((before + 32)) ] || fail "32 clients at once left $((after - before)) client records, not 32"
+pass "32 NFSv4 clients at once, each its own clientid: opens, writes, reads, closes verified"
+
 # ---- operations and errors ----
 run_ok "$C4" "$(url4 /tank/share)" basic
 run_ok "$C4" "$(url4 /tank/share)" stale
@@ -63,12 +78,11 @@ coproc HOLDER { "$C4" "$(url4 /tank/share)" lock-hold /locked; }
 holder_pid=$HOLDER_PID holder_out=${HOLDER[0]} holder_in=${HOLDER[1]}
 read -r -t 30 line <&"$holder_out" || fail "the lock holder did not report"
 [ "$line" = locked ] || fail "lock holder said: $line"
-recs="$T/d1/nfs/nfs4-clients"
 [ -s "$recs" ] || fail "no client records in $recs while a client holds state"
 run_ok "$C4" "$(url4 /tank/share)" lock-try /locked
 exec {holder_in}>&-
 wait "$holder_pid" || fail "the lock holder failed"
-pass "a lock conflicts across clients, other ranges do not; client records on disk"
+pass "a lock conflicts across clients for LOCK and LOCKT, other ranges do not; client records on disk"
 
 daemon_stop
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Exports follow the datasets: sharenfs and mountpoint changes, create/destroy/rename,
 # inherit, pool export/import; options decide who may mount (a client list without
-# 127.0.0.1 is refused), ro exports answer EROFS, vers=4 shares refuse NFSv3;
-# `cairn share list` shows it all; bad sharenfs values are refused with one line.
+# 127.0.0.1 is refused) and who may still use a handle it has (NFS3ERR_ACCES), ro
+# exports answer EROFS, vers=4 shares refuse NFSv3; `cairn share list` shows it all;
+# bad sharenfs values are refused with one line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -31,6 +32,11 @@ expect_share /tank/fs
 nfs_client "$(nfs_url /tank/fs)" put keep.txt "kept"
 nfs_rpc /tank/fs savefh keep.txt
 FH=$(cat "$LAST_STDOUT")
+# A client keeps its handles after MOUNT: once the export lists only others, every
+# request with them is refused, not just the next MOUNT.
+run_ok "$CAIRN" set sharenfs=rw=@10.0.0.0/8,no_root_squash tank/fs
+nfs_rpc /tank/fs usefh "$FH" 13
+pass "a handle presented by a client the export no longer allows: NFS3ERR_ACCES"
 run_ok "$CAIRN" set sharenfs=no_root_squash,anonuid=1000 tank/fs
 run_ok "$CAIRN" share list -H
 expect_stdout '^tank/fs	/tank/fs	no_root_squash,anonuid=1000	3,4	'

@@ -7,7 +7,8 @@
  *                    readdir/remove/rmdir and the errors ENOENT, EEXIST, ENOTEMPTY
  *   lock-hold FILE   takes a write lock on bytes [0,100) of FILE, prints "locked",
  *                    holds it until stdin closes, then unlocks
- *   lock-try FILE    expects [50,60) to be refused and [100,110) granted
+ *   lock-try FILE    expects LOCKT to see the conflict in [50,60) and none in
+ *                    [100,110), then [50,60) to be refused and [100,110) granted
  *   stale            a file removed under an open handle reads as an error
  *   expect-errno FILE OPEN_FLAGS ERRNO
  *                    opening FILE (r, w, or c for create) must fail with -ERRNO
@@ -23,14 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct nfs_context *nfs;
+#include "libnfs_lsan.h"
 
-/* libnfs keeps its client name past nfs_destroy_context; not ours to fix. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:libnfs.so\n";
-}
+static struct nfs_context *nfs;
 
 static void die(const char *fmt, ...)
 {
@@ -126,6 +122,15 @@ static int lock(struct nfsfh *fh, int type, uint64_t start, uint64_t len)
     return nfs_fcntl(nfs, fh, NFS4_F_SETLK, &fl);
 }
 
+/* LOCKT of a write lock on [start, start+len): libnfs's lockf(F_TEST) tests
+ * from the file position. */
+static int lock_test(struct nfsfh *fh, uint64_t start, uint64_t len)
+{
+    uint64_t pos;
+    CHECK(nfs_lseek(nfs, fh, (int64_t)start, SEEK_SET, &pos) == 0 && pos == start, "lseek");
+    return nfs_lockf(nfs, fh, NFS4_F_TEST, len);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -155,6 +160,9 @@ int main(int argc, char **argv)
         nfs_close(nfs, fh);
     } else if (!strcmp(mode, "lock-try") && argc == 4) {
         struct nfsfh *fh = open_rw(argv[3]);
+        rc = lock_test(fh, 50, 10);
+        CHECK(rc < 0, "LOCKT found no conflict in [50,60) under another client's lock");
+        CHECK(lock_test(fh, 100, 10) == 0, "LOCKT found a conflict in the free [100,110)");
         CHECK(lock(fh, F_WRLCK, 50, 10) < 0, "[50,60) granted over another client's lock");
         CHECK(lock(fh, F_RDLCK, 0, 1) < 0, "a read lock granted over another's write lock");
         CHECK(lock(fh, F_WRLCK, 100, 10) == 0, "[100,110) refused");

@@ -57,6 +57,14 @@ static void test_cursor(void **state)
     assert_null(nfs_xdr_get_opaque(&d, &len, UINT32_MAX));
     assert_true(d.err);
     nfs_xdr_free(&e);
+    /* Zero bytes of an encoder with no buffer yet: a pointer that is not NULL
+     * (NULL + 0 is undefined), no error (fuzz_nfs_rpc found this). */
+    nfs_xdr_init_encode(&e, 0);
+    assert_non_null(nfs_xdr_reserve(&e, 0));
+    nfs_xdr_put_fixed(&e, "", 0);
+    assert_false(e.err);
+    assert_int_equal(e.len, 0);
+    nfs_xdr_free(&e);
 }
 
 typedef struct rig {
