@@ -160,7 +160,8 @@ dsl_type_t dsl_dataset_type(dsl_dataset_t *ds);
 bool dsl_dataset_is_snapshot(dsl_dataset_t *ds);
 
 /* The effective values of the properties the data path needs, kept current when
- * properties change (read them on every operation; they are cheap). */
+ * properties change (read them on every operation: without a change since the
+ * last call they are a copy, no lookup and no pool lock). */
 typedef struct dsl_dataset_props {
     uint32_t recordsize;           /* filesystems */
     uint32_t volblocksize;         /* volumes */
@@ -176,6 +177,10 @@ typedef struct dsl_dataset_props {
         secondarycache;
     char sharenfs[1024];           /* "off", "on" or an option string */
     char mountpoint[DSL_NAME_MAX + 2];
+    /* Grows whenever any dataset's properties may have changed: a caller that
+     * derived state from these (an object's compression) redoes it when the
+     * gen it saw differs. Never 0. */
+    uint64_t gen;
 } dsl_dataset_props_t;
 void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out);
 

@@ -465,6 +465,7 @@ static int dsl_pool_sync_hook(spa_t *spa, uint64_t txg)
         dp->tasks = t->next;
         t->result = t->fn(dp, t->arg, txg);
         t->done = true;
+        atomic_fetch_add(&dp->props_gen, 1); /* after the change: see dsl_dataset_get_props */
     }
     for (size_t i = 0; i < dp->nall && !err; i++) {
         dsl_node_t *n = dp->all[i];
@@ -656,6 +657,7 @@ int dsl_pool_open(spa_t *spa, dsl_pool_t **out)
     dp->mos = dmu_pool_mos(spa);
     dp->refcount = 1;
     pthread_mutex_init(&dp->lock, NULL);
+    atomic_store(&dp->props_gen, 1);
     pthread_mutex_init(&dp->stat_lock, NULL);
     pthread_cond_init(&dp->task_cv, NULL);
     if (!dp->mos) {
@@ -1680,6 +1682,7 @@ static int hold_node(dsl_pool_t *dp, dsl_node_t *n, dsl_dataset_t **out)
     dsl_dataset_t *ds = cairn_zalloc(sizeof(*ds));
     ds->dp = dp;
     ds->node = n;
+    pthread_rwlock_init(&ds->props_lock, NULL);
     dsl_node_fullname(n, ds->name, sizeof(ds->name));
     n->holds++;
     *out = ds;
@@ -1714,6 +1717,7 @@ void dsl_dataset_rele(dsl_dataset_t *ds)
     pthread_mutex_lock(&ds->dp->lock);
     ds->node->holds--;
     pthread_mutex_unlock(&ds->dp->lock);
+    pthread_rwlock_destroy(&ds->props_lock);
     free(ds);
 }
 

@@ -8,6 +8,7 @@
 #include <cairn/dsl.h>
 #include <cairn/zap.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define DSL_PHYS_MAGIC 0x3153445f4e524943ULL /* "CIRN_DS1" */
 
@@ -97,6 +98,9 @@ struct dsl_pool {
     bool reservers_stale;     /* rebuild before use: the tree or those properties changed */
     dsl_task_t *tasks;
     uint64_t dead_gen_seq;    /* source of dsl_node_t.dead_gen */
+    /* Bumped (under lock) after every task: any dataset's effective properties
+     * may have changed (a set, an inherit, a rename under another parent). */
+    _Atomic uint64_t props_gen;
     dsl_pool_t *next_pool;
 };
 
@@ -104,6 +108,10 @@ struct dsl_dataset {
     dsl_pool_t *dp;
     dsl_node_t *node;
     char name[DSL_NAME_MAX + 1];
+    /* dsl_dataset_get_props() as of props.gen (0: never read), so the data
+     * path reads them without dp->lock while no task ran since. */
+    pthread_rwlock_t props_lock;
+    dsl_dataset_props_t props;
 };
 
 /* dsl_dataset.c */

@@ -729,7 +729,8 @@ static cairn_checksum_t checksum_of(const char *v)
     return CAIRN_CHECKSUM_FLETCHER4;
 }
 
-void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+/* Looks every property up (under dp->lock): ancestors' local values, names compared. */
+static void props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
 {
     dsl_pool_t *dp = ds->dp;
     dsl_node_t *n = ds->node;
@@ -766,8 +767,30 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
         cairn_strlcpy(out->sharenfs, "off", sizeof(out->sharenfs));
     }
     pthread_mutex_unlock(&dp->lock);
-    /* ARC: the data path reads these on every operation, so the object set's cache
-     * policy follows primarycache/secondarycache (inherited ones too) from here. */
+}
+
+/*
+ * The data path calls this on every operation, so the answer is kept per hold
+ * and looked up again only when dp->props_gen says a task ran since. The
+ * generation is read before the lookup: a task running meanwhile bumps it
+ * after its change (under dp->lock), so a copy that may miss that change is
+ * stored under the older number and looked up again by the next caller.
+ */
+void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+{
+    uint64_t gen = atomic_load(&ds->dp->props_gen);
+    pthread_rwlock_rdlock(&ds->props_lock);
+    bool hit = ds->props.gen == gen;
+    if (hit) *out = ds->props;
+    pthread_rwlock_unlock(&ds->props_lock);
+    if (hit) return;
+    props_lookup(ds, out);
+    out->gen = gen;
+    /* ARC: the object set's cache policy follows primarycache/secondarycache
+     * (inherited ones too) from here, at the first call after any change. */
     objset_t *os = dsl_dataset_objset(ds);
     if (os) dmu_objset_set_cache_policy(os, ARC_POLICY(out->primarycache, out->secondarycache));
+    pthread_rwlock_wrlock(&ds->props_lock);
+    if (gen >= ds->props.gen) ds->props = *out;
+    pthread_rwlock_unlock(&ds->props_lock);
 }
