@@ -28,12 +28,13 @@
  * readdir cookies are the ZAP's stable hash cookies. A directory's size is
  * its entry count + 2; its link count 2 + subdirectories.
  *
- * A regular file is created with the dataset's recordsize; its first data
- * write fixes the record size for good: the power of two covering the file
- * when it is smaller than recordsize (a 3 KiB file costs a 4 KiB record,
- * not 128 KiB), else recordsize. (The DMU cannot change a written object's
- * record size, so a file that later grows past a small first record keeps
- * its small records.)
+ * A regular file is created with the dataset's recordsize. While it is one
+ * record, that record is the power of two covering the file (a 3 KiB file
+ * costs a 4 KiB record, not 128 KiB) and grows with it up to recordsize; a
+ * file of several records keeps its record size for good (the DMU cannot
+ * change it), so a recordsize change reaches new files and single-record
+ * ones only, as in ZFS. Compression, checksum and copies changes reach the
+ * next write of every file (fix_object_props).
  *
  * Generations: a new object's generation is its creation txg << 20 plus a
  * per-mount sequence number. txgs only grow across restarts, so a
@@ -1652,35 +1653,58 @@ int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *
 }
 
 /*
- * The record size of a regular file (n locked exclusively), before a write
- * ending at end. A file smaller than the recordsize is one record of the
+ * A regular file's DMU properties (n locked exclusively), before a write
+ * ending at end.
+ *
+ * Record size: a file smaller than the recordsize is one record of the
  * smallest power of two that holds it, grown (the DMU allows that while the
  * object has a single record) as writes extend it, so a file written in small
- * appends still ends with recordsize records. Once a write reaches past the
- * recordsize, or the size can no longer change, it is fixed.
+ * appends still ends with recordsize records. Once a write reaches the
+ * recordsize it is fixed (ZPL_ZF_BLKSZ_FIXED); a file of several records
+ * keeps its record size whatever recordsize becomes, as in ZFS, while a
+ * single-record file still grows to a larger recordsize.
+ *
+ * Compression, checksum and copies: the dataset's current values, so a
+ * change of those properties reaches the new writes of files that existed
+ * before it (each block pointer names its own, so older blocks still read).
+ *
+ * Called only while the record size may change or when the dataset's
+ * properties changed since this node last looked (props->gen), so a steady
+ * writer pays neither a lookup nor a lock for it.
  */
-static int fix_blksz(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end, dmu_tx_t *tx)
+static int fix_object_props(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end,
+                            dmu_tx_t *tx)
 {
-    uint32_t rs = props->recordsize ? props->recordsize : 128 * 1024;
-    bool fixed = true;
+    const uint32_t ds_rs = props->recordsize ? props->recordsize : 128 * 1024;
+    uint32_t rs = ds_rs;
     if (end < rs) {
         uint32_t small = DMU_MIN_RECORDSIZE;
         while (small < end) small <<= 1;
         rs = small;
-        fixed = false;
     }
     dmu_object_info_t info;
     int err = dmu_object_info(n->fs->os, n->obj, &info);
     if (err) return err;
-    if (info.max_offset && rs <= info.props.recordsize) return 0; /* big enough for now */
-    dmu_object_props_t op = zpl_object_props(props, rs);
-    err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
-    if (err == -EINVAL) {          /* several records at another size: keep it */
-        err = 0;
-        fixed = true;
+    const dmu_object_props_t cur = info.props;
+    /* Nothing written yet: any size; else only growing a single record. */
+    bool resize = !info.max_offset || (rs > cur.recordsize && info.max_offset <= cur.recordsize);
+    dmu_object_props_t op = zpl_object_props(props, resize ? rs : cur.recordsize);
+    if (op.recordsize != cur.recordsize || op.compress != cur.compress ||
+        op.checksum != cur.checksum || op.copies != cur.copies) {
+        err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+        if (err == -EINVAL && resize) { /* several records at another size: keep it */
+            op.recordsize = cur.recordsize;
+            err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+        }
+        if (err) return err;
     }
-    if (!err && fixed) n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
-    return err;
+    /* Final once it reached recordsize or has (or is about to have) several records. */
+    if (op.recordsize >= ds_rs || info.max_offset > op.recordsize || end > op.recordsize)
+        n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
+    else
+        n->phys.flags &= ~(uint32_t)ZPL_ZF_BLKSZ_FIXED;
+    n->props_gen = props->gen;
+    return 0;
 }
 
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
@@ -1705,8 +1729,8 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
     else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
     if (!err) wcc_pre(n, wcc);
-    if (!err && len && !(n->phys.flags & ZPL_ZF_BLKSZ_FIXED))
-        err = fix_blksz(n, &props, off + len, tx);
+    if (!err && len && (!(n->phys.flags & ZPL_ZF_BLKSZ_FIXED) || n->props_gen != props.gen))
+        err = fix_object_props(n, &props, off + len, tx);
     uint64_t seen_change = n->phys.change;
     pthread_rwlock_unlock(&n->lock);
     /* ZIL: a large sync write goes to its blocks at once, the log points at them. */
