@@ -103,6 +103,8 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert(ZPL_MAX_FILE_SIZE <= DMU_MAX_OFFSET, "the DMU holds the largest file");
+
 #define ZPL_CREATE_SPACE 4096       /* charged against quotas for a new node */
 #define ZPL_RELATIME_NS (24ll * 3600 * 1000000000ll)
 
