@@ -155,6 +155,8 @@ void dsl_dataset_rele(dsl_dataset_t *ds);
 objset_t *dsl_dataset_objset(dsl_dataset_t *ds);
 dsl_pool_t *dsl_dataset_pool(dsl_dataset_t *ds);
 const char *dsl_dataset_name(dsl_dataset_t *ds);   /* valid while held */
+/* The name now (a rename may have changed it since the hold), copied. */
+void dsl_dataset_get_name(dsl_dataset_t *ds, char *buf, size_t len);
 uint64_t dsl_dataset_guid(dsl_dataset_t *ds);
 dsl_type_t dsl_dataset_type(dsl_dataset_t *ds);
 bool dsl_dataset_is_snapshot(dsl_dataset_t *ds);

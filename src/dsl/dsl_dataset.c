@@ -1731,6 +1731,12 @@ const char *dsl_dataset_name(dsl_dataset_t *ds)
     pthread_mutex_unlock(&ds->dp->lock);
     return ds->name;
 }
+void dsl_dataset_get_name(dsl_dataset_t *ds, char *buf, size_t len)
+{
+    pthread_mutex_lock(&ds->dp->lock);
+    dsl_node_fullname(ds->node, buf, len);
+    pthread_mutex_unlock(&ds->dp->lock);
+}
 uint64_t dsl_dataset_guid(dsl_dataset_t *ds) { return ds->node->phys.guid; }
 dsl_type_t dsl_dataset_type(dsl_dataset_t *ds) { return (dsl_type_t)ds->node->phys.type; }
 bool dsl_dataset_is_snapshot(dsl_dataset_t *ds) { return ds->node->phys.type == DSL_TYPE_SNAPSHOT; }

@@ -85,8 +85,9 @@
  * Snapshots: a head's root has a virtual directory .cairn (hidden from
  * readdir, found by lookup) holding snapshot/, which lists the dataset's
  * snapshots. Looking up a name there mounts that snapshot read-only (cached
- * in the head until unmount or zpl_fs_release_snapshots) and returns its
- * root. Mounts are kept in a registry keyed by dataset guid, so one dataset
+ * in the head until unmount or zpl_fs_release_snapshots; a cached mount is
+ * checked against the snapshot's current name, so a rename shows at once) and
+ * returns its root. Mounts are kept in a registry keyed by dataset guid, so one dataset
  * always has one zpl_fs_t (one node table) however many times it is mounted.
  */
 #include "zpl_impl.h"
@@ -730,8 +731,9 @@ static void statfs_cb(const dsl_dataset_info_t *info, void *arg)
 int zpl_statfs(zpl_fs_t *fs, zpl_statfs_t *out)
 {
     statfs_arg_t s = {0};
-    char err[256];
-    int e = dsl_dataset_list(fs->dp, fs->name, false, 1u << dsl_dataset_type(fs->ds), statfs_cb,
+    char err[256], name[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(fs->ds, name, sizeof(name));   /* renamed since the mount? */
+    int e = dsl_dataset_list(fs->dp, name, false, 1u << dsl_dataset_type(fs->ds), statfs_cb,
                              &s, err, sizeof(err));
     if (e) return e;
     if (!s.found) return -ESTALE;
@@ -759,15 +761,31 @@ uint64_t zpl_node_ino(zpl_node_t *n) { return n->obj; }
 /* ------------------------------------------------------------------ */
 /* snapshots (.cairn/snapshot)                                        */
 
+/* Whether snapshot mount s of head (named head now) is still called snap: a
+ * snapshot renamed since it was mounted answers to its new name only. */
+static bool snap_named(zpl_fs_t *s, const char *head, const char *snap)
+{
+    char cur[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(s->ds, cur, sizeof(cur));
+    size_t hl = strlen(head);
+    return !strncmp(cur, head, hl) && cur[hl] == '@' && !strcmp(cur + hl + 1, snap);
+}
+
 /* The snapshot `snap` of head fs, mounted through it (cached); a mount reference
  * stays with the head. */
 static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
 {
     if (!*snap || strchr(snap, '/') || strchr(snap, '@') || strlen(snap) > ZPL_NAME_MAX)
         return -ENOENT;
+    char head[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(fs->ds, head, sizeof(head));
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
         if (!strcmp(fs->snaps[i].name, snap)) {
+            if (!snap_named(fs->snaps[i].fs, head, snap)) {
+                fs->snaps[i].name[0] = 0;   /* renamed: found by its new name below */
+                break;
+            }
             *out = fs->snaps[i].fs;
             pthread_mutex_unlock(&fs->snap_lock);
             return 0;
@@ -775,14 +793,17 @@ static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
     }
     pthread_mutex_unlock(&fs->snap_lock);
     char full[2 * DSL_NAME_MAX + 2];
-    snprintf(full, sizeof(full), "%s@%s", fs->name, snap);
+    snprintf(full, sizeof(full), "%s@%s", head, snap);
     if (strlen(full) > DSL_NAME_MAX) return -ENOENT;
     zpl_fs_t *s;
     int err = zpl_mount(fs->dp, full, &s);
     if (err) return err == -EINVAL ? -ENOENT : err;
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
-        if (!strcmp(fs->snaps[i].name, snap)) {   /* lost a race: keep the first */
+        /* Lost a race, or mounted before under an older name (the registry gave
+         * us the same mount): keep the first, under the name asked for. */
+        if (!strcmp(fs->snaps[i].name, snap) || fs->snaps[i].fs == s) {
+            cairn_strlcpy(fs->snaps[i].name, snap, sizeof(fs->snaps[0].name));
             *out = fs->snaps[i].fs;
             pthread_mutex_unlock(&fs->snap_lock);
             zpl_unmount(s);
@@ -1873,10 +1894,11 @@ static int snap_by_guid(zpl_fs_t *fs, uint64_t ds_guid, zpl_fs_t **out)
     pthread_mutex_unlock(&fs->snap_lock);
     dsl_dataset_t *ds;
     if (dsl_dataset_hold_by_guid(fs->dp, ds_guid, &ds)) return -ESTALE;
-    char snap[DSL_NAME_MAX + 1] = "";
-    const char *name = dsl_dataset_name(ds);
-    size_t hl = strlen(fs->name);
-    bool mine = dsl_dataset_is_snapshot(ds) && !strncmp(name, fs->name, hl) && name[hl] == '@';
+    char snap[DSL_NAME_MAX + 1] = "", name[DSL_NAME_MAX + 1], head[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(ds, name, sizeof(name));
+    dsl_dataset_get_name(fs->ds, head, sizeof(head));
+    size_t hl = strlen(head);
+    bool mine = dsl_dataset_is_snapshot(ds) && !strncmp(name, head, hl) && name[hl] == '@';
     if (mine) cairn_strlcpy(snap, name + hl + 1, sizeof(snap));
     dsl_dataset_rele(ds);
     if (!mine) return -ESTALE;
