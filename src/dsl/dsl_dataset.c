@@ -784,6 +784,7 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->logicalreferenced = ph.uncomp;
     o->comp = ph.comp;
     o->uncomp = ph.uncomp;
+    o->refcomp = ph.comp;
     o->written = unique;
     if (ph.type == DSL_TYPE_SNAPSHOT) {
         o->used = snap_unique(dp, n, &o->logicalused);

@@ -125,6 +125,7 @@ typedef struct dsl_space {
     uint64_t used, available, referenced, logicalused, logicalreferenced;
     uint64_t usedbysnapshots, usedbydataset, usedbychildren, usedbyrefreservation;
     uint64_t written, comp, uncomp;
+    uint64_t refcomp;         /* stored bytes of what the root references (logical: logicalreferenced) */
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
 

@@ -49,6 +49,7 @@ static const prop_desc_t props[] = {
     {"available", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"referenced", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"compressratio", PK_STAT, false, NULL, T_ALL, false, NULL},
+    {"refcompressratio", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"logicalused", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"logicalreferenced", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"usedbysnapshots", PK_STAT, false, NULL, T_FS | T_VOL, false, NULL},
@@ -80,7 +81,8 @@ static const prop_desc_t props[] = {
 };
 
 static const char *const prop_name_list[] = {
-    "type", "creation", "used", "available", "referenced", "compressratio", "logicalused",
+    "type", "creation", "used", "available", "referenced", "compressratio", "refcompressratio",
+    "logicalused",
     "logicalreferenced", "usedbysnapshots", "usedbydataset", "usedbychildren",
     "usedbyrefreservation", "written", "guid", "origin", "mountpoint", "sharenfs", "recordsize",
     "volsize", "volblocksize", "compression", "checksum", "copies", "atime", "readonly", "sync",
@@ -460,8 +462,12 @@ static int prop_fill(dsl_pool_t *dp, dsl_node_t *n, const char *name, dsl_prop_t
         else if (!strcmp(name, "guid")) {
             v = n->phys.guid;
             size = false;
-        } else if (!strcmp(name, "compressratio")) {
-            uint64_t r = s.comp ? s.uncomp * 100 / s.comp : 100;
+        } else if (!strcmp(name, "compressratio") || !strcmp(name, "refcompressratio")) {
+            /* Logical over stored bytes (copies and parity aside, as in ZFS): of
+             * what the dataset uses, or (ref) of what its root references. */
+            bool ref = name[0] == 'r';
+            uint64_t comp = ref ? s.refcomp : s.comp, uncomp = ref ? s.logicalreferenced : s.uncomp;
+            uint64_t r = comp ? uncomp * 100 / comp : 100;
             if (r < 100) r = 100;
             p->numeric = r;
             snprintf(p->value, sizeof(p->value), "%" PRIu64 ".%02" PRIu64 "x", r / 100, r % 100);
