@@ -37,6 +37,9 @@ typedef struct dmu_tx dmu_tx_t;
 #define DMU_MIN_RECORDSIZE 512
 #define DMU_MAX_RECORDSIZE (1024 * 1024)
 #define DMU_BONUS_MAX 320
+/* Reads, writes and frees end at or below this byte offset (-EFBIG past it): the
+ * whole signed 64-bit range, so a file may reach INT64_MAX bytes. */
+#define DMU_MAX_OFFSET (1ULL << 63)
 
 /* Registers the DMU with the SPA (spa_register_upper). Call once before any pool opens. */
 void dmu_init(void);

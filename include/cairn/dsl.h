@@ -155,12 +155,15 @@ void dsl_dataset_rele(dsl_dataset_t *ds);
 objset_t *dsl_dataset_objset(dsl_dataset_t *ds);
 dsl_pool_t *dsl_dataset_pool(dsl_dataset_t *ds);
 const char *dsl_dataset_name(dsl_dataset_t *ds);   /* valid while held */
+/* The name now (a rename may have changed it since the hold), copied. */
+void dsl_dataset_get_name(dsl_dataset_t *ds, char *buf, size_t len);
 uint64_t dsl_dataset_guid(dsl_dataset_t *ds);
 dsl_type_t dsl_dataset_type(dsl_dataset_t *ds);
 bool dsl_dataset_is_snapshot(dsl_dataset_t *ds);
 
 /* The effective values of the properties the data path needs, kept current when
- * properties change (read them on every operation; they are cheap). */
+ * properties change (read them on every operation: without a change since the
+ * last call they are a copy, no lookup and no pool lock). */
 typedef struct dsl_dataset_props {
     uint32_t recordsize;           /* filesystems */
     uint32_t volblocksize;         /* volumes */
@@ -176,6 +179,10 @@ typedef struct dsl_dataset_props {
         secondarycache;
     char sharenfs[1024];           /* "off", "on" or an option string */
     char mountpoint[DSL_NAME_MAX + 2];
+    /* Grows whenever any dataset's properties may have changed: a caller that
+     * derived state from these (an object's compression) redoes it when the
+     * gen it saw differs. Never 0. */
+    uint64_t gen;
 } dsl_dataset_props_t;
 void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out);
 

@@ -85,6 +85,17 @@ void zap_cache_get_stats(zap_cache_stats_t *out);
  * an objset, and after its contents were replaced underneath (rollback). */
 void zap_objset_evict(objset_t *os);
 
+/* What this thread's ZAP calls have cost so far, in blocks, so a test can show
+ * that an operation costs the same in a ZAP of ten thousand or a million
+ * entries (take the difference around the call). Thread-local: other threads'
+ * ZAP work never counts. */
+typedef struct zap_op_stats {
+    uint64_t blocks;   /* ZAP blocks looked at, cached or not (leaves, header, new blocks) */
+    uint64_t reads;    /* blocks read through the DMU (cache misses, pointer-table loads) */
+    uint64_t writes;   /* blocks handed to the DMU to write (one block's ranges count once) */
+} zap_op_stats_t;
+void zap_thread_stats(zap_op_stats_t *out);
+
 /* Test hook: 0 (default) uses the full 48-bit hash; 1..47 keeps only that many
  * leading hash bits, forcing collisions (the cd then tells entries apart).
  * Only for tests: ZAPs written under one setting must be read under it. */

@@ -65,8 +65,9 @@ zpl_fs_t *zpl_fs_parent(zpl_fs_t *fs);
 /* Most hard links a node may have (-EMLINK beyond); tests lower it. */
 void zpl_fs_set_link_max(zpl_fs_t *fs, uint64_t link_max);
 /* Unmounts the idle snapshots mounted through .cairn/snapshot of this head (they
- * hold their datasets; call before destroying or renaming snapshots). Returns
- * how many stay mounted because nodes in them are held. */
+ * hold their datasets; call before destroying snapshots). Returns how many stay
+ * mounted because nodes in them are held. A snapshot renamed while mounted is
+ * found by its new name only. */
 int zpl_fs_release_snapshots(zpl_fs_t *fs);
 
 typedef struct zpl_statfs {

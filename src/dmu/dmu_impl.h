@@ -23,8 +23,15 @@
 #define DN_META_BLKSZ (16 * 1024u)              /* dnode blocks: 32 dnodes */
 #define DN_PER_BLOCK (DN_META_BLKSZ / DNODE_SIZE)
 #define DN_PER_BLOCK_SHIFT 5
-/* Offsets are capped so that blkid arithmetic never overflows. */
-#define DMU_MAX_OFFSET (1ULL << 60)
+/* Objects are numbered below 2^51 (the meta-dnode's offsets below 2^60). */
+#define DMU_MAX_OBJECT ((1ULL << 60) / DNODE_SIZE)
+/* The tree of the deepest object (512-byte records up to DMU_MAX_OFFSET, so
+ * record ids below 2^54) needs 1 + ceil(54 / 10) = 7 levels: within
+ * DN_MAX_LEVELS, and its capacity 1024^6 = 2^60 records (tree_capacity) still
+ * fits a u64 while 8 levels (2^70) would not. */
+_Static_assert(DMU_MAX_OFFSET / DMU_MIN_RECORDSIZE <= 1ULL << (DN_EPB_SHIFT * (DN_MAX_LEVELS - 2)),
+               "DN_MAX_LEVELS - 1 levels hold every record below DMU_MAX_OFFSET");
+_Static_assert(DN_EPB_SHIFT * (DN_MAX_LEVELS - 2) < 64, "tree_capacity(7) fits a u64");
 
 enum dnode_type {
     DNODE_TYPE_FREE = 0,

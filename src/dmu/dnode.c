@@ -27,7 +27,8 @@
  * under the level-1 indirect block b >> 10 at slot b & 1023; a level-L
  * indirect block i hangs under level L+1 block i >> 10 at slot i & 1023; the
  * root block pointer points at the single level n-1 block 0, or at record 0
- * when n = 1. Capacity is 1024^(n-1) records. Indirect blocks are
+ * when n = 1. Capacity is 1024^(n-1) records; offsets end at DMU_MAX_OFFSET
+ * (2^63), so n <= 7 (see dmu_impl.h). Indirect blocks are
  * CAIRN_BT_INDIRECT with bp.level = their level, lz4 and fletcher4, and
  * always 128 KiB logically. Holes (ncopies == 0) cost nothing; a subtree with
  * no records is a hole, an all-zero record is a hole. fill of a record's bp is
@@ -1619,7 +1620,7 @@ dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create)
     pthread_mutex_unlock(&os->lock);
     if (dn) return dn;
     uint64_t b = obj >> DN_PER_BLOCK_SHIFT;
-    if (obj >= DMU_MAX_OFFSET / DNODE_SIZE || (b >= nb && !create)) return NULL;
+    if (obj >= DMU_MAX_OBJECT || (b >= nb && !create)) return NULL;
 
     pthread_mutex_lock(&os->load_lock);
     pthread_mutex_lock(&os->lock);

@@ -465,7 +465,7 @@ static int dsl_pool_sync_hook(spa_t *spa, uint64_t txg)
         dp->tasks = t->next;
         t->result = t->fn(dp, t->arg, txg);
         t->done = true;
-        atomic_fetch_add(&dp->change_gen, 1);
+        atomic_fetch_add(&dp->props_gen, 1); /* after the change: see dsl_dataset_get_props */
     }
     for (size_t i = 0; i < dp->nall && !err; i++) {
         dsl_node_t *n = dp->all[i];
@@ -657,6 +657,7 @@ int dsl_pool_open(spa_t *spa, dsl_pool_t **out)
     dp->mos = dmu_pool_mos(spa);
     dp->refcount = 1;
     pthread_mutex_init(&dp->lock, NULL);
+    atomic_store(&dp->props_gen, 1);
     pthread_mutex_init(&dp->stat_lock, NULL);
     pthread_cond_init(&dp->task_cv, NULL);
     if (!dp->mos) {
@@ -783,6 +784,7 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     o->logicalreferenced = ph.uncomp;
     o->comp = ph.comp;
     o->uncomp = ph.uncomp;
+    o->refcomp = ph.comp;
     o->written = unique;
     if (ph.type == DSL_TYPE_SNAPSHOT) {
         o->used = snap_unique(dp, n, &o->logicalused);
@@ -1707,6 +1709,7 @@ static int hold_node(dsl_pool_t *dp, dsl_node_t *n, dsl_dataset_t **out)
     dsl_dataset_t *ds = cairn_zalloc(sizeof(*ds));
     ds->dp = dp;
     ds->node = n;
+    pthread_rwlock_init(&ds->props_lock, NULL);
     dsl_node_fullname(n, ds->name, sizeof(ds->name));
     n->holds++;
     *out = ds;
@@ -1741,6 +1744,7 @@ void dsl_dataset_rele(dsl_dataset_t *ds)
     pthread_mutex_lock(&ds->dp->lock);
     ds->node->holds--;
     pthread_mutex_unlock(&ds->dp->lock);
+    pthread_rwlock_destroy(&ds->props_lock);
     free(ds);
 }
 
@@ -1753,6 +1757,12 @@ const char *dsl_dataset_name(dsl_dataset_t *ds)
     dsl_node_fullname(ds->node, ds->name, sizeof(ds->name));
     pthread_mutex_unlock(&ds->dp->lock);
     return ds->name;
+}
+void dsl_dataset_get_name(dsl_dataset_t *ds, char *buf, size_t len)
+{
+    pthread_mutex_lock(&ds->dp->lock);
+    dsl_node_fullname(ds->node, buf, len);
+    pthread_mutex_unlock(&ds->dp->lock);
 }
 uint64_t dsl_dataset_guid(dsl_dataset_t *ds) { return ds->node->phys.guid; }
 dsl_type_t dsl_dataset_type(dsl_dataset_t *ds) { return (dsl_type_t)ds->node->phys.type; }
@@ -1769,7 +1779,7 @@ bool dsl_dataset_is_snapshot(dsl_dataset_t *ds) { return ds->node->phys.type == 
  * The full answer takes the pool lock and walks properties, reservations and
  * the vdevs: too much for every 4 KiB write of every client. So the handle
  * keeps its last answer. While no task has changed the tree or a property
- * since (dp->change_gen) and the pool has claimed less than half the room the
+ * since (dp->props_gen) and the pool has claimed less than half the room the
  * answer found (spa_space_claimed counts every estimate and allocation, so by
  * at least what any dataset's used and pending grew), a write is let through
  * with a few atomic loads. Near a limit (under fast_min_room available, 1 GiB)
@@ -1791,7 +1801,7 @@ static int fast_answer(dsl_dataset_t *ds, uint64_t bytes, int *err)
     int rofs = atomic_load_explicit(&ds->fp_rofs, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&ds->fp_seq, memory_order_relaxed) != s1) return 0;
-    if (!gen || gen != atomic_load(&ds->dp->change_gen) + 1) return 0;
+    if (!gen || gen != atomic_load(&ds->dp->props_gen)) return 0;
     if (rofs) {
         *err = rofs;
         return 1;
@@ -1808,7 +1818,7 @@ static void fast_remember(dsl_dataset_t *ds, int rofs, uint64_t claim0, uint64_t
     uint64_t s = atomic_load_explicit(&ds->fp_seq, memory_order_relaxed);
     atomic_store_explicit(&ds->fp_seq, s + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&ds->fp_gen, atomic_load(&ds->dp->change_gen) + 1, memory_order_relaxed);
+    atomic_store_explicit(&ds->fp_gen, atomic_load(&ds->dp->props_gen), memory_order_relaxed);
     atomic_store_explicit(&ds->fp_claim, claim0, memory_order_relaxed);
     atomic_store_explicit(&ds->fp_room, avail >= atomic_load(&fast_min_room) ? avail / 2 : 0,
                           memory_order_relaxed);

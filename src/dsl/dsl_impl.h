@@ -90,9 +90,6 @@ struct dsl_pool {
     pthread_mutex_t stat_lock;/* counters the sync thread updates from the block hooks */
     pthread_cond_t task_cv;
     uint64_t registry;        /* MOS ZAP: "<obj>" -> short name, every dataset */
-    /* Bumped after every task (property, tree or space change): what a dataset
-     * handle computed at an older value may be stale (dsl_dataset_check_space). */
-    _Atomic uint64_t change_gen;
     dsl_node_t *root;
     dsl_node_t **all;         /* every node, sorted by object (dsl_node_by_obj) */
     size_t nall, capall;
@@ -101,6 +98,12 @@ struct dsl_pool {
     bool reservers_stale;     /* rebuild before use: the tree or those properties changed */
     dsl_task_t *tasks;
     uint64_t dead_gen_seq;    /* source of dsl_node_t.dead_gen */
+    /* Bumped (under lock) after every task: any dataset's effective properties
+     * may have changed (a set, an inherit, a rename under another parent), and
+     * its space limits (a quota, a reservation elsewhere, a destroy): what a
+     * hold computed at an older value may be stale (dsl_dataset_get_props,
+     * dsl_dataset_check_space). Starts at 1. */
+    _Atomic uint64_t props_gen;
     dsl_pool_t *next_pool;
 };
 
@@ -112,10 +115,14 @@ struct dsl_dataset {
      * without a lock under a sequence count: odd while the slow path, under
      * dp->lock, rewrites the fields. */
     _Atomic uint64_t fp_seq;
-    _Atomic uint64_t fp_gen;   /* dp->change_gen it was computed at (0: never) */
+    _Atomic uint64_t fp_gen;   /* dp->props_gen it was computed at (0: never) */
     _Atomic uint64_t fp_claim; /* spa_space_claimed() then */
     _Atomic uint64_t fp_room;  /* claims allowed before asking again (0: always ask) */
     _Atomic int fp_rofs;       /* -EROFS when the dataset is read-only, else 0 */
+    /* dsl_dataset_get_props() as of props.gen (0: never read), so the data
+     * path reads them without dp->lock while no task ran since. */
+    pthread_rwlock_t props_lock;
+    dsl_dataset_props_t props;
 };
 
 /* dsl_dataset.c */
@@ -129,6 +136,7 @@ typedef struct dsl_space {
     uint64_t used, available, referenced, logicalused, logicalreferenced;
     uint64_t usedbysnapshots, usedbydataset, usedbychildren, usedbyrefreservation;
     uint64_t written, comp, uncomp;
+    uint64_t refcomp;         /* stored bytes of what the root references (logical: logicalreferenced) */
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
 

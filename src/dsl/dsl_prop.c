@@ -49,6 +49,7 @@ static const prop_desc_t props[] = {
     {"available", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"referenced", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"compressratio", PK_STAT, false, NULL, T_ALL, false, NULL},
+    {"refcompressratio", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"logicalused", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"logicalreferenced", PK_STAT, false, NULL, T_ALL, false, NULL},
     {"usedbysnapshots", PK_STAT, false, NULL, T_FS | T_VOL, false, NULL},
@@ -80,7 +81,8 @@ static const prop_desc_t props[] = {
 };
 
 static const char *const prop_name_list[] = {
-    "type", "creation", "used", "available", "referenced", "compressratio", "logicalused",
+    "type", "creation", "used", "available", "referenced", "compressratio", "refcompressratio",
+    "logicalused",
     "logicalreferenced", "usedbysnapshots", "usedbydataset", "usedbychildren",
     "usedbyrefreservation", "written", "guid", "origin", "mountpoint", "sharenfs", "recordsize",
     "volsize", "volblocksize", "compression", "checksum", "copies", "atime", "readonly", "sync",
@@ -460,8 +462,12 @@ static int prop_fill(dsl_pool_t *dp, dsl_node_t *n, const char *name, dsl_prop_t
         else if (!strcmp(name, "guid")) {
             v = n->phys.guid;
             size = false;
-        } else if (!strcmp(name, "compressratio")) {
-            uint64_t r = s.comp ? s.uncomp * 100 / s.comp : 100;
+        } else if (!strcmp(name, "compressratio") || !strcmp(name, "refcompressratio")) {
+            /* Logical over stored bytes (copies and parity aside, as in ZFS): of
+             * what the dataset uses, or (ref) of what its root references. */
+            bool ref = name[0] == 'r';
+            uint64_t comp = ref ? s.refcomp : s.comp, uncomp = ref ? s.logicalreferenced : s.uncomp;
+            uint64_t r = comp ? uncomp * 100 / comp : 100;
             if (r < 100) r = 100;
             p->numeric = r;
             snprintf(p->value, sizeof(p->value), "%" PRIu64 ".%02" PRIu64 "x", r / 100, r % 100);
@@ -729,7 +735,8 @@ static cairn_checksum_t checksum_of(const char *v)
     return CAIRN_CHECKSUM_FLETCHER4;
 }
 
-void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+/* Looks every property up (under dp->lock): ancestors' local values, names compared. */
+static void props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
 {
     dsl_pool_t *dp = ds->dp;
     dsl_node_t *n = ds->node;
@@ -766,8 +773,30 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
         cairn_strlcpy(out->sharenfs, "off", sizeof(out->sharenfs));
     }
     pthread_mutex_unlock(&dp->lock);
-    /* ARC: the data path reads these on every operation, so the object set's cache
-     * policy follows primarycache/secondarycache (inherited ones too) from here. */
+}
+
+/*
+ * The data path calls this on every operation, so the answer is kept per hold
+ * and looked up again only when dp->props_gen says a task ran since. The
+ * generation is read before the lookup: a task running meanwhile bumps it
+ * after its change (under dp->lock), so a copy that may miss that change is
+ * stored under the older number and looked up again by the next caller.
+ */
+void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+{
+    uint64_t gen = atomic_load(&ds->dp->props_gen);
+    pthread_rwlock_rdlock(&ds->props_lock);
+    bool hit = ds->props.gen == gen;
+    if (hit) *out = ds->props;
+    pthread_rwlock_unlock(&ds->props_lock);
+    if (hit) return;
+    props_lookup(ds, out);
+    out->gen = gen;
+    /* ARC: the object set's cache policy follows primarycache/secondarycache
+     * (inherited ones too) from here, at the first call after any change. */
     objset_t *os = dsl_dataset_objset(ds);
     if (os) dmu_objset_set_cache_policy(os, ARC_POLICY(out->primarycache, out->secondarycache));
+    pthread_rwlock_wrlock(&ds->props_lock);
+    if (gen >= ds->props.gen) ds->props = *out;
+    pthread_rwlock_unlock(&ds->props_lock);
 }

@@ -168,6 +168,7 @@ static int blk_flush(zap_obj_t *z, zap_blk_t *b, const span_t *s, dmu_tx_t *tx)
     uint64_t txg = dmu_tx_txg(tx);
     uint64_t base = b->blkid << ZAP_BLOCK_SHIFT;
     if (s->n == 0) return 0;
+    zap_tls_stats.writes++;
     if (b->dirty_txg != txg) {
         int err = dmu_write(z->os, z->obj, base, ZAP_BLOCK_SIZE, b->data, tx);
         if (!err) b->dirty_txg = txg;
@@ -405,8 +406,10 @@ static int zap_load(zap_obj_t *z, const dmu_object_info_t *info)
         if (!z->ptrtbl) abort();
         if (z->ptrtbl_nblks == 0)
             memcpy(z->ptrtbl, h + ZAP_HDR_SIZE, bytes);
-        else
+        else {
             err = dmu_read(z->os, z->obj, z->ptrtbl_blk << ZAP_BLOCK_SHIFT, bytes, z->ptrtbl);
+            zap_tls_stats.reads += z->ptrtbl_nblks;
+        }
     }
     zap_blk_rele(b0);
     if (err) return err;
@@ -516,6 +519,7 @@ static int ptrtbl_write(zap_obj_t *z, zap_blk_t *b0, span_t *s0, uint64_t lo, ui
     }
     uint64_t per = ZAP_BLOCK_SIZE / 8;
     for (uint64_t b = lo / per; b <= (hi - 1) / per; b++) {
+        zap_tls_stats.writes++;
         int err = dmu_write(z->os, z->obj, (z->ptrtbl_blk + b) << ZAP_BLOCK_SHIFT, ZAP_BLOCK_SIZE,
                             &z->ptrtbl[b * per], tx);
         if (err) return err;

@@ -283,9 +283,14 @@ static zap_blk_t *blk_alloc(uint64_t inst, uint64_t blkid)
     return b;
 }
 
+_Thread_local zap_op_stats_t zap_tls_stats;
+
+void zap_thread_stats(zap_op_stats_t *out) { *out = zap_tls_stats; }
+
 int zap_blk_get(objset_t *os, uint64_t obj, uint64_t inst, uint64_t blkid, zap_blk_t **out)
 {
     cache_init();
+    zap_tls_stats.blocks++;
     uint32_t sh = (uint32_t)(blk_hash(inst, blkid) % ZAP_CACHE_SHARDS);
     blk_shard_t *s = &blk_shards[sh];
     pthread_mutex_lock(&s->lock);
@@ -302,6 +307,7 @@ int zap_blk_get(objset_t *os, uint64_t obj, uint64_t inst, uint64_t blkid, zap_b
     }
     s->misses++;
     pthread_mutex_unlock(&s->lock);
+    zap_tls_stats.reads++;
 
     zap_blk_t *b = blk_alloc(inst, blkid);
     int err = dmu_read(os, obj, blkid << ZAP_BLOCK_SHIFT, ZAP_BLOCK_SIZE, b->data);
@@ -316,6 +322,7 @@ int zap_blk_get(objset_t *os, uint64_t obj, uint64_t inst, uint64_t blkid, zap_b
 zap_blk_t *zap_blk_new(uint64_t inst, uint64_t blkid)
 {
     cache_init();
+    zap_tls_stats.blocks++;
     return blk_insert(blk_alloc(inst, blkid), true);
 }
 

@@ -58,6 +58,9 @@ typedef struct zap_obj {
     uint64_t *ptrtbl;       /* 2^gdepth leaf block ids (fat) */
 } zap_obj_t;
 
+/* zap_thread_stats() of the calling thread (zap_cache.c). */
+extern _Thread_local zap_op_stats_t zap_tls_stats;
+
 /* ---- block cache (zap_cache.c) ---- */
 /* The block, from the cache or read through the DMU; held. */
 int zap_blk_get(objset_t *os, uint64_t obj, uint64_t inst, uint64_t blkid, zap_blk_t **out);

@@ -28,12 +28,13 @@
  * readdir cookies are the ZAP's stable hash cookies. A directory's size is
  * its entry count + 2; its link count 2 + subdirectories.
  *
- * A regular file is created with the dataset's recordsize; its first data
- * write fixes the record size for good: the power of two covering the file
- * when it is smaller than recordsize (a 3 KiB file costs a 4 KiB record,
- * not 128 KiB), else recordsize. (The DMU cannot change a written object's
- * record size, so a file that later grows past a small first record keeps
- * its small records.)
+ * A regular file is created with the dataset's recordsize. While it is one
+ * record, that record is the power of two covering the file (a 3 KiB file
+ * costs a 4 KiB record, not 128 KiB) and grows with it up to recordsize; a
+ * file of several records keeps its record size for good (the DMU cannot
+ * change it), so a recordsize change reaches new files and single-record
+ * ones only, as in ZFS. Compression, checksum and copies changes reach the
+ * next write of every file (fix_object_props).
  *
  * Generations: a new object's generation is its creation txg << 20 plus a
  * per-mount sequence number. txgs only grow across restarts, so a
@@ -84,8 +85,9 @@
  * Snapshots: a head's root has a virtual directory .cairn (hidden from
  * readdir, found by lookup) holding snapshot/, which lists the dataset's
  * snapshots. Looking up a name there mounts that snapshot read-only (cached
- * in the head until unmount or zpl_fs_release_snapshots) and returns its
- * root. Mounts are kept in a registry keyed by dataset guid, so one dataset
+ * in the head until unmount or zpl_fs_release_snapshots; a cached mount is
+ * checked against the snapshot's current name, so a rename shows at once) and
+ * returns its root. Mounts are kept in a registry keyed by dataset guid, so one dataset
  * always has one zpl_fs_t (one node table) however many times it is mounted.
  */
 #include "zpl_impl.h"
@@ -101,6 +103,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+_Static_assert(ZPL_MAX_FILE_SIZE <= DMU_MAX_OFFSET, "the DMU holds the largest file");
 
 #define ZPL_CREATE_SPACE 4096       /* charged against quotas for a new node */
 #define ZPL_RELATIME_NS (24ll * 3600 * 1000000000ll)
@@ -727,8 +731,9 @@ static void statfs_cb(const dsl_dataset_info_t *info, void *arg)
 int zpl_statfs(zpl_fs_t *fs, zpl_statfs_t *out)
 {
     statfs_arg_t s = {0};
-    char err[256];
-    int e = dsl_dataset_list(fs->dp, fs->name, false, 1u << dsl_dataset_type(fs->ds), statfs_cb,
+    char err[256], name[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(fs->ds, name, sizeof(name));   /* renamed since the mount? */
+    int e = dsl_dataset_list(fs->dp, name, false, 1u << dsl_dataset_type(fs->ds), statfs_cb,
                              &s, err, sizeof(err));
     if (e) return e;
     if (!s.found) return -ESTALE;
@@ -756,15 +761,31 @@ uint64_t zpl_node_ino(zpl_node_t *n) { return n->obj; }
 /* ------------------------------------------------------------------ */
 /* snapshots (.cairn/snapshot)                                        */
 
+/* Whether snapshot mount s of head (named head now) is still called snap: a
+ * snapshot renamed since it was mounted answers to its new name only. */
+static bool snap_named(zpl_fs_t *s, const char *head, const char *snap)
+{
+    char cur[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(s->ds, cur, sizeof(cur));
+    size_t hl = strlen(head);
+    return !strncmp(cur, head, hl) && cur[hl] == '@' && !strcmp(cur + hl + 1, snap);
+}
+
 /* The snapshot `snap` of head fs, mounted through it (cached); a mount reference
  * stays with the head. */
 static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
 {
     if (!*snap || strchr(snap, '/') || strchr(snap, '@') || strlen(snap) > ZPL_NAME_MAX)
         return -ENOENT;
+    char head[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(fs->ds, head, sizeof(head));
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
         if (!strcmp(fs->snaps[i].name, snap)) {
+            if (!snap_named(fs->snaps[i].fs, head, snap)) {
+                fs->snaps[i].name[0] = 0;   /* renamed: found by its new name below */
+                break;
+            }
             *out = fs->snaps[i].fs;
             pthread_mutex_unlock(&fs->snap_lock);
             return 0;
@@ -772,14 +793,17 @@ static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
     }
     pthread_mutex_unlock(&fs->snap_lock);
     char full[2 * DSL_NAME_MAX + 2];
-    snprintf(full, sizeof(full), "%s@%s", fs->name, snap);
+    snprintf(full, sizeof(full), "%s@%s", head, snap);
     if (strlen(full) > DSL_NAME_MAX) return -ENOENT;
     zpl_fs_t *s;
     int err = zpl_mount(fs->dp, full, &s);
     if (err) return err == -EINVAL ? -ENOENT : err;
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
-        if (!strcmp(fs->snaps[i].name, snap)) {   /* lost a race: keep the first */
+        /* Lost a race, or mounted before under an older name (the registry gave
+         * us the same mount): keep the first, under the name asked for. */
+        if (!strcmp(fs->snaps[i].name, snap) || fs->snaps[i].fs == s) {
+            cairn_strlcpy(fs->snaps[i].name, snap, sizeof(fs->snaps[0].name));
             *out = fs->snaps[i].fs;
             pthread_mutex_unlock(&fs->snap_lock);
             zpl_unmount(s);
@@ -1652,35 +1676,58 @@ int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *
 }
 
 /*
- * The record size of a regular file (n locked exclusively), before a write
- * ending at end. A file smaller than the recordsize is one record of the
+ * A regular file's DMU properties (n locked exclusively), before a write
+ * ending at end.
+ *
+ * Record size: a file smaller than the recordsize is one record of the
  * smallest power of two that holds it, grown (the DMU allows that while the
  * object has a single record) as writes extend it, so a file written in small
- * appends still ends with recordsize records. Once a write reaches past the
- * recordsize, or the size can no longer change, it is fixed.
+ * appends still ends with recordsize records. Once a write reaches the
+ * recordsize it is fixed (ZPL_ZF_BLKSZ_FIXED); a file of several records
+ * keeps its record size whatever recordsize becomes, as in ZFS, while a
+ * single-record file still grows to a larger recordsize.
+ *
+ * Compression, checksum and copies: the dataset's current values, so a
+ * change of those properties reaches the new writes of files that existed
+ * before it (each block pointer names its own, so older blocks still read).
+ *
+ * Called only while the record size may change or when the dataset's
+ * properties changed since this node last looked (props->gen), so a steady
+ * writer pays neither a lookup nor a lock for it.
  */
-static int fix_blksz(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end, dmu_tx_t *tx)
+static int fix_object_props(zpl_node_t *n, const dsl_dataset_props_t *props, uint64_t end,
+                            dmu_tx_t *tx)
 {
-    uint32_t rs = props->recordsize ? props->recordsize : 128 * 1024;
-    bool fixed = true;
+    const uint32_t ds_rs = props->recordsize ? props->recordsize : 128 * 1024;
+    uint32_t rs = ds_rs;
     if (end < rs) {
         uint32_t small = DMU_MIN_RECORDSIZE;
         while (small < end) small <<= 1;
         rs = small;
-        fixed = false;
     }
     dmu_object_info_t info;
     int err = dmu_object_info(n->fs->os, n->obj, &info);
     if (err) return err;
-    if (info.max_offset && rs <= info.props.recordsize) return 0; /* big enough for now */
-    dmu_object_props_t op = zpl_object_props(props, rs);
-    err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
-    if (err == -EINVAL) {          /* several records at another size: keep it */
-        err = 0;
-        fixed = true;
+    const dmu_object_props_t cur = info.props;
+    /* Nothing written yet: any size; else only growing a single record. */
+    bool resize = !info.max_offset || (rs > cur.recordsize && info.max_offset <= cur.recordsize);
+    dmu_object_props_t op = zpl_object_props(props, resize ? rs : cur.recordsize);
+    if (op.recordsize != cur.recordsize || op.compress != cur.compress ||
+        op.checksum != cur.checksum || op.copies != cur.copies) {
+        err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+        if (err == -EINVAL && resize) { /* several records at another size: keep it */
+            op.recordsize = cur.recordsize;
+            err = dmu_object_set_props(n->fs->os, n->obj, &op, tx);
+        }
+        if (err) return err;
     }
-    if (!err && fixed) n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
-    return err;
+    /* Final once it reached recordsize or has (or is about to have) several records. */
+    if (op.recordsize >= ds_rs || info.max_offset > op.recordsize || end > op.recordsize)
+        n->phys.flags |= ZPL_ZF_BLKSZ_FIXED;
+    else
+        n->phys.flags &= ~(uint32_t)ZPL_ZF_BLKSZ_FIXED;
+    n->props_gen = props->gen;
+    return 0;
 }
 
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
@@ -1705,8 +1752,8 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     else if (S_ISDIR(n->phys.mode)) err = -EISDIR;
     else if (!S_ISREG(n->phys.mode)) err = -EINVAL;
     if (!err) wcc_pre(n, wcc);
-    if (!err && len && !(n->phys.flags & ZPL_ZF_BLKSZ_FIXED))
-        err = fix_blksz(n, &props, off + len, tx);
+    if (!err && len && (!(n->phys.flags & ZPL_ZF_BLKSZ_FIXED) || n->props_gen != props.gen))
+        err = fix_object_props(n, &props, off + len, tx);
     uint64_t seen_change = n->phys.change;
     pthread_rwlock_unlock(&n->lock);
     /* ZIL: a large sync write goes to its blocks at once, the log points at them. */
@@ -1847,10 +1894,11 @@ static int snap_by_guid(zpl_fs_t *fs, uint64_t ds_guid, zpl_fs_t **out)
     pthread_mutex_unlock(&fs->snap_lock);
     dsl_dataset_t *ds;
     if (dsl_dataset_hold_by_guid(fs->dp, ds_guid, &ds)) return -ESTALE;
-    char snap[DSL_NAME_MAX + 1] = "";
-    const char *name = dsl_dataset_name(ds);
-    size_t hl = strlen(fs->name);
-    bool mine = dsl_dataset_is_snapshot(ds) && !strncmp(name, fs->name, hl) && name[hl] == '@';
+    char snap[DSL_NAME_MAX + 1] = "", name[DSL_NAME_MAX + 1], head[DSL_NAME_MAX + 1];
+    dsl_dataset_get_name(ds, name, sizeof(name));
+    dsl_dataset_get_name(fs->ds, head, sizeof(head));
+    size_t hl = strlen(head);
+    bool mine = dsl_dataset_is_snapshot(ds) && !strncmp(name, head, hl) && name[hl] == '@';
     if (mine) cairn_strlcpy(snap, name + hl + 1, sizeof(snap));
     dsl_dataset_rele(ds);
     if (!mine) return -ESTALE;

@@ -23,7 +23,7 @@
 /* phys.flags */
 enum {
     ZPL_ZF_EXCL = 1 << 0,         /* verf holds an EXCLUSIVE create's verifier */
-    ZPL_ZF_BLKSZ_FIXED = 1 << 1,  /* record size final (recordsize reached, or several records) */
+    ZPL_ZF_BLKSZ_FIXED = 1 << 1,  /* record size reached recordsize, or several records */
 };
 
 /* The attributes of a file, in its dnode's bonus buffer (little-endian). */
@@ -56,6 +56,7 @@ struct zpl_node {
     pthread_rwlock_t lock;        /* attributes, data and (directories) entries */
     pthread_mutex_t data_lock;    /* writers and size changes of a file, before n->lock */
     zpl_phys_t phys;              /* n->lock; authoritative while hashed */
+    uint64_t props_gen;           /* n->lock: dataset properties last applied to the object */
     struct zpl_node *hnext;
 };
 

@@ -205,7 +205,8 @@ run_ok "$CAIRN" list -H -o name,mountpoint tank/vol1
 [ "$(cat "$LAST_STDOUT")" = "$(printf 'tank/vol1\t-')" ] || fail "a volume has no mountpoint"
 pass "volumes: -V, -s, -b, refreservation"
 
-# ---- pool list shows the pool's compressratio: the root dataset's, over the whole tree ----
+# ---- pool list shows the pool's compressratio: the root dataset's, over the whole tree;
+# refcompressratio that of one dataset's referenced data ----
 run_ok "$CAIRN" create -o sharenfs=no_root_squash -o compression=gzip tank/text
 expect_share /tank/text
 nfs_ports d1
@@ -219,8 +220,16 @@ expect_stdout '^NAME +SIZE +ALLOC +FREE +CAP +RATIO +HEALTH$'
 run_ok "$CAIRN" pool list -H tank
 [ "$(cut -f6 "$LAST_STDOUT")" = "$ratio" ] || fail "pool list RATIO $(cut -f6 "$LAST_STDOUT"), root compressratio $ratio"
 [ "${ratio%%.*}" -ge 3 ] || fail "8 MiB of repeated words under gzip give a pool ratio of only $ratio"
+# refcompressratio (the REFRATIO column): of what tank/text's root references
+run_ok "$CAIRN" list -o name,refratio tank/text
+expect_stdout '^NAME +REFRATIO$'
+run_ok "$CAIRN" list -H -o refratio tank/text
+refratio=$(cat "$LAST_STDOUT")
+[[ "$refratio" =~ ^[0-9]+\.[0-9]{2}x$ ]] || fail "refcompressratio of tank/text: $refratio"
+[ "${refratio%%.*}" -ge 3 ] || fail "8 MiB of repeated words under gzip: refcompressratio $refratio"
+run_fail "$CAIRN" set refcompressratio=2.00x tank/text
 run_ok "$CAIRN" destroy -r tank/text
-pass "pool list RATIO"
+pass "pool list RATIO, refcompressratio"
 
 # ---- persistence: clean restart, kill -9, export/import ----
 before=$(ds_state)

@@ -235,6 +235,80 @@ static void test_free_range_holes_and_reuse(void **state)
     test_pool_remove(&f);
 }
 
+/*
+ * Offsets reach the end of the signed 64-bit range: with 512-byte records the
+ * last one is record 2^54 - 1, under the deepest tree (7 levels). Records at
+ * the very end are written, synced, read back after an import and freed
+ * without a leak; one byte more is -EFBIG.
+ */
+static void test_largest_offsets(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "dmu_maxoff", 256 * CAIRN_MIB);
+    assert_int_equal(dmu_objset_create(f.spa, "big", NULL), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "big", &os), 0);
+    const uint64_t end = 1ULL << 63;
+    assert_int_equal(DMU_MAX_OFFSET, end);
+    const uint32_t sizes[] = {512, 128 * 1024, 1024 * 1024};
+    uint64_t objs[3];
+    for (int i = 0; i < 3; i++) {
+        objs[i] = alloc_obj(os, sizes[i], CAIRN_COMPRESS_OFF);
+        write_pat(os, objs[i], end - 1000, 1000);  /* the last bytes, across records */
+        write_pat(os, objs[i], 1ULL << 62, 4096);
+        write_pat(os, objs[i], 0, 100);
+        uint8_t b[16] = {1};
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, objs[i], end - 10, 11, b, tx), -EFBIG);
+        assert_int_equal(dmu_write(os, objs[i], end, 1, b, tx), -EFBIG);
+        assert_int_equal(dmu_write(os, objs[i], UINT64_MAX - 5, 5, b, tx), -EFBIG);
+        dmu_tx_commit(tx);
+        assert_int_equal(dmu_read(os, objs[i], end - 1, 2, b), -EFBIG);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++) {
+            check_pat(os, objs[i], end - 1000, 1000);
+            check_pat(os, objs[i], 1ULL << 62, 4096);
+            check_pat(os, objs[i], 0, 100);
+            check_zero(os, objs[i], end - 100000, 99000);
+            check_zero(os, objs[i], 1ULL << 61, 4096);
+            dmu_object_info_t info;
+            assert_int_equal(dmu_object_info(os, objs[i], &info), 0);
+            assert_int_equal(info.max_offset, end);
+        }
+        if (round == 0) {
+            assert_int_equal(dmu_objset_sync(os), 0);
+        } else if (round == 1) {
+            dmu_objset_close(os);
+            test_pool_reimport(&f);
+            assert_int_equal(dmu_objset_open(f.spa, "big", &os), 0);
+        }
+    }
+    /* Freeing the tail and then everything leaves no block behind. */
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    for (int i = 0; i < 3; i++) assert_int_equal(dmu_free_range(os, objs[i], end - 500, 500, tx), 0);
+    dmu_tx_commit(tx);
+    for (int i = 0; i < 3; i++) {
+        check_pat(os, objs[i], end - 1000, 500);
+        check_zero(os, objs[i], end - 500, 500);
+    }
+    assert_int_equal(dmu_objset_sync(os), 0);
+    tx = dmu_tx_begin(os);
+    for (int i = 0; i < 3; i++) assert_int_equal(dmu_free_range(os, objs[i], 0, UINT64_MAX, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    for (int i = 0; i < 3; i++) {
+        dmu_object_info_t info;
+        assert_int_equal(dmu_object_info(os, objs[i], &info), 0);
+        assert_int_equal(info.used_bytes, 0);
+        check_zero(os, objs[i], end - 1000, 1000);
+    }
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 static void test_compression(void **state)
 {
     (void)state;
@@ -410,6 +484,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records_and_persistence),
         cmocka_unit_test(test_free_range_holes_and_reuse),
+        cmocka_unit_test(test_largest_offsets),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_traverse),
         cmocka_unit_test(test_objset_list),

@@ -490,6 +490,95 @@ static void test_recursive_snapshot(void **state)
     fx_destroy(&f);
 }
 
+/* Renaming a snapshot changes its name and nothing else: the data, guid,
+ * space and creation order stay; a clone's origin and a holder follow the new
+ * name; the old name is free again; an existing name is refused without any
+ * change; the rename survives an import, and rollback and destroy work by the
+ * new name. */
+static void test_snapshot_rename(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslsnapren");
+    char fs[300], cl[300], s1[400], s2[400], s3[400], moved[400], err[256];
+    fx_ds_name(&f, fs, sizeof(fs), "data");
+    fx_ds_name(&f, cl, sizeof(cl), "copy");
+    fx_create_fs(&f, fs);
+    uint64_t objs[NOBJ];
+    build_chain(&f, fs, objs);
+    snprintf(s1, sizeof(s1), "%s@s1", fs);
+    snprintf(s2, sizeof(s2), "%s@s2", fs);
+    snprintf(s3, sizeof(s3), "%s@s3", fs);
+    snprintf(moved, sizeof(moved), "%s@moved", fs);
+    OK(dsl_clone(f.dp, s2, cl, NULL, 0, fx_err, sizeof(fx_err)));
+    uint64_t guid = fx_num(&f, s2, "guid"), refd = fx_num(&f, s2, "referenced");
+    uint64_t used = fx_num(&f, s2, "used"), created = fx_num(&f, s2, "creation");
+    snaplist_t before = {0};
+    OK(dsl_dataset_list(f.dp, s2, false, 1u << DSL_TYPE_SNAPSHOT, snap_cb, &before, fx_err,
+                        sizeof(fx_err)));
+    assert_int_equal(before.n, 1);
+    const uint64_t created_txg = before.txg[0];
+    dsl_dataset_t *held;
+    OK(dsl_dataset_hold(f.dp, s2, &held));
+
+    OK(dsl_dataset_rename(f.dp, s2, moved, fx_err, sizeof(fx_err)));
+    dsl_dataset_t *ds;
+    assert_int_equal(dsl_dataset_hold(f.dp, s2, &ds), -ENOENT);
+    assert_string_equal(dsl_dataset_name(held), moved);
+    for (int i = 0; i < NOBJ; i++)
+        assert_true(has_gen(dsl_dataset_objset(held), objs[i], expect_gen(i, 2)));
+    dsl_dataset_rele(held);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(fx_num(&f, moved, "guid"), guid);
+        assert_int_equal(fx_num(&f, moved, "referenced"), refd);
+        assert_int_equal(fx_num(&f, moved, "used"), used);
+        assert_int_equal(fx_num(&f, moved, "creation"), created);
+        dsl_prop_t p;
+        OK(dsl_prop_get(f.dp, cl, "origin", &p, fx_err, sizeof(fx_err)));
+        assert_string_equal(p.value, moved);
+        OK(dsl_dataset_hold(f.dp, moved, &ds));
+        for (int i = 0; i < NOBJ; i++)
+            assert_true(has_gen(dsl_dataset_objset(ds), objs[i], expect_gen(i, 2)));
+        dsl_dataset_rele(ds);
+        assert_int_equal(dsl_dataset_hold(f.dp, s2, &ds), -ENOENT);
+        /* Listed under the new name, with its creation txg. */
+        snaplist_t l = {0};
+        OK(dsl_dataset_list(f.dp, fs, true, 1u << DSL_TYPE_SNAPSHOT, snap_cb, &l, fx_err,
+                            sizeof(fx_err)));
+        assert_int_equal(l.n, 3);
+        int found = 0;
+        for (int i = 0; i < l.n; i++) {
+            assert_true(strcmp(l.v[i], s2) != 0);
+            if (!strcmp(l.v[i], moved)) {
+                assert_int_equal(l.txg[i], created_txg);
+                found++;
+            }
+        }
+        assert_int_equal(found, 1);
+        /* Onto an existing snapshot: refused, nothing changes. */
+        assert_int_equal(dsl_dataset_rename(f.dp, moved, s1, err, sizeof(err)), -EEXIST);
+        assert_int_equal(fx_num(&f, s1, "referenced") != 0, 1);
+        verify_snap(&f, fs, 1, objs);
+        if (round == 0) fx_reimport(&f);
+    }
+    /* The old name is free for a new snapshot. */
+    OK(dsl_snapshot(f.dp, s2, false, fx_err, sizeof(fx_err)));
+    assert_true(fx_num(&f, s2, "guid") != guid);
+    OK(dsl_dataset_destroy(f.dp, cl, false, false, fx_err, sizeof(fx_err)));
+    /* Roll back to it by its new name (dropping the two newer ones). */
+    OK(dsl_rollback(f.dp, moved, true, fx_err, sizeof(fx_err)));
+    OK(dsl_dataset_hold(f.dp, fs, &ds));
+    for (int i = 0; i < NOBJ; i++)
+        assert_true(has_gen(dsl_dataset_objset(ds), objs[i], expect_gen(i, 2)));
+    dsl_dataset_rele(ds);
+    assert_int_equal(dsl_dataset_hold(f.dp, s3, &ds), -ENOENT);
+    OK(dsl_dataset_destroy(f.dp, moved, false, false, fx_err, sizeof(fx_err)));
+    check_identity(&f, fs);
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_space_follows_the_head),
         cmocka_unit_test(test_rollback),
         cmocka_unit_test(test_recursive_snapshot),
+        cmocka_unit_test(test_snapshot_rename),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,6 +201,59 @@ static void test_compressratio(void **state)
     assert_true(pr2.numeric >= 400); /* at least 4.00x */
     assert_true(fx_num(&f, a, "logicalreferenced") >= 1024 * 1024);
     assert_true(fx_num(&f, a, "referenced") < 512 * 1024);
+    OK(dsl_prop_get(f.dp, a, "refcompressratio", &pr2, fx_err, sizeof(fx_err)));
+    assert_true(pr2.numeric >= 400);
+    assert_int_equal(pr2.source, DSL_SRC_NONE);
+    char want[32];
+    snprintf(want, sizeof(want), "%llu.%02llux", (unsigned long long)pr2.numeric / 100,
+             (unsigned long long)pr2.numeric % 100);
+    assert_string_equal(pr2.value, want);
+    char err[256];
+    assert_int_equal(dsl_prop_set(f.dp, a, "refcompressratio", "2", err, sizeof(err)), -EINVAL);
+
+    /* refcompressratio is of what the root references now; compressratio of
+     * everything used, children included. The snapshot keeps its ratio when
+     * the head is overwritten with incompressible data (only its metadata
+     * still compresses), and a compressible child raises the parent's
+     * compressratio only. */
+    char sn[400], kid[400];
+    snprintf(sn, sizeof(sn), "%s@s", a);
+    snprintf(kid, sizeof(kid), "%s/kid", a);
+    OK(dsl_snapshot(f.dp, sn, false, fx_err, sizeof(fx_err)));
+    fx_create_fs(&f, kid);
+    OK(dsl_dataset_hold(f.dp, a, &ds));
+    os = dsl_dataset_objset(ds);
+    b = malloc(1024 * 1024);
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, 7);
+    for (int i = 0; i < 1024 * 1024; i += 8) {
+        uint64_t v = cairn_rng_next(&rng);
+        memcpy(b + i, &v, 8);
+    }
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 0, 1024 * 1024, b, tx), 0);
+    dmu_tx_commit(tx);
+    dsl_dataset_rele(ds);
+    OK(dsl_dataset_hold(f.dp, kid, &ds));
+    os = dsl_dataset_objset(ds);
+    uint64_t kobj;
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &p, &kobj, tx), 0);
+    for (int i = 0; i < 1024 * 1024; i++) b[i] = (uint8_t)("compressible text "[i % 18]);
+    assert_int_equal(dmu_write(os, kobj, 0, 1024 * 1024, b, tx), 0);
+    dmu_tx_commit(tx);
+    dsl_dataset_rele(ds);
+    free(b);
+    sync_pool(&f);
+    assert_true(fx_num(&f, a, "refcompressratio") < 120);
+    assert_true(fx_num(&f, sn, "refcompressratio") >= 400);
+    assert_true(fx_num(&f, kid, "refcompressratio") >= 400);
+    uint64_t whole = fx_num(&f, a, "compressratio");
+    assert_true(whole >= 150 && whole < 400);
+    fx_reimport(&f);
+    assert_true(fx_num(&f, a, "refcompressratio") < 120);
+    assert_true(fx_num(&f, sn, "refcompressratio") >= 400);
+    assert_int_equal(fx_num(&f, a, "compressratio"), whole);
     fx_destroy(&f);
 }
 

@@ -8,7 +8,8 @@
  * Seed: CAIRN_TEST_SEED (default fixed); CAIRN_TEST_LONG runs more steps.
  *
  * Also: a 100k-entry directory (1M with CAIRN_TEST_LONG) whose lookups and
- * creates are timed and printed (never asserted).
+ * creates cost as many directory blocks at the end as at 10k entries
+ * (counted, not timed; rates are printed, never asserted).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@
 #include <cmocka.h>
 
 #include "test_zpl_fixture.h"
+
+#include <cairn/zap.h>
 
 #define M_MAX_INODES 4096
 #define M_MAX_ENTRIES 64
@@ -508,8 +511,46 @@ static void test_model(void **state)
     free(t);
 }
 
-/* A directory of 100k (1M in long mode) entries: creates and lookups stay
- * cheap (hashed directories). Rates are printed, never asserted. */
+/* ZAP blocks one directory operation looked at. */
+typedef struct dircost {
+    uint64_t ops, blocks, max_blocks;
+} dircost_t;
+
+static void dircost_add(dircost_t *c, const zap_op_stats_t *a)
+{
+    zap_op_stats_t b;
+    zap_thread_stats(&b);
+    c->ops++;
+    c->blocks += b.blocks - a->blocks;
+    if (b.blocks - a->blocks > c->max_blocks) c->max_blocks = b.blocks - a->blocks;
+}
+
+/* Lookups of k random entries of the first n, and of k absent names. */
+static void dir_lookups(zpl_node_t *d, int n, int k, cairn_rng_t *rng, dircost_t *c)
+{
+    char name[32];
+    for (int i = 0; i < k; i++) {
+        int j = (int)cairn_rng_below(rng, (uint64_t)n);
+        zap_op_stats_t a;
+        zpl_node_t *x;
+        snprintf(name, sizeof(name), "file-%08d", j);
+        zap_thread_stats(&a);
+        int e = zpl_lookup(d, name, &x);
+        dircost_add(c, &a);
+        if (e) fail_msg("lookup %s: %d", name, e);
+        zpl_node_rele(x);
+        snprintf(name, sizeof(name), "none-%08d", j);
+        zap_thread_stats(&a);
+        assert_int_equal(zpl_lookup(d, name, &x), -ENOENT);
+        dircost_add(c, &a);
+    }
+}
+
+/* A directory of 100k (1M in long mode) entries: lookups and creates cost
+ * the same number of directory blocks at 10k entries as at the end (counted
+ * with zap_thread_stats, not timed): a lookup one block, a create about three
+ * (the name's leaf looked up, then the leaf and the header written). Rates are
+ * printed, never asserted. */
 static void test_big_directory(void **state)
 {
     (void)state;
@@ -521,11 +562,20 @@ static void test_big_directory(void **state)
     zpl_node_t *d;
     assert_int_equal(zpl_mkdir(root, "big", 0755, &zfix_cred, &d, NULL), 0);
     char name[32];
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, 7);
+    const int marks[2] = {10000, n};
+    dircost_t creates[2] = {{0}}, lookups[2] = {{0}};
     uint64_t t0 = cairn_now_ns(), tprev = t0;
     for (int i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "file-%08d", i);
+        int m = i < marks[0] ? 0 : 1;
+        zap_op_stats_t a;
+        zap_thread_stats(&a);
         int e = zpl_create(d, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, NULL, NULL);
+        if (i >= marks[m] - 1000) dircost_add(&creates[m], &a);
         if (e) fail_msg("create %s: %d", name, e);
+        if (i + 1 == marks[0] || i + 1 == marks[1]) dir_lookups(d, i + 1, 1000, &rng, &lookups[m]);
         if ((i + 1) % (n / 4) == 0) {
             uint64_t now = cairn_now_ns();
             printf("big dir: entries %d..%d: %.0f creates/s\n", i + 1 - n / 4, i + 1,
@@ -533,11 +583,23 @@ static void test_big_directory(void **state)
             tprev = now;
         }
     }
+    for (int m = 0; m < 2; m++) {
+        printf("big dir: at %d entries: directory blocks per create %.3f (at most %llu), "
+               "per lookup %.3f (at most %llu)\n",
+               marks[m], (double)creates[m].blocks / (double)creates[m].ops,
+               (unsigned long long)creates[m].max_blocks,
+               (double)lookups[m].blocks / (double)lookups[m].ops,
+               (unsigned long long)lookups[m].max_blocks);
+        assert_int_equal(lookups[m].ops, 2000);
+        assert_int_equal(lookups[m].max_blocks, 1);
+        assert_int_equal(lookups[m].blocks, lookups[m].ops);
+        assert_int_equal(creates[m].ops, 1000);
+        assert_true(creates[m].blocks <= creates[m].ops * 7 / 2);
+    }
+    assert_true(creates[1].blocks <= creates[0].blocks + creates[0].ops / 4);
     zpl_attr_t a;
     assert_int_equal(zpl_getattr(d, &a), 0);
     assert_int_equal(a.size, (uint64_t)n + 2);
-    cairn_rng_t rng;
-    cairn_rng_seed(&rng, 7);
     int nl = 20000;
     uint64_t t1 = cairn_now_ns();
     for (int i = 0; i < nl; i++) {

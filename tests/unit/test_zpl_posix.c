@@ -478,6 +478,84 @@ static void test_truncate_holes_big(void **state)
     zfix_destroy(&f);
 }
 
+/*
+ * "read and write at any 64-bit offset": a file reaches ZPL_MAX_FILE_SIZE
+ * (INT64_MAX) bytes, also with 512-byte records (the deepest block tree); one
+ * byte more is -EFBIG; the data survives an import and truncation frees it.
+ */
+static void test_largest_file(void **state)
+{
+    (void)state;
+    zfix_t f;
+    zfix_make(&f, "zplmax", 256ull << 20);
+    zpl_node_t *root = zfix_root(&f);
+    zpl_node_t *wide = mkfile(root, "wide");
+    write_str(wide, 1ULL << 62, "at 2^62");   /* its record size: 128 KiB */
+    char err[256] = "";
+    assert_int_equal(dsl_prop_set(f.dp, f.fsname, "recordsize", "512", err, sizeof(err)), 0);
+    zpl_node_t *deep = mkfile(root, "deep");
+    const uint64_t max = ZPL_MAX_FILE_SIZE;
+    const char *tail = "the last bytes a file can hold, across two 512-byte records............"
+                       "..................................................................."
+                       "..................................................................."
+                       "..................................................................."
+                       "..................................................................."
+                       "..................................................................."
+                       "..................................................................."
+                       "..................................................................end";
+    const uint64_t tlen = strlen(tail);
+    assert_true(tlen > 512);
+    zpl_node_t *files[] = {wide, deep};
+    for (int i = 0; i < 2; i++) {
+        zpl_node_t *n = files[i];
+        write_str(n, 1ULL << 62, "at 2^62");
+        write_str(n, max - tlen, tail);
+        assert_int_equal(attr_of(n).size, max);
+        expect_content(n, max - tlen, tail);
+        expect_content(n, 1ULL << 62, "at 2^62");
+        assert_int_equal(zpl_write(n, max, 1, "x", 0, NULL), -EFBIG);
+        assert_int_equal(zpl_write(n, max - 1, 2, "xy", 0, NULL), -EFBIG);
+        char rb[64];
+        size_t nr = 0;
+        bool eof = false;
+        assert_int_equal(zpl_read(n, max - 3, sizeof(rb), rb, &nr, &eof), 0);
+        assert_int_equal(nr, 3);
+        assert_true(eof);
+        assert_memory_equal(rb, "end", 3);
+        zpl_setattr_t sa = {.mask = ZPL_SET_SIZE, .size = max};
+        assert_int_equal(zpl_setattr(n, &sa, NULL), 0);
+        sa.size = max + 1;
+        assert_int_equal(zpl_setattr(n, &sa, NULL), -EFBIG);
+        assert_int_equal(attr_of(n).size, max);
+    }
+    assert_int_equal(attr_of(wide).blksize, 128 * 1024);
+    assert_int_equal(attr_of(deep).blksize, 512);
+    zpl_node_rele(wide);
+    zpl_node_rele(deep);
+    zpl_node_rele(root);
+
+    zfix_reimport(&f);
+    root = zfix_root(&f);
+    assert_int_equal(zpl_lookup(root, "wide", &files[0]), 0);
+    assert_int_equal(zpl_lookup(root, "deep", &files[1]), 0);
+    for (int i = 0; i < 2; i++) {
+        zpl_node_t *n = files[i];
+        assert_int_equal(attr_of(n).size, max);
+        expect_content(n, max - tlen, tail);
+        expect_content(n, 1ULL << 62, "at 2^62");
+        assert_true(attr_of(n).used > 0);
+        zpl_setattr_t sa = {.mask = ZPL_SET_SIZE, .size = 0};
+        assert_int_equal(zpl_setattr(n, &sa, NULL), 0);
+    }
+    assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(attr_of(files[i]).used, 0);
+        zpl_node_rele(files[i]);
+    }
+    zpl_node_rele(root);
+    zfix_destroy(&f);
+}
+
 static void test_setattr_times_change(void **state)
 {
     (void)state;
@@ -1029,6 +1107,7 @@ int main(void)
         cmocka_unit_test(test_links),
         cmocka_unit_test(test_rename),
         cmocka_unit_test(test_truncate_holes_big),
+        cmocka_unit_test(test_largest_file),
         cmocka_unit_test(test_setattr_times_change),
         cmocka_unit_test(test_readdir_cookies),
         cmocka_unit_test(test_handles),
