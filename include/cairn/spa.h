@@ -124,14 +124,16 @@ const char *const *spa_prop_names(void);
 /* ---- changing the vdev tree of a live pool (src/spa/spa_vdev.c) ----
  * Both kinds of change take effect in the next txg and return once it is durable. */
 /* Adds root's children (log-class devices or mirrors only, for now) as new top-level
- * vdevs; the intent log uses them for its new blocks. Checks every device before
+ * vdevs, in the holes removed log vdevs left first; the intent log uses them for its
+ * new blocks. Checks every device before
  * writing anything (force: devices labelled by another pool). */
 int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen);
-/* Removing a log vdev, named by leaf path or as `pool status` names a mirror
- * ("mirror-2"), in two steps around the intent logs moving off it:
+/* Removing a log vdev, any of them, named by leaf path or as `pool status` names a
+ * mirror ("mirror-2"), in two steps around the intent logs moving off it (the vdevs
+ * after it keep their ids: a hole takes its place, see src/spa/spa_vdev.c):
  * begin() stops new log blocks there and returns its top-level id (or a negative
- * errno with err: unknown device, a data vdev, one side of a log mirror, not the
- * last top-level vdev, a scrub running); the caller then restarts every open log's
+ * errno with err: unknown device, a data vdev, one side of a log mirror, another
+ * removal or a scrub running); the caller then restarts every open log's
  * chain (zil_restart_chains()); commit() checks that no chain in the log directory
  * reaches the vdev any more and takes it out of the pool, or refuses (and undoes
  * begin()). abort() undoes begin() when the caller gives up in between. */

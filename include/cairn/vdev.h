@@ -38,6 +38,9 @@ typedef enum vdev_type {
     VDEV_TYPE_LEAF = 1, /* a file or a block device */
     VDEV_TYPE_MIRROR = 2,
     VDEV_TYPE_RAIDZ = 3,
+    /* A removed top-level vdev's place: it keeps the id, so the ids of the vdevs
+     * after it - which block pointers name - never shift. No children, no space. */
+    VDEV_TYPE_HOLE = 4,
 } vdev_type_t;
 
 typedef enum vdev_state {

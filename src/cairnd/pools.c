@@ -341,10 +341,11 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     s->repaired_bytes = vd->stats.repaired_bytes;
     s->vclass = cairnd_arena_strdup(a, vd->alloc_class == VDEV_CLASS_LOG ? "log" : "");
     if (vd->nchildren) {
-        s->n_children = vd->nchildren;
         s->children = cairnd_arena_alloc(a, sizeof(*s->children) * vd->nchildren);
         for (uint32_t i = 0; i < vd->nchildren; i++) {
-            s->children[i] = vdev_status(a, spa, vd->children[i]);
+            /* A removed log vdev's hole keeps its id; there is nothing to show. */
+            if (vd->children[i]->type == VDEV_TYPE_HOLE) continue;
+            s->children[s->n_children++] = vdev_status(a, spa, vd->children[i]);
         }
     }
     return s;
@@ -957,6 +958,7 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
         vdev_t *root = spa_root_vdev(spa);
         Cairn__Mgmt__VdevIostat *p = iostat_node(a, spa_name(spa), "");
         for (uint32_t t = 0; t < root->nchildren; t++) {
+            if (root->children[t]->type == VDEV_TYPE_HOLE) continue;
             Cairn__Mgmt__VdevIostat *c = iostat_vdev(a, root->children[t]);
             spa_space_t sp;
             spa_top_space(spa, t, &sp);

@@ -499,7 +499,9 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
     spa_space_estimate_init(spa);
-    spa->ashift = spa->ntop ? spa->root->children[0]->ashift : VDEV_DEFAULT_ASHIFT;
+    spa->ashift = VDEV_DEFAULT_ASHIFT;
+    for (uint32_t i = spa->ntop; i-- > 0;)
+        if (spa->root->children[i]->type != VDEV_TYPE_HOLE) spa->ashift = spa->root->children[i]->ashift;
     spa->ub_slot_size = spa_ub_slot_size(spa->ashift);
     vdev_state_refresh(spa->root);
     if (atomic_load(&spa->root->state) == VDEV_STATE_FAULTED) {
@@ -692,6 +694,7 @@ void spa_space_estimate_init(spa_t *spa)
     for (uint32_t c = 0; c < CAIRN_ARRAY_SIZE(spa->asize_ratio); c++) {
         uint64_t lsize = 512ULL << c, worst = lsize;
         for (uint32_t i = 0; i < spa->ntop; i++) {
+            if (spa->root->children[i]->type == VDEV_TYPE_HOLE) continue;
             uint64_t a = vdev_psize_to_asize(spa->root->children[i], lsize);
             if (a > worst) worst = a;
         }
@@ -720,9 +723,11 @@ void spa_get_space(spa_t *spa, spa_space_t *out)
     memset(out, 0, sizeof *out);
     for (uint32_t i = 0; i < spa->ntop; i++) {
         if (spa_top_is_log(spa, i)) continue; /* log devices hold no data */
+        metaslab_t *ms = spa->ms[i];
+        if (!ms) continue;                    /* nor do holes */
         out->size += spa->root->children[i]->asize;
         metaslab_stats_t st;
-        metaslab_get_stats(spa->ms[i], &st);
+        metaslab_get_stats(ms, &st);
         out->alloc += st.allocated + st.deferred;
     }
     out->free = out->size - out->alloc;
@@ -731,14 +736,15 @@ void spa_get_space(spa_t *spa, spa_space_t *out)
 void spa_top_space(spa_t *spa, uint32_t top, spa_space_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (top >= spa->ntop) return;
+    if (!spa_top_vdev(spa, top)) return;
     out->size = spa->root->children[top]->asize;
+    metaslab_t *ms = spa->ms[top];
     if (spa_top_is_log(spa, top)) {
         /* All of it is the log region: what counts is the live log blocks. */
         out->alloc = spa_log_vdev_used(spa, top);
-    } else {
+    } else if (ms) {
         metaslab_stats_t st;
-        metaslab_get_stats(spa->ms[top], &st);
+        metaslab_get_stats(ms, &st);
         out->alloc = st.allocated + st.deferred;
     }
     out->free = out->size > out->alloc ? out->size - out->alloc : 0;

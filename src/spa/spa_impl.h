@@ -137,9 +137,17 @@ struct spa {
     _Atomic int32_t removing;             /* log vdev being emptied (no new log blocks), -1: none */
     int config_change_err;          /* result of the last change applied */
     uint64_t config_change_seq, config_done_seq;
-    vdev_t **retired;               /* removed top-level vdevs, freed with the pool */
+    vdev_t **retired;               /* removed top-level vdevs and displaced holes, freed
+                                     * with the pool (a reader may still hold one) */
     size_t nretired;
+    metaslab_t **retired_ms;        /* their allocators, for the same reason */
+    size_t nretired_ms;
     bool sm_condense;               /* write a space map snapshot in the next sync */
+    /* Ids (bit v) of removed vdevs whose records or log region the durable space map
+     * log or log directory may still hold (dropped at import, rewritten by the first
+     * sync): a vdev added in that sync must not take such an id, or a crash before
+     * its uberblock would replay the old vdev's records onto the new one. */
+    uint32_t stale_ids;
 
     /* intent-log region and directory (spa_log.c) */
     void *log;
@@ -234,6 +242,18 @@ void spa_leaf_set_ashift(vdev_t *leaf, void *arg);  /* arg: uint32_t */
 
 /* spa_vdev.c */
 #define SPA_MAX_TOP 32
+/* Whether top-level id v is a hole: a removed vdev's place (spa_vdev.c). */
+static inline bool spa_top_is_hole(const spa_t *spa, uint32_t v)
+{
+    return v < spa->ntop && spa->root->children[v]->type == VDEV_TYPE_HOLE;
+}
+/* Top-level vdev v that can hold blocks: NULL beyond the tree or for a hole. */
+static inline vdev_t *spa_top_vdev(const spa_t *spa, uint32_t v)
+{
+    if (v >= spa->ntop) return NULL;
+    vdev_t *top = spa->root->children[v];
+    return top->type == VDEV_TYPE_HOLE ? NULL : top;
+}
 void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
 void spa_space_estimate_init(spa_t *spa);        /* after the tree is built (spa.c) */
 void spa_vdev_sync_changes(spa_t *spa, uint64_t txg); /* start of spa_sync() */

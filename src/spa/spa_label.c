@@ -12,7 +12,9 @@
  *
  * The config names the pool (name, guid, state, properties), the leaf the
  * label sits on, and the whole vdev tree in pre-order, so any single surviving
- * leaf is enough to learn the pool's shape. It changes rarely (create, export,
+ * leaf is enough to learn the pool's shape. A removed log vdev that was not
+ * the last stays in the tree as a hole entry, so every top-level vdev keeps
+ * the id block pointers know it by. It changes rarely (create, export,
  * property change) and is written in two rounds, front labels then back
  * labels, with a flush between: a crash can tear at most one round, and the
  * config with the highest config_txg that verifies wins.
@@ -102,11 +104,18 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
     if (memcmp(ck, cfg->cksum, sizeof ck)) return -ECKSUM;
     if (!memchr(cfg->name, 0, sizeof cfg->name)) return -EINVAL;
     /* The tree must be well formed: parents precede children, leaves have paths. */
+    uint32_t ntop = 0;
     for (uint32_t i = 0; i < cfg->nvdevs; i++) {
         const spa_vdev_phys_t *v = &cfg->vdevs[i];
         if ((i == 0) != (v->parent < 0)) return -EINVAL;
         if (v->parent >= (int32_t)i) return -EINVAL;
-        if ((v->type & 0xffff) > VDEV_TYPE_RAIDZ || (v->type >> 16) > VDEV_CLASS_LOG) return -EINVAL;
+        if ((v->type & 0xffff) > VDEV_TYPE_HOLE || (v->type >> 16) > VDEV_CLASS_LOG) return -EINVAL;
+        /* A hole is an empty place among the top-level vdevs, nothing else. */
+        if ((v->type & 0xffff) == VDEV_TYPE_HOLE && (v->parent != 0 || v->nchildren || v->type >> 16))
+            return -EINVAL;
+        if (v->parent > 0 && (cfg->vdevs[v->parent].type & 0xffff) == VDEV_TYPE_HOLE) return -EINVAL;
+        /* Top-level ids are DVA vdev numbers and index the tree: 0, 1, 2... in order. */
+        if (v->parent == 0 && v->id != ntop++) return -EINVAL;
         if (!memchr(v->path, 0, sizeof v->path)) return -EINVAL;
     }
     if (cfg->vdevs[0].type != VDEV_TYPE_ROOT) return -EINVAL;

@@ -52,8 +52,8 @@
  * region in the txg that adds it. One being removed gets no new blocks
  * (alloc skips it) while the ZIL moves its chains away, and its region leaves
  * the directory in the txg that takes it out of the tree; a region naming a
- * vdev beyond the tree (that txg's labels were written, its uberblock not) is
- * dropped at import.
+ * hole or a vdev beyond the tree (that txg's labels were written, its
+ * uberblock not) is dropped at import.
  */
 #include "spa_impl.h"
 
@@ -190,10 +190,7 @@ void spa_log_fini(spa_t *spa)
 
 uint64_t spa_import_txg(spa_t *spa) { return spa->import_txg; }
 
-static vdev_t *log_top(spa_t *spa, uint32_t id)
-{
-    return id < spa->ntop ? spa->root->children[id] : NULL;
-}
+static vdev_t *log_top(spa_t *spa, uint32_t id) { return spa_top_vdev(spa, id); }
 
 bool spa_has_log_vdevs(spa_t *spa)
 {
@@ -396,7 +393,7 @@ void spa_log_add_region_refs(spa_t *spa, range_tree_t **referenced, spa_check_re
     if (!l) return;
     for (size_t i = 0; i < l->nregions; i++) {
         const logdir_region_phys_t *r = &l->regions[i];
-        if (r->vdev >= spa->ntop) {
+        if (!spa_top_vdev(spa, r->vdev)) {
             rep->double_bytes += r->size;
             continue;
         }
@@ -454,7 +451,7 @@ static int alloc_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *ou
             if (!l->free[v] || spa_top_is_log(spa, v) != (pass == 0)) continue;
             if ((int32_t)v == atomic_load(&spa->removing)) continue; /* being emptied */
             vdev_t *top = log_top(spa, v);
-            if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            if (!top || atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
             uint64_t asize = vdev_psize_to_asize(top, size);
             uint64_t off;
             if (!range_tree_find_best(l->free[v], asize, 1, &off)) continue;
@@ -496,7 +493,7 @@ static int region_grow(spa_t *spa, spa_log_t *l)
         for (uint32_t v = 0; v < spa->ntop && err; v++) {
             if (spa_top_is_log(spa, v)) continue;
             vdev_t *top = log_top(spa, v);
-            if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            if (!top || atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
             uint64_t unit = 1ULL << top->ashift;
             uint64_t asz = sz / unit * unit;
             uint64_t off;
@@ -769,7 +766,7 @@ static void claim_ref(spa_t *spa, spa_log_t *l, const spa_log_header_t *h, const
     if (spa->readonly || bp->birth_txg <= spa->ub.txg) return;
     for (int c = 0; c < bp->ncopies; c++) {
         const cairn_dva_t *dv = &bp->dva[c];
-        if (dv->vdev >= spa->ntop || spa_top_is_log(spa, dv->vdev) ||
+        if (!spa_top_vdev(spa, dv->vdev) || spa_top_is_log(spa, dv->vdev) ||
             metaslab_alloc_at(spa->ms[dv->vdev], spa->ub.txg + 1, dv->offset,
                               cairn_dva_asize(dv))) {
             log_error("spa", "pool %s: block of intent-log record %llu (vdev %u offset %llu) "
@@ -808,11 +805,15 @@ int spa_log_load(spa_t *spa)
                l->nents * sizeof *l->ents);
         free(buf);
     }
-    /* A region on a vdev beyond the tree was on a log vdev removed in a txg that
-     * did not become durable while the new labels did: it left with the vdev. */
+    /* A region on a vdev beyond the tree or on a hole was on a log vdev removed in
+     * a txg that did not become durable while the new labels did: it left with the
+     * vdev. (Its id stays stale until the directory is rewritten without it.) */
     size_t kept = 0;
-    for (size_t i = 0; i < l->nregions; i++)
-        if (l->regions[i].vdev < spa->ntop) l->regions[kept++] = l->regions[i];
+    for (size_t i = 0; i < l->nregions; i++) {
+        uint32_t v = l->regions[i].vdev;
+        if (spa_top_vdev(spa, v)) l->regions[kept++] = l->regions[i];
+        else if (v < 32) spa->stale_ids |= 1U << v;
+    }
     if (kept != l->nregions) l->dir_dirty = !spa->readonly;
     l->nregions = kept;
     for (size_t i = 0; i < l->nregions; i++) region_add_free(l, &l->regions[i]);

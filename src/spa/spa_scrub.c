@@ -179,7 +179,7 @@ static int check_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
     for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++) {
         const cairn_dva_t *d = &bp->dva[i];
         uint64_t size = cairn_dva_asize(d);
-        if (d->vdev >= spa->ntop || size == 0 ||
+        if (!spa_top_vdev(spa, d->vdev) || size == 0 ||
             d->offset + size > spa->root->children[d->vdev]->asize) {
             c->rep->double_bytes += size; /* points outside the pool: cannot be allocated */
             continue;
@@ -230,7 +230,7 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     if (!e) spa_log_add_region_refs(spa, c.referenced, rep);
     for (uint32_t i = 0; i < spa->ntop; i++) {
         alloc_cmp_ctx_t ac = {.referenced = c.referenced[i], .rep = rep};
-        metaslab_walk(spa->ms[i], METASLAB_SPACE_ALLOCATED, compare_alloc, &ac);
+        if (spa->ms[i]) metaslab_walk(spa->ms[i], METASLAB_SPACE_ALLOCATED, compare_alloc, &ac);
         /* Whatever is left was referenced but is free in the space maps. */
         rep->double_bytes += range_tree_space(c.referenced[i]);
         range_tree_destroy(c.referenced[i]);

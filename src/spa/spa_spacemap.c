@@ -80,6 +80,7 @@ void spa_metaslabs_init(spa_t *spa)
     spa->ms = cairn_zalloc(sizeof(metaslab_t *) * CAIRN_MAX(spa->ntop, (uint32_t)SPA_MAX_TOP));
     for (uint32_t i = 0; i < spa->ntop; i++) {
         vdev_t *top = spa->root->children[i];
+        if (top->type == VDEV_TYPE_HOLE) continue; /* no space, no allocator */
         int e = metaslab_create(i, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[i]);
         if (e) log_error("spa", "pool %s: cannot set up allocator for vdev %u: %s", spa->name, i,
                          strerror(-e));
@@ -120,6 +121,7 @@ static int take_all(spa_t *spa, uint64_t txg, rec_list_t *l)
     for (uint32_t i = 0; i < spa->ntop; i++) {
         spacemap_record_t *r = NULL;
         size_t n = 0;
+        if (!spa->ms[i]) continue;
         int e = metaslab_take_records(spa->ms[i], txg, &r, &n);
         if (e) return e;
         recs_append(l, r, n);
@@ -150,6 +152,7 @@ int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
         for (uint32_t i = 0; i < spa->ntop && !err; i++) {
             spacemap_record_t *r = NULL;
             size_t n = 0;
+            if (!spa->ms[i]) continue;
             err = metaslab_condense(spa->ms[i], txg, &r, &n);
             recs_append(&recs, r, n);
         }
@@ -226,9 +229,10 @@ int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
     return 0;
 }
 
-/* Records of a top-level vdev beyond the tree belong to a log vdev removed
- * since (spa_vdev.c): its space left the pool with it. They are skipped, and
- * the next sync writes a snapshot so they are gone before an id is reused. */
+/* Records of a top-level vdev beyond the tree or of a hole belong to a log
+ * vdev removed since (spa_vdev.c): its space left the pool with it. They are
+ * skipped, and the next sync writes a snapshot so they are gone before the id
+ * is reused (stale_ids keeps that sync from reusing it). */
 static int replay_block(spa_t *spa, const uint8_t *buf, size_t len)
 {
     spacemap_record_t *recs;
@@ -236,8 +240,11 @@ static int replay_block(spa_t *spa, const uint8_t *buf, size_t len)
     int err = spacemap_decode(buf, len, &recs, &n, NULL, NULL);
     if (err) return err;
     size_t keep = 0;
-    for (size_t i = 0; i < n; i++)
-        if (recs[i].vdev < spa->ntop) recs[keep++] = recs[i];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = recs[i].vdev;
+        if (v < spa->ntop && !spa_top_is_hole(spa, v)) recs[keep++] = recs[i];
+        else if (v < 32) spa->stale_ids |= 1U << v;
+    }
     if (keep != n) spa->sm_condense = true;
     err = spacemap_replay_records(recs, keep, spa->ms, spa->ntop, spa->ub.txg);
     free(recs);
@@ -279,7 +286,8 @@ int spa_spacemap_load(spa_t *spa)
     free(buf);
     free(bps);
     /* Frees still in their defer window at the last durable txg stay deferred. */
-    for (uint32_t i = 0; i < spa->ntop && !err; i++) metaslab_txg_synced(spa->ms[i], spa->ub.txg);
+    for (uint32_t i = 0; i < spa->ntop && !err; i++)
+        if (spa->ms[i]) metaslab_txg_synced(spa->ms[i], spa->ub.txg);
     spa->held_synced_txg = spa->ub.txg;
     return err;
 }

@@ -257,6 +257,7 @@ int spa_sync(spa_t *spa, uint64_t txg)
 {
     spa_uberblock_phys_t ub = spa->ub;
     int err = 0;
+    uint32_t stale = spa->stale_ids;
     spa_vdev_sync_changes(spa, txg); /* log vdevs added or removed join this txg */
     if (spa_upper && spa->upper_open) {
         err = spa_upper->sync(spa, txg, &ub.mos_root);
@@ -283,6 +284,10 @@ int spa_sync(spa_t *spa, uint64_t txg)
     uint64_t release = txg;
     if (atomic_load(&spa->hold_frees)) release = spa->held_synced_txg;
     else spa->held_synced_txg = txg;
-    for (uint32_t i = 0; i < spa->ntop; i++) metaslab_txg_synced(spa->ms[i], release);
+    for (uint32_t i = 0; i < spa->ntop; i++)
+        if (spa->ms[i]) metaslab_txg_synced(spa->ms[i], release);
+    /* This txg rewrote the space map log and the log directory without the ids a
+     * crash had left in them (both were due at the first sync after import). */
+    spa->stale_ids &= ~stale;
     return 0;
 }

@@ -12,13 +12,29 @@
  * txg is the first to describe the new shape. root->children and the per-vdev
  * arrays are sized for SPA_MAX_TOP from the start, so a new slot is filled
  * before the count that makes it visible grows, and no array moves under a
- * reader.
+ * reader; a vdev or allocator that leaves the tree is retired (freed with the
+ * pool), never freed under a reader that may still hold it.
+ *
+ * IDS NEVER SHIFT. A top-level vdev's id is its index in the tree and the
+ * vdev number in every DVA that names it (log blocks, chain headers, data
+ * blocks), so removing a vdev must not renumber the ones after it. A removed
+ * vdev that is not the last leaves a HOLE in its place (VDEV_TYPE_HOLE: no
+ * children, no space, no allocator), written into the config like any vdev,
+ * so the tree keeps its shape across export and import. Holes at the end of
+ * the tree are trimmed (nothing after them to keep in place). Every walk over
+ * the top-level vdevs skips holes (spa_top_vdev() gives NULL for one, the
+ * allocator slot is NULL), and a DVA naming a hole reads as a bad pointer.
  *
  * ADDING a log vdev writes the new config (new leaves included) before the
  * txg's uberblock; the intent-log region claims the vdev in the same txg
- * (spa_log.c), and it takes new log blocks once that txg is durable. A crash
- * before the labels are written leaves the pool as it was; after, the vdev is
- * part of the pool and holds nothing yet. Either way the pool imports.
+ * (spa_log.c), and it takes new log blocks once that txg is durable. A new
+ * vdev fills the lowest hole, else a new slot at the end, as ZFS does, so
+ * adding and removing log devices never runs out of ids - except ids that
+ * stale_ids names (spa_impl.h): the durable space map log or log directory
+ * may still describe the removed vdev there, and a crash before the adding
+ * txg's uberblock would hand that to the new one. A crash before the labels
+ * are written leaves the pool as it was; after, the vdev is part of the pool
+ * and holds nothing yet. Either way the pool imports.
  *
  * REMOVING a log vdev never loses an acknowledged synchronous write, because
  * no durable chain header may lead to it when it goes:
@@ -32,17 +48,16 @@
  *   3. spa_vdev_remove_log_commit() waits for that txg, then walks every
  *      chain in the log directory; if one still reaches the vdev (the log of a
  *      dataset nobody opened, with records to replay) it refuses. Otherwise the
- *      next sync drops the vdev's region from the directory, takes the vdev out
- *      of the tree, rewrites the labels of the remaining leaves, clears the
- *      removed leaves' labels (after, so there is always a config naming the
- *      pool's real shape) and condenses the space map log (dropping the
- *      vdev's records before its id can be reused).
+ *      next sync drops the vdev's region from the directory, puts a hole in its
+ *      place (or shortens the tree when it was last), rewrites the labels of
+ *      the remaining leaves, clears the removed leaves' labels (after, so there
+ *      is always a config naming the pool's real shape) and condenses the space
+ *      map log (dropping the vdev's records before its id can be reused).
  * A crash before the new labels are durable leaves the vdev in the pool with
  * no chain on it; after, the old uberblock's directory region and space map
- * records for the missing id are ignored at import (spa_log.c,
- * spa_spacemap.c). Only the last top-level vdev can go (ids name vdevs in
- * every block pointer, so the others cannot shift down), and only a log vdev:
- * data vdevs hold blocks that would have to move first.
+ * records for the hole or missing id are ignored at import (spa_log.c,
+ * spa_spacemap.c). Only a log vdev can go: data vdevs hold blocks that would
+ * have to move first.
  */
 #include "spa_impl.h"
 
@@ -75,9 +90,46 @@ void spa_vdev_fini(spa_t *spa)
     free(spa->retired);
     spa->retired = NULL;
     spa->nretired = 0;
+    for (size_t i = 0; i < spa->nretired_ms; i++) metaslab_destroy(spa->retired_ms[i]);
+    free(spa->retired_ms);
+    spa->retired_ms = NULL;
+    spa->nretired_ms = 0;
     for (vdev_t **t = spa->pending_add; t && *t; t++) vdev_free(*t);
     free(spa->pending_add);
     spa->pending_add = NULL;
+}
+
+static void retire(spa_t *spa, vdev_t *vd)
+{
+    spa->retired = cairn_realloc(spa->retired, (spa->nretired + 1) * sizeof *spa->retired);
+    spa->retired[spa->nretired++] = vd;
+}
+
+static void retire_ms(spa_t *spa, metaslab_t *ms)
+{
+    if (!ms) return;
+    spa->retired_ms = cairn_realloc(spa->retired_ms, (spa->nretired_ms + 1) * sizeof *spa->retired_ms);
+    spa->retired_ms[spa->nretired_ms++] = ms;
+}
+
+static vdev_t *hole_alloc(spa_t *spa, uint32_t id)
+{
+    vdev_t *h = vdev_alloc(VDEV_TYPE_HOLE, 0);
+    h->id = id;
+    h->parent = spa->root;
+    h->ashift = spa->ashift;
+    return h;
+}
+
+/* Ids the next add may fill: holes and free slots at the end, not stale ones. */
+static uint32_t free_ids(const spa_t *spa)
+{
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < SPA_MAX_TOP; id++)
+        if ((id >= spa->ntop || spa->root->children[id]->type == VDEV_TYPE_HOLE) &&
+            !(spa->stale_ids >> id & 1))
+            n++;
+    return n;
 }
 
 /* Hands the prepared change to the sync thread and waits for it to be applied
@@ -169,7 +221,10 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
             }
         }
     }
-    if (spa->ntop + root->nchildren > SPA_MAX_TOP) {
+    pthread_mutex_lock(&spa->config_lock);
+    uint32_t room = free_ids(spa);
+    pthread_mutex_unlock(&spa->config_lock);
+    if (root->nchildren > room) {
         seterr(err, errlen, "a pool can have at most %d top-level vdevs", SPA_MAX_TOP);
         return -EINVAL;
     }
@@ -212,46 +267,77 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
         seterr(err, errlen, "cannot add to pool '%s': %s", spa->name, strerror(-e));
         return e;
     }
-    for (uint32_t i = 0; i < n; i++)
-        log_info("spa", "pool %s: log vdev %u added", spa->name, spa->ntop - n + i);
     return 0;
 }
 
-/* Sync thread, under config_lock: the new tops join the tree. On a label
- * write failure they leave again (nothing of theirs is referenced yet). */
+/* Sync thread, under config_lock: the new tops join the tree, each in the
+ * lowest hole or at the end (see the top of this file). On a label write
+ * failure they leave again (nothing of theirs is referenced yet). */
 static int apply_add(spa_t *spa, uint64_t txg)
 {
     vdev_t **tops = spa->pending_add;
     spa->pending_add = NULL;
-    uint32_t first = spa->ntop, n = 0;
+    uint32_t n = 0;
     while (tops[n]) n++;
+    uint32_t old_ntop = spa->ntop, new_ntop = old_ntop, ids[SPA_MAX_TOP];
+    for (uint32_t i = 0, id = 0; i < n; i++, id++) {
+        while (id < SPA_MAX_TOP &&
+               ((id < old_ntop && spa->root->children[id]->type != VDEV_TYPE_HOLE) ||
+                (spa->stale_ids >> id & 1)))
+            id++;
+        if (id == SPA_MAX_TOP) { /* spa_vdev_add counted the room; a crash's stale ids took it */
+            for (uint32_t k = 0; k < n; k++) vdev_free(tops[k]);
+            free(tops);
+            return -ENOSPC;
+        }
+        ids[i] = id;
+        new_ntop = CAIRN_MAX(new_ntop, id + 1);
+    }
+    vdev_t *was[SPA_MAX_TOP] = {NULL}; /* the holes the new tops fill */
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t id = first + i;
+        uint32_t id = ids[i];
         vdev_t *top = tops[i];
         top->id = id;
         top->parent = spa->root;
         int e = metaslab_create(id, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[id]);
         if (e) log_error("spa", "pool %s: cannot set up allocator for vdev %u: %s", spa->name, id,
                          strerror(-e));
-        spa->root->children[id] = top;
+        if (id < old_ntop) was[id] = spa->root->children[id];
+        /* Allocator first, then the vdev: a reader that sees the vdev sees its allocator. */
+        __atomic_store_n(&spa->root->children[id], top, __ATOMIC_RELEASE);
+    }
+    /* Slots skipped at the end (stale ids) become holes. */
+    for (uint32_t id = old_ntop; id < new_ntop; id++) {
+        bool used = false;
+        for (uint32_t i = 0; i < n; i++) used |= ids[i] == id;
+        if (!used) spa->root->children[id] = hole_alloc(spa, id);
     }
     /* Filled first, counted after: readers that see the count see the slots. */
-    __atomic_store_n(&spa->root->nchildren, first + n, __ATOMIC_RELEASE);
-    __atomic_store_n(&spa->ntop, first + n, __ATOMIC_RELEASE);
+    __atomic_store_n(&spa->root->nchildren, new_ntop, __ATOMIC_RELEASE);
+    __atomic_store_n(&spa->ntop, new_ntop, __ATOMIC_RELEASE);
     vdev_state_refresh(spa->root);
     int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) {
-        __atomic_store_n(&spa->ntop, first, __ATOMIC_RELEASE);
-        __atomic_store_n(&spa->root->nchildren, first, __ATOMIC_RELEASE);
+        __atomic_store_n(&spa->ntop, old_ntop, __ATOMIC_RELEASE);
+        __atomic_store_n(&spa->root->nchildren, old_ntop, __ATOMIC_RELEASE);
+        for (uint32_t id = old_ntop; id < new_ntop; id++)
+            if (spa->root->children[id]->type == VDEV_TYPE_HOLE) retire(spa, spa->root->children[id]);
         for (uint32_t i = 0; i < n; i++) {
-            metaslab_destroy(spa->ms[first + i]);
-            spa->ms[first + i] = NULL;
-            spa->root->children[first + i] = NULL;
+            uint32_t id = ids[i];
+            if (was[id]) __atomic_store_n(&spa->root->children[id], was[id], __ATOMIC_RELEASE);
+            metaslab_destroy(spa->ms[id]);
+            spa->ms[id] = NULL;
             vdev_free(tops[i]);
         }
         vdev_state_refresh(spa->root);
         log_error("spa", "pool %s: adding log vdevs failed in txg %llu: labels: %s", spa->name,
                   (unsigned long long)txg, strerror(-e));
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            if (was[ids[i]]) retire(spa, was[ids[i]]);
+            log_info("spa", "pool %s: log vdev %u added%s", spa->name, ids[i],
+                     was[ids[i]] ? " (in the hole of a removed one)" : "");
+        }
     }
     free(tops);
     return e;
@@ -269,6 +355,7 @@ int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t er
     vdev_t *found = NULL;
     for (uint32_t i = 0; i < spa->ntop && !found; i++) {
         vdev_t *top = spa->root->children[i];
+        if (top->type == VDEV_TYPE_HOLE) continue; /* nothing there to remove */
         char tname[64];
         snprintf(tname, sizeof tname, "%s-%u", vdev_type_name(top), top->id);
         if (!vdev_is_leaf(top) && !strcmp(tname, name)) found = top;
@@ -291,11 +378,6 @@ int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t er
     if (found != top) {
         seterr(err, errlen, "cannot remove '%s': it is one side of log vdev '%s-%u'; remove "
                "the mirror as a whole", name, vdev_type_name(top), top->id);
-        return -ENOTSUP;
-    }
-    if (top->id + 1 != spa->ntop) {
-        seterr(err, errlen, "cannot remove '%s': remove the vdevs added after it first "
-               "(only the last top-level vdev can be removed)", name);
         return -ENOTSUP;
     }
     pthread_mutex_lock(&spa->scrub_lock);
@@ -348,15 +430,24 @@ int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *
     return 0;
 }
 
+/* Sync thread, under config_lock: the vdev leaves the tree, a hole keeping its
+ * id unless nothing follows it. */
 static int apply_remove(spa_t *spa, uint64_t txg)
 {
     uint32_t id = (uint32_t)spa->pending_remove;
     spa->pending_remove = -1;
+    if (!spa_top_vdev(spa, id) || !spa_top_is_log(spa, id)) return -EINVAL; /* checked at begin */
     vdev_t *top = spa->root->children[id];
-    if (id + 1 != spa->ntop) return -EINVAL; /* checked at begin; nothing adds meanwhile */
     spa_log_drop_vdev(spa, id);
-    __atomic_store_n(&spa->ntop, id, __ATOMIC_RELEASE);
-    __atomic_store_n(&spa->root->nchildren, id, __ATOMIC_RELEASE);
+    metaslab_t *ms = spa->ms[id];
+    spa->ms[id] = NULL;
+    __atomic_store_n(&spa->root->children[id], hole_alloc(spa, id), __ATOMIC_RELEASE);
+    /* Holes at the end keep nothing in place: the tree ends at its last vdev. */
+    uint32_t old_ntop = spa->ntop, new_ntop = old_ntop;
+    while (new_ntop > 1 && spa->root->children[new_ntop - 1]->type == VDEV_TYPE_HOLE) new_ntop--;
+    __atomic_store_n(&spa->ntop, new_ntop, __ATOMIC_RELEASE);
+    __atomic_store_n(&spa->root->nchildren, new_ntop, __ATOMIC_RELEASE);
+    for (uint32_t i = new_ntop; i < old_ntop; i++) retire(spa, spa->root->children[i]);
     spa->sm_condense = true;
     vdev_state_refresh(spa->root);
     int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
@@ -365,13 +456,13 @@ static int apply_remove(spa_t *spa, uint64_t txg)
     /* The remaining labels no longer name it: now it may forget the pool. */
     vdev_foreach_leaf(top, clear_leaf_label, spa->name);
     vdev_foreach_leaf(top, close_leaf, NULL);
-    metaslab_destroy(spa->ms[id]);
-    spa->ms[id] = NULL;
-    /* Kept (closed) until the pool is freed: a reader may still hold the pointer. */
-    spa->retired = cairn_realloc(spa->retired, (spa->nretired + 1) * sizeof *spa->retired);
-    spa->retired[spa->nretired++] = top;
-    spa->root->children[id] = NULL;
+    /* Kept (closed) until the pool is freed: a reader may still hold the pointers. */
+    retire_ms(spa, ms);
+    retire(spa, top);
     atomic_store(&spa->removing, -1);
+    if (id + 1 < old_ntop)
+        log_info("spa", "pool %s: log vdev %u leaves a hole: the %u vdev(s) after it keep their ids",
+                 spa->name, id, old_ntop - id - 1);
     return e;
 }
 

@@ -98,6 +98,7 @@ static bool verify_cb(const void *buf, uint64_t psize, void *arg)
 /* Picks the top-level vdev for the next allocation (see the rotor above). */
 static uint64_t ms_free(metaslab_t *ms)
 {
+    if (!ms) return 0; /* a hole */
     metaslab_stats_t st;
     metaslab_get_stats(ms, &st);
     return st.free;
@@ -126,10 +127,7 @@ static uint32_t spa_pick_vdev(spa_t *spa, uint64_t asize_hint, uint32_t avoid_ma
     return v;
 }
 
-static vdev_t *spa_top(spa_t *spa, uint32_t id)
-{
-    return id < spa->ntop ? spa->root->children[id] : NULL;
-}
+static vdev_t *spa_top(spa_t *spa, uint32_t id) { return spa_top_vdev(spa, id); }
 
 int spa_alloc_dvas(spa_t *spa, uint64_t txg, uint64_t psize, int copies, cairn_dva_t *dvas)
 {
@@ -141,7 +139,7 @@ int spa_alloc_dvas(spa_t *spa, uint64_t txg, uint64_t psize, int copies, cairn_d
         for (uint32_t k = 0; k < spa->ntop && err; k++) {
             uint32_t v = (first + k) % spa->ntop;
             vdev_t *top = spa_top(spa, v);
-            if (atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+            if (!top || atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
             if (spa_top_is_log(spa, v)) continue; /* the intent log's alone */
             uint64_t asize = vdev_psize_to_asize(top, psize);
             uint64_t off;
@@ -170,7 +168,8 @@ int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, 
 {
     int ok = 0, err = 0;
     for (int c = 0; c < n; c++) {
-        int e = vdev_write_block(spa_top(spa, dvas[c].vdev), dvas[c].offset, buf, psize);
+        vdev_t *top = spa_top(spa, dvas[c].vdev);
+        int e = top ? vdev_write_block(top, dvas[c].offset, buf, psize) : -ENXIO;
         if (e) err = e; else ok++;
     }
     return ok ? 0 : err;
@@ -454,8 +453,9 @@ void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
     arc_free(spa->guid, bp); /* ARC: a freed block's cached copies go at once */
     for (int c = 0; c < bp->ncopies; c++) {
         const cairn_dva_t *d = &bp->dva[c];
-        if (d->vdev >= spa->ntop || d->asize == 0) continue;
-        if (metaslab_free(spa->ms[d->vdev], txg, d->offset, cairn_dva_asize(d)))
+        metaslab_t *ms = d->vdev < spa->ntop ? spa->ms[d->vdev] : NULL;
+        if (!ms || d->asize == 0) continue; /* beyond the tree or a hole: nothing to free */
+        if (metaslab_free(ms, txg, d->offset, cairn_dva_asize(d)))
             log_error("spa", "pool %s: free of unallocated space (vdev %u offset %llu)", spa->name,
                       d->vdev, (unsigned long long)d->offset);
     }

@@ -80,6 +80,10 @@ void vdev_compute_asize(vdev_t *top)
         return;
     }
     if (top->ashift == 0) top->ashift = VDEV_DEFAULT_ASHIFT;
+    if (top->type == VDEV_TYPE_HOLE) {
+        top->asize = 0;
+        return;
+    }
     uint64_t unit = 1ULL << top->ashift;
     if (top->type == VDEV_TYPE_LEAF) {
         top->asize = CAIRN_P2ALIGN(vdev_data_size_of(top->psize), unit);
@@ -107,6 +111,10 @@ static bool state_missing(int s) { return s == VDEV_STATE_UNAVAIL || s == VDEV_S
 void vdev_state_refresh(vdev_t *vd)
 {
     if (vd->type == VDEV_TYPE_LEAF) return; /* set by the leaf driver */
+    if (vd->type == VDEV_TYPE_HOLE) {
+        vd->state = VDEV_STATE_ONLINE; /* holds nothing, so it can lack nothing */
+        return;
+    }
     uint32_t missing = 0, degraded = 0;
     for (uint32_t i = 0; i < vd->nchildren; i++) {
         vdev_state_refresh(vd->children[i]);
@@ -173,6 +181,7 @@ const char *vdev_type_name(const vdev_t *vd)
         }
     case VDEV_TYPE_LEAF:
         return vd->path && strncmp(vd->path, "/dev/", 5) == 0 ? "disk" : "file";
+    case VDEV_TYPE_HOLE: return "hole";
     }
     return "unknown";
 }

@@ -4,7 +4,9 @@
  * charged to the dataset and given back by unmap, refquota (-EDQUOT),
  * readonly=on, snapshots (old data, read-only), zvol_resize through the
  * volsize property, refusal of filesystems, persistence across export/import;
- * logbias=throughput keeps large writes out of the intent log.
+ * logbias=throughput keeps large writes out of the intent log; sync=always
+ * makes plain writes survive a power cut, sync=disabled makes FUA writes and
+ * flushes return without writing the log or waiting for a txg.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 
 #include "test_zvol_fixture.h"
 
+#include <cairn/vdev_fault.h>
 #include <cairn/zil.h>
 
 #include <errno.h>
@@ -262,11 +265,112 @@ static void test_logbias(void **state)
     zfix_done(&d.f);
 }
 
+/* The pool again, through a fault leaf over the same file: a disk whose writes not
+ * yet flushed a power cut loses. */
+static void dvol_import_fault(dvol_t *d, int flags)
+{
+    char fpath[700], err[256] = "";
+    snprintf(fpath, sizeof fpath, "fault:%s", d->f.path);
+    const char *paths[] = {fpath};
+    int e = spa_import(d->f.name, paths, 1, flags, &d->f.spa, err, sizeof err);
+    if (e) fprintf(stderr, "spa_import: %s\n", err);
+    assert_int_equal(e, 0);
+    assert_int_equal(dsl_pool_open(d->f.spa, &d->dp), 0);
+}
+
+/* Power cut (no unflushed write survives), then the pool imported again and the
+ * volume opened, which replays its log. */
+static void dvol_powercut(dvol_t *d, zvol_t **zv)
+{
+    vdev_fault_powercut(0xc47, VDEV_FAULT_CUT_DROP);
+    zvol_close(*zv); /* its waits for a sync fail now: nothing more reaches the disk */
+    dsl_pool_close(d->dp);
+    spa_abandon(d->f.spa);
+    d->f.spa = NULL;
+    vdev_fault_reset();
+    dvol_import_fault(d, SPA_IMPORT_FORCE);
+    assert_int_equal(zvol_open(d->dp, d->vol, zv), 0);
+}
+
+static void expect_fill(zvol_t *zv, uint64_t tag, uint64_t off, uint64_t len)
+{
+    uint8_t *w = malloc(len), *g = malloc(len);
+    fill(w, tag, off, len);
+    assert_int_equal(zvol_read(zv, off, len, g), 0);
+    assert_memory_equal(g, w, len);
+    free(w);
+    free(g);
+}
+
+/* sync=always and sync=disabled on a volume, as test_zpl_zil does for files, on a
+ * pool whose txgs never sync on their own and whose disk loses every unflushed
+ * write at a power cut: under always, writes without FUA are acknowledged durable
+ * (through the log) and the cut loses none; under disabled, FUA writes and flushes
+ * return without writing a log block, flushing or waiting for a txg - and the cut
+ * takes them (nothing else breaks). */
+static void test_sync_always_and_disabled(void **state)
+{
+    (void)state;
+    dvol_t d;
+    dvol_make(&d);
+    char err[256];
+    dsl_pool_close(d.dp);
+    test_pool_export(&d.f);
+    dvol_import_fault(&d, 0);
+    assert_int_equal(spa_prop_set(d.f.spa, "txg_timeout", "300", err, sizeof err), 0);
+    const uint64_t len = 8192, n = 16;
+    uint8_t *b = malloc(len);
+
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "sync", "always", err, sizeof err), 0);
+    zvol_t *zv; /* opened after the change: a fresh open reads the properties now */
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    spa_log_stats_t before, after;
+    spa_log_get_stats(d.f.spa, &before);
+    for (uint64_t i = 0; i < n; i++) {
+        fill(b, 11, i * 65536, len);
+        assert_int_equal(zvol_write(zv, i * 65536, len, b, 0), 0);
+    }
+    spa_log_get_stats(d.f.spa, &after);
+    assert_true(after.blocks_written > before.blocks_written);
+    dvol_powercut(&d, &zv);
+    for (uint64_t i = 0; i < n; i++) expect_fill(zv, 11, i * 65536, len);
+    zvol_close(zv);
+
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "sync", "disabled", err, sizeof err), 0);
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    uint64_t synced = spa_last_synced_txg(d.f.spa);
+    spa_log_get_stats(d.f.spa, &before);
+    for (uint64_t i = 0; i < n; i++) {
+        fill(b, 12, 4 * MIB + i * 65536, len);
+        assert_int_equal(zvol_write(zv, 4 * MIB + i * 65536, len, b, ZVOL_WRITE_FUA), 0);
+    }
+    assert_int_equal(zvol_flush(zv), 0);
+    spa_log_get_stats(d.f.spa, &after);
+    assert_int_equal(after.blocks_written, before.blocks_written);
+    assert_int_equal(after.flushes, before.flushes);
+    assert_int_equal(spa_last_synced_txg(d.f.spa), synced);
+    dvol_powercut(&d, &zv);
+    uint8_t *g = malloc(len);
+    for (uint64_t i = 0; i < n; i++) {
+        assert_int_equal(zvol_read(zv, 4 * MIB + i * 65536, len, g), 0);
+        for (uint64_t k = 0; k < len; k++)
+            if (g[k]) fail_msg("a write under sync=disabled survived the cut at %llu",
+                               (unsigned long long)(4 * MIB + i * 65536 + k));
+        expect_fill(zv, 11, i * 65536, len);
+    }
+    zvol_close(zv);
+    free(b);
+    free(g);
+    dsl_pool_close(d.dp);
+    zfix_done(&d.f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dsl_volume),
         cmocka_unit_test(test_logbias),
+        cmocka_unit_test(test_sync_always_and_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
