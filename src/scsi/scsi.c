@@ -334,10 +334,24 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     scsi_naa_from_id(lu->naa, opts->id);
     pthread_mutex_init(&lu->lock, NULL);
     spc_mode_init(lu);
+    lu->pr_hook = opts->pr_hook;
+    lu->pr_hook_arg = opts->pr_hook_arg;
+    /* Restored before the LU is visible: no command may see it without the
+     * registrations and reservation it had. */
+    if (opts->pr_state) {
+        int err = pr_load(lu, opts->pr_state, opts->pr_state_len);
+        if (err) {
+            pthread_mutex_destroy(&lu->lock);
+            free(lu);
+            return err;
+        }
+        lu->pr_stored = true;
+    }
 
     pthread_mutex_lock(&tgt->lock);
     if (tgt->lus[lun]) {
         pthread_mutex_unlock(&tgt->lock);
+        pr_free(lu);
         pthread_mutex_destroy(&lu->lock);
         free(lu);
         return -EEXIST;
