@@ -1358,6 +1358,14 @@ static int on_data_out(iconn_t *c, rx_pdu_t *p)
     pthread_mutex_lock(&c->lock);
     itask_t *t = task_find(c, p->info.itt);
     bool ours = t && t->state == T_DATA; /* only this thread frees tasks in T_DATA */
+    if (ours && t->aborted) {
+        /* Aborted by another session's CLEAR TASK SET or reset while it
+         * waited for this data: it ends here, and its data goes nowhere. */
+        task_unlink(c, t);
+        pthread_mutex_unlock(&c->lock);
+        task_free(t);
+        return 0;
+    }
     pthread_mutex_unlock(&c->lock);
     if (!ours) return 0; /* an aborted or unknown task: data dropped */
     if (p->data_digest_bad) {
@@ -1577,7 +1585,9 @@ static int abort_tasks(iconn_t *c, abort_match_t *m)
 
 /* Other sessions' tasks on the same target and LUN: aborted without waiting
  * (their readers and workers drop them); SAM's unit attention tells those
- * initiators. */
+ * initiators. A task still waiting for its data is aborted too: its reader
+ * drops it when the data comes (on_data_out), so it never runs - the write
+ * of another initiator must not land after a reset or CLEAR TASK SET. */
 static void abort_other_sessions(iconn_t *c, abort_match_t *m)
 {
     pthread_mutex_lock(&c->srv->lock);
@@ -1585,7 +1595,7 @@ static void abort_other_sessions(iconn_t *c, abort_match_t *m)
         if (o == c || o->tgt != c->tgt || !o->login_done) continue;
         pthread_mutex_lock(&o->lock);
         for (itask_t *t = o->tasks; t; t = t->next)
-            if (abort_matches(t, m) && t->state != T_DATA) t->aborted = true;
+            if (abort_matches(t, m)) t->aborted = true;
         pthread_mutex_unlock(&o->lock);
     }
     pthread_mutex_unlock(&c->srv->lock);
