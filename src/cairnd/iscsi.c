@@ -18,9 +18,12 @@
  *                         is turned off or the LUN is removed.
  * On start and on every import the union is loaded: targets are created,
  * LUNs whose volume is in the pool are opened and served, with their stored
- * reservations. Exporting a pool takes its LUNs offline; the targets stay. A target created while a pool was
- * exported is written to that pool at its next change only (known gap: a
- * target destroyed meanwhile comes back from such a pool's records).
+ * reservations. Exporting a pool takes its LUNs offline; the targets stay.
+ * A pool that comes back (import, or start) then gets the records of every
+ * target served, so one created or changed while it was exported is in it
+ * too (sync_targets). A target destroyed while a pool was exported comes back
+ * with that pool: the pool's records are its configuration, and nothing
+ * outside the pools remembers the destruction.
  *
  * Every command runs under one mutex; a refusal is a one-line error and
  * changes nothing (a LUN is served only once its record is on disk, and is
@@ -422,6 +425,33 @@ static void load_pool(dsl_pool_t *dp)
     dsl_pool_config_list(dp, "iscsi.lun:", load_lun, dp);
 }
 
+/*
+ * Brings dp's target records up to date with the targets served, after dp
+ * was loaded: a target created or changed while dp was exported exists only
+ * in the other pools, and dp alone must bring it back as it is now (an older
+ * access list of its own would otherwise return after a restart without the
+ * other pools). The served configuration wins over dp's older records; a
+ * record that already matches is not rewritten.
+ */
+static void sync_targets(dsl_pool_t *dp)
+{
+    char key[300], *buf = malloc(REC_MAX), *cur = malloc(REC_MAX);
+    for (size_t i = 0; buf && cur && i < g_ntargets; i++) {
+        snprintf(key, sizeof key, "iscsi.target:%s", g_targets[i].name);
+        size_t len = target_record(&g_targets[i], buf, REC_MAX);
+        uint32_t curlen = 0;
+        if (!dsl_pool_config_get(dp, key, cur, REC_MAX, &curlen) && curlen == len &&
+            !memcmp(cur, buf, len))
+            continue;
+        int rc = dsl_pool_config_set(dp, key, buf, (uint32_t)len);
+        if (rc)
+            log_warn(SUB, "cannot write target %s to a pool that just came back: %s",
+                     g_targets[i].name, strerror(-rc));
+    }
+    free(buf);
+    free(cur);
+}
+
 /* ------------------------------------------------------------ hooks */
 
 int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
@@ -438,6 +468,7 @@ int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     dsl_pool_t *dps[64];
     size_t n = cairnd_pool_dsls(dps, 64);
     for (size_t i = 0; i < n && i < 64; i++) load_pool(dps[i]);
+    for (size_t i = 0; i < n && i < 64; i++) sync_targets(dps[i]);
     pthread_mutex_unlock(&g_mu);
     log_info(SUB, "listening on port %u: %zu targets, %zu LUNs", iscsi_server_port(g_srv),
              g_ntargets, g_nluns);
@@ -458,7 +489,10 @@ void cairnd_iscsi_stop(void)
 void cairnd_iscsi_pool_opened(dsl_pool_t *dp)
 {
     pthread_mutex_lock(&g_mu);
-    if (g_srv) load_pool(dp);
+    if (g_srv) {
+        load_pool(dp);
+        sync_targets(dp);
+    }
     pthread_mutex_unlock(&g_mu);
 }
 
