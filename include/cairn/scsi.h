@@ -170,6 +170,11 @@ void scsi_nexus_logout(scsi_target_t *tgt, const scsi_nexus_t *nexus);
  * transport aborts its own tasks first. */
 void scsi_reset(scsi_target_t *tgt, uint64_t lun);
 
+/* CLEAR TASK SET from another nexus aborted tasks of this one on lun: with
+ * TAS=0 (our control page) SAM-5 tells it by COMMANDS CLEARED BY ANOTHER
+ * INITIATOR unit attention, which this raises. */
+void scsi_nexus_tasks_cleared(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun);
+
 /* Fills fixed-format sense (response code 0x70) into cmd and sets CHECK
  * CONDITION: for transports that reject a command themselves. */
 void scsi_set_sense(scsi_cmd_t *cmd, uint8_t key, uint8_t asc, uint8_t ascq);

@@ -1588,15 +1588,18 @@ static int abort_tasks(iconn_t *c, abort_match_t *m)
  * initiators. A task still waiting for its data is aborted too: its reader
  * drops it when the data comes (on_data_out), so it never runs - the write
  * of another initiator must not land after a reset or CLEAR TASK SET. */
-static void abort_other_sessions(iconn_t *c, abort_match_t *m)
+static void abort_other_sessions(iconn_t *c, abort_match_t *m, bool clear_task_set)
 {
     pthread_mutex_lock(&c->srv->lock);
     for (iconn_t *o = c->srv->conns; o; o = o->next) {
         if (o == c || o->tgt != c->tgt || !o->login_done) continue;
+        bool any = false;
         pthread_mutex_lock(&o->lock);
         for (itask_t *t = o->tasks; t; t = t->next)
-            if (abort_matches(t, m)) t->aborted = true;
+            if (abort_matches(t, m) && !t->aborted) t->aborted = any = true;
         pthread_mutex_unlock(&o->lock);
+        /* Resets tell every nexus by their own unit attention. */
+        if (any && clear_task_set) scsi_nexus_tasks_cleared(c->tgt->scsi, o->nexus.nexus_id, m->lun);
     }
     pthread_mutex_unlock(&c->srv->lock);
 }
@@ -1649,19 +1652,19 @@ static void on_tmf(iconn_t *c, rx_pdu_t *p)
             m.by_lun = true;
             m.lun = lun;
             abort_tasks(c, &m);
-            if (fn == 4) abort_other_sessions(c, &m);
+            if (fn == 4) abort_other_sessions(c, &m, true);
             break;
         case 5: /* LOGICAL UNIT RESET */
             if (!lun_ok) { response = 2; break; }
             m.by_lun = true;
             m.lun = lun;
             abort_tasks(c, &m);
-            abort_other_sessions(c, &m);
+            abort_other_sessions(c, &m, false);
             scsi_reset(c->tgt->scsi, lun);
             break;
         case 6: /* TARGET WARM RESET */
             abort_tasks(c, &m);
-            abort_other_sessions(c, &m);
+            abort_other_sessions(c, &m, false);
             scsi_reset(c->tgt->scsi, UINT64_MAX);
             break;
         case 8: response = 4; break; /* TASK REASSIGN: needs ERL 2 */

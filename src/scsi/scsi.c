@@ -179,6 +179,7 @@ static const struct { uint32_t bit; uint8_t asc, ascq; } ua_codes[] = {
     {UA_RES_PREEMPTED, 0x2a, 0x03},  {UA_RES_RELEASED, 0x2a, 0x04},
     {UA_REG_PREEMPTED, 0x2a, 0x05},  {UA_MODE_CHANGED, 0x2a, 0x01},
     {UA_CAPACITY_CHANGED, 0x2a, 0x09}, {UA_LUNS_CHANGED, 0x3f, 0x0e},
+    {UA_CMDS_CLEARED, 0x2f, 0x00},
 };
 
 bool scsi_ua_take(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun, uint8_t *key, uint8_t *asc,
@@ -260,6 +261,16 @@ void scsi_reset(scsi_target_t *tgt, uint64_t lun)
         scsi_ua_raise_all(tgt, lu->lun, UA_BUS_DEVICE_RESET, UINT64_MAX);
     }
     pthread_mutex_unlock(&tgt->lock);
+}
+
+void scsi_nexus_tasks_cleared(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun)
+{
+    lun = decode_lun(lun);
+    if (lun == UINT64_MAX) return;
+    pthread_mutex_lock(&tgt->ua_lock);
+    for (nexus_rec_t *n = tgt->nexuses; n; n = n->next)
+        if (n->id == nexus_id) ua_add_locked(n, lun, UA_CMDS_CLEARED);
+    pthread_mutex_unlock(&tgt->ua_lock);
 }
 
 /* -------------------------------------------------------- targets, LUs */

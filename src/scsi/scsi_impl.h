@@ -29,6 +29,7 @@ enum {
     UA_MODE_CHANGED = 1u << 5,      /* 2A/01 */
     UA_CAPACITY_CHANGED = 1u << 6,  /* 2A/09 */
     UA_LUNS_CHANGED = 1u << 7,      /* 3F/0E */
+    UA_CMDS_CLEARED = 1u << 8,      /* 2F/00 */
 };
 
 typedef struct ua_entry {

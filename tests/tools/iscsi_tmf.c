@@ -17,6 +17,8 @@
  * Data-Out of all three (a late initiator's data for aborted tasks is
  * dropped silently), answers a ping, sees BUS DEVICE RESET after a reset and
  * reads back: aborted writes left the old pattern, the others the new one.
+ * B's next command reports what happened to it (a reset's BUS DEVICE RESET,
+ * CLEAR TASK SET's COMMANDS CLEARED BY ANOTHER INITIATOR, else nothing).
  * B then sends its data and logs out; the target answers the logout only once
  * B's write is done, so B's write status shows before it exactly when the
  * write ran: it must for ABORT TASK and ABORT TASK SET (they concern A's
@@ -424,6 +426,15 @@ int main(int argc, char **argv)
     if (write_sync(&a, 4096, NEW)) bad(&a, "%s: a write afterwards failed", f);
     check_read(&a, 4096, WBLOCKS, NEW, "a write made afterwards");
 
+    /* B hears of it: BUS DEVICE RESET after a reset, COMMANDS CLEARED BY
+     * ANOTHER INITIATOR after CLEAR TASK SET (TAS=0), nothing otherwise. */
+    uint8_t bkey, basc, want_asc = fn == 4 ? 0x2f : reset ? 0x29 : 0;
+    int bst0 = tur(&b, &bkey, &basc);
+    if (want_asc ? bst0 != 2 || bkey != 6 || basc != want_asc : bst0 != 0) {
+        fprintf(stderr, "B: %s: TEST UNIT READY status %d sense %x/%02x, wanted %s %02x\n", f,
+                bst0, bkey, basc, want_asc ? "unit attention" : "none", want_asc);
+        failed = 1;
+    }
     /* B's write: aborted by what concerns every nexus, not by the rest. */
     if (data_out(&b, bitt, bttt, 1024, NEW)) return 1;
     int ran = 0, bst = -1;
