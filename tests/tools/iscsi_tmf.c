@@ -79,7 +79,7 @@ static int send_pdu(conn_t *c, uint8_t *bhs, const void *data, uint32_t len)
     uint8_t out[ISCSI_BHS_LEN + WBYTES + 4];
     if (len > WBYTES) return -1;
     memcpy(out, bhs, ISCSI_BHS_LEN);
-    memcpy(out + ISCSI_BHS_LEN, data, len);
+    if (len) memcpy(out + ISCSI_BHS_LEN, data, len);
     uint32_t pad = (4 - (len & 3)) & 3;
     memset(out + ISCSI_BHS_LEN + len, 0, pad);
     size_t n = ISCSI_BHS_LEN + len + pad;
