@@ -120,7 +120,8 @@ int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint
 /* GET LBA STATUS: the extent starting at off (<= ZVOL_LBA_STATUS_MAX_EXTENT, not
  * past the end, a multiple of the block size) whose blocks are all mapped or all
  * deallocated. A block reads as zeros iff it is deallocated (the DMU stores an
- * all-zero record as a hole), so LBPRZ=1 holds. Granularity: volblocksize. */
+ * all-zero record as a hole), so LBPRZ=1 holds. Granularity: the logical block
+ * (a zero block inside a stored record is deallocated). */
 typedef struct zvol_lba_status {
     uint64_t off, len;
     bool mapped;

@@ -179,6 +179,7 @@ static const struct { uint32_t bit; uint8_t asc, ascq; } ua_codes[] = {
     {UA_RES_PREEMPTED, 0x2a, 0x03},  {UA_RES_RELEASED, 0x2a, 0x04},
     {UA_REG_PREEMPTED, 0x2a, 0x05},  {UA_MODE_CHANGED, 0x2a, 0x01},
     {UA_CAPACITY_CHANGED, 0x2a, 0x09}, {UA_LUNS_CHANGED, 0x3f, 0x0e},
+    {UA_CMDS_CLEARED, 0x2f, 0x00},
 };
 
 bool scsi_ua_take(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun, uint8_t *key, uint8_t *asc,
@@ -262,6 +263,16 @@ void scsi_reset(scsi_target_t *tgt, uint64_t lun)
     pthread_mutex_unlock(&tgt->lock);
 }
 
+void scsi_nexus_tasks_cleared(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun)
+{
+    lun = decode_lun(lun);
+    if (lun == UINT64_MAX) return;
+    pthread_mutex_lock(&tgt->ua_lock);
+    for (nexus_rec_t *n = tgt->nexuses; n; n = n->next)
+        if (n->id == nexus_id) ua_add_locked(n, lun, UA_CMDS_CLEARED);
+    pthread_mutex_unlock(&tgt->ua_lock);
+}
+
 /* -------------------------------------------------------- targets, LUs */
 
 scsi_target_t *scsi_target_create(const char *name)
@@ -334,10 +345,24 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     scsi_naa_from_id(lu->naa, opts->id);
     pthread_mutex_init(&lu->lock, NULL);
     spc_mode_init(lu);
+    lu->pr_hook = opts->pr_hook;
+    lu->pr_hook_arg = opts->pr_hook_arg;
+    /* Restored before the LU is visible: no command may see it without the
+     * registrations and reservation it had. */
+    if (opts->pr_state) {
+        int err = pr_load(lu, opts->pr_state, opts->pr_state_len);
+        if (err) {
+            pthread_mutex_destroy(&lu->lock);
+            free(lu);
+            return err;
+        }
+        lu->pr_stored = true;
+    }
 
     pthread_mutex_lock(&tgt->lock);
     if (tgt->lus[lun]) {
         pthread_mutex_unlock(&tgt->lock);
+        pr_free(lu);
         pthread_mutex_destroy(&lu->lock);
         free(lu);
         return -EEXIST;

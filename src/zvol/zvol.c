@@ -81,7 +81,10 @@
  * ALL-ZERO DATA. The DMU stores an all-zero record as a hole; so does this
  * layer, which makes "reads as zeros" and "deallocated" the same thing for
  * GET LBA STATUS (LBPRZ = 1), and WRITE SAME of zeros without UNMAP also ends
- * up deallocated.
+ * up deallocated. GET LBA STATUS applies the same rule to each logical block,
+ * so a zeroed block inside a stored record is reported deallocated: unmapping
+ * less than a record zeroes those bytes, and the status follows what the
+ * initiator unmapped, not the record the bytes happen to share.
  */
 #include "zvol_impl.h"
 
@@ -724,25 +727,35 @@ int zvol_get_lba_status(zvol_t *zv, uint64_t off, zvol_lba_status_t *out)
         out->len = limit - off;
         return 0;
     }
+    /* Judged per logical block, not per record: an initiator that unmaps or
+     * zero-fills one block of a record expects that block to read back as
+     * deallocated while its neighbours stay mapped. Since a deallocated block
+     * is exactly one that reads as zeros (LBPRZ = 1), the zeros inside a
+     * record are deallocated blocks even though the record itself is stored. */
     uint8_t *rec = cairn_alloc_aligned(zs->rs);
     uint64_t pos = off, mapped_read = 0;
-    bool have = false;
-    while (pos < limit) {
+    bool have = false, done = false;
+    while (pos < limit && !done) {
         if (pos >= info.max_offset) {
             if (have && !out->mapped) pos = limit; /* the deallocated run reaches the end */
             break;
         }
         uint64_t rend = CAIRN_MIN((pos / zs->rs + 1) * zs->rs, limit);
         if ((err = dmu_read(zs->os, zs->obj, pos, rend - pos, rec))) break;
-        bool mapped = !is_zero(rec, rend - pos);
-        if (!have) {
-            out->mapped = mapped;
-            have = true;
-        } else if (mapped != out->mapped) {
-            break;
+        const uint8_t *b = rec;
+        bool any_mapped = false;
+        for (; pos < rend; pos += zv->lbs, b += zv->lbs) {
+            bool mapped = !is_zero(b, zv->lbs);
+            if (!have) {
+                out->mapped = mapped;
+                have = true;
+            } else if (mapped != out->mapped) {
+                done = true;
+                break;
+            }
+            any_mapped |= mapped;
         }
-        pos = rend;
-        if (mapped && (mapped_read += zs->rs) >= ZVOL_LBA_SCAN_MAPPED_MAX) break;
+        if (any_mapped && (mapped_read += zs->rs) >= ZVOL_LBA_SCAN_MAPPED_MAX) break;
     }
     free(rec);
     if (err) return err;

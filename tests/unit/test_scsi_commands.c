@@ -185,7 +185,7 @@ static void test_report_luns_and_capacity(void **state)
     assert_int_equal(s.cmd.data_in_len, 32);
     assert_int_equal(g64(s.in), NBLOCKS - 1);
     assert_int_equal(g32(s.in + 8), 512);
-    assert_int_equal(s.in[13] & 0x0f, 4);   /* 16 logical blocks per 8 KiB record */
+    assert_int_equal(s.in[13] & 0x0f, 0);   /* a physical block is a logical block */
     assert_int_equal(s.in[14], 0xc0);       /* LBPME, LBPRZ */
     SRUN(&s, 0, 0, NULL, 0, 32, 0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0);
     sfix_expect_good(&s);
@@ -512,6 +512,23 @@ static void test_unmap_write_same(void **state)
         sfix_expect_good(&s);
         expect_lba_status(&s, 8192, 8192, false);
         expect_lba_status(&s, 8192 + 17, 8192 + 17, true);
+        /* one logical block unmapped inside a stored record: one descriptor
+         * per run of blocks, the unmapped block on its own */
+        one[8 + 7] = 20;
+        one[8 + 11] = 1;
+        SRUN(&s, 0, 0, one, sizeof(one), 0, 0x42, 0, 0, 0, 0, 0, 0, 0, sizeof(one), 0);
+        sfix_expect_good(&s);
+        SRUN(&s, 0, 0, NULL, 0, 56, 0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0x20, 19, 0, 0, 0, 56, 0, 0);
+        sfix_expect_good(&s);
+        assert_int_equal(g32(s.in), 4 + 3 * 16);
+        assert_int_equal(g64(s.in + 8), 8192 + 19);
+        assert_int_equal(g32(s.in + 16), 1);
+        assert_int_equal(s.in[20], 0);
+        assert_int_equal(g64(s.in + 24), 8192 + 20);
+        assert_int_equal(g32(s.in + 32), 1);
+        assert_int_equal(s.in[36], 1);
+        assert_int_equal(g64(s.in + 40), 8192 + 21);
+        assert_int_equal(s.in[52], 0);
     }
     free(w);
     sfix_done(&s);
@@ -527,7 +544,7 @@ static void test_thick_lu(void **state)
     sfix_expect_good(&s);
     assert_int_equal(g64(s.in), SF_VOLSIZE / 4096 - 1);
     assert_int_equal(g32(s.in + 8), 4096);
-    assert_int_equal(s.in[13] & 0x0f, 1);
+    assert_int_equal(s.in[13] & 0x0f, 0);
     assert_int_equal(s.in[14], 0x40);   /* no LBPME */
     SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0xb2, 0, 255, 0);
     sfix_expect_good(&s);
