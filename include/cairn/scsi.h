@@ -76,8 +76,10 @@ typedef struct scsi_cmd {
     uint8_t *data_in;         /* buffer for returned data, data_in_cap bytes */
     uint32_t data_in_cap;     /* = the initiator's expected transfer length */
     bool memory_only;         /* the caller must not wait for a device: only
-                                 READs whose data is in memory run; anything
-                                 else comes back would_block, unchanged */
+                                 READs whose data is in memory and WRITEs that
+                                 need neither a device nor a durability wait
+                                 run; anything else comes back would_block,
+                                 unchanged */
     /* out */
     bool would_block;         /* memory_only and not done: execute it again
                                  without memory_only (status, sense and data

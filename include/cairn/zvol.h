@@ -88,6 +88,12 @@ uint64_t zvol_used_bytes(zvol_t *zv);
 enum {
     ZVOL_WRITE_FUA = 1 << 0,    /* durable before return */
     ZVOL_WRITE_UNMAP = 1 << 1,  /* write_same: all-zero data may be unmapped */
+    /* zvol_write: -EWOULDBLOCK, having changed nothing, where the write would
+     * wait (for durability, a device read of a record it changes in part, the
+     * write throttle, another writer's exclusive range, a txg near a space
+     * limit): for a front end that runs writes on its connection thread when
+     * they need no device and hands the rest to its workers. */
+    ZVOL_WRITE_NOWAIT = 1 << 2,
 };
 
 int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf);

@@ -258,6 +258,9 @@ struct dmu_tx {
     bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
 };
 
+/* dnode.c: whether writing [off, off + len) would read a record from disk. */
+bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len);
+
 /* Accounts space the sync of txg will allocate for os (and the pool). */
 void objset_space_pending_add(objset_t *os, uint64_t txg, uint64_t bytes);
 
@@ -320,6 +323,8 @@ void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 /* Reads bp (any context) through the ARC with os's cache policy. */
 int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
 /* Bytes [off, off + len) of bp from ARC memory, or -EWOULDBLOCK (no I/O). */
+/* Whether the block is in ARC memory under the object set's cache policy. */
+bool dmu_cache_in_memory(objset_t *os, const cairn_blkptr_t *bp);
 int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
                           void *buf);
 /* A block just written with this content (syncing context). */

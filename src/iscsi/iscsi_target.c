@@ -1110,15 +1110,25 @@ static void run_task(void *arg)
     task_free(t);
 }
 
-/* A READ tried on the reader thread itself: done here when its data is in
- * memory (no hand-off, no wakeup); false when it needs the disk (nothing has
- * happened) and goes to the workers. TMFs of this connection run on this same
- * thread, so only another session's reset can abort it meanwhile. */
+/* A READ or WRITE tried on the reader thread itself: done here when it needs
+ * no device and no wait (data in memory; a write without FUA whose partial
+ * records are in memory), with no hand-off and no wakeup; false when it would
+ * wait (nothing has happened) and goes to the workers. TMFs of this
+ * connection run on this same thread, so only another session's reset or
+ * CLEAR TASK SET can abort it: checked as the workers do, before it runs. */
 static bool run_on_reader(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
+    bool aborted = t->aborted;
     t->state = T_RUNNING;
     pthread_mutex_unlock(&c->lock);
+    if (aborted) {
+        pthread_mutex_lock(&c->lock);
+        task_unlink(c, t);
+        pthread_mutex_unlock(&c->lock);
+        task_free(t);
+        return true;
+    }
     t->cmd.memory_only = true;
     scsi_execute(c->tgt->scsi, &t->cmd);
     t->cmd.memory_only = false;
@@ -1147,6 +1157,18 @@ static void dispatch(iconn_t *c, itask_t *t)
         t->cmd.data_out_len = t->edtl;
     }
     taskq_dispatch(c->workers, run_task, t, NULL);
+}
+
+/* A write whose data is all here: on the reader when it needs no device and
+ * no wait, else on the workers (which also answer digest and sequence errors). */
+static void dispatch_write(iconn_t *c, itask_t *t)
+{
+    if (!t->digest_failed && !t->seq_failed && !t->prefailed) {
+        t->cmd.data_out = t->buf;
+        t->cmd.data_out_len = t->edtl;
+        if (run_on_reader(c, t)) return;
+    }
+    dispatch(c, t);
 }
 
 /* Sends R2Ts while slots are free and data is still to be solicited. */
@@ -1345,7 +1367,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
     t->unsol_end = (p->info.final || c->params.initial_r2t) ? imm : unsol_limit;
     t->r2t_next = t->unsol_end;
     if (task_data_complete(t)) {
-        dispatch(c, t);
+        dispatch_write(c, t);
         return 0;
     }
     return issue_r2ts(c, t);
@@ -1409,7 +1431,7 @@ static int on_data_out(iconn_t *c, rx_pdu_t *p)
         if (slot) slot->active = false;
     }
     if (task_data_complete(t)) {
-        dispatch(c, t);
+        dispatch_write(c, t);
         return 0;
     }
     return issue_r2ts(c, t);

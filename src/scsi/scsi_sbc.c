@@ -142,7 +142,12 @@ void sbc_write(scsi_ctx_t *c)
         uint8_t op = c->cdb[0];
         bool verify = op == 0x2e || op == 0xae || op == 0x8e;
         bool fua = verify || (op != 0x0a && (c->cdb[1] & 0x08));
-        int e = zvol_write(lu->zv, lba * bs, bytes, c->cmd->data_out, write_flags(lu, fua));
+        int flags = write_flags(lu, fua) | (c->cmd->memory_only ? ZVOL_WRITE_NOWAIT : 0);
+        int e = zvol_write(lu->zv, lba * bs, bytes, c->cmd->data_out, flags);
+        if (e == -EWOULDBLOCK && c->cmd->memory_only) {
+            c->cmd->would_block = true; /* nothing changed: the workers run it */
+            return;
+        }
         if (e) {
             scsi_zvol_error(c, e, true);
             return;
