@@ -167,6 +167,15 @@ typedef struct itx {
 
 #define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
 
+/* A committer asleep until its record is published (zil_commit): woken alone,
+ * by the publication that covers its seq, or to become the writer. */
+typedef struct commit_waiter {
+    uint64_t seq;
+    pthread_cond_t cv;
+    bool woken;
+    struct commit_waiter *next, *prev;
+} commit_waiter_t;
+
 typedef struct lwb {       /* a log block written and not yet freed */
     cairn_dva_t dva;
     uint64_t seq;
@@ -183,7 +192,8 @@ struct zilog {
     _Atomic bool txg_only;
 
     pthread_mutex_t lock;
-    pthread_cond_t done_cv;         /* a batch was published */
+    pthread_cond_t done_cv;         /* a batch was published (publication order, restarts) */
+    commit_waiter_t *waiters;       /* committers waiting for a publication */
     pthread_cond_t writer_cv;       /* the writer role is free (for writer_waiting) */
     bool writer_waiting;            /* a thread waits on writer_cv to be the next writer */
     itx_t *head, *tail;
@@ -650,6 +660,42 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
     return err;
 }
 
+/* After a publication (or an error, or a restart: all): wakes the committers
+ * whose records are now durable, and, when records are queued with nobody to
+ * write them, the earliest other one to become the writer. Under the lock. */
+static void wake_waiters_locked(zilog_t *zl, bool all)
+{
+    commit_waiter_t *first_left = NULL;
+    for (commit_waiter_t *w = zl->waiters; w; w = w->next) {
+        if (w->woken) continue;
+        if (all || zl->commit_err || w->seq <= zl->committed_seq) {
+            w->woken = true;
+            pthread_cond_signal(&w->cv);
+        } else if (!first_left || w->seq < first_left->seq) {
+            first_left = w;
+        }
+    }
+    if (first_left && !zl->writer && zl->head && !zl->writer_waiting) {
+        first_left->woken = true;
+        pthread_cond_signal(&first_left->cv);
+    }
+}
+
+/* Sleeps until wake_waiters_locked picks this committer. Under the lock. */
+static void wait_publication_locked(zilog_t *zl, uint64_t seq)
+{
+    commit_waiter_t w = {.seq = seq};
+    pthread_cond_init(&w.cv, NULL);
+    w.next = zl->waiters;
+    if (w.next) w.next->prev = &w;
+    zl->waiters = &w;
+    while (!w.woken) pthread_cond_wait(&w.cv, &zl->lock);
+    if (w.prev) w.prev->next = w.next;
+    else zl->waiters = w.next;
+    if (w.next) w.next->prev = w.prev;
+    pthread_cond_destroy(&w.cv);
+}
+
 int zil_commit(zilog_t *zl, uint64_t seq)
 {
     if (!zl || zl->inert) return 0;
@@ -664,19 +710,21 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         /* One writer at a time; records already taken by a writer that is now
          * flushing are published when it (and every writer before it) is done.
          * Waking is targeted: a single thread waits to become the next writer
-         * (writer_cv, signalled when the role is free); every other one waits
-         * for a publication (done_cv). Whenever someone sleeps, a batch is in
-         * flight or the role is taken, so a publication always follows and
-         * wakes the done_cv sleepers to look again. (One broadcast for both
-         * woke every waiting thread twice per batch: at 32 in flight, most of
-         * the commit's CPU went to futex wakeups.) */
+         * (writer_cv, signalled when the role is free); every other one sleeps
+         * on a condition of its own until a publication covers its record (or
+         * picks it as the next writer: wake_waiters_locked). Whenever someone
+         * sleeps, a batch is in flight or the role is taken, so a publication
+         * always follows. (One broadcast for both woke every waiting thread
+         * twice per batch; one for the publications still woke those whose
+         * records were in the next batch, a futile wakeup per commit at 32 in
+         * flight.) */
         if (zl->writer || (!zl->head && zl->published != zl->tickets)) {
             if (zl->writer && zl->head && !zl->writer_waiting) {
                 zl->writer_waiting = true;
                 pthread_cond_wait(&zl->writer_cv, &zl->lock);
                 zl->writer_waiting = false;
             } else {
-                pthread_cond_wait(&zl->done_cv, &zl->lock);
+                wait_publication_locked(zl, seq);
             }
             continue;
         }
@@ -705,7 +753,8 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         if (p.last_blk_seq > zl->published_blk_seq) zl->published_blk_seq = p.last_blk_seq;
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
         else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
-        pthread_cond_broadcast(&zl->done_cv);
+        pthread_cond_broadcast(&zl->done_cv); /* writers waiting to publish in order */
+        wake_waiters_locked(zl, false);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
     }
     pthread_mutex_unlock(&zl->lock);
@@ -986,8 +1035,9 @@ int zil_restart_chains(spa_t *spa)
         }
         pthread_mutex_lock(&zl->lock);
         zl->writer = false;
-        /* No publication follows (no ticket was taken): wake both kinds of waiter. */
+        /* No publication follows (no ticket was taken): wake every kind of waiter. */
         pthread_cond_broadcast(&zl->done_cv);
+        wake_waiters_locked(zl, true);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
     }
