@@ -23,6 +23,7 @@
 #define CAIRN_ARC_H
 
 #include <cairn/blkptr.h>
+#include <cairn/rbuf.h>
 #include <cairn/types.h>
 
 typedef enum arc_cache_policy {
@@ -51,6 +52,16 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
  * is read: the caller's arc_lookup/vdev read that follows does that). */
 int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
                       void *buf, uint8_t policy);
+/* arc_lookup_memory() that lends instead of copying where it can: on a hit
+ * whose logical bytes sit in a buffer the ARC keeps (an uncompressed block, or
+ * the decompressed copy of a hot block, made now when it is due), *ref gets a
+ * held reference to that buffer, buf is left untouched and the bytes are at
+ * (*ref)->data + off; the caller drops it with cairn_rbuf_rele() when done
+ * (the bytes stay valid and unchanged until then, even if the block is
+ * evicted or freed meanwhile). Otherwise *ref is NULL and buf is filled as
+ * arc_lookup_memory() fills it. */
+int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                          void *buf, uint8_t policy, cairn_rbuf_t **ref);
 /* Whether the block is in ARC memory now (its lists and counters untouched):
  * for read-ahead, which has nothing to do for such a block. */
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
