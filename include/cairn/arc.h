@@ -39,6 +39,9 @@ typedef enum arc_cache_policy {
 #define ARC_POLICY_DEFAULT ARC_POLICY(ARC_CACHE_ALL, ARC_CACHE_ALL)
 #define ARC_POLICY_BYPASS ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE)
 
+/* Whether a policy keeps blocks of this type (bp->type). */
+bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type);
+
 /* Default arc_max when nothing configures it. */
 #define ARC_DEFAULT_MAX (256 * CAIRN_MIB)
 
@@ -78,6 +81,11 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
  * keeps no decompressed copy; only a second use makes it hot. */
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy);
+/* arc_insert_stored() / arc_insert_unread() (unread) of a buffer the caller
+ * read the block into: the ARC takes over the caller's reference on stored
+ * (bp->psize bytes, verified, never written again) instead of copying it. */
+void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                      uint8_t policy, bool unread);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

@@ -24,12 +24,19 @@
 typedef struct cairn_rbuf {
     atomic_uint refs;
     uint32_t size;
+    uint32_t head;          /* bytes of the allocation before this header */
+    uint32_t pad;
     uint8_t data[];
 } cairn_rbuf_t;
 
 /* A buffer of size bytes holding one reference; its bytes are a copy of src,
  * or uninitialised when src is NULL (the caller fills them before sharing). */
 cairn_rbuf_t *cairn_rbuf_new(const void *src, uint32_t size);
+/* An uninitialised buffer whose data is aligned for direct I/O (CAIRN_IO_ALIGN)
+ * with room for cap >= size bytes, so a device can read into it and the
+ * buffer be kept as it is (the ARC adopting a verified block). Costs one
+ * CAIRN_IO_ALIGN of memory more than cap. */
+cairn_rbuf_t *cairn_rbuf_new_aligned(uint32_t size, size_t cap);
 static inline cairn_rbuf_t *cairn_rbuf_hold(cairn_rbuf_t *b)
 {
     if (b) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);

@@ -488,6 +488,20 @@ static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const vo
     insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false, unread);
 }
 
+void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                      uint8_t policy, bool unread)
+{
+    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
+        stored->size != bp->psize) {
+        pthread_mutex_lock(&A.lock);
+        A.st.bypassed++;
+        pthread_mutex_unlock(&A.lock);
+        arc_buf_rele(stored);
+        return;
+    }
+    insert_buf(pool_guid, bp, stored, policy, false, unread);
+}
+
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy)
 {

@@ -59,6 +59,5 @@ void l2arc_close_pool(uint64_t guid);
 void l2arc_fill_stats(arc_stats_t *st);
 void l2arc_reset_stats(void);
 
-bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type);
 
 #endif
