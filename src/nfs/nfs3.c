@@ -20,7 +20,7 @@
  * record: WRITE data is used in place, and READ data is read by the ZPL
  * directly into the reply buffer, or lent to it by the ARC (nfs_xdr_lend: the
  * socket copies from the ARC's buffers). READ alone may run with memory_only on the
- * transport's I/O thread (nfs_impl.h): zpl_read_memory serves it from memory,
+ * transport's I/O thread (nfs_impl.h): zpl_read_spans (memory_only) serves it from memory,
  * and -EWOULDBLOCK (a record to read from disk, a due atime) sets would_block
  * after only lookups and checks, so the worker's rerun answers the same
  * checks with nothing done twice. Metadata changes are committed before the

@@ -12,7 +12,7 @@
  * reply is kept in the session slot so a retransmission gets the same bytes.
  *
  * A 4.0 COMPOUND of PUTFH and READ may run on the transport's I/O thread with
- * memory_only (nfs_impl.h): READ uses zpl_read_memory, and a read that would
+ * memory_only (nfs_impl.h): READ uses zpl_read_spans (memory_only), and a read that would
  * wait (a record on disk, a due atime), any other operation or a 4.1 COMPOUND
  * sets would_block and the compound stops with nothing sent; a worker runs
  * it again. Only idempotent things happen before that (lease reaping and
