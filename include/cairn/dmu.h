@@ -130,6 +130,13 @@ int dmu_read_memory(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void
 #define DMU_LEND_MIN ((uint32_t)16384)
 int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf,
                    bool memory_only, cairn_spans_t *spans);
+/* Whether dmu_write of [off, off + len) of obj might wait for a device now: a
+ * record it changes only in part is neither dirty, a hole nor in ARC memory
+ * (it would be read from disk), or dmu_tx_begin would wait on the write
+ * throttle. For a front end that runs writes on its connection thread when
+ * they need no device and hands the rest to its workers; false is a forecast
+ * (the ARC may let go of a record meanwhile), never a lock. */
+bool dmu_write_would_wait(objset_t *os, uint64_t obj, uint64_t off, uint64_t len);
 /* Turns whole records in the range into holes and zeroes partial ones. */
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx);
 

@@ -190,6 +190,8 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out);
  * would be exceeded, -ENOSPC when the pool (less others' reservations) is full,
  * -EROFS when the dataset is read-only. */
 int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes);
+/* The same, but -EWOULDBLOCK where it would wait for a txg to sync. */
+int dsl_dataset_check_space_nowait(dsl_dataset_t *ds, uint64_t bytes);
 /* Whether writes to ds are refused (readonly=on, inherited too, or a snapshot),
  * exact and cheap enough for every write. */
 bool dsl_dataset_readonly(dsl_dataset_t *ds);

@@ -76,8 +76,10 @@ typedef struct scsi_cmd {
     uint8_t *data_in;         /* buffer for returned data, data_in_cap bytes */
     uint32_t data_in_cap;     /* = the initiator's expected transfer length */
     bool memory_only;         /* the caller must not wait for a device: only
-                                 READs whose data is in memory run; anything
-                                 else comes back would_block, unchanged */
+                                 READs whose data is in memory and WRITEs that
+                                 need neither a device nor a durability wait
+                                 run; anything else comes back would_block,
+                                 unchanged */
     /* out */
     bool would_block;         /* memory_only and not done: execute it again
                                  without memory_only (status, sense and data
@@ -103,6 +105,19 @@ scsi_target_t *scsi_target_create(const char *name);
 /* Every LU must have been removed. */
 void scsi_target_destroy(scsi_target_t *tgt);
 
+/* Persistent reservations survive power loss only when the initiator asks
+ * (APTPL=1 in its last REGISTER, SPC-4): the administrator layer stores them
+ * through a hook, called with the LU's lock held (it must not call back into
+ * this layer) after each change while APTPL is active, with the whole state
+ * serialized in a self-describing byte string, and once with (NULL, 0) when
+ * a registration turns APTPL off: the store must then forget what it holds.
+ * The hook stores durably before it returns; a nonzero return (-errno: -E2BIG
+ * for a state too large to keep) fails the command and puts the state back as
+ * it was. With a hook PERSIST THROUGH POWER LOSS CAPABLE is reported and
+ * APTPL=1 accepted; without one APTPL=1 is refused (INVALID FIELD IN PARAMETER
+ * LIST). A string the hook received is given back at LU add (pr_state). */
+typedef int (*scsi_pr_hook_fn)(void *arg, uint64_t lun, const void *state, size_t len);
+
 typedef struct scsi_lu_opts {
     uint64_t id;              /* stable identity: serial and NAA come from it */
     const char *vendor;       /* INQUIRY, 8 chars max; NULL: "CAIRN" */
@@ -110,10 +125,16 @@ typedef struct scsi_lu_opts {
     const char *revision;     /* 4 chars max; NULL: CAIRN_VERSION's first 4 */
     bool thin;                /* report LBPME (sparse volume) */
     bool readonly;            /* WRITE PROTECTED to every write */
+    scsi_pr_hook_fn pr_hook;  /* NULL: reservations are never persisted */
+    void *pr_hook_arg;
+    const void *pr_state;     /* reservation state to start with (what the hook
+                                 stored), or NULL */
+    size_t pr_state_len;
 } scsi_lu_opts_t;
 
 /* Adds volume zv as LUN `lun` (0..16383); the LU takes no ownership of zv (the
- * caller closes it after scsi_lu_remove). -EEXIST when the LUN is taken. */
+ * caller closes it after scsi_lu_remove). -EEXIST when the LUN is taken,
+ * -EINVAL for a malformed pr_state (nothing added). */
 int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
                 scsi_lu_t **out);
 /* Waits until no command runs on the LU, then removes it. */
@@ -122,15 +143,7 @@ int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun);
  * CHANGED unit attention on every nexus. */
 void scsi_lu_capacity_changed(scsi_target_t *tgt, uint64_t lun);
 
-/* Persistent reservation state lives in memory per LU. So that it can
- * survive a restart (APTPL), the administrator layer may install a hook: it is
- * called, with the LU's lock held (it must not call back into this layer),
- * after every change of registrations or reservation, with the whole state
- * serialized in a self-describing byte string; scsi_lu_pr_restore() loads such
- * a string back (at LU add, before commands arrive). With a hook installed
- * PERSIST THROUGH POWER LOSS is reported capable and APTPL=1 accepted;
- * without one APTPL=1 is refused (INVALID FIELD IN PARAMETER LIST). */
-typedef void (*scsi_pr_hook_fn)(void *arg, uint64_t lun, const void *state, size_t len);
+/* The same hook and state for an LU already added (tests, tools): */
 void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg);
 /* -EINVAL for a malformed string, -ENOENT for no such LU. */
 int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len);
@@ -158,6 +171,11 @@ void scsi_nexus_logout(scsi_target_t *tgt, const scsi_nexus_t *nexus);
  * reservations and raises BUS DEVICE RESET unit attention for every nexus. The
  * transport aborts its own tasks first. */
 void scsi_reset(scsi_target_t *tgt, uint64_t lun);
+
+/* CLEAR TASK SET from another nexus aborted tasks of this one on lun: with
+ * TAS=0 (our control page) SAM-5 tells it by COMMANDS CLEARED BY ANOTHER
+ * INITIATOR unit attention, which this raises. */
+void scsi_nexus_tasks_cleared(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun);
 
 /* Fills fixed-format sense (response code 0x70) into cmd and sets CHECK
  * CONDITION: for transports that reject a command themselves. */

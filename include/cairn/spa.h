@@ -235,6 +235,9 @@ void spa_block_free_at_sync(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 uint64_t spa_tx_hold(spa_t *spa);
 void spa_tx_throttle(spa_t *spa);
 uint64_t spa_tx_hold_nowait(spa_t *spa);
+/* Whether spa_tx_throttle() might make a writer wait now (the open txg is
+ * near the throttle's limit): for callers that must not wait. */
+bool spa_tx_would_throttle(spa_t *spa);
 void spa_tx_rele(spa_t *spa, uint64_t txg);
 /* Tell the txg machinery how many bytes of dirty data txg now carries (for the
  * size trigger and the write throttle; delta may be negative), and how many

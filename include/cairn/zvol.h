@@ -88,6 +88,12 @@ uint64_t zvol_used_bytes(zvol_t *zv);
 enum {
     ZVOL_WRITE_FUA = 1 << 0,    /* durable before return */
     ZVOL_WRITE_UNMAP = 1 << 1,  /* write_same: all-zero data may be unmapped */
+    /* zvol_write: -EWOULDBLOCK, having changed nothing, where the write would
+     * wait (for durability, a device read of a record it changes in part, the
+     * write throttle, another writer's exclusive range, a txg near a space
+     * limit): for a front end that runs writes on its connection thread when
+     * they need no device and hands the rest to its workers. */
+    ZVOL_WRITE_NOWAIT = 1 << 2,
 };
 
 int zvol_read(zvol_t *zv, uint64_t off, uint64_t len, void *buf);
@@ -120,7 +126,8 @@ int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint
 /* GET LBA STATUS: the extent starting at off (<= ZVOL_LBA_STATUS_MAX_EXTENT, not
  * past the end, a multiple of the block size) whose blocks are all mapped or all
  * deallocated. A block reads as zeros iff it is deallocated (the DMU stores an
- * all-zero record as a hole), so LBPRZ=1 holds. Granularity: volblocksize. */
+ * all-zero record as a hole), so LBPRZ=1 holds. Granularity: the logical block
+ * (a zero block inside a stored record is deallocated). */
 typedef struct zvol_lba_status {
     uint64_t off, len;
     bool mapped;

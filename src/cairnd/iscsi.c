@@ -9,12 +9,21 @@
  *                         number, volume name and the LU id (serial and NAA
  *                         derive from it, so hosts see the same disk after a
  *                         restart);
- *   iscsi.target:<iqn>    in every imported pool: ACL and CHAP secrets.
+ *   iscsi.target:<iqn>    in every imported pool: ACL and CHAP secrets;
+ *   iscsi.pr:<iqn>:<n>    next to the LUN's record, while an initiator has
+ *                         asked its persistent reservations to persist
+ *                         through power loss (APTPL): the LU id and the SCSI
+ *                         layer's state string, rewritten on every change
+ *                         before the command completes, removed when APTPL
+ *                         is turned off or the LUN is removed.
  * On start and on every import the union is loaded: targets are created,
- * LUNs whose volume is in the pool are opened and served. Exporting a pool
- * takes its LUNs offline; the targets stay. A target created while a pool was
- * exported is written to that pool at its next change only (known gap: a
- * target destroyed meanwhile comes back from such a pool's records).
+ * LUNs whose volume is in the pool are opened and served, with their stored
+ * reservations. Exporting a pool takes its LUNs offline; the targets stay.
+ * A pool that comes back (import, or start) then gets the records of every
+ * target served, so one created or changed while it was exported is in it
+ * too (sync_targets). A target destroyed while a pool was exported comes back
+ * with that pool: the pool's records are its configuration, and nothing
+ * outside the pools remembers the destruction.
  *
  * Every command runs under one mutex; a refusal is a one-line error and
  * changes nothing (a LUN is served only once its record is on disk, and is
@@ -25,6 +34,7 @@
 #include <cairn/iscsi.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
+#include <cairn/zap.h>
 #include <cairn/zvol.h>
 
 #include <errno.h>
@@ -47,6 +57,15 @@ typedef struct cfg_target {
     char user[256], secret[256], muser[256], msecret[256];
 } cfg_target_t;
 
+/* Where an online LUN's persistent reservations go (the SCSI layer's hook
+ * argument): allocated on its own because g_luns moves, and only freed once
+ * the LUN is removed, when no command can call the hook any more. */
+typedef struct pr_store {
+    dsl_pool_t *dp;
+    uint64_t luid;
+    char key[300];
+} pr_store_t;
+
 typedef struct cfg_lun {
     char target[ISCSI_NAME_MAX + 1];
     uint32_t lun;
@@ -54,6 +73,7 @@ typedef struct cfg_lun {
     uint64_t luid;
     zvol_t *zv;
     dsl_pool_t *dp;
+    pr_store_t *prs;
 } cfg_lun_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -134,6 +154,11 @@ static void lun_key(const cfg_lun_t *l, char *key, size_t cap)
     snprintf(key, cap, "iscsi.lun:%s:%u", l->target, l->lun);
 }
 
+static void pr_key(const cfg_lun_t *l, char *key, size_t cap)
+{
+    snprintf(key, cap, "iscsi.pr:%s:%u", l->target, l->lun);
+}
+
 static int save_lun(const cfg_lun_t *l)
 {
     char key[300], buf[600];
@@ -186,8 +211,53 @@ static uint64_t random_luid(void)
     return v;
 }
 
-/* Opens the volume and serves it. */
-static int lun_online(cfg_lun_t *l, char *err, size_t errlen)
+/*
+ * The SCSI layer's persistence hook: called under the LU's lock, so it takes
+ * none of ours (g_mu is held while LUNs are removed, which waits for running
+ * commands) and only writes the pool it was given. The record is the LU id
+ * (8 bytes, big endian) and the SCSI layer's state string; the id keeps a
+ * record left behind by an earlier LUN with the same number off a new one.
+ */
+static int pr_store_hook(void *arg, uint64_t lun, const void *state, size_t len)
+{
+    (void)lun;
+    pr_store_t *ps = arg;
+    if (!state) {
+        int rc = dsl_pool_config_remove(ps->dp, ps->key);
+        return rc == -ENOENT ? 0 : rc;
+    }
+    if (len > UINT32_MAX - 8) return -E2BIG;
+    uint8_t *buf = malloc(8 + len);
+    if (!buf) return -ENOMEM;
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(ps->luid >> (56 - 8 * i));
+    memcpy(buf + 8, state, len);
+    int rc = dsl_pool_config_set(ps->dp, ps->key, buf, (uint32_t)(8 + len));
+    free(buf);
+    return rc;
+}
+
+/* The stored reservation state of l (what pr_store_hook wrote), in buf;
+ * *len = 0 when there is none for this LU. A record of another LU id is
+ * dropped. */
+static void pr_stored_state(const cfg_lun_t *l, const char *key, uint8_t *buf, uint32_t cap,
+                            uint32_t *len)
+{
+    *len = 0;
+    uint32_t n = 0;
+    if (dsl_pool_config_get(l->dp, key, buf, cap, &n)) return;
+    uint64_t id = 0;
+    for (uint32_t i = 0; i < 8 && i < n; i++) id = id << 8 | buf[i];
+    if (n <= 8 || id != l->luid) {
+        log_warn(SUB, "LUN %u of %s: dropping reservations stored for another LU", l->lun, l->target);
+        dsl_pool_config_remove(l->dp, key);
+        return;
+    }
+    *len = n;
+}
+
+/* Opens the volume and serves it; restore: with the persistent reservations
+ * stored for it (a LUN coming back), else with none (a new LUN). */
+static int lun_online(cfg_lun_t *l, bool restore, char *err, size_t errlen)
 {
     zvol_t *zv = NULL;
     int rc = zvol_open(l->dp, l->volume, &zv);
@@ -200,14 +270,44 @@ static int lun_online(cfg_lun_t *l, char *err, size_t errlen)
     bool thin = p && !dsl_prop_get(l->dp, l->volume, "refreservation", p, perr, sizeof perr) &&
                 p->numeric == 0;
     free(p);
-    scsi_lu_opts_t opts = {.id = l->luid, .thin = thin, .readonly = zvol_is_readonly(zv)};
+    pr_store_t *ps = calloc(1, sizeof *ps);
+    uint8_t *prbuf = restore ? malloc(ZAP_VALUE_MAX) : NULL;
+    if (!ps || (restore && !prbuf)) {
+        free(ps);
+        free(prbuf);
+        zvol_close(zv);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    ps->dp = l->dp;
+    ps->luid = l->luid;
+    pr_key(l, ps->key, sizeof ps->key);
+    uint32_t prlen = 0;
+    if (restore) pr_stored_state(l, ps->key, prbuf, ZAP_VALUE_MAX, &prlen);
+    scsi_lu_opts_t opts = {.id = l->luid, .thin = thin, .readonly = zvol_is_readonly(zv),
+                           .pr_hook = pr_store_hook, .pr_hook_arg = ps,
+                           .pr_state = prlen ? prbuf + 8 : NULL,
+                           .pr_state_len = prlen ? prlen - 8 : 0};
     rc = iscsi_lun_add(g_srv, l->target, l->lun, zv, &opts);
+    if (rc == -EINVAL && opts.pr_state) {
+        log_warn(SUB, "LUN %u of %s: its stored persistent reservations are unreadable; "
+                 "it comes back without them", l->lun, l->target);
+        dsl_pool_config_remove(l->dp, ps->key);
+        opts.pr_state = NULL;
+        opts.pr_state_len = 0;
+        rc = iscsi_lun_add(g_srv, l->target, l->lun, zv, &opts);
+    } else if (!rc && opts.pr_state) {
+        log_info(SUB, "LUN %u of %s: persistent reservations restored", l->lun, l->target);
+    }
+    free(prbuf);
     if (rc) {
+        free(ps);
         zvol_close(zv);
         snprintf(err, errlen, "cannot add LUN %u to '%s': %s", l->lun, l->target, strerror(-rc));
         return rc;
     }
     l->zv = zv;
+    l->prs = ps;
     return 0;
 }
 
@@ -217,6 +317,19 @@ static void lun_offline(cfg_lun_t *l)
     iscsi_lun_remove(g_srv, l->target, l->lun);
     zvol_close(l->zv);
     l->zv = NULL;
+    free(l->prs);
+    l->prs = NULL;
+}
+
+/* Takes a LUN off and removes its records (configuration and reservations). */
+static void lun_forget(cfg_lun_t *l)
+{
+    char key[300];
+    lun_offline(l);
+    lun_key(l, key, sizeof key);
+    dsl_pool_config_remove(l->dp, key);
+    pr_key(l, key, sizeof key);
+    dsl_pool_config_remove(l->dp, key);
 }
 
 static void drop_lun(cfg_lun_t *l)
@@ -293,7 +406,7 @@ static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
         serve_target(&g_targets[g_ntargets - 1]);
     }
     char err[512];
-    if (lun_online(&l, err, sizeof err)) {
+    if (lun_online(&l, true, err, sizeof err)) {
         log_warn(SUB, "LUN %u of %s stays offline: %s", l.lun, l.target, err);
         return;
     }
@@ -312,6 +425,33 @@ static void load_pool(dsl_pool_t *dp)
     dsl_pool_config_list(dp, "iscsi.lun:", load_lun, dp);
 }
 
+/*
+ * Brings dp's target records up to date with the targets served, after dp
+ * was loaded: a target created or changed while dp was exported exists only
+ * in the other pools, and dp alone must bring it back as it is now (an older
+ * access list of its own would otherwise return after a restart without the
+ * other pools). The served configuration wins over dp's older records; a
+ * record that already matches is not rewritten.
+ */
+static void sync_targets(dsl_pool_t *dp)
+{
+    char key[300], *buf = malloc(REC_MAX), *cur = malloc(REC_MAX);
+    for (size_t i = 0; buf && cur && i < g_ntargets; i++) {
+        snprintf(key, sizeof key, "iscsi.target:%s", g_targets[i].name);
+        size_t len = target_record(&g_targets[i], buf, REC_MAX);
+        uint32_t curlen = 0;
+        if (!dsl_pool_config_get(dp, key, cur, REC_MAX, &curlen) && curlen == len &&
+            !memcmp(cur, buf, len))
+            continue;
+        int rc = dsl_pool_config_set(dp, key, buf, (uint32_t)len);
+        if (rc)
+            log_warn(SUB, "cannot write target %s to a pool that just came back: %s",
+                     g_targets[i].name, strerror(-rc));
+    }
+    free(buf);
+    free(cur);
+}
+
 /* ------------------------------------------------------------ hooks */
 
 int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
@@ -328,6 +468,7 @@ int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     dsl_pool_t *dps[64];
     size_t n = cairnd_pool_dsls(dps, 64);
     for (size_t i = 0; i < n && i < 64; i++) load_pool(dps[i]);
+    for (size_t i = 0; i < n && i < 64; i++) sync_targets(dps[i]);
     pthread_mutex_unlock(&g_mu);
     log_info(SUB, "listening on port %u: %zu targets, %zu LUNs", iscsi_server_port(g_srv),
              g_ntargets, g_nluns);
@@ -348,7 +489,10 @@ void cairnd_iscsi_stop(void)
 void cairnd_iscsi_pool_opened(dsl_pool_t *dp)
 {
     pthread_mutex_lock(&g_mu);
-    if (g_srv) load_pool(dp);
+    if (g_srv) {
+        load_pool(dp);
+        sync_targets(dp);
+    }
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -398,10 +542,7 @@ bool cairnd_iscsi_volume_busy(const char *name, bool recursive, bool force,
                 i++;
                 continue;
             }
-            char key[300];
-            lun_key(l, key, sizeof key);
-            lun_offline(l);
-            dsl_pool_config_remove(l->dp, key);
+            lun_forget(l);
             log_info(SUB, "LUN %u of %s removed: its volume %s is destroyed", l->lun, l->target,
                      l->volume);
             drop_lun(l);
@@ -469,10 +610,7 @@ static void do_target_create(const Cairn__Mgmt__IscsiTargetCreate *m, Cairn__Mgm
 
 static void do_lun_remove_one(cfg_lun_t *l)
 {
-    char key[300];
-    lun_key(l, key, sizeof key);
-    lun_offline(l);
-    dsl_pool_config_remove(l->dp, key);
+    lun_forget(l);
     drop_lun(l);
 }
 
@@ -556,7 +694,7 @@ static void do_lun_add(const Cairn__Mgmt__IscsiLunAdd *m, Cairn__Mgmt__Response 
         return;
     }
     g_luns = nl;
-    int rc = lun_online(&l, err, sizeof err);
+    int rc = lun_online(&l, false, err, sizeof err);
     if (rc) {
         cairnd_set_error(resp, a, rc, "%s", err);
         return;

@@ -33,6 +33,14 @@ int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, 
                                                                                 : 0;
 }
 
+bool dmu_cache_in_memory(objset_t *os, const cairn_blkptr_t *bp)
+{
+    spa_t *spa = os->dp->spa;
+    uint8_t policy = atomic_load(&os->cache_policy);
+    if (spa_readonly(spa) || policy == ARC_POLICY_BYPASS) return false;
+    return arc_cached(spa_guid(spa), bp);
+}
+
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp)
 {
     (void)spa;

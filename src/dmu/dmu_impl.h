@@ -258,6 +258,9 @@ struct dmu_tx {
     bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
 };
 
+/* dnode.c: whether writing [off, off + len) would read a record from disk. */
+bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len);
+
 /* Accounts space the sync of txg will allocate for os (and the pool). */
 void objset_space_pending_add(objset_t *os, uint64_t txg, uint64_t bytes);
 
@@ -322,6 +325,8 @@ void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 /* ---------------- dmu_cache.c ---------------- */
 /* Reads bp (any context) through the ARC with os's cache policy. */
 int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
+/* Whether the block is in ARC memory under the object set's cache policy. */
+bool dmu_cache_in_memory(objset_t *os, const cairn_blkptr_t *bp);
 /* Bytes [off, off + len) of bp from ARC memory, or -EWOULDBLOCK (no I/O).
  * With ref, the ARC may lend its buffer instead (*ref held, buf untouched:
  * arc_lookup_memory_ref). */

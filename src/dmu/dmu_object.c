@@ -259,6 +259,16 @@ int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void 
     return err;
 }
 
+bool dmu_write_would_wait(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
+{
+    if (spa_tx_would_throttle(os->dp->spa)) return true;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return true; /* let the caller's full path report it */
+    bool wait = dnode_write_would_read(dn, off, len);
+    dnode_rele(dn);
+    return wait;
+}
+
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx)
 {
     int err = tx_check(os, tx);

@@ -1139,6 +1139,35 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
     return err;
 }
 
+/* Only a record written in part needs its old content (dirty_rec): the first
+ * and the last of the range. */
+bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
+{
+    if (!len) return false;
+    if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return false; /* EFBIG, at once */
+    dn_rlock(dn);
+    bool wait = false;
+    if (dn->cur.type != DNODE_TYPE_FREE) {
+        uint32_t rs = dn->cur.datablksz;
+        uint64_t first = off / rs, last = (off + len - 1) / rs;
+        uint64_t edge[2] = {first, last};
+        bool partial[2] = {off % rs != 0 || (first == last && len < rs), (off + len) % rs != 0};
+        for (int i = 0; i < 2 && !wait; i++) {
+            if (!partial[i] || (i == 1 && last == first && partial[0])) continue;
+            const uint8_t *src = NULL;
+            cairn_blkptr_t bp;
+            int err = 0;
+            pthread_mutex_t *shard = &dn->shard_lock[dn_shard(edge[i])];
+            pthread_mutex_lock(shard);
+            int k = dn_lookup(dn, UINT64_MAX, edge[i], &src, &bp, &err);
+            pthread_mutex_unlock(shard);
+            wait = err || (k == LK_BP && !dmu_cache_in_memory(dn->os, &bp));
+        }
+    }
+    dn_unlock(dn);
+    return wait;
+}
+
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
     return dn_read(dn, off, len, buf, false, NULL);

@@ -1826,7 +1826,7 @@ static void fast_remember(dsl_dataset_t *ds, int rofs, uint64_t claim0, uint64_t
     atomic_store_explicit(&ds->fp_seq, s + 2, memory_order_release);
 }
 
-int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes)
+static int check_space(dsl_dataset_t *ds, uint64_t bytes, bool nowait)
 {
     dsl_pool_t *dp = ds->dp;
     int err;
@@ -1852,8 +1852,16 @@ int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes)
             fast_remember(ds, 0, claim0, avail);
         }
         pthread_mutex_unlock(&dp->lock);
+        if (wait && nowait) return -EWOULDBLOCK;
         if (!wait || spa_txg_wait_synced(dp->spa, 0) != 0) return err;
     }
+}
+
+int dsl_dataset_check_space(dsl_dataset_t *ds, uint64_t bytes) { return check_space(ds, bytes, false); }
+
+int dsl_dataset_check_space_nowait(dsl_dataset_t *ds, uint64_t bytes)
+{
+    return check_space(ds, bytes, true);
 }
 
 bool dsl_dataset_readonly(dsl_dataset_t *ds)

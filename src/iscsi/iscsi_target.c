@@ -1110,15 +1110,25 @@ static void run_task(void *arg)
     task_free(t);
 }
 
-/* A READ tried on the reader thread itself: done here when its data is in
- * memory (no hand-off, no wakeup); false when it needs the disk (nothing has
- * happened) and goes to the workers. TMFs of this connection run on this same
- * thread, so only another session's reset can abort it meanwhile. */
+/* A READ or WRITE tried on the reader thread itself: done here when it needs
+ * no device and no wait (data in memory; a write without FUA whose partial
+ * records are in memory), with no hand-off and no wakeup; false when it would
+ * wait (nothing has happened) and goes to the workers. TMFs of this
+ * connection run on this same thread, so only another session's reset or
+ * CLEAR TASK SET can abort it: checked as the workers do, before it runs. */
 static bool run_on_reader(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
+    bool aborted = t->aborted;
     t->state = T_RUNNING;
     pthread_mutex_unlock(&c->lock);
+    if (aborted) {
+        pthread_mutex_lock(&c->lock);
+        task_unlink(c, t);
+        pthread_mutex_unlock(&c->lock);
+        task_free(t);
+        return true;
+    }
     t->cmd.memory_only = true;
     scsi_execute(c->tgt->scsi, &t->cmd);
     t->cmd.memory_only = false;
@@ -1147,6 +1157,18 @@ static void dispatch(iconn_t *c, itask_t *t)
         t->cmd.data_out_len = t->edtl;
     }
     taskq_dispatch(c->workers, run_task, t, NULL);
+}
+
+/* A write whose data is all here: on the reader when it needs no device and
+ * no wait, else on the workers (which also answer digest and sequence errors). */
+static void dispatch_write(iconn_t *c, itask_t *t)
+{
+    if (!t->digest_failed && !t->seq_failed && !t->prefailed) {
+        t->cmd.data_out = t->buf;
+        t->cmd.data_out_len = t->edtl;
+        if (run_on_reader(c, t)) return;
+    }
+    dispatch(c, t);
 }
 
 /* Sends R2Ts while slots are free and data is still to be solicited. */
@@ -1345,7 +1367,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
     t->unsol_end = (p->info.final || c->params.initial_r2t) ? imm : unsol_limit;
     t->r2t_next = t->unsol_end;
     if (task_data_complete(t)) {
-        dispatch(c, t);
+        dispatch_write(c, t);
         return 0;
     }
     return issue_r2ts(c, t);
@@ -1358,6 +1380,14 @@ static int on_data_out(iconn_t *c, rx_pdu_t *p)
     pthread_mutex_lock(&c->lock);
     itask_t *t = task_find(c, p->info.itt);
     bool ours = t && t->state == T_DATA; /* only this thread frees tasks in T_DATA */
+    if (ours && t->aborted) {
+        /* Aborted by another session's CLEAR TASK SET or reset while it
+         * waited for this data: it ends here, and its data goes nowhere. */
+        task_unlink(c, t);
+        pthread_mutex_unlock(&c->lock);
+        task_free(t);
+        return 0;
+    }
     pthread_mutex_unlock(&c->lock);
     if (!ours) return 0; /* an aborted or unknown task: data dropped */
     if (p->data_digest_bad) {
@@ -1401,7 +1431,7 @@ static int on_data_out(iconn_t *c, rx_pdu_t *p)
         if (slot) slot->active = false;
     }
     if (task_data_complete(t)) {
-        dispatch(c, t);
+        dispatch_write(c, t);
         return 0;
     }
     return issue_r2ts(c, t);
@@ -1577,16 +1607,21 @@ static int abort_tasks(iconn_t *c, abort_match_t *m)
 
 /* Other sessions' tasks on the same target and LUN: aborted without waiting
  * (their readers and workers drop them); SAM's unit attention tells those
- * initiators. */
-static void abort_other_sessions(iconn_t *c, abort_match_t *m)
+ * initiators. A task still waiting for its data is aborted too: its reader
+ * drops it when the data comes (on_data_out), so it never runs - the write
+ * of another initiator must not land after a reset or CLEAR TASK SET. */
+static void abort_other_sessions(iconn_t *c, abort_match_t *m, bool clear_task_set)
 {
     pthread_mutex_lock(&c->srv->lock);
     for (iconn_t *o = c->srv->conns; o; o = o->next) {
         if (o == c || o->tgt != c->tgt || !o->login_done) continue;
+        bool any = false;
         pthread_mutex_lock(&o->lock);
         for (itask_t *t = o->tasks; t; t = t->next)
-            if (abort_matches(t, m) && t->state != T_DATA) t->aborted = true;
+            if (abort_matches(t, m) && !t->aborted) t->aborted = any = true;
         pthread_mutex_unlock(&o->lock);
+        /* Resets tell every nexus by their own unit attention. */
+        if (any && clear_task_set) scsi_nexus_tasks_cleared(c->tgt->scsi, o->nexus.nexus_id, m->lun);
     }
     pthread_mutex_unlock(&c->srv->lock);
 }
@@ -1639,19 +1674,19 @@ static void on_tmf(iconn_t *c, rx_pdu_t *p)
             m.by_lun = true;
             m.lun = lun;
             abort_tasks(c, &m);
-            if (fn == 4) abort_other_sessions(c, &m);
+            if (fn == 4) abort_other_sessions(c, &m, true);
             break;
         case 5: /* LOGICAL UNIT RESET */
             if (!lun_ok) { response = 2; break; }
             m.by_lun = true;
             m.lun = lun;
             abort_tasks(c, &m);
-            abort_other_sessions(c, &m);
+            abort_other_sessions(c, &m, false);
             scsi_reset(c->tgt->scsi, lun);
             break;
         case 6: /* TARGET WARM RESET */
             abort_tasks(c, &m);
-            abort_other_sessions(c, &m);
+            abort_other_sessions(c, &m, false);
             scsi_reset(c->tgt->scsi, UINT64_MAX);
             break;
         case 8: response = 4; break; /* TASK REASSIGN: needs ERL 2 */

@@ -14,8 +14,11 @@
  *
  * memory_only commands (a transport's connection thread, see scsi_cmd_t) stop
  * with would_block before the unit attention check unless the opcode is
- * OPF_MEMORY (the READs), whose handler reads with zvol_read_memory; a
- * would_block command has changed nothing and is executed again elsewhere.
+ * OPF_MEMORY: the READs, whose handler reads with zvol_read_memory, and the
+ * WRITEs, whose handler writes with ZVOL_WRITE_NOWAIT (a write that needs no
+ * device and no durability wait completes on the connection thread: it sits
+ * in memory like every acknowledged non-FUA write). A would_block command has
+ * changed nothing and is executed again elsewhere.
  *
  * Unit attentions are kept per (nexus, LUN) in the nexus registry. A nexus
  * becomes known at scsi_nexus_login (with POWER ON on every LU) or at its first
@@ -179,6 +182,7 @@ static const struct { uint32_t bit; uint8_t asc, ascq; } ua_codes[] = {
     {UA_RES_PREEMPTED, 0x2a, 0x03},  {UA_RES_RELEASED, 0x2a, 0x04},
     {UA_REG_PREEMPTED, 0x2a, 0x05},  {UA_MODE_CHANGED, 0x2a, 0x01},
     {UA_CAPACITY_CHANGED, 0x2a, 0x09}, {UA_LUNS_CHANGED, 0x3f, 0x0e},
+    {UA_CMDS_CLEARED, 0x2f, 0x00},
 };
 
 bool scsi_ua_take(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun, uint8_t *key, uint8_t *asc,
@@ -262,6 +266,16 @@ void scsi_reset(scsi_target_t *tgt, uint64_t lun)
     pthread_mutex_unlock(&tgt->lock);
 }
 
+void scsi_nexus_tasks_cleared(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun)
+{
+    lun = decode_lun(lun);
+    if (lun == UINT64_MAX) return;
+    pthread_mutex_lock(&tgt->ua_lock);
+    for (nexus_rec_t *n = tgt->nexuses; n; n = n->next)
+        if (n->id == nexus_id) ua_add_locked(n, lun, UA_CMDS_CLEARED);
+    pthread_mutex_unlock(&tgt->ua_lock);
+}
+
 /* -------------------------------------------------------- targets, LUs */
 
 scsi_target_t *scsi_target_create(const char *name)
@@ -334,10 +348,24 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     scsi_naa_from_id(lu->naa, opts->id);
     pthread_mutex_init(&lu->lock, NULL);
     spc_mode_init(lu);
+    lu->pr_hook = opts->pr_hook;
+    lu->pr_hook_arg = opts->pr_hook_arg;
+    /* Restored before the LU is visible: no command may see it without the
+     * registrations and reservation it had. */
+    if (opts->pr_state) {
+        int err = pr_load(lu, opts->pr_state, opts->pr_state_len);
+        if (err) {
+            pthread_mutex_destroy(&lu->lock);
+            free(lu);
+            return err;
+        }
+        lu->pr_stored = true;
+    }
 
     pthread_mutex_lock(&tgt->lock);
     if (tgt->lus[lun]) {
         pthread_mutex_unlock(&tgt->lock);
+        pr_free(lu);
         pthread_mutex_destroy(&lu->lock);
         free(lu);
         return -EEXIST;
@@ -440,7 +468,7 @@ const scsi_op_t scsi_ops[] = {
     {0x03, -1, 6, PRC_ALLOW, OPF_NO_UA | OPF_NO_LU | OPF_RES2_OK, U(0x03, 0x01, 0, 0, 0xff, 0),
      spc_request_sense, "REQUEST SENSE"},
     {0x08, -1, 6, PRC_READ, OPF_MEMORY, U(0x08, 0x1f, 0xff, 0xff, 0xff, 0), sbc_read, "READ(6)"},
-    {0x0a, -1, 6, PRC_WRITE, 0, U(0x0a, 0x1f, 0xff, 0xff, 0xff, 0), sbc_write, "WRITE(6)"},
+    {0x0a, -1, 6, PRC_WRITE, OPF_MEMORY, U(0x0a, 0x1f, 0xff, 0xff, 0xff, 0), sbc_write, "WRITE(6)"},
     {0x12, -1, 6, PRC_ALLOW, OPF_NO_UA | OPF_NO_LU | OPF_RES2_OK, U(0x12, 0x01, 0xff, 0xff, 0xff, 0),
      spc_inquiry, "INQUIRY"},
     {0x15, -1, 6, PRC_WRITE, 0, U(0x15, 0x11, 0, 0, 0xff, 0), spc_mode_select, "MODE SELECT(6)"},
@@ -453,7 +481,7 @@ const scsi_op_t scsi_ops[] = {
      "READ CAPACITY(10)"},
     {0x28, -1, 10, PRC_READ, OPF_MEMORY, U(0x28, 0x1e, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_read,
      "READ(10)"},
-    {0x2a, -1, 10, PRC_WRITE, 0, U(0x2a, 0x1a, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_write,
+    {0x2a, -1, 10, PRC_WRITE, OPF_MEMORY, U(0x2a, 0x1a, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_write,
      "WRITE(10)"},
     {0x2e, -1, 10, PRC_WRITE, 0, U(0x2e, 0x16, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0), sbc_write,
      "WRITE AND VERIFY(10)"},
@@ -501,7 +529,7 @@ const scsi_op_t scsi_ops[] = {
     {0x89, -1, 16, PRC_WRITE, 0,
      U(0x89, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0),
      sbc_compare_and_write, "COMPARE AND WRITE"},
-    {0x8a, -1, 16, PRC_WRITE, 0,
+    {0x8a, -1, 16, PRC_WRITE, OPF_MEMORY,
      U(0x8a, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE(16)"},
     {0x8e, -1, 16, PRC_WRITE, 0,
@@ -536,7 +564,7 @@ const scsi_op_t scsi_ops[] = {
      spc_report_tmfs, "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS"},
     {0xa8, -1, 12, PRC_READ, OPF_MEMORY, U(0xa8, 0x1e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_read, "READ(12)"},
-    {0xaa, -1, 12, PRC_WRITE, 0, U(0xaa, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
+    {0xaa, -1, 12, PRC_WRITE, OPF_MEMORY, U(0xaa, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE(12)"},
     {0xae, -1, 12, PRC_WRITE, 0, U(0xae, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE AND VERIFY(12)"},

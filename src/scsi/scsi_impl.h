@@ -29,6 +29,7 @@ enum {
     UA_MODE_CHANGED = 1u << 5,      /* 2A/01 */
     UA_CAPACITY_CHANGED = 1u << 6,  /* 2A/09 */
     UA_LUNS_CHANGED = 1u << 7,      /* 3F/0E */
+    UA_CMDS_CLEARED = 1u << 8,      /* 2F/00 */
 };
 
 typedef struct ua_entry {
@@ -96,6 +97,8 @@ struct scsi_lu {
     uint32_t pr_generation;
     pr_reg_t *holder;    /* NULL: no reservation; any registrant for the AR types */
     uint8_t pr_type;
+    bool pr_aptpl;       /* the last registration asked to persist through power loss */
+    bool pr_stored;      /* the hook holds a state (so turning APTPL off must erase it) */
     scsi_pr_hook_fn pr_hook;
     void *pr_hook_arg;
     copy_result_t copies[COPY_RESULTS_KEPT];
@@ -275,5 +278,8 @@ bool pr_allowed(scsi_lu_t *lu, const scsi_nexus_t *nx, uint8_t prc, uint8_t opfl
 void pr_nexus_gone(scsi_lu_t *lu, uint64_t nexus_id);
 void pr_reset(scsi_lu_t *lu);
 void pr_free(scsi_lu_t *lu);
+/* Replaces lu's reservation state with a serialized one (under lu->lock, or
+ * before lu is published); -EINVAL for a malformed string, nothing changed. */
+int pr_load(scsi_lu_t *lu, const void *state, size_t len);
 
 #endif

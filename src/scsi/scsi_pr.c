@@ -21,11 +21,22 @@
  * do nothing; from anyone else while a persistent reservation exists they
  * conflict.
  *
- * State is in memory, per LU, under lu->lock. The optional hook (scsi.h)
- * receives the whole state, serialized, after every change:
- *   "CPR1" | u32 generation | u8 type | u32 holder index+1 (0: none) | u32 n |
+ * State is in memory, per LU, under lu->lock. Persistence follows APTPL
+ * (SPC-4): the APTPL bit of the last REGISTER / REGISTER AND IGNORE EXISTING
+ * KEY decides for the whole LU. While it is set, the hook (scsi.h) receives
+ * the whole state, serialized, after every change, and the command completes
+ * only once it is stored (the hook is called under lu->lock, so changes reach
+ * the store in the order they were made; a refused store puts the old state
+ * back, which is why the unit attentions a change leaves for other nexuses
+ * are raised only once it stands); when a registration clears it, the hook is told once to forget
+ * the stored state; without it nothing is written. The string:
+ *   "CPR2" | u8 flags (bit 0: APTPL) | u32 generation | u8 type |
+ *   u32 holder index+1 (0: none) | u32 n |
  *   n x (u64 key | u16 rel_port | u8 all_tg_pt | u16 len | initiator |
  *        u16 len | target_port)                          (big endian)
+ * Registrations are restored with the I_T nexus names they were made with
+ * (initiator name with its ISID, target port), so an initiator that comes back
+ * with the same ISID is the same registrant.
  */
 #include "scsi_impl.h"
 
@@ -112,29 +123,26 @@ static void wput_str(wbuf_t *w, const char *s)
     if (n) wput(w, s, n);
 }
 
-static void pr_changed(scsi_lu_t *lu)
+static void pr_serialize(scsi_lu_t *lu, wbuf_t *w)
 {
-    if (!lu->pr_hook) return;
-    wbuf_t w = {0};
-    wput(&w, "CPR1", 4);
-    wput_n(&w, lu->pr_generation, 4);
-    wput_n(&w, lu->pr_type, 1);
+    wput(w, "CPR2", 4);
+    wput_n(w, lu->pr_aptpl ? 1 : 0, 1);
+    wput_n(w, lu->pr_generation, 4);
+    wput_n(w, lu->pr_type, 1);
     uint32_t n = 0, holder = 0;
     for (pr_reg_t *r = lu->regs; r; r = r->next) {
         n++;
         if (r == lu->holder) holder = n;
     }
-    wput_n(&w, holder, 4);
-    wput_n(&w, n, 4);
+    wput_n(w, holder, 4);
+    wput_n(w, n, 4);
     for (pr_reg_t *r = lu->regs; r; r = r->next) {
-        wput_n(&w, r->key, 8);
-        wput_n(&w, r->rel_port, 2);
-        wput_n(&w, r->target_port ? 0 : 1, 1);
-        wput_str(&w, r->initiator);
-        wput_str(&w, r->target_port);
+        wput_n(w, r->key, 8);
+        wput_n(w, r->rel_port, 2);
+        wput_n(w, r->target_port ? 0 : 1, 1);
+        wput_str(w, r->initiator);
+        wput_str(w, r->target_port);
     }
-    if (!w.fail) lu->pr_hook(lu->pr_hook_arg, lu->lun, w.p, w.len);
-    free(w.p);
 }
 
 static void reg_free(pr_reg_t *r)
@@ -144,25 +152,20 @@ static void reg_free(pr_reg_t *r)
     free(r);
 }
 
-void pr_free(scsi_lu_t *lu)
+static void regs_free(pr_reg_t *head)
 {
-    while (lu->regs) {
-        pr_reg_t *r = lu->regs;
-        lu->regs = r->next;
+    while (head) {
+        pr_reg_t *r = head;
+        head = r->next;
         reg_free(r);
     }
-    lu->holder = NULL;
 }
 
-void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg)
+void pr_free(scsi_lu_t *lu)
 {
-    scsi_lu_t *lu = scsi_lu_pin(tgt, lun);
-    if (!lu) return;
-    pthread_mutex_lock(&lu->lock);
-    lu->pr_hook = fn;
-    lu->pr_hook_arg = arg;
-    pthread_mutex_unlock(&lu->lock);
-    scsi_lu_unpin(lu);
+    regs_free(lu->regs);
+    lu->regs = NULL;
+    lu->holder = NULL;
 }
 
 typedef struct rbuf {
@@ -195,21 +198,34 @@ static char *rget_str(rbuf_t *r)
     return s;
 }
 
-int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len)
+/* The state a serialized string describes, parsed before anything is replaced. */
+typedef struct pr_state {
+    bool aptpl;
+    uint32_t generation;
+    uint8_t type;
+    pr_reg_t *regs, *holder;
+} pr_state_t;
+
+static int pr_parse(const void *state, size_t len, pr_state_t *st)
 {
-    if (!state || len < 4 || memcmp(state, "CPR1", 4) != 0) return -EINVAL;
+    memset(st, 0, sizeof(*st));
+    if (!state || len < 4 || memcmp(state, "CPR2", 4) != 0) return -EINVAL;
     rbuf_t rb = {.p = state, .len = len, .off = 4};
-    uint32_t gen = (uint32_t)rget(&rb, 4);
-    uint8_t type = (uint8_t)rget(&rb, 1);
+    uint8_t flags = (uint8_t)rget(&rb, 1);
+    st->aptpl = flags & 1;
+    st->generation = (uint32_t)rget(&rb, 4);
+    st->type = (uint8_t)rget(&rb, 1);
     uint32_t holder = (uint32_t)rget(&rb, 4);
     uint32_t n = (uint32_t)rget(&rb, 4);
-    pr_reg_t *head = NULL, **tail = &head, *hold = NULL;
+    pr_reg_t **tail = &st->regs;
     for (uint32_t i = 0; i < n && !rb.fail; i++) {
         pr_reg_t *r = calloc(1, sizeof(*r));
         if (!r) {
             rb.fail = true;
             break;
         }
+        *tail = r;
+        tail = &r->next;
         r->key = rget(&rb, 8);
         r->rel_port = (uint16_t)rget(&rb, 2);
         bool atp = rget(&rb, 1) != 0;
@@ -219,33 +235,84 @@ int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size
             free(r->target_port);
             r->target_port = NULL;
         }
-        *tail = r;
-        tail = &r->next;
-        if (i + 1 == holder) hold = r;
+        if (i + 1 == holder) st->holder = r;
     }
-    if (rb.fail || rb.off != len || (holder && (!hold || !type_valid(type)))) {
-        while (head) {
-            pr_reg_t *r = head;
-            head = r->next;
-            reg_free(r);
-        }
+    if (rb.fail || rb.off != len || (flags & ~1u) ||
+        (holder && (!st->holder || !type_valid(st->type)))) {
+        regs_free(st->regs);
+        memset(st, 0, sizeof(*st));
         return -EINVAL;
     }
+    if (!st->holder) st->type = 0;
+    return 0;
+}
+
+/* Replaces lu's state with st (which it takes); under lu->lock. */
+static void pr_install(scsi_lu_t *lu, pr_state_t *st)
+{
+    pr_free(lu);
+    lu->regs = st->regs;
+    lu->holder = st->holder;
+    lu->pr_type = st->type;
+    lu->pr_generation = st->generation;
+    lu->pr_aptpl = st->aptpl;
+}
+
+int pr_load(scsi_lu_t *lu, const void *state, size_t len)
+{
+    pr_state_t st;
+    int err = pr_parse(state, len, &st);
+    if (err) return err;
+    pr_install(lu, &st);
+    return 0;
+}
+
+/*
+ * After a change: with APTPL active the store gets the whole state; when
+ * APTPL was just turned off it is told to forget what it holds, so a restart
+ * finds nothing. Without APTPL nothing is written at all.
+ */
+static int pr_persist(scsi_lu_t *lu)
+{
+    if (!lu->pr_hook) return 0;
+    if (!lu->pr_aptpl) {
+        if (!lu->pr_stored) return 0;
+        int err = lu->pr_hook(lu->pr_hook_arg, lu->lun, NULL, 0);
+        if (!err) lu->pr_stored = false;
+        return err;
+    }
+    wbuf_t w = {0};
+    pr_serialize(lu, &w);
+    int err = w.fail ? -ENOMEM : lu->pr_hook(lu->pr_hook_arg, lu->lun, w.p, w.len);
+    free(w.p);
+    if (!err) lu->pr_stored = true;
+    return err;
+}
+
+void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg)
+{
+    scsi_lu_t *lu = scsi_lu_pin(tgt, lun);
+    if (!lu) return;
+    pthread_mutex_lock(&lu->lock);
+    lu->pr_hook = fn;
+    lu->pr_hook_arg = arg;
+    pthread_mutex_unlock(&lu->lock);
+    scsi_lu_unpin(lu);
+}
+
+int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len)
+{
+    pr_state_t st;
+    int err = pr_parse(state, len, &st);
+    if (err) return err;
     scsi_lu_t *lu = scsi_lu_pin(tgt, lun);
     if (!lu) {
-        while (head) {
-            pr_reg_t *r = head;
-            head = r->next;
-            reg_free(r);
-        }
+        regs_free(st.regs);
         return -ENOENT;
     }
     pthread_mutex_lock(&lu->lock);
-    pr_free(lu);
-    lu->regs = head;
-    lu->holder = hold;
-    lu->pr_type = hold ? type : 0;
-    lu->pr_generation = gen;
+    pr_install(lu, &st);
+    lu->pr_stored = true;
     pthread_mutex_unlock(&lu->lock);
     scsi_lu_unpin(lu);
     return 0;
@@ -351,7 +418,7 @@ void pr_in(scsi_ctx_t *c)
         memset(buf, 0, 8);
         put16(buf, 8);
         buf[2] = 0x10 | 0x04 | (lu->pr_hook ? 0x01 : 0);   /* CRH, ATP_C, PTPL_C */
-        buf[3] = 0x80 | 0x10;   /* TMV, ALLOW COMMANDS 001b */
+        buf[3] = 0x80 | 0x10 | (lu->pr_aptpl ? 0x01 : 0);   /* TMV, ALLOW COMMANDS 001b, PTPL_A */
         buf[4] = 0x80 | 0x40 | 0x20 | 0x08 | 0x02;   /* WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX */
         buf[5] = 0x01;   /* EX_AC_AR */
         break;
@@ -391,14 +458,55 @@ static pr_reg_t *reg_new(const scsi_nexus_t *nx, uint64_t key, bool all_tg_pt)
     return r;
 }
 
-static void ua_reg(scsi_ctx_t *c, const pr_reg_t *r, uint32_t mask)
+/* Unit attentions a PERSISTENT RESERVE OUT leaves for other nexuses, raised
+ * only once the change stands (it may still be refused by the store). */
+typedef struct ua_note {
+    char *initiator, *target_port;
+    uint32_t mask;
+} ua_note_t;
+
+typedef struct ua_notes {
+    ua_note_t *v;
+    size_t n, cap;
+} ua_notes_t;
+
+static void ua_reg(ua_notes_t *un, const pr_reg_t *r, uint32_t mask)
 {
-    scsi_ua_raise_it(c->tgt, c->lu->lun, r->initiator, r->target_port, c->nexus->nexus_id, mask);
+    if (un->n == un->cap) {
+        size_t cap = un->cap ? un->cap * 2 : 8;
+        ua_note_t *v = realloc(un->v, cap * sizeof(*v));
+        if (!v) return;   /* out of memory: the UA is lost, the change is not */
+        un->v = v;
+        un->cap = cap;
+    }
+    ua_note_t *n = &un->v[un->n];
+    n->initiator = strdup(r->initiator);
+    n->target_port = r->target_port ? strdup(r->target_port) : NULL;
+    n->mask = mask;
+    if (!n->initiator || (r->target_port && !n->target_port)) {
+        free(n->initiator);
+        free(n->target_port);
+        return;
+    }
+    un->n++;
+}
+
+static void ua_notes_done(scsi_ctx_t *c, ua_notes_t *un, bool raise)
+{
+    for (size_t i = 0; i < un->n; i++) {
+        ua_note_t *n = &un->v[i];
+        if (raise)
+            scsi_ua_raise_it(c->tgt, c->lu->lun, n->initiator, n->target_port,
+                             c->nexus->nexus_id, n->mask);
+        free(n->initiator);
+        free(n->target_port);
+    }
+    free(un->v);
 }
 
 /* Removes r; a holder's removal releases the reservation (for the
  * all-registrants types only when the last registrant goes). */
-static void reg_remove(scsi_ctx_t *c, pr_reg_t *r, bool ua_released)
+static void reg_remove(scsi_ctx_t *c, ua_notes_t *un, pr_reg_t *r, bool ua_released)
 {
     scsi_lu_t *lu = c->lu;
     for (pr_reg_t **pp = &lu->regs; *pp; pp = &(*pp)->next)
@@ -411,7 +519,7 @@ static void reg_remove(scsi_ctx_t *c, pr_reg_t *r, bool ua_released)
         if (type_all_regs(lu->pr_type) && lu->holder == r && lu->regs) lu->holder = lu->regs;
         if (release) {
             if (ua_released && (lu->pr_type == PR_WE_RO || lu->pr_type == PR_EA_RO))
-                for (pr_reg_t *o = lu->regs; o; o = o->next) ua_reg(c, o, UA_RES_RELEASED);
+                for (pr_reg_t *o = lu->regs; o; o = o->next) ua_reg(un, o, UA_RES_RELEASED);
             lu->holder = NULL;
             lu->pr_type = 0;
         }
@@ -447,10 +555,17 @@ void pr_out(scsi_ctx_t *c)
     }
 
     pthread_mutex_lock(&lu->lock);
-    if (aptpl && !lu->pr_hook) {
+    if (aptpl && registering && !lu->pr_hook) {
         pthread_mutex_unlock(&lu->lock);
         bad_param(c, 20, 0);
         return;
+    }
+    /* What the state was, to go back to when the store refuses the new one. */
+    wbuf_t before = {0};
+    ua_notes_t un = {0};
+    if (lu->pr_hook) {
+        pr_serialize(lu, &before);
+        if (before.fail) goto nomem;
     }
     pr_reg_t *me = reg_find(lu, c->nexus);
     bool changed = false;
@@ -459,16 +574,19 @@ void pr_out(scsi_ctx_t *c)
     case 0x06:   /* REGISTER AND IGNORE EXISTING KEY */
         if (sa == 0x00 && (me ? me->key != key : key != 0)) goto conflict;
         if (!me) {
-            if (sa_key == 0) break;
+            if (sa_key == 0) break;   /* nothing to do, APTPL included */
             pr_reg_t *r = reg_new(c->nexus, sa_key, all_tg_pt);
             if (!r) goto nomem;
             r->next = lu->regs;
             lu->regs = r;
         } else if (sa_key == 0) {
-            reg_remove(c, me, true);
+            reg_remove(c, &un, me, true);
         } else {
             me->key = sa_key;
         }
+        /* SPC-4: the APTPL of the last registration decides for the whole LU
+         * (ignored by every other service action). */
+        lu->pr_aptpl = aptpl;
         lu->pr_generation++;
         changed = true;
         break;
@@ -489,13 +607,14 @@ void pr_out(scsi_ctx_t *c)
         if (!lu->holder || !is_holder(lu, me)) break;
         if (scope != 0 || lu->pr_type != type) {
             pthread_mutex_unlock(&lu->lock);
+            free(before.p);
             /* INVALID RELEASE OF PERSISTENT RESERVATION */
             scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
             return;
         }
         if (lu->pr_type != PR_WE && lu->pr_type != PR_EA)
             for (pr_reg_t *o = lu->regs; o; o = o->next)
-                if (o != me) ua_reg(c, o, UA_RES_RELEASED);
+                if (o != me) ua_reg(&un, o, UA_RES_RELEASED);
         lu->holder = NULL;
         lu->pr_type = 0;
         changed = true;
@@ -505,7 +624,7 @@ void pr_out(scsi_ctx_t *c)
         while (lu->regs) {
             pr_reg_t *r = lu->regs;
             lu->regs = r->next;
-            if (r != me) ua_reg(c, r, UA_RES_PREEMPTED);
+            if (r != me) ua_reg(&un, r, UA_RES_PREEMPTED);
             reg_free(r);
         }
         lu->holder = NULL;
@@ -523,6 +642,7 @@ void pr_out(scsi_ctx_t *c)
             if (!type_valid(type)) goto bad_type;
         } else if (sa_key == 0) {
             pthread_mutex_unlock(&lu->lock);
+            free(before.p);
             bad_param(c, 8, -1);
             return;
         }
@@ -535,7 +655,7 @@ void pr_out(scsi_ctx_t *c)
                 continue;
             }
             *pp = r->next;
-            ua_reg(c, r, UA_REG_PREEMPTED);
+            ua_reg(&un, r, UA_REG_PREEMPTED);
             if (lu->holder == r) lu->holder = NULL;
             reg_free(r);
             removed++;
@@ -553,26 +673,52 @@ void pr_out(scsi_ctx_t *c)
     }
     default:
         pthread_mutex_unlock(&lu->lock);
+        free(before.p);
         bad_cdb(c, 1, 4);
         return;
     }
-    if (changed) pr_changed(lu);
+    if (changed) {
+        int err = pr_persist(lu);
+        if (err) {
+            /* Not stored, so not done: the command fails, the state is what
+             * it was and nobody hears of a change. */
+            pr_load(lu, before.p, before.len);
+            pthread_mutex_unlock(&lu->lock);
+            free(before.p);
+            ua_notes_done(c, &un, false);
+            if (err == -E2BIG && registering)
+                scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x55, 0x04);   /* INSUFFICIENT REGISTRATION RESOURCES */
+            else
+                scsi_zvol_error(c, err, true);
+            return;
+        }
+    }
+    ua_notes_done(c, &un, true);
     pthread_mutex_unlock(&lu->lock);
+    free(before.p);
     scsi_respond(c, NULL, 0, 0);
     return;
 conflict:
     pthread_mutex_unlock(&lu->lock);
+    free(before.p);
+    ua_notes_done(c, &un, false);
     res_conflict(c);
     return;
 bad_scope:
     pthread_mutex_unlock(&lu->lock);
+    free(before.p);
+    ua_notes_done(c, &un, false);
     bad_cdb(c, 2, 7);
     return;
 bad_type:
     pthread_mutex_unlock(&lu->lock);
+    free(before.p);
+    ua_notes_done(c, &un, false);
     bad_cdb(c, 2, 3);
     return;
 nomem:
     pthread_mutex_unlock(&lu->lock);
+    free(before.p);
+    ua_notes_done(c, &un, false);
     scsi_zvol_error(c, -ENOMEM, false);
 }

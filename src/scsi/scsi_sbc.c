@@ -142,7 +142,12 @@ void sbc_write(scsi_ctx_t *c)
         uint8_t op = c->cdb[0];
         bool verify = op == 0x2e || op == 0xae || op == 0x8e;
         bool fua = verify || (op != 0x0a && (c->cdb[1] & 0x08));
-        int e = zvol_write(lu->zv, lba * bs, bytes, c->cmd->data_out, write_flags(lu, fua));
+        int flags = write_flags(lu, fua) | (c->cmd->memory_only ? ZVOL_WRITE_NOWAIT : 0);
+        int e = zvol_write(lu->zv, lba * bs, bytes, c->cmd->data_out, flags);
+        if (e == -EWOULDBLOCK && c->cmd->memory_only) {
+            c->cmd->would_block = true; /* nothing changed: the workers run it */
+            return;
+        }
         if (e) {
             scsi_zvol_error(c, e, true);
             return;
@@ -261,9 +266,13 @@ void sbc_read_capacity16(scsi_ctx_t *c)
     uint32_t bs = lu_bs(lu);
     put64(b, lu_blocks(lu) - 1);
     put32(b + 8, bs);
-    unsigned exp = 0;
-    while (exp < 15 && (bs << (exp + 1)) <= zvol_volblocksize(lu->zv)) exp++;
-    b[13] = (uint8_t)exp;
+    /* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT stays 0: every logical block
+     * is mapped, unmapped and reported by GET LBA STATUS on its own, and the
+     * record size reaches initiators as the optimal transfer and unmap
+     * granularities of VPD page 0xB0. A record-sized physical block (512 B
+     * logical on 8 KiB) is a format ESXi does not know (only 512n, 512e and
+     * 4Kn), and initiators that take it literally expect provisioning per
+     * physical block. */
     b[14] = (uint8_t)((lu->thin ? 0x80 : 0) | 0x40);   /* LBPME, LBPRZ */
     scsi_respond(c, b, sizeof(b), be32(c->cdb + 10));
 }
@@ -297,8 +306,8 @@ void sbc_get_lba_status(scsi_ctx_t *c)
             scsi_zvol_error(c, e, false);
             return;
         }
-        /* the extent may begin before off (record granularity); the first
-         * descriptor must start at the LBA asked for */
+        /* the first descriptor must start at the LBA asked for, whatever
+         * extent the volume reports around it */
         uint64_t ext_end = st.off + st.len;
         if (st.len == 0 || ext_end <= off) break;
         uint8_t *d = b + 8 + 16 * k++;

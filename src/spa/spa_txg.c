@@ -73,6 +73,16 @@ static void throttle_locked(spa_t *spa)
     }
 }
 
+bool spa_tx_would_throttle(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    /* Three quarters: others may fill the rest before this caller's change. */
+    bool near = tx->dirty[tx->open_txg & 3] >= spa->dirty_max / 4 * 3 || tx->failed;
+    pthread_mutex_unlock(&tx->lock);
+    return near;
+}
+
 void spa_tx_throttle(spa_t *spa)
 {
     pthread_mutex_lock(&spa->tx.lock);

@@ -81,7 +81,10 @@
  * ALL-ZERO DATA. The DMU stores an all-zero record as a hole; so does this
  * layer, which makes "reads as zeros" and "deallocated" the same thing for
  * GET LBA STATUS (LBPRZ = 1), and WRITE SAME of zeros without UNMAP also ends
- * up deallocated.
+ * up deallocated. GET LBA STATUS applies the same rule to each logical block,
+ * so a zeroed block inside a stored record is reported deallocated: unmapping
+ * less than a record zeroes those bytes, and the status follows what the
+ * initiator unmapped, not the record the bytes happen to share.
  */
 #include "zvol_impl.h"
 
@@ -293,6 +296,26 @@ static void rl_exit(zvol_state_t *zs, const zvol_rl_t *rl)
         pthread_rwlock_unlock(&zs->stripes[(rl->first + k) % ZVOL_NSTRIPES]);
 }
 
+/* rl_enter for a writer that must not wait (shared only): false, holding
+ * nothing, when a stripe is held exclusively (compare_and_write, a shrink). */
+static bool rl_try_enter(zvol_state_t *zs, uint64_t off, uint64_t len, zvol_rl_t *rl)
+{
+    uint64_t r0 = off >> ZVOL_REGION_SHIFT;
+    uint64_t r1 = (off + (len ? len : 1) - 1) >> ZVOL_REGION_SHIFT;
+    if (r1 - r0 + 1 >= ZVOL_NSTRIPES) return false; /* huge: the workers take it */
+    rl->excl = false;
+    rl->first = (uint32_t)(r0 % ZVOL_NSTRIPES);
+    rl->count = 0;
+    for (uint32_t k = 0; k < (uint32_t)(r1 - r0 + 1); k++) {
+        if (pthread_rwlock_tryrdlock(&zs->stripes[(rl->first + k) % ZVOL_NSTRIPES])) {
+            rl_exit(zs, rl);
+            return false;
+        }
+        rl->count++;
+    }
+    return true;
+}
+
 /* ---------------- durability ---------------- */
 
 static void note_txg(zvol_state_t *zs, uint64_t txg)
@@ -460,11 +483,11 @@ int zvol_read_memory(zvol_t *zv, uint64_t off, uint64_t len, void *buf)
 }
 
 /* One transaction: data (NULL: free the range). Stripes held by the caller. */
-static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint64_t len,
-                     const void *data, uint64_t *txg_out)
+static int do_change_ex(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint64_t len,
+                        const void *data, uint64_t *txg_out, bool nowait)
 {
     /* Frees need no space, but the check also refuses read-only datasets exactly. */
-    int err = zs->be->check_space(zs, data ? records_bytes(zs, off, len) : 0);
+    int err = zs->be->check_space(zs, data ? records_bytes(zs, off, len) : 0, nowait);
     if (err) return err;
     dmu_tx_t *tx = dmu_tx_begin(zs->os);
     err = apply_props(zs, p, tx);
@@ -485,6 +508,12 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
     return err;
 }
 
+static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint64_t len,
+                     const void *data, uint64_t *txg_out)
+{
+    return do_change_ex(zs, p, off, len, data, txg_out, false);
+}
+
 /*
  * A large durable write (zil_write_indirect): its whole records are written
  * directly as blocks (dmu_write_direct) and logged as pointers to them
@@ -497,7 +526,7 @@ static int do_change(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint
 static int do_write_direct(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, uint64_t len,
                            const uint8_t *data, uint64_t *txg_out)
 {
-    int err = zs->be->check_space(zs, records_bytes(zs, off, len));
+    int err = zs->be->check_space(zs, records_bytes(zs, off, len), false);
     if (err) return err;
     uint64_t first = off / zs->rs, nrec = (off + len - 1) / zs->rs - first + 1;
     cairn_blkptr_t *bps = cairn_zalloc(nrec * sizeof *bps);
@@ -535,8 +564,8 @@ static int do_write_direct(zvol_state_t *zs, const zvol_props_t *p, uint64_t off
 }
 
 /* Validates and locks a change of [off, off+len); on success props are current. */
-static int change_begin(zvol_t *zv, uint64_t off, uint64_t len, bool excl, zvol_props_t *p,
-                        zvol_rl_t *rl)
+static int change_begin_ex(zvol_t *zv, uint64_t off, uint64_t len, bool excl, bool nowait,
+                           zvol_props_t *p, zvol_rl_t *rl)
 {
     zvol_state_t *zs = zv->zs;
     int err = check_aligned(zv, off, len);
@@ -544,11 +573,21 @@ static int change_begin(zvol_t *zv, uint64_t off, uint64_t len, bool excl, zvol_
     get_props(zs, p);
     if ((err = check_writable(zv, p))) return err;
     if ((err = check_range(off, len, p->volsize))) return err;
-    rl_enter(zs, off, len, excl, rl);
+    if (nowait) {
+        if (!rl_try_enter(zs, off, len, rl)) return -EWOULDBLOCK;
+    } else {
+        rl_enter(zs, off, len, excl, rl);
+    }
     /* volsize may have shrunk while we waited for the stripes. */
     get_props(zs, p);
     if ((err = check_range(off, len, p->volsize))) rl_exit(zs, rl);
     return err;
+}
+
+static int change_begin(zvol_t *zv, uint64_t off, uint64_t len, bool excl, zvol_props_t *p,
+                        zvol_rl_t *rl)
+{
+    return change_begin_ex(zv, off, len, excl, false, p, rl);
 }
 
 int zvol_write(zvol_t *zv, uint64_t off, uint64_t len, const void *buf, int flags)
@@ -557,13 +596,19 @@ int zvol_write(zvol_t *zv, uint64_t off, uint64_t len, const void *buf, int flag
     zvol_props_t p;
     zvol_rl_t rl;
     get_props(zs, &p);
+    bool nowait = flags & ZVOL_WRITE_NOWAIT;
+    if (nowait && wants_durable(&p, flags)) return -EWOULDBLOCK; /* it waits, by definition */
     bool direct = len && zs->zil && wants_durable(&p, flags) &&
                   zil_write_indirect(zs->zil, p.logbias == DSL_LOGBIAS_THROUGHPUT, len);
-    int err = change_begin(zv, off, len, direct, &p, &rl);
+    int err = change_begin_ex(zv, off, len, direct, nowait, &p, &rl);
     if (err) return err;
+    if (nowait && len && dmu_write_would_wait(zs->os, zs->obj, off, len)) {
+        rl_exit(zs, &rl);
+        return -EWOULDBLOCK;
+    }
     uint64_t txg = 0;
     if (len && direct) err = do_write_direct(zs, &p, off, len, buf, &txg);
-    else if (len) err = do_change(zs, &p, off, len, buf, &txg);
+    else if (len) err = do_change_ex(zs, &p, off, len, buf, &txg, nowait);
     rl_exit(zs, &rl);
     if (!err && txg && wants_durable(&p, flags)) err = wait_durable(zs, txg);
     return err;
@@ -724,25 +769,35 @@ int zvol_get_lba_status(zvol_t *zv, uint64_t off, zvol_lba_status_t *out)
         out->len = limit - off;
         return 0;
     }
+    /* Judged per logical block, not per record: an initiator that unmaps or
+     * zero-fills one block of a record expects that block to read back as
+     * deallocated while its neighbours stay mapped. Since a deallocated block
+     * is exactly one that reads as zeros (LBPRZ = 1), the zeros inside a
+     * record are deallocated blocks even though the record itself is stored. */
     uint8_t *rec = cairn_alloc_aligned(zs->rs);
     uint64_t pos = off, mapped_read = 0;
-    bool have = false;
-    while (pos < limit) {
+    bool have = false, done = false;
+    while (pos < limit && !done) {
         if (pos >= info.max_offset) {
             if (have && !out->mapped) pos = limit; /* the deallocated run reaches the end */
             break;
         }
         uint64_t rend = CAIRN_MIN((pos / zs->rs + 1) * zs->rs, limit);
         if ((err = dmu_read(zs->os, zs->obj, pos, rend - pos, rec))) break;
-        bool mapped = !is_zero(rec, rend - pos);
-        if (!have) {
-            out->mapped = mapped;
-            have = true;
-        } else if (mapped != out->mapped) {
-            break;
+        const uint8_t *b = rec;
+        bool any_mapped = false;
+        for (; pos < rend; pos += zv->lbs, b += zv->lbs) {
+            bool mapped = !is_zero(b, zv->lbs);
+            if (!have) {
+                out->mapped = mapped;
+                have = true;
+            } else if (mapped != out->mapped) {
+                done = true;
+                break;
+            }
+            any_mapped |= mapped;
         }
-        pos = rend;
-        if (mapped && (mapped_read += zs->rs) >= ZVOL_LBA_SCAN_MAPPED_MAX) break;
+        if (any_mapped && (mapped_read += zs->rs) >= ZVOL_LBA_SCAN_MAPPED_MAX) break;
     }
     free(rec);
     if (err) return err;
@@ -818,10 +873,11 @@ static void os_get_props(zvol_state_t *zs, zvol_props_t *out)
     out->copies = zs->applied.copies;
 }
 
-static int os_check_space(zvol_state_t *zs, uint64_t bytes)
+static int os_check_space(zvol_state_t *zs, uint64_t bytes, bool nowait)
 {
     (void)zs;
     (void)bytes;
+    (void)nowait;
     return 0; /* no quotas without the dataset layer; the SPA reports a full pool */
 }
 

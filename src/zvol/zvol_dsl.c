@@ -32,9 +32,10 @@ static void ds_get_props(zvol_state_t *zs, zvol_props_t *out)
     out->logbias = dp.logbias;
 }
 
-static int ds_check_space(zvol_state_t *zs, uint64_t bytes)
+static int ds_check_space(zvol_state_t *zs, uint64_t bytes, bool nowait)
 {
-    return dsl_dataset_check_space(zs_ds(zs), bytes);
+    return nowait ? dsl_dataset_check_space_nowait(zs_ds(zs), bytes)
+                  : dsl_dataset_check_space(zs_ds(zs), bytes);
 }
 
 static bool ds_is_readonly(zvol_state_t *zs) { return dsl_dataset_readonly(zs_ds(zs)); }

@@ -31,7 +31,8 @@ typedef struct zvol_props {
  * tests and tools, a plain object set. */
 typedef struct zvol_backend {
     void (*get_props)(zvol_state_t *zs, zvol_props_t *out);
-    int (*check_space)(zvol_state_t *zs, uint64_t bytes);
+    /* nowait: -EWOULDBLOCK rather than wait for a txg (see ZVOL_WRITE_NOWAIT). */
+    int (*check_space)(zvol_state_t *zs, uint64_t bytes, bool nowait);
     /* Exact and cheap (every write asks): writes are refused. */
     bool (*is_readonly)(zvol_state_t *zs);
     /* Persists a new volsize (the caller holds every stripe exclusively). */

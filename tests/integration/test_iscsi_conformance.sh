@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 command -v iscsi-test-cu >/dev/null || fail "iscsi-test-cu is not installed (tools/install-deps installs libiscsi-bin)"
 
 PASSING="
-SCSI.CompareAndWrite SCSI.WriteSame10 SCSI.WriteSame16 SCSI.ExtendedCopy SCSI.Inquiry SCSI.Mandatory SCSI.ModeSense6 SCSI.NoMedia
+SCSI.CompareAndWrite SCSI.GetLBAStatus SCSI.WriteSame10 SCSI.WriteSame16 SCSI.ExtendedCopy SCSI.Inquiry SCSI.Mandatory SCSI.ModeSense6 SCSI.NoMedia
 SCSI.OrWrite SCSI.Prefetch10 SCSI.Prefetch16 SCSI.PreventAllow SCSI.PrinReadKeys
 SCSI.PrinServiceactionRange SCSI.PrinReportCapabilities SCSI.ProutRegister
 SCSI.ProutReserve SCSI.ProutClear SCSI.ProutPreempt SCSI.Read6 SCSI.Read10

@@ -23,12 +23,22 @@
  *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
  *       (sparse: all-zero blocks become holes), so host tools can check what an
  *       initiator left on the LUN (e2fsck, debugfs).
- * options: --initiator IQN  --chap USER SECRET  --mutual USER SECRET  --digest
+ *   iscsi_client [options] pr PORTAL TARGET LUN OP [ARGS]
+ *       one persistent reservation step on LUN (unit attentions cleared first):
+ *         register KEY [aptpl]  REGISTER AND IGNORE EXISTING KEY (KEY 0: unregister)
+ *         reserve KEY TYPE      RESERVE (TYPE 1 WE, 3 EA, 5/6 RO, 7/8 AR)
+ *         keys                  prints the registered keys, one per line (hex)
+ *         resv                  prints "KEY TYPE" of the reservation, or "none"
+ *         caps                  prints "ptpl_c=N ptpl_a=N" (REPORT CAPABILITIES)
+ *         write | read          one block at LBA 0 (exit 3: RESERVATION CONFLICT)
+ * options: --initiator IQN  --isid N (a fixed ISID: the same I_T nexus across
+ * logins)  --chap USER SECRET  --mutual USER SECRET  --digest
  * Exit 0 on success, 1 on a failure (message on stderr), 2 when login failed.
  */
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -41,6 +51,7 @@
 static const char *g_initiator = "iqn.2026-11.org.cairn.test:client";
 static const char *g_user, *g_secret, *g_muser, *g_msecret;
 static int g_digest;
+static long long g_isid = -1;
 
 static void pattern(uint8_t *buf, uint64_t seed, uint64_t lba)
 {
@@ -58,6 +69,7 @@ static struct iscsi_context *session(const char *portal, const char *target, int
     if (!c) return NULL;
     iscsi_set_targetname(c, target);
     iscsi_set_session_type(c, ISCSI_SESSION_NORMAL);
+    if (g_isid >= 0) iscsi_set_isid_random(c, (uint32_t)g_isid, 0);
     if (g_digest) iscsi_set_header_digest(c, ISCSI_HEADER_DIGEST_CRC32C);
     if (g_user) iscsi_set_initiator_username_pwd(c, g_user, g_secret);
     if (g_muser) iscsi_set_target_username_pwd(c, g_muser, g_msecret);
@@ -252,6 +264,100 @@ static int syncwrite(struct iscsi_context *c, uint64_t seed)
     return 0;
 }
 
+/* Runs TEST UNIT READY until no unit attention is left (a LUN that came back
+ * has POWER ON pending for every nexus). */
+static int settle(struct iscsi_context *c, int lun)
+{
+    for (int i = 0; i < 16; i++) {
+        struct scsi_task *t = iscsi_testunitready_sync(c, lun);
+        if (!t) break;
+        int st = t->status, ua = st == SCSI_STATUS_CHECK_CONDITION &&
+                                 t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+        scsi_free_scsi_task(t);
+        if (!ua) return 0;
+    }
+    fprintf(stderr, "TEST UNIT READY: %s\n", iscsi_get_error(c));
+    return 1;
+}
+
+static int pr_step(struct iscsi_context *c, int lun, int argc, char **argv)
+{
+    const char *op = argv[0];
+    if (settle(c, lun)) return 1;
+    if (!strcmp(op, "register") || !strcmp(op, "reserve")) {
+        if (argc < 2 || (!strcmp(op, "reserve") && argc < 3)) {
+            fprintf(stderr, "%s needs arguments\n", op);
+            return 1;
+        }
+        struct scsi_persistent_reserve_out_basic p = {0};
+        int sa = SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY, type = 0;
+        if (!strcmp(op, "register")) {
+            p.service_action_reservation_key = strtoull(argv[1], NULL, 16);
+            p.aptpl = argc > 2 && !strcmp(argv[2], "aptpl");
+        } else {
+            sa = SCSI_PERSISTENT_RESERVE_RESERVE;
+            p.reservation_key = strtoull(argv[1], NULL, 16);
+            type = atoi(argv[2]);
+        }
+        struct scsi_task *t = iscsi_persistent_reserve_out_sync(c, lun, sa, 0, type, &p);
+        if (t && t->status == SCSI_STATUS_RESERVATION_CONFLICT) {
+            scsi_free_scsi_task(t);
+            return 3;
+        }
+        return check_task(c, t, op);
+    }
+    if (!strcmp(op, "write") || !strcmp(op, "read")) {
+        uint8_t buf[512];
+        memset(buf, 0x5a, sizeof buf);
+        struct scsi_task *t = !strcmp(op, "write")
+                                  ? iscsi_write10_sync(c, lun, 0, buf, 512, 512, 0, 0, 0, 0, 0)
+                                  : iscsi_read10_sync(c, lun, 0, 512, 512, 0, 0, 0, 0, 0);
+        if (t && t->status == SCSI_STATUS_RESERVATION_CONFLICT) {
+            scsi_free_scsi_task(t);
+            return 3;
+        }
+        return check_task(c, t, op);
+    }
+    int sa = !strcmp(op, "keys")   ? SCSI_PERSISTENT_RESERVE_READ_KEYS
+             : !strcmp(op, "resv") ? SCSI_PERSISTENT_RESERVE_READ_RESERVATION
+             : !strcmp(op, "caps") ? SCSI_PERSISTENT_RESERVE_REPORT_CAPABILITIES
+                                   : -1;
+    if (sa < 0) {
+        fprintf(stderr, "unknown pr step %s\n", op);
+        return 1;
+    }
+    struct scsi_task *t = iscsi_persistent_reserve_in_sync(c, lun, sa, 4096);
+    if (!t || t->status != SCSI_STATUS_GOOD) return check_task(c, t, op);
+    if (sa == SCSI_PERSISTENT_RESERVE_REPORT_CAPABILITIES) {
+        /* read from the bytes: libiscsi 1.19 decodes PTPL_A wrongly */
+        const uint8_t *b = t->datain.data;
+        if (t->datain.size < 8) {
+            fprintf(stderr, "caps: short answer\n");
+            scsi_free_scsi_task(t);
+            return 1;
+        }
+        printf("ptpl_c=%d ptpl_a=%d\n", b[2] & 1, b[3] & 1);
+        scsi_free_scsi_task(t);
+        return 0;
+    }
+    void *d = scsi_datain_unmarshall(t);
+    if (!d) {
+        fprintf(stderr, "%s: cannot decode the answer\n", op);
+        scsi_free_scsi_task(t);
+        return 1;
+    }
+    if (sa == SCSI_PERSISTENT_RESERVE_READ_KEYS) {
+        struct scsi_persistent_reserve_in_read_keys *k = d;
+        for (int i = 0; i < k->num_keys; i++) printf("%" PRIx64 "\n", k->keys[i]);
+    } else {
+        struct scsi_persistent_reserve_in_read_reservation *r = d;
+        if (r->reserved) printf("%" PRIx64 " %d\n", r->reservation_key, r->pr_type);
+        else printf("none\n");
+    }
+    scsi_free_scsi_task(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
@@ -260,6 +366,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--chap") && i + 2 < argc) { g_user = argv[++i]; g_secret = argv[++i]; }
         else if (!strcmp(argv[i], "--mutual") && i + 2 < argc) { g_muser = argv[++i]; g_msecret = argv[++i]; }
         else if (!strcmp(argv[i], "--digest")) g_digest = 1;
+        else if (!strcmp(argv[i], "--isid") && i + 1 < argc) g_isid = strtoll(argv[++i], NULL, 0);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
     }
     if (argc - i < 3) {
@@ -295,6 +402,18 @@ int main(int argc, char **argv)
             }
         }
         if (t) scsi_free_scsi_task(t);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (!strcmp(cmd, "pr")) {
+        if (argc - i < 5) {
+            fprintf(stderr, "pr needs LUN OP\n");
+            return 1;
+        }
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = pr_step(c, atoi(argv[i + 3]), argc - i - 4, argv + i + 4);
         iscsi_logout_sync(c);
         iscsi_destroy_context(c);
         return rc;

@@ -185,7 +185,7 @@ static void test_report_luns_and_capacity(void **state)
     assert_int_equal(s.cmd.data_in_len, 32);
     assert_int_equal(g64(s.in), NBLOCKS - 1);
     assert_int_equal(g32(s.in + 8), 512);
-    assert_int_equal(s.in[13] & 0x0f, 4);   /* 16 logical blocks per 8 KiB record */
+    assert_int_equal(s.in[13] & 0x0f, 0);   /* a physical block is a logical block */
     assert_int_equal(s.in[14], 0xc0);       /* LBPME, LBPRZ */
     SRUN(&s, 0, 0, NULL, 0, 32, 0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0);
     sfix_expect_good(&s);
@@ -512,6 +512,23 @@ static void test_unmap_write_same(void **state)
         sfix_expect_good(&s);
         expect_lba_status(&s, 8192, 8192, false);
         expect_lba_status(&s, 8192 + 17, 8192 + 17, true);
+        /* one logical block unmapped inside a stored record: one descriptor
+         * per run of blocks, the unmapped block on its own */
+        one[8 + 7] = 20;
+        one[8 + 11] = 1;
+        SRUN(&s, 0, 0, one, sizeof(one), 0, 0x42, 0, 0, 0, 0, 0, 0, 0, sizeof(one), 0);
+        sfix_expect_good(&s);
+        SRUN(&s, 0, 0, NULL, 0, 56, 0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0x20, 19, 0, 0, 0, 56, 0, 0);
+        sfix_expect_good(&s);
+        assert_int_equal(g32(s.in), 4 + 3 * 16);
+        assert_int_equal(g64(s.in + 8), 8192 + 19);
+        assert_int_equal(g32(s.in + 16), 1);
+        assert_int_equal(s.in[20], 0);
+        assert_int_equal(g64(s.in + 24), 8192 + 20);
+        assert_int_equal(g32(s.in + 32), 1);
+        assert_int_equal(s.in[36], 1);
+        assert_int_equal(g64(s.in + 40), 8192 + 21);
+        assert_int_equal(s.in[52], 0);
     }
     free(w);
     sfix_done(&s);
@@ -527,7 +544,7 @@ static void test_thick_lu(void **state)
     sfix_expect_good(&s);
     assert_int_equal(g64(s.in), SF_VOLSIZE / 4096 - 1);
     assert_int_equal(g32(s.in + 8), 4096);
-    assert_int_equal(s.in[13] & 0x0f, 1);
+    assert_int_equal(s.in[13] & 0x0f, 0);
     assert_int_equal(s.in[14], 0x40);   /* no LBPME */
     SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0xb2, 0, 255, 0);
     sfix_expect_good(&s);
@@ -1008,10 +1025,12 @@ static uint8_t run_memory(sfix_t *s, int nexus, const uint8_t *cdb, unsigned cdb
     return s->cmd.status;
 }
 
-/* memory_only: READs of data in memory complete; a READ that needs the disk
- * and every other command come back would_block having changed nothing - not
- * even a pending unit attention, which the same command then reports when it
- * runs for real; a unit attention a READ reports is a complete answer. */
+/* memory_only: READs of data in memory and WRITEs that need neither a device
+ * nor a wait complete; a READ that needs the disk, a WRITE that would read a
+ * record it changes in part from the disk or must be durable (FUA), and every
+ * other command come back would_block having changed nothing - not even a
+ * pending unit attention, which the same command then reports when it runs
+ * for real; a unit attention a READ or WRITE reports is a complete answer. */
 static void test_memory_only(void **state)
 {
     (void)state;
@@ -1021,11 +1040,10 @@ static void test_memory_only(void **state)
     const uint8_t wr[] = {0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0};  /* WRITE(10) 4 KiB at 0 */
     const uint8_t rd[] = {0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0};  /* READ(10) 4 KiB at 0 */
     const uint8_t tur[] = {0x00, 0, 0, 0, 0, 0};
-    uint8_t data[4096];
+    uint8_t data[4096], other[4096], rec[8192];
     for (int i = 0; i < 4096; i++) data[i] = (uint8_t)(i * 7 + 3);
+    for (int i = 0; i < 4096; i++) other[i] = (uint8_t)(i * 13 + 1);
 
-    run_memory(&s, 0, wr, sizeof wr, data, sizeof data, 0);
-    assert_true(s.cmd.would_block);
     run_memory(&s, 0, tur, sizeof tur, NULL, 0, 0);
     assert_true(s.cmd.would_block);
     SRUN(&s, 0, 0, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
@@ -1035,11 +1053,43 @@ static void test_memory_only(void **state)
     assert_int_equal(s.cmd.status, SCSI_STATUS_GOOD);       /* a hole: no disk needed */
     assert_int_equal(s.cmd.data_in_len, 4096);
 
-    sfix_run(&s, 0, 0, wr, sizeof wr, data, sizeof data, 0);
+
+    run_memory(&s, 0, wr, sizeof wr, data, sizeof data, 0); /* half a hole record: no disk */
+    assert_false(s.cmd.would_block);
     sfix_expect_good(&s);
     run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);        /* dirty in memory */
     assert_false(s.cmd.would_block);
     sfix_expect_good(&s);
+    assert_memory_equal(s.in, data, 4096);
+    const uint8_t wr_fua[] = {0x2a, 0x08, 0, 0, 0, 0, 0, 0, 8, 0};
+    run_memory(&s, 0, wr_fua, sizeof wr_fua, other, sizeof other, 0);
+    assert_true(s.cmd.would_block);                          /* durable: it waits */
+
+    /* On disk and out of the ARC: half the record would be read first. */
+    spa_txg_wait_synced(s.f.spa, 0);
+    arc_purge_pool(spa_guid(s.f.spa));
+    run_memory(&s, 0, wr, sizeof wr, other, sizeof other, 0);
+    assert_true(s.cmd.would_block);
+    /* ... and nothing changed (the read caches the record) */
+    sfix_run(&s, 0, 0, rd, sizeof rd, NULL, 0, 4096);
+    sfix_expect_good(&s);
+    assert_memory_equal(s.in, data, 4096);
+    /* cached now: the same write runs */
+    run_memory(&s, 0, wr, sizeof wr, other, sizeof other, 0);
+    assert_false(s.cmd.would_block);
+    sfix_expect_good(&s);
+    sfix_run(&s, 0, 0, rd, sizeof rd, NULL, 0, 4096);
+    assert_memory_equal(s.in, other, 4096);
+    /* a whole record never needs its old content */
+    spa_txg_wait_synced(s.f.spa, 0);
+    arc_purge_pool(spa_guid(s.f.spa));
+    const uint8_t wr8k[] = {0x2a, 0, 0, 0, 0, 0, 0, 0, 16, 0}; /* 8 KiB at 0: one record */
+    for (int i = 0; i < 8192; i++) rec[i] = (uint8_t)(i * 5 + 9);
+    run_memory(&s, 0, wr8k, sizeof wr8k, rec, sizeof rec, 0);
+    assert_false(s.cmd.would_block);
+    sfix_expect_good(&s);
+    memcpy(data, rec, 4096);
+    sfix_run(&s, 0, 0, rd, sizeof rd, NULL, 0, 4096);
     assert_memory_equal(s.in, data, 4096);
 
     spa_txg_wait_synced(s.f.spa, 0);
@@ -1061,6 +1111,13 @@ static void test_memory_only(void **state)
     sfix_expect_sense(&s, 0x6, 0x29, 0x03);                 /* reported and cleared here */
     run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);
     sfix_expect_good(&s);
+    scsi_reset(s.tgt, 0);                                   /* a WRITE reports one too ... */
+    run_memory(&s, 0, wr, sizeof wr, other, sizeof other, 0);
+    assert_false(s.cmd.would_block);
+    sfix_expect_sense(&s, 0x6, 0x29, 0x03);
+    run_memory(&s, 0, rd, sizeof rd, NULL, 0, 4096);        /* ... and writes nothing */
+    sfix_expect_good(&s);
+    assert_memory_equal(s.in, data, 4096);
     sfix_done(&s);
 }
 

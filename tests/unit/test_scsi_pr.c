@@ -240,19 +240,32 @@ static void test_pr_preempt_clear(void **state)
 }
 
 typedef struct hook_log {
-    int calls;
+    int calls, erases;
+    int fail;             /* what the next call returns (then 0 again) */
     uint8_t last[1024];
     size_t len;
 } hook_log_t;
 
-static void hook(void *arg, uint64_t lun, const void *state, size_t len)
+static int hook(void *arg, uint64_t lun, const void *state, size_t len)
 {
     hook_log_t *h = arg;
-    assert_int_equal(lun, 0);
+    assert_true(lun == 0 || lun == 3);
+    h->calls++;
+    if (h->fail) {
+        int e = h->fail;
+        h->fail = 0;
+        return e;
+    }
+    if (!state) {
+        assert_int_equal(len, 0);
+        h->erases++;
+        h->len = 0;
+        return 0;
+    }
     assert_true(len <= sizeof(h->last));
     memcpy(h->last, state, len);
     h->len = len;
-    h->calls++;
+    return 0;
 }
 
 static void test_pr_status_and_persistence(void **state)
@@ -283,11 +296,39 @@ static void test_pr_status_and_persistence(void **state)
     scsi_lu_set_pr_hook(s.tgt, 0, hook, &h);
     assert_int_equal(prin(&s, A, 2), GOOD);
     assert_int_equal(s.in[2], 0x15);   /* PTPL_C */
-    /* A registers through all target ports (and asks for persistence) */
+    assert_int_equal(s.in[3], 0x90);   /* not PTPL_A: nobody asked yet */
+    /* without APTPL nothing is stored */
+    assert_int_equal(prout(&s, B, SA_REGISTER, 0, 0, 0xbb), GOOD);
+    assert_int_equal(prout(&s, B, SA_REGISTER, 0, 0xbb, 0), GOOD);
+    assert_int_equal(h.calls, 0);
+    /* A registers through all target ports and asks for persistence; so does C */
     assert_int_equal(prout_ex(&s, A, SA_REGISTER, 0, 0, 0xaa, 0x05, 24), GOOD);
-    assert_int_equal(prout(&s, C, SA_REGISTER, 0, 0, 0xcc), GOOD);
-    assert_int_equal(prout(&s, C, SA_RESERVE, 6, 0xcc, 0), GOOD);
+    assert_int_equal(prout_ex(&s, C, SA_REGISTER, 0, 0, 0xcc, 0x01, 24), GOOD);
+    assert_int_equal(prout(&s, C, SA_RESERVE, 6, 0xcc, 0), GOOD);   /* APTPL ignored here */
     assert_int_equal(h.calls, 3);
+    assert_int_equal(h.erases, 0);
+    assert_int_equal(prin(&s, A, 2), GOOD);
+    assert_int_equal(s.in[3], 0x91);   /* PTPL_A */
+    uint8_t saved[1024];
+    size_t saved_len = h.len;
+    memcpy(saved, h.last, h.len);
+
+    /* a store that fails: the command fails and nothing changed */
+    h.fail = -EIO;
+    assert_int_equal(prout(&s, C, SA_RELEASE, 6, 0xcc, 0), SCSI_STATUS_CHECK_CONDITION);
+    assert_int_equal(prin(&s, A, 1), GOOD);
+    assert_int_equal(g64(s.in + 8), 0xcc);
+    assert_int_equal(s.in[21], 6);
+    assert_int_equal(g32(s.in), 4);   /* generation as before */
+    h.fail = -E2BIG;
+    assert_int_equal(prout_ex(&s, B, SA_REGISTER, 0, 0, 0xbb, 0x01, 24), SCSI_STATUS_CHECK_CONDITION);
+    sfix_expect_sense(&s, 0x5, 0x55, 0x04);   /* INSUFFICIENT REGISTRATION RESOURCES */
+    assert_int_equal(prin(&s, A, 0), GOOD);
+    assert_int_equal(g32(s.in + 4), 16);   /* still A and C only */
+    assert_int_equal(h.calls, 5);
+    assert_int_equal(h.len, saved_len);
+    assert_memory_equal(h.last, saved, saved_len);
+
     /* READ FULL STATUS: both, C the holder, iSCSI TransportIDs */
     assert_int_equal(prin(&s, B, 3), GOOD);
     uint32_t add = g32(s.in + 4);
@@ -316,12 +357,23 @@ static void test_pr_status_and_persistence(void **state)
     }
     assert_true(saw_a && saw_c);
 
-    /* restore into a fresh LU over the other volume: same keys and holder */
-    scsi_lu_opts_t lo = {.id = 5, .thin = true};
+    /* a registration without APTPL turns persistence off: the store forgets */
+    assert_int_equal(prout(&s, B, SA_REGISTER, 0, 0, 0xbb), GOOD);
+    assert_int_equal(h.erases, 1);
+    assert_int_equal(prin(&s, A, 2), GOOD);
+    assert_int_equal(s.in[3], 0x90);
+    assert_int_equal(prout(&s, B, SA_REGISTER, 0, 0xbb, 0), GOOD);
+    assert_int_equal(h.calls, 6);   /* nothing stored, nothing to forget again */
+
+    /* restore into a fresh LU over the other volume: same keys, holder and APTPL */
+    scsi_lu_opts_t lo = {.id = 5, .thin = true, .pr_state = saved, .pr_state_len = saved_len - 1};
+    assert_int_equal(scsi_lu_add(s.tgt, 3, s.zv[1], &lo, NULL), -EINVAL);
+    lo.pr_state_len = saved_len;
+    lo.pr_hook = hook;
+    lo.pr_hook_arg = &h;
     assert_int_equal(scsi_lu_add(s.tgt, 3, s.zv[1], &lo, NULL), 0);
-    assert_int_equal(scsi_lu_pr_restore(s.tgt, 3, h.last, h.len), 0);
-    assert_int_equal(scsi_lu_pr_restore(s.tgt, 3, h.last, h.len - 1), -EINVAL);
-    assert_int_equal(scsi_lu_pr_restore(s.tgt, 9, h.last, h.len), -ENOENT);
+    assert_int_equal(scsi_lu_pr_restore(s.tgt, 3, saved, saved_len - 1), -EINVAL);
+    assert_int_equal(scsi_lu_pr_restore(s.tgt, 9, saved, saved_len), -ENOENT);
     const uint8_t tur[6] = {0};
     for (int n = 0; n < 3; n++) {   /* the new LU's power-on UA for every known nexus */
         sfix_run(&s, n, 3, tur, 6, NULL, 0, 0);
@@ -332,10 +384,30 @@ static void test_pr_status_and_persistence(void **state)
     sfix_expect_good(&s);
     assert_int_equal(g64(s.in + 8), 0xcc);
     assert_int_equal(s.in[21], 6);
-    assert_int_equal(g32(s.in), 2);   /* generation kept */
+    assert_int_equal(g32(s.in), 4);   /* generation kept */
+    cdb[1] = 2;
+    sfix_run(&s, A, 3, cdb, 10, NULL, 0, 1024);
+    sfix_expect_good(&s);
+    assert_int_equal(s.in[3], 0x91);   /* PTPL_A came back with it */
     const uint8_t rd3[10] = {0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0};
     assert_int_equal(sfix_run(&s, B, 3, rd3, 10, NULL, 0, 512), CONFLICT);
     assert_int_equal(sfix_run(&s, A, 3, rd3, 10, NULL, 0, 512), GOOD);
+    /* the restored LU keeps storing its changes, and forgets them when asked */
+    int calls = h.calls;
+    const uint8_t rel[10] = {0x5f, SA_RELEASE, 6, 0, 0, 0, 0, 0, 24, 0};
+    uint8_t rp[24] = {0};
+    rp[7] = 0xcc;
+    sfix_run(&s, C, 3, rel, 10, rp, 24, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(h.calls, calls + 1);
+    assert_true(h.len > 0);
+    const uint8_t reg[10] = {0x5f, SA_REGISTER, 0, 0, 0, 0, 0, 0, 24, 0};
+    uint8_t rg[24] = {0};
+    rg[7] = 0xcc;   /* C unregisters, APTPL=0 */
+    sfix_run(&s, C, 3, reg, 10, rg, 24, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(h.calls, calls + 2);
+    assert_int_equal(h.erases, 2);
     assert_int_equal(scsi_lu_remove(s.tgt, 3), 0);
     sfix_done(&s);
 }

@@ -405,25 +405,32 @@ static void test_lba_status(void **state)
     assert_false(st.mapped);
     assert_int_equal(st.off, 0);
     assert_int_equal(st.len, ZVOL_LBA_STATUS_MAX_EXTENT);
-    /* records 3 and 4 written, 5 a hole, 6 written */
+    /* records 3 and 4 written but for their first and last block, 5 a hole,
+     * 6 written in its first block only: the status follows logical blocks */
     write_pattern(v.zv, 50, 3 * VBS + 512, 2 * VBS - 1024, 0);
     write_pattern(v.zv, 51, 6 * VBS, 512, 0);
     assert_int_equal(zvol_get_lba_status(v.zv, 0, &st), 0);
     assert_false(st.mapped);
-    assert_int_equal(st.len, 3 * VBS);
+    assert_int_equal(st.len, 3 * VBS + 512);
     assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS, &st), 0);
+    assert_false(st.mapped);
+    assert_int_equal(st.len, 512);
+    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS + 512, &st), 0);
     assert_true(st.mapped);
-    assert_int_equal(st.len, 2 * VBS);
+    assert_int_equal(st.len, 2 * VBS - 1024);
     assert_int_equal(zvol_get_lba_status(v.zv, 4 * VBS + 512, &st), 0);
     assert_true(st.mapped);
     assert_int_equal(st.off, 4 * VBS + 512);
-    assert_int_equal(st.len, VBS - 512);
-    assert_int_equal(zvol_get_lba_status(v.zv, 5 * VBS, &st), 0);
+    assert_int_equal(st.len, VBS - 1024);
+    assert_int_equal(zvol_get_lba_status(v.zv, 5 * VBS - 512, &st), 0);
     assert_false(st.mapped);
-    assert_int_equal(st.len, VBS);
+    assert_int_equal(st.len, VBS + 512);
     assert_int_equal(zvol_get_lba_status(v.zv, 6 * VBS, &st), 0);
     assert_true(st.mapped);
-    assert_int_equal(st.len, VBS);
+    assert_int_equal(st.len, 512);
+    assert_int_equal(zvol_get_lba_status(v.zv, 6 * VBS + 512, &st), 0);
+    assert_false(st.mapped);
+    assert_int_equal(st.len, ZVOL_LBA_STATUS_MAX_EXTENT);
     /* after the last written record: deallocated to the cap */
     assert_int_equal(zvol_get_lba_status(v.zv, 7 * VBS, &st), 0);
     assert_false(st.mapped);
@@ -434,12 +441,24 @@ static void test_lba_status(void **state)
     /* unmapping record 4 splits the mapped run, also once synced */
     assert_int_equal(zvol_unmap(v.zv, 4 * VBS, VBS, 0), 0);
     assert_int_equal(zvol_flush(v.zv), 0);
-    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS, &st), 0);
+    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS + 512, &st), 0);
     assert_true(st.mapped);
-    assert_int_equal(st.len, VBS);
+    assert_int_equal(st.len, VBS - 512);
     assert_int_equal(zvol_get_lba_status(v.zv, 4 * VBS, &st), 0);
     assert_false(st.mapped);
     assert_int_equal(st.len, 2 * VBS);
+    /* unmapping one logical block inside a stored record deallocates just it */
+    assert_int_equal(zvol_unmap(v.zv, 3 * VBS + 1024, 512, 0), 0);
+    assert_int_equal(zvol_flush(v.zv), 0);
+    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS + 512, &st), 0);
+    assert_true(st.mapped);
+    assert_int_equal(st.len, 512);
+    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS + 1024, &st), 0);
+    assert_false(st.mapped);
+    assert_int_equal(st.len, 512);
+    assert_int_equal(zvol_get_lba_status(v.zv, 3 * VBS + 1536, &st), 0);
+    assert_true(st.mapped);
+    assert_int_equal(st.len, VBS - 1536);
     vol_done(&v);
 }
 
