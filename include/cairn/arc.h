@@ -23,6 +23,7 @@
 #define CAIRN_ARC_H
 
 #include <cairn/blkptr.h>
+#include <cairn/rbuf.h>
 #include <cairn/types.h>
 
 typedef enum arc_cache_policy {
@@ -38,6 +39,9 @@ typedef enum arc_cache_policy {
 #define ARC_POLICY_DEFAULT ARC_POLICY(ARC_CACHE_ALL, ARC_CACHE_ALL)
 #define ARC_POLICY_BYPASS ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE)
 
+/* Whether a policy keeps blocks of this type (bp->type). */
+bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type);
+
 /* Default arc_max when nothing configures it. */
 #define ARC_DEFAULT_MAX (256 * CAIRN_MIB)
 
@@ -51,6 +55,16 @@ int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t 
  * is read: the caller's arc_lookup/vdev read that follows does that). */
 int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
                       void *buf, uint8_t policy);
+/* arc_lookup_memory() that lends instead of copying where it can: on a hit
+ * whose logical bytes sit in a buffer the ARC keeps (an uncompressed block, or
+ * the decompressed copy of a hot block, made now when it is due), *ref gets a
+ * held reference to that buffer, buf is left untouched and the bytes are at
+ * (*ref)->data + off; the caller drops it with cairn_rbuf_rele() when done
+ * (the bytes stay valid and unchanged until then, even if the block is
+ * evicted or freed meanwhile). Otherwise *ref is NULL and buf is filled as
+ * arc_lookup_memory() fills it. */
+int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                          void *buf, uint8_t policy, cairn_rbuf_t **ref);
 /* Whether the block is in ARC memory now (its lists and counters untouched):
  * for read-ahead, which has nothing to do for such a block. */
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
@@ -67,6 +81,11 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
  * keeps no decompressed copy; only a second use makes it hot. */
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy);
+/* arc_insert_stored() / arc_insert_unread() (unread) of a buffer the caller
+ * read the block into: the ARC takes over the caller's reference on stored
+ * (bp->psize bytes, verified, never written again) instead of copying it. */
+void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                      uint8_t policy, bool unread);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

@@ -27,6 +27,7 @@
 #define CAIRN_DMU_H
 
 #include <cairn/codec.h>
+#include <cairn/rbuf.h>
 #include <cairn/spa.h>
 #include <cairn/types.h>
 
@@ -118,6 +119,17 @@ int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
  * the caller goes to dmu_read on a thread that may block. Only data records
  * count: the dnode and indirect blocks are read if they are not resident. */
 int dmu_read_memory(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
+/* dmu_read (memory_only: dmu_read_memory) that lends ARC buffers instead of
+ * copying: a record (or part of one) of at least DMU_LEND_MIN bytes found in
+ * ARC memory, whose logical bytes the ARC keeps, is appended to spans (pos
+ * relative to buf, its buffer held) and its room in buf is left untouched;
+ * every other byte is in buf as dmu_read leaves it. When spans is full the
+ * rest is copied. On error nothing is added. The caller sends buf with the
+ * spans laid over it and then calls cairn_spans_release(). Why: a cached
+ * NFS READ then costs the socket's copy only (src/arc/arc.c, "Lending"). */
+#define DMU_LEND_MIN ((uint32_t)16384)
+int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf,
+                   bool memory_only, cairn_spans_t *spans);
 /* Whether dmu_write of [off, off + len) of obj might wait for a device now: a
  * record it changes only in part is neither dirty, a hole nor in ARC memory
  * (it would be read from disk), or dmu_tx_begin would wait on the write

@@ -82,8 +82,9 @@ typedef struct vdev_leaf_ops {
     void (*close)(vdev_t *leaf);
     /* Optional: the same I/O done in the calling thread, returning its result (same
      * arguments and errors as submit). For a lone small synchronous write and its
-     * flush (the intent log), where handing the I/O to a completion thread and the
-     * result back costs more than the I/O. */
+     * flush (the intent log), and for reads of a thread that only waits for them
+     * (read-ahead, VDEV_READ_NOW), where handing the I/O to a completion thread and
+     * the result back costs more than the I/O. */
     int (*io_now)(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
 } vdev_leaf_ops_t;
 
@@ -167,6 +168,11 @@ typedef bool (*vdev_verify_fn)(const void *buf, uint64_t psize, void *arg);
 enum {
     VDEV_READ_SCRUB = 1 << 0,   /* read and verify every copy/column, repair all bad ones */
     VDEV_READ_NOREPAIR = 1 << 1,/* never write (read-only import, offline check) */
+    /* Read each mirror side (or the single leaf) in the calling thread where the
+     * leaf offers io_now, not through its ring and completion thread: for a
+     * caller that only waits (read-ahead), two thread wake-ups less per block.
+     * No deadman watches such a read. raidz ignores it. */
+    VDEV_READ_NOW = 1 << 2,
 };
 typedef struct vdev_read_result {
     uint64_t repaired_bytes;   /* bytes rewritten on children that returned bad data */

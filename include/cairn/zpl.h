@@ -223,6 +223,12 @@ int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, 
  * changed nothing (also when the read would have to update the atime), and
  * the caller repeats it with zpl_read elsewhere. */
 int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof);
+/* zpl_read (memory_only: zpl_read_memory) that may lend ARC buffers as spans
+ * over buf instead of copying them into it (dmu_read_spans): the caller sends
+ * buf with the spans laid over it and then releases them. On error no span is
+ * added. */
+int zpl_read_spans(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof,
+                   bool memory_only, cairn_spans_t *spans);
 /* Writes all of buf or nothing; -EFBIG past ZPL_MAX_FILE_SIZE. */
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
               zpl_wcc_t *wcc);

@@ -47,6 +47,16 @@
  *
  * Locking: one mutex guards the table and the lists; data buffers are
  * refcounted so the memcpy or decompression of a hit runs outside it.
+ *
+ * Lending (arc_lookup_memory_ref): a reader that can send from several
+ * buffers at once (the NFS server's READ reply) takes a reference on the
+ * buffer holding the block's logical bytes - the stored buffer of an
+ * uncompressed block, the decompressed copy of a hot one - instead of copying
+ * it, and drops it when its send is done. That is safe because a buffer is
+ * written only before an entry holds it: a rewritten block is a new entry
+ * (new birth) with new buffers, a freed or evicted entry drops its reference
+ * and leaves the bytes to whoever still holds them. Lent buffers that the ARC
+ * has dropped are not counted in arc_max; they live as long as a send.
  */
 #include "arc_impl.h"
 
@@ -90,26 +100,7 @@ static struct {
 
 /* ---------------- buffers ---------------- */
 
-arc_buf_t *arc_buf_new(const void *src, uint32_t size)
-{
-    arc_buf_t *b = malloc(sizeof(*b) + size);
-    if (!b) abort();
-    atomic_init(&b->refs, 1);
-    b->size = size;
-    if (src) memcpy(b->data, src, size);
-    return b;
-}
-
-void arc_buf_rele(arc_buf_t *b)
-{
-    if (b && atomic_fetch_sub(&b->refs, 1) == 1) free(b);
-}
-
-static arc_buf_t *buf_hold(arc_buf_t *b)
-{
-    if (b) atomic_fetch_add(&b->refs, 1);
-    return b;
-}
+static arc_buf_t *buf_hold(arc_buf_t *b) { return cairn_rbuf_hold(b); }
 
 bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type)
 {
@@ -280,12 +271,15 @@ static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *bu
     return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
 }
 
-/* A hit copies bytes [off, off + len) of the block into buf; memory_only
- * leaves a miss alone (neither counted nor looked for on a cache device): the
- * caller's full read that follows does both. */
+/* A hit copies bytes [off, off + len) of the block into buf, or, when ref is
+ * given and the logical bytes sit in a buffer the ARC keeps, lends that buffer
+ * (*ref, held) and leaves buf alone; memory_only leaves a miss alone (neither
+ * counted nor looked for on a cache device): the caller's full read that
+ * follows does both. */
 static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
-                       void *buf, uint8_t policy, bool memory_only)
+                       void *buf, uint8_t policy, bool memory_only, arc_buf_t **ref)
 {
+    if (ref) *ref = NULL;
     if (cairn_bp_is_hole(bp)) return -ENOENT;
     bool whole = off == 0 && len == bp->lsize;
     arc_key_t k = arc_key_of(pool_guid, bp);
@@ -311,34 +305,54 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
         bool want_decomp = !dc && to == ST_MFU && bp->compress != CAIRN_COMPRESS_OFF &&
                            arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type);
         pthread_mutex_unlock(&A.lock);
-        int err;
-        if (dc) {
-            memcpy(buf, dc->data + off, len);
-            arc_buf_rele(dc);
+        if (dc || bp->compress == CAIRN_COMPRESS_OFF) {
+            /* The logical bytes are in a buffer the ARC keeps: lend it, or copy. */
+            arc_buf_t *lb = dc ? dc : st;
+            if (ref) {
+                *ref = lb;
+                return 0;
+            }
+            memcpy(buf, lb->data + off, len);
+            arc_buf_rele(lb);
             return 0;
         }
-        uint8_t *full = whole ? buf : malloc(bp->lsize);
-        if (!full) abort();
-        err = materialise(bp, st->data, full);
-        if (!err && !whole) memcpy(buf, full + off, len);
-        if (!err && want_decomp) {
-            /* Hot (on the MFU now): keep a decompressed copy for the next reads. */
-            arc_buf_t *copy = arc_buf_new(full, bp->lsize);
+        if (want_decomp) {
+            /* Hot (on the MFU now): decompress once into the buffer the ARC
+             * keeps for the next reads, which this reader may borrow too. */
+            arc_buf_t *copy = arc_buf_new(NULL, bp->lsize);
+            int err = materialise(bp, st->data, copy->data);
+            if (err) {
+                arc_buf_rele(copy);
+                arc_buf_rele(st);
+                return err;
+            }
             pthread_mutex_lock(&A.lock);
             pp = slot_of(&k);
             h = pp ? *pp : NULL;
             if (h && h->stored == st && h->state == ST_MFU && !h->decomp) {
                 list_unlink(h);
-                h->decomp = copy;
+                h->decomp = buf_hold(copy);
                 A.decomp_size += copy->size;
                 list_push(h, ST_MFU);
-                copy = NULL;
                 evict_locked(0);
                 trim_ghosts_locked();
             }
             pthread_mutex_unlock(&A.lock);
+            arc_buf_rele(st);
+            if (ref) {
+                *ref = copy; /* ours even if the ARC dropped the block meanwhile */
+                return 0;
+            }
+            memcpy(buf, copy->data + off, len);
             arc_buf_rele(copy);
+            return 0;
         }
+        /* Not kept decompressed (first use of a block read ahead): decompress
+         * straight into the caller's buffer. */
+        uint8_t *full = whole ? buf : malloc(bp->lsize);
+        if (!full) abort();
+        int err = materialise(bp, st->data, full);
+        if (!err && !whole) memcpy(buf, full + off, len);
         if (!whole) free(full);
         arc_buf_rele(st);
         return err;
@@ -366,7 +380,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
 int arc_lookup(uint64_t pool_guid, const cairn_blkptr_t *bp, void *buf, uint8_t policy)
 {
     if (!buf) return -EINVAL; /* read-ahead asks arc_prefetch() */
-    return lookup_impl(pool_guid, bp, 0, bp->lsize, buf, policy, false);
+    return lookup_impl(pool_guid, bp, 0, bp->lsize, buf, policy, false, NULL);
 }
 
 int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy)
@@ -401,7 +415,15 @@ int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off
                       void *buf, uint8_t policy)
 {
     if (off > bp->lsize || len > bp->lsize - off) return -EINVAL;
-    return lookup_impl(pool_guid, bp, off, len, buf, policy, true);
+    return lookup_impl(pool_guid, bp, off, len, buf, policy, true, NULL);
+}
+
+int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
+                          void *buf, uint8_t policy, cairn_rbuf_t **ref)
+{
+    if (ref) *ref = NULL;
+    if (off > bp->lsize || len > bp->lsize - off) return -EINVAL;
+    return lookup_impl(pool_guid, bp, off, len, buf, policy, true, ref);
 }
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
@@ -464,6 +486,20 @@ static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const vo
         return;
     }
     insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false, unread);
+}
+
+void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                      uint8_t policy, bool unread)
+{
+    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
+        stored->size != bp->psize) {
+        pthread_mutex_lock(&A.lock);
+        A.st.bypassed++;
+        pthread_mutex_unlock(&A.lock);
+        arc_buf_rele(stored);
+        return;
+    }
+    insert_buf(pool_guid, bp, stored, policy, false, unread);
 }
 
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,

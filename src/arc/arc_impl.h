@@ -3,6 +3,7 @@
 #define CAIRN_ARC_IMPL_H
 
 #include <cairn/arc.h>
+#include <cairn/rbuf.h>
 #include <stdatomic.h>
 
 /* The identity of a block and what a reader must find to trust a copy. */
@@ -29,14 +30,12 @@ static inline uint64_t arc_key_hash(const arc_key_t *k)
     return h ^ (h >> 29);
 }
 
-/* A refcounted byte buffer: readers copy out of it without holding the ARC lock. */
-typedef struct arc_buf {
-    atomic_uint refs;
-    uint32_t size;
-    uint8_t data[];
-} arc_buf_t;
-arc_buf_t *arc_buf_new(const void *src, uint32_t size);
-void arc_buf_rele(arc_buf_t *b);
+/* A refcounted byte buffer: readers copy out of it without holding the ARC
+ * lock, or hold it while they send from it (arc_lookup_memory_ref). Its bytes
+ * never change once an entry holds it. */
+typedef cairn_rbuf_t arc_buf_t;
+static inline arc_buf_t *arc_buf_new(const void *src, uint32_t size) { return cairn_rbuf_new(src, size); }
+static inline void arc_buf_rele(arc_buf_t *b) { cairn_rbuf_rele(b); }
 
 /* A block the feed thread may copy to a cache device (stored holds a reference). */
 typedef struct arc_l2_cand {
@@ -60,6 +59,5 @@ void l2arc_close_pool(uint64_t guid);
 void l2arc_fill_stats(arc_stats_t *st);
 void l2arc_reset_stats(void);
 
-bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type);
 
 #endif

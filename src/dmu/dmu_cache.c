@@ -23,12 +23,14 @@ int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf)
 }
 
 int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
-                          void *buf)
+                          void *buf, cairn_rbuf_t **ref)
 {
+    if (ref) *ref = NULL;
     spa_t *spa = os->dp->spa;
     uint8_t policy = atomic_load(&os->cache_policy);
     if (spa_readonly(spa) || policy == ARC_POLICY_BYPASS) return -EWOULDBLOCK;
-    return arc_lookup_memory(spa_guid(spa), bp, off, len, buf, policy) ? -EWOULDBLOCK : 0;
+    return arc_lookup_memory_ref(spa_guid(spa), bp, off, len, buf, policy, ref) ? -EWOULDBLOCK
+                                                                                : 0;
 }
 
 bool dmu_cache_in_memory(objset_t *os, const cairn_blkptr_t *bp)

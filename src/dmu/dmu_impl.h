@@ -290,6 +290,9 @@ int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);
 /* The same from memory only (dirty records, the ARC): -EWOULDBLOCK when a data
  * record would have to come from a device. Metadata may still be read. */
 int dnode_read_memory_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);
+/* Either of them, lending ARC buffers as spans (dmu_read_spans). */
+int dnode_read_spans_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memory_only,
+                          cairn_spans_t *spans);
 int dnode_free_range_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len);
 /* Sets attributes of a dnode in txg: a new object (type != 0) or a freed one (type 0). */
 void dnode_set_alloc(dnode_t *dn, uint64_t txg, uint8_t type, const dmu_object_props_t *p,
@@ -322,11 +325,13 @@ void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 /* ---------------- dmu_cache.c ---------------- */
 /* Reads bp (any context) through the ARC with os's cache policy. */
 int dmu_cache_read(objset_t *os, const cairn_blkptr_t *bp, void *buf);
-/* Bytes [off, off + len) of bp from ARC memory, or -EWOULDBLOCK (no I/O). */
 /* Whether the block is in ARC memory under the object set's cache policy. */
 bool dmu_cache_in_memory(objset_t *os, const cairn_blkptr_t *bp);
+/* Bytes [off, off + len) of bp from ARC memory, or -EWOULDBLOCK (no I/O).
+ * With ref, the ARC may lend its buffer instead (*ref held, buf untouched:
+ * arc_lookup_memory_ref). */
 int dmu_cache_read_memory(objset_t *os, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,
-                          void *buf);
+                          void *buf, cairn_rbuf_t **ref);
 /* A block just written with this content (syncing context). */
 void dmu_cache_drop(const spa_t *spa, const cairn_blkptr_t *bp);
 void dmu_cache_purge_pool(const spa_t *spa);

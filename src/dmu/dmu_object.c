@@ -249,6 +249,16 @@ int dmu_read_memory(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void
     return err;
 }
 
+int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf,
+                   bool memory_only, cairn_spans_t *spans)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    int err = len ? dnode_read_spans_impl(dn, off, len, buf, memory_only, spans) : 0;
+    dnode_rele(dn);
+    return err;
+}
+
 bool dmu_write_would_wait(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
 {
     if (spa_tx_would_throttle(os->dp->spa)) return true;

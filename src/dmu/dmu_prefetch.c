@@ -13,7 +13,9 @@
  *
  * A read-ahead brings the block in verified but still compressed
  * (spa_block_prefetch): the reader's hit decompresses it once, straight into
- * its buffer. It skips blocks already cached without counting a hit, and the
+ * its buffer. The task's thread reads it itself (VDEV_READ_NOW: no hand-off
+ * to the leaf's completion thread and back, which was half of a cold
+ * stream's context switches), into the buffer the ARC then keeps. It skips blocks already cached without counting a hit, and the
  * ARC treats what it brings as unread, so streaming a file once neither makes
  * its blocks look hot nor keeps decompressed copies of them.
  *

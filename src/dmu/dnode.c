@@ -1004,6 +1004,11 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
  * ARC memory are copied first, on the caller (just the part wanted: a 4 KiB
  * read of an 8 KiB record needs no bounce buffer); only misses are handed on,
  * so a cached read costs no thread hand-off.
+ *
+ * With spans (dmu_read_spans), an ARC hit of at least DMU_LEND_MIN bytes whose
+ * logical bytes the ARC keeps is lent instead of copied: a span names the ARC
+ * buffer and holds it. Dirty records are still copied, under their shard
+ * lock: their bytes may change as soon as it is dropped.
  */
 typedef struct dn_read_io {
     objset_t *os;      /* its cache policy (primarycache/secondarycache) */
@@ -1028,11 +1033,26 @@ static void dn_read_io_run(void *arg)
 
 #define DN_READ_BATCH 64
 
-static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
+/* An ARC hit copied into dst or, where spans have room and the piece is big
+ * enough to be worth an iovec of its own, lent as a span (pos relative to
+ * base). -EWOULDBLOCK when the ARC does not have it in memory. */
+static int dn_read_hit(objset_t *os, const cairn_blkptr_t *bp, uint32_t boff, uint32_t n,
+                       uint8_t *dst, uint8_t *base, cairn_spans_t *spans)
+{
+    if (n < DMU_LEND_MIN || !cairn_spans_room(spans))
+        return dmu_cache_read_memory(os, bp, boff, n, dst, NULL);
+    cairn_rbuf_t *ref = NULL;
+    int err = dmu_cache_read_memory(os, bp, boff, n, dst, &ref);
+    if (!err && ref) cairn_spans_add(spans, (size_t)(dst - base), ref->data + boff, n, ref);
+    return err;
+}
+
+static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n, uint8_t *base,
+                         cairn_spans_t *spans)
 {
     size_t nmiss = 0;
     for (size_t i = 0; i < n; i++)
-        if (dmu_cache_read_memory(ios[i].os, &ios[i].bp, ios[i].boff, ios[i].n, ios[i].dst))
+        if (dn_read_hit(ios[i].os, &ios[i].bp, ios[i].boff, ios[i].n, ios[i].dst, base, spans))
             ios[nmiss++] = ios[i];
     n = nmiss;
     if (n == 0) return 0;
@@ -1050,11 +1070,13 @@ static int dn_read_batch(dnode_t *dn, dn_read_io_t *ios, size_t n)
     return 0;
 }
 
-static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memory_only)
+static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memory_only,
+                   cairn_spans_t *spans)
 {
     uint8_t *dst = buf;
     int err = 0;
     const uint64_t pf_off = off, pf_len = len; /* for prefetch (dmu_prefetch.c) */
+    const size_t spans0 = spans ? spans->n : 0;
     dn_read_io_t ios[DN_READ_BATCH];
     size_t nio = 0;
     if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
@@ -1086,9 +1108,10 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
             }
             /* Blocks never change under copy-on-write: reading them after the
              * lock is dropped returns what the pointer named, even if the
-             * record is rewritten meanwhile. */
+             * record is rewritten meanwhile (and a lent ARC buffer is never
+             * written again, see src/arc/arc.c). */
             if (memory_only) {
-                err = dmu_cache_read_memory(dn->os, &bp, boff, n, dst);
+                err = dn_read_hit(dn->os, &bp, boff, n, dst, buf, spans);
                 if (err) break;
                 dst += n;
                 off += n;
@@ -1097,7 +1120,7 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
             }
             ios[nio++] = (dn_read_io_t){.os = dn->os, .bp = bp, .dst = dst, .boff = boff, .n = n};
             if (nio == DN_READ_BATCH) {
-                err = dn_read_batch(dn, ios, nio);
+                err = dn_read_batch(dn, ios, nio, buf, spans);
                 nio = 0;
                 if (err) break;
             }
@@ -1106,8 +1129,13 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
         off += n;
         len -= n;
     }
-    if (!err && nio) err = dn_read_batch(dn, ios, nio);
+    if (!err && nio) err = dn_read_batch(dn, ios, nio, buf, spans);
     if (!err) dmu_prefetch_note(dn, pf_off, pf_len); /* sequential readers read ahead */
+    if (err && spans) {
+        /* A failed read lends nothing. */
+        for (size_t i = spans0; i < spans->n; i++) cairn_rbuf_rele(spans->v[i].buf);
+        spans->n = spans0;
+    }
     return err;
 }
 
@@ -1142,12 +1170,18 @@ bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
 
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
-    return dn_read(dn, off, len, buf, false);
+    return dn_read(dn, off, len, buf, false, NULL);
 }
 
 int dnode_read_memory_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
-    return dn_read(dn, off, len, buf, true);
+    return dn_read(dn, off, len, buf, true, NULL);
+}
+
+int dnode_read_spans_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memory_only,
+                          cairn_spans_t *spans)
+{
+    return dn_read(dn, off, len, buf, memory_only, spans);
 }
 
 /* ---- for prefetch (dmu_prefetch.c): the on-disk pointers of records

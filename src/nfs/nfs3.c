@@ -18,8 +18,9 @@
  *
  * Arguments are decoded with the XDR cursor straight from the received
  * record: WRITE data is used in place, and READ data is read by the ZPL
- * directly into the reply buffer. READ alone may run with memory_only on the
- * transport's I/O thread (nfs_impl.h): zpl_read_memory serves it from memory,
+ * directly into the reply buffer, or lent to it by the ARC (nfs_xdr_lend: the
+ * socket copies from the ARC's buffers). READ alone may run with memory_only on the
+ * transport's I/O thread (nfs_impl.h): zpl_read_spans (memory_only) serves it from memory,
  * and -EWOULDBLOCK (a record to read from disk, a due atime) sets would_block
  * after only lookups and checks, so the worker's rerun answers the same
  * checks with nothing done twice. Metadata changes are committed before the
@@ -528,9 +529,12 @@ static void proc_read(ctx_t *c)
     if (!data) goto out;
     size_t nread = 0;
     bool eof = false;
+    /* Records the ARC holds are lent to the reply rather than copied into it
+     * (nfs_xdr_lend): the socket's copy is then the only one. */
+    cairn_span_t sv[NFS_READ_SPANS];
+    cairn_spans_t spans = {.v = sv, .cap = NFS_READ_SPANS};
     if (off >= at.size) rc = 0;
-    else if (c->call->memory_only) rc = zpl_read_memory(n, off, count, data, &nread, &eof);
-    else rc = zpl_read(n, off, count, data, &nread, &eof);
+    else rc = zpl_read_spans(n, off, count, data, &nread, &eof, c->call->memory_only, &spans);
     if (off >= at.size) eof = true;
     if (rc == -EWOULDBLOCK && c->call->memory_only) {
         /* Nothing changed yet: the call runs again on a worker. */
@@ -558,6 +562,7 @@ static void proc_read(ctx_t *c)
     nfs_xdr_put_u32(c->r, eof ? 1 : 0);
     nfs_xdr_put_u32(c->r, (uint32_t)nread);
     c->r->pos = c->r->len = data_pos + padded;
+    nfs_xdr_lend(c->r, data_pos, &spans);
 out:
     zpl_node_rele(n);
 }

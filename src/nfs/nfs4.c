@@ -12,7 +12,7 @@
  * reply is kept in the session slot so a retransmission gets the same bytes.
  *
  * A 4.0 COMPOUND of PUTFH and READ may run on the transport's I/O thread with
- * memory_only (nfs_impl.h): READ uses zpl_read_memory, and a read that would
+ * memory_only (nfs_impl.h): READ uses zpl_read_spans (memory_only), and a read that would
  * wait (a record on disk, a due atime), any other operation or a 4.1 COMPOUND
  * sets would_block and the compound stops with nothing sent; a worker runs
  * it again. Only idempotent things happen before that (lease reaping and
@@ -725,15 +725,18 @@ static uint32_t op_read(nfs4_cx_t *cx)
     if (!p) return NFS4ERR_RESOURCE;
     size_t nread = 0;
     bool eof = false;
-    int rc = cx->call->memory_only ? zpl_read_memory(cx->cur.node, off, count, p + 8, &nread, &eof)
-                                   : zpl_read(cx->cur.node, off, count, p + 8, &nread, &eof);
+    /* ARC records are lent to the reply, not copied (nfs_xdr_lend). */
+    cairn_span_t sv[NFS_READ_SPANS];
+    cairn_spans_t spans = {.v = sv, .cap = NFS_READ_SPANS};
+    int rc = zpl_read_spans(cx->cur.node, off, count, p + 8, &nread, &eof, cx->call->memory_only,
+                            &spans);
     if (rc == -EWOULDBLOCK && cx->call->memory_only) {
         cx->call->would_block = true; /* compound() stops; a worker runs it again */
-        cx->r->pos = cx->r->len = start;
+        nfs_xdr_truncate(cx->r, start);
         return NFS4_OK;
     }
     if (rc < 0) {
-        cx->r->pos = cx->r->len = start;
+        nfs_xdr_truncate(cx->r, start);
         return nfs4_errno_to_status(rc);
     }
     /* The reserve may have moved nothing, but re-derive p after it anyway. */
@@ -748,6 +751,7 @@ static uint32_t op_read(nfs4_cx_t *cx)
     size_t padded = (nread + 3) & ~(size_t)3;
     memset(p + 8 + nread, 0, padded - nread);
     cx->r->pos = cx->r->len = start + 8 + padded;
+    nfs_xdr_lend(cx->r, start + 8, &spans);
     return NFS4_OK;
 }
 
@@ -1390,11 +1394,11 @@ static nfs_accept_t compound(nfs_call_t *call)
         }
         if (call->would_block || cx.replayed) break;
         if (status == NFS4ERR_OP_ILLEGAL) patch_u32(r, op_pos, OP4_ILLEGAL);
-        if (status != NFS4_OK && !cx.keep_body) r->pos = r->len = cx.body;
+        if (status != NFS4_OK && !cx.keep_body) nfs_xdr_truncate(r, cx.body);
         if (r->err) {
             /* Out of memory while encoding: answer what we can. */
             r->err = false;
-            r->pos = r->len = cx.body;
+            nfs_xdr_truncate(r, cx.body);
             status = NFS4ERR_RESOURCE;
         }
         patch_u32(r, status_pos, status);
@@ -1413,7 +1417,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     if (!cx.replayed) {
         patch_u32(r, start, status);
         patch_u32(r, numres_pos, numres);
-        if (cx.have_session) nfs4_slot_done(&cx, r->buf + start, r->pos - start);
+        if (cx.have_session) nfs4_slot_done(&cx, r, start, r->pos - start);
     }
     nfs4_cfh_clear(&cx.cur);
     nfs4_cfh_clear(&cx.saved);

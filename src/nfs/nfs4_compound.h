@@ -85,6 +85,6 @@ uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx);
 /* The stateid of a READ, WRITE or SETATTR(size) on the current file. */
 uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);
 /* Stores the reply of a 4.1 COMPOUND in its slot and frees the slot. */
-void nfs4_slot_done(nfs4_cx_t *cx, const uint8_t *reply, size_t len);
+void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len);
 
 #endif

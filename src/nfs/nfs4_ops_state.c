@@ -456,7 +456,7 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
-void nfs4_slot_done(nfs4_cx_t *cx, const uint8_t *reply, size_t len)
+void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len)
 {
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
@@ -465,7 +465,7 @@ void nfs4_slot_done(nfs4_cx_t *cx, const uint8_t *reply, size_t len)
         nfs4_slot_t *slot = &s->slots[cx->slot];
         slot->busy = false;
         if (len <= s->fore.maxresp_cached && (slot->reply = malloc(len ? len : 1))) {
-            memcpy(slot->reply, reply, len);
+            nfs_xdr_copy_out(r, start, len, slot->reply); /* with any lent READ data */
             slot->reply_len = (uint32_t)len;
             slot->cached = true;
         }

@@ -32,7 +32,13 @@
 
 /* A cursor over XDR bytes: decoding reads buf[pos..len); encoding appends at
  * pos (growing buf when `growable`). Any overrun sets `err` and every later get
- * returns zeros, so a handler may decode a whole structure and check err once. */
+ * returns zeros, so a handler may decode a whole structure and check err once.
+ *
+ * An encoded reply may carry spans laid over its buffer (a READ's data lent
+ * by the ARC, nfs_xdr_lend): the reply's bytes are buf[0..len) except where a
+ * span covers them, and those come from the span's held buffer. The transport
+ * sends them as iovecs (nfs_xdr_iov); whoever needs the bytes in one place
+ * copies them out (nfs_xdr_copy_out, nfs_xdr_flatten). */
 typedef struct nfs_xdr {
     uint8_t *buf;
     size_t len;      /* decode: bytes available; encode: bytes written (== pos) */
@@ -40,6 +46,7 @@ typedef struct nfs_xdr {
     size_t cap;      /* encode: allocated size */
     bool err;
     bool growable;   /* encode: realloc when full */
+    cairn_spans_t lent; /* encode: spans over buf, increasing pos (v malloc'd) */
 } nfs_xdr_t;
 
 /* Encoding buffer management (nfs_xdr.c). */
@@ -48,6 +55,23 @@ void nfs_xdr_init_decode(nfs_xdr_t *x, const void *buf, size_t len);
 void nfs_xdr_free(nfs_xdr_t *x);
 /* Reserves n bytes at pos and returns a pointer to them (NULL and err on failure). */
 uint8_t *nfs_xdr_reserve(nfs_xdr_t *x, size_t n);
+/* Lays spans (positions relative to base, already reserved in buf) over the
+ * reply, taking over their references; spans->n becomes 0. Without memory
+ * for them their bytes are copied into buf instead. */
+void nfs_xdr_lend(nfs_xdr_t *x, size_t base, cairn_spans_t *spans);
+/* Cuts the encoding back to pos (pos = len = pos), dropping spans past it. */
+void nfs_xdr_truncate(nfs_xdr_t *x, size_t pos);
+/* Copies every span's bytes into buf and releases them. */
+void nfs_xdr_flatten(nfs_xdr_t *x);
+/* Copies the reply's bytes [start, start + n) (buffer and spans) to dst. */
+void nfs_xdr_copy_out(const nfs_xdr_t *x, size_t start, size_t n, uint8_t *dst);
+/* Spans one READ may lend (1 MiB in DMU_LEND_MIN pieces, and the edges);
+ * past that the DMU copies. */
+#define NFS_READ_SPANS 72
+/* Up to max iovecs describing the reply's bytes from skip to len; returns how
+ * many were filled (0 when nothing is left). */
+struct iovec;
+size_t nfs_xdr_iov(const nfs_xdr_t *x, size_t skip, struct iovec *iov, size_t max);
 
 uint32_t nfs_xdr_get_u32(nfs_xdr_t *x);
 uint64_t nfs_xdr_get_u64(nfs_xdr_t *x);

@@ -6,10 +6,18 @@
  * handlers decode a whole argument structure and test `err` once. Encoding
  * grows the reply buffer geometrically; a failed allocation is sticky too and
  * the transport answers SYSTEM_ERR.
+ *
+ * Lent spans (nfs_impl.h): a READ's data may stay in the ARC's buffers; the
+ * reply keeps the room reserved in buf (never touched, so it costs no copy
+ * and no page faults) and a list of spans over it, each holding its buffer
+ * until the reply is freed. Positions never move, so code that patches or
+ * rewinds the buffer before a span is unaffected; rewinding past a span
+ * drops it (nfs_xdr_truncate).
  */
 #include "nfs_impl.h"
 
 #include <stdlib.h>
+#include <sys/uio.h>
 
 void nfs_xdr_init_encode(nfs_xdr_t *x, size_t initial_cap)
 {
@@ -31,8 +39,76 @@ void nfs_xdr_init_decode(nfs_xdr_t *x, const void *buf, size_t len)
 
 void nfs_xdr_free(nfs_xdr_t *x)
 {
-    if (x->growable) free(x->buf);
+    if (x->growable) {
+        cairn_spans_release(&x->lent);
+        free(x->lent.v);
+        free(x->buf);
+    }
     memset(x, 0, sizeof *x);
+}
+
+void nfs_xdr_lend(nfs_xdr_t *x, size_t base, cairn_spans_t *spans)
+{
+    if (!spans || !spans->n) return;
+    if (x->lent.n + spans->n > x->lent.cap) {
+        size_t cap = CAIRN_MAX(x->lent.cap * 2, x->lent.n + spans->n);
+        cairn_span_t *nv = realloc(x->lent.v, cap * sizeof *nv);
+        if (!nv) {
+            cairn_spans_copy_release(spans, x->buf + base);
+            return;
+        }
+        x->lent.v = nv;
+        x->lent.cap = cap;
+    }
+    for (size_t i = 0; i < spans->n; i++) {
+        x->lent.v[x->lent.n] = spans->v[i];
+        x->lent.v[x->lent.n++].pos += base;
+    }
+    spans->n = 0;
+}
+
+void nfs_xdr_truncate(nfs_xdr_t *x, size_t pos)
+{
+    x->pos = x->len = pos;
+    while (x->lent.n && x->lent.v[x->lent.n - 1].pos + x->lent.v[x->lent.n - 1].len > pos)
+        cairn_rbuf_rele(x->lent.v[--x->lent.n].buf);
+}
+
+void nfs_xdr_flatten(nfs_xdr_t *x) { cairn_spans_copy_release(&x->lent, x->buf); }
+
+size_t nfs_xdr_iov(const nfs_xdr_t *x, size_t skip, struct iovec *iov, size_t max)
+{
+    size_t n = 0, at = 0; /* at: reply offset where the next buffer piece starts */
+    for (size_t i = 0; i <= x->lent.n && n < max; i++) {
+        const cairn_span_t *sp = i < x->lent.n ? &x->lent.v[i] : NULL;
+        size_t end = sp ? sp->pos : x->len;
+        /* The buffer's bytes in [at, end), then the span's. */
+        size_t from = CAIRN_MAX(at, skip);
+        if (from < end) iov[n++] = (struct iovec){x->buf + from, end - from};
+        if (!sp || n >= max) break;
+        size_t send = sp->pos + sp->len;
+        if (skip < send) {
+            size_t in = skip > sp->pos ? skip - sp->pos : 0;
+            iov[n++] = (struct iovec){(void *)(sp->data + in), sp->len - in};
+        }
+        at = send;
+    }
+    return n;
+}
+
+void nfs_xdr_copy_out(const nfs_xdr_t *x, size_t start, size_t n, uint8_t *dst)
+{
+    struct iovec iov[16];
+    size_t k;
+    while (n && (k = nfs_xdr_iov(x, start, iov, 16)) > 0) {
+        for (size_t i = 0; i < k && n; i++) {
+            size_t m = CAIRN_MIN(n, iov[i].iov_len);
+            memcpy(dst, iov[i].iov_base, m);
+            dst += m;
+            start += m;
+            n -= m;
+        }
+    }
 }
 
 uint8_t *nfs_xdr_reserve(nfs_xdr_t *x, size_t n)

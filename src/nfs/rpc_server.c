@@ -30,7 +30,10 @@
  * completion order. The reply is sent straight from the worker when the
  * socket takes it; what it does not take is queued and the I/O thread
  * flushes it on EPOLLOUT, so a client that does not read its replies never
- * blocks a worker.
+ * blocks a worker. A READ's data may be lent by the ARC (nfs_xdr_lend): the
+ * reply goes out as iovecs over its buffer and the ARC's buffers, and a
+ * queued reply keeps holding them until it is sent, so the socket's copy is
+ * the only copy of cached data.
  *
  * Backpressure: a connection with NFS_CONN_INFLIGHT_MAX calls in flight, or
  * with too many reply bytes queued, is taken out of the read set until
@@ -66,10 +69,14 @@
 #define STAGE_SIZE 65536u
 #define CONNS_MAX 4096u
 
+/* A reply the socket has not taken all of: the reply itself (its buffer and
+ * the ARC buffers lent to it stay held until sent), and how far it got. */
 typedef struct out_buf {
     struct out_buf *next;
-    uint8_t *data;
-    size_t len, off;
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen;
+    nfs_xdr_t body;
+    size_t len, off;     /* hlen + body.len; bytes sent */
 } out_buf_t;
 
 struct nfs_conn {
@@ -159,7 +166,7 @@ static void conn_rele(nfs_conn_t *c)
     close(c->fd);
     for (out_buf_t *o = c->outq, *n; o; o = n) {
         n = o->next;
-        free(o->data);
+        nfs_xdr_free(&o->body);
         free(o);
     }
     free(c->rec);
@@ -200,13 +207,30 @@ static void conn_close(nfs_conn_t *c)
     if (drop) conn_rele(c);
 }
 
+/* iovecs per sendmsg: a 1 MiB READ lent as 128 KiB records takes ~17, and
+ * at most ~150 (DMU_LEND_MIN pieces); a longer reply takes several calls. */
+#define SEND_IOV 160
+
+/* The iovecs of a reply (header, then the body's buffer with the spans lent
+ * to it) from byte `sent` on. */
+static size_t reply_iov(const uint8_t *hdr, size_t hlen, const nfs_xdr_t *body, size_t sent,
+                        struct iovec *iov)
+{
+    size_t n = 0;
+    if (sent < hlen) iov[n++] = (struct iovec){(void *)(hdr + sent), hlen - sent};
+    return n + nfs_xdr_iov(body, sent < hlen ? 0 : sent - hlen, iov + n, SEND_IOV - n);
+}
+
 /* With c->lock held: writes what the socket takes from the queue; false when
  * the connection broke. */
 static bool conn_flush_locked(nfs_conn_t *c)
 {
     while (c->outq) {
         out_buf_t *o = c->outq;
-        ssize_t n = send(c->fd, o->data + o->off, o->len - o->off, MSG_NOSIGNAL);
+        struct iovec iov[SEND_IOV];
+        struct msghdr mh = {.msg_iov = iov,
+                            .msg_iovlen = reply_iov(o->hdr, o->hlen, &o->body, o->off, iov)};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
@@ -217,15 +241,19 @@ static bool conn_flush_locked(nfs_conn_t *c)
         if (o->off == o->len) {
             c->outq = o->next;
             if (!c->outq) c->outq_tail = NULL;
-            free(o->data);
+            nfs_xdr_free(&o->body);
             free(o);
         }
     }
     return true;
 }
 
-/* Sends header+body as one record (what the socket does not take is copied
- * to the queue). Runs on workers and on the I/O thread (inline READs). */
+/* Sends header+body as one record: the body's buffer with the spans lent to
+ * it (a READ's data still in the ARC's buffers, nfs_xdr_lend), so the socket's
+ * copy is the only one. What the socket does not take is queued - the body
+ * itself, moved out of the caller's hands with its spans still held, not a
+ * copy - and flushed by the I/O thread on EPOLLOUT. Runs on workers and on
+ * the I/O thread (inline READs). */
 static void conn_send_reply(nfs_conn_t *c, const uint8_t *hdr, size_t hlen, nfs_xdr_t *body)
 {
     pthread_mutex_lock(&c->lock);
@@ -233,15 +261,9 @@ static void conn_send_reply(nfs_conn_t *c, const uint8_t *hdr, size_t hlen, nfs_
     size_t total = hlen + body->len, sent = 0;
     if (!c->outq) {
         while (sent < total) {
-            struct iovec iov[2];
-            int n = 0;
-            if (sent < hlen) {
-                iov[n++] = (struct iovec){(void *)(hdr + sent), hlen - sent};
-                if (body->len) iov[n++] = (struct iovec){body->buf, body->len};
-            } else {
-                iov[n++] = (struct iovec){body->buf + (sent - hlen), total - sent};
-            }
-            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+            struct iovec iov[SEND_IOV];
+            struct msghdr mh = {.msg_iov = iov,
+                                .msg_iovlen = reply_iov(hdr, hlen, body, sent, iov)};
             ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
             if (w < 0) {
                 if (errno == EINTR) continue;
@@ -254,27 +276,20 @@ static void conn_send_reply(nfs_conn_t *c, const uint8_t *hdr, size_t hlen, nfs_
     }
     if (sent < total) {
         out_buf_t *o = calloc(1, sizeof *o);
-        uint8_t *data = malloc(total - sent);
-        if (!o || !data) {
-            free(o);
-            free(data);
+        if (!o) {
             conn_close_locked(c);
             goto out_unref;
         }
-        size_t k = 0;
-        if (sent < hlen) {
-            memcpy(data, hdr + sent, hlen - sent);
-            k = hlen - sent;
-            memcpy(data + k, body->buf, body->len);
-        } else {
-            memcpy(data, body->buf + (sent - hlen), total - sent);
-        }
-        o->data = data;
-        o->len = total - sent;
+        memcpy(o->hdr, hdr, hlen);
+        o->hlen = hlen;
+        o->body = *body;
+        memset(body, 0, sizeof *body); /* the queue owns it now; the caller's free is a no-op */
+        o->len = total;
+        o->off = sent;
         if (c->outq_tail) c->outq_tail->next = o;
         else c->outq = o;
         c->outq_tail = o;
-        c->outq_bytes += o->len;
+        c->outq_bytes += total - sent;
     }
 out:
     conn_update_events(c);
@@ -423,7 +438,7 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
             h += put_be32(hdr + h, low);
             h += put_be32(hdr + h, high);
         }
-        if (st != NFS_ACCEPT_SUCCESS) res->len = res->pos = 0;
+        if (st != NFS_ACCEPT_SUCCESS) nfs_xdr_truncate(res, 0);
     }
     if ((h - 4) + res->len > 0x7fffffffu) return -1;
     put_be32(hdr, 0x80000000u | (uint32_t)((h - 4) + res->len));

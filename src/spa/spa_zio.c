@@ -19,7 +19,11 @@
  * top-level vdev with a verify callback that checks the pointer's checksum.
  * The vdev layer itself tries the other mirror sides or raidz reconstruction
  * and repairs what lied; if a whole copy is bad the next DVA is tried and the
- * bad copy is rewritten from the good one. Then the data is decompressed.
+ * bad copy is rewritten from the good one. Then the data is decompressed. A
+ * block of at least SPA_ARC_ADOPT_MIN that the ARC will keep is read into a
+ * buffer the ARC then adopts as the block's stored copy (no copy into the
+ * ARC); smaller ones use a per-thread scratch buffer and are copied, since
+ * the adopted buffer's alignment costs a page of memory per block.
  *
  * Placement across top-level vdevs: a rotor stays on one vdev for a run of
  * bytes proportional to its share of the pool's free space, then moves on, so
@@ -32,6 +36,9 @@
 #include <string.h>
 
 #define SPA_ROTOR_CHUNK (4 * CAIRN_MIB)
+/* Blocks read straight into the buffer the ARC keeps: from here the page of
+ * alignment such a buffer costs is at most 1/16 of the block. */
+#define SPA_ARC_ADOPT_MIN (64u * 1024)
 
 /*
  * I/O bounce buffers. A fresh aligned allocation per block costs an mmap,
@@ -352,11 +359,22 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
             return 0;
     }
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
+    /* A read-ahead's thread only waits for its block: read it in that thread
+     * (VDEV_READ_NOW), sparing the ring's completion thread two wake-ups per
+     * block - most of a cold stream's context switches. */
+    if (!buf) vflags |= VDEV_READ_NOW;
     size_t cap = CAIRN_P2ROUNDUP((size_t)bp->psize, (size_t)1 << spa->ashift);
     /* Uncompressed into a suitable buffer: read in place, no bounce copy. */
     bool direct = buf && bp->compress == CAIRN_COMPRESS_OFF && bp->psize == bp->lsize &&
                   io_aligned(buf, bp->psize, spa->ashift);
-    uint8_t *raw = direct ? buf : zbuf_get(ZBUF_READ, cap);
+    /* A large block the ARC will keep is read into a buffer it adopts once
+     * verified, instead of a scratch buffer it would copy (cold reads and
+     * read-ahead paid that copy for every block). */
+    cairn_rbuf_t *keep = NULL;
+    if (!direct && bp->psize >= SPA_ARC_ADOPT_MIN && cache_policy != ARC_POLICY_BYPASS &&
+        arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), bp->type))
+        keep = cairn_rbuf_new_aligned(bp->psize, cap);
+    uint8_t *raw = direct ? buf : keep ? keep->data : zbuf_get(ZBUF_READ, cap);
     int err = -EIO;
     int good = -1;
     bool bad[CAIRN_MAX_COPIES] = {false};
@@ -388,6 +406,7 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
     }
     if (good < 0) {
         atomic_fetch_add(&spa->data_errors, 1);
+        cairn_rbuf_rele(keep);
         return err == 0 ? -EIO : err;
     }
     /* A whole copy failed while another verified: rewrite it from the good one. */
@@ -412,7 +431,9 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         if (err) atomic_fetch_add(&spa->data_errors, 1);
     }
     /* ---- ARC: keep the verified block as stored ---- */
-    if (!err && cache_policy != ARC_POLICY_BYPASS) {
+    if (keep && !err) arc_insert_adopt(spa->guid, bp, keep, cache_policy, !buf);
+    else if (keep) cairn_rbuf_rele(keep);
+    else if (!err && cache_policy != ARC_POLICY_BYPASS) {
         if (buf) arc_insert_stored(spa->guid, bp, raw, cache_policy);
         else arc_insert_unread(spa->guid, bp, raw, cache_policy);
     }

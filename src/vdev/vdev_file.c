@@ -29,7 +29,8 @@
  *    slot is released before it too, so a callback may submit to this leaf.
  *
  *  - In the caller's thread (io_now). A lone small synchronous write and its
- *    flush (the intent log's) can skip the ring: pwrite/fdatasync directly,
+ *    flush (the intent log's), and the reads of a read-ahead thread
+ *    (VDEV_READ_NOW), can skip the ring: pread/pwrite/fdatasync directly,
  *    still counted against the bound, without the deadman.
  *
  *  - Flush is IORING_OP_FSYNC with DATASYNC: on a file it persists the data

@@ -115,7 +115,11 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
             }
             vdev_batch_io_t io = {.leaf = sides[i], .op = VDEV_IO_READ, .offset = dev_off,
                                   .buf = rbuf, .len = len};
-            vdev_batch_run(&io, 1);
+            if ((flags & VDEV_READ_NOW) && sides[i]->type == VDEV_TYPE_LEAF && sides[i]->ops &&
+                sides[i]->ops->io_now)
+                io.error = sides[i]->ops->io_now(sides[i], VDEV_IO_READ, dev_off, rbuf, len);
+            else
+                vdev_batch_run(&io, 1);
             if (io.error) status[i] = SIDE_EIO;
             else if (!verify || verify(rbuf, psize, arg)) status[i] = SIDE_GOOD, good = (int)i;
             else status[i] = SIDE_BAD;

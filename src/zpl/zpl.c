@@ -1614,7 +1614,7 @@ static bool atime_due(const zpl_phys_t *p, int64_t now)
  * atime=off a due atime stays due forever, hence the property check.
  */
 static int read_impl(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof,
-                     bool memory_only)
+                     bool memory_only, cairn_spans_t *spans)
 {
     *nread = 0;
     if (eof) *eof = false;
@@ -1635,8 +1635,7 @@ static int read_impl(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t 
         uint64_t size = n->phys.size;
         uint64_t cnt = off >= size ? 0 : CAIRN_MIN((uint64_t)len, size - off);
         if (cnt)
-            err = memory_only ? dmu_read_memory(fs->os, n->obj, off, cnt, buf)
-                              : dmu_read(fs->os, n->obj, off, cnt, buf);
+            err = dmu_read_spans(fs->os, n->obj, off, cnt, buf, memory_only, spans);
         if (!err) {
             *nread = cnt;
             if (eof) *eof = off + cnt >= size;
@@ -1667,12 +1666,18 @@ static int read_impl(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t 
 
 int zpl_read(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
 {
-    return read_impl(n, off, len, buf, nread, eof, false);
+    return read_impl(n, off, len, buf, nread, eof, false, NULL);
 }
 
 int zpl_read_memory(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof)
 {
-    return read_impl(n, off, len, buf, nread, eof, true);
+    return read_impl(n, off, len, buf, nread, eof, true, NULL);
+}
+
+int zpl_read_spans(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *nread, bool *eof,
+                   bool memory_only, cairn_spans_t *spans)
+{
+    return read_impl(n, off, len, buf, nread, eof, memory_only, spans);
 }
 
 /*

@@ -17,6 +17,7 @@ import os
 import random
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -283,6 +284,93 @@ def expect_closed(s, what):
         fail("%s: connection not closed" % what)
 
 
+def read3_args(fh, off, count):
+    return bytes(X().opaque(fh).u64(off).u32(count).b)
+
+
+def read3_data(r):
+    """The data of a READ reply positioned at its results (status checked)."""
+    check(r.gu32() == 0, "READ status")
+    post_attr(r)
+    count, eof = r.gu32(), r.gu32()
+    data = r.gopaque()
+    check(len(data) == count, "READ count %d, data %d" % (count, len(data)))
+    return data
+
+
+def lent_reads_queued(host, nport, rootfh, exp):
+    """1 MiB READs of a cached file pipelined and left unread, so their replies
+    wait in the server's queue with their data lent by the ARC, while another
+    connection rewrites the file and a sync frees its old blocks: every reply,
+    read at the end, is whole and holds each record as it was either before or
+    after its rewrite (the queued replies keep the ARC's buffers)."""
+    w = Conn(host, nport)
+    name = "lent-%d" % os.getpid()
+    sattr = X().u32(0).u32(0).u32(0).u32(0).u32(0).u32(0)
+    st, r = w.call(NFS, 3, 8, bytes(X().opaque(rootfh).opaque(name.encode()).u32(0)
+                                    .fixed(bytes(sattr.b)).b))
+    check(st == 0 and r.gu32() == 0, "CREATE %s" % name)
+    status, fh = lookup(w, rootfh, name)
+    check(status == 0, "LOOKUP %s" % name)
+    mib, rec = 1 << 20, 128 << 10  # the share's recordsize
+    text = (b"lent buffers stay held while queued\n" * 30000)[: mib // 2]
+    versions = [[os.urandom(mib // 2) + text for _ in range(4)] for _ in range(2)]
+
+    def write_all(v):
+        for i, chunk in enumerate(versions[v]):
+            st, r = w.call(NFS, 3, 7, bytes(X().opaque(fh).u64(i * mib).u32(mib).u32(2)
+                                            .opaque(chunk).b))
+            check(st == 0 and r.gu32() == 0, "WRITE %d of version %d" % (i, v))
+
+    # A property change is a sync task: the txg holding the writes syncs (and
+    # frees the blocks they replaced, out of the ARC too).
+    cli = os.path.join(os.environ["CAIRN_BIN"], "cairn")
+
+    def sync(atime):
+        subprocess.run([cli, "set", "atime=" + atime, exp.strip("/")], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    write_all(0)
+    sync("off")  # clean records, read from their blocks (not dirty copies)
+    for _ in range(3):  # into the ARC, then hot (decompressed copies kept)
+        for i in range(4):
+            st, r = w.call(NFS, 3, 6, read3_args(fh, i * mib, mib))
+            check(st == 0 and read3_data(r) == versions[0][i], "READ %d before" % i)
+    c = Conn(host, nport)
+    n = 24
+    xids = {}
+    for k in range(n):
+        c.xid += 1
+        xids[c.xid] = k % 4
+        x = X().u32(c.xid).u32(0).u32(2).u32(NFS).u32(3).u32(6).u32(1).opaque(auth_sys())
+        x.u32(0).opaque(b"")
+        c.send_record(bytes(x.b) + read3_args(fh, (k % 4) * mib, mib))
+    write_all(1)
+    sync("on")  # the old blocks are freed while their bytes wait unsent
+    seen = 0
+    for _ in range(n):
+        r = X(c.recv_record())
+        xid = r.gu32()
+        check(xid in xids, "queued READ: unknown xid")
+        check(r.gu32() == 1 and r.gu32() == 0, "queued READ: not an accepted reply")
+        r.gu32()
+        r.gopaque()
+        check(r.gu32() == 0, "queued READ: accept status")
+        data = read3_data(r)
+        i = xids.pop(xid)
+        check(len(data) == mib, "queued READ of MiB %d: %d bytes" % (i, len(data)))
+        # A READ may overlap the WRITE of its range (a large write lets reads
+        # of the file go on), so each record is old or new, never other bytes.
+        for j in range(0, mib, rec):
+            check(data[j:j + rec] in (versions[0][i][j:j + rec], versions[1][i][j:j + rec]),
+                  "queued READ of MiB %d, record at %d: neither the old nor the new bytes"
+                  % (i, j))
+        seen += 1
+    check(seen == n, "queued READs: %d replies" % seen)
+    c.close()
+    w.close()
+
+
 def mode_hostile():
     host, nport, mport, pport, exp = ctx()
     rootfh = mount(host, mport, exp)
@@ -325,6 +413,7 @@ def mode_hostile():
         got.add(r.gu32())
     check(len(got) == 200, "pipelined calls: %d distinct replies" % len(got))
     c.close()
+    lent_reads_queued(host, nport, rootfh, exp)
     # Randomized garbage: every reply is well formed or the connection closes;
     # the server keeps serving.
     rnd = random.Random(int(os.environ.get("CAIRN_TEST_SEED", "1")))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Hostile clients: huge fragment headers, oversized records, non-calls, half records
-# left hanging (slowloris), 200 pipelined calls on one connection, and 300 randomized
-# garbage calls; after each, a well-behaved client is still served and the daemon
-# stops cleanly.
+# left hanging (slowloris), 200 pipelined calls on one connection, 1 MiB READs of
+# cached data left unread (queued with the ARC's buffers) while the file is rewritten
+# and its old blocks freed, and 300 randomized garbage calls; after each, a
+# well-behaved client is still served and the daemon stops cleanly.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"

@@ -8,7 +8,8 @@
  * policies; hot compressed blocks get a decompressed copy; a block inserted
  * unread (read ahead, just written) is not hot after its first use, and
  * arc_cached() answers without counting or promoting; a memory-only lookup
- * serves hits and leaves misses uncounted.
+ * serves hits and leaves misses uncounted; lent buffers keep their bytes
+ * after the ARC drops their block.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -431,6 +433,98 @@ static void test_memory_only_lookup(void **state)
     free_blk(&other);
 }
 
+
+/* Lending (arc_lookup_memory_ref): an uncompressed block lends its stored
+ * buffer, a hot compressed one the decompressed copy the ARC keeps (made by
+ * the first lookup that finds it hot, then lent to every later one), a
+ * compressed block not yet hot is copied. A lent buffer keeps its bytes
+ * after the ARC frees, evicts or replaces its block, and is freed by the
+ * last holder. */
+static void test_lent_buffers_outlive_the_block(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t raw, cmp, other;
+    make_blk(&raw, 20, 7, 0, false, CAIRN_BT_DATA);
+    make_blk(&cmp, 21, 7, 0, true, CAIRN_BT_DATA);
+    assert_int_not_equal(cmp.bp.compress, CAIRN_COMPRESS_OFF);
+    uint8_t *want_raw = malloc(BLK), *want_cmp = malloc(BLK), *buf = malloc(BLK);
+    content(want_raw, BLK, 20, 0, false);
+    content(want_cmp, BLK, 21, 0, true);
+    arc_insert_stored(g_guid, &raw.bp, raw.stored, ARC_POLICY_DEFAULT);
+    arc_insert_unread(g_guid, &cmp.bp, cmp.stored, ARC_POLICY_DEFAULT);
+
+    /* Uncompressed: the stored buffer itself, any part of it. */
+    cairn_rbuf_t *r1 = NULL;
+    memset(buf, 0xee, BLK);
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &raw.bp, 4096, BLK - 8192, buf,
+                                           ARC_POLICY_DEFAULT, &r1), 0);
+    assert_non_null(r1);
+    assert_int_equal(r1->size, BLK);
+    assert_memory_equal(r1->data + 4096, want_raw + 4096, BLK - 8192);
+    assert_int_equal(buf[0], 0xee); /* lent, not copied */
+
+    /* Compressed, first use of a block read ahead: not kept decompressed, so
+     * copied; its next use finds it hot and lends the copy the ARC keeps. */
+    cairn_rbuf_t *r2 = NULL;
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &cmp.bp, 0, BLK, buf, ARC_POLICY_DEFAULT, &r2), 0);
+    assert_null(r2);
+    assert_memory_equal(buf, want_cmp, BLK);
+    arc_stats_t st0, st;
+    arc_get_stats(&st0);
+    assert_int_equal(st0.decompressed_size, 0);
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &cmp.bp, 0, BLK, buf, ARC_POLICY_DEFAULT, &r2), 0);
+    assert_non_null(r2);
+    assert_memory_equal(r2->data, want_cmp, BLK);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, BLK); /* one copy, kept and lent */
+    cairn_rbuf_t *r3 = NULL;
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &cmp.bp, 100, 5000, buf, ARC_POLICY_DEFAULT, &r3), 0);
+    assert_ptr_equal(r3, r2);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, BLK);
+    cairn_rbuf_rele(r3);
+
+    /* The ARC lets go: a free, the same place and birth with other content
+     * (a txg rewritten after a crash), a purge, an eviction. */
+    arc_free(g_guid, &raw.bp);
+    make_blk(&other, 21, 7, 1, true, CAIRN_BT_DATA);
+    arc_insert_stored(g_guid, &other.bp, other.stored, ARC_POLICY_DEFAULT);
+    assert_int_equal(arc_lookup_memory(g_guid, &other.bp, 0, BLK, buf, ARC_POLICY_DEFAULT), 0);
+    assert_int_equal(arc_lookup_memory(g_guid, &cmp.bp, 0, BLK, buf, ARC_POLICY_DEFAULT), -ENOENT);
+    arc_set_max(CAIRN_MIB);
+    arc_purge_pool(g_guid);
+    /* Churn the allocator so freed memory would be reused. */
+    for (int i = 0; i < 64; i++) {
+        blk_t t;
+        make_blk(&t, 100 + (uint64_t)i, 9, 3, i % 2, CAIRN_BT_DATA);
+        arc_insert_stored(g_guid, &t.bp, t.stored, ARC_POLICY_DEFAULT);
+        assert_int_equal(arc_lookup_memory(g_guid, &t.bp, 0, BLK, buf, ARC_POLICY_DEFAULT), 0);
+        assert_int_equal(arc_lookup_memory(g_guid, &t.bp, 0, BLK, buf, ARC_POLICY_DEFAULT), 0);
+        free_blk(&t);
+    }
+    /* Only the borrowers hold them now, and the bytes are what was lent. */
+    assert_int_equal(atomic_load(&r1->refs), 1);
+    assert_int_equal(atomic_load(&r2->refs), 1);
+    assert_memory_equal(r1->data, want_raw, BLK);
+    assert_memory_equal(r2->data, want_cmp, BLK);
+    cairn_rbuf_rele(r1);
+    cairn_rbuf_rele(r2);
+
+    /* Without a ref to fill, a lookup copies as arc_lookup_memory does. */
+    arc_set_max(4 * CAIRN_MIB);
+    arc_insert_stored(g_guid, &raw.bp, raw.stored, ARC_POLICY_DEFAULT);
+    memset(buf, 0, BLK);
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &raw.bp, 0, BLK, buf, ARC_POLICY_DEFAULT, NULL), 0);
+    assert_memory_equal(buf, want_raw, BLK);
+    free(want_raw);
+    free(want_cmp);
+    free(buf);
+    free_blk(&raw);
+    free_blk(&cmp);
+    free_blk(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_primarycache_policies),
         cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
         cmocka_unit_test(test_memory_only_lookup),
+        cmocka_unit_test(test_lent_buffers_outlive_the_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

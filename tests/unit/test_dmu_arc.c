@@ -5,7 +5,8 @@
  * (data verified), also after export and import rebuilt the device's index;
  * a cache device overwritten with junk costs nothing but time; records just
  * written are read back from the ARC; read-ahead racing readers of the same
- * blocks never touches their buffers.
+ * blocks never touches their buffers; records read from the disks are kept in
+ * the buffer they were read into.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +202,51 @@ static void test_written_records_are_read_from_the_arc(void **state)
     free(r);
     dmu_objset_close(os);
     dmu_objset_close(nc);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
+
+/* A record read from the disks - a reader's miss or a read-ahead - is kept in
+ * the ARC in the very buffer the device filled (adopted, not copied): what the
+ * ARC lends afterwards is that direct-I/O-aligned buffer (a copy would sit in
+ * a malloc'd one), with the record's bytes. */
+static void test_cold_reads_adopt_the_read_buffer(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_adopt", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, 8 * RS, 5); /* incompressible: stored as is */
+    assert_int_equal(dmu_objset_sync(os), 0);
+    arc_purge_pool(spa_guid(f.spa));
+    uint8_t *w = malloc(8 * RS), *r = malloc(8 * RS + 1);
+    fill(w, 8 * RS, 5);
+    /* Misses into a buffer the device cannot fill in place (misaligned), then
+     * a sequential stream whose read-ahead brings records 4..7. */
+    for (uint64_t rec = 0; rec < 4; rec++) {
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + 1), 0);
+        assert_memory_equal(r + 1, w + rec * RS, RS);
+    }
+    dmu_prefetch_wait();
+    cairn_span_t sv[16];
+    cairn_spans_t sp = {.v = sv, .cap = 16};
+    assert_int_equal(dmu_read_spans(os, obj, 0, 8 * RS, r, true, &sp), 0);
+    assert_int_equal(sp.n, 8);
+    for (size_t i = 0; i < sp.n; i++) {
+        assert_int_equal(sp.v[i].pos, i * RS);
+        assert_int_equal(sp.v[i].len, RS);
+        assert_int_equal((uintptr_t)sp.v[i].data % CAIRN_IO_ALIGN, 0);
+        assert_memory_equal(sp.v[i].data, w + i * RS, RS);
+    }
+    cairn_spans_release(&sp);
+    free(w);
+    free(r);
+    dmu_objset_close(os);
     test_pool_check(&f);
     test_pool_remove(&f);
 }
@@ -488,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_rewrite_and_free_never_stale),
         cmocka_unit_test(test_primarycache_none_bypasses),
         cmocka_unit_test(test_written_records_are_read_from_the_arc),
+        cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_sequential_prefetch),
         cmocka_unit_test(test_prefetch_races_reader),

@@ -298,7 +298,7 @@ static void raw_free(raw_t *r)
 static void test_compound_garbage(void **state)
 {
     (void)state;
-    raw_t r;
+    raw_t r = {0}; /* raw_call_bytes alone leaves args as they are: freed below */
     uint32_t n;
     /* A header cut short is GARBAGE_ARGS. */
     const uint8_t shortargs[] = { 0, 0, 0, 1, 't', 0, 0, 0, 0, 0 };

@@ -3,7 +3,9 @@
  * randomized garbage (mutated headers, truncated and random arguments, real handles
  * with junk after them) is answered with a well-formed reply or a close, never a
  * crash, against a real exported filesystem. NFSv3 READ on the I/O thread
- * (memory only, else would block) against the worker path. CAIRN_TEST_SEED replays a seed;
+ * (memory only, else would block) against the worker path. READ data lent by the
+ * ARC: the reply holds the buffers, so a rewrite, free or purge of the blocks does
+ * not change what is sent, and dirty records are copied. CAIRN_TEST_SEED replays a seed;
  * CAIRN_TEST_LONG=1 runs many more rounds. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,8 @@
 
 #include <arpa/inet.h>
 #include <cairn/arc.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
 #include <cairn/spa.h>
 
 static void test_cursor(void **state)
@@ -218,6 +222,7 @@ static void read_call(rig_t *r, const zpl_fh_t *fh, uint64_t off, uint32_t count
                      : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
     nfs_xdr_free(&x);
     if (out->rc == 1) {
+        nfs_xdr_flatten(&res); /* the data lent by the ARC, in place */
         /* The accept status is the last header word; the body follows. */
         nfs_xdr_t d;
         nfs_xdr_init_decode(&d, hdr + hlen - 4, 4);
@@ -390,6 +395,7 @@ static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off
     nfs_xdr_free(&x);
     *data = NULL;
     if (rc == 1) {
+        nfs_xdr_flatten(&res);
         nfs_xdr_t d;
         nfs_xdr_init_decode(&d, res.buf, res.len);
         uint32_t all = nfs_xdr_get_u32(&d), tl;
@@ -477,6 +483,142 @@ static void test_read4_memory_path(void **state)
     rig_down(&r);
 }
 
+
+/* ---- READ data lent by the ARC (nfs_xdr_lend) ---- */
+
+/* Spans over a reply: nfs_xdr_iov from every offset yields the reply's
+ * bytes (buffer where no span lies, the span's bytes where one does), and
+ * truncating before a span drops it. */
+static void test_lent_spans_iov(void **state)
+{
+    (void)state;
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    uint8_t *p = nfs_xdr_reserve(&x, 100);
+    memset(p, 'b', 100);
+    cairn_rbuf_t *a = cairn_rbuf_new(NULL, 40), *b = cairn_rbuf_new(NULL, 40);
+    memset(a->data, 'A', 40);
+    memset(b->data, 'B', 40);
+    cairn_span_t sv[2];
+    cairn_spans_t sp = {.v = sv, .cap = 2};
+    cairn_spans_add(&sp, 10, a->data + 5, 20, a);       /* reply [30, 50) */
+    cairn_spans_add(&sp, 30, b->data, 30, cairn_rbuf_hold(b)); /* [50, 80), back to back */
+    nfs_xdr_lend(&x, 20, &sp);
+    assert_int_equal(sp.n, 0);
+    assert_int_equal(x.lent.n, 2);
+    uint8_t want[100], got[100];
+    memset(want, 'b', 100);
+    memset(want + 30, 'A', 20);
+    memset(want + 50, 'B', 30);
+    for (size_t skip = 0; skip <= 100; skip++) {
+        memset(got, 0, sizeof got);
+        nfs_xdr_copy_out(&x, skip, 100 - skip, got);
+        assert_memory_equal(got, want + skip, 100 - skip);
+        struct iovec iov[2];
+        size_t n = nfs_xdr_iov(&x, skip, iov, 2), total = 0;
+        assert_true(n <= 2);
+        for (size_t i = 0; i < n; i++) total += iov[i].iov_len;
+        assert_true(skip == 100 ? n == 0 : total > 0);
+    }
+    assert_int_equal(atomic_load(&b->refs), 2);
+    nfs_xdr_truncate(&x, 50); /* rewound to b's start: it goes, a's stays */
+    assert_int_equal(x.lent.n, 1);
+    assert_int_equal(atomic_load(&b->refs), 1);
+    nfs_xdr_flatten(&x);
+    assert_int_equal(x.lent.n, 0);
+    assert_memory_equal(x.buf, want, 50);
+    cairn_rbuf_rele(b);
+    nfs_xdr_free(&x);
+}
+
+/* An NFSv3 READ served from the ARC lends the records' buffers to the reply
+ * instead of copying them. While the reply is unsent the file is rewritten
+ * and synced (its old blocks freed and out of the ARC), the ARC purged and
+ * refilled: the reply still carries the old bytes, and it alone holds them. A
+ * record dirty in memory is copied, so a later write does not change a reply
+ * already built. */
+static void test_read_lends_and_holds(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_node_t *root, *n;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    assert_int_equal(zpl_create(root, "h", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
+                     0);
+    const uint64_t rs = 131072, size = 4 * rs;
+    uint8_t *v1 = malloc(size), *v2 = malloc(size), *v3 = malloc(size), *flat = malloc(size + 4096);
+    uint64_t x = 12345;
+    for (uint64_t i = 0; i < size; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        /* records 0 and 2 incompressible, 1 and 3 compressible (lz4) */
+        v1[i] = (i / rs) % 2 ? (uint8_t)(i / 64) : (uint8_t)(x >> 56);
+        v2[i] = (uint8_t)~v1[i];
+        v3[i] = (uint8_t)(v1[i] ^ 0x5a);
+    }
+    zpl_wcc_t wcc;
+    assert_int_equal(zpl_write(n, 0, size, v1, 0, &wcc), 0);
+    zpl_fh_t fh;
+    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    spa_txg_wait_synced(r.f.spa, 0);
+    /* Into the ARC, then hot (the compressed records get their copies). */
+    for (int i = 0; i < 3; i++) expect_read(&r, &fh, v1, size, 0, (uint32_t)size, false, n);
+
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t call, res;
+    nfs_xdr_init_encode(&call, 0);
+    call_header(&call, 90, 100003, 3, 6);
+    nfs_xdr_put_opaque(&call, fh.bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_u64(&call, 1000);
+    nfs_xdr_put_u32(&call, (uint32_t)(size - 2000));
+    assert_int_equal(nfs_rpc_execute_memory(r.conn, call.buf, call.len, hdr, &hlen, &res), 1);
+    assert_int_equal(res.lent.n, 4); /* every record lent, the edges too (>= DMU_LEND_MIN) */
+    size_t data_at = res.len - (size - 2000);
+
+    /* Rewrite, sync (the old blocks are freed), purge and refill the ARC. */
+    assert_int_equal(zpl_write(n, 0, size, v2, 0, &wcc), 0);
+    spa_txg_wait_synced(r.f.spa, 0);
+    arc_purge_pool(spa_guid(r.f.spa));
+    for (int i = 0; i < 3; i++) expect_read(&r, &fh, v2, size, 0, (uint32_t)size, false, n);
+    nfs_xdr_copy_out(&res, data_at, size - 2000, flat);
+    assert_memory_equal(flat, v1 + 1000, size - 2000);
+    for (size_t i = 0; i < res.lent.n; i++) assert_int_equal(atomic_load(&res.lent.v[i].buf->refs), 1);
+    nfs_xdr_free(&res);
+
+    /* Dirty records are copied: rewriting them again leaves the reply alone.
+     * The held txg keeps record 0 dirty whatever the sync timer does. */
+    uint64_t held = spa_tx_hold(r.f.spa);
+    assert_int_equal(zpl_write(n, 0, rs, v3, 0, &wcc), 0);
+    nfs_xdr_free(&call);
+    nfs_xdr_init_encode(&call, 0);
+    call_header(&call, 91, 100003, 3, 6);
+    nfs_xdr_put_opaque(&call, fh.bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_u64(&call, 0);
+    nfs_xdr_put_u32(&call, (uint32_t)(2 * rs));
+    /* (on a worker: the write made the atime due) */
+    assert_int_equal(nfs_rpc_execute(r.conn, call.buf, call.len, hdr, &hlen, &res), 1);
+    assert_int_equal(res.lent.n, 1); /* record 1 from the ARC; record 0 dirty, copied */
+    assert_int_equal(res.lent.v[0].pos, res.len - rs);
+    assert_int_equal(zpl_write(n, 0, rs, v1, 0, &wcc), 0);
+    nfs_xdr_copy_out(&res, res.len - 2 * rs, 2 * rs, flat);
+    assert_memory_equal(flat, v3, rs);
+    assert_memory_equal(flat + rs, v2 + rs, rs);
+    spa_tx_rele(r.f.spa, held);
+    nfs_xdr_free(&res);
+    nfs_xdr_free(&call);
+
+    zpl_node_rele(n);
+    zpl_node_rele(root);
+    nfs_export_rele(e);
+    free(v1);
+    free(v2);
+    free(v3);
+    free(flat);
+    rig_down(&r);
+}
+
 static uint64_t rnd_state;
 static uint32_t rnd(void)
 {
@@ -544,6 +686,8 @@ int main(void)
         cmocka_unit_test(test_accept_status),
         cmocka_unit_test(test_read_memory_path),
         cmocka_unit_test(test_read4_memory_path),
+        cmocka_unit_test(test_lent_spans_iov),
+        cmocka_unit_test(test_read_lends_and_holds),
         cmocka_unit_test(test_random_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

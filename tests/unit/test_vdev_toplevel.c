@@ -30,6 +30,7 @@ typedef struct fake_leaf {
     _Atomic bool fail_reads, fail_writes;
     taskq_t *tq; /* completions from another thread when set */
     _Atomic unsigned reads, writes, misaligned;
+    _Atomic unsigned now_reads; /* reads done through io_now */
 } fake_leaf_t;
 
 typedef struct fake_io {
@@ -85,6 +86,27 @@ static void fake_close(vdev_t *leaf)
 }
 
 static const vdev_leaf_ops_t fake_ops = {.submit = fake_submit, .close = fake_close};
+
+/* io_now: the same I/O in the caller's thread (a leaf like a file's). */
+static int fake_io_now(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len)
+{
+    fake_leaf_t *fl = leaf->leaf_priv;
+    if (op != VDEV_IO_FLUSH && (offset > fl->size || len > fl->size - offset)) return -EINVAL;
+    if (op == VDEV_IO_READ) {
+        fl->now_reads++;
+        fl->reads++;
+        if (fl->fail_reads) return -EIO;
+        memcpy(buf, fl->mem + offset, len);
+    } else if (op == VDEV_IO_WRITE) {
+        fl->writes++;
+        if (fl->fail_writes) return -EIO;
+        memcpy(fl->mem + offset, buf, len);
+    }
+    return 0;
+}
+
+static const vdev_leaf_ops_t fake_ops_now = {.submit = fake_submit, .close = fake_close,
+                                             .io_now = fake_io_now};
 
 static taskq_t *g_tq;
 
@@ -521,6 +543,50 @@ static bool next_subset(unsigned *idx, unsigned k, unsigned n)
     return true;
 }
 
+
+/* VDEV_READ_NOW (read-ahead): each side is read in the caller's thread through
+ * the leaf's io_now, never submitted; a lying side is still skipped, counted
+ * and healed; without the flag, or on a leaf without io_now, reads are
+ * submitted as before. */
+static void test_mirror_read_now(void **state)
+{
+    (void)state;
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, 11);
+    vdev_t *top = make_top(VDEV_TYPE_MIRROR, 2, 0, 12, true);
+    top->children[0]->ops = &fake_ops_now;
+    top->children[1]->ops = &fake_ops_now;
+    uint64_t sizes[] = {131072, 8192};
+    blk_t b[2];
+    uint64_t off = 0;
+    write_blocks(top, &rng, sizes, 2, b, &off);
+    unsigned r0 = FL(top->children[0])->reads + FL(top->children[1])->reads;
+    vdev_read_result_t res;
+    read_check(top, &b[0], VDEV_READ_NOW, &res);
+    read_check(top, &b[1], VDEV_READ_NOW, &res);
+    unsigned now = FL(top->children[0])->now_reads + FL(top->children[1])->now_reads;
+    assert_int_equal(now, 2);
+    assert_int_equal(FL(top->children[0])->reads + FL(top->children[1])->reads, r0 + 2);
+    /* Both sides lie in turn: the read finds the good one, heals the other. */
+    for (unsigned bad = 0; bad < 2; bad++) {
+        FL(top->children[bad])->mem[VDEV_DATA_START + b[0].offset + 77] ^= 0x10;
+        uint64_t ck = top->children[bad]->stats.checksum_errors;
+        unsigned n0 = FL(top->children[0])->now_reads + FL(top->children[1])->now_reads;
+        read_check(top, &b[0], VDEV_READ_NOW, &res);
+        read_check(top, &b[0], VDEV_READ_SCRUB, &res); /* heals it if the read never looked */
+        assert_int_equal(FL(top->children[bad])->mem[VDEV_DATA_START + b[0].offset + 77],
+                         b[0].data[77]);
+        assert_true(top->children[bad]->stats.checksum_errors == ck + 1);
+        assert_true(FL(top->children[0])->now_reads + FL(top->children[1])->now_reads > n0);
+    }
+    /* Without the flag: submitted. */
+    now = FL(top->children[0])->now_reads + FL(top->children[1])->now_reads;
+    read_check(top, &b[1], 0, &res);
+    assert_int_equal(FL(top->children[0])->now_reads + FL(top->children[1])->now_reads, now);
+    free_blocks(b, 2);
+    vdev_free(top);
+}
+
 static void test_raidz_self_heal(void **state)
 {
     (void)state;
@@ -802,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_raidz_layout),
         cmocka_unit_test(test_mirror_self_heal),
+        cmocka_unit_test(test_mirror_read_now),
         cmocka_unit_test(test_raidz_self_heal),
         cmocka_unit_test(test_raidz_missing_children),
         cmocka_unit_test(test_tree_and_states),

@@ -13,7 +13,10 @@
 # summed over its threads). OUT/results.tsv, OUT/report.md (medians),
 # OUT/conditions.txt (load). Why: to A/B a read-path change against its base
 # and ganesha in the same minute on a shared machine; never pass/fail.
-# Environment: GIB (1), RUNS (5), BENCH_DIR (/var/tmp/cairn-nfs-ab).
+# COLD=1 reads from disk instead: before every read each Cairn pool is exported
+# and imported (its ARC is empty; its leaves are O_DIRECT) and the page cache
+# dropped (`sync; drop_caches`: ganesha's cache, machine-wide).
+# Environment: GIB (1), RUNS (5), COLD (0), BENCH_DIR (/var/tmp/cairn-nfs-ab).
 set -euo pipefail
 BASE=$(cd "$1" && pwd); NEW=$(cd "$2" && pwd); OUT=$3; GIB=${GIB:-1}; RUNS=${RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-ab}
@@ -59,8 +62,17 @@ if [ "${INNER:-}" = 1 ]; then
   U3[ganesha]="$PEER_NFS3_URL/f?$PEER_NFS3_ARGS"; U4[ganesha]="$PEER_NFS4_URL/f?$PEER_NFS4_ARGS"
   for s in base new ganesha; do nfs-cp $DATA "${U3[$s]}"; done
   for s in base new ganesha; do nfs-cat "${U3[$s]}" >/dev/null; done   # atime, warm-up
+  declare -A BIN=([base]=$1 [new]=$2)
+  cold() { # SERVER: empty its caches
+      if [ $1 != ganesha ]; then
+          CAIRN_SOCKET=$D/$1/sock "${BIN[$1]}/cairn" pool export t$1
+          CAIRN_SOCKET=$D/$1/sock "${BIN[$1]}/cairn" pool import -d $D/$1 t$1
+      fi
+      sync; echo 3 > /proc/sys/vm/drop_caches
+  }
   for i in $(seq $RUNS); do for s in base new ganesha; do for p in v3 v4; do
       u=${U3[$s]}; [ $p = v4 ] && u=${U4[$s]}
+      [ "${COLD:-0}" = 1 ] && cold $s
       pid=${PID[$s]}; c0=$(cpu_of $pid); w0=$(csw_of $pid); t0=$(date +%s.%N)
       nfs-cat "$u" > /dev/null
       t1=$(date +%s.%N); c1=$(cpu_of $pid); w1=$(csw_of $pid)
@@ -73,8 +85,8 @@ rm -rf "$D"; mkdir -p "$D"
 PB=$((30000 + RANDOM % 10000)); PN=$((PB + 10))
 start_cairn base "$BASE" $PB; start_cairn new "$NEW" $PN
 trap 'kill $(cat $D/base/pid) $(cat $D/new/pid) 2>/dev/null || true; wait' EXIT
-echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS" > $OUT/conditions.txt
-export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR
+echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS COLD=${COLD:-0}" > $OUT/conditions.txt
+export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR COLD
 PEER_DIR=$D/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- bash "$0" "$BASE" "$NEW" "$OUT"
 echo "end $(date -u +%FT%TZ) load $(cat /proc/loadavg)" >> $OUT/conditions.txt
 python3 - $OUT/results.tsv <<'PY' | tee $OUT/report.md

@@ -1,0 +1,58 @@
+/* Reference-counted buffers and spans; see include/cairn/rbuf.h. */
+#include <cairn/rbuf.h>
+#include <cairn/util.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+cairn_rbuf_t *cairn_rbuf_new(const void *src, uint32_t size)
+{
+    cairn_rbuf_t *b = malloc(sizeof(*b) + size);
+    if (!b) abort();
+    atomic_init(&b->refs, 1);
+    b->size = size;
+    b->head = 0;
+    if (src) memcpy(b->data, src, size);
+    return b;
+}
+
+cairn_rbuf_t *cairn_rbuf_new_aligned(uint32_t size, size_t cap)
+{
+    _Static_assert(sizeof(cairn_rbuf_t) <= CAIRN_IO_ALIGN, "the header fits before the data");
+    if (cap < size) abort();
+    void *mem = NULL;
+    if (posix_memalign(&mem, CAIRN_IO_ALIGN, CAIRN_IO_ALIGN + cap)) abort();
+    /* The header ends where the aligned data starts. */
+    cairn_rbuf_t *b = (cairn_rbuf_t *)((uint8_t *)mem + CAIRN_IO_ALIGN - sizeof(*b));
+    atomic_init(&b->refs, 1);
+    b->size = size;
+    b->head = (uint32_t)(CAIRN_IO_ALIGN - sizeof(*b));
+    return b;
+}
+
+void cairn_rbuf_rele(cairn_rbuf_t *b)
+{
+    /* acq_rel: the freeing thread must see every other holder's reads done. */
+    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free((uint8_t *)b - b->head);
+}
+
+void cairn_spans_add(cairn_spans_t *s, size_t pos, const void *data, size_t len, cairn_rbuf_t *buf)
+{
+    if (s->n >= s->cap) abort(); /* callers check cairn_spans_room() first */
+    s->v[s->n++] = (cairn_span_t){.pos = pos, .len = len, .data = data, .buf = buf};
+}
+
+void cairn_spans_release(cairn_spans_t *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) cairn_rbuf_rele(s->v[i].buf);
+    s->n = 0;
+}
+
+void cairn_spans_copy_release(cairn_spans_t *s, uint8_t *base)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) memcpy(base + s->v[i].pos, s->v[i].data, s->v[i].len);
+    cairn_spans_release(s);
+}
