@@ -1,8 +1,12 @@
 /*
  * bench_nfs_stream: writes a local file to an NFS URL with libnfs's async API,
- * CHUNK bytes per WRITE and DEPTH WRITEs in flight, then COMMIT and CLOSE.
+ * CHUNK bytes per WRITE and DEPTH WRITEs in flight, then COMMIT and CLOSE; or,
+ * with -r, reads the whole file at the URL with DEPTH READs of CHUNK bytes in
+ * flight (as a kernel client's read-ahead keeps several READs going) and
+ * throws the data away.
  *
  *   bench_nfs_stream SRCFILE nfs://HOST/PATH/FILE?version=4&nfsport=N CHUNK DEPTH
+ *   bench_nfs_stream -r nfs://HOST/PATH/FILE?... CHUNK DEPTH
  *
  * Why it exists: Debian 12's libnfs 4.0 cannot encode an NFSv4 WRITE of more
  * than ~3.9 KB, so nfs-cp cannot write over NFSv4 at all; this program lets the
@@ -63,10 +67,81 @@ static bool issue(struct nfs_context *nfs, struct nfsfh *fh, stream_t *s)
     return true;
 }
 
+static void got(int err, struct nfs_context *nfs, void *data, void *priv)
+{
+    (void)nfs;
+    stream_t *s = priv;
+    s->inflight--;
+    if (err < 0) {
+        fprintf(stderr, "bench_nfs_stream: read: %s\n", (const char *)data);
+        s->failed = true;
+        return;
+    }
+    s->done += (uint64_t)err;
+}
+
+/* -r: the whole file, DEPTH READs in flight. */
+static int read_stream(const char *urlstr, uint64_t chunk, unsigned depth)
+{
+    struct nfs_context *nfs = nfs_init_context();
+    struct nfs_url *url = nfs ? nfs_parse_url_full(nfs, urlstr) : NULL;
+    if (!url || nfs_mount(nfs, url->server, url->path) != 0) {
+        fprintf(stderr, "bench_nfs_stream: %s: %s\n", urlstr, nfs ? nfs_get_error(nfs) : "no memory");
+        return 1;
+    }
+    struct nfsfh *fh;
+    struct nfs_stat_64 st;
+    if (nfs_open(nfs, url->file, O_RDONLY, &fh) != 0 || nfs_fstat64(nfs, fh, &st) != 0) {
+        fprintf(stderr, "bench_nfs_stream: open %s: %s\n", url->file, nfs_get_error(nfs));
+        return 1;
+    }
+    stream_t s = {.size = st.nfs_size, .chunk = chunk};
+    double t0 = now();
+    while (!s.failed && (s.next < s.size || s.inflight)) {
+        while (!s.failed && s.next < s.size && s.inflight < depth) {
+            uint64_t n = s.size - s.next < s.chunk ? s.size - s.next : s.chunk;
+            if (nfs_pread_async(nfs, fh, s.next, n, got, &s) != 0) {
+                fprintf(stderr, "bench_nfs_stream: queue read: %s\n", nfs_get_error(nfs));
+                return 1;
+            }
+            s.next += n;
+            s.inflight++;
+        }
+        struct pollfd p = {.fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs)};
+        if (poll(&p, 1, 1000) < 0) {
+            perror("poll");
+            return 1;
+        }
+        if (nfs_service(nfs, p.revents) < 0) {
+            fprintf(stderr, "bench_nfs_stream: service: %s\n", nfs_get_error(nfs));
+            return 1;
+        }
+    }
+    if (s.failed || s.done != s.size) {
+        fprintf(stderr, "bench_nfs_stream: %llu of %llu bytes read\n", (unsigned long long)s.done,
+                (unsigned long long)s.size);
+        return 1;
+    }
+    printf("bytes=%llu seconds=%.3f\n", (unsigned long long)s.size, now() - t0);
+    nfs_close(nfs, fh);
+    nfs_destroy_url(url);
+    nfs_destroy_context(nfs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "-r")) {
+        uint64_t chunk = strtoull(argv[3], NULL, 0);
+        unsigned depth = (unsigned)strtoul(argv[4], NULL, 0);
+        if (!chunk || !depth) {
+            fprintf(stderr, "bench_nfs_stream: bad CHUNK or DEPTH\n");
+            return 1;
+        }
+        return read_stream(argv[2], chunk, depth);
+    }
     if (argc != 5) {
-        fprintf(stderr, "usage: %s SRCFILE NFS_URL CHUNK DEPTH\n", argv[0]);
+        fprintf(stderr, "usage: %s SRCFILE NFS_URL CHUNK DEPTH | -r NFS_URL CHUNK DEPTH\n", argv[0]);
         return 2;
     }
     int fd = open(argv[1], O_RDONLY);

@@ -16,7 +16,10 @@
 # COLD=1 reads from disk instead: before every read each Cairn pool is exported
 # and imported (its ARC is empty; its leaves are O_DIRECT) and the page cache
 # dropped (`sync; drop_caches`: ganesha's cache, machine-wide).
-# Environment: GIB (1), RUNS (5), COLD (0), BENCH_DIR (/var/tmp/cairn-nfs-ab).
+# DEPTH=N (N > 1) reads with N READs of 1 MiB in flight (bench_nfs_stream -r of
+# NEW_BUILD), as a Linux client's read-ahead keeps several going, instead of
+# nfs-cat's one.
+# Environment: GIB (1), RUNS (5), COLD (0), DEPTH (1), BENCH_DIR (/var/tmp/cairn-nfs-ab).
 set -euo pipefail
 BASE=$(cd "$1" && pwd); NEW=$(cd "$2" && pwd); OUT=$3; GIB=${GIB:-1}; RUNS=${RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-ab}
@@ -74,7 +77,11 @@ if [ "${INNER:-}" = 1 ]; then
       u=${U3[$s]}; [ $p = v4 ] && u=${U4[$s]}
       [ "${COLD:-0}" = 1 ] && cold $s
       pid=${PID[$s]}; c0=$(cpu_of $pid); w0=$(csw_of $pid); t0=$(date +%s.%N)
-      nfs-cat "$u" > /dev/null
+      if [ "${DEPTH:-1}" -gt 1 ]; then
+          "$2/tools/bench/bench_nfs_stream" -r "$u" 1048576 "$DEPTH" > /dev/null
+      else
+          nfs-cat "$u" > /dev/null
+      fi
       t1=$(date +%s.%N); c1=$(cpu_of $pid); w1=$(csw_of $pid)
       printf '%s\t%s\t%s\t%.0f\t%.3f\t%.0f\t%s\n' $s $p $i "$(echo "$GIB*1024/($t1-$t0)" | bc -l)" \
         "$(echo "($c1-$c0)/$ticks/$GIB" | bc -l)" "$(echo "($w1-$w0)/$GIB" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" >> $OUT/results.tsv
@@ -85,8 +92,8 @@ rm -rf "$D"; mkdir -p "$D"
 PB=$((30000 + RANDOM % 10000)); PN=$((PB + 10))
 start_cairn base "$BASE" $PB; start_cairn new "$NEW" $PN
 trap 'kill $(cat $D/base/pid) $(cat $D/new/pid) 2>/dev/null || true; wait' EXIT
-echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS COLD=${COLD:-0}" > $OUT/conditions.txt
-export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR COLD
+echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS COLD=${COLD:-0} DEPTH=${DEPTH:-1}" > $OUT/conditions.txt
+export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR COLD DEPTH
 PEER_DIR=$D/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- bash "$0" "$BASE" "$NEW" "$OUT"
 echo "end $(date -u +%FT%TZ) load $(cat /proc/loadavg)" >> $OUT/conditions.txt
 python3 - $OUT/results.tsv <<'PY' | tee $OUT/report.md
