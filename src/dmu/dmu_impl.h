@@ -124,6 +124,7 @@ typedef struct dmu_pool dmu_pool_t;
 typedef struct dmu_rec {
     uint64_t blkid;
     uint8_t *data;
+    uint32_t data_cap;         /* dmu_buf_alloc() size of data, 0: not from it */
     /* syncing context */
     dnode_t *dn;
     uint64_t txg;
@@ -320,6 +321,9 @@ void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 void dmu_kill_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp);
 void dmu_born_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp);
 void *dmu_buf_alloc(size_t size); /* aligned, not zeroed */
+/* Frees a dmu_buf_alloc() buffer of that size (kept for reuse when the size is
+ * a cached one); free() works too, it only bypasses the cache. */
+void dmu_buf_free(void *p, size_t size);
 void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg);
 
 /* ---------------- dmu_cache.c ---------------- */
