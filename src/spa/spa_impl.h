@@ -80,7 +80,12 @@ _Static_assert(offsetof(spa_uberblock_phys_t, mos_root) == 48, "uberblock layout
 
 typedef struct spa_txg_state {
     pthread_mutex_t lock;
-    pthread_cond_t cv;              /* any change below */
+    /* Three conditions, so a change wakes only who waits for it: a write's
+     * tx release must not wake the sync thread unless it is the last holder of
+     * the txg being quiesced. */
+    pthread_cond_t sync_cv;         /* the sync thread: a reason to close the open txg */
+    pthread_cond_t quiesce_cv;      /* the sync thread: the quiescing txg's holders left */
+    pthread_cond_t done_cv;         /* waiters: a txg synced, the pool failed or stopped */
     uint64_t open_txg;
     uint64_t quiescing_txg;         /* 0 when none */
     uint64_t syncing_txg;           /* 0 when none */

@@ -39,7 +39,9 @@ void spa_txg_init(spa_t *spa, uint64_t first_open_txg)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&tx->cv, &ca);
+    pthread_cond_init(&tx->sync_cv, &ca);
+    pthread_cond_init(&tx->quiesce_cv, NULL);
+    pthread_cond_init(&tx->done_cv, NULL);
     pthread_condattr_destroy(&ca);
     tx->open_txg = first_open_txg;
     tx->synced_txg = first_open_txg - 1;
@@ -68,8 +70,8 @@ static void throttle_locked(spa_t *spa)
     spa_txg_state_t *tx = &spa->tx;
     while (!tx->stop && !tx->failed && tx->dirty[tx->open_txg & 3] >= spa->dirty_max &&
            tx->thread_running) {
-        pthread_cond_broadcast(&tx->cv);
-        pthread_cond_wait(&tx->cv, &tx->lock);
+        pthread_cond_signal(&tx->sync_cv);
+        pthread_cond_wait(&tx->done_cv, &tx->lock);
     }
 }
 
@@ -117,7 +119,7 @@ void spa_tx_rele(spa_t *spa, uint64_t txg)
 {
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
-    if (--tx->holders[txg & 3] == 0) pthread_cond_broadcast(&tx->cv);
+    if (--tx->holders[txg & 3] == 0 && txg == tx->quiescing_txg) pthread_cond_signal(&tx->quiesce_cv);
     pthread_mutex_unlock(&tx->lock);
 }
 
@@ -126,11 +128,14 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
     uint64_t *d = &tx->dirty[txg & 3];
+    uint64_t before = *d;
     if (delta < 0 && (uint64_t)-delta > *d) *d = 0;
     else *d += (uint64_t)delta;
     tx->space[txg & 3] += space;
     atomic_fetch_add_explicit(&spa->space_claimed, space, memory_order_relaxed);
-    if (txg == tx->open_txg && *d >= spa->dirty_max / 4) pthread_cond_broadcast(&tx->cv);
+    /* Only the crossing is news to the sync thread (txg_should_close). */
+    if (txg == tx->open_txg && before < spa->dirty_max / 4 && *d >= spa->dirty_max / 4)
+        pthread_cond_signal(&tx->sync_cv);
     pthread_mutex_unlock(&tx->lock);
 }
 
@@ -157,9 +162,9 @@ int spa_txg_wait_synced(spa_t *spa, uint64_t txg)
     pthread_mutex_lock(&tx->lock);
     if (txg == 0) txg = tx->open_txg;
     if (txg > tx->wait_target) tx->wait_target = txg;
-    pthread_cond_broadcast(&tx->cv);
+    pthread_cond_signal(&tx->sync_cv);
     while (tx->synced_txg < txg && !tx->failed && tx->thread_running)
-        pthread_cond_wait(&tx->cv, &tx->lock);
+        pthread_cond_wait(&tx->done_cv, &tx->lock);
     int err = tx->synced_txg >= txg ? 0 : (tx->failed ? -EIO : -ESHUTDOWN);
     pthread_mutex_unlock(&tx->lock);
     return err;
@@ -170,7 +175,7 @@ void spa_txg_kick(spa_t *spa)
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
     if (tx->open_txg > tx->wait_target) tx->wait_target = tx->open_txg;
-    pthread_cond_broadcast(&tx->cv);
+    pthread_cond_signal(&tx->sync_cv);
     pthread_mutex_unlock(&tx->lock);
 }
 
@@ -203,7 +208,7 @@ static void *spa_sync_thread(void *arg)
             ts.tv_sec += (time_t)(wait_ns / 1000000000ULL);
             ts.tv_nsec += (long)(wait_ns % 1000000000ULL);
             if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&tx->cv, &tx->lock, &ts);
+            pthread_cond_timedwait(&tx->sync_cv, &tx->lock, &ts);
             continue;
         }
         /* Close the open txg: new holders join the next one. */
@@ -214,7 +219,7 @@ static void *spa_sync_thread(void *arg)
         tx->space[(t + 1) & 3] = 0;
         tx->touched[(t + 1) & 3] = false;
         tx->quiescing_txg = t;
-        while (tx->holders[t & 3]) pthread_cond_wait(&tx->cv, &tx->lock);
+        while (tx->holders[t & 3]) pthread_cond_wait(&tx->quiesce_cv, &tx->lock);
         tx->quiescing_txg = 0;
         tx->syncing_txg = t;
         pthread_mutex_unlock(&tx->lock);
@@ -234,11 +239,11 @@ static void *spa_sync_thread(void *arg)
         }
         tx->dirty[t & 3] = 0;
         tx->touched[t & 3] = false;
-        pthread_cond_broadcast(&tx->cv);
+        pthread_cond_broadcast(&tx->done_cv);
         if (tx->failed && tx->stop) break;
     }
     tx->thread_running = false;
-    pthread_cond_broadcast(&tx->cv);
+    pthread_cond_broadcast(&tx->done_cv);
     pthread_mutex_unlock(&tx->lock);
     return NULL;
 }
@@ -257,7 +262,8 @@ void spa_txg_stop(spa_t *spa)
     pthread_mutex_lock(&tx->lock);
     bool running = tx->thread_running;
     tx->stop = true;
-    pthread_cond_broadcast(&tx->cv);
+    pthread_cond_signal(&tx->sync_cv);
+    pthread_cond_broadcast(&tx->done_cv);
     pthread_mutex_unlock(&tx->lock);
     if (running || spa->tx.thread) pthread_join(tx->thread, NULL);
     spa->tx.thread = 0;
