@@ -24,14 +24,6 @@ static void expect_content(zpl_node_t *n, const char *s)
     assert_memory_equal(buf, s, got);
 }
 
-static void set_prop(zfix_t *f, const char *ds, const char *prop, const char *val)
-{
-    char err[256] = "";
-    int e = dsl_prop_set(f->dp, ds, prop, val, err, sizeof(err));
-    if (e) fprintf(stderr, "set %s=%s on %s: %s\n", prop, val, ds, err);
-    assert_int_equal(e, 0);
-}
-
 /* ---- snapshot rename under a mounted head ---- */
 
 static zpl_node_t *snapdir(zpl_node_t *root)
@@ -221,7 +213,7 @@ static void test_atime_off_dirties_nothing(void **state)
     (void)state;
     zfix_t f;
     zfix_make(&f, "zplatime", 256ull << 20);
-    set_prop(&f, f.fsname, "atime", "off");
+    zfix_set_prop(&f, f.fsname, "atime", "off");
     zpl_node_t *root = zfix_root(&f);
     zpl_node_t *a = zfix_mkfile(root, "a");
     zfix_write_str(a, 0, "data");
@@ -239,7 +231,7 @@ static void test_atime_off_dirties_nothing(void **state)
 
     /* The control: the same reads with atime=on do write (the property change
      * itself touches only the pool's MOS). */
-    set_prop(&f, f.fsname, "atime", "on");
+    zfix_set_prop(&f, f.fsname, "atime", "on");
     os_root(&f, &r1);
     assert_memory_equal(&r0, &r1, sizeof(r0));
     read_everything(root, a);
@@ -267,18 +259,18 @@ static void test_enospc_from_other_reservation(void **state)
     (void)state;
     zfix_t f;
     zfix_make(&f, "zplresv", 512ull << 20);
-    set_prop(&f, f.fsname, "compression", "off");
+    zfix_set_prop(&f, f.fsname, "compression", "off");
     char other[160], err[256], val[32];
     snprintf(other, sizeof(other), "%s/other", f.pool);
     dsl_create_opts_t co = {.type = DSL_TYPE_FILESYSTEM};
     assert_int_equal(dsl_dataset_create(f.dp, other, &co, err, sizeof(err)), 0);
-    set_prop(&f, other, "compression", "off");
+    zfix_set_prop(&f, other, "compression", "off");
     const uint64_t mib = 1024 * 1024;
     uint64_t avail = ds_num(&f, f.fsname, "available");
     assert_true(avail > 64 * mib);
     /* other reserves all but 8 MiB of what fs could have. */
     snprintf(val, sizeof(val), "%llu", (unsigned long long)((avail - 8 * mib) & ~(mib - 1)));
-    set_prop(&f, other, "reservation", val);
+    zfix_set_prop(&f, other, "reservation", val);
     assert_true(ds_num(&f, f.fsname, "available") <= 9 * mib);
     assert_true(ds_num(&f, other, "available") >= avail - 9 * mib);
 
@@ -311,7 +303,7 @@ static void test_enospc_from_other_reservation(void **state)
     assert_int_equal(zpl_unmount(ofs), 0);
 
     /* Without the reservation, fs writes again. */
-    set_prop(&f, other, "reservation", "none");
+    zfix_set_prop(&f, other, "reservation", "none");
     assert_int_equal(zpl_write(a, mib, big, buf, 0, NULL), 0);
     assert_int_equal(zfix_attr(a).size, mib + big);
     free(buf);

@@ -156,4 +156,22 @@ static inline void zfix_write_str(zpl_node_t *n, uint64_t off, const char *s)
     assert_int_equal(zpl_write(n, off, strlen(s), s, 0, NULL), 0);
 }
 
+/* The DMU's view of file n of f's filesystem: its record size, the space it uses. */
+static inline dmu_object_info_t zfix_object_info(zfix_t *f, zpl_node_t *n)
+{
+    dsl_dataset_t *ds = NULL;
+    assert_int_equal(dsl_dataset_hold(f->dp, f->fsname, &ds), 0);
+    dmu_object_info_t info;
+    assert_int_equal(dmu_object_info(dsl_dataset_objset(ds), zfix_attr(n).ino, &info), 0);
+    dsl_dataset_rele(ds);
+    return info;
+}
+
+static inline void zfix_set_prop(zfix_t *f, const char *ds, const char *prop, const char *val)
+{
+    char err[256] = "";
+    int e = dsl_prop_set(f->dp, ds, prop, val, err, sizeof(err));
+    if (e) fail_msg("set %s=%s on %s: %s", prop, val, ds, err);
+}
+
 #endif
