@@ -1210,8 +1210,24 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
     return err;
 }
 
-/* Only a record written in part needs its old content (dirty_rec): the first
- * and the last of the range. */
+/* Whether record blkid's old content would come from a device: it is not dirty,
+ * not a hole and not in memory (or its block pointer could not be found). Called
+ * with dn->lock held. */
+static bool record_needs_read(dnode_t *dn, uint64_t blkid)
+{
+    const uint8_t *src = NULL;
+    cairn_blkptr_t bp;
+    int err = 0;
+    pthread_mutex_t *shard = &dn->shard_lock[dn_shard(blkid)];
+    pthread_mutex_lock(shard);
+    int k = dn_lookup(dn, UINT64_MAX, blkid, &src, &bp, &err);
+    pthread_mutex_unlock(shard);
+    return err || (k == LK_BP && !dmu_cache_in_memory(dn->os, &bp));
+}
+
+/* Only a record written in part needs its old content (dirty_rec): the one the
+ * range starts inside and the one it ends inside - the first and the last
+ * record, or one record once when the range lies within it. */
 bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
 {
     if (!len) return false;
@@ -1221,19 +1237,12 @@ bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
     if (dn->cur.type != DNODE_TYPE_FREE) {
         uint32_t rs = dn->cur.datablksz;
         uint64_t first = off / rs, last = (off + len - 1) / rs;
-        uint64_t edge[2] = {first, last};
-        bool partial[2] = {off % rs != 0 || (first == last && len < rs), (off + len) % rs != 0};
-        for (int i = 0; i < 2 && !wait; i++) {
-            if (!partial[i] || (i == 1 && last == first && partial[0])) continue;
-            const uint8_t *src = NULL;
-            cairn_blkptr_t bp;
-            int err = 0;
-            pthread_mutex_t *shard = &dn->shard_lock[dn_shard(edge[i])];
-            pthread_mutex_lock(shard);
-            int k = dn_lookup(dn, UINT64_MAX, edge[i], &src, &bp, &err);
-            pthread_mutex_unlock(shard);
-            wait = err || (k == LK_BP && !dmu_cache_in_memory(dn->os, &bp));
-        }
+        bool starts_inside = off % rs != 0, ends_inside = (off + len) % rs != 0;
+        if (first == last)
+            wait = (starts_inside || ends_inside) && record_needs_read(dn, first);
+        else
+            wait = (starts_inside && record_needs_read(dn, first)) ||
+                   (ends_inside && record_needs_read(dn, last));
     }
     dn_unlock(dn);
     return wait;

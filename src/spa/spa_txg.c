@@ -64,12 +64,20 @@ uint64_t spa_last_synced_txg(spa_t *spa)
     return t;
 }
 
+/* Whether the open txg's dirty data has reached num/den of dirty_max: 1/1 is the
+ * throttle's limit (spa_tx_hold waits), 3/4 its forecast (spa_tx_would_throttle),
+ * 1/4 where the sync thread closes the txg. Computed here only, so that the
+ * throttle and its forecast cannot drift apart. tx.lock held. */
+static bool open_dirty_reaches(const spa_t *spa, uint64_t num, uint64_t den)
+{
+    return spa->tx.dirty[spa->tx.open_txg & 3] >= spa->dirty_max / den * num;
+}
+
 /* Throttle: wait while the open txg is full and a sync is making room. */
 static void throttle_locked(spa_t *spa)
 {
     spa_txg_state_t *tx = &spa->tx;
-    while (!tx->stop && !tx->failed && tx->dirty[tx->open_txg & 3] >= spa->dirty_max &&
-           tx->thread_running) {
+    while (!tx->stop && !tx->failed && open_dirty_reaches(spa, 1, 1) && tx->thread_running) {
         pthread_cond_signal(&tx->sync_cv);
         pthread_cond_wait(&tx->done_cv, &tx->lock);
     }
@@ -80,7 +88,7 @@ bool spa_tx_would_throttle(spa_t *spa)
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
     /* Three quarters: others may fill the rest before this caller's change. */
-    bool near = tx->dirty[tx->open_txg & 3] >= spa->dirty_max / 4 * 3 || tx->failed;
+    bool near = open_dirty_reaches(spa, 3, 4) || tx->failed;
     pthread_mutex_unlock(&tx->lock);
     return near;
 }
@@ -134,7 +142,7 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
     tx->space[txg & 3] += space;
     atomic_fetch_add_explicit(&spa->space_claimed, space, memory_order_relaxed);
     /* Only the crossing is news to the sync thread (txg_should_close). */
-    if (txg == tx->open_txg && before < spa->dirty_max / 4 && *d >= spa->dirty_max / 4)
+    if (txg == tx->open_txg && before < spa->dirty_max / 4 && open_dirty_reaches(spa, 1, 4))
         pthread_cond_signal(&tx->sync_cv);
     pthread_mutex_unlock(&tx->lock);
 }
@@ -185,7 +193,7 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
     uint64_t t = tx->open_txg;
     if (tx->wait_target >= t) return true;
     if (!tx->touched[t & 3]) return false;
-    if (tx->dirty[t & 3] >= spa->dirty_max / 4) return true;
+    if (open_dirty_reaches(spa, 1, 4)) return true;
     if (tx->stop) return true;
     return now - tx->last_sync_ns >= spa->txg_timeout_ms * 1000000ULL;
 }

@@ -16,6 +16,14 @@
  * zvol_read_memory never waits for a device: it serves a read from dirty
  * records and the ARC or says -EWOULDBLOCK, so the front end can run cached
  * reads on its connection thread and hand only the rest to its workers.
+ * zvol_write with ZVOL_WRITE_NOWAIT does the same for writes (the iSCSI
+ * target's reader passes it for a WRITE whose data has arrived): a write that
+ * would wait - for durability (FUA, sync=always), for a device read of a
+ * record it changes in part that is neither dirty, a hole nor in the ARC
+ * (dmu_write_would_wait), for the write throttle, for a stripe held
+ * exclusively (rl_try_enter) or for a txg near a space limit - says
+ * -EWOULDBLOCK having changed nothing, and goes to the workers; the rest run
+ * to completion on the caller's thread.
  * A write is one DMU transaction (dmu_tx_begin / dmu_write / commit): its data
  * sits in the open txg's dirty records, readers see it at once, and the call
  * returns without waiting for any disk. Durability is only waited for where

@@ -271,6 +271,42 @@ print(total)
 PY
 }
 
+# ---- an iSCSI writer that keeps a list of its acknowledged writes (test_pool_logdev_*.sh) ----
+
+# The writer (iscsi_client ackwrite) does FUA writes to LUN 0 of target $TGT at portal $P
+# (HOST:PORT) over the first $BLOCKS blocks, data derived from $SEED, and appends a line to
+# the file $ACKS for every write acknowledged; `iscsi_client ackverify` with the same
+# arguments checks after a crash that every one of them is there. The test sets those
+# variables before start_writer; a new writer (new ACKS and SEED) numbers from 1 again.
+
+# acks: how many writes the writer has had acknowledged so far.
+acks() { wc -l <"$ACKS" 2>/dev/null || echo 0; }
+
+# wait_acks N: until N more writes were acknowledged (fails if the writer died).
+wait_acks() {
+    local want=$(( $(acks) + $1 )) i
+    for i in $(seq 1 3000); do
+        [ "$(acks)" -ge "$want" ] && return 0
+        kill -0 "$ACKWRITER_PID" 2>/dev/null || fail "writer died: $(cat "$T/ackwriter.err")"
+        sleep 0.02
+    done
+    fail "no progress of the writer: $(acks) acks"
+}
+
+# start_writer: starts the writer in the background (ACKWRITER_PID) and waits for its first ack.
+start_writer() {
+    "$CAIRN_BIN/iscsi_client" ackwrite "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS" \
+        >"$T/ackwriter.out" 2>"$T/ackwriter.err" &
+    ACKWRITER_PID=$!
+    wait_acks 1
+}
+
+# stop_writer: kills the writer and reaps it.
+stop_writer() {
+    kill -9 "$ACKWRITER_PID" 2>/dev/null || true
+    wait "$ACKWRITER_PID" 2>/dev/null || true
+}
+
 # ---- dataset helpers (test_cli_datasets*.sh) ----
 
 # ds_get PROP DATASET: the exact value (get -H -p -o value).

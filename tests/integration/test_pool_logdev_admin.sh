@@ -26,25 +26,6 @@ run_ok "$CAIRN" iscsi lun add "$TGT" zl/vol
 
 ACKS="$T/acks"
 SEED=7
-acks() { wc -l <"$ACKS" 2>/dev/null || echo 0; }
-wait_acks() { # wait_acks N: until N more writes were acknowledged (or the writer died)
-    local want=$(( $(acks) + $1 )) i
-    for i in $(seq 1 3000); do
-        [ "$(acks)" -ge "$want" ] && return 0
-        kill -0 "$wpid" 2>/dev/null || fail "writer died: $(cat "$T/w.err")"
-        sleep 0.02
-    done
-    fail "no progress of the writer: $(acks) acks"
-}
-start_writer() {
-    "$CLIENT" ackwrite "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS" >"$T/w.out" 2>"$T/w.err" &
-    wpid=$!
-    wait_acks 1
-}
-stop_writer() {
-    kill -9 "$wpid" 2>/dev/null || true
-    wait "$wpid" 2>/dev/null || true
-}
 
 run_ok "$CAIRN" pool add zl log mirror "$T/l/l1" "$T/l/l2"
 mark=$(wc -l <"$T/d1.daemon.log")

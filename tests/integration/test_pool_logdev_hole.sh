@@ -27,27 +27,18 @@ run_ok "$CAIRN" iscsi lun add "$TGT" zh/vol
 
 ACKS="$T/acks"
 SEED=21
-acks() { wc -l <"$ACKS" 2>/dev/null || echo 0; }
-wait_acks() { # wait_acks N: until N more writes were acknowledged (or the writer died)
-    local want=$(( $(acks) + $1 )) i
-    for i in $(seq 1 3000); do
-        [ "$(acks)" -ge "$want" ] && return 0
-        kill -0 "$wpid" 2>/dev/null || fail "writer died: $(cat "$T/w.err")"
-        sleep 0.02
-    done
-    fail "no progress of the writer: $(acks) acks"
+expect_logs() { # expect_logs WHEN NAME...: `pool status` lists exactly NAME... under "logs"
+    local when=$1 listed; shift
+    run_ok "$CAIRN" pool status zh
+    listed=$(awk '/^\tlogs$/ { on = 1; next } on && (!NF || /^\t[^ ]/) { on = 0 } on { print $1 }' \
+        "$LAST_STDOUT" | tr '\n' ' ')
+    [ "$listed" = "$* " ] || fail "log vdevs $when: $(cat "$LAST_STDOUT")"
 }
-start_writer() {
-    "$CLIENT" ackwrite "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS" >"$T/w.out" 2>"$T/w.err" &
-    wpid=$!
-    wait_acks 1
-}
-stop_writer() {
-    kill -9 "$wpid" 2>/dev/null || true
-    wait "$wpid" 2>/dev/null || true
-}
-logs_section() { # the vdev names listed under "logs" in the last `pool status`
-    awk '/^\tlogs$/ { on = 1; next } on && (!NF || /^\t[^ ]/) { on = 0 } on { print $1 }' "$LAST_STDOUT"
+expect_log_writes() { # expect_log_writes LEAF WHY: log device LEAF is written to (1 s of iostat)
+    run_ok "$CAIRN" pool iostat -v -H -p zh 1 2
+    awk 'seen; /^arc\t/ { seen = 1 }' "$LAST_STDOUT" >"$T/second"
+    awk -F'\t' -v n="$1" '$1 == n && $2 == "log" && $6 > 0 { ok = 1 } END { exit !ok }' "$T/second" ||
+        fail "$2: $(cat "$LAST_STDOUT")"
 }
 crash_and_verify() { # kill -9 under load, restart: every acknowledged write is there
     local mark
@@ -61,33 +52,21 @@ crash_and_verify() { # kill -9 under load, restart: every acknowledged write is 
         fail "nothing was replayed after the crash"
 }
 
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "$T/l/l1 mirror-2 $T/l/l2 $T/l/l3 " ] ||
-    fail "log vdevs at create: $(cat "$LAST_STDOUT")"
+expect_logs "at create" "$T/l/l1" mirror-2 "$T/l/l2" "$T/l/l3"
 
 # The log lives on l1 (the lowest id) while the writer runs.
 start_writer
 wait_acks 200
-run_ok "$CAIRN" pool iostat -v -H -p zh 1 2
-awk 'seen; /^arc\t/ { seen = 1 }' "$LAST_STDOUT" >"$T/second"
-awk -F'\t' -v n="$T/l/l1" '$1 == n && $2 == "log" && $6 > 0 { ok = 1 } END { exit !ok }' "$T/second" ||
-    fail "the intent log is not on the first log vdev: $(cat "$LAST_STDOUT")"
+expect_log_writes "$T/l/l1" "the intent log is not on the first log vdev"
 
 # Remove it under load: the mirror after it keeps its id.
 run_ok "$CAIRN" pool remove zh "$T/l/l1"
 grep -q 'log vdev 1 leaves a hole' "$T/d1.daemon.log" || fail "no hole for the removed log vdev"
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "mirror-2 $T/l/l2 $T/l/l3 " ] ||
-    fail "logs after removing the first: $(cat "$LAST_STDOUT")"
+expect_logs "after removing the first" mirror-2 "$T/l/l2" "$T/l/l3"
 wait_acks 200
-run_ok "$CAIRN" pool iostat -v -H -p zh 1 2
-awk 'seen; /^arc\t/ { seen = 1 }' "$LAST_STDOUT" >"$T/second"
-awk -F'\t' -v n="$T/l/l2" '$1 == n && $6 > 0 { ok = 1 } END { exit !ok }' "$T/second" ||
-    fail "the intent log did not move to the mirror: $(cat "$LAST_STDOUT")"
+expect_log_writes "$T/l/l2" "the intent log did not move to the mirror"
 crash_and_verify
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "mirror-2 $T/l/l2 $T/l/l3 " ] ||
-    fail "logs after the crash: $(cat "$LAST_STDOUT")"
+expect_logs "after the crash" mirror-2 "$T/l/l2" "$T/l/l3"
 pass "remove the first of two log vdevs under FUA writes, kill -9: every acknowledged write replays"
 
 run_ok "$CAIRN" pool export zh
@@ -95,25 +74,18 @@ check_clean zh "$T/p"
 run_ok "$CAIRN" pool create reuse1 "$T/l/l1"
 run_ok "$CAIRN" pool destroy reuse1
 run_ok "$CAIRN" pool import -d "$T/p" zh
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "mirror-2 $T/l/l2 $T/l/l3 " ] ||
-    fail "logs after export/import: $(cat "$LAST_STDOUT")"
+expect_logs "after export/import" mirror-2 "$T/l/l2" "$T/l/l3"
 run_ok "$CLIENT" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
 pass "the hole survives export/import; check clean; the removed device is free for reuse"
 
 # A new log device fills the hole (vdev 1 again) and takes the log; another crash.
 run_ok "$CAIRN" pool add zh log "$T/l/l4"
 grep -q 'log vdev 1 added (in the hole' "$T/d1.daemon.log" || fail "the new log vdev did not fill the hole"
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "$T/l/l4 mirror-2 $T/l/l2 $T/l/l3 " ] ||
-    fail "logs after adding one: $(cat "$LAST_STDOUT")"
+expect_logs "after adding one" "$T/l/l4" mirror-2 "$T/l/l2" "$T/l/l3"
 ACKS="$T/acks2" SEED=22 # a new writer numbers its writes from 1 again
 start_writer
 wait_acks 200
-run_ok "$CAIRN" pool iostat -v -H -p zh 1 2
-awk 'seen; /^arc\t/ { seen = 1 }' "$LAST_STDOUT" >"$T/second"
-awk -F'\t' -v n="$T/l/l4" '$1 == n && $6 > 0 { ok = 1 } END { exit !ok }' "$T/second" ||
-    fail "the intent log is not on the new log device: $(cat "$LAST_STDOUT")"
+expect_log_writes "$T/l/l4" "the intent log is not on the new log device"
 crash_and_verify
 pass "a log device added afterwards fills the hole; kill -9 under load loses nothing"
 
@@ -123,8 +95,7 @@ start_writer
 wait_acks 100
 run_ok "$CAIRN" pool remove zh mirror-2
 wait_acks 100
-run_ok "$CAIRN" pool status zh
-[ "$(logs_section | tr '\n' ' ')" = "$T/l/l4 " ] || fail "logs after removing the mirror: $(cat "$LAST_STDOUT")"
+expect_logs "after removing the mirror" "$T/l/l4"
 crash_and_verify
 run_ok "$CAIRN" pool export zh
 check_clean zh "$T/p"

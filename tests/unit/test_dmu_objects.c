@@ -2,7 +2,8 @@
  * DMU object tests on a real pool over sparse temp files: records of every
  * size, sparse offsets past 4 GiB, partial records, holes, free_range, object
  * free and number reuse, bonus buffers, compression, persistence across
- * export/import, and block enumeration.
+ * export/import, block enumeration, and which writes would first read a
+ * record from a device (dmu_write_would_wait).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <cairn/arc.h>
 #include <cairn/dmu.h>
 #include <cairn/util.h>
 
@@ -478,6 +480,62 @@ static void test_objset_list(void **state)
     test_pool_remove(&f);
 }
 
+/* dmu_write_would_wait: a write must read a record first only where it covers the
+ * record in part - starting inside it, ending inside it or lying within it - and the
+ * record is neither dirty, a hole nor in the ARC; either edge alone decides. */
+static void test_write_would_wait(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "dmu_wouldwait", 256 * CAIRN_MIB);
+    assert_int_equal(dmu_objset_create(f.spa, "data", NULL), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "data", &os), 0);
+    const uint64_t rs = 8192;
+    uint64_t obj = alloc_obj(os, rs, CAIRN_COMPRESS_OFF);
+    write_pat(os, obj, 0, 4 * rs); /* records 0-3; record 4 stays a hole */
+    write_pat(os, obj, 5 * rs, 2 * rs); /* records 5-6 */
+    assert_int_equal(dmu_objset_sync(os), 0);
+    arc_purge_pool(spa_guid(f.spa)); /* on disk only */
+
+    assert_false(dmu_write_would_wait(os, obj, 0, 2 * rs));          /* whole records */
+    assert_false(dmu_write_would_wait(os, obj, 0, 0));
+    assert_true(dmu_write_would_wait(os, obj, 10, 2 * rs - 10));     /* starts inside 0 */
+    assert_true(dmu_write_would_wait(os, obj, 0, rs + 10));          /* ends inside 1 */
+    assert_true(dmu_write_would_wait(os, obj, rs + 10, 100));        /* within 1 */
+    assert_true(dmu_write_would_wait(os, obj, rs, 100));             /* the head of 1 */
+    assert_true(dmu_write_would_wait(os, obj, 2 * rs - 100, 100));   /* the tail of 1 */
+    assert_false(dmu_write_would_wait(os, obj, 3 * rs, rs + 10));    /* ends inside hole 4 */
+    assert_false(dmu_write_would_wait(os, obj, 4 * rs + 10, 100));   /* within hole 4 */
+    assert_false(dmu_write_would_wait(os, obj, 4 * rs + 10, 2 * rs - 10)); /* hole 4 to 5's end */
+    assert_true(dmu_write_would_wait(os, obj, 4 * rs + 10, rs + 10)); /* hole 4, ends inside 5 */
+    assert_true(dmu_write_would_wait(os, obj, 3 * rs + 10, rs));     /* inside 3, ends in hole 4 */
+    assert_false(dmu_write_would_wait(os, obj, 9 * rs + 10, 100));   /* past the end: a hole */
+
+    /* Record 1 in the ARC: its edges need no read; record 2 still does. */
+    uint8_t *b = malloc(rs);
+    assert_int_equal(dmu_read(os, obj, rs, rs, b), 0);
+    free(b);
+    assert_false(dmu_write_would_wait(os, obj, rs + 10, 100));
+    assert_false(dmu_write_would_wait(os, obj, rs + 10, rs - 10));
+    assert_true(dmu_write_would_wait(os, obj, rs + 10, rs + 10));    /* ends inside 2 */
+    assert_true(dmu_write_would_wait(os, obj, 10, rs));              /* starts inside 0 */
+
+    /* Record 2 dirty (the held txg keeps it so whatever the sync timer does), and
+     * out of the ARC again: dirty is enough. */
+    uint64_t held = spa_tx_hold(f.spa);
+    write_pat(os, obj, 2 * rs + 5, 10);
+    arc_purge_pool(spa_guid(f.spa));
+    assert_false(dmu_write_would_wait(os, obj, 2 * rs + 100, 50));       /* within 2 */
+    assert_false(dmu_write_would_wait(os, obj, 2 * rs + 100, rs - 100)); /* to 2's end */
+    assert_true(dmu_write_would_wait(os, obj, 2 * rs + 100, rs));        /* ends inside 3 */
+    spa_tx_rele(f.spa, held);
+
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 int main(void)
 {
     dmu_init();
@@ -488,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_traverse),
         cmocka_unit_test(test_objset_list),
+        cmocka_unit_test(test_write_would_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,6 +105,24 @@ static void rig_down(rig_t *r)
     zfix_destroy(&r->f);
 }
 
+/* Creates file `name` in the export's root holding data[0, size); its handle in *fh.
+ * The caller releases the node. */
+static zpl_node_t *rig_file(rig_t *r, const char *name, const uint8_t *data, uint64_t size,
+                            zpl_fh_t *fh)
+{
+    nfs_export_t *e = nfs_export_find_path(r->srv, "/x");
+    zpl_node_t *root, *n;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    assert_int_equal(zpl_create(root, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
+                     0);
+    zpl_wcc_t wcc;
+    assert_int_equal(zpl_write(n, 0, size, data, 0, &wcc), 0);
+    assert_int_equal(zpl_fh_encode(n, fh), 0);
+    zpl_node_rele(root);
+    nfs_export_rele(e);
+    return n;
+}
+
 static void call_header(nfs_xdr_t *x, uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc)
 {
     nfs_xdr_put_u32(x, xid);
@@ -284,19 +302,11 @@ static void test_read_memory_path(void **state)
     (void)state;
     rig_t r;
     rig_up(&r);
-    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
-    zpl_fs_t *fs = nfs_export_fs(e);
-    zpl_node_t *root, *n;
-    assert_int_equal(zpl_root(fs, &root), 0);
-    assert_int_equal(zpl_create(root, "f", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
-                     0);
     const uint64_t size = 3 * 131072 + 1000; /* three whole records and a partial one */
     uint8_t *file = malloc(size);
     for (uint64_t i = 0; i < size; i++) file[i] = (uint8_t)(i * 7 + i / 4096);
-    zpl_wcc_t wcc;
-    assert_int_equal(zpl_write(n, 0, size, file, 0, &wcc), 0);
     zpl_fh_t fh;
-    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    zpl_node_t *n = rig_file(&r, "f", file, size, &fh);
 
     /* Just written: the atime is due (atime=on), so the first READ needs a
      * transaction and goes to a worker, and the I/O thread's try left the
@@ -339,6 +349,9 @@ static void test_read_memory_path(void **state)
     assert_int_equal(rr.status, 21); /* NFS3ERR_ISDIR */
     assert_true(rr.has_attr);
     zpl_node_rele(n);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_node_t *root;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
     assert_int_equal(zpl_remove(root, "f", NULL), 0);
     read_call(&r, &fh, 0, 4096, true, &rr);
     assert_int_equal(rr.rc, 1);
@@ -426,18 +439,11 @@ static void test_read4_memory_path(void **state)
     (void)state;
     rig_t r;
     rig_up(&r);
-    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
-    zpl_node_t *root, *n;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
-    assert_int_equal(zpl_create(root, "g", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
-                     0);
     const uint64_t size = 2 * 131072 + 77;
     uint8_t *file = malloc(size);
     for (uint64_t i = 0; i < size; i++) file[i] = (uint8_t)(i * 13 + i / 999);
-    zpl_wcc_t wcc;
-    assert_int_equal(zpl_write(n, 0, size, file, 0, &wcc), 0);
     zpl_fh_t fh;
-    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    zpl_node_t *n = rig_file(&r, "g", file, size, &fh);
     uint32_t st, len;
     uint8_t *data;
     bool eof;
@@ -477,8 +483,6 @@ static void test_read4_memory_path(void **state)
     assert_int_equal(read4_call(&r, 0, &r.root, 0, 4096, false, true, &st, &data, &len, &eof), 1);
     assert_int_equal(st, 21); /* NFS4ERR_ISDIR */
     zpl_node_rele(n);
-    zpl_node_rele(root);
-    nfs_export_rele(e);
     free(file);
     rig_down(&r);
 }
@@ -542,11 +546,6 @@ static void test_read_lends_and_holds(void **state)
     (void)state;
     rig_t r;
     rig_up(&r);
-    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
-    zpl_node_t *root, *n;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
-    assert_int_equal(zpl_create(root, "h", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
-                     0);
     const uint64_t rs = 131072, size = 4 * rs;
     uint8_t *v1 = malloc(size), *v2 = malloc(size), *v3 = malloc(size), *flat = malloc(size + 4096);
     uint64_t x = 12345;
@@ -557,10 +556,9 @@ static void test_read_lends_and_holds(void **state)
         v2[i] = (uint8_t)~v1[i];
         v3[i] = (uint8_t)(v1[i] ^ 0x5a);
     }
-    zpl_wcc_t wcc;
-    assert_int_equal(zpl_write(n, 0, size, v1, 0, &wcc), 0);
     zpl_fh_t fh;
-    assert_int_equal(zpl_fh_encode(n, &fh), 0);
+    zpl_node_t *n = rig_file(&r, "h", v1, size, &fh);
+    zpl_wcc_t wcc;
     spa_txg_wait_synced(r.f.spa, 0);
     /* Into the ARC, then hot (the compressed records get their copies). */
     for (int i = 0; i < 3; i++) expect_read(&r, &fh, v1, size, 0, (uint32_t)size, false, n);
@@ -610,8 +608,6 @@ static void test_read_lends_and_holds(void **state)
     nfs_xdr_free(&call);
 
     zpl_node_rele(n);
-    zpl_node_rele(root);
-    nfs_export_rele(e);
     free(v1);
     free(v2);
     free(v3);

@@ -14,25 +14,6 @@
 
 #include "test_zpl_fixture.h"
 
-static zpl_node_t *mkfile(zpl_node_t *dir, const char *name)
-{
-    zpl_node_t *n = NULL;
-    assert_int_equal(zpl_create(dir, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL), 0);
-    return n;
-}
-
-static zpl_attr_t attr_of(zpl_node_t *n)
-{
-    zpl_attr_t a;
-    assert_int_equal(zpl_getattr(n, &a), 0);
-    return a;
-}
-
-static void write_str(zpl_node_t *n, uint64_t off, const char *s)
-{
-    assert_int_equal(zpl_write(n, off, strlen(s), s, 0, NULL), 0);
-}
-
 static void expect_content(zpl_node_t *n, const char *s)
 {
     char buf[256] = "";
@@ -41,14 +22,6 @@ static void expect_content(zpl_node_t *n, const char *s)
     assert_int_equal(zpl_read(n, 0, sizeof(buf), buf, &got, &eof), 0);
     assert_int_equal(got, strlen(s));
     assert_memory_equal(buf, s, got);
-}
-
-static void set_prop(zfix_t *f, const char *ds, const char *prop, const char *val)
-{
-    char err[256] = "";
-    int e = dsl_prop_set(f->dp, ds, prop, val, err, sizeof(err));
-    if (e) fprintf(stderr, "set %s=%s on %s: %s\n", prop, val, ds, err);
-    assert_int_equal(e, 0);
 }
 
 /* ---- snapshot rename under a mounted head ---- */
@@ -92,14 +65,14 @@ static void test_snapshot_rename(void **state)
     zfix_t f;
     zfix_make(&f, "zplsnapren", 256ull << 20);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    write_str(a, 0, "as of s1");
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zfix_write_str(a, 0, "as of s1");
     char s1[200], s2[200], s3[200], err[256];
     snprintf(s1, sizeof(s1), "%s@s1", f.fsname);
     snprintf(s2, sizeof(s2), "%s@s2", f.fsname);
     snprintf(s3, sizeof(s3), "%s@s3", f.fsname);
     assert_int_equal(dsl_snapshot(f.dp, s1, false, err, sizeof(err)), 0);
-    write_str(a, 0, "as of s3");
+    zfix_write_str(a, 0, "as of s3");
     assert_int_equal(dsl_snapshot(f.dp, s3, false, err, sizeof(err)), 0);
 
     /* Mount both through the head; keep a file of s1 in use. */
@@ -132,7 +105,7 @@ static void test_snapshot_rename(void **state)
     expect_content(x, "as of s1");
     zpl_node_rele(x);
     /* The old name may be taken again, by a new snapshot with other data. */
-    write_str(a, 0, "new s1!!");
+    zfix_write_str(a, 0, "new s1!!");
     assert_int_equal(dsl_snapshot(f.dp, s1, false, err, sizeof(err)), 0);
     assert_int_equal(zpl_lookup(sd, "s1", &sroot), 0);
     assert_int_equal(zpl_lookup(sroot, "a", &x), 0);
@@ -165,37 +138,37 @@ static void test_set_ctime(void **state)
     zfix_t f;
     zfix_make(&f, "zplctime", 256ull << 20);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    zpl_attr_t before = attr_of(a);
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zpl_attr_t before = zfix_attr(a);
     /* Restored along with another attribute... */
     zpl_setattr_t sa = {.mask = ZPL_SET_CTIME | ZPL_SET_MODE, .mode = 0600, .ctime_ns = 123456789};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
-    zpl_attr_t at = attr_of(a);
+    zpl_attr_t at = zfix_attr(a);
     assert_int_equal(at.ctime_ns, 123456789);
     assert_int_equal(at.mode, S_IFREG | 0600);
     assert_true(at.change > before.change);      /* still a change */
     /* ...and without one bit of the mask it is "now" again... */
     sa = (zpl_setattr_t){.mask = ZPL_SET_MODE, .mode = 0644};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
-    assert_true(attr_of(a).ctime_ns >= before.ctime_ns);
+    assert_true(zfix_attr(a).ctime_ns >= before.ctime_ns);
     /* ...alone, and as the guard's reference. */
     sa = (zpl_setattr_t){.mask = ZPL_SET_CTIME, .ctime_ns = 42};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
-    assert_int_equal(attr_of(a).ctime_ns, 42);
+    assert_int_equal(zfix_attr(a).ctime_ns, 42);
     zpl_setattr_t g = {.mask = ZPL_SET_GUARD_CTIME | ZPL_SET_CTIME, .guard_ctime_ns = 41, .ctime_ns = 7};
     assert_int_equal(zpl_setattr(a, &g, NULL), -EAGAIN);
-    assert_int_equal(attr_of(a).ctime_ns, 42);
+    assert_int_equal(zfix_attr(a).ctime_ns, 42);
     g.guard_ctime_ns = 42;
     assert_int_equal(zpl_setattr(a, &g, NULL), 0);
-    assert_int_equal(attr_of(a).ctime_ns, 7);
+    assert_int_equal(zfix_attr(a).ctime_ns, 7);
     /* It is on disk. */
     zpl_node_rele(a);
     zpl_node_rele(root);
     zfix_reimport(&f);
     root = zfix_root(&f);
     assert_int_equal(zpl_lookup(root, "a", &a), 0);
-    assert_int_equal(attr_of(a).ctime_ns, 7);
-    assert_int_equal(attr_of(a).mode, S_IFREG | 0644);
+    assert_int_equal(zfix_attr(a).ctime_ns, 7);
+    assert_int_equal(zfix_attr(a).mode, S_IFREG | 0644);
     zpl_node_rele(a);
     zpl_node_rele(root);
     zfix_destroy(&f);
@@ -222,7 +195,7 @@ static void read_everything(zpl_node_t *root, zpl_node_t *a)
         zpl_node_t *x = NULL;
         assert_int_equal(zpl_lookup(root, "a", &x), 0);
         zpl_node_rele(x);
-        (void)attr_of(a);
+        (void)zfix_attr(a);
         int n = 0;
         assert_int_equal(zpl_readdir(root, 0, count_cb, &n, NULL), 0);
         assert_true(n >= 3);
@@ -240,10 +213,10 @@ static void test_atime_off_dirties_nothing(void **state)
     (void)state;
     zfix_t f;
     zfix_make(&f, "zplatime", 256ull << 20);
-    set_prop(&f, f.fsname, "atime", "off");
+    zfix_set_prop(&f, f.fsname, "atime", "off");
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    write_str(a, 0, "data");
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zfix_write_str(a, 0, "data");
     /* An atime older than mtime: due for any relatime update. */
     zpl_setattr_t sa = {.mask = ZPL_SET_ATIME, .atime_ns = 1000};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
@@ -254,17 +227,17 @@ static void test_atime_off_dirties_nothing(void **state)
     /* Nothing of the object set was written in those txgs: no dnode, no
      * attribute block, no indirect block was dirtied by the reads. */
     assert_memory_equal(&r0, &r1, sizeof(r0));
-    assert_int_equal(attr_of(a).atime_ns, 1000);
+    assert_int_equal(zfix_attr(a).atime_ns, 1000);
 
     /* The control: the same reads with atime=on do write (the property change
      * itself touches only the pool's MOS). */
-    set_prop(&f, f.fsname, "atime", "on");
+    zfix_set_prop(&f, f.fsname, "atime", "on");
     os_root(&f, &r1);
     assert_memory_equal(&r0, &r1, sizeof(r0));
     read_everything(root, a);
     os_root(&f, &r1);
     assert_true(r1.birth_txg > r0.birth_txg);
-    assert_true(attr_of(a).atime_ns > 1000);
+    assert_true(zfix_attr(a).atime_ns > 1000);
     zpl_node_rele(a);
     zpl_node_rele(root);
     zfix_destroy(&f);
@@ -286,18 +259,18 @@ static void test_enospc_from_other_reservation(void **state)
     (void)state;
     zfix_t f;
     zfix_make(&f, "zplresv", 512ull << 20);
-    set_prop(&f, f.fsname, "compression", "off");
+    zfix_set_prop(&f, f.fsname, "compression", "off");
     char other[160], err[256], val[32];
     snprintf(other, sizeof(other), "%s/other", f.pool);
     dsl_create_opts_t co = {.type = DSL_TYPE_FILESYSTEM};
     assert_int_equal(dsl_dataset_create(f.dp, other, &co, err, sizeof(err)), 0);
-    set_prop(&f, other, "compression", "off");
+    zfix_set_prop(&f, other, "compression", "off");
     const uint64_t mib = 1024 * 1024;
     uint64_t avail = ds_num(&f, f.fsname, "available");
     assert_true(avail > 64 * mib);
     /* other reserves all but 8 MiB of what fs could have. */
     snprintf(val, sizeof(val), "%llu", (unsigned long long)((avail - 8 * mib) & ~(mib - 1)));
-    set_prop(&f, other, "reservation", val);
+    zfix_set_prop(&f, other, "reservation", val);
     assert_true(ds_num(&f, f.fsname, "available") <= 9 * mib);
     assert_true(ds_num(&f, other, "available") >= avail - 9 * mib);
 
@@ -305,14 +278,14 @@ static void test_enospc_from_other_reservation(void **state)
     char *buf = malloc(big);
     for (size_t i = 0; i < big; i++) buf[i] = (char)(i * 2654435761u >> 7) | 1;
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
+    zpl_node_t *a = zfix_mkfile(root, "a");
     assert_int_equal(zpl_write(a, 0, mib, buf, 0, NULL), 0);  /* within what is left */
-    zpl_attr_t before = attr_of(a);
+    zpl_attr_t before = zfix_attr(a);
     /* Not a quota of fs: the pool is full for it (ENOSPC, not EDQUOT), and the
      * refused write changed nothing. */
     assert_int_equal(zpl_write(a, mib, big, buf, 0, NULL), -ENOSPC);
-    assert_int_equal(attr_of(a).size, before.size);
-    assert_int_equal(attr_of(a).change, before.change);
+    assert_int_equal(zfix_attr(a).size, before.size);
+    assert_int_equal(zfix_attr(a).change, before.change);
     zpl_node_t *b = NULL;
     assert_int_equal(zpl_create(root, "b", 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &b, NULL), 0);
     assert_int_equal(zpl_write(b, 0, big, buf, 0, NULL), -ENOSPC);
@@ -330,9 +303,9 @@ static void test_enospc_from_other_reservation(void **state)
     assert_int_equal(zpl_unmount(ofs), 0);
 
     /* Without the reservation, fs writes again. */
-    set_prop(&f, other, "reservation", "none");
+    zfix_set_prop(&f, other, "reservation", "none");
     assert_int_equal(zpl_write(a, mib, big, buf, 0, NULL), 0);
-    assert_int_equal(attr_of(a).size, mib + big);
+    assert_int_equal(zfix_attr(a).size, mib + big);
     free(buf);
     zpl_node_rele(a);
     zpl_node_rele(root);

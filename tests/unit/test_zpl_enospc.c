@@ -23,13 +23,6 @@
 
 #define MIB (1024ull * 1024)
 
-static zpl_node_t *mkfile(zpl_node_t *dir, const char *name)
-{
-    zpl_node_t *n = NULL;
-    assert_int_equal(zpl_create(dir, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL), 0);
-    return n;
-}
-
 static uint8_t *random_buf(size_t len, uint64_t seed)
 {
     uint8_t *b = malloc(len);
@@ -90,7 +83,7 @@ static void test_quota_holds_before_sync(void **state)
     assert_int_equal(spa_prop_set(f.spa, "txg_timeout", "300", err, sizeof(err)), 0);
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "quota", qs, err, sizeof(err)), 0);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
+    zpl_node_t *a = zfix_mkfile(root, "a");
     int e;
     uint64_t took = write_until_error(a, 0, 256 * 1024, 64 * MIB, &e);
     assert_int_equal(e, -EDQUOT);
@@ -130,7 +123,7 @@ static void test_quota_holds_before_sync(void **state)
     assert_int_equal(zpl_mount(f.dp, fs2, &fs), 0);
     zpl_node_t *r2;
     assert_int_equal(zpl_root(fs, &r2), 0);
-    zpl_node_t *b = mkfile(r2, "b");
+    zpl_node_t *b = zfix_mkfile(r2, "b");
     took = write_until_error(b, 0, 128 * 1024, 64 * MIB, &e);
     assert_int_equal(e, -EDQUOT);
     assert_true(took <= RQ && took >= RQ / 2);
@@ -142,21 +135,6 @@ static void test_quota_holds_before_sync(void **state)
     assert_int_equal(zpl_unmount(fs), 0);
     zpl_node_rele(root);
     zfix_destroy(&f);
-}
-
-/* Unmounts and exports, then the offline check must pass. */
-static void export_and_check(zfix_t *f)
-{
-    zfix_unmount(f);
-    dsl_pool_close(f->dp);
-    f->dp = NULL;
-    assert_int_equal(spa_export(f->spa), 0);
-    f->spa = NULL;
-    const char *paths[] = {f->path};
-    spa_check_report_t rep;
-    char err[512] = "";
-    int e = spa_check(f->pool, paths, 1, &rep, err, sizeof(err));
-    if (e) fail_msg("check: %s", err);
 }
 
 /* A 256 MiB pool filled by writes that never wait for a sync: they stop with
@@ -173,7 +151,7 @@ static void test_fill_pool_without_syncing(void **state)
     spa_space_t ss;
     spa_get_space(f.spa, &ss);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a"), *b = mkfile(root, "b");
+    zpl_node_t *a = zfix_mkfile(root, "a"), *b = zfix_mkfile(root, "b");
     int e;
     uint64_t took_a = write_until_error(a, 0, MIB, 1024 * MIB, &e);
     assert_int_equal(e, -ENOSPC);
@@ -197,16 +175,15 @@ static void test_fill_pool_without_syncing(void **state)
     assert_int_equal(zpl_remove(root, "a", NULL), 0);
     assert_int_equal(zpl_commit(f.fs), 0);
     for (int i = 0; i < SPA_DEFER_TXGS + 2; i++) assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
-    zpl_node_t *c = mkfile(root, "c");
+    zpl_node_t *c = zfix_mkfile(root, "c");
     uint64_t took_c = write_until_error(c, 0, MIB, 32 * MIB, &e);
     assert_int_equal(e, 0);
     assert_int_equal(took_c, 32 * MIB);
     assert_int_equal(zpl_commit(f.fs), 0);
     zpl_node_rele(c);
     zpl_node_rele(root);
-    export_and_check(&f);
-    unlink(f.path);
-    rmdir(f.dir);
+    zfix_export_check(&f);
+    zfix_destroy(&f);
 }
 
 /* The same with the write check's fast path on down to 8 MiB of room (it

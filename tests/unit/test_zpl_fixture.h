@@ -75,14 +75,34 @@ static void zfix_unmount(zfix_t *f)
     f->fs = NULL;
 }
 
-/* Unmounts, exports the pool, imports it again and remounts. */
-static void zfix_reimport(zfix_t *f)
+/* The helpers below are static inline: each test uses only some of them. */
+
+/* Unmounts, closes the DSL and exports the pool (zfix_destroy removes its file). */
+static inline void zfix_export(zfix_t *f)
 {
     zfix_unmount(f);
     dsl_pool_close(f->dp);
     f->dp = NULL;
     assert_int_equal(spa_export(f->spa), 0);
     f->spa = NULL;
+}
+
+/* Exports; then the offline check must pass: every block verifies and the space
+ * accounting is exact (nothing leaked, nothing allocated twice). */
+static inline void zfix_export_check(zfix_t *f)
+{
+    zfix_export(f);
+    const char *paths[] = {f->path};
+    spa_check_report_t rep;
+    char err[512] = "";
+    int e = spa_check(f->pool, paths, 1, &rep, err, sizeof(err));
+    if (e) fail_msg("check of %s: %s", f->pool, err);
+}
+
+/* Unmounts, exports the pool, imports it again and remounts. */
+static void zfix_reimport(zfix_t *f)
+{
+    zfix_export(f);
     const char *paths[] = {f->path};
     char err[256] = "";
     int e = spa_import(f->pool, paths, 1, 0, &f->spa, err, sizeof(err));
@@ -106,6 +126,52 @@ static zpl_node_t *zfix_root(zfix_t *f)
     zpl_node_t *r = NULL;
     assert_int_equal(zpl_root(f->fs, &r), 0);
     return r;
+}
+
+/* A new empty file (0644) in dir; the caller releases it. */
+static inline zpl_node_t *zfix_mkfile(zpl_node_t *dir, const char *name)
+{
+    zpl_node_t *n = NULL;
+    assert_int_equal(zpl_create(dir, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL), 0);
+    return n;
+}
+
+/* A new directory (0755) in dir; the caller releases it. */
+static inline zpl_node_t *zfix_mkdir(zpl_node_t *dir, const char *name)
+{
+    zpl_node_t *n = NULL;
+    assert_int_equal(zpl_mkdir(dir, name, 0755, &zfix_cred, &n, NULL), 0);
+    return n;
+}
+
+static inline zpl_attr_t zfix_attr(zpl_node_t *n)
+{
+    zpl_attr_t a;
+    assert_int_equal(zpl_getattr(n, &a), 0);
+    return a;
+}
+
+static inline void zfix_write_str(zpl_node_t *n, uint64_t off, const char *s)
+{
+    assert_int_equal(zpl_write(n, off, strlen(s), s, 0, NULL), 0);
+}
+
+/* The DMU's view of file n of f's filesystem: its record size, the space it uses. */
+static inline dmu_object_info_t zfix_object_info(zfix_t *f, zpl_node_t *n)
+{
+    dsl_dataset_t *ds = NULL;
+    assert_int_equal(dsl_dataset_hold(f->dp, f->fsname, &ds), 0);
+    dmu_object_info_t info;
+    assert_int_equal(dmu_object_info(dsl_dataset_objset(ds), zfix_attr(n).ino, &info), 0);
+    dsl_dataset_rele(ds);
+    return info;
+}
+
+static inline void zfix_set_prop(zfix_t *f, const char *ds, const char *prop, const char *val)
+{
+    char err[256] = "";
+    int e = dsl_prop_set(f->dp, ds, prop, val, err, sizeof(err));
+    if (e) fail_msg("set %s=%s on %s: %s", prop, val, ds, err);
 }
 
 #endif

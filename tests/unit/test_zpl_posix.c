@@ -17,32 +17,6 @@
 #include <dirent.h>
 #include <pthread.h>
 
-static zpl_node_t *mkfile(zpl_node_t *dir, const char *name)
-{
-    zpl_node_t *n = NULL;
-    assert_int_equal(zpl_create(dir, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL), 0);
-    return n;
-}
-
-static zpl_node_t *mkdir_(zpl_node_t *dir, const char *name)
-{
-    zpl_node_t *n = NULL;
-    assert_int_equal(zpl_mkdir(dir, name, 0755, &zfix_cred, &n, NULL), 0);
-    return n;
-}
-
-static zpl_attr_t attr_of(zpl_node_t *n)
-{
-    zpl_attr_t a;
-    assert_int_equal(zpl_getattr(n, &a), 0);
-    return a;
-}
-
-static void write_str(zpl_node_t *n, uint64_t off, const char *s)
-{
-    assert_int_equal(zpl_write(n, off, strlen(s), s, 0, NULL), 0);
-}
-
 static void expect_content(zpl_node_t *n, uint64_t off, const char *s)
 {
     size_t len = strlen(s);
@@ -71,7 +45,7 @@ static void test_create_lookup_getattr(void **state)
     zfix_t f;
     zfix_make(&f, "zplcreate", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_attr_t ra = attr_of(root);
+    zpl_attr_t ra = zfix_attr(root);
     assert_true(S_ISDIR(ra.mode));
     assert_int_equal(ra.nlink, 2);
     assert_int_equal(ra.size, 2);
@@ -82,7 +56,7 @@ static void test_create_lookup_getattr(void **state)
     assert_int_equal(wcc.pre_size, 2);
     assert_int_equal(wcc.post.size, 3);
     assert_true(wcc.post.change > wcc.pre_change);
-    zpl_attr_t aa = attr_of(a);
+    zpl_attr_t aa = zfix_attr(a);
     assert_int_equal(aa.mode, S_IFREG | 0640);
     assert_int_equal(aa.uid, 1000);
     assert_int_equal(aa.gid, 100);
@@ -149,9 +123,9 @@ static void test_create_lookup_getattr(void **state)
     root = zfix_root(&f);
     assert_int_equal(zpl_lookup(root, "a", &a), 0);
     assert_int_equal(zpl_node_ino(a), ino_a);
-    aa = attr_of(a);
+    aa = zfix_attr(a);
     assert_int_equal(aa.mode, S_IFREG | 0640);
-    assert_int_equal(attr_of(root).size, 2 + 3);
+    assert_int_equal(zfix_attr(root).size, 2 + 3);
     zpl_node_rele(a);
     zpl_node_rele(root);
     zfix_destroy(&f);
@@ -163,17 +137,17 @@ static void test_dirs(void **state)
     zfix_t f;
     zfix_make(&f, "zpldirs", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *d = mkdir_(root, "d");
-    assert_int_equal(attr_of(root).nlink, 3);
+    zpl_node_t *d = zfix_mkdir(root, "d");
+    assert_int_equal(zfix_attr(root).nlink, 3);
     assert_int_equal(zpl_mkdir(root, "d", 0755, &zfix_cred, NULL, NULL), -EEXIST);
-    zpl_node_t *sub = mkdir_(d, "sub");
+    zpl_node_t *sub = zfix_mkdir(d, "sub");
     zpl_node_t *up = NULL;
     assert_int_equal(zpl_lookup(sub, "..", &up), 0);
     assert_ptr_equal(up, d);
     zpl_node_rele(up);
-    assert_int_equal(attr_of(d).nlink, 3);
-    zpl_node_rele(mkfile(d, "f"));
-    assert_int_equal(attr_of(d).size, 4);
+    assert_int_equal(zfix_attr(d).nlink, 3);
+    zpl_node_rele(zfix_mkfile(d, "f"));
+    assert_int_equal(zfix_attr(d).size, 4);
 
     assert_int_equal(zpl_rmdir(root, "d", NULL), -ENOTEMPTY);
     assert_int_equal(zpl_rmdir(d, "f", NULL), -ENOTDIR);
@@ -185,10 +159,10 @@ static void test_dirs(void **state)
     assert_int_equal(zpl_remove(d, "f", NULL), 0);
     assert_int_equal(zpl_rmdir(d, "sub", NULL), 0);
     assert_int_equal(zpl_getattr(sub, &(zpl_attr_t){0}), -ESTALE);
-    assert_int_equal(attr_of(d).nlink, 2);
-    assert_int_equal(attr_of(d).size, 2);
+    assert_int_equal(zfix_attr(d).nlink, 2);
+    assert_int_equal(zfix_attr(d).size, 2);
     assert_int_equal(zpl_rmdir(root, "d", NULL), 0);
-    assert_int_equal(attr_of(root).nlink, 2);
+    assert_int_equal(zfix_attr(root).nlink, 2);
     assert_int_equal(zpl_create(d, "ghost", 0644, &zfix_cred, 0, NULL, NULL, NULL), -ESTALE);
     zpl_node_rele(sub);
     zpl_node_rele(d);
@@ -201,15 +175,15 @@ static void test_dirs(void **state)
     assert_int_equal(zpl_readlink(s, buf, sizeof(buf), &len), 0);
     assert_int_equal(len, 11);
     assert_string_equal(buf, "target/path");
-    assert_true(S_ISLNK(attr_of(s).mode));
-    assert_int_equal(attr_of(s).size, 11);
+    assert_true(S_ISLNK(zfix_attr(s).mode));
+    assert_int_equal(zfix_attr(s).size, 11);
     char longt[1500];
     for (size_t i = 0; i < sizeof(longt) - 1; i++) longt[i] = (char)('a' + i % 26);
     longt[sizeof(longt) - 1] = '\0';
     zpl_node_t *s2 = NULL;
     assert_int_equal(zpl_symlink(root, "s2", longt, &zfix_cred, &s2, NULL), 0);
     assert_int_equal(zpl_symlink(root, "s3", "", &zfix_cred, NULL, NULL), -EINVAL);
-    zpl_node_t *file = mkfile(root, "file");
+    zpl_node_t *file = zfix_mkfile(root, "file");
     assert_int_equal(zpl_readlink(file, buf, sizeof(buf), &len), -EINVAL);
     size_t nr;
     assert_int_equal(zpl_read(root, 0, 10, buf, &nr, NULL), -EISDIR);
@@ -223,8 +197,8 @@ static void test_dirs(void **state)
     assert_int_equal(zpl_mknod(root, "fifo", S_IFIFO | 0600, 0, &zfix_cred, &fifo, NULL), 0);
     assert_int_equal(zpl_mknod(root, "chr", S_IFCHR | 0600, 0x0501, &zfix_cred, &chr, NULL), 0);
     assert_int_equal(zpl_mknod(root, "bad", S_IFREG | 0600, 0, &zfix_cred, NULL, NULL), -EINVAL);
-    assert_true(S_ISFIFO(attr_of(fifo).mode));
-    assert_int_equal(attr_of(chr).rdev, 0x0501);
+    assert_true(S_ISFIFO(zfix_attr(fifo).mode));
+    assert_int_equal(zfix_attr(chr).rdev, 0x0501);
     zpl_node_rele(fifo);
     zpl_node_rele(chr);
     zpl_node_rele(file);
@@ -238,8 +212,8 @@ static void test_dirs(void **state)
     assert_string_equal(buf, longt);
     zpl_node_rele(s2);
     assert_int_equal(zpl_lookup(root, "chr", &chr), 0);
-    assert_true(S_ISCHR(attr_of(chr).mode));
-    assert_int_equal(attr_of(chr).rdev, 0x0501);
+    assert_true(S_ISCHR(zfix_attr(chr).mode));
+    assert_int_equal(zfix_attr(chr).rdev, 0x0501);
     zpl_node_rele(chr);
     zpl_node_rele(root);
     zfix_destroy(&f);
@@ -251,25 +225,25 @@ static void test_links(void **state)
     zfix_t f;
     zfix_make(&f, "zpllinks", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *d = mkdir_(root, "d");
-    zpl_node_t *a = mkfile(root, "a");
-    write_str(a, 0, "shared data");
+    zpl_node_t *d = zfix_mkdir(root, "d");
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zfix_write_str(a, 0, "shared data");
     assert_int_equal(zpl_link(a, d, "b", NULL), 0);
-    assert_int_equal(attr_of(a).nlink, 2);
+    assert_int_equal(zfix_attr(a).nlink, 2);
     assert_int_equal(zpl_link(a, d, "b", NULL), -EEXIST);
     assert_int_equal(zpl_link(d, root, "dlink", NULL), -EPERM);
     zpl_node_t *b = NULL;
     assert_int_equal(zpl_lookup(d, "b", &b), 0);
     assert_ptr_equal(a, b);
     assert_int_equal(zpl_remove(root, "a", NULL), 0);
-    assert_int_equal(attr_of(b).nlink, 1);
+    assert_int_equal(zfix_attr(b).nlink, 1);
     expect_content(b, 0, "shared data");
     zpl_fs_set_link_max(f.fs, 3);
     assert_int_equal(zpl_link(b, root, "c1", NULL), 0);
     assert_int_equal(zpl_link(b, root, "c2", NULL), 0);
     assert_int_equal(zpl_link(b, root, "c3", NULL), -EMLINK);
     zpl_fs_set_link_max(f.fs, 4);
-    zpl_node_t *m1 = mkdir_(root, "m1");   /* root: 2 + d + m1 = 4 links, the most */
+    zpl_node_t *m1 = zfix_mkdir(root, "m1");   /* root: 2 + d + m1 = 4 links, the most */
     assert_int_equal(zpl_mkdir(root, "m2", 0755, &zfix_cred, NULL, NULL), -EMLINK);
     zpl_fs_set_link_max(f.fs, ZPL_LINK_MAX_DEFAULT);
     zpl_node_rele(m1);
@@ -291,7 +265,7 @@ static void test_links(void **state)
     /* the last link frees the object */
     assert_int_equal(zpl_remove(root, "c1", NULL), 0);
     assert_int_equal(zpl_remove(root, "c2", NULL), 0);
-    assert_int_equal(attr_of(b).nlink, 1);
+    assert_int_equal(zfix_attr(b).nlink, 1);
     assert_int_equal(zpl_remove(d, "b", NULL), 0);
     size_t nr;
     char buf[16];
@@ -310,11 +284,11 @@ static void test_rename(void **state)
     zfix_t f;
     zfix_make(&f, "zplrename", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *d1 = mkdir_(root, "d1"), *d2 = mkdir_(root, "d2");
-    zpl_node_t *a = mkfile(d1, "a");
-    write_str(a, 0, "AAA");
-    zpl_node_t *b = mkfile(d2, "b");
-    write_str(b, 0, "BBB");
+    zpl_node_t *d1 = zfix_mkdir(root, "d1"), *d2 = zfix_mkdir(root, "d2");
+    zpl_node_t *a = zfix_mkfile(d1, "a");
+    zfix_write_str(a, 0, "AAA");
+    zpl_node_t *b = zfix_mkfile(d2, "b");
+    zfix_write_str(b, 0, "BBB");
 
     /* simple, same dir */
     zpl_wcc_t sw, tw;
@@ -323,34 +297,34 @@ static void test_rename(void **state)
     assert_int_equal(lookup_err(d1, "a2"), 0);
     assert_int_equal(sw.post.size, 3);
     /* across dirs, over an existing file: the old target is freed */
-    uint64_t olda_change = attr_of(a).change;
+    uint64_t olda_change = zfix_attr(a).change;
     assert_int_equal(zpl_rename(d1, "a2", d2, "b", &sw, &tw), 0);
     assert_int_equal(sw.pre_size, 3);
     assert_int_equal(sw.post.size, 2);
     assert_int_equal(tw.post.size, 3);
-    assert_true(attr_of(a).change > olda_change);
+    assert_true(zfix_attr(a).change > olda_change);
     assert_int_equal(zpl_getattr(b, &(zpl_attr_t){0}), -ESTALE);
     zpl_node_t *nb = NULL;
     assert_int_equal(zpl_lookup(d2, "b", &nb), 0);
     assert_ptr_equal(nb, a);
     expect_content(nb, 0, "AAA");
-    assert_int_equal(attr_of(a).parent, zpl_node_ino(d2));
+    assert_int_equal(zfix_attr(a).parent, zpl_node_ino(d2));
     zpl_node_rele(nb);
 
     /* a directory across dirs: link counts and ".." follow */
-    zpl_node_t *sd = mkdir_(d1, "sd");
-    zpl_node_rele(mkfile(sd, "inside"));
-    assert_int_equal(attr_of(d1).nlink, 3);
+    zpl_node_t *sd = zfix_mkdir(d1, "sd");
+    zpl_node_rele(zfix_mkfile(sd, "inside"));
+    assert_int_equal(zfix_attr(d1).nlink, 3);
     assert_int_equal(zpl_rename(d1, "sd", d2, "sd", NULL, NULL), 0);
-    assert_int_equal(attr_of(d1).nlink, 2);
-    assert_int_equal(attr_of(d2).nlink, 3);
+    assert_int_equal(zfix_attr(d1).nlink, 2);
+    assert_int_equal(zfix_attr(d2).nlink, 3);
     zpl_node_t *up = NULL;
     assert_int_equal(zpl_lookup(sd, "..", &up), 0);
     assert_ptr_equal(up, d2);
     zpl_node_rele(up);
 
     /* into its own subtree */
-    zpl_node_t *deep = mkdir_(sd, "deep");
+    zpl_node_t *deep = zfix_mkdir(sd, "deep");
     assert_int_equal(zpl_rename(d2, "sd", deep, "x", NULL, NULL), -EINVAL);
     assert_int_equal(zpl_rename(d2, "sd", sd, "x", NULL, NULL), -EINVAL);
     assert_int_equal(zpl_rename(root, "d2", deep, "x", NULL, NULL), -EINVAL);
@@ -360,27 +334,27 @@ static void test_rename(void **state)
     /* missing source */
     assert_int_equal(zpl_rename(d2, "nope", d1, "x", NULL, NULL), -ENOENT);
     /* type mismatches and non-empty targets */
-    zpl_node_rele(mkfile(d1, "file"));
-    zpl_node_t *e1 = mkdir_(d1, "empty");
+    zpl_node_rele(zfix_mkfile(d1, "file"));
+    zpl_node_t *e1 = zfix_mkdir(d1, "empty");
     assert_int_equal(zpl_rename(d2, "sd", d1, "file", NULL, NULL), -ENOTDIR);
     assert_int_equal(zpl_rename(d1, "file", d2, "sd", NULL, NULL), -EISDIR);
     assert_int_equal(zpl_rename(d1, "empty", d2, "sd", NULL, NULL), -ENOTEMPTY);
     /* over an empty directory */
     assert_int_equal(zpl_rename(d2, "sd", d1, "empty", NULL, NULL), 0);
     assert_int_equal(zpl_getattr(e1, &(zpl_attr_t){0}), -ESTALE);
-    assert_int_equal(attr_of(d1).nlink, 3);   /* sd replaced empty: still one subdir */
-    assert_int_equal(attr_of(d2).nlink, 2);
+    assert_int_equal(zfix_attr(d1).nlink, 3);   /* sd replaced empty: still one subdir */
+    assert_int_equal(zfix_attr(d2).nlink, 2);
     assert_int_equal(lookup_err(d1, "empty"), 0);
     zpl_node_t *in = NULL;
     assert_int_equal(zpl_lookup(sd, "inside", &in), 0);
     zpl_node_rele(in);
     /* hard links to one file: no-op, both names stay */
-    zpl_node_t *h = mkfile(root, "h1");
+    zpl_node_t *h = zfix_mkfile(root, "h1");
     assert_int_equal(zpl_link(h, root, "h2", NULL), 0);
     assert_int_equal(zpl_rename(root, "h1", root, "h2", NULL, NULL), 0);
     assert_int_equal(lookup_err(root, "h1"), 0);
     assert_int_equal(lookup_err(root, "h2"), 0);
-    assert_int_equal(attr_of(h).nlink, 2);
+    assert_int_equal(zfix_attr(h).nlink, 2);
     /* onto itself */
     assert_int_equal(zpl_rename(root, "h1", root, "h1", NULL, NULL), 0);
     assert_int_equal(lookup_err(root, "h1"), 0);
@@ -402,7 +376,7 @@ static void test_rename(void **state)
     assert_int_equal(zpl_lookup(d1, "empty", &sd), 0);
     assert_int_equal(lookup_err(sd, "inside"), 0);
     assert_int_equal(lookup_err(sd, "deep"), 0);
-    assert_int_equal(attr_of(d1).nlink, 3);
+    assert_int_equal(zfix_attr(d1).nlink, 3);
     zpl_node_rele(sd);
     zpl_node_rele(d1);
     zpl_node_rele(root);
@@ -415,15 +389,15 @@ static void test_truncate_holes_big(void **state)
     zfix_t f;
     zfix_make(&f, "zpltrunc", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
+    zpl_node_t *a = zfix_mkfile(root, "a");
     char buf[300000];
     for (size_t i = 0; i < sizeof(buf); i++) buf[i] = (char)(i * 7 + 1);
     assert_int_equal(zpl_write(a, 0, sizeof(buf), buf, 0, NULL), 0);
-    assert_int_equal(attr_of(a).size, sizeof(buf));
-    assert_int_equal(attr_of(a).blksize, 128 * 1024);
+    assert_int_equal(zfix_attr(a).size, sizeof(buf));
+    assert_int_equal(zfix_attr(a).blksize, 128 * 1024);
     zpl_setattr_t sa = {.mask = ZPL_SET_SIZE, .size = 1000};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
-    assert_int_equal(attr_of(a).size, 1000);
+    assert_int_equal(zfix_attr(a).size, 1000);
     sa.size = 200000;
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
     char rb[300000];
@@ -440,23 +414,23 @@ static void test_truncate_holes_big(void **state)
     assert_int_equal(nr, 0);
     assert_true(eof);
     /* a small file gets a small record */
-    zpl_node_t *small = mkfile(root, "small");
-    write_str(small, 0, "tiny");
-    assert_int_equal(attr_of(small).blksize, 512);
+    zpl_node_t *small = zfix_mkfile(root, "small");
+    zfix_write_str(small, 0, "tiny");
+    assert_int_equal(zfix_attr(small).blksize, 512);
     zpl_node_rele(small);
 
     /* past 4 GiB with a hole below */
-    zpl_node_t *big = mkfile(root, "big");
+    zpl_node_t *big = zfix_mkfile(root, "big");
     uint64_t off = 5 * CAIRN_GIB + 12345;
     assert_int_equal(zpl_write(big, off, 4096, buf, 0, NULL), 0);
-    assert_int_equal(attr_of(big).size, off + 4096);
+    assert_int_equal(zfix_attr(big).size, off + 4096);
     assert_int_equal(zpl_read(big, off, 4096, rb, &nr, &eof), 0);
     assert_int_equal(nr, 4096);
     assert_memory_equal(rb, buf, 4096);
     assert_int_equal(zpl_read(big, 3 * CAIRN_GIB, 8192, rb, &nr, &eof), 0);
     assert_int_equal(nr, 8192);
     for (size_t i = 0; i < 8192; i++) assert_int_equal(rb[i], 0);
-    assert_true(attr_of(big).used < 10 * CAIRN_MIB || attr_of(big).used == 0);
+    assert_true(zfix_attr(big).used < 10 * CAIRN_MIB || zfix_attr(big).used == 0);
     assert_int_equal(zpl_write(big, ZPL_MAX_FILE_SIZE - 10, 100, buf, 0, NULL), -EFBIG);
     assert_int_equal(zpl_write(big, UINT64_MAX - 5, 10, buf, 0, NULL), -EFBIG);
     sa.size = ZPL_MAX_FILE_SIZE + 1;
@@ -470,7 +444,7 @@ static void test_truncate_holes_big(void **state)
     zfix_reimport(&f);
     root = zfix_root(&f);
     assert_int_equal(zpl_lookup(root, "big", &big), 0);
-    assert_int_equal(attr_of(big).size, off + 4096);
+    assert_int_equal(zfix_attr(big).size, off + 4096);
     assert_int_equal(zpl_read(big, off, 4096, rb, &nr, &eof), 0);
     assert_memory_equal(rb, buf, 4096);
     zpl_node_rele(big);
@@ -489,11 +463,11 @@ static void test_largest_file(void **state)
     zfix_t f;
     zfix_make(&f, "zplmax", 256ull << 20);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *wide = mkfile(root, "wide");
-    write_str(wide, 1ULL << 62, "at 2^62");   /* its record size: 128 KiB */
+    zpl_node_t *wide = zfix_mkfile(root, "wide");
+    zfix_write_str(wide, 1ULL << 62, "at 2^62");   /* its record size: 128 KiB */
     char err[256] = "";
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "recordsize", "512", err, sizeof(err)), 0);
-    zpl_node_t *deep = mkfile(root, "deep");
+    zpl_node_t *deep = zfix_mkfile(root, "deep");
     const uint64_t max = ZPL_MAX_FILE_SIZE;
     const char *tail = "the last bytes a file can hold, across two 512-byte records............"
                        "..................................................................."
@@ -508,9 +482,9 @@ static void test_largest_file(void **state)
     zpl_node_t *files[] = {wide, deep};
     for (int i = 0; i < 2; i++) {
         zpl_node_t *n = files[i];
-        write_str(n, 1ULL << 62, "at 2^62");
-        write_str(n, max - tlen, tail);
-        assert_int_equal(attr_of(n).size, max);
+        zfix_write_str(n, 1ULL << 62, "at 2^62");
+        zfix_write_str(n, max - tlen, tail);
+        assert_int_equal(zfix_attr(n).size, max);
         expect_content(n, max - tlen, tail);
         expect_content(n, 1ULL << 62, "at 2^62");
         assert_int_equal(zpl_write(n, max, 1, "x", 0, NULL), -EFBIG);
@@ -526,10 +500,10 @@ static void test_largest_file(void **state)
         assert_int_equal(zpl_setattr(n, &sa, NULL), 0);
         sa.size = max + 1;
         assert_int_equal(zpl_setattr(n, &sa, NULL), -EFBIG);
-        assert_int_equal(attr_of(n).size, max);
+        assert_int_equal(zfix_attr(n).size, max);
     }
-    assert_int_equal(attr_of(wide).blksize, 128 * 1024);
-    assert_int_equal(attr_of(deep).blksize, 512);
+    assert_int_equal(zfix_attr(wide).blksize, 128 * 1024);
+    assert_int_equal(zfix_attr(deep).blksize, 512);
     zpl_node_rele(wide);
     zpl_node_rele(deep);
     zpl_node_rele(root);
@@ -540,16 +514,16 @@ static void test_largest_file(void **state)
     assert_int_equal(zpl_lookup(root, "deep", &files[1]), 0);
     for (int i = 0; i < 2; i++) {
         zpl_node_t *n = files[i];
-        assert_int_equal(attr_of(n).size, max);
+        assert_int_equal(zfix_attr(n).size, max);
         expect_content(n, max - tlen, tail);
         expect_content(n, 1ULL << 62, "at 2^62");
-        assert_true(attr_of(n).used > 0);
+        assert_true(zfix_attr(n).used > 0);
         zpl_setattr_t sa = {.mask = ZPL_SET_SIZE, .size = 0};
         assert_int_equal(zpl_setattr(n, &sa, NULL), 0);
     }
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(attr_of(files[i]).used, 0);
+        assert_int_equal(zfix_attr(files[i]).used, 0);
         zpl_node_rele(files[i]);
     }
     zpl_node_rele(root);
@@ -562,13 +536,13 @@ static void test_setattr_times_change(void **state)
     zfix_t f;
     zfix_make(&f, "zplsetattr", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    zpl_attr_t before = attr_of(a);
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zpl_attr_t before = zfix_attr(a);
     zpl_setattr_t sa = {.mask = ZPL_SET_MODE | ZPL_SET_UID | ZPL_SET_GID | ZPL_SET_ATIME | ZPL_SET_MTIME,
                         .mode = 04711, .uid = 7, .gid = 8, .atime_ns = 111, .mtime_ns = 222};
     zpl_wcc_t w;
     assert_int_equal(zpl_setattr(a, &sa, &w), 0);
-    zpl_attr_t at = attr_of(a);
+    zpl_attr_t at = zfix_attr(a);
     assert_int_equal(at.mode, S_IFREG | 04711);
     assert_int_equal(at.uid, 7);
     assert_int_equal(at.gid, 8);
@@ -586,34 +560,34 @@ static void test_setattr_times_change(void **state)
     /* "now" */
     zpl_setattr_t now = {.mask = ZPL_SET_ATIME_NOW | ZPL_SET_MTIME_NOW};
     assert_int_equal(zpl_setattr(a, &now, NULL), 0);
-    at = attr_of(a);
+    at = zfix_attr(a);
     assert_true(at.mtime_ns > 222 && at.atime_ns > 111);
     /* every data change bumps change and mtime */
     uint64_t c0 = at.change;
-    write_str(a, 0, "x");
-    assert_true(attr_of(a).change > c0);
+    zfix_write_str(a, 0, "x");
+    assert_true(zfix_attr(a).change > c0);
 
     /* atime=on (default): a read after a write updates atime (relatime) */
     char err[256];
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "atime", "on", err, sizeof(err)), 0);
     sa = (zpl_setattr_t){.mask = ZPL_SET_ATIME, .atime_ns = 1000};
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
-    uint64_t c1 = attr_of(a).change;
+    uint64_t c1 = zfix_attr(a).change;
     char buf[4];
     size_t nr;
     assert_int_equal(zpl_read(a, 0, 1, buf, &nr, NULL), 0);
-    at = attr_of(a);
+    at = zfix_attr(a);
     assert_true(at.atime_ns > 1000);
     assert_int_equal(at.change, c1);   /* atime does not bump the change attribute */
     /* ...but not on every read: a fresh atime stays as it is */
     int64_t t1 = at.atime_ns;
     assert_int_equal(zpl_read(a, 0, 1, buf, &nr, NULL), 0);
-    assert_int_equal(attr_of(a).atime_ns, t1);
+    assert_int_equal(zfix_attr(a).atime_ns, t1);
     /* atime=off: never */
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "atime", "off", err, sizeof(err)), 0);
     assert_int_equal(zpl_setattr(a, &sa, NULL), 0);
     assert_int_equal(zpl_read(a, 0, 1, buf, &nr, NULL), 0);
-    assert_int_equal(attr_of(a).atime_ns, 1000);
+    assert_int_equal(zfix_attr(a).atime_ns, 1000);
 
     /* access */
     zpl_cred_t owner = {.uid = 7, .gid = 99}, other = {.uid = 50, .gid = 50}, grp = {.uid = 50, .gid = 8};
@@ -669,7 +643,7 @@ static void test_readdir_cookies(void **state)
     zfix_t f;
     zfix_make(&f, "zplreaddir", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *d = mkdir_(root, "d");
+    zpl_node_t *d = zfix_mkdir(root, "d");
     enum { N = 600 };
     char name[64];
     for (int i = 0; i < N; i++) {
@@ -715,7 +689,7 @@ static void test_readdir_cookies(void **state)
         if (!removed && seen[i] != 1) fail_msg("survivor e%04d seen %d times", i, seen[i]);
         if (seen[i] > 1) fail_msg("e%04d seen %d times", i, seen[i]);
     }
-    assert_int_equal(zpl_readdir(mkfile(root, "plain"), 0, rd_cb, &r, &eof), -ENOTDIR);
+    assert_int_equal(zpl_readdir(zfix_mkfile(root, "plain"), 0, rd_cb, &r, &eof), -ENOTDIR);
     zpl_node_t *plain;
     assert_int_equal(zpl_lookup(root, "plain", &plain), 0);
     zpl_node_rele(plain);
@@ -733,8 +707,8 @@ static void test_handles(void **state)
     zfix_t f;
     zfix_make(&f, "zplfh", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    write_str(a, 0, "handle me");
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zfix_write_str(a, 0, "handle me");
     zpl_fh_t fa, froot;
     assert_int_equal(zpl_fh_encode(a, &fa), 0);
     assert_int_equal(zpl_fh_encode(root, &froot), 0);
@@ -765,7 +739,7 @@ static void test_handles(void **state)
     for (int i = 0; i < 50 && !reused; i++) {
         char name[32];
         snprintf(name, sizeof(name), "r%d", i);
-        zpl_node_t *r = mkfile(root, name);
+        zpl_node_t *r = zfix_mkfile(root, name);
         reused = zpl_node_ino(r) == ino;
         zpl_node_rele(r);
     }
@@ -798,19 +772,19 @@ static void test_snapshots_erofs(void **state)
     zfix_t f;
     zfix_make(&f, "zplsnap", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
-    write_str(a, 0, "old contents");
-    zpl_node_t *d = mkdir_(root, "d");
-    zpl_node_rele(mkfile(d, "f1"));
+    zpl_node_t *a = zfix_mkfile(root, "a");
+    zfix_write_str(a, 0, "old contents");
+    zpl_node_t *d = zfix_mkdir(root, "d");
+    zpl_node_rele(zfix_mkfile(d, "f1"));
     char snap[200], err[256];
     snprintf(snap, sizeof(snap), "%s@monday", f.fsname);
     assert_int_equal(dsl_snapshot(f.dp, snap, false, err, sizeof(err)), 0);
-    write_str(a, 0, "NEW");
+    zfix_write_str(a, 0, "NEW");
     assert_int_equal(zpl_remove(d, "f1", NULL), 0);
 
     zpl_node_t *ctl = NULL, *sdir = NULL, *sroot = NULL, *sa = NULL;
     assert_int_equal(zpl_lookup(root, ZPL_CTLDIR_NAME, &ctl), 0);
-    assert_true(S_ISDIR(attr_of(ctl).mode));
+    assert_true(S_ISDIR(zfix_attr(ctl).mode));
     assert_int_equal(zpl_lookup(ctl, "snapshot", &sdir), 0);
     rd_t r = {0};
     bool eof;
@@ -834,7 +808,7 @@ static void test_snapshots_erofs(void **state)
     assert_true(zpl_fs_readonly(sfs));
     assert_int_equal(zpl_lookup(sroot, "a", &sa), 0);
     expect_content(sa, 0, "old contents");
-    assert_int_equal(attr_of(sa).fsid, zpl_fs_guid(sfs));
+    assert_int_equal(zfix_attr(sa).fsid, zpl_fs_guid(sfs));
     zpl_node_t *sd = NULL;
     assert_int_equal(zpl_lookup(sroot, "d", &sd), 0);
     assert_int_equal(lookup_err(sd, "f1"), 0);
@@ -922,7 +896,7 @@ static void test_quota(void **state)
     char err[256];
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "quota", "4M", err, sizeof(err)), 0);
     zpl_node_t *root = zfix_root(&f);
-    zpl_node_t *a = mkfile(root, "a");
+    zpl_node_t *a = zfix_mkfile(root, "a");
     size_t len = 1024 * 1024;
     char *buf = malloc(len);
     cairn_rng_t rng;
@@ -992,7 +966,7 @@ static void test_space_cycle(void **state)
         for (int i = 0; i < nfiles; i++) {
             char name[32];
             snprintf(name, sizeof(name), "file%d", i);
-            zpl_node_t *n = mkfile(root, name);
+            zpl_node_t *n = zfix_mkfile(root, name);
             assert_int_equal(zpl_write(n, 0, len, buf, 0, NULL), 0);
             zpl_node_rele(n);
         }
@@ -1025,16 +999,7 @@ static void test_space_cycle(void **state)
         }
     }
     free(buf);
-    zfix_unmount(&f);
-    dsl_pool_close(f.dp);
-    f.dp = NULL;
-    assert_int_equal(spa_export(f.spa), 0);
-    f.spa = NULL;
-    const char *paths[] = {f.path};
-    spa_check_report_t rep;
-    assert_int_equal(spa_check(f.pool, paths, 1, &rep, err, sizeof(err)), 0);
-    assert_int_equal(rep.leaked_bytes, 0);
-    assert_int_equal(rep.double_bytes, 0);
+    zfix_export_check(&f);
     zfix_destroy(&f);
 }
 
@@ -1079,7 +1044,7 @@ static void test_concurrency(void **state)
     zfix_make(&f, "zplconc", 512 * CAIRN_MIB);
     zpl_node_t *root = zfix_root(&f);
     thr_t t[4];
-    zpl_node_t *d[3] = {mkdir_(root, "d0"), mkdir_(root, "d1"), mkdir_(root, "d2")};
+    zpl_node_t *d[3] = {zfix_mkdir(root, "d0"), zfix_mkdir(root, "d1"), zfix_mkdir(root, "d2")};
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
         t[i] = (thr_t){.f = &f, .d = {d[0], d[1], d[2]}, .id = i};
@@ -1091,7 +1056,7 @@ static void test_concurrency(void **state)
         rd_t r = {0};
         bool eof;
         assert_int_equal(zpl_readdir(d[i], 0, name_in, &r, &eof), 0);
-        assert_int_equal(attr_of(d[i]).size, r.n);
+        assert_int_equal(zfix_attr(d[i]).size, r.n);
         free(r.names);
         zpl_node_rele(d[i]);
     }

@@ -46,14 +46,6 @@ static void verify_range(zpl_node_t *n, uint64_t off, uint64_t len)
     free(want);
 }
 
-static void set_prop(zfix_t *f, const char *ds, const char *prop, const char *val)
-{
-    char err[256] = "";
-    int e = dsl_prop_set(f->dp, ds, prop, val, err, sizeof(err));
-    if (e) fprintf(stderr, "set %s=%s: %s\n", prop, val, err);
-    assert_int_equal(e, 0);
-}
-
 static void sync_all(zfix_t *f) { assert_int_equal(spa_txg_wait_synced(f->spa, 0), 0); }
 
 /* The file's records (128 KiB data blocks) born after min_txg. */
@@ -82,30 +74,18 @@ static void records(zfix_t *f, uint64_t min_txg, recs_t *r)
     dsl_dataset_rele(ds);
 }
 
-static uint64_t object_used(zfix_t *f, zpl_node_t *n)
-{
-    zpl_attr_t a;
-    assert_int_equal(zpl_getattr(n, &a), 0);
-    dsl_dataset_t *ds = NULL;
-    assert_int_equal(dsl_dataset_hold(f->dp, f->fsname, &ds), 0);
-    dmu_object_info_t info;
-    assert_int_equal(dmu_object_info(dsl_dataset_objset(ds), a.ino, &info), 0);
-    dsl_dataset_rele(ds);
-    return info.used_bytes;
-}
-
 static void test_compression_reaches_existing_file(void **state)
 {
     (void)state;
     zfix_t f;
     zfix_make(&f, "zplprops", 256ull << 20);
-    set_prop(&f, f.fsname, "compression", "off");
+    zfix_set_prop(&f, f.fsname, "compression", "off");
     zpl_node_t *root = zfix_root(&f), *n = NULL;
     assert_int_equal(
         zpl_create(root, "file", 0644, &zfix_cred, ZPL_CREATE_UNCHECKED, NULL, &n, NULL), 0);
     write_range(n, 0, 4 * RS);
     sync_all(&f);
-    uint64_t used_plain = object_used(&f, n);
+    uint64_t used_plain = zfix_object_info(&f, n).used_bytes;
     recs_t r;
     records(&f, 0, &r);
     assert_int_equal(r.n, 4);
@@ -116,11 +96,11 @@ static void test_compression_reaches_existing_file(void **state)
     }
     uint64_t before = spa_last_synced_txg(f.spa);
 
-    set_prop(&f, f.fsname, "compression", "gzip");
-    set_prop(&f, f.fsname, "checksum", "sha256");
+    zfix_set_prop(&f, f.fsname, "compression", "gzip");
+    zfix_set_prop(&f, f.fsname, "checksum", "sha256");
     write_range(n, 4 * RS, 4 * RS);
     sync_all(&f);
-    uint64_t used_gzip = object_used(&f, n) - used_plain;
+    uint64_t used_gzip = zfix_object_info(&f, n).used_bytes - used_plain;
     records(&f, before, &r);
     assert_int_equal(r.n, 4);
     for (size_t i = 0; i < r.n; i++) {
@@ -134,8 +114,8 @@ static void test_compression_reaches_existing_file(void **state)
 
     /* A value inherited from the parent reaches the file too. */
     before = spa_last_synced_txg(f.spa);
-    set_prop(&f, f.pool, "compression", "lz4");
-    set_prop(&f, f.pool, "copies", "2");
+    zfix_set_prop(&f, f.pool, "compression", "lz4");
+    zfix_set_prop(&f, f.pool, "copies", "2");
     char err[256] = "";
     assert_int_equal(dsl_prop_inherit(f.dp, f.fsname, "compression", err, sizeof(err)), 0);
     write_range(n, 8 * RS, 2 * RS);

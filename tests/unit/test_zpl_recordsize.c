@@ -18,18 +18,6 @@
 
 static uint8_t pat(uint64_t off) { return (uint8_t)((off * 2654435761u) >> 13) | 1; }
 
-static uint32_t record_size(zfix_t *f, zpl_node_t *n)
-{
-    zpl_attr_t a;
-    assert_int_equal(zpl_getattr(n, &a), 0);
-    dsl_dataset_t *ds = NULL;
-    assert_int_equal(dsl_dataset_hold(f->dp, f->fsname, &ds), 0);
-    dmu_object_info_t info;
-    assert_int_equal(dmu_object_info(dsl_dataset_objset(ds), a.ino, &info), 0);
-    dsl_dataset_rele(ds);
-    return info.props.recordsize;
-}
-
 static void append(zpl_node_t *n, uint64_t total, uint32_t chunk, zfix_t *f, bool sync_each)
 {
     uint8_t *b = malloc(chunk);
@@ -74,22 +62,22 @@ static void test_appends_grow_records(void **state)
                *far = make(root, "far");
 
     append(a, 1024 * KIB, 4 * KIB, &f, false);
-    assert_int_equal(record_size(&f, a), 128 * KIB);
+    assert_int_equal(zfix_object_info(&f, a).props.recordsize, 128 * KIB);
     verify(a, 1024 * KIB);
 
     /* Appends straddling txgs: the record grows while older txgs sync the old size. */
     append(s, 300 * KIB, 4 * KIB, &f, true);
-    assert_int_equal(record_size(&f, s), 128 * KIB);
+    assert_int_equal(zfix_object_info(&f, s).props.recordsize, 128 * KIB);
     verify(s, 300 * KIB);
 
     append(small, 6 * KIB, 2 * KIB, &f, false);
-    assert_int_equal(record_size(&f, small), 8 * KIB);
+    assert_int_equal(zfix_object_info(&f, small).props.recordsize, 8 * KIB);
     verify(small, 6 * KIB);
 
     uint8_t b[4096];
     for (unsigned i = 0; i < sizeof(b); i++) b[i] = 0x5a;
     assert_int_equal(zpl_write(far, 1024 * KIB, sizeof(b), b, 0, NULL), 0);
-    assert_int_equal(record_size(&f, far), 128 * KIB);
+    assert_int_equal(zfix_object_info(&f, far).props.recordsize, 128 * KIB);
 
     zpl_node_rele(a);
     zpl_node_rele(s);
@@ -101,15 +89,15 @@ static void test_appends_grow_records(void **state)
     assert_int_equal(zpl_lookup(root, "appended", &a), 0);
     assert_int_equal(zpl_lookup(root, "synced", &s), 0);
     assert_int_equal(zpl_lookup(root, "small", &small), 0);
-    assert_int_equal(record_size(&f, a), 128 * KIB);
-    assert_int_equal(record_size(&f, s), 128 * KIB);
-    assert_int_equal(record_size(&f, small), 8 * KIB);
+    assert_int_equal(zfix_object_info(&f, a).props.recordsize, 128 * KIB);
+    assert_int_equal(zfix_object_info(&f, s).props.recordsize, 128 * KIB);
+    assert_int_equal(zfix_object_info(&f, small).props.recordsize, 8 * KIB);
     verify(a, 1024 * KIB);
     verify(s, 300 * KIB);
     verify(small, 6 * KIB);
     /* A small file keeps growing after a restart. */
     append(small, 40 * KIB, 4 * KIB, &f, false);
-    assert_int_equal(record_size(&f, small), 64 * KIB);
+    assert_int_equal(zfix_object_info(&f, small).props.recordsize, 64 * KIB);
     verify(small, 40 * KIB);
     zpl_node_rele(a);
     zpl_node_rele(s);

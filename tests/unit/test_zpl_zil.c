@@ -344,17 +344,8 @@ static void crash_run(const char *name, report_t *r, zfix_t *f, bool expect_repl
 
 static void finish(zfix_t *f)
 {
-    zfix_unmount(f);
-    dsl_pool_close(f->dp);
-    assert_int_equal(spa_export(f->spa), 0);
-    const char *paths[] = {f->path};
-    spa_check_report_t rep;
-    char err[256] = "";
-    assert_int_equal(spa_check(f->pool, paths, 1, &rep, err, sizeof err), 0);
-    assert_int_equal(rep.leaked_bytes, 0);
-    assert_int_equal(rep.double_bytes, 0);
-    unlink(f->path);
-    rmdir(f->dir);
+    zfix_export_check(f);
+    zfix_destroy(f);
 }
 
 /* Every handle of the report resolves to its node with the same attributes, or is stale. */

@@ -27,8 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* One direction of transfer over the whole file: WRITEs of src, or (src NULL) READs. */
 typedef struct stream {
     const uint8_t *src;
+    const char *op; /* "read" or "write", for messages */
     uint64_t size, next, done;
     uint64_t chunk;
     unsigned inflight;
@@ -42,13 +44,14 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void wrote(int err, struct nfs_context *nfs, void *data, void *priv)
+/* A READ's or a WRITE's reply: err is the byte count, or negative with data the message. */
+static void completed(int err, struct nfs_context *nfs, void *data, void *priv)
 {
     (void)nfs;
     stream_t *s = priv;
     s->inflight--;
     if (err < 0) {
-        fprintf(stderr, "bench_nfs_stream: write: %s\n", (const char *)data);
+        fprintf(stderr, "bench_nfs_stream: %s: %s\n", s->op, (const char *)data);
         s->failed = true;
         return;
     }
@@ -58,8 +61,10 @@ static void wrote(int err, struct nfs_context *nfs, void *data, void *priv)
 static bool issue(struct nfs_context *nfs, struct nfsfh *fh, stream_t *s)
 {
     uint64_t n = s->size - s->next < s->chunk ? s->size - s->next : s->chunk;
-    if (nfs_pwrite_async(nfs, fh, s->next, n, s->src + s->next, wrote, s) != 0) {
-        fprintf(stderr, "bench_nfs_stream: queue write: %s\n", nfs_get_error(nfs));
+    int rc = s->src ? nfs_pwrite_async(nfs, fh, s->next, n, s->src + s->next, completed, s)
+                    : nfs_pread_async(nfs, fh, s->next, n, completed, s);
+    if (rc != 0) {
+        fprintf(stderr, "bench_nfs_stream: queue %s: %s\n", s->op, nfs_get_error(nfs));
         return false;
     }
     s->next += n;
@@ -67,56 +72,53 @@ static bool issue(struct nfs_context *nfs, struct nfsfh *fh, stream_t *s)
     return true;
 }
 
-static void got(int err, struct nfs_context *nfs, void *data, void *priv)
+/* Keeps depth requests in flight until the whole file is through; false on an error
+ * of the transport (a failed request sets s->failed). */
+static bool pump(struct nfs_context *nfs, struct nfsfh *fh, stream_t *s, unsigned depth)
 {
-    (void)nfs;
-    stream_t *s = priv;
-    s->inflight--;
-    if (err < 0) {
-        fprintf(stderr, "bench_nfs_stream: read: %s\n", (const char *)data);
-        s->failed = true;
-        return;
+    while (!s->failed && (s->next < s->size || s->inflight)) {
+        while (!s->failed && s->next < s->size && s->inflight < depth)
+            if (!issue(nfs, fh, s)) return false;
+        struct pollfd p = {.fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs)};
+        if (poll(&p, 1, 1000) < 0) {
+            perror("poll");
+            return false;
+        }
+        if (nfs_service(nfs, p.revents) < 0) {
+            fprintf(stderr, "bench_nfs_stream: service: %s\n", nfs_get_error(nfs));
+            return false;
+        }
     }
-    s->done += (uint64_t)err;
+    return true;
+}
+
+/* Mounts the export of urlstr; NULL after a message. */
+static struct nfs_context *mount_url(const char *urlstr, struct nfs_url **url)
+{
+    struct nfs_context *nfs = nfs_init_context();
+    *url = nfs ? nfs_parse_url_full(nfs, urlstr) : NULL;
+    if (!*url || nfs_mount(nfs, (*url)->server, (*url)->path) != 0) {
+        fprintf(stderr, "bench_nfs_stream: %s: %s\n", urlstr, nfs ? nfs_get_error(nfs) : "no memory");
+        return NULL;
+    }
+    return nfs;
 }
 
 /* -r: the whole file, DEPTH READs in flight. */
 static int read_stream(const char *urlstr, uint64_t chunk, unsigned depth)
 {
-    struct nfs_context *nfs = nfs_init_context();
-    struct nfs_url *url = nfs ? nfs_parse_url_full(nfs, urlstr) : NULL;
-    if (!url || nfs_mount(nfs, url->server, url->path) != 0) {
-        fprintf(stderr, "bench_nfs_stream: %s: %s\n", urlstr, nfs ? nfs_get_error(nfs) : "no memory");
-        return 1;
-    }
+    struct nfs_url *url;
+    struct nfs_context *nfs = mount_url(urlstr, &url);
+    if (!nfs) return 1;
     struct nfsfh *fh;
     struct nfs_stat_64 st;
     if (nfs_open(nfs, url->file, O_RDONLY, &fh) != 0 || nfs_fstat64(nfs, fh, &st) != 0) {
         fprintf(stderr, "bench_nfs_stream: open %s: %s\n", url->file, nfs_get_error(nfs));
         return 1;
     }
-    stream_t s = {.size = st.nfs_size, .chunk = chunk};
+    stream_t s = {.op = "read", .size = st.nfs_size, .chunk = chunk};
     double t0 = now();
-    while (!s.failed && (s.next < s.size || s.inflight)) {
-        while (!s.failed && s.next < s.size && s.inflight < depth) {
-            uint64_t n = s.size - s.next < s.chunk ? s.size - s.next : s.chunk;
-            if (nfs_pread_async(nfs, fh, s.next, n, got, &s) != 0) {
-                fprintf(stderr, "bench_nfs_stream: queue read: %s\n", nfs_get_error(nfs));
-                return 1;
-            }
-            s.next += n;
-            s.inflight++;
-        }
-        struct pollfd p = {.fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs)};
-        if (poll(&p, 1, 1000) < 0) {
-            perror("poll");
-            return 1;
-        }
-        if (nfs_service(nfs, p.revents) < 0) {
-            fprintf(stderr, "bench_nfs_stream: service: %s\n", nfs_get_error(nfs));
-            return 1;
-        }
-    }
+    if (!pump(nfs, fh, &s, depth)) return 1;
     if (s.failed || s.done != s.size) {
         fprintf(stderr, "bench_nfs_stream: %llu of %llu bytes read\n", (unsigned long long)s.done,
                 (unsigned long long)s.size);
@@ -150,38 +152,23 @@ int main(int argc, char **argv)
         perror(argv[1]);
         return 1;
     }
-    stream_t s = {.size = (uint64_t)st.st_size, .chunk = strtoull(argv[3], NULL, 0)};
+    stream_t s = {.op = "write", .size = (uint64_t)st.st_size, .chunk = strtoull(argv[3], NULL, 0)};
     unsigned depth = (unsigned)strtoul(argv[4], NULL, 0);
     s.src = mmap(NULL, s.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (s.src == MAP_FAILED || !s.chunk || !depth) {
         fprintf(stderr, "bench_nfs_stream: bad source, CHUNK or DEPTH\n");
         return 1;
     }
-    struct nfs_context *nfs = nfs_init_context();
-    struct nfs_url *url = nfs ? nfs_parse_url_full(nfs, argv[2]) : NULL;
-    if (!url || nfs_mount(nfs, url->server, url->path) != 0) {
-        fprintf(stderr, "bench_nfs_stream: %s: %s\n", argv[2], nfs ? nfs_get_error(nfs) : "no memory");
-        return 1;
-    }
+    struct nfs_url *url;
+    struct nfs_context *nfs = mount_url(argv[2], &url);
+    if (!nfs) return 1;
     struct nfsfh *fh;
     if (nfs_open2(nfs, url->file, O_CREAT | O_WRONLY | O_TRUNC, 0644, &fh) != 0) {
         fprintf(stderr, "bench_nfs_stream: open %s: %s\n", url->file, nfs_get_error(nfs));
         return 1;
     }
     double t0 = now();
-    while (!s.failed && (s.next < s.size || s.inflight)) {
-        while (!s.failed && s.next < s.size && s.inflight < depth)
-            if (!issue(nfs, fh, &s)) return 1;
-        struct pollfd p = {.fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs)};
-        if (poll(&p, 1, 1000) < 0) {
-            perror("poll");
-            return 1;
-        }
-        if (nfs_service(nfs, p.revents) < 0) {
-            fprintf(stderr, "bench_nfs_stream: service: %s\n", nfs_get_error(nfs));
-            return 1;
-        }
-    }
+    if (!pump(nfs, fh, &s, depth)) return 1;
     if (s.failed || s.done != s.size || nfs_fsync(nfs, fh) != 0 || nfs_close(nfs, fh) != 0) {
         fprintf(stderr, "bench_nfs_stream: %llu of %llu bytes written: %s\n",
                 (unsigned long long)s.done, (unsigned long long)s.size, nfs_get_error(nfs));
