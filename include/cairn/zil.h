@@ -135,4 +135,8 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out);
  * (the behaviour before the log existed; benchmarks compare the two). */
 void zil_set_txg_only(zilog_t *zl, bool txg_only);
 
+/* Tests: a committer woken to become the writer waits until the writer before
+ * it has published its batch (the order a busy scheduler may impose). */
+void zil_test_hold_woken_writer(bool on);
+
 #endif

@@ -681,6 +681,10 @@ static void wake_waiters_locked(zilog_t *zl, bool all)
     }
 }
 
+static atomic_bool hold_woken_writer;
+
+void zil_test_hold_woken_writer(bool on) { atomic_store(&hold_woken_writer, on); }
+
 /* Sleeps until wake_waiters_locked picks this committer. Under the lock. */
 static void wait_publication_locked(zilog_t *zl, uint64_t seq)
 {
@@ -722,6 +726,10 @@ int zil_commit(zilog_t *zl, uint64_t seq)
             if (zl->writer && zl->head && !zl->writer_waiting) {
                 zl->writer_waiting = true;
                 pthread_cond_wait(&zl->writer_cv, &zl->lock);
+                /* Tests: the scheduler's worst case, the writer publishing
+                 * before this thread runs again. */
+                while (atomic_load(&hold_woken_writer) && zl->published != zl->tickets)
+                    pthread_cond_wait(&zl->done_cv, &zl->lock);
                 zl->writer_waiting = false;
             } else {
                 wait_publication_locked(zl, seq);
@@ -757,6 +765,11 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         wake_waiters_locked(zl, false);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
     }
+    /* Leaving, hand the role on. The publication above skipped picking a next
+     * writer while one waited on writer_cv; that one may be this thread, whose
+     * record the publication covered - it leaves here without writing what
+     * others queued since, and they sleep until someone picks them. */
+    if (!zl->writer_waiting) wake_waiters_locked(zl, false);
     pthread_mutex_unlock(&zl->lock);
     return err;
 }

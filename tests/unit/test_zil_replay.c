@@ -295,6 +295,90 @@ static void test_group_commit(void **state)
     zfx_done(&z);
 }
 
+/* Committers that each wait for their own record only (as volumes and NFS
+ * commit), in rounds that start together: each round ends with a last
+ * committer and nobody after it to rescue it. A committer waiting to become
+ * the writer could leave because the publication it woke for covered its own
+ * record, while the committer whose record came after slept on with nobody to
+ * write it: a sync write hung until the next one arrived. */
+#define ROUND_THREADS 8
+#define ROUNDS 1500
+
+typedef struct round {
+    zfx_t *z;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int round, ready, done;
+} round_t;
+
+typedef struct round_arg {
+    round_t *r;
+    int id;
+} round_arg_t;
+
+static void *round_writer(void *arg)
+{
+    round_arg_t *a = arg;
+    round_t *r = a->r;
+    uint8_t b[BLK];
+    for (int n = 0; n < ROUNDS; n++) {
+        pthread_mutex_lock(&r->lock);
+        while (r->round < n) pthread_cond_wait(&r->cv, &r->lock);
+        pthread_mutex_unlock(&r->lock);
+        uint64_t blk = (uint64_t)a->id;
+        pattern(b, (uint64_t)n);
+        dmu_tx_t *tx = dmu_tx_begin(r->z->os);
+        assert_int_equal(dmu_write(r->z->os, r->z->obj, blk * BLK, BLK, b, tx), 0);
+        uint64_t txg = dmu_tx_txg(tx);
+        dmu_tx_commit(tx);
+        uint64_t seq = zil_log(r->z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg,
+                                                      .obj = r->z->obj, .off = blk * BLK,
+                                                      .len = BLK});
+        assert_int_equal(zil_commit(r->z->zl, seq), 0);
+        pthread_mutex_lock(&r->lock);
+        r->done++;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->lock);
+    }
+    return NULL;
+}
+
+static void test_last_committer_not_stranded(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zilrounds");
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    zil_test_hold_woken_writer(true);
+    round_t r = {.z = &z, .round = -1};
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    pthread_t th[ROUND_THREADS];
+    round_arg_t a[ROUND_THREADS];
+    for (int i = 0; i < ROUND_THREADS; i++) {
+        a[i] = (round_arg_t){&r, i};
+        assert_int_equal(pthread_create(&th[i], NULL, round_writer, &a[i]), 0);
+    }
+    for (int n = 0; n < ROUNDS; n++) {
+        pthread_mutex_lock(&r.lock);
+        r.round = n;
+        pthread_cond_broadcast(&r.cv);
+        /* A liveness bound, not a timing: a round takes milliseconds; a stranded
+         * committer never finishes. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 60;
+        while (r.done < (n + 1) * ROUND_THREADS)
+            if (pthread_cond_timedwait(&r.cv, &r.lock, &until) == ETIMEDOUT)
+                fail_msg("round %d: a committer never returned from zil_commit", n);
+        pthread_mutex_unlock(&r.lock);
+    }
+    for (int i = 0; i < ROUND_THREADS; i++) pthread_join(th[i], NULL);
+    zil_test_hold_woken_writer(false);
+    for (int i = 0; i < ROUND_THREADS; i++) assert_true(block_is(&z, (uint64_t)i, ROUNDS - 1));
+    zfx_done(&z);
+}
+
 /* Chains at the pool level: a corrupted block ends the chain there. */
 static void test_chain_torn_tail(void **state)
 {
@@ -464,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_replay_after_crash),
         cmocka_unit_test(test_replay_exactly_once),
         cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_last_committer_not_stranded),
         cmocka_unit_test(test_chain_torn_tail),
         cmocka_unit_test(test_powercut),
         cmocka_unit_test(test_destroy_drops_log),
