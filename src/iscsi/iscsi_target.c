@@ -74,6 +74,7 @@
 #define IO_TIMEOUT_S 20                  /* a send or the rest of a PDU */
 #define MAX_R2T 16
 #define RX_BUF 65536                     /* receive buffer of a connection */
+#define TX_BUF 65536                     /* replies the reader holds back, see send_pdu */
 
 typedef struct itarget itarget_t;
 typedef struct iconn iconn_t;
@@ -149,6 +150,11 @@ struct iconn {
      * in flight several PDUs arrive together, and one recv serves them all. */
     uint8_t rx[RX_BUF];
     uint32_t rx_pos, rx_end;
+    /* Replies the reader made while more commands waited in rx: they go out
+     * together, in one writev, before anything else is sent or the reader
+     * blocks (send_lock). */
+    uint8_t tx[TX_BUF];
+    uint32_t tx_len;
     iconn_t *next;
 };
 
@@ -207,6 +213,8 @@ static int send_iov(int fd, struct iovec *iov, int iovcnt)
     return 0;
 }
 
+static int tx_flush(iconn_t *c);
+
 /* len bytes of the stream: first what the receive buffer holds, then from
  * the socket - big data segments straight into place, the rest through the
  * buffer, which keeps whatever else the same recv() returned. */
@@ -223,6 +231,8 @@ static int rx_read(iconn_t *c, void *dst, size_t len)
     }
     if (!len) return 0;
     c->rx_pos = c->rx_end = 0;
+    int rc = tx_flush(c); /* the initiator may wait for them before it sends more */
+    if (rc) return rc;
     if (len >= RX_BUF / 2) return recv_all(c->fd, d, len);
     while (len) {
         ssize_t n = recv(c->fd, c->rx, RX_BUF, 0);
@@ -239,6 +249,30 @@ static int rx_read(iconn_t *c, void *dst, size_t len)
         c->rx_end = (uint32_t)n;
     }
     return 0;
+}
+
+/* The connection whose reader is handling a command on this thread, so its
+ * replies may be held back (send_pdu); NULL on workers and for PDUs whose
+ * handling may wait (task management, logout). */
+static __thread iconn_t *batching_conn;
+
+/* Sends the held-back replies, then iov. send_lock held. A failed send kills
+ * the connection. */
+static int send_locked(iconn_t *c, const struct iovec *iov, int n)
+{
+    struct iovec all[8];
+    int k = 0;
+    if (c->tx_len) all[k++] = (struct iovec){c->tx, c->tx_len};
+    for (int i = 0; i < n; i++) all[k++] = iov[i];
+    int rc = k ? send_iov(c->fd, all, k) : 0;
+    c->tx_len = 0;
+    if (rc) {
+        pthread_mutex_lock(&c->lock);
+        c->dead = true;
+        pthread_mutex_unlock(&c->lock);
+        shutdown(c->fd, SHUT_RDWR);
+    }
+    return rc;
 }
 
 /* How a sent PDU treats StatSN. */
@@ -283,14 +317,31 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
             iov[n++] = (struct iovec){dd, 4};
         }
     }
-    int rc = send_iov(c->fd, iov, n);
-    pthread_mutex_unlock(&c->send_lock);
-    if (rc) {
-        pthread_mutex_lock(&c->lock);
-        c->dead = true;
-        pthread_mutex_unlock(&c->lock);
-        shutdown(c->fd, SHUT_RDWR);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += iov[i].iov_len;
+    if (batching_conn == c && c->rx_pos < c->rx_end && total <= TX_BUF - c->tx_len) {
+        /* The reader answers a command while more wait in its buffer: hold the
+         * reply, so one writev (and one wakeup of the initiator) carries the
+         * replies to everything that arrived together. */
+        for (int i = 0; i < n; i++) {
+            memcpy(c->tx + c->tx_len, iov[i].iov_base, iov[i].iov_len);
+            c->tx_len += (uint32_t)iov[i].iov_len;
+        }
+        pthread_mutex_unlock(&c->send_lock);
+        return 0;
     }
+    int rc = send_locked(c, iov, n);
+    pthread_mutex_unlock(&c->send_lock);
+    return rc;
+}
+
+/* Sends what the reader held back; the reader calls it before it can block. */
+static int tx_flush(iconn_t *c)
+{
+    if (!c->tx_len) return 0; /* only the reader adds to tx: no lock needed to look */
+    pthread_mutex_lock(&c->send_lock);
+    int rc = send_locked(c, NULL, 0);
+    pthread_mutex_unlock(&c->send_lock);
     return rc;
 }
 
@@ -320,6 +371,8 @@ static int recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data)
 {
     memset(p, 0, sizeof *p);
     if (c->rx_pos == c->rx_end) { /* idle timer only when nothing is buffered */
+        int frc = tx_flush(c);
+        if (frc) return frc;
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         int pr;
         do pr = poll(&pfd, 1, timeout_ms);
@@ -1791,6 +1844,12 @@ static void full_feature(iconn_t *c)
         c->ping_ttt = 0; /* any PDU proves the initiator alive */
         int rc = 0;
         bool stop = false;
+        /* Commands and their data never wait for the initiator: their replies
+         * may be held back; anything else first sends what is held. */
+        if (p.info.opcode == ISCSI_OP_SCSI_CMD || p.info.opcode == ISCSI_OP_DATA_OUT)
+            batching_conn = c;
+        else if (tx_flush(c))
+            break;
         switch (p.info.opcode) {
         case ISCSI_OP_SCSI_CMD: rc = on_scsi_cmd(c, &p); break;
         case ISCSI_OP_DATA_OUT:
@@ -1809,6 +1868,7 @@ static void full_feature(iconn_t *c)
             send_reject(c, p.bhs, ISCSI_REJECT_NOT_SUPPORTED);
             break;
         }
+        batching_conn = NULL;
         rx_free(&p);
         if (rc < 0 || stop) break;
         pthread_mutex_lock(&c->lock);
@@ -1816,6 +1876,7 @@ static void full_feature(iconn_t *c)
         pthread_mutex_unlock(&c->lock);
         if (dead) break;
     }
+    tx_flush(c); /* a reject, say, made while replies were held */
 }
 
 /* ============================================================ connections */
