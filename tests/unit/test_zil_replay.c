@@ -62,8 +62,9 @@ static void pattern(uint8_t *b, uint64_t tag)
     for (int i = 0; i < BLK; i++) b[i] = (uint8_t)(tag * 31 + i * 7 + 1) | 1;
 }
 
-/* One logged write of block i, committed; returns its txg. */
-static uint64_t logged_write(zfx_t *z, uint64_t i, uint64_t tag)
+/* Writes block i and logs it, not yet committed; returns its txg, *seq the
+ * record's sequence number. */
+static uint64_t write_and_log(zfx_t *z, uint64_t i, uint64_t tag, uint64_t *seq)
 {
     uint8_t b[BLK];
     pattern(b, tag);
@@ -71,8 +72,17 @@ static uint64_t logged_write(zfx_t *z, uint64_t i, uint64_t tag)
     assert_int_equal(dmu_write(z->os, z->obj, i * BLK, BLK, b, tx), 0);
     uint64_t txg = dmu_tx_txg(tx);
     dmu_tx_commit(tx);
-    zil_log(z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg, .obj = z->obj, .off = i * BLK,
-                                .len = BLK});
+    *seq = zil_log(z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg, .obj = z->obj,
+                                       .off = i * BLK, .len = BLK});
+    return txg;
+}
+
+/* One logged write of block i, committed with everything logged before it;
+ * returns its txg. */
+static uint64_t logged_write(zfx_t *z, uint64_t i, uint64_t tag)
+{
+    uint64_t seq;
+    uint64_t txg = write_and_log(z, i, tag, &seq);
     assert_int_equal(zil_commit(z->zl, 0), 0);
     return txg;
 }
@@ -308,7 +318,7 @@ typedef struct round {
     zfx_t *z;
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    int round, ready, done;
+    int round, done;         /* the round released; commits returned, all rounds */
 } round_t;
 
 typedef struct round_arg {
@@ -320,21 +330,13 @@ static void *round_writer(void *arg)
 {
     round_arg_t *a = arg;
     round_t *r = a->r;
-    uint8_t b[BLK];
     for (int n = 0; n < ROUNDS; n++) {
         pthread_mutex_lock(&r->lock);
         while (r->round < n) pthread_cond_wait(&r->cv, &r->lock);
         pthread_mutex_unlock(&r->lock);
-        uint64_t blk = (uint64_t)a->id;
-        pattern(b, (uint64_t)n);
-        dmu_tx_t *tx = dmu_tx_begin(r->z->os);
-        assert_int_equal(dmu_write(r->z->os, r->z->obj, blk * BLK, BLK, b, tx), 0);
-        uint64_t txg = dmu_tx_txg(tx);
-        dmu_tx_commit(tx);
-        uint64_t seq = zil_log(r->z->zl, &(zil_rec_t){.type = ZIL_REC_WRITE, .txg = txg,
-                                                      .obj = r->z->obj, .off = blk * BLK,
-                                                      .len = BLK});
-        assert_int_equal(zil_commit(r->z->zl, seq), 0);
+        uint64_t seq;
+        write_and_log(r->z, (uint64_t)a->id, (uint64_t)n, &seq);
+        assert_int_equal(zil_commit(r->z->zl, seq), 0); /* its own record only */
         pthread_mutex_lock(&r->lock);
         r->done++;
         pthread_cond_broadcast(&r->cv);
