@@ -64,13 +64,19 @@ uint64_t spa_last_synced_txg(spa_t *spa)
     return t;
 }
 
-/* Whether the open txg's dirty data has reached num/den of dirty_max: 1/1 is the
- * throttle's limit (spa_tx_hold waits), 3/4 its forecast (spa_tx_would_throttle),
- * 1/4 where the sync thread closes the txg. Computed here only, so that the
- * throttle and its forecast cannot drift apart. tx.lock held. */
+/* num/den of dirty_max, and whether the open txg's dirty data has reached it:
+ * 1/1 is the throttle's limit (spa_tx_hold waits), 3/4 its forecast
+ * (spa_tx_would_throttle), 1/4 where the sync thread closes the txg (and
+ * spa_dirty_add wakes it on the crossing). Computed here only, so that these
+ * cannot drift apart. tx.lock held. */
+static uint64_t dirty_share(const spa_t *spa, uint64_t num, uint64_t den)
+{
+    return spa->dirty_max / den * num;
+}
+
 static bool open_dirty_reaches(const spa_t *spa, uint64_t num, uint64_t den)
 {
-    return spa->tx.dirty[spa->tx.open_txg & 3] >= spa->dirty_max / den * num;
+    return spa->tx.dirty[spa->tx.open_txg & 3] >= dirty_share(spa, num, den);
 }
 
 /* Throttle: wait while the open txg is full and a sync is making room. */
@@ -142,8 +148,8 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
     tx->space[txg & 3] += space;
     atomic_fetch_add_explicit(&spa->space_claimed, space, memory_order_relaxed);
     /* Only the crossing is news to the sync thread (txg_should_close). */
-    if (txg == tx->open_txg && before < spa->dirty_max / 4 && open_dirty_reaches(spa, 1, 4))
-        pthread_cond_signal(&tx->sync_cv);
+    uint64_t close_at = dirty_share(spa, 1, 4);
+    if (txg == tx->open_txg && before < close_at && *d >= close_at) pthread_cond_signal(&tx->sync_cv);
     pthread_mutex_unlock(&tx->lock);
 }
 
