@@ -154,7 +154,8 @@ struct iconn {
      * together, in one writev, before anything else is sent or the reader
      * blocks (send_lock). */
     uint8_t tx[TX_BUF];
-    uint32_t tx_len;
+    uint32_t tx_len;          /* send_lock: a worker's send empties it too */
+    bool tx_held;             /* reader only: it held replies since its last flush */
     iconn_t *next;
 };
 
@@ -260,7 +261,7 @@ static __thread iconn_t *batching_conn;
  * the connection. */
 static int send_locked(iconn_t *c, const struct iovec *iov, int n)
 {
-    struct iovec all[8];
+    struct iovec all[6]; /* the held replies and a PDU's five parts (send_pdu) */
     int k = 0;
     if (c->tx_len) all[k++] = (struct iovec){c->tx, c->tx_len};
     for (int i = 0; i < n; i++) all[k++] = iov[i];
@@ -327,6 +328,7 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
             memcpy(c->tx + c->tx_len, iov[i].iov_base, iov[i].iov_len);
             c->tx_len += (uint32_t)iov[i].iov_len;
         }
+        c->tx_held = true;
         pthread_mutex_unlock(&c->send_lock);
         return 0;
     }
@@ -338,7 +340,10 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
 /* Sends what the reader held back; the reader calls it before it can block. */
 static int tx_flush(iconn_t *c)
 {
-    if (!c->tx_len) return 0; /* only the reader adds to tx: no lock needed to look */
+    /* The reader's own flag, not tx_len, which a worker may be emptying: the
+     * send lock is taken only when there may be something to send. */
+    if (!c->tx_held) return 0;
+    c->tx_held = false;
     pthread_mutex_lock(&c->send_lock);
     int rc = send_locked(c, NULL, 0);
     pthread_mutex_unlock(&c->send_lock);
