@@ -116,6 +116,9 @@ uint64_t spa_last_synced_txg(spa_t *spa);
 
 /* ---- properties: size alloc free capacity health guid ashift (read-only),
  *      comment, txg_timeout, dirty_max (settable, kept in the labels) ---- */
+/* dirty_max of a pool whose administrator never set one: a tenth of memory,
+ * from 256 MiB to 4 GiB. */
+uint64_t spa_default_dirty_max(void);
 int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len);
 int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen);
 /* Names of all pool properties, NULL-terminated. */

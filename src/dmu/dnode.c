@@ -120,11 +120,17 @@ enum { LK_ZERO = 0, LK_DATA = 1, LK_BP = 2 };
  * back at once: posix_memalign splits and the frees coalesce and split again
  * (a tenth of the CPU of 4 KiB sync writes went to malloc's chunk lists).
  * Freed buffers of a power-of-two size from 4 KiB to 1 MiB are kept on a list
- * per size, up to BUFCACHE_BYTES each, and handed out again as they are.
+ * per size and handed out again as they are, up to half the default dirty_max
+ * in all: what one txg's sync frees, the next txg's writers reuse. The budget
+ * is that large because the allocator would otherwise hand big txgs' memory
+ * back to the system - a thread's arena deletes a whole free heap - and the
+ * next txg faults it in again, zeroing every page: with 8 MiB kept per size,
+ * 128 KiB sequential writes spent a third of their CPU in page faults once
+ * txgs grew to hundreds of MiB. The memory stays with the process, as a
+ * kernel's slab caches keep theirs.
  */
 #define BUFCACHE_MIN_SHIFT 12
 #define BUFCACHE_CLASSES 9 /* 4 KiB .. 1 MiB */
-#define BUFCACHE_BYTES (8u << 20)
 
 typedef struct bufcache_class {
     pthread_mutex_t lock;
@@ -134,6 +140,7 @@ typedef struct bufcache_class {
 
 static bufcache_class_t bufcache[BUFCACHE_CLASSES] = {
     [0 ... BUFCACHE_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static _Atomic uint64_t bufcache_kept, bufcache_budget;
 
 /* The class of an aligned size, or -1 when it is not one of them. Under
  * AddressSanitizer nothing is kept, so a use after free stays visible. */
@@ -161,7 +168,10 @@ void *dmu_buf_alloc(size_t size)
             bc->n--;
         }
         pthread_mutex_unlock(&bc->lock);
-        if (p) return p;
+        if (p) {
+            atomic_fetch_sub(&bufcache_kept, asz);
+            return p;
+        }
     }
     void *p = NULL;
     if (posix_memalign(&p, CAIRN_IO_ALIGN, asz)) abort();
@@ -171,17 +181,22 @@ void *dmu_buf_alloc(size_t size)
 void dmu_buf_free(void *p, size_t size)
 {
     if (!p) return;
-    int c = bufcache_class(CAIRN_P2ROUNDUP(size, (size_t)CAIRN_IO_ALIGN));
+    size_t asz = CAIRN_P2ROUNDUP(size, (size_t)CAIRN_IO_ALIGN);
+    int c = bufcache_class(asz);
     if (c >= 0) {
-        bufcache_class_t *bc = &bufcache[c];
-        pthread_mutex_lock(&bc->lock);
-        if ((size_t)(bc->n + 1) << (BUFCACHE_MIN_SHIFT + c) <= BUFCACHE_BYTES) {
+        uint64_t budget = atomic_load(&bufcache_budget);
+        if (!budget) atomic_store(&bufcache_budget, budget = spa_default_dirty_max() / 2);
+        /* Reserve first, so concurrent frees cannot overshoot the budget together. */
+        if (atomic_fetch_add(&bufcache_kept, asz) + asz <= budget) {
+            bufcache_class_t *bc = &bufcache[c];
+            pthread_mutex_lock(&bc->lock);
             memcpy(p, &bc->head, sizeof(void *));
             bc->head = p;
             bc->n++;
-            p = NULL;
+            pthread_mutex_unlock(&bc->lock);
+            return;
         }
-        pthread_mutex_unlock(&bc->lock);
+        atomic_fetch_sub(&bufcache_kept, asz);
     }
     free(p);
 }

@@ -112,6 +112,7 @@ struct spa {
     char comment[SPA_COMMENT_MAX];
     uint64_t txg_timeout_ms;
     uint64_t dirty_max;
+    bool dirty_max_set;             /* set by an administrator: kept in the labels */
     uint64_t config_txg;
 
     spa_uberblock_phys_t ub;        /* the last durable uberblock */

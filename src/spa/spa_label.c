@@ -87,7 +87,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     cairn_strlcpy(cfg->name, spa->name, sizeof cfg->name);
     cairn_strlcpy(cfg->comment, spa->comment, sizeof cfg->comment);
     cfg->txg_timeout_ms = spa->txg_timeout_ms;
-    cfg->dirty_max = spa->dirty_max;
+    cfg->dirty_max = spa->dirty_max_set ? spa->dirty_max : 0; /* 0: the default */
     uint32_t idx = 0;
     fill_vdevs(spa->root, -1, cfg->vdevs, &idx);
     return cfg;
