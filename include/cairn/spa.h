@@ -119,6 +119,8 @@ uint64_t spa_last_synced_txg(spa_t *spa);
 /* dirty_max of a pool whose administrator never set one: a tenth of memory,
  * from 256 MiB to 4 GiB. */
 uint64_t spa_default_dirty_max(void);
+/* Whether a settable property still has its default value (source "default"). */
+bool spa_prop_is_default(spa_t *spa, const char *prop);
 int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len);
 int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen);
 /* Names of all pool properties, NULL-terminated. */

@@ -729,8 +729,9 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
     p->target = cairnd_arena_strdup(a, spa_name(spa));
     p->name = cairnd_arena_strdup(a, name);
     p->value = cairnd_arena_strdup(a, rc ? "-" : buf);
-    p->source = cairnd_arena_strdup(a, prop_readonly(name) ? "-" : (rc || !buf[0]) ? "default"
-                                                                                     : "local");
+    p->source = cairnd_arena_strdup(a, prop_readonly(name)                         ? "-"
+                                       : (rc || spa_prop_is_default(spa, name)) ? "default"
+                                                                                 : "local");
     pl->props[pl->n_props++] = p;
 }
 

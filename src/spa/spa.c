@@ -823,6 +823,14 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     return 0;
 }
 
+bool spa_prop_is_default(spa_t *spa, const char *prop)
+{
+    if (!strcmp(prop, "comment")) return !spa->comment[0];
+    if (!strcmp(prop, "txg_timeout")) return spa->txg_timeout_ms == SPA_DEFAULT_TXG_TIMEOUT_MS;
+    if (!strcmp(prop, "dirty_max")) return !spa->dirty_max_set;
+    return false;
+}
+
 int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen)
 {
     bool known = false;

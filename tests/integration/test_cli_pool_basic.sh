@@ -58,6 +58,16 @@ awk -F'\t' '$3 !~ /^[0-9]+$/ { exit 1 }' "$LAST_STDOUT" || fail "get -p: $(cat "
 run_ok "$CAIRN" pool get --json all p1
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert any(p["property"]=="comment" and p["value"]=="hello" for p in d["properties"])' "$LAST_STDOUT" \
     || fail "get --json all: $(cat "$LAST_STDOUT")"
+# dirty_max: a tenth of memory (256 MiB to 4 GiB) until an administrator sets one,
+# and only a value set is kept in the labels.
+mem=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+dirty_default=$(python3 -c 'import sys; print(min(max(int(sys.argv[1]) * 1024 // 10, 256 << 20), 4 << 30))' "$mem")
+run_ok "$CAIRN" pool get -H -p dirty_max p2
+[ "$(cat "$LAST_STDOUT")" = "$(printf 'p2\tdirty_max\t%s\tdefault' "$dirty_default")" ] \
+    || fail "dirty_max default: $(cat "$LAST_STDOUT"), want $dirty_default"
+run_ok "$CAIRN" pool set dirty_max=512M p1
+run_ok "$CAIRN" pool get -H -p dirty_max p1
+[ "$(cat "$LAST_STDOUT")" = "$(printf 'p1\tdirty_max\t536870912\tlocal')" ] || fail "dirty_max set: $(cat "$LAST_STDOUT")"
 pass "get and set"
 
 run_ok "$CAIRN" pool scrub p2
@@ -78,6 +88,8 @@ expect_stdout '^p1 +[0-9]+ +exported'
 run_ok "$CAIRN" pool import -d "$T/p1" p1
 run_ok "$CAIRN" pool get -H comment p1
 expect_stdout 'hello'
+run_ok "$CAIRN" pool get -H -p dirty_max p1
+expect_stdout '	536870912	local$'
 pass "export and import keep the pool's properties"
 
 run_ok "$CAIRN" pool destroy p3
@@ -94,6 +106,8 @@ daemon_stop
 daemon_start d1
 run_ok "$CAIRN" pool list -H
 for p in p1 p2 p3; do grep -q "^$p	" "$LAST_STDOUT" || fail "$p missing after restart"; done
+run_ok "$CAIRN" pool get -H -p dirty_max p2
+expect_stdout "	$dirty_default	default\$"
 pass "restart restores pools"
 
 # Crash: kill -9, restart, pools are back.
