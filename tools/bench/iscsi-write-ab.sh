@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# iscsi-write-ab.sh: iSCSI writes of two (or more) Cairn builds, alternating, each
+# run on a fresh daemon; CPU counted until the last txg has synced. Never pass/fail.
+#
+#   tools/bench/iscsi-write-ab.sh KIND [LABEL=]BUILD_DIR...
+#     KIND       randwrite (4 KiB random, 32 in flight) or seqwrite (128 KiB, 32 in flight)
+#     BUILD_DIR  builds to compare; LABEL=BUILD_DIR names one (default: the directory)
+#   knobs: RUNS=2 SECS=10 SCRATCH=/var/tmp/cairn-iscsi-ab PORT=24270 ARC_MAX=4G
+#          DIRTY_MAX= (empty: the pool's default; e.g. 2400M sets it on every pool)
+#
+# Per run and build: an 8 GiB file pool in SCRATCH, a 2 GiB volume as LUN 0, filled
+# by 10 s of 128 KiB writes; 6 s of rest; then iscsi_writeperf for SECS seconds. The
+# daemon's utime+stime (/proc/PID/stat) is read before, right after, and 7 s after
+# the run (past the 5 s txg timeout, so the txg the run left dirty has synced):
+# "cpu_us/op" is the window, "with tail" includes that last sync - the fair figure
+# when builds differ in how much they leave dirty.
+set -euo pipefail
+KIND=${1:?usage: iscsi-write-ab.sh randwrite|seqwrite BUILD_DIR...}
+shift
+[ $# -ge 1 ] || { echo "give at least one build directory" >&2; exit 2; }
+case $KIND in randwrite | seqwrite) ;; *) echo "KIND must be randwrite or seqwrite" >&2; exit 2 ;; esac
+RUNS=${RUNS:-2} SECS=${SECS:-10} S=${SCRATCH:-/var/tmp/cairn-iscsi-ab} PORT=${PORT:-24270}
+ARC_MAX=${ARC_MAX:-4G}
+IQN=iqn.2026-11.org.cairn.bench:lun
+tck=$(getconf CLK_TCK)
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# start BUILD -> pid of a cairnd serving a filled 2 GiB LUN
+start() {
+    local b=$1
+    rm -rf "$S"
+    mkdir -p "$S"
+    export CAIRN_SOCKET="$S/cairnd.sock"
+    truncate -s 8G "$S/disk"
+    echo "arc_max = $ARC_MAX" >"$S/cairnd.conf"
+    "$b/cairnd" --config "$S/cairnd.conf" --state-dir "$S/state" --socket "$CAIRN_SOCKET" \
+        --nfs-listen 127.0.0.1:$((PORT + 10)) --mount-listen 127.0.0.1:$((PORT + 11)) \
+        --portmap-listen 127.0.0.1:$((PORT + 12)) --iscsi-listen 127.0.0.1:$PORT
+    "$b/cairn" pool create bench "$S/disk" >/dev/null
+    [ -z "${DIRTY_MAX:-}" ] || "$b/cairn" pool set dirty_max="$DIRTY_MAX" bench
+    "$b/cairn" create -V 2G bench/lun
+    "$b/cairn" iscsi target create $IQN >/dev/null
+    "$b/cairn" iscsi lun add $IQN bench/lun >/dev/null
+    "$b/iscsi_writeperf" 127.0.0.1:$PORT $IQN 0 256 32 10 >/dev/null
+    cat "$S/state/cairnd.pid"
+}
+
+for r in $(seq 1 "$RUNS"); do
+    for spec in "$@"; do
+        label=${spec%%=*} b=${spec#*=}
+        [ "$label" = "$spec" ] && label=$b
+        b=$(cd "$b" && pwd)
+        pid=$(start "$b")
+        sleep 6
+        c0=$(cpu_of "$pid")
+        if [ "$KIND" = randwrite ]; then
+            out=$("$b/iscsi_writeperf" -r 127.0.0.1:$PORT $IQN 0 8 32 "$SECS")
+            blk=4096
+        else
+            out=$("$b/iscsi_writeperf" 127.0.0.1:$PORT $IQN 0 256 32 "$SECS")
+            blk=131072
+        fi
+        c1=$(cpu_of "$pid")
+        sleep 7
+        c2=$(cpu_of "$pid")
+        iops=$(awk '{print $2}' <<<"$out") bytes=$(awk '{print $6}' <<<"$out")
+        printf '%s run %d: %s IOPS, cpu_us/op %s, with tail %s, rss %s KiB, load %s\n' "$label" "$r" "$iops" \
+            "$(awk -v c=$((c1 - c0)) -v t="$tck" -v b="$bytes" -v k=$blk 'BEGIN{printf "%.1f", c/t/(b/k)*1e6}')" \
+            "$(awk -v c=$((c2 - c0)) -v t="$tck" -v b="$bytes" -v k=$blk 'BEGIN{printf "%.1f", c/t/(b/k)*1e6}')" \
+            "$(awk '/VmHWM/{print $2}' "/proc/$pid/status")" "$(cut -d' ' -f1 /proc/loadavg)"
+        kill "$pid"
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    done
+done
