@@ -115,7 +115,8 @@ void spa_top_space(spa_t *spa, uint32_t top, spa_space_t *out);
 uint64_t spa_last_synced_txg(spa_t *spa);
 
 /* ---- properties: size alloc free capacity health guid ashift (read-only),
- *      comment, txg_timeout, dirty_max (settable, kept in the labels) ---- */
+ *      comment, txg_timeout, dirty_max (settable, kept in the labels; dirty_max
+ *      only once set, so an unset one follows the machine's memory) ---- */
 /* dirty_max of a pool whose administrator never set one: a tenth of memory,
  * from 256 MiB to 4 GiB. */
 uint64_t spa_default_dirty_max(void);

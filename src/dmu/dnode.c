@@ -135,12 +135,15 @@ enum { LK_ZERO = 0, LK_DATA = 1, LK_BP = 2 };
 typedef struct bufcache_class {
     pthread_mutex_t lock;
     void *head; /* the next pointer is kept in each free buffer's first bytes */
-    uint32_t n;
 } bufcache_class_t;
 
 static bufcache_class_t bufcache[BUFCACHE_CLASSES] = {
     [0 ... BUFCACHE_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static _Atomic uint64_t bufcache_kept, bufcache_budget;
+static _Atomic uint64_t bufcache_kept; /* bytes on the lists, all sizes */
+static uint64_t bufcache_budget;
+static pthread_once_t bufcache_once = PTHREAD_ONCE_INIT;
+
+static void bufcache_size(void) { bufcache_budget = spa_default_dirty_max() / 2; }
 
 /* The class of an aligned size, or -1 when it is not one of them. Under
  * AddressSanitizer nothing is kept, so a use after free stays visible. */
@@ -163,10 +166,7 @@ void *dmu_buf_alloc(size_t size)
         bufcache_class_t *bc = &bufcache[c];
         pthread_mutex_lock(&bc->lock);
         void *p = bc->head;
-        if (p) {
-            memcpy(&bc->head, p, sizeof(void *));
-            bc->n--;
-        }
+        if (p) memcpy(&bc->head, p, sizeof(void *));
         pthread_mutex_unlock(&bc->lock);
         if (p) {
             atomic_fetch_sub(&bufcache_kept, asz);
@@ -184,15 +184,13 @@ void dmu_buf_free(void *p, size_t size)
     size_t asz = CAIRN_P2ROUNDUP(size, (size_t)CAIRN_IO_ALIGN);
     int c = bufcache_class(asz);
     if (c >= 0) {
-        uint64_t budget = atomic_load(&bufcache_budget);
-        if (!budget) atomic_store(&bufcache_budget, budget = spa_default_dirty_max() / 2);
+        pthread_once(&bufcache_once, bufcache_size);
         /* Reserve first, so concurrent frees cannot overshoot the budget together. */
-        if (atomic_fetch_add(&bufcache_kept, asz) + asz <= budget) {
+        if (atomic_fetch_add(&bufcache_kept, asz) + asz <= bufcache_budget) {
             bufcache_class_t *bc = &bufcache[c];
             pthread_mutex_lock(&bc->lock);
             memcpy(p, &bc->head, sizeof(void *));
             bc->head = p;
-            bc->n++;
             pthread_mutex_unlock(&bc->lock);
             return;
         }

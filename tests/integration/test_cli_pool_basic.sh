@@ -65,6 +65,11 @@ dirty_default=$(python3 -c 'import sys; print(min(max(int(sys.argv[1]) * 1024 //
 run_ok "$CAIRN" pool get -H -p dirty_max p2
 [ "$(cat "$LAST_STDOUT")" = "$(printf 'p2\tdirty_max\t%s\tdefault' "$dirty_default")" ] \
     || fail "dirty_max default: $(cat "$LAST_STDOUT"), want $dirty_default"
+run_ok "$CAIRN" pool get -H -p txg_timeout p2
+expect_stdout '	5	default$'
+run_ok "$CAIRN" pool set txg_timeout=7 p2
+run_ok "$CAIRN" pool get -H -p txg_timeout p2
+expect_stdout '	7	local$'
 run_ok "$CAIRN" pool set dirty_max=512M p1
 run_ok "$CAIRN" pool get -H -p dirty_max p1
 [ "$(cat "$LAST_STDOUT")" = "$(printf 'p1\tdirty_max\t536870912\tlocal')" ] || fail "dirty_max set: $(cat "$LAST_STDOUT")"
