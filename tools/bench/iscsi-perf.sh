@@ -71,19 +71,10 @@ bench() {
 }
 
 # ---- Cairn: a pool on a file in SCRATCH_DIR, a thick volume as LUN 0 ----
-export CAIRN_SOCKET="$S/cairnd.sock"
-truncate -s 8G "$S/disk"
-echo "arc_max = $ARC_MAX" >"$S/cairnd.conf"
-"$B/cairnd" --config "$S/cairnd.conf" --state-dir "$S/state" --socket "$CAIRN_SOCKET" --nfs-listen 127.0.0.1:$((PORT + 10)) \
-    --mount-listen 127.0.0.1:$((PORT + 11)) --portmap-listen 127.0.0.1:$((PORT + 12)) \
-    --iscsi-listen 127.0.0.1:$PORT
+source "$(dirname "$0")/iscsi-cairn.sh"
+IQN=$CAIRN_BENCH_IQN
 trap '[ -f "$S/state/cairnd.pid" ] && kill "$(cat "$S/state/cairnd.pid")" 2>/dev/null || true' EXIT
-"$B/cairn" pool create bench "$S/disk"
-"$B/cairn" create -V "$SIZE" bench/lun
-IQN=iqn.2026-11.org.cairn.bench:lun
-"$B/cairn" iscsi target create $IQN
-"$B/cairn" iscsi lun add $IQN bench/lun
-"$WP" 127.0.0.1:$PORT $IQN 0 256 32 15 >/dev/null   # fill it, so reads read data
+cairn_lun_start "$B" "$S" "$PORT" "$SIZE" "$ARC_MAX" 15 >/dev/null
 warm 127.0.0.1:$PORT $IQN 0
 : >"$S/results"
 bench cairn "$(cat "$S/state/cairnd.pid")" 127.0.0.1:$PORT $IQN 0

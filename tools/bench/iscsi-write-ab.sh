@@ -21,36 +21,19 @@ shift
 case $KIND in randwrite | seqwrite) ;; *) echo "KIND must be randwrite or seqwrite" >&2; exit 2 ;; esac
 RUNS=${RUNS:-2} SECS=${SECS:-10} S=${SCRATCH:-/var/tmp/cairn-iscsi-ab} PORT=${PORT:-24270}
 ARC_MAX=${ARC_MAX:-4G}
-IQN=iqn.2026-11.org.cairn.bench:lun
+source "$(dirname "$0")/iscsi-cairn.sh"
+IQN=$CAIRN_BENCH_IQN
 tck=$(getconf CLK_TCK)
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-# start BUILD -> pid of a cairnd serving a filled 2 GiB LUN
-start() {
-    local b=$1
-    rm -rf "$S"
-    mkdir -p "$S"
-    export CAIRN_SOCKET="$S/cairnd.sock"
-    truncate -s 8G "$S/disk"
-    echo "arc_max = $ARC_MAX" >"$S/cairnd.conf"
-    "$b/cairnd" --config "$S/cairnd.conf" --state-dir "$S/state" --socket "$CAIRN_SOCKET" \
-        --nfs-listen 127.0.0.1:$((PORT + 10)) --mount-listen 127.0.0.1:$((PORT + 11)) \
-        --portmap-listen 127.0.0.1:$((PORT + 12)) --iscsi-listen 127.0.0.1:$PORT
-    "$b/cairn" pool create bench "$S/disk" >/dev/null
-    [ -z "${DIRTY_MAX:-}" ] || "$b/cairn" pool set dirty_max="$DIRTY_MAX" bench
-    "$b/cairn" create -V 2G bench/lun
-    "$b/cairn" iscsi target create $IQN >/dev/null
-    "$b/cairn" iscsi lun add $IQN bench/lun >/dev/null
-    "$b/iscsi_writeperf" 127.0.0.1:$PORT $IQN 0 256 32 10 >/dev/null
-    cat "$S/state/cairnd.pid"
-}
 
 for r in $(seq 1 "$RUNS"); do
     for spec in "$@"; do
         label=${spec%%=*} b=${spec#*=}
         [ "$label" = "$spec" ] && label=$b
         b=$(cd "$b" && pwd)
-        pid=$(start "$b")
+        rm -rf "$S"
+        mkdir -p "$S"
+        pid=$(cairn_lun_start "$b" "$S" "$PORT" 2G "$ARC_MAX" 10 "${DIRTY_MAX:-}")
         sleep 6
         c0=$(cpu_of "$pid")
         if [ "$KIND" = randwrite ]; then
