@@ -86,6 +86,13 @@ void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
  * (bp->psize bytes, verified, never written again) instead of copying it. */
 void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
                       uint8_t policy, bool unread);
+/* arc_insert_adopt(..., unread) of a block read ahead for a sequential reader:
+ * a compressed block is also decompressed now, in the read-ahead's thread, so
+ * the reader's first hit only lends or copies it (off the reader's path: a
+ * stream's reader waits for each reply). That copy is dropped at the first
+ * hit, so a streamed block keeps only its stored bytes. */
+void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                           uint8_t policy);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

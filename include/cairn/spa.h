@@ -224,10 +224,17 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */
 int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
-/* Read-ahead: brings the verified block into the ARC as stored (not decompressed,
- * which the reader's hit does once) unless it is there already, without counting
- * a hit or promoting it. Whether the ARC keeps it follows the policy. */
+/* Read-ahead: brings the verified block into the ARC (arc_insert_read_ahead:
+ * as stored, plus a decompressed copy for its first use) unless it is there
+ * already, without counting a hit or promoting it. Whether the ARC keeps it
+ * follows the policy. */
 int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy);
+/* spa_block_prefetch() of several blocks (a stream's next records, in file
+ * order): those laid end to end on one mirror or disk are read together, in
+ * one vectored read of the calling thread, then verified one by one. Errors
+ * are counted as for single reads and otherwise ignored (the reader will read
+ * the block itself). */
+void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *bps, size_t n, uint8_t cache_policy);
 /* Frees the block's DVAs in txg (deferred as described above). Syncing context. */
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 /* spa_block_free() from any context: the block is freed in txg (which the

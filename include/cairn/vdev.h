@@ -33,6 +33,8 @@
 
 #include <cairn/types.h>
 
+#include <sys/uio.h>
+
 typedef enum vdev_type {
     VDEV_TYPE_ROOT = 0,
     VDEV_TYPE_LEAF = 1, /* a file or a block device */
@@ -86,6 +88,11 @@ typedef struct vdev_leaf_ops {
      * (read-ahead, VDEV_READ_NOW), where handing the I/O to a completion thread and
      * the result back costs more than the I/O. */
     int (*io_now)(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
+    /* Optional: a read in the calling thread of one contiguous range into several
+     * buffers (each CAIRN_IO_ALIGN-aligned, lengths multiples of 512). A short
+     * read is -EIO. For read-ahead of blocks laid end to end: one system call
+     * and one wake-up instead of one per block. */
+    int (*readv_now)(vdev_t *leaf, uint64_t offset, const struct iovec *iov, int iovcnt);
 } vdev_leaf_ops_t;
 
 struct vdev {
@@ -184,6 +191,15 @@ typedef struct vdev_read_result {
  * res may be NULL. */
 int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize,
                     vdev_verify_fn verify, void *arg, int flags, vdev_read_result_t *res);
+
+/* Blocks laid end to end on top (a single leaf or a mirror) from offset, read
+ * in one vectored read in the calling thread from one side (chosen by position,
+ * as vdev_read_block does), unverified: iov[i] is block i's buffer, its length
+ * the block's size rounded up to 1 << ashift. The caller verifies each block and
+ * reads any that does not verify again with vdev_read_block, which tries the
+ * other sides and repairs. -ENOTSUP when top cannot (raidz, a side without
+ * readv_now), -EIO when the side failed. */
+int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int iovcnt);
 
 /* Makes every write completed so far under vd durable (fdatasync on each leaf, in parallel). */
 int vdev_flush(vdev_t *vd);

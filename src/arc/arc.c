@@ -14,7 +14,12 @@
  *
  * A block that arrives unasked - read ahead, or just written - is "unread":
  * it goes on the MRU and its first hit leaves it there (that hit is its first
- * use, not its second), so streaming a file once keeps it on the MRU.
+ * use, not its second), so streaming a file once keeps it on the MRU. A
+ * compressed block read ahead comes with a decompressed copy made by the
+ * read-ahead's thread (arc_insert_read_ahead), which its first hit takes and
+ * the entry drops: a streaming reader waits for each reply, so decompressing
+ * on its path cost it throughput, while keeping the copy would double the
+ * memory of a scan.
  *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
@@ -252,8 +257,8 @@ static void ghost_adapt(const arc_hdr_t *h)
 
 /* ---------------- reads ---------------- */
 
-static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
-                       bool on_l2, bool unread);
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
+                       uint8_t policy, bool on_l2, bool unread);
 
 static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
 {
@@ -298,10 +303,18 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
         /* A block read ahead is used for the first time now: it stays where it
          * is (a stream must not look hot and double its memory). */
         int to = h->unread ? h->state : ST_MFU;
+        bool first_use = h->unread;
         h->unread = false;
         list_unlink(h);
-        list_push(h, to);
         arc_buf_t *dc = buf_hold(h->decomp), *st = dc ? NULL : buf_hold(h->stored);
+        if (first_use && h->decomp) {
+            /* Decompressed by the read-ahead for this use only: one copy per
+             * streamed block stays, the stored one. */
+            A.decomp_size -= h->decomp->size;
+            arc_buf_rele(h->decomp);
+            h->decomp = NULL;
+        }
+        list_push(h, to);
         bool want_decomp = !dc && to == ST_MFU && bp->compress != CAIRN_COMPRESS_OFF &&
                            arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type);
         pthread_mutex_unlock(&A.lock);
@@ -372,7 +385,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
     int err = materialise(bp, stored, buf);
     if (!err && arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type))
-        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, false);
+        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, true, false);
     free(stored);
     return err ? -ENOENT : 0;
 }
@@ -394,7 +407,7 @@ int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy)
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
     /* Verified against bp by l2arc_read; kept as stored and unread, like a block
      * read ahead from the disks (its reader decompresses it). */
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, true);
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, true, true);
     free(stored);
     return 0;
 }
@@ -426,8 +439,8 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
     return lookup_impl(pool_guid, bp, off, len, buf, policy, true, ref);
 }
 
-static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
-                       bool on_l2, bool unread)
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
+                       uint8_t policy, bool on_l2, bool unread)
 {
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
@@ -436,6 +449,7 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
         A.st.bypassed++;
         pthread_mutex_unlock(&A.lock);
         arc_buf_rele(b);
+        arc_buf_rele(dc);
         return;
     }
     if (A.count + 1 > A.nbuckets) table_grow();
@@ -445,6 +459,7 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp)) {
         pthread_mutex_unlock(&A.lock); /* raced with another reader: already cached */
         arc_buf_rele(b);
+        arc_buf_rele(dc);
         return;
     }
     if (h && hdr_matches(h, bp) && (h->state == ST_MRU_GHOST || h->state == ST_MFU_GHOST)) {
@@ -469,8 +484,10 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     h->l2_done = on_l2; /* read back from a cache device: it is there already */
     h->unread = unread;
     memcpy(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN);
-    evict_locked(b->size);
+    evict_locked(b->size + (dc ? dc->size : 0));
     h->stored = b;
+    h->decomp = dc;
+    if (dc) A.decomp_size += dc->size;
     list_push(h, target);
     trim_ghosts_locked();
     pthread_mutex_unlock(&A.lock);
@@ -485,7 +502,7 @@ static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const vo
         pthread_mutex_unlock(&A.lock);
         return;
     }
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false, unread);
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, false, unread);
 }
 
 void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
@@ -499,7 +516,28 @@ void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t
         arc_buf_rele(stored);
         return;
     }
-    insert_buf(pool_guid, bp, stored, policy, false, unread);
+    insert_buf(pool_guid, bp, stored, NULL, policy, false, unread);
+}
+
+void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                           uint8_t policy)
+{
+    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
+        stored->size != bp->psize) {
+        arc_insert_adopt(pool_guid, bp, stored, policy, true); /* counts the bypass */
+        return;
+    }
+    arc_buf_t *dc = NULL;
+    if (bp->compress != CAIRN_COMPRESS_OFF) {
+        dc = arc_buf_new(NULL, bp->lsize);
+        if (materialise(bp, stored->data, dc->data)) {
+            /* Verified yet not decompressible: leave it to the reader, whose
+             * hit fails and whose read from the disks reports the error. */
+            arc_buf_rele(dc);
+            dc = NULL;
+        }
+    }
+    insert_buf(pool_guid, bp, stored, dc, policy, false, true);
 }
 
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,

@@ -9,15 +9,21 @@
  * queue of our own (PF_THREADS reads in flight), into the ARC with the object
  * set's cache policy, so the reader finds them in memory. The window is
  * refilled only when half of it has been consumed, so a stream costs a few
- * dispatches per window, not one per read.
+ * dispatches per window, not one per read. Each task carries up to
+ * PF_TASK_BYTES of consecutive records, which spa_blocks_prefetch reads with
+ * one vectored read where they lie end to end on disk, as a file written in
+ * sequence does: per 128 KiB block, a system call and a sleep and wake-up of
+ * the task's thread cost about four times the CPU of the transfer itself.
  *
- * A read-ahead brings the block in verified but still compressed
- * (spa_block_prefetch): the reader's hit decompresses it once, straight into
- * its buffer. The task's thread reads it itself (VDEV_READ_NOW: no hand-off
- * to the leaf's completion thread and back, which was half of a cold
- * stream's context switches), into the buffer the ARC then keeps. It skips blocks already cached without counting a hit, and the
- * ARC treats what it brings as unread, so streaming a file once neither makes
- * its blocks look hot nor keeps decompressed copies of them.
+ * A read-ahead brings the block in verified, and a compressed one also
+ * decompressed (arc_insert_read_ahead), so the reader's hit lends or copies it
+ * rather than decompressing on the reader's path; that copy goes at the first
+ * hit. The task's thread reads itself (VDEV_READ_NOW: no hand-off to the
+ * leaf's completion thread and back, which was half of a cold stream's context
+ * switches), into the buffers the ARC then keeps. It skips blocks already
+ * cached without counting a hit, and the ARC treats what it brings as unread,
+ * so streaming a file once neither makes its blocks look hot nor keeps
+ * decompressed copies of them past their first use.
  *
  * What the tasks carry is block pointers, looked up in the reader's context
  * while the object set is open (dnode_prefetch_bps), never the object set or
@@ -56,10 +62,16 @@ typedef struct pf_stream {
     uint32_t seq;         /* reads in a row */
 } pf_stream_t;
 
+/* Records per task: about this many bytes, read with one vectored read where
+ * they lie end to end on disk (spa_blocks_prefetch). */
+#define PF_TASK_BYTES CAIRN_MIB
+#define PF_TASK_MAX_RECORDS 16
+
 typedef struct pf_task {
     spa_t *spa;
-    cairn_blkptr_t bp;
     uint8_t policy;
+    size_t n;
+    cairn_blkptr_t bps[PF_TASK_MAX_RECORDS];
 } pf_task_t;
 
 static struct {
@@ -92,11 +104,20 @@ static void pf_init(void)
 static void pf_run(void *arg)
 {
     pf_task_t *t = arg;
-    (void)spa_block_prefetch(t->spa, &t->bp, t->policy);
+    spa_blocks_prefetch(t->spa, t->bps, t->n, t->policy);
     free(t);
     pthread_mutex_lock(&P.lock);
     if (--P.inflight == 0) pthread_cond_broadcast(&P.idle);
     pthread_mutex_unlock(&P.lock);
+}
+
+static void pf_dispatch(pf_task_t *t)
+{
+    pthread_mutex_lock(&P.lock);
+    P.inflight++;
+    P.issued += t->n;
+    pthread_mutex_unlock(&P.lock);
+    taskq_dispatch(P.tq, pf_run, t, NULL);
 }
 
 void dmu_prefetch_wait(void)
@@ -155,17 +176,25 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
     if (dnode_prefetch_bps(dn, first, n, bps)) {
         spa_t *spa = os->dp->spa;
         uint64_t guid = spa_guid(spa);
+        size_t per_task = CAIRN_MIN(CAIRN_MAX((size_t)(PF_TASK_BYTES / rs), (size_t)1),
+                                    (size_t)PF_TASK_MAX_RECORDS);
+        pf_task_t *t = NULL;
         for (size_t i = 0; i < n; i++) {
-            /* Already in memory: a task would only copy it and wake a thread. */
-            if (cairn_bp_is_hole(&bps[i]) || arc_cached(guid, &bps[i])) continue;
-            pf_task_t *t = cairn_zalloc(sizeof *t);
-            *t = (pf_task_t){.spa = spa, .bp = bps[i], .policy = policy};
-            pthread_mutex_lock(&P.lock);
-            P.inflight++;
-            P.issued++;
-            pthread_mutex_unlock(&P.lock);
-            taskq_dispatch(P.tq, pf_run, t, NULL);
+            /* Already in memory: a task would only copy it and wake a thread. A
+             * gap also ends a task, whose records are then consecutive. */
+            bool skip = cairn_bp_is_hole(&bps[i]) || arc_cached(guid, &bps[i]);
+            if (t && (skip || t->n == per_task)) {
+                pf_dispatch(t);
+                t = NULL;
+            }
+            if (skip) continue;
+            if (!t) {
+                t = cairn_zalloc(sizeof *t);
+                *t = (pf_task_t){.spa = spa, .policy = policy};
+            }
+            t->bps[t->n++] = bps[i];
         }
+        if (t) pf_dispatch(t);
     }
     free(bps);
 }

@@ -85,6 +85,7 @@ static spa_t *spa_alloc(const char *name)
     spa->txg_timeout_ms = SPA_DEFAULT_TXG_TIMEOUT_MS;
     spa->dirty_max = spa_default_dirty_max();
     pthread_mutex_init(&spa->rotor_lock, NULL);
+    pthread_mutex_init(&spa->batch_alloc_lock, NULL);
     pthread_mutex_init(&spa->config_lock, NULL);
     spa->pending_remove = -1;
     spa->removing = -1;
@@ -101,6 +102,7 @@ static void spa_free(spa_t *spa)
     if (spa->root) vdev_free(spa->root);
     spa_vdev_fini(spa);
     pthread_mutex_destroy(&spa->rotor_lock);
+    pthread_mutex_destroy(&spa->batch_alloc_lock);
     pthread_mutex_destroy(&spa->config_lock);
     pthread_mutex_destroy(&spa->scrub_lock);
     pthread_cond_destroy(&spa->scrub_cv);

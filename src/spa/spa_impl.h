@@ -122,6 +122,10 @@ struct spa {
     metaslab_t **ms;
     void *sm_chain;                 /* spa_sm_chain_t, see spa_spacemap.c */
     pthread_mutex_t rotor_lock;
+    /* Held while one write batch allocates all its blocks, so they lie end to
+     * end (one device write, and one read for a stream's read-ahead) instead of
+     * interleaved with another sync worker's. */
+    pthread_mutex_t batch_alloc_lock;
     uint32_t rotor;
     uint64_t rotor_bytes;
 

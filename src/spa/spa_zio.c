@@ -46,7 +46,7 @@
  * buffer per thread and role removes that from the hot path. The pipeline's
  * threads are long-lived task queue workers, so the buffers are few.
  */
-enum { ZBUF_READ = 0, ZBUF_SCRUB = 1, ZBUF_ROLES = 2 };
+enum { ZBUF_READ = 0, ZBUF_SCRUB = 1, ZBUF_RUN = 2, ZBUF_ROLES = 3 };
 typedef struct zbuf_slot {
     void *buf;
     size_t cap;
@@ -184,11 +184,12 @@ int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, 
 
 /*
  * The first half of the write pipeline for one block: compress (into *owned,
- * allocated here, when compression pays), checksum and allocate. *stored is
- * what must go to the devices: the caller's data when the block is stored
- * raw and the devices can take that buffer as it is.
+ * allocated here, when compression pays) and checksum; bp gets everything but
+ * its DVAs (ncopies says how many to allocate). *stored is what must go to the
+ * devices: the caller's data when the block is stored raw and the devices can
+ * take that buffer as it is.
  */
-static int block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
+static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                          const spa_write_props_t *props, cairn_blkptr_t *bp, uint8_t **owned,
                          const uint8_t **stored)
 {
@@ -238,15 +239,7 @@ static int block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t ls
     bp->birth_txg = txg;
     bp->fill = 1;
     cairn_checksum(props->checksum, *stored, psize, bp->cksum);
-    int err = spa_alloc_dvas(spa, txg, psize, copies, bp->dva);
-    if (err) {
-        free(out);
-        *owned = NULL;
-        memset(bp, 0, sizeof *bp);
-        return err;
-    }
     bp->ncopies = (uint8_t)copies;
-    return 0;
 }
 
 static void block_unalloc(spa_t *spa, uint64_t txg, cairn_blkptr_t *bp)
@@ -299,11 +292,18 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     uint8_t **owned = cairn_zalloc(n * sizeof *owned);
     const uint8_t **stored = cairn_zalloc(n * sizeof *stored);
     int err = 0;
+    for (size_t i = 0; i < n; i++)
+        block_prepare(spa, txg, datas[i], lsizes[i], props, &bps[i], &owned[i], &stored[i]);
+    /* Allocated together, once sizes are known: the batch's blocks end to end. */
     size_t prepared = 0;
+    pthread_mutex_lock(&spa->batch_alloc_lock);
     for (; prepared < n && !err; prepared++)
-        err = block_prepare(spa, txg, datas[prepared], lsizes[prepared], props, &bps[prepared],
-                            &owned[prepared], &stored[prepared]);
-    if (err) prepared--; /* the failed one allocated nothing */
+        err = spa_alloc_dvas(spa, txg, bps[prepared].psize, bps[prepared].ncopies, bps[prepared].dva);
+    pthread_mutex_unlock(&spa->batch_alloc_lock);
+    if (err) {
+        prepared--; /* the failed one allocated nothing */
+        for (size_t i = prepared; i < n; i++) memset(&bps[i], 0, sizeof bps[i]);
+    }
 
     /* Issue copy c of every block, grouped by top-level vdev, as one aggregated call. */
     int *copies_ok = cairn_zalloc(n * sizeof *copies_ok);
@@ -431,11 +431,14 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         if (err) atomic_fetch_add(&spa->data_errors, 1);
     }
     /* ---- ARC: keep the verified block as stored ---- */
-    if (keep && !err) arc_insert_adopt(spa->guid, bp, keep, cache_policy, !buf);
-    else if (keep) cairn_rbuf_rele(keep);
-    else if (!err && cache_policy != ARC_POLICY_BYPASS) {
+    if (keep && !err) {
+        if (buf) arc_insert_adopt(spa->guid, bp, keep, cache_policy, false);
+        else arc_insert_read_ahead(spa->guid, bp, keep, cache_policy);
+    } else if (keep) {
+        cairn_rbuf_rele(keep);
+    } else if (!err && cache_policy != ARC_POLICY_BYPASS) {
         if (buf) arc_insert_stored(spa->guid, bp, raw, cache_policy);
-        else arc_insert_unread(spa->guid, bp, raw, cache_policy);
+        else arc_insert_read_ahead(spa->guid, bp, cairn_rbuf_new(raw, bp->psize), cache_policy);
     }
     return err;
 }
@@ -466,6 +469,117 @@ int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_polic
      * neither count as a hit nor promote the block to the MFU, or every streamed
      * block would look hot. */
     return block_read_impl(spa, bp, NULL, 0, NULL, cache_policy);
+}
+
+/* Blocks read ahead together when they lie end to end: up to this many bytes per read. */
+#define SPA_RUN_MAX_BYTES (2 * CAIRN_MIB)
+#define SPA_RUN_MAX_BLOCKS 64
+
+/* Where a block read ahead in a run lies: its one copy, on a mirror or leaf. */
+static vdev_t *run_top(spa_t *spa, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp) || bp->ncopies != 1 || bp->psize == 0 || bp->psize > bp->lsize ||
+        bp->compress >= CAIRN_COMPRESS_COUNT)
+        return NULL;
+    vdev_t *top = spa_top(spa, bp->dva[0].vdev);
+    if (!top || (top->type != VDEV_TYPE_LEAF && top->type != VDEV_TYPE_MIRROR)) return NULL;
+    uint64_t asize = cairn_dva_asize(&bp->dva[0]);
+    if (asize != vdev_psize_to_asize(top, bp->psize) || bp->dva[0].offset + asize > top->asize)
+        return NULL;
+    return top;
+}
+
+/* Reads bps[0..n) (end to end on top) with one vectored read and hands each
+ * verified block to the ARC. The rest go through block_read_impl: all of them
+ * if the read failed; a block that did not verify as a scrub read, which reads
+ * every side and so also repairs (and charges) the one that lied here - a
+ * plain read might start at a good side and never look at it. */
+static void prefetch_run(spa_t *spa, vdev_t *top, const cairn_blkptr_t *bps, size_t n,
+                         uint8_t policy)
+{
+    struct iovec iov[SPA_RUN_MAX_BLOCKS];
+    cairn_rbuf_t *keep[SPA_RUN_MAX_BLOCKS];
+    size_t small = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t asize = cairn_dva_asize(&bps[i].dva[0]);
+        keep[i] = bps[i].psize >= SPA_ARC_ADOPT_MIN ? cairn_rbuf_new_aligned(bps[i].psize, asize)
+                                                    : NULL;
+        if (!keep[i]) small += asize;
+        iov[i].iov_len = asize;
+    }
+    /* Small blocks share a scratch buffer and are copied into the ARC, as in
+     * block_read_impl (an adopted buffer would cost a page of alignment each). */
+    uint8_t *scratch = small ? zbuf_get(ZBUF_RUN, small) : NULL;
+    for (size_t i = 0, pos = 0; i < n; i++) {
+        if (keep[i]) {
+            iov[i].iov_base = keep[i]->data;
+        } else {
+            iov[i].iov_base = scratch + pos;
+            pos += iov[i].iov_len;
+        }
+    }
+    int err = vdev_read_run_now(top, bps[0].dva[0].offset, iov, (int)n);
+    for (size_t i = 0; i < n; i++) {
+        if (!err && verify_cb(iov[i].iov_base, bps[i].psize, (void *)&bps[i])) {
+            arc_insert_read_ahead(spa->guid, &bps[i],
+                                  keep[i] ? keep[i] : cairn_rbuf_new(iov[i].iov_base, bps[i].psize),
+                                  policy);
+            continue;
+        }
+        cairn_rbuf_rele(keep[i]);
+        (void)block_read_impl(spa, &bps[i], NULL, err ? 0 : VDEV_READ_SCRUB, NULL, policy);
+    }
+}
+
+static int bp_by_place(const void *a, const void *b)
+{
+    const cairn_dva_t *x = &((const cairn_blkptr_t *)a)->dva[0], *y = &((const cairn_blkptr_t *)b)->dva[0];
+    if (x->vdev != y->vdev) return x->vdev < y->vdev ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *in, size_t n, uint8_t cache_policy)
+{
+    if (spa->readonly || cache_policy == ARC_POLICY_BYPASS || n == 0) return;
+    /* By place on disk: the records of a file written in sequence lie end to
+     * end, but a txg's sync workers allocate its batches in whatever order
+     * they finish. */
+    cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
+    memcpy(bps, in, n * sizeof *bps);
+    qsort(bps, n, sizeof *bps, bp_by_place);
+    size_t i = 0;
+    while (i < n) {
+        vdev_t *top = run_top(spa, &bps[i]);
+        if (!top) { /* a hole, or a block read alone (copies, raidz) */
+            (void)spa_block_prefetch(spa, &bps[i], cache_policy);
+            i++;
+            continue;
+        }
+        /* Cached already (arc_prefetch also looks on the cache devices), or not to be kept. */
+        if (!arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), bps[i].type) ||
+            arc_prefetch(spa->guid, &bps[i], cache_policy) == 0) {
+            i++;
+            continue;
+        }
+        size_t k = 1;
+        uint64_t bytes = cairn_dva_asize(&bps[i].dva[0]);
+        while (i + k < n && k < SPA_RUN_MAX_BLOCKS) {
+            const cairn_blkptr_t *prev = &bps[i + k - 1], *next = &bps[i + k];
+            uint64_t asize = cairn_dva_asize(&next->dva[0]);
+            if (run_top(spa, next) != top || next->dva[0].vdev != prev->dva[0].vdev ||
+                next->dva[0].offset != prev->dva[0].offset + cairn_dva_asize(&prev->dva[0]) ||
+                bytes + asize > SPA_RUN_MAX_BYTES ||
+                !arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), next->type) ||
+                arc_cached(spa->guid, next))
+                break;
+            bytes += asize;
+            k++;
+        }
+        if (k == 1) (void)block_read_impl(spa, &bps[i], NULL, 0, NULL, cache_policy);
+        else prefetch_run(spa, top, &bps[i], k, cache_policy);
+        i += k;
+    }
+    free(bps);
 }
 
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)

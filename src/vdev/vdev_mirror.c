@@ -210,6 +210,33 @@ int vdev_write_block_now(vdev_t *top, uint64_t offset, const void *buf, uint64_t
                             CAIRN_P2ROUNDUP(psize, 1ULL << top->ashift));
 }
 
+int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int iovcnt)
+{
+    if (top->type != VDEV_TYPE_LEAF && top->type != VDEV_TYPE_MIRROR) return -ENOTSUP;
+    uint64_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (!is_io_aligned(iov[i].iov_base) || !CAIRN_IS_P2ALIGNED(iov[i].iov_len, 1ULL << top->ashift))
+            return -EINVAL;
+        len += iov[i].iov_len;
+    }
+    int rc = check_block_args(top, offset, len);
+    if (rc) return rc;
+    unsigned n;
+    vdev_t **sides = mirror_sides(top, &n);
+    if (!sides) sides = &top;
+    /* The side a lone read of the first block would start at; the next usable
+     * one if that is gone. No fallback to other sides here: the caller's
+     * per-block reads do that, with repair. */
+    unsigned start = (unsigned)((offset >> 20) % n);
+    for (unsigned k = 0; k < n; k++) {
+        vdev_t *side = sides[(start + k) % n];
+        if (!vdev_leaf_usable(side)) continue;
+        if (side->type != VDEV_TYPE_LEAF || !side->ops || !side->ops->readv_now) return -ENOTSUP;
+        return side->ops->readv_now(side, VDEV_DATA_START + offset, iov, iovcnt) ? -EIO : 0;
+    }
+    return -EIO;
+}
+
 unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n)
 {
     unsigned failed = 0;

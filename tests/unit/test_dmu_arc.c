@@ -6,7 +6,8 @@
  * a cache device overwritten with junk costs nothing but time; records just
  * written are read back from the ARC; read-ahead racing readers of the same
  * blocks never touches their buffers; records read from the disks are kept in
- * the buffer they were read into.
+ * the buffer they were read into; read-ahead reads a sync batch's records in
+ * one read and heals a mirror side that returned a bad one.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -528,6 +529,123 @@ static void test_prefetch_races_reader(void **state)
     test_pool_remove(&f);
 }
 
+/* ---- read-ahead of blocks laid end to end, on a mirror with a bad side ---- */
+
+static int by_offset(const void *a, const void *b)
+{
+    uint64_t x = ((const cairn_blkptr_t *)a)->dva[0].offset, y = ((const cairn_blkptr_t *)b)->dva[0].offset;
+    return x < y ? -1 : x > y;
+}
+
+static int mirror_import(const char *name, const char *const *paths, spa_t **spa)
+{
+    char err[256] = "";
+    int e = spa_import(name, paths, 2, 0, spa, err, sizeof err);
+    if (e) fprintf(stderr, "spa_import: %s\n", err);
+    return e;
+}
+
+/* The records of one sync batch lie end to end (allocated together), so their
+ * read-ahead is one read of the side it picks, not one per block; a block that
+ * does not verify there is read from every side, served from the good one and
+ * repaired on the bad one, which is charged the checksum error. */
+static void test_prefetch_run_heals_mirror(void **state)
+{
+    (void)state;
+    arc_set_max(64 * CAIRN_MIB);
+    test_pool_t f; /* for its directory and name; the pool is a two-way mirror */
+    test_pool_make(&f, "dmu_arc_run", 64 * CAIRN_MIB);
+    test_pool_export(&f);
+    char side_path[2][700];
+    const char *paths[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(side_path[i], sizeof side_path[i], "%s/side%d", f.dir, i);
+        int fd = open(side_path[i], O_CREAT | O_RDWR | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)(256 * CAIRN_MIB)), 0);
+        close(fd);
+        paths[i] = side_path[i];
+    }
+    spa_vdev_spec_t leaves[2] = {{.type = VDEV_TYPE_LEAF, .path = side_path[0]},
+                                 {.type = VDEV_TYPE_LEAF, .path = side_path[1]}};
+    spa_vdev_spec_t mirror = {.type = VDEV_TYPE_MIRROR, .nchildren = 2, .children = leaves};
+    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &mirror};
+    char err[256] = "";
+    spa_t *spa;
+    snprintf(f.name + strlen(f.name), sizeof f.name - strlen(f.name), "m");
+    assert_int_equal(spa_create(f.name, &root, NULL, &spa, err, sizeof err), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    /* One 1 MiB write: one sync batch of 8 records, half of them compressible. */
+    uint8_t *all = malloc(8 * RS), *b = malloc(RS);
+    for (int i = 0; i < 8; i++) {
+        fill(all + i * RS, RS, 300 + (uint64_t)i);
+        if (i % 2) memset(all + i * RS + RS / 4, 0, RS / 2);
+    }
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 0, 8 * RS, all, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    race_t r = {.spa = spa};
+    cairn_blkptr_t rootbp;
+    dmu_objset_root(os, &rootbp);
+    assert_int_equal(dmu_traverse_objset(spa, &rootbp, 0, collect_data_bps, &r), 0);
+    assert_int_equal(r.nbps, 8);
+    dmu_objset_close(os);
+    assert_int_equal(spa_export(spa), 0);
+
+    cairn_blkptr_t sorted[8];
+    memcpy(sorted, r.bps, sizeof sorted);
+    qsort(sorted, 8, sizeof sorted[0], by_offset);
+    for (int i = 1; i < 8; i++)
+        assert_int_equal(sorted[i].dva[0].offset,
+                         sorted[i - 1].dva[0].offset + cairn_dva_asize(&sorted[i - 1].dva[0]));
+    /* Damage the fourth block on the side the run is read from. */
+    int bad_side = (int)((sorted[0].dva[0].offset >> 20) % 2);
+    uint64_t bad_off = VDEV_DATA_START + sorted[3].dva[0].offset;
+    uint8_t junk[4096], good[4096], now[4096];
+    memset(junk, 0x5a, sizeof junk);
+    int fd = open(side_path[bad_side], O_RDWR);
+    assert_int_equal(pwrite(fd, junk, sizeof junk, (off_t)bad_off), (ssize_t)sizeof junk);
+    close(fd);
+
+    assert_int_equal(mirror_import(f.name, paths, &spa), 0);
+    vdev_t *m = spa_root_vdev(spa)->children[0];
+    vdev_t *bad = m->children[bad_side];
+    uint64_t reads0 = atomic_load(&bad->stats.reads);
+    spa_blocks_prefetch(spa, r.bps, 8, ARC_POLICY_DEFAULT);
+    uint64_t reads = atomic_load(&bad->stats.reads) - reads0;
+    for (int i = 0; i < 8; i++) assert_true(arc_cached(spa_guid(spa), &r.bps[i]));
+    /* the run, then the bad block alone on every side (one on this one) */
+    assert_true(reads >= 1 && reads <= 3);
+    assert_int_equal(atomic_load(&bad->stats.checksum_errors), 1);
+    assert_true(atomic_load(&bad->stats.repaired_bytes) > 0);
+    assert_int_equal(atomic_load(&m->children[1 - bad_side]->stats.checksum_errors), 0);
+    assert_int_equal(dmu_objset_open(spa, "d", &os), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+        assert_memory_equal(b, all + i * RS, RS);
+    }
+    dmu_objset_close(os);
+    assert_int_equal(spa_export(spa), 0);
+    /* repaired: the bad side holds the good side's bytes again */
+    fd = open(side_path[bad_side], O_RDONLY);
+    assert_int_equal(pread(fd, now, sizeof now, (off_t)bad_off), (ssize_t)sizeof now);
+    close(fd);
+    fd = open(side_path[1 - bad_side], O_RDONLY);
+    assert_int_equal(pread(fd, good, sizeof good, (off_t)bad_off), (ssize_t)sizeof good);
+    close(fd);
+    assert_memory_equal(now, good, sizeof good);
+    spa_check_report_t rep;
+    assert_int_equal(spa_check(f.name, paths, 2, &rep, err, sizeof err), 0);
+    assert_int_equal(rep.leaked_bytes, 0);
+    free(all);
+    free(b);
+    test_pool_remove(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_sequential_prefetch),
         cmocka_unit_test(test_prefetch_races_reader),
         cmocka_unit_test(test_prefetch_from_cache_device),
+        cmocka_unit_test(test_prefetch_run_heals_mirror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
