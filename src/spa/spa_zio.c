@@ -570,7 +570,7 @@ void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *in, size_t n, uint8_t
                 next->dva[0].offset != prev->dva[0].offset + cairn_dva_asize(&prev->dva[0]) ||
                 bytes + asize > SPA_RUN_MAX_BYTES ||
                 !arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), next->type) ||
-                arc_cached(spa->guid, next))
+                arc_prefetch(spa->guid, next, cache_policy) == 0) /* cached, or now from L2 */
                 break;
             bytes += asize;
             k++;
