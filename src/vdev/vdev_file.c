@@ -393,6 +393,27 @@ static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
     return 0;
 }
 
+/* An I/O done in the caller's thread counts in flight like a queued one: it
+ * waits for room under the bound, and close waits for it. False: closing. */
+static bool slot_take(file_leaf_t *fl)
+{
+    pthread_mutex_lock(&fl->lock);
+    while (fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
+        pthread_cond_wait(&fl->slot_free, &fl->lock);
+    bool ok = !fl->closing;
+    if (ok) fl->inflight++;
+    pthread_mutex_unlock(&fl->lock);
+    return ok;
+}
+
+static void slot_release(file_leaf_t *fl)
+{
+    pthread_mutex_lock(&fl->lock);
+    if (--fl->inflight == 0) pthread_cond_broadcast(&fl->slot_free);
+    else pthread_cond_signal(&fl->slot_free);
+    pthread_mutex_unlock(&fl->lock);
+}
+
 /* The I/O in the calling thread: a pread/pwrite/fdatasync, counted in flight like
  * a queued one (close waits for it, the bound holds), but without the round trip
  * through the ring and the completion thread - two thread wakeups per I/O, which
@@ -407,22 +428,11 @@ static int file_leaf_io_now(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
         if (len == 0 || len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset | len, 512)) return -EINVAL;
         if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
     }
-    pthread_mutex_lock(&fl->lock);
-    while (fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
-        pthread_cond_wait(&fl->slot_free, &fl->lock);
-    if (fl->closing) {
-        pthread_mutex_unlock(&fl->lock);
-        return -ENXIO;
-    }
-    fl->inflight++;
-    pthread_mutex_unlock(&fl->lock);
+    if (!slot_take(fl)) return -ENXIO;
     file_io_t io = {.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len};
     int err = file_io_redo_sync(fl, &io);
     vdev_leaf_account(leaf, op, len, err);
-    pthread_mutex_lock(&fl->lock);
-    if (--fl->inflight == 0) pthread_cond_broadcast(&fl->slot_free);
-    else pthread_cond_signal(&fl->slot_free);
-    pthread_mutex_unlock(&fl->lock);
+    slot_release(fl);
     return err;
 }
 
@@ -439,15 +449,7 @@ static int file_leaf_readv_now(vdev_t *leaf, uint64_t offset, const struct iovec
     if (iovcnt <= 0 || iovcnt > IOV_MAX || len == 0 || !CAIRN_IS_P2ALIGNED(offset, 512))
         return -EINVAL;
     if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
-    pthread_mutex_lock(&fl->lock);
-    while (fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
-        pthread_cond_wait(&fl->slot_free, &fl->lock);
-    if (fl->closing) {
-        pthread_mutex_unlock(&fl->lock);
-        return -ENXIO;
-    }
-    fl->inflight++;
-    pthread_mutex_unlock(&fl->lock);
+    if (!slot_take(fl)) return -ENXIO;
     ssize_t n;
     do {
         n = preadv(fl->fd, iov, iovcnt, (off_t)offset);
@@ -456,10 +458,7 @@ static int file_leaf_readv_now(vdev_t *leaf, uint64_t offset, const struct iovec
      * blocks one by one then, so no resumption here. */
     int err = n < 0 ? -errno : (uint64_t)n == len ? 0 : -EIO;
     vdev_leaf_account(leaf, VDEV_IO_READ, len, err);
-    pthread_mutex_lock(&fl->lock);
-    if (--fl->inflight == 0) pthread_cond_broadcast(&fl->slot_free);
-    else pthread_cond_signal(&fl->slot_free);
-    pthread_mutex_unlock(&fl->lock);
+    slot_release(fl);
     return err;
 }
 
