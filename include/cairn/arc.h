@@ -138,7 +138,7 @@ typedef struct arc_stats {
     uint64_t size;            /* bytes held: stored + decompressed copies */
     uint64_t c, p, c_max;     /* target size, target of the recency list, arc_max */
     uint64_t mru_size, mfu_size, mru_ghost_size, mfu_ghost_size;
-    uint64_t decompressed_size; /* bytes of decompressed copies of hot blocks */
+    uint64_t decompressed_size; /* bytes of decompressed copies (hot blocks; read ahead, until used) */
     uint64_t entries;
     uint64_t evictions, frees_dropped, bypassed;
     uint64_t l2_hits, l2_misses, l2_feeds, l2_feed_bytes, l2_size, l2_entries;

@@ -259,6 +259,8 @@ static void ghost_adapt(const arc_hdr_t *h)
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
                        uint8_t policy, bool on_l2, bool unread);
+static void insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *stored,
+                              uint8_t policy, bool on_l2);
 
 static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
 {
@@ -405,9 +407,9 @@ int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy)
         return -ENOENT;
     uint8_t *stored = NULL;
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
-    /* Verified against bp by l2arc_read; kept as stored and unread, like a block
-     * read ahead from the disks (its reader decompresses it). */
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, true, true);
+    /* Verified against bp by l2arc_read; kept like a block read ahead from the
+     * disks, with a decompressed copy for its first use. */
+    insert_read_ahead(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true);
     free(stored);
     return 0;
 }
@@ -519,14 +521,11 @@ void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t
     insert_buf(pool_guid, bp, stored, NULL, policy, false, unread);
 }
 
-void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
-                           uint8_t policy)
+/* A block read ahead (from the disks, or from a cache device: on_l2), unread,
+ * with the decompressed copy its first hit takes. The caller checked the policy. */
+static void insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *stored,
+                              uint8_t policy, bool on_l2)
 {
-    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
-        stored->size != bp->psize) {
-        arc_insert_adopt(pool_guid, bp, stored, policy, true); /* counts the bypass */
-        return;
-    }
     arc_buf_t *dc = NULL;
     if (bp->compress != CAIRN_COMPRESS_OFF) {
         dc = arc_buf_new(NULL, bp->lsize);
@@ -537,7 +536,18 @@ void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_r
             dc = NULL;
         }
     }
-    insert_buf(pool_guid, bp, stored, dc, policy, false, true);
+    insert_buf(pool_guid, bp, stored, dc, policy, on_l2, true);
+}
+
+void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
+                           uint8_t policy)
+{
+    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
+        stored->size != bp->psize) {
+        arc_insert_adopt(pool_guid, bp, stored, policy, true); /* counts the bypass */
+        return;
+    }
+    insert_read_ahead(pool_guid, bp, stored, policy, false);
 }
 
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,

@@ -47,6 +47,10 @@ static vdev_t **mirror_sides(vdev_t *top, unsigned *n)
     return top->children;
 }
 
+/* The side a read of the block at offset tries first: readers spread over the
+ * sides by block position, in 1 MiB granules. */
+static unsigned first_side(uint64_t offset, unsigned n) { return (unsigned)((offset >> 20) % n); }
+
 static int mirror_write(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset, const void *buf,
                         uint64_t psize)
 {
@@ -105,8 +109,7 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
         if (good >= 0) memcpy(buf, copies[good], len);
     } else {
         if (!rbuf) rbuf = bounce = cairn_alloc_aligned(len);
-        /* Spread readers over the sides by block position (1 MiB granules). */
-        unsigned start = (unsigned)((offset >> 20) % n);
+        unsigned start = first_side(offset, n);
         for (unsigned k = 0; k < n && good < 0; k++) {
             unsigned i = (start + k) % n;
             if (!vdev_leaf_usable(sides[i])) {
@@ -227,7 +230,7 @@ int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int
     /* The side a lone read of the first block would start at; the next usable
      * one if that is gone. No fallback to other sides here: the caller's
      * per-block reads do that, with repair. */
-    unsigned start = (unsigned)((offset >> 20) % n);
+    unsigned start = first_side(offset, n);
     for (unsigned k = 0; k < n; k++) {
         vdev_t *side = sides[(start + k) % n];
         if (!vdev_leaf_usable(side)) continue;
