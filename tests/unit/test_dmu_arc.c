@@ -6,8 +6,10 @@
  * a cache device overwritten with junk costs nothing but time; records just
  * written are read back from the ARC; read-ahead racing readers of the same
  * blocks never touches their buffers; records read from the disks are kept in
- * the buffer they were read into; read-ahead reads a sync batch's records in
- * one read and heals a mirror side that returned a bad one.
+ * the buffer they were read into; a sync batch's records lie end to end and
+ * read-ahead reads them in one read, healing a mirror side that returned a bad
+ * one; a compressed block read ahead brings a decompressed copy for its first
+ * hit; a read-ahead run stops at blocks a cache device holds.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -531,6 +533,13 @@ static void test_prefetch_races_reader(void **state)
 
 /* ---- what read-ahead brings, and from where ---- */
 
+static int by_offset(const void *a, const void *b)
+{
+    uint64_t x = ((const cairn_blkptr_t *)a)->dva[0].offset, y = ((const cairn_blkptr_t *)b)->dva[0].offset;
+    return x < y ? -1 : x > y;
+}
+
+
 /* A compressed block read ahead comes with a decompressed copy for its first
  * hit, which takes it; the entry then keeps only the stored bytes and stays on
  * the MRU (a stream is not hot). */
@@ -639,13 +648,47 @@ static void test_read_ahead_runs_stop_at_cache_device(void **state)
     test_pool_remove(&f);
 }
 
+/* A sync writes an object's records in batches of 1 MiB on parallel workers;
+ * each batch's blocks lie end to end (its allocation is one critical section),
+ * which read-ahead runs and merged device writes rely on. */
+static void test_sync_batches_lie_end_to_end(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_batch", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint64_t obj = new_obj(os);
+    uint8_t *b = malloc(RS);
+    for (uint64_t i = 0; i < 64; i++) { /* sizes vary: some compress, some do not */
+        fill(b, RS, 700 + i);
+        if (i % 3 == 0) memset(b + RS / 8, 0, RS / 2);
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, obj, i * RS, RS, b, tx), 0);
+        dmu_tx_commit(tx);
+    }
+    assert_int_equal(dmu_objset_sync(os), 0);
+    race_t r = {.spa = f.spa};
+    cairn_blkptr_t rootbp;
+    dmu_objset_root(os, &rootbp);
+    assert_int_equal(dmu_traverse_objset(f.spa, &rootbp, 0, collect_data_bps, &r), 0);
+    assert_int_equal(r.nbps, 64);
+    /* r.bps is in record order: records 8k..8k+7 are one batch, end to end */
+    for (size_t g = 0; g < r.nbps; g += 8) {
+        qsort(&r.bps[g], 8, sizeof r.bps[0], by_offset);
+        for (size_t i = g + 1; i < g + 8; i++)
+            assert_int_equal(r.bps[i].dva[0].offset,
+                             r.bps[i - 1].dva[0].offset + cairn_dva_asize(&r.bps[i - 1].dva[0]));
+    }
+    free(b);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 /* ---- read-ahead of blocks laid end to end, on a mirror with a bad side ---- */
 
-static int by_offset(const void *a, const void *b)
-{
-    uint64_t x = ((const cairn_blkptr_t *)a)->dva[0].offset, y = ((const cairn_blkptr_t *)b)->dva[0].offset;
-    return x < y ? -1 : x > y;
-}
 
 static int mirror_import(const char *name, const char *const *paths, spa_t **spa)
 {
@@ -770,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_run_heals_mirror),
         cmocka_unit_test(test_read_ahead_brings_decompressed_copy),
         cmocka_unit_test(test_read_ahead_runs_stop_at_cache_device),
+        cmocka_unit_test(test_sync_batches_lie_end_to_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
