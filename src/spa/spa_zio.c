@@ -531,6 +531,15 @@ static void prefetch_run(spa_t *spa, vdev_t *top, const cairn_blkptr_t *bps, siz
     }
 }
 
+/* Whether read-ahead has to read bp from the disks: the ARC would keep it and
+ * holds it neither in memory nor on a cache device (from where arc_prefetch
+ * brings it right here). */
+static bool wanted_from_disk(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy)
+{
+    return arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), bp->type) &&
+           arc_prefetch(spa->guid, bp, cache_policy) != 0;
+}
+
 static int bp_by_place(const void *a, const void *b)
 {
     const cairn_dva_t *x = &((const cairn_blkptr_t *)a)->dva[0], *y = &((const cairn_blkptr_t *)b)->dva[0];
@@ -555,9 +564,7 @@ void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *in, size_t n, uint8_t
             i++;
             continue;
         }
-        /* Cached already (arc_prefetch also looks on the cache devices), or not to be kept. */
-        if (!arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), bps[i].type) ||
-            arc_prefetch(spa->guid, &bps[i], cache_policy) == 0) {
+        if (!wanted_from_disk(spa, &bps[i], cache_policy)) {
             i++;
             continue;
         }
@@ -566,17 +573,14 @@ void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *in, size_t n, uint8_t
         while (i + k < n && k < SPA_RUN_MAX_BLOCKS) {
             const cairn_blkptr_t *prev = &bps[i + k - 1], *next = &bps[i + k];
             uint64_t asize = cairn_dva_asize(&next->dva[0]);
-            if (run_top(spa, next) != top || next->dva[0].vdev != prev->dva[0].vdev ||
+            if (run_top(spa, next) != top ||
                 next->dva[0].offset != prev->dva[0].offset + cairn_dva_asize(&prev->dva[0]) ||
-                bytes + asize > SPA_RUN_MAX_BYTES ||
-                !arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), next->type) ||
-                arc_prefetch(spa->guid, next, cache_policy) == 0) /* cached, or now from L2 */
+                bytes + asize > SPA_RUN_MAX_BYTES || !wanted_from_disk(spa, next, cache_policy))
                 break;
             bytes += asize;
             k++;
         }
-        if (k == 1) (void)block_read_impl(spa, &bps[i], NULL, 0, NULL, cache_policy);
-        else prefetch_run(spa, top, &bps[i], k, cache_policy);
+        prefetch_run(spa, top, &bps[i], k, cache_policy);
         i += k;
     }
     free(bps);
