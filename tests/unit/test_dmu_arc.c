@@ -400,6 +400,29 @@ static void test_sequential_prefetch(void **state)
     test_pool_remove(&f);
 }
 
+/* A pool with a cache device and an object of 64 records (data of seed),
+ * written, reimported and read once, and the ARC's copy of all of it fed to the
+ * device by hand; the object set is left open in *os. Returns the object. */
+static uint64_t l2_fed_object(test_pool_t *f, const char *tag, uint64_t seed, objset_t **os)
+{
+    arc_set_max(64 * CAIRN_MIB);
+    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
+    test_pool_make(f, tag, 256 * CAIRN_MIB);
+    add_cache(f, true);
+    assert_int_equal(dmu_objset_create(f->spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
+    uint64_t obj = new_obj(*os);
+    put(*os, obj, 0, 64 * RS, seed);
+    assert_int_equal(dmu_objset_sync(*os), 0);
+    dmu_objset_close(*os);
+    test_pool_reimport(f);
+    add_cache(f, false);
+    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
+    expect(*os, obj, 0, 64 * RS, seed); /* from the pool into the ARC */
+    assert_true(arc_l2_feed_now() >= 64 * RS);
+    return obj;
+}
+
 /* Read-ahead of records the ARC let go of but a cache device holds: the records
  * ahead of a sequential reader come from the cache device (verified), not the
  * disks, and read-ahead never touches the reader's buffers (it once copied a
@@ -407,23 +430,9 @@ static void test_sequential_prefetch(void **state)
 static void test_prefetch_from_cache_device(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
-    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_l2pf", 256 * CAIRN_MIB);
-    add_cache(&f, true);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    uint64_t obj = new_obj(os);
-    put(os, obj, 0, 64 * RS, 7);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    add_cache(&f, false);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    expect(os, obj, 0, 64 * RS, 7); /* from the pool into the ARC */
-    assert_true(arc_l2_feed_now() >= 64 * RS);
+    uint64_t obj = l2_fed_object(&f, "dmu_arc_l2pf", 7, &os);
     arc_set_max(4 * CAIRN_MIB); /* the ARC keeps a few records, the device all */
     uint8_t *all = malloc(64 * RS), *b = malloc(RS);
     fill(all, 64 * RS, 7);
@@ -468,6 +477,16 @@ static int collect_data_bps(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
     return 0;
 }
 
+/* The object set's data block pointers (of RS-byte records), in record order. */
+static void collect_records(spa_t *spa, objset_t *os, race_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->spa = spa;
+    cairn_blkptr_t root;
+    dmu_objset_root(os, &root);
+    assert_int_equal(dmu_traverse_objset(spa, &root, 0, collect_data_bps, r), 0);
+}
+
 static void *race_prefetcher(void *arg)
 {
     race_t *r = arg;
@@ -502,10 +521,8 @@ static void test_prefetch_races_reader(void **state)
         dmu_tx_commit(tx);
     }
     assert_int_equal(dmu_objset_sync(os), 0);
-    race_t r = {.spa = f.spa};
-    cairn_blkptr_t root;
-    dmu_objset_root(os, &root);
-    assert_int_equal(dmu_traverse_objset(f.spa, &root, 0, collect_data_bps, &r), 0);
+    race_t r;
+    collect_records(f.spa, os, &r);
     assert_int_equal(r.nbps, RACE_BLOCKS);
     pthread_t th[2];
     for (int t = 0; t < 2; t++) assert_int_equal(pthread_create(&th[t], NULL, race_prefetcher, &r), 0);
@@ -562,10 +579,8 @@ static void test_read_ahead_brings_decompressed_copy(void **state)
     assert_int_equal(dmu_write(os, obj, 0, 8 * RS, all, tx), 0);
     dmu_tx_commit(tx);
     assert_int_equal(dmu_objset_sync(os), 0);
-    race_t r = {.spa = f.spa};
-    cairn_blkptr_t rootbp;
-    dmu_objset_root(os, &rootbp);
-    assert_int_equal(dmu_traverse_objset(f.spa, &rootbp, 0, collect_data_bps, &r), 0);
+    race_t r;
+    collect_records(f.spa, os, &r);
     assert_int_equal(r.nbps, 8);
     for (int i = 0; i < 8; i++) assert_int_not_equal(r.bps[i].compress, CAIRN_COMPRESS_OFF);
     dmu_objset_close(os);
@@ -597,28 +612,12 @@ static void test_read_ahead_brings_decompressed_copy(void **state)
 static void test_read_ahead_runs_stop_at_cache_device(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
-    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_l2run", 256 * CAIRN_MIB);
-    add_cache(&f, true);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    uint64_t obj = new_obj(os);
-    put(os, obj, 0, 64 * RS, 9);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    race_t r = {.spa = f.spa};
-    cairn_blkptr_t rootbp;
-    dmu_objset_root(os, &rootbp);
-    assert_int_equal(dmu_traverse_objset(f.spa, &rootbp, 0, collect_data_bps, &r), 0);
+    uint64_t obj = l2_fed_object(&f, "dmu_arc_l2run", 9, &os);
+    race_t r;
+    collect_records(f.spa, os, &r);
     assert_int_equal(r.nbps, 64);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    add_cache(&f, false);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    expect(os, obj, 0, 64 * RS, 9); /* from the pool into the ARC */
-    assert_true(arc_l2_feed_now() >= 64 * RS);
     dmu_objset_close(os);
     test_pool_reimport(&f); /* memory empty, the cache device's index rebuilt */
     add_cache(&f, false);
@@ -669,10 +668,8 @@ static void test_sync_batches_lie_end_to_end(void **state)
         dmu_tx_commit(tx);
     }
     assert_int_equal(dmu_objset_sync(os), 0);
-    race_t r = {.spa = f.spa};
-    cairn_blkptr_t rootbp;
-    dmu_objset_root(os, &rootbp);
-    assert_int_equal(dmu_traverse_objset(f.spa, &rootbp, 0, collect_data_bps, &r), 0);
+    race_t r;
+    collect_records(f.spa, os, &r);
     assert_int_equal(r.nbps, 64);
     /* r.bps is in record order: records 8k..8k+7 are one batch, end to end */
     for (size_t g = 0; g < r.nbps; g += 8) {
@@ -741,10 +738,8 @@ static void test_prefetch_run_heals_mirror(void **state)
     assert_int_equal(dmu_write(os, obj, 0, 8 * RS, all, tx), 0);
     dmu_tx_commit(tx);
     assert_int_equal(dmu_objset_sync(os), 0);
-    race_t r = {.spa = spa};
-    cairn_blkptr_t rootbp;
-    dmu_objset_root(os, &rootbp);
-    assert_int_equal(dmu_traverse_objset(spa, &rootbp, 0, collect_data_bps, &r), 0);
+    race_t r;
+    collect_records(spa, os, &r);
     assert_int_equal(r.nbps, 8);
     dmu_objset_close(os);
     assert_int_equal(spa_export(spa), 0);
