@@ -400,6 +400,60 @@ static void test_sequential_prefetch(void **state)
     test_pool_remove(&f);
 }
 
+/* The read-ahead window grows as a stream goes on: three reads in a row read
+ * 8 MiB ahead, a long stream up to 32 MiB (so a stall of the disk does not
+ * reach the reader), never more. */
+static void test_prefetch_window_grows(void **state)
+{
+    (void)state;
+    arc_set_max(128 * CAIRN_MIB);
+    test_pool_t f;
+    test_pool_make(&f, "dmu_arc_pfw", 256 * CAIRN_MIB);
+    objset_t *os;
+    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    const uint64_t nrec = 640; /* 80 MiB */
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, nrec * RS, 21);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint8_t *all = malloc(nrec * RS), *b = malloc(RS);
+    fill(all, nrec * RS, 21);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (uint64_t r = 0; r < 3; r++) assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued() - issued0, 8 * CAIRN_MIB / RS); /* records 3..66 */
+    for (uint64_t r = 3; r < 100; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    dmu_prefetch_wait();
+    /* Asked for so far: records 3 up to the end of the window past record 99. */
+    uint64_t ahead = 3 + (dmu_prefetch_issued() - issued0) - 100;
+    assert_true(ahead > 8 * CAIRN_MIB / RS);
+    assert_true(ahead <= 32 * CAIRN_MIB / RS);
+    for (uint64_t r = 100; r < 300; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    dmu_prefetch_wait();
+    ahead = 3 + (dmu_prefetch_issued() - issued0) - 300;
+    assert_true(ahead > 8 * CAIRN_MIB / RS);
+    assert_true(ahead <= 32 * CAIRN_MIB / RS);
+    for (uint64_t r = 300; r < nrec; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    free(all);
+    free(b);
+    dmu_objset_close(os);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+    arc_set_max(64 * CAIRN_MIB);
+}
+
 /* A pool with a cache device and an object of 64 records (data of seed),
  * written, reimported and read once, and the ARC's copy of all of it fed to the
  * device by hand; the object set is left open in *os. Returns the object. */
@@ -803,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_sequential_prefetch),
+        cmocka_unit_test(test_prefetch_window_grows),
         cmocka_unit_test(test_prefetch_races_reader),
         cmocka_unit_test(test_prefetch_from_cache_device),
         cmocka_unit_test(test_prefetch_run_heals_mirror),
