@@ -14,7 +14,9 @@
  * stream keeps far enough ahead that a stall of the disk of a few milliseconds
  * does not reach the reader (measured: cold 1 MiB reads over NFS, 8 MiB of
  * window at 1.4-2.0 GB/s varied by pass, 32 MiB ran steadier and a sixth faster;
- * 64 MiB no better). Each task carries up to
+ * 64 MiB no better). But never beyond 1/32 of arc_max: with many streams on a
+ * small ARC, what one stream reads ahead would evict what another read ahead
+ * before its reader got there (the default 256 MiB keeps 8 MiB windows). Each task carries up to
  * PF_TASK_BYTES of consecutive records, which spa_blocks_prefetch reads with
  * one vectored read where they lie end to end on disk, as a file written in
  * sequence does: per 128 KiB block, a system call and a sleep and wake-up of
@@ -142,6 +144,12 @@ uint64_t dmu_prefetch_issued(void)
     return n;
 }
 
+/* How far a stream may read ahead: PF_WINDOW_MAX, less on a small ARC. */
+static uint64_t window_max(void)
+{
+    return CAIRN_MIN((uint64_t)PF_WINDOW_MAX, CAIRN_MAX((uint64_t)PF_WINDOW_MIN, arc_get_max() / 32));
+}
+
 void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
 {
     objset_t *os = dn->os;
@@ -177,7 +185,7 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
         return;
     }
     s->ahead_blk = last;
-    s->window = CAIRN_MIN(s->window * 2, (uint64_t)PF_WINDOW_MAX);
+    s->window = CAIRN_MIN(s->window * 2, window_max());
     pthread_mutex_unlock(&P.lock);
 
     pthread_once(&pf_once, pf_init);

@@ -400,13 +400,29 @@ static void test_sequential_prefetch(void **state)
     test_pool_remove(&f);
 }
 
+/* Reads records [from, to) of obj in order; returns how far past `to` read-ahead
+ * was asked for once it is done (its first request was record `first`). */
+static uint64_t read_stream(objset_t *os, uint64_t obj, uint64_t from, uint64_t to,
+                            uint64_t issued0, uint64_t first, const uint8_t *all)
+{
+    uint8_t *b = malloc(RS);
+    for (uint64_t r = from; r < to; r++) {
+        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+        assert_memory_equal(b, all + r * RS, RS);
+    }
+    free(b);
+    dmu_prefetch_wait();
+    return first + (dmu_prefetch_issued() - issued0) - to;
+}
+
 /* The read-ahead window grows as a stream goes on: three reads in a row read
  * 8 MiB ahead, a long stream up to 32 MiB (so a stall of the disk does not
- * reach the reader), never more. */
+ * reach the reader), never more; on a small ARC (1/32 of it below 32 MiB) it
+ * stays at 8 MiB. */
 static void test_prefetch_window_grows(void **state)
 {
     (void)state;
-    arc_set_max(128 * CAIRN_MIB);
+    arc_set_max(1024 * CAIRN_MIB);
     test_pool_t f;
     test_pool_make(&f, "dmu_arc_pfw", 256 * CAIRN_MIB);
     objset_t *os;
@@ -425,27 +441,22 @@ static void test_prefetch_window_grows(void **state)
     for (uint64_t r = 0; r < 3; r++) assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
     dmu_prefetch_wait();
     assert_int_equal(dmu_prefetch_issued() - issued0, 8 * CAIRN_MIB / RS); /* records 3..66 */
-    for (uint64_t r = 3; r < 100; r++) {
-        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
-        assert_memory_equal(b, all + r * RS, RS);
-    }
-    dmu_prefetch_wait();
-    /* Asked for so far: records 3 up to the end of the window past record 99. */
-    uint64_t ahead = 3 + (dmu_prefetch_issued() - issued0) - 100;
+    uint64_t ahead = read_stream(os, obj, 3, 100, issued0, 3, all);
     assert_true(ahead > 8 * CAIRN_MIB / RS);
     assert_true(ahead <= 32 * CAIRN_MIB / RS);
-    for (uint64_t r = 100; r < 300; r++) {
-        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
-        assert_memory_equal(b, all + r * RS, RS);
-    }
-    dmu_prefetch_wait();
-    ahead = 3 + (dmu_prefetch_issued() - issued0) - 300;
+    ahead = read_stream(os, obj, 100, 300, issued0, 3, all);
     assert_true(ahead > 8 * CAIRN_MIB / RS);
     assert_true(ahead <= 32 * CAIRN_MIB / RS);
-    for (uint64_t r = 300; r < nrec; r++) {
-        assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
-        assert_memory_equal(b, all + r * RS, RS);
-    }
+    read_stream(os, obj, 300, nrec, issued0, 3, all);
+    /* The same stream again on a 256 MiB ARC (the default): 8 MiB at most. */
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    arc_set_max(256 * CAIRN_MIB);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    issued0 = dmu_prefetch_issued();
+    ahead = read_stream(os, obj, 0, 300, issued0, 3, all);
+    assert_true(ahead > 0);
+    assert_true(ahead <= 8 * CAIRN_MIB / RS);
     free(all);
     free(b);
     dmu_objset_close(os);
