@@ -76,15 +76,22 @@ static void expect(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, uint6
     free(w);
 }
 
+/* A fresh pool (tag, pool_size) on an ARC of arc_max, its object set "d" open in *os. */
+static void pool_with_objset(test_pool_t *f, const char *tag, uint64_t pool_size,
+                             uint64_t arc_max, objset_t **os)
+{
+    arc_set_max(arc_max);
+    test_pool_make(f, tag, pool_size);
+    assert_int_equal(dmu_objset_create(f->spa, "d", NULL), 0);
+    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
+}
+
 static void test_rewrite_and_free_never_stale(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_stale", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_stale", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
     for (uint64_t v = 1; v <= 4; v++) {
         put(os, obj, 0, 8 * RS, v);
@@ -116,12 +123,9 @@ static void test_rewrite_and_free_never_stale(void **state)
 static void test_primarycache_none_bypasses(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_none", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_none", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     dmu_objset_set_cache_policy(os, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
     uint64_t obj = new_obj(os);
     put(os, obj, 0, 32 * RS, 9);
@@ -217,12 +221,9 @@ static void test_written_records_are_read_from_the_arc(void **state)
 static void test_cold_reads_adopt_the_read_buffer(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_adopt", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_adopt", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
     put(os, obj, 0, 8 * RS, 5); /* incompressible: stored as is */
     assert_int_equal(dmu_objset_sync(os), 0);
@@ -341,12 +342,9 @@ static void test_l2arc_serves_and_survives_reimport(void **state)
 static void test_sequential_prefetch(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_pf", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_pf", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os), other = new_obj(os);
     put(os, obj, 0, 96 * RS, 11);
     put(os, other, 0, 96 * RS, 12);
@@ -422,12 +420,9 @@ static uint64_t read_stream(objset_t *os, uint64_t obj, uint64_t from, uint64_t 
 static void test_prefetch_window_grows(void **state)
 {
     (void)state;
-    arc_set_max(1024 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_pfw", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_pfw", 256 * CAIRN_MIB, 1024 * CAIRN_MIB, &os);
     const uint64_t nrec = 640; /* 80 MiB */
     uint64_t obj = new_obj(os);
     put(os, obj, 0, nrec * RS, 21);
@@ -569,12 +564,9 @@ static void *race_prefetcher(void *arg)
 static void test_prefetch_races_reader(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_race", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_race", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
     /* half compressible, so both the stored and the decompressed hit paths run */
     uint8_t *b = malloc(RS), *want = malloc(RS);
@@ -628,12 +620,9 @@ static int by_offset(const void *a, const void *b)
 static void test_read_ahead_brings_decompressed_copy(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_rad", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_rad", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
     uint8_t *all = malloc(8 * RS), *b = malloc(RS);
     for (int i = 0; i < 8; i++) {
