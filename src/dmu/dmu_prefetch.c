@@ -16,8 +16,9 @@
  * window at 1.4-2.0 GB/s varied by pass, 32 MiB ran steadier and a sixth faster;
  * 64 MiB no better). But never beyond 1/32 of arc_max: with many streams on a
  * small ARC, what one stream reads ahead would evict what another read ahead
- * before its reader got there (the default 256 MiB keeps 8 MiB windows). Each task carries up to
- * PF_TASK_BYTES of consecutive records, which spa_blocks_prefetch reads with
+ * before its reader got there (the default 256 MiB keeps 8 MiB windows).
+ * Each task carries up to PF_TASK_BYTES of consecutive records, which
+ * spa_blocks_prefetch reads with
  * one vectored read where they lie end to end on disk, as a file written in
  * sequence does: per 128 KiB block, a system call and a sleep and wake-up of
  * the task's thread cost about four times the CPU of the transfer itself.
