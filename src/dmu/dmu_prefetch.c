@@ -18,10 +18,10 @@
  * small ARC, what one stream reads ahead would evict what another read ahead
  * before its reader got there (the default 256 MiB keeps 8 MiB windows).
  * Each task carries up to PF_TASK_BYTES of consecutive records, which
- * spa_blocks_prefetch reads with
- * one vectored read where they lie end to end on disk, as a file written in
- * sequence does: per 128 KiB block, a system call and a sleep and wake-up of
- * the task's thread cost about four times the CPU of the transfer itself.
+ * spa_blocks_prefetch reads with one vectored read where they lie end to end
+ * on disk, as a file written in sequence does: per 128 KiB block, a system
+ * call and a sleep and wake-up of the task's thread cost about four times the
+ * CPU of the transfer itself.
  *
  * A read-ahead brings the block in verified, and a compressed one also
  * decompressed (arc_insert_read_ahead), so the reader's hit lends or copies it
@@ -68,7 +68,7 @@ typedef struct pf_stream {
     uint64_t obj;
     uint64_t next_off;    /* where the last read ended */
     uint64_t ahead_blk;   /* records below this were read ahead (or asked for) */
-    uint64_t window;      /* bytes read ahead of the reader; grows with each refill */
+    uint64_t window_bytes; /* how far ahead of the reader; grows with each refill */
     uint32_t seq;         /* reads in a row */
 } pf_stream_t;
 
@@ -145,10 +145,11 @@ uint64_t dmu_prefetch_issued(void)
     return n;
 }
 
-/* How far a stream may read ahead: PF_WINDOW_MAX, less on a small ARC. */
+/* How far a stream may read ahead, in bytes: PF_WINDOW_MAX, less on a small ARC. */
 static uint64_t window_max(void)
 {
-    return CAIRN_MIN((uint64_t)PF_WINDOW_MAX, CAIRN_MAX((uint64_t)PF_WINDOW_MIN, arc_get_max() / 32));
+    return CAIRN_MIN((uint64_t)PF_WINDOW_MAX,
+                     CAIRN_MAX((uint64_t)PF_WINDOW_MIN, arc_get_max() / 32));
 }
 
 void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
@@ -164,7 +165,8 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
     pthread_mutex_lock(&P.lock);
     pf_stream_t *s = &P.slot[(h >> 32) % PF_SLOTS];
     if (s->os != os || s->obj != dn->obj) {
-        *s = (pf_stream_t){.os = os, .obj = dn->obj, .next_off = off + len};
+        *s = (pf_stream_t){.os = os, .obj = dn->obj, .next_off = off + len,
+                           .window_bytes = PF_WINDOW_MIN};
         pthread_mutex_unlock(&P.lock);
         return;
     }
@@ -173,12 +175,11 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
     } else {
         s->seq = 0;
         s->ahead_blk = 0;
-        s->window = 0;
+        s->window_bytes = PF_WINDOW_MIN;
     }
     s->next_off = off + len;
-    if (!s->window) s->window = PF_WINDOW_MIN;
-    uint64_t window = CAIRN_MIN(CAIRN_MAX(s->window / rs, (uint64_t)PF_MIN_RECORDS),
-                                (uint64_t)PF_MAX_RECORDS);
+    uint64_t window = CAIRN_MIN(CAIRN_MAX(s->window_bytes / rs, (uint64_t)PF_MIN_RECORDS),
+                                (uint64_t)PF_MAX_RECORDS); /* in records */
     uint64_t end_blk = (off + len + rs - 1) / rs; /* first record past the read */
     uint64_t first = CAIRN_MAX(s->ahead_blk, end_blk), last = end_blk + window;
     if (s->seq < PF_TRIGGER || first >= last || last - first < window / 2) {
@@ -186,7 +187,7 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
         return;
     }
     s->ahead_blk = last;
-    s->window = CAIRN_MIN(s->window * 2, window_max());
+    s->window_bytes = CAIRN_MIN(s->window_bytes * 2, window_max());
     pthread_mutex_unlock(&P.lock);
 
     pthread_once(&pf_once, pf_init);
