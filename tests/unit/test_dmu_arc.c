@@ -86,6 +86,14 @@ static void pool_with_objset(test_pool_t *f, const char *tag, uint64_t pool_size
     assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
 }
 
+/* Closes os, checks the pool and removes it. */
+static void pool_done(test_pool_t *f, objset_t *os)
+{
+    dmu_objset_close(os);
+    test_pool_check(f);
+    test_pool_remove(f);
+}
+
 static void test_rewrite_and_free_never_stale(void **state)
 {
     (void)state;
@@ -115,9 +123,7 @@ static void test_rewrite_and_free_never_stale(void **state)
     free(half);
     arc_get_stats(&st);
     assert_true(st.frees_dropped > st0.frees_dropped); /* the freed records left the ARC */
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 static void test_primarycache_none_bypasses(void **state)
@@ -168,13 +174,10 @@ static void fill_text(uint8_t *b, uint64_t len, uint64_t seed)
 static void test_written_records_are_read_from_the_arc(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_written", 256 * CAIRN_MIB);
     objset_t *os, *nc;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
+    pool_with_objset(&f, "dmu_arc_written", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     assert_int_equal(dmu_objset_create(f.spa, "nc", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
     assert_int_equal(dmu_objset_open(f.spa, "nc", &nc), 0);
     dmu_objset_set_cache_policy(nc, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
     uint64_t obj = new_obj(os), other = new_obj(nc);
@@ -250,9 +253,7 @@ static void test_cold_reads_adopt_the_read_buffer(void **state)
     cairn_spans_release(&sp);
     free(w);
     free(r);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 static void add_cache(test_pool_t *f, bool create)
@@ -270,26 +271,32 @@ static void add_cache(test_pool_t *f, bool create)
     assert_int_equal(e, 0);
 }
 
+/* A pool with a cache device and an object of 64 records (data of seed),
+ * written, reimported and read once, and the ARC's copy of all of it fed to the
+ * device by hand; the object set is left open in *os. Returns the object. */
+static uint64_t l2_fed_object(test_pool_t *f, const char *tag, uint64_t seed, objset_t **os)
+{
+    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
+    pool_with_objset(f, tag, 256 * CAIRN_MIB, 64 * CAIRN_MIB, os);
+    add_cache(f, true);
+    uint64_t obj = new_obj(*os);
+    put(*os, obj, 0, 64 * RS, seed);
+    assert_int_equal(dmu_objset_sync(*os), 0);
+    dmu_objset_close(*os);
+    test_pool_reimport(f);
+    add_cache(f, false);
+    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
+    expect(*os, obj, 0, 64 * RS, seed); /* from the pool into the ARC */
+    assert_true(arc_l2_feed_now() >= 64 * RS);
+    return obj;
+}
+
 static void test_l2arc_serves_and_survives_reimport(void **state)
 {
     (void)state;
-    arc_set_max(64 * CAIRN_MIB);
-    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_l2", 256 * CAIRN_MIB);
-    add_cache(&f, true);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    uint64_t obj = new_obj(os);
-    put(os, obj, 0, 64 * RS, 5); /* 8 MiB of incompressible records */
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    add_cache(&f, false);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    expect(os, obj, 0, 64 * RS, 5); /* from the pool into the ARC */
-    assert_true(arc_l2_feed_now() >= 64 * RS);
+    uint64_t obj = l2_fed_object(&f, "dmu_arc_l2", 5, &os); /* 8 MiB of incompressible records */
     arc_set_max(CAIRN_MIB); /* the ARC lets go of almost all of it */
     arc_stats_t a, b;
     arc_get_stats(&a);
@@ -331,9 +338,7 @@ static void test_l2arc_serves_and_survives_reimport(void **state)
     arc_get_stats(&b);
     assert_true(b.l2_cksum_bad > a.l2_cksum_bad);
     assert_true(b.l2_devices_dropped > a.l2_devices_dropped);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* A sequential reader: after a few reads in a row the records ahead are read in the
@@ -393,9 +398,7 @@ static void test_sequential_prefetch(void **state)
     assert_int_equal(dmu_prefetch_issued(), issued1);
     free(all);
     free(b);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* Reads records [from, to) of obj in order; returns how far past `to` read-ahead
@@ -454,33 +457,8 @@ static void test_prefetch_window_grows(void **state)
     assert_true(ahead <= 8 * CAIRN_MIB / RS);
     free(all);
     free(b);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
     arc_set_max(64 * CAIRN_MIB);
-}
-
-/* A pool with a cache device and an object of 64 records (data of seed),
- * written, reimported and read once, and the ARC's copy of all of it fed to the
- * device by hand; the object set is left open in *os. Returns the object. */
-static uint64_t l2_fed_object(test_pool_t *f, const char *tag, uint64_t seed, objset_t **os)
-{
-    arc_set_max(64 * CAIRN_MIB);
-    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
-    test_pool_make(f, tag, 256 * CAIRN_MIB);
-    add_cache(f, true);
-    assert_int_equal(dmu_objset_create(f->spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
-    uint64_t obj = new_obj(*os);
-    put(*os, obj, 0, 64 * RS, seed);
-    assert_int_equal(dmu_objset_sync(*os), 0);
-    dmu_objset_close(*os);
-    test_pool_reimport(f);
-    add_cache(f, false);
-    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
-    expect(*os, obj, 0, 64 * RS, seed); /* from the pool into the ARC */
-    assert_true(arc_l2_feed_now() >= 64 * RS);
-    return obj;
 }
 
 /* Read-ahead of records the ARC let go of but a cache device holds: the records
@@ -513,9 +491,7 @@ static void test_prefetch_from_cache_device(void **state)
     free(all);
     free(b);
     arc_set_max(64 * CAIRN_MIB);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* ---- read-ahead racing a reader of the same blocks ---- */
@@ -600,9 +576,7 @@ static void test_prefetch_races_reader(void **state)
     }
     free(b);
     free(want);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* ---- what read-ahead brings, and from where ---- */
@@ -655,9 +629,7 @@ static void test_read_ahead_brings_decompressed_copy(void **state)
     assert_int_equal(z.mfu_hits, p.mfu_hits);
     free(all);
     free(b);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* A stream over records of which the cache device holds every other one: those
@@ -696,9 +668,7 @@ static void test_read_ahead_runs_stop_at_cache_device(void **state)
     /* the odd records, metadata and a few read twice (36 records' worth measured);
      * runs that carried the even ones too read all 64 */
     assert_true(from_disk < 48 * (uint64_t)RS);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* A sync writes an object's records in batches of 1 MiB on parallel workers;
@@ -708,10 +678,8 @@ static void test_sync_batches_lie_end_to_end(void **state)
 {
     (void)state;
     test_pool_t f;
-    test_pool_make(&f, "dmu_arc_batch", 256 * CAIRN_MIB);
     objset_t *os;
-    assert_int_equal(dmu_objset_create(f.spa, "d", NULL), 0);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    pool_with_objset(&f, "dmu_arc_batch", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
     uint8_t *b = malloc(RS);
     for (uint64_t i = 0; i < 64; i++) { /* sizes vary: some compress, some do not */
@@ -733,9 +701,7 @@ static void test_sync_batches_lie_end_to_end(void **state)
                              r.bps[i - 1].dva[0].offset + cairn_dva_asize(&r.bps[i - 1].dva[0]));
     }
     free(b);
-    dmu_objset_close(os);
-    test_pool_check(&f);
-    test_pool_remove(&f);
+    pool_done(&f, os);
 }
 
 /* ---- read-ahead of blocks laid end to end, on a mirror with a bad side ---- */
