@@ -220,6 +220,23 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
 /* Reads the block into buf (bp->lsize bytes), verifying it against bp and
  * repairing bad copies. -ECKSUM when no copy verifies. Any context. */
 int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
+/*
+ * Memory-only mode of the calling thread. The NFS server's I/O thread runs
+ * cheap calls itself when everything they read is in memory, which saves a
+ * hand-off to a worker and back (two wake-ups per call); it must never wait
+ * for a device meanwhile, or every other client would wait with it. While the
+ * mode is on, a block read that the ARC cannot serve from memory fails with
+ * -EWOULDBLOCK before it touches a device or a cache device, and the thread
+ * remembers that, because the layers above may turn the error into another
+ * one (a lookup's ENOENT, a handle's ESTALE): spa_memory_only_end() tells the
+ * caller to drop whatever the call produced and run it where it may wait.
+ * Layers above call spa_memory_only_refuse() on their own paths that could
+ * wait for something other than a block read (a pool-wide lock held across a
+ * txg sync, mounting a snapshot); it returns 0 when the mode is off.
+ */
+void spa_memory_only_begin(void);
+bool spa_memory_only_end(void);
+int spa_memory_only_refuse(void);
 /* spa_block_read() through the ARC with a dataset's cache policy (ARC_POLICY() of
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */

@@ -19,11 +19,14 @@
  * Arguments are decoded with the XDR cursor straight from the received
  * record: WRITE data is used in place, and READ data is read by the ZPL
  * directly into the reply buffer, or lent to it by the ARC (nfs_xdr_lend: the
- * socket copies from the ARC's buffers). READ alone may run with memory_only on the
- * transport's I/O thread (nfs_impl.h): zpl_read_spans (memory_only) serves it from memory,
- * and -EWOULDBLOCK (a record to read from disk, a due atime) sets would_block
- * after only lookups and checks, so the worker's rerun answers the same
- * checks with nothing done twice. Metadata changes are committed before the
+ * socket copies from the ARC's buffers). The calls that only read - NULL,
+ * GETATTR, LOOKUP, ACCESS, READLINK and READ - may run with memory_only on
+ * the transport's I/O thread (nfs_impl.h), under the SPA's memory-only mode:
+ * zpl_read_spans (memory_only) serves a READ from memory, and -EWOULDBLOCK (a
+ * record to read from disk, a due atime) sets would_block after only lookups
+ * and checks, so the worker's rerun answers the same checks with nothing done
+ * twice; any other block the call would read from a device is refused below
+ * the ZPL (spa_memory_only_begin), which rpc_server.c turns into would_block. Metadata changes are committed before the
  * reply (RFC 1813 requires them on stable storage) unless the dataset has
  * sync=disabled; UNSTABLE writes are left to the txg and COMMIT.
  */
@@ -1103,9 +1106,9 @@ nfs_accept_t nfs3_program(nfs_call_t *call)
     if (call->proc == 0) return NFS_ACCEPT_SUCCESS;
     if (call->proc > 21) return NFS_ACCEPT_PROC_UNAVAIL;
     ctx_t c = {.call = call, .a = &call->args, .r = call->res};
-    /* Only READ knows how to run without waiting (rpc_server.c sends nothing
-     * else here with memory_only; this keeps it so). */
-    if (call->memory_only && call->proc != 6) {
+    /* Only the calls that change nothing may run without waiting (rpc_server.c
+     * sends nothing else here with memory_only; this keeps it so). */
+    if (call->memory_only && !nfs3_proc_reads_only(call->proc)) {
         call->would_block = true;
         return NFS_ACCEPT_SUCCESS;
     }

@@ -12,9 +12,10 @@
  * handler decodes, calls the ZPL synchronously, encodes its results into
  * `res` and returns an accept status. The transport then frames the reply
  * (same xid) and sends it under the connection's send lock; replies may leave
- * in a different order than the calls came in, as RPC allows. An NFSv3 READ
- * is first run on the I/O thread itself with `memory_only` (see
- * rpc_server.c); it goes to a worker only when it sets `would_block`.
+ * in a different order than the calls came in, as RPC allows. An NFSv3 call
+ * that only reads (nfs3_proc_reads_only) is first run on the I/O thread
+ * itself with `memory_only` (see rpc_server.c); it goes to a worker only when
+ * it sets `would_block` or reads a block that is not in memory.
  */
 #ifndef CAIRN_NFS_IMPL_H
 #define CAIRN_NFS_IMPL_H
@@ -127,6 +128,16 @@ typedef struct nfs_call {
 } nfs_call_t;
 
 typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);
+
+/* NFSv3 procedures that change nothing on the server, the ones worth running
+ * on the I/O thread: NULL, GETATTR, LOOKUP, ACCESS, READLINK, READ (whose
+ * atime update is the one change, and it stops for it). READDIR and
+ * READDIRPLUS are left out: a large directory's reply is long work that other
+ * clients would wait behind. */
+static inline bool nfs3_proc_reads_only(uint32_t proc)
+{
+    return proc == 0 || proc == 1 || proc == 3 || proc == 4 || proc == 5 || proc == 6;
+}
 
 /* A stable id of the connection while it lives (for session/connection binding). */
 uint64_t nfs_conn_id(const nfs_conn_t *conn);

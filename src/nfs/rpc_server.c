@@ -9,19 +9,23 @@
  * client dribbling bytes (slowloris) only holds its own buffer: the loop never
  * waits on one socket.
  *
- * An NFSv3 READ (or an NFSv4.0 COMPOUND of PUTFH and READ) is first run on
- * the I/O thread itself with memory_only
- * (nfs_impl.h): when its records are all in memory (dirty or in the ARC) its
- * reply is sent from there - no hand-off to a worker and back, which cost two
- * wakeups and four context switches per call, most of what a cached READ
- * cost with one READ in flight. Only when no other connection is ready at
- * the same time, so many readers still spread over the workers' cores (one
- * connection's READs, however many in flight, leave one at a time under its
- * send lock anyway). When it would wait for a device (or must
- * update the atime) the handler stops before changing anything and the
- * record goes to a worker like every other call. The I/O thread may still
- * read a file's dnode or indirect blocks when they are not resident; a file
- * being read has them cached after its first READ.
+ * An NFSv3 call that only reads (READ, GETATTR, LOOKUP, ACCESS, READLINK,
+ * NULL: nfs3_proc_reads_only) or an NFSv4.0 COMPOUND of PUTFH and READ is
+ * first run on the I/O thread itself with memory_only (nfs_impl.h): when all
+ * it reads is in memory (dirty or in the ARC) its reply is sent from there -
+ * no hand-off to a worker and back, which cost two wakeups and four context
+ * switches per call: most of what a cached READ cost with one READ in flight,
+ * and half the time of a GETATTR or LOOKUP (a client resolving paths or
+ * stat-ing files one call at a time ran at half the rate). Only when no other
+ * connection is ready at the same time, so many clients still spread over the
+ * workers' cores (one connection's READs, however many in flight, leave one at
+ * a time under its send lock anyway). The call runs in the SPA's memory-only
+ * mode (spa_memory_only_begin): a block it would read from a device - a file's
+ * record, a dnode, an indirect or directory block - is refused, and so are
+ * the pool-wide locks a snapshot's handle needs; then, or when the handler
+ * itself stops (a READ whose atime is due), the record goes to a worker like
+ * every other call and what the try produced is dropped. Node locks are taken
+ * as anywhere: their holders keep them for in-memory work only.
  *
  * A complete record becomes a job on the worker pool (taskq). The worker
  * decodes the call header and credential, runs the program's handler (which
@@ -47,6 +51,7 @@
 #include "nfs_srv.h"
 
 #include <cairn/log.h>
+#include <cairn/spa.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -425,7 +430,11 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
         nfs_xdr_init_encode(res, 512);
         call.res = res;
         uint32_t low = 0, high = 0;
+        if (memory_only) spa_memory_only_begin();
         nfs_accept_t st = res->err ? NFS_ACCEPT_SYSTEM_ERR : dispatch(&call, &low, &high);
+        /* A refused read may have become any error on its way up: the whole
+         * answer is dropped, not just the would_block ones. */
+        if (memory_only && spa_memory_only_end()) call.would_block = true;
         if (call.would_block) return NFS_RPC_WOULD_BLOCK;
         if (st == NFS_ACCEPT_SUCCESS && res->err) st = NFS_ACCEPT_SYSTEM_ERR;
         if (st == NFS_ACCEPT_DROP) return 0;
@@ -458,9 +467,10 @@ int nfs_rpc_execute_memory(nfs_conn_t *c, const uint8_t *rec, size_t len,
     return rpc_execute(c, rec, len, hdr, hlen, res, true);
 }
 
-/* Whether a record is an NFSv3 READ or an NFSv4 COMPOUND, the calls worth
- * trying on the I/O thread (a peek at the fixed call header; rpc_execute
- * checks it properly, and compound() runs only 4.0 PUTFH+READ there). */
+/* Whether a record is an NFSv3 call that only reads or an NFSv4 COMPOUND, the
+ * calls worth trying on the I/O thread (a peek at the fixed call header;
+ * rpc_execute checks it properly, and compound() runs only 4.0 PUTFH+READ
+ * there). */
 static bool rec_may_run_inline(const uint8_t *rec, size_t len)
 {
     if (len < 24) return false;
@@ -469,10 +479,10 @@ static bool rec_may_run_inline(const uint8_t *rec, size_t len)
         w[i] = (uint32_t)rec[4 * i] << 24 | (uint32_t)rec[4 * i + 1] << 16 |
                (uint32_t)rec[4 * i + 2] << 8 | rec[4 * i + 3];
     return w[1] == RPC_CALL && w[2] == 2 && w[3] == NFS_PROG_NFS &&
-           ((w[4] == 3 && w[5] == 6) || (w[4] == 4 && w[5] == 1));
+           ((w[4] == 3 && nfs3_proc_reads_only(w[5])) || (w[4] == 4 && w[5] == 1));
 }
 
-/* I/O thread: runs a READ whose data is all in memory right here, sending its
+/* I/O thread: runs a call whose data is all in memory right here, sending its
  * reply without a hand-off; false when it would block (nothing was done, the
  * record is left for a worker). */
 static bool conn_try_inline(nfs_conn_t *c)
@@ -558,7 +568,7 @@ void nfs_conn_detached_free(nfs_conn_t *c)
     free(c);
 }
 
-/* I/O thread: a complete record goes to the workers, unless it is a READ
+/* I/O thread: a complete record goes to the workers, unless it is a call
  * served from memory right here. */
 static void conn_record_done(nfs_conn_t *c)
 {

@@ -338,6 +338,28 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     return err;
 }
 
+/* Memory-only mode (spa.h): per thread, so other threads' reads are unaffected. */
+static _Thread_local bool memory_only, memory_only_refused;
+
+void spa_memory_only_begin(void)
+{
+    memory_only = true;
+    memory_only_refused = false;
+}
+
+bool spa_memory_only_end(void)
+{
+    memory_only = false;
+    return memory_only_refused;
+}
+
+int spa_memory_only_refuse(void)
+{
+    if (!memory_only) return 0;
+    memory_only_refused = true;
+    return -EWOULDBLOCK;
+}
+
 /* buf NULL: read ahead, i.e. only bring the verified block into the ARC. */
 static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
                            uint64_t *repaired, uint8_t cache_policy)
@@ -349,6 +371,13 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
     if (bp->ncopies > CAIRN_MAX_COPIES || bp->psize == 0 || bp->psize > bp->lsize ||
         bp->compress >= CAIRN_COMPRESS_COUNT)
         return -EINVAL;
+    if (memory_only) {
+        /* No device, not even a cache device: memory or nothing. */
+        bool hit = cache_policy != ARC_POLICY_BYPASS &&
+                   (buf ? arc_lookup_memory(spa->guid, bp, 0, bp->lsize, buf, cache_policy) == 0
+                        : arc_cached(spa->guid, bp));
+        return hit ? 0 : spa_memory_only_refuse();
+    }
     /* ---- ARC (src/arc): a hit is served from memory or a cache device ---- */
     if (cache_policy != ARC_POLICY_BYPASS) {
         /* A read ahead has no buffer to copy a hit into: it asks whether the block

@@ -795,8 +795,11 @@ static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
     char full[2 * DSL_NAME_MAX + 2];
     snprintf(full, sizeof(full), "%s@%s", head, snap);
     if (strlen(full) > DSL_NAME_MAX) return -ENOENT;
+    /* Mounting takes the pool's configuration lock, which a txg sync holds. */
+    int err = spa_memory_only_refuse();
+    if (err) return err;
     zpl_fs_t *s;
-    int err = zpl_mount(fs->dp, full, &s);
+    err = zpl_mount(fs->dp, full, &s);
     if (err) return err == -EINVAL ? -ENOENT : err;
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
@@ -1897,6 +1900,7 @@ static int snap_by_guid(zpl_fs_t *fs, uint64_t ds_guid, zpl_fs_t **out)
         }
     }
     pthread_mutex_unlock(&fs->snap_lock);
+    if (spa_memory_only_refuse()) return -EWOULDBLOCK; /* as in snap_mount */
     dsl_dataset_t *ds;
     if (dsl_dataset_hold_by_guid(fs->dp, ds_guid, &ds)) return -ESTALE;
     char snap[DSL_NAME_MAX + 1] = "", name[DSL_NAME_MAX + 1], head[DSL_NAME_MAX + 1];

@@ -9,7 +9,8 @@
  * the buffer they were read into; a sync batch's records lie end to end and
  * read-ahead reads them in one read, healing a mirror side that returned a bad
  * one; a compressed block read ahead brings a decompressed copy for its first
- * hit; a read-ahead run stops at blocks a cache device holds.
+ * hit; a read-ahead run stops at blocks a cache device holds; a thread in the
+ * SPA's memory-only mode reads what is in memory and nothing from a device.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 
 #include <cairn/arc.h>
 #include <cairn/dmu.h>
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <fcntl.h>
@@ -338,6 +340,46 @@ static void test_l2arc_serves_and_survives_reimport(void **state)
     arc_get_stats(&b);
     assert_true(b.l2_cksum_bad > a.l2_cksum_bad);
     assert_true(b.l2_devices_dropped > a.l2_devices_dropped);
+    pool_done(&f, os);
+}
+
+/* Memory-only mode (spa_memory_only_begin): a record the ARC holds in memory
+ * is read; one that is only on the disks and the cache device is refused with
+ * nothing read from either (no cache-device hit, not brought into the ARC),
+ * and the end of the mode says so; then the thread reads both again. */
+static void test_memory_only_mode_refuses_devices(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    objset_t *os;
+    uint64_t obj = l2_fed_object(&f, "dmu_arc_memonly", 9, &os);
+    arc_set_max(2 * CAIRN_MIB); /* the device keeps all 64 records, memory the last few */
+    dmu_prefetch_wait();
+    uint8_t *all = malloc(64 * RS), *b = malloc(RS);
+    fill(all, 64 * RS, 9);
+    spa_memory_only_begin();
+    assert_int_equal(dmu_read(os, obj, 63 * RS, RS, b), 0);
+    assert_false(spa_memory_only_end());
+    assert_memory_equal(b, all + 63 * RS, RS);
+
+    arc_stats_t before, after;
+    arc_get_stats(&before);
+    for (int i = 0; i < 2; i++) { /* the refused read brought nothing in */
+        spa_memory_only_begin();
+        assert_int_not_equal(dmu_read(os, obj, 0, RS, b), 0);
+        assert_true(spa_memory_only_end());
+    }
+    arc_get_stats(&after);
+    assert_int_equal(after.l2_hits, before.l2_hits);
+    assert_int_equal(after.misses, before.misses);
+
+    assert_int_equal(spa_memory_only_refuse(), 0); /* the mode is off */
+    assert_int_equal(dmu_read(os, obj, 0, RS, b), 0);
+    assert_memory_equal(b, all, RS);
+    arc_get_stats(&after);
+    assert_int_equal(after.l2_hits, before.l2_hits + 1);
+    free(all);
+    free(b);
     pool_done(&f, os);
 }
 
@@ -822,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_written_records_are_read_from_the_arc),
         cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
+        cmocka_unit_test(test_memory_only_mode_refuses_devices),
         cmocka_unit_test(test_sequential_prefetch),
         cmocka_unit_test(test_prefetch_window_grows),
         cmocka_unit_test(test_prefetch_races_reader),

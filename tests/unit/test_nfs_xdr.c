@@ -212,6 +212,14 @@ static void test_accept_status(void **state)
 
 /* ---- NFSv3 READ on the I/O thread (nfs_rpc_execute_memory) ---- */
 
+/* Runs the call record on the I/O thread's path (memory) or a worker's. */
+static int execute(rig_t *r, const nfs_xdr_t *call, bool memory, uint8_t hdr[NFS_RPC_HDR_MAX],
+                   size_t *hlen, nfs_xdr_t *res)
+{
+    return memory ? nfs_rpc_execute_memory(r->conn, call->buf, call->len, hdr, hlen, res)
+                  : nfs_rpc_execute(r->conn, call->buf, call->len, hdr, hlen, res);
+}
+
 typedef struct read_reply {
     int rc;                 /* nfs_rpc_execute*: 1 reply, NFS_RPC_WOULD_BLOCK, ... */
     uint32_t status;
@@ -236,8 +244,7 @@ static void read_call(rig_t *r, const zpl_fh_t *fh, uint64_t off, uint32_t count
     uint8_t hdr[NFS_RPC_HDR_MAX];
     size_t hlen = 0;
     nfs_xdr_t res;
-    out->rc = memory ? nfs_rpc_execute_memory(r->conn, x.buf, x.len, hdr, &hlen, &res)
-                     : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
+    out->rc = execute(r, &x, memory, hdr, &hlen, &res);
     nfs_xdr_free(&x);
     if (out->rc == 1) {
         nfs_xdr_flatten(&res); /* the data lent by the ARC, in place */
@@ -358,11 +365,14 @@ static void test_read_memory_path(void **state)
     assert_int_equal(rr.status, 70); /* NFS3ERR_STALE */
     assert_false(rr.has_attr);
 
-    /* Other procedures are never run on the I/O thread. */
+    /* Procedures that change something are never run on the I/O thread
+     * (SETATTR, with nothing to set). */
     nfs_xdr_t x;
     nfs_xdr_init_encode(&x, 0);
-    call_header(&x, 78, 100003, 3, 1);
+    call_header(&x, 78, 100003, 3, 2);
     nfs_xdr_put_opaque(&x, r.root.bytes, ZPL_FH_SIZE);
+    for (int i = 0; i < 6; i++) nfs_xdr_put_u32(&x, 0); /* sattr3: set nothing */
+    nfs_xdr_put_u32(&x, 0);                            /* no guard */
     uint8_t hdr[NFS_RPC_HDR_MAX];
     size_t hlen = 0;
     nfs_xdr_t res;
@@ -374,6 +384,134 @@ static void test_read_memory_path(void **state)
     zpl_node_rele(root);
     nfs_export_rele(e);
     free(file);
+    rig_down(&r);
+}
+
+/* ---- NFSv3 calls that only read, on the I/O thread ---- */
+
+/* Runs NFSv3 procedure proc with arguments args (encoded after the call
+ * header) on the I/O thread's path (memory) or a worker's; returns the rc and,
+ * for a reply, its body (malloc'd, *blen bytes) and status. */
+static int v3_run(rig_t *r, uint32_t proc, const nfs_xdr_t *args, bool memory, uint8_t **body,
+                  size_t *blen, uint32_t *status)
+{
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 0);
+    call_header(&x, 80 + proc, 100003, 3, proc);
+    nfs_xdr_put_fixed(&x, args->buf, (uint32_t)args->len);
+    uint8_t hdr[NFS_RPC_HDR_MAX];
+    size_t hlen = 0;
+    nfs_xdr_t res;
+    int rc = execute(r, &x, memory, hdr, &hlen, &res);
+    nfs_xdr_free(&x);
+    *body = NULL;
+    *blen = 0;
+    if (rc == 1) {
+        nfs_xdr_flatten(&res);
+        *body = malloc(res.len + 1);
+        memcpy(*body, res.buf, res.len);
+        *blen = res.len;
+        nfs_xdr_t d;
+        nfs_xdr_init_decode(&d, res.buf, res.len);
+        *status = nfs_xdr_get_u32(&d);
+    }
+    nfs_xdr_free(&res);
+    return rc;
+}
+
+/* The call answered on the I/O thread, byte for byte as a worker answers it
+ * (nothing changes between the two runs); returns its status. */
+static uint32_t v3_same_both_ways(rig_t *r, uint32_t proc, const nfs_xdr_t *args)
+{
+    uint8_t *fast, *slow;
+    size_t flen, slen;
+    uint32_t fst = 0, sst = 0;
+    assert_int_equal(v3_run(r, proc, args, true, &fast, &flen, &fst), 1);
+    assert_int_equal(v3_run(r, proc, args, false, &slow, &slen, &sst), 1);
+    assert_int_equal(fst, sst);
+    assert_int_equal(flen, slen);
+    assert_memory_equal(fast, slow, flen);
+    free(fast);
+    free(slow);
+    return fst;
+}
+
+/* GETATTR, LOOKUP, ACCESS and READLINK run on the I/O thread when what they
+ * read is in memory, with the worker's answer, errors included; a call that
+ * would read a block from the disk is refused below the ZPL and goes to a
+ * worker with nothing produced, after which the I/O thread serves it. */
+static void test_metadata_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    uint8_t data[100];
+    memset(data, 7, sizeof data);
+    zpl_fh_t ffh;
+    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
+    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
+    zpl_node_t *root, *link;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    char target[901];
+    for (int i = 0; i < 900; i++) target[i] = (char)('a' + i % 26); /* too long to sit in the bonus */
+    target[900] = 0;
+    assert_int_equal(zpl_symlink(root, "l", target, &zfix_cred, &link, NULL), 0);
+    zpl_fh_t lfh;
+    assert_int_equal(zpl_fh_encode(link, &lfh), 0);
+
+    nfs_xdr_t a;
+    nfs_xdr_init_encode(&a, 0); /* GETATTR root, GETATTR file */
+    nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
+    assert_int_equal(v3_same_both_ways(&r, 1, &a), 0);
+    nfs_xdr_free(&a);
+    nfs_xdr_init_encode(&a, 0);
+    nfs_xdr_put_opaque(&a, ffh.bytes, ZPL_FH_SIZE);
+    assert_int_equal(v3_same_both_ways(&r, 1, &a), 0);
+    nfs_xdr_free(&a);
+    nfs_xdr_init_encode(&a, 0); /* LOOKUP f, LOOKUP of a name that is not there */
+    nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_string(&a, "f");
+    assert_int_equal(v3_same_both_ways(&r, 3, &a), 0);
+    nfs_xdr_free(&a);
+    nfs_xdr_init_encode(&a, 0);
+    nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_string(&a, "nothing-here");
+    assert_int_equal(v3_same_both_ways(&r, 3, &a), 2); /* NFS3ERR_NOENT */
+    nfs_xdr_free(&a);
+    nfs_xdr_init_encode(&a, 0); /* ACCESS file: read, modify, execute */
+    nfs_xdr_put_opaque(&a, ffh.bytes, ZPL_FH_SIZE);
+    nfs_xdr_put_u32(&a, 0x1 | 0x4 | 0x20);
+    assert_int_equal(v3_same_both_ways(&r, 4, &a), 0);
+    nfs_xdr_free(&a);
+
+    /* READLINK: the target is in a block of its own. Once only on disk, the
+     * I/O thread's try is refused; the worker's read caches it. */
+    spa_txg_wait_synced(r.f.spa, 0);
+    arc_purge_pool(spa_guid(r.f.spa));
+    nfs_xdr_init_encode(&a, 0);
+    nfs_xdr_put_opaque(&a, lfh.bytes, ZPL_FH_SIZE);
+    uint8_t *body;
+    size_t blen;
+    uint32_t st = 99;
+    assert_int_equal(v3_run(&r, 5, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
+    assert_null(body);
+    assert_int_equal(v3_run(&r, 5, &a, false, &body, &blen, &st), 1);
+    assert_int_equal(st, 0);
+    assert_non_null(memmem(body, blen, target, 900));
+    free(body);
+    assert_int_equal(v3_same_both_ways(&r, 5, &a), 0);
+    nfs_xdr_free(&a);
+    /* The mode ended with the call: this thread reads the disk again. */
+    arc_purge_pool(spa_guid(r.f.spa));
+    char back[1024];
+    size_t blen2 = 0;
+    assert_int_equal(zpl_readlink(link, back, sizeof back, &blen2), 0);
+    assert_int_equal(blen2, 900);
+
+    zpl_node_rele(link);
+    zpl_node_rele(file);
+    zpl_node_rele(root);
+    nfs_export_rele(e);
     rig_down(&r);
 }
 
@@ -403,8 +541,7 @@ static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off
     uint8_t hdr[NFS_RPC_HDR_MAX];
     size_t hlen = 0;
     nfs_xdr_t res;
-    int rc = memory ? nfs_rpc_execute_memory(r->conn, x.buf, x.len, hdr, &hlen, &res)
-                    : nfs_rpc_execute(r->conn, x.buf, x.len, hdr, &hlen, &res);
+    int rc = execute(r, &x, memory, hdr, &hlen, &res);
     nfs_xdr_free(&x);
     *data = NULL;
     if (rc == 1) {
@@ -681,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_cursor),
         cmocka_unit_test(test_accept_status),
         cmocka_unit_test(test_read_memory_path),
+        cmocka_unit_test(test_metadata_memory_path),
         cmocka_unit_test(test_read4_memory_path),
         cmocka_unit_test(test_lent_spans_iov),
         cmocka_unit_test(test_read_lends_and_holds),
