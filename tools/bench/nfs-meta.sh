@@ -10,8 +10,17 @@
 # so all see the same machine load; prints the median of each figure and the server's
 # CPU time (utime+stime from /proc) per file over all four phases.
 # Environment: BENCH_DIR (/var/tmp/cairn-nfs-meta), BENCH_RUNS (3), BENCH_FILES (2000),
-# BENCH_SIZES ("0 4096"), BENCH_GANESHA (1; 0 skips it). Needs libnfs-dev; the ganesha
-# side needs root, nfs-ganesha, nfs-ganesha-vfs and rpcbind.
+# BENCH_SIZES ("0 4096"), BENCH_GANESHA (1; 0 skips it), BENCH_GANESHA_DIRSYNC (1; 0
+# skips it). Needs libnfs-dev; the ganesha side needs root, nfs-ganesha, nfs-ganesha-vfs
+# and rpcbind, its dirsync run also mkfs.ext4 and a loop device.
+#
+# Two ganesha rows. "ganesha" serves a plain directory: its creates and removes
+# return before anything reaches the disk, which RFC 1813 does not allow (CREATE,
+# REMOVE and the other changes of the namespace are to be on stable storage before
+# the reply); Cairn's are, through its intent log, one log write and flush each.
+# "ganesha-dirsync" serves an ext4 file system (in a file on the same disk, through a
+# loop device) mounted with dirsync, whose directory changes are written and flushed
+# before each call returns: the same promise as Cairn's, so the same cost.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-meta}
@@ -60,9 +69,31 @@ run_cairn() {
 }
 
 if [ "${1:-}" = --ganesha-inner ]; then
-    meta ganesha "$PEER_GANESHA_PID" "$PEER_NFS3_URL?$PEER_NFS3_ARGS"
+    meta "$2" "$PEER_GANESHA_PID" "$PEER_NFS3_URL?$PEER_NFS3_ARGS"
     exit 0
 fi
+
+# run_ganesha NAME PEER_DIR: one nfs-meta-bench run against ganesha exporting PEER_DIR/export.
+run_ganesha() {
+    PEER_DIR=$2 PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- \
+        env BENCH_DIR="$BENCH_DIR" BENCH_FILES="$FILES" BENCH_SIZES="$SIZES" \
+        bash "$0" --ganesha-inner "$1" >"$BENCH_DIR/$1.out" 2>&1 || echo "# $1 run $run failed: $(tail -n 3 "$BENCH_DIR/$1.out")"
+}
+
+# ganesha over a fresh ext4 mounted dirsync (see the top of this file).
+run_ganesha_dirsync() {
+    local dir=$BENCH_DIR/ganesha-dirsync img=$BENCH_DIR/dirsync.img
+    mkdir -p "$dir/export"
+    truncate -s 2G "$img"
+    if ! mkfs.ext4 -q -F "$img" || ! mount -o loop,dirsync "$img" "$dir/export"; then
+        echo "# ganesha-dirsync run $run skipped: cannot make or mount $img"
+        rm -rf "$dir" "$img"
+        return
+    fi
+    run_ganesha ganesha-dirsync "$dir"
+    umount "$dir/export"
+    rm -rf "$dir" "$img"
+}
 
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=("$SRC/build")
@@ -75,10 +106,11 @@ echo "# nfs-meta-bench over NFSv3, $FILES files per phase, medians of $RUNS runs
 for run in $(seq 1 "$RUNS"); do
     for i in "${!builds[@]}"; do run_cairn "${builds[$i]}" "cairn$((i + 1))"; done
     if [ "${BENCH_GANESHA:-1}" = 1 ] && command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
-        PEER_DIR=$BENCH_DIR/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- \
-            env BENCH_DIR="$BENCH_DIR" BENCH_FILES="$FILES" BENCH_SIZES="$SIZES" \
-            bash "$0" --ganesha-inner >"$BENCH_DIR/ganesha.out" 2>&1 || echo "# ganesha run $run failed: $(tail -n 3 "$BENCH_DIR/ganesha.out")"
+        run_ganesha ganesha "$BENCH_DIR/ganesha"
         rm -rf "$BENCH_DIR/ganesha"
+        if [ "${BENCH_GANESHA_DIRSYNC:-1}" = 1 ] && command -v mkfs.ext4 >/dev/null; then
+            run_ganesha_dirsync
+        fi
     fi
 done
 echo "# load at the end $(cut -d' ' -f1-3 /proc/loadavg); cairnN = build N: ${builds[*]}"
