@@ -93,6 +93,10 @@ typedef struct vdev_leaf_ops {
      * read is -EIO. For read-ahead of blocks laid end to end: one system call
      * and one wake-up instead of one per block. */
     int (*readv_now)(vdev_t *leaf, uint64_t offset, const struct iovec *iov, int iovcnt);
+    /* Optional: makes later writes of [offset, offset + len) overwrites of space
+     * the leaf already holds (a file: zeros written over its holes, then
+     * flushed). Only for ranges nothing else writes meanwhile. */
+    int (*preallocate)(vdev_t *leaf, uint64_t offset, uint64_t len);
 } vdev_leaf_ops_t;
 
 struct vdev {
@@ -200,6 +204,17 @@ int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize,
  * other sides and repairs. -ENOTSUP when top cannot (raidz, a side without
  * readv_now), -EIO when the side failed. */
 int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int iovcnt);
+
+/* Makes a later write of [offset, offset + len) of top's address space need no
+ * allocation beneath it, on every leaf that holds part of it (preallocate).
+ * Why: a file leaf is often sparse, and a synchronous write into a hole of a
+ * file makes its flush also write the file system's own metadata - on this
+ * project's build machine that doubled the cost of each intent-log commit.
+ * Used for the intent-log region, whose latency every sync operation pays; a
+ * block device or a leaf without the operation needs nothing. The range must
+ * be one nothing writes meanwhile (just allocated, not yet handed out).
+ * Returns 0 or the first leaf's negative errno: only speed depends on it. */
+int vdev_preallocate(vdev_t *top, uint64_t offset, uint64_t len);
 
 /* Makes every write completed so far under vd durable (fdatasync on each leaf, in parallel). */
 int vdev_flush(vdev_t *vd);

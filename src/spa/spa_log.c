@@ -516,6 +516,9 @@ static int region_grow(spa_t *spa, spa_log_t *l)
     if (err) return err;
     err = spa_txg_wait_synced(spa, txg);
     if (err) return err;
+    /* Before any log block can be allocated there: every sync operation waits
+     * for its log write, which must not be the file system's allocation too. */
+    (void)vdev_preallocate(log_top(spa, r.vdev), r.offset, r.size);
     pthread_mutex_lock(&l->lock);
     region_add_free(l, &r);
     pthread_mutex_unlock(&l->lock);

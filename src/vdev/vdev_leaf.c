@@ -24,6 +24,7 @@
 #include <cairn/util.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 uint64_t vdev_label_offset(uint64_t leaf_psize, int l)
 {
@@ -130,6 +131,33 @@ static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
     }
     for (uint32_t c = 0; c < vd->nchildren; c++)
         if (vd->children[c]) vdev_flush_submit_all(vd->children[c], w);
+}
+
+/* The leaf range holding [offset, offset + len) of top's space: the same range
+ * on a single leaf or a mirror side; on raidz (see vdev_raidz.c) top-level
+ * sector t lies on child t % n at child sector t / n, and a block's columns
+ * run at most one sector past its last top-level sector's row. */
+int vdev_preallocate(vdev_t *top, uint64_t offset, uint64_t len)
+{
+    uint64_t start = offset, end = offset + len;
+    if (top->type == VDEV_TYPE_RAIDZ) {
+        uint64_t n = top->nchildren, a = top->ashift;
+        start = ((offset >> a) / n) << a;
+        end = ((((offset + len + (1ULL << a) - 1) >> a) + n - 1) / n + 1) << a;
+    }
+    int err = 0;
+    for (uint32_t c = 0; c < (vdev_is_leaf(top) ? 1 : top->nchildren); c++) {
+        vdev_t *leaf = vdev_is_leaf(top) ? top : top->children[c];
+        if (!leaf || !vdev_is_leaf(leaf) || !leaf->ops || !leaf->ops->preallocate ||
+            atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL)
+            continue;
+        uint64_t data = vdev_leaf_data_size(leaf->psize);
+        if (start >= data) continue;
+        int e = leaf->ops->preallocate(leaf, VDEV_DATA_START + start,
+                                       CAIRN_MIN(end, data) - start);
+        if (e && !err) err = e;
+    }
+    return err;
 }
 
 int vdev_flush_now(vdev_t *vd)

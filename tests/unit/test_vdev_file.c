@@ -414,6 +414,101 @@ static void test_flush_tree(void **state)
     vdev_free(root);
 }
 
+/* Bytes of [from, to) of the file at path that are holes. */
+static uint64_t hole_bytes(const char *path, uint64_t from, uint64_t to)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t holes = 0;
+    for (uint64_t pos = from; pos < to;) {
+        off_t h = lseek(fd, (off_t)pos, SEEK_HOLE);
+        if (h < 0 || (uint64_t)h >= to) break;
+        off_t d = lseek(fd, h, SEEK_DATA);
+        uint64_t e = d < 0 || (uint64_t)d > to ? to : (uint64_t)d;
+        holes += e - (uint64_t)h;
+        pos = e;
+    }
+    close(fd);
+    return holes;
+}
+
+/* vdev_preallocate on sparse files: the leaf ranges that hold a top-level
+ * range are written (no hole left), what was written there before keeps its
+ * bytes, and nothing outside the ranges changes. On a mirror both sides; on
+ * raidz every child, over the rows the range spans. */
+static void test_preallocate(void **state)
+{
+    fixture_t *f = *state;
+    char paths[3][700];
+    vdev_t *leaves[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/p%d", f->dir, i);
+        int fd = open(paths[i], O_CREAT | O_RDWR | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)LEAF_SIZE), 0);
+        close(fd);
+        assert_int_equal(vdev_leaf_open(paths[i], &leaves[i]), 0);
+        leaves[i]->ashift = 12;
+    }
+    /* A single leaf, with data already inside the range. */
+    uint8_t *pat = aligned_alloc(CAIRN_IO_ALIGN, 8192);
+    memset(pat, 0x5a, 8192);
+    uint64_t at = VDEV_DATA_START + 3 * CAIRN_MIB + 65536;
+    assert_int_equal(vdev_leaf_io_sync(leaves[0], VDEV_IO_WRITE, at, pat, 8192), 0);
+    uint64_t off = 2 * CAIRN_MIB, len = 4 * CAIRN_MIB;
+    assert_true(hole_bytes(paths[0], VDEV_DATA_START + off, VDEV_DATA_START + off + len) > 0);
+    assert_int_equal(vdev_preallocate(leaves[0], off, len), 0);
+    assert_int_equal(hole_bytes(paths[0], VDEV_DATA_START + off, VDEV_DATA_START + off + len), 0);
+    assert_int_equal(hole_bytes(paths[0], VDEV_DATA_START + off + len, VDEV_DATA_START + off + len + CAIRN_MIB),
+                     CAIRN_MIB);
+    uint8_t *back = aligned_alloc(CAIRN_IO_ALIGN, 8192);
+    assert_int_equal(vdev_leaf_io_sync(leaves[0], VDEV_IO_READ, at, back, 8192), 0);
+    assert_memory_equal(back, pat, 8192);
+    assert_int_equal(vdev_leaf_io_sync(leaves[0], VDEV_IO_READ, VDEV_DATA_START + off, back, 8192), 0);
+    memset(pat, 0, 8192);
+    assert_memory_equal(back, pat, 8192);
+    vdev_free(leaves[0]);
+
+    /* A mirror: both sides. */
+    vdev_t *mirror = vdev_alloc(VDEV_TYPE_MIRROR, 7);
+    mirror->ashift = 12;
+    vdev_add_child(mirror, leaves[1]);
+    vdev_add_child(mirror, leaves[2]);
+    assert_int_equal(vdev_preallocate(mirror, 8 * CAIRN_MIB, CAIRN_MIB), 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(hole_bytes(paths[i], VDEV_DATA_START + 8 * CAIRN_MIB,
+                                    VDEV_DATA_START + 9 * CAIRN_MIB), 0);
+        assert_true(hole_bytes(paths[i], VDEV_DATA_START, VDEV_DATA_START + 8 * CAIRN_MIB) ==
+                    8 * CAIRN_MIB);
+    }
+    vdev_free(mirror);
+    for (int i = 0; i < 3; i++) unlink(paths[i]);
+
+    vdev_t *raidz = vdev_alloc(VDEV_TYPE_RAIDZ, 8);
+    raidz->ashift = 12;
+    raidz->nparity = 1;
+    for (int i = 0; i < 3; i++) {
+        int fd = open(paths[i], O_CREAT | O_RDWR | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t)LEAF_SIZE), 0);
+        close(fd);
+        assert_int_equal(vdev_leaf_open(paths[i], &leaves[i]), 0);
+        vdev_add_child(raidz, leaves[i]);
+    }
+    /* Top-level [6 MiB, 9 MiB) is child rows [2 MiB, 3 MiB) and one more sector. */
+    assert_int_equal(vdev_preallocate(raidz, 6 * CAIRN_MIB, 3 * CAIRN_MIB), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(hole_bytes(paths[i], VDEV_DATA_START + 2 * CAIRN_MIB,
+                                    VDEV_DATA_START + 3 * CAIRN_MIB + 4096), 0);
+        assert_true(hole_bytes(paths[i], VDEV_DATA_START, VDEV_DATA_START + 2 * CAIRN_MIB) ==
+                    2 * CAIRN_MIB);
+    }
+    vdev_free(raidz);
+    for (int i = 0; i < 3; i++) unlink(paths[i]);
+    free(pat);
+    free(back);
+}
+
 int main(void)
 {
     alarm(60); /* a deadlock fails the test instead of hanging the suite */
@@ -426,6 +521,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_bound, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_submit_from_callback, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_flush_tree, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_preallocate, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,9 @@
  *   - a chain with a torn (corrupted) block ends there: the pool keeps exactly
  *     the blocks up to it, the rest of the log region is free again;
  *   - a power cut on a fault leaf (unflushed writes dropped or torn) loses no
- *     committed write.
+ *     committed write;
+ *   - on a sparse file the log region's space is written when the region
+ *     grows, so log writes never make the file system allocate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -517,6 +519,31 @@ static void test_powercut(void **state)
 
 /* A destroyed object set takes its unreplayed log with it: the id may be reused
  * (rollback recreates the same name), and the new object set must not replay it. */
+static void test_log_region_preallocated(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "zilprealloc", 256 * CAIRN_MIB);
+    cairn_dva_t d;
+    assert_int_equal(spa_log_alloc(f.spa, 8192, &d), 0);
+    spa_log_stats_t ls;
+    spa_log_get_stats(f.spa, &ls);
+    assert_true(ls.region_bytes >= 4 * CAIRN_MIB);
+    int fd = open(f.path, O_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t from = VDEV_DATA_START + d.offset, to = from + 4 * CAIRN_MIB;
+    off_t hole = lseek(fd, (off_t)from, SEEK_HOLE);
+    assert_true(hole >= 0 && (uint64_t)hole >= to);
+    /* The rest of the pool is as sparse as it was made. */
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true((uint64_t)st.st_blocks * 512 < 128 * CAIRN_MIB);
+    close(fd);
+    spa_log_free(f.spa, &d, 0);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 static void test_destroy_drops_log(void **state)
 {
     (void)state;
@@ -554,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_chain_torn_tail),
         cmocka_unit_test(test_powercut),
         cmocka_unit_test(test_destroy_drops_log),
+        cmocka_unit_test(test_log_region_preallocated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

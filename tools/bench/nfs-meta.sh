@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NFSv3 small-file metadata rates (../shared/peers/nfs-meta-bench.c: create, stat,
+# NFSv3 and NFSv4 small-file metadata rates (../shared/peers/nfs-meta-bench.c: create, stat,
 # readdir, unlink; one op in flight) of one or more Cairn builds side by side with
 # nfs-ganesha serving a plain directory on the same disk. Never pass/fail.
 #
@@ -10,7 +10,8 @@
 # so all see the same machine load; prints the median of each figure and the server's
 # CPU time (utime+stime from /proc) per file over all four phases.
 # Environment: BENCH_DIR (/var/tmp/cairn-nfs-meta), BENCH_RUNS (3), BENCH_FILES (2000),
-# BENCH_SIZES ("0 4096"), BENCH_GANESHA (1; 0 skips it), BENCH_GANESHA_DIRSYNC (1; 0
+# BENCH_SIZES ("0 4096"), BENCH_VERS ("3 4": NFS versions; libnfs's v4 writes no file
+# over ~3.9 KB, so v4 runs only 0 B files), BENCH_GANESHA (1; 0 skips it), BENCH_GANESHA_DIRSYNC (1; 0
 # skips it). Needs libnfs-dev; the ganesha side needs root, nfs-ganesha, nfs-ganesha-vfs
 # and rpcbind, its dirsync run also mkfs.ext4 and a loop device.
 #
@@ -27,6 +28,7 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-meta}
 RUNS=${BENCH_RUNS:-3}
 FILES=${BENCH_FILES:-2000}
 SIZES=${BENCH_SIZES:-0 4096}
+VERS=${BENCH_VERS:-3 4}
 PEERS=$SRC/../shared/peers
 [ -d "$PEERS" ] || PEERS=/work/shared/peers
 META=$BENCH_DIR/nfs-meta-bench
@@ -35,9 +37,11 @@ ticks=$(getconf CLK_TCK)
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # meta NAME PID URL: one nfs-meta-bench run per size; appends "NAME SIZE key value" lines.
+# meta NAME PID URL VERS: one run per file size; v4 only with 0 B files.
 meta() {
-    local name=$1 pid=$2 url=$3 size c0 c1 out
+    local name=$1-v$4 pid=$2 url=$3 size c0 c1 out
     for size in $SIZES; do
+        [ "$4" = 4 ] && [ "$size" != 0 ] && continue
         c0=$(cpu_of "$pid")
         out=$("$META" "$url" "$FILES" "$size")
         c1=$(cpu_of "$pid")
@@ -61,7 +65,9 @@ run_cairn() {
     for _ in $(seq 1 100); do CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
     CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" pool create bench "$state/pool.img"
     CAIRN_SOCKET=$state/cairnd.sock "$build/cairn" create -o sharenfs=no_root_squash bench/m
-    meta "$name" "$pid" "nfs://127.0.0.1/bench/m?nfsport=$P&mountport=$((P + 1))&version=3"
+    for v in $VERS; do
+        meta "$name" "$pid" "nfs://127.0.0.1/bench/m?nfsport=$P&mountport=$((P + 1))&version=$v" "$v"
+    done
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     trap - EXIT
@@ -69,14 +75,17 @@ run_cairn() {
 }
 
 if [ "${1:-}" = --ganesha-inner ]; then
-    meta "$2" "$PEER_GANESHA_PID" "$PEER_NFS3_URL?$PEER_NFS3_ARGS"
+    for v in $VERS; do
+        if [ "$v" = 3 ]; then meta "$2" "$PEER_GANESHA_PID" "$PEER_NFS3_URL?$PEER_NFS3_ARGS" 3
+        else meta "$2" "$PEER_GANESHA_PID" "$PEER_NFS4_URL?$PEER_NFS4_ARGS" 4; fi
+    done
     exit 0
 fi
 
 # run_ganesha NAME PEER_DIR: one nfs-meta-bench run against ganesha exporting PEER_DIR/export.
 run_ganesha() {
     PEER_DIR=$2 PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- \
-        env BENCH_DIR="$BENCH_DIR" BENCH_FILES="$FILES" BENCH_SIZES="$SIZES" \
+        env BENCH_DIR="$BENCH_DIR" BENCH_FILES="$FILES" BENCH_SIZES="$SIZES" BENCH_VERS="$VERS" \
         bash "$0" --ganesha-inner "$1" >"$BENCH_DIR/$1.out" 2>&1 || echo "# $1 run $run failed: $(tail -n 3 "$BENCH_DIR/$1.out")"
 }
 
@@ -102,7 +111,7 @@ mkdir -p "$BENCH_DIR"
 gcc -O2 -Wall -o "$META" "$PEERS/nfs-meta-bench.c" -lnfs
 : >"$RES"
 
-echo "# nfs-meta-bench over NFSv3, $FILES files per phase, medians of $RUNS runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# nfs-meta-bench over NFSv$(echo $VERS | sed 's/ /, v/g'), $FILES files per phase, medians of $RUNS runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in $(seq 1 "$RUNS"); do
     for i in "${!builds[@]}"; do run_cairn "${builds[$i]}" "cairn$((i + 1))"; done
     if [ "${BENCH_GANESHA:-1}" = 1 ] && command -v ganesha.nfsd >/dev/null && command -v rpcbind >/dev/null; then
