@@ -11,11 +11,15 @@
  * start with SEQUENCE (or be one of the session-less operations); its whole
  * reply is kept in the session slot so a retransmission gets the same bytes.
  *
- * A 4.0 COMPOUND of PUTFH and READ may run on the transport's I/O thread with
- * memory_only (nfs_impl.h): READ uses zpl_read_spans (memory_only), and a read that would
- * wait (a record on disk, a due atime), any other operation or a 4.1 COMPOUND
- * sets would_block and the compound stops with nothing sent; a worker runs
- * it again. Only idempotent things happen before that (lease reaping and
+ * A 4.0 COMPOUND of operations that only read (nfs4_op_reads_only: handles,
+ * lookups, attributes, ACCESS, READLINK, READ) may run on the transport's I/O
+ * thread with memory_only (nfs_impl.h), in the SPA's memory-only mode: READ
+ * uses zpl_read_spans (memory_only), a block any operation would read from a
+ * device is refused below the ZPL, and so are the space attributes
+ * (zpl_statfs takes the pool's configuration lock). A read that would wait (a
+ * record on disk, a due atime), a refusal, any other operation or a 4.1
+ * COMPOUND sets would_block and the compound stops with nothing sent; a worker
+ * runs it again. Only idempotent things happen before that (lease reaping and
  * renewal, handle lookups), never a seqid or slot change.
  *
  * File handles: real objects use the ZPL's handles (export guid, dataset,
@@ -1347,8 +1351,8 @@ static nfs_accept_t compound(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
 
-    /* On the I/O thread (memory_only) only 4.0 compounds of PUTFH and READ
-     * run: in 4.1 SEQUENCE consumes a slot, which a rerun on a worker must
+    /* On the I/O thread (memory_only) only 4.0 compounds of operations that
+     * only read run: in 4.1 SEQUENCE consumes a slot, which a rerun on a worker must
      * not do twice, and other operations may wait or change state. What such
      * a compound does before its READ would block - reaping expired leases,
      * renewing the client's - is done again by the rerun to the same effect. */
@@ -1368,7 +1372,7 @@ static nfs_accept_t compound(nfs_call_t *call)
         cx.opidx = i;
         uint32_t op = nfs_xdr_get_u32(a);
         if (a->err) { status = NFS4ERR_BADXDR; break; }
-        if (call->memory_only && op != OP4_PUTFH && op != OP4_READ) {
+        if (call->memory_only && !nfs4_op_reads_only(op)) {
             call->would_block = true;
             break;
         }

@@ -38,6 +38,22 @@ enum nfs4_op {
     OP4_ILLEGAL = 10044,
 };
 
+/* The 4.0 operations that change nothing on the server, which a 4.0 COMPOUND
+ * made only of them may run on the transport's I/O thread (nfs4.c): handle
+ * and name lookups, attributes, ACCESS, READLINK and READ (whose atime update
+ * stops it, and whose stateid only renews its client's lease). */
+static inline bool nfs4_op_reads_only(uint32_t op)
+{
+    switch (op) {
+    case OP4_PUTFH: case OP4_PUTROOTFH: case OP4_PUTPUBFH: case OP4_LOOKUP: case OP4_LOOKUPP:
+    case OP4_GETATTR: case OP4_GETFH: case OP4_ACCESS: case OP4_READLINK: case OP4_SAVEFH:
+    case OP4_RESTOREFH: case OP4_READ:
+        return true;
+    default:
+        return false;
+    }
+}
+
 enum nfs4_status {
     NFS4_OK = 0, NFS4ERR_PERM = 1, NFS4ERR_NOENT = 2, NFS4ERR_IO = 5, NFS4ERR_NXIO = 6,
     NFS4ERR_ACCESS = 13, NFS4ERR_EXIST = 17, NFS4ERR_XDEV = 18, NFS4ERR_NOTDIR = 20,

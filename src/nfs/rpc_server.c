@@ -10,9 +10,10 @@
  * waits on one socket.
  *
  * An NFSv3 call that only reads (READ, GETATTR, LOOKUP, ACCESS, READLINK,
- * NULL: nfs3_proc_reads_only) or an NFSv4.0 COMPOUND of PUTFH and READ is
- * first run on the I/O thread itself with memory_only (nfs_impl.h): when all
- * it reads is in memory (dirty or in the ARC) its reply is sent from there -
+ * NULL: nfs3_proc_reads_only) or an NFSv4.0 COMPOUND of such operations
+ * (nfs4_op_reads_only) is first run on the I/O thread itself with memory_only
+ * (nfs_impl.h): when all it reads is in memory (dirty or in the ARC) its
+ * reply is sent from there -
  * no hand-off to a worker and back, which cost two wakeups and four context
  * switches per call: most of what a cached READ cost with one READ in flight,
  * and half the time of a GETATTR or LOOKUP (a client resolving paths or
@@ -22,7 +23,8 @@
  * a time under its send lock anyway). The call runs in the SPA's memory-only
  * mode (spa_memory_only_begin): a block it would read from a device - a file's
  * record, a dnode, an indirect or directory block - is refused, and so are
- * the pool-wide locks a snapshot's handle needs; then, or when the handler
+ * the pool-wide locks a snapshot's handle and the space attributes need;
+ * then, or when the handler
  * itself stops (a READ whose atime is due), the record goes to a worker like
  * every other call and what the try produced is dropped. Node locks are taken
  * as anywhere: their holders keep them for in-memory work only.
@@ -469,8 +471,8 @@ int nfs_rpc_execute_memory(nfs_conn_t *c, const uint8_t *rec, size_t len,
 
 /* Whether a record is an NFSv3 call that only reads or an NFSv4 COMPOUND, the
  * calls worth trying on the I/O thread (a peek at the fixed call header;
- * rpc_execute checks it properly, and compound() runs only 4.0 PUTFH+READ
- * there). */
+ * rpc_execute checks it properly, and compound() runs only 4.0 compounds
+ * of nfs4_op_reads_only operations there). */
 static bool rec_may_run_inline(const uint8_t *rec, size_t len)
 {
     if (len < 24) return false;

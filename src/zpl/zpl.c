@@ -730,6 +730,9 @@ static void statfs_cb(const dsl_dataset_info_t *info, void *arg)
 
 int zpl_statfs(zpl_fs_t *fs, zpl_statfs_t *out)
 {
+    /* The dataset walk below takes the pool's configuration lock. */
+    int refused = spa_memory_only_refuse();
+    if (refused) return refused;
     statfs_arg_t s = {0};
     char err[256], name[DSL_NAME_MAX + 1];
     dsl_dataset_get_name(fs->ds, name, sizeof(name));   /* renamed since the mount? */

@@ -389,15 +389,16 @@ static void test_read_memory_path(void **state)
 
 /* ---- NFSv3 calls that only read, on the I/O thread ---- */
 
-/* Runs NFSv3 procedure proc with arguments args (encoded after the call
- * header) on the I/O thread's path (memory) or a worker's; returns the rc and,
- * for a reply, its body (malloc'd, *blen bytes) and status. */
-static int v3_run(rig_t *r, uint32_t proc, const nfs_xdr_t *args, bool memory, uint8_t **body,
-                  size_t *blen, uint32_t *status)
+/* Runs procedure proc of NFS version vers with arguments args (encoded after
+ * the call header) on the I/O thread's path (memory) or a worker's; returns
+ * the rc and, for a reply, its body (malloc'd, *blen bytes) and status (the
+ * first word: an NFSv3 status, a COMPOUND's overall status). */
+static int nfs_run(rig_t *r, uint32_t vers, uint32_t proc, const nfs_xdr_t *args, bool memory,
+                   uint8_t **body, size_t *blen, uint32_t *status)
 {
     nfs_xdr_t x;
     nfs_xdr_init_encode(&x, 0);
-    call_header(&x, 80 + proc, 100003, 3, proc);
+    call_header(&x, 80 + proc, 100003, vers, proc);
     nfs_xdr_put_fixed(&x, args->buf, (uint32_t)args->len);
     uint8_t hdr[NFS_RPC_HDR_MAX];
     size_t hlen = 0;
@@ -421,13 +422,13 @@ static int v3_run(rig_t *r, uint32_t proc, const nfs_xdr_t *args, bool memory, u
 
 /* The call answered on the I/O thread, byte for byte as a worker answers it
  * (nothing changes between the two runs); returns its status. */
-static uint32_t v3_same_both_ways(rig_t *r, uint32_t proc, const nfs_xdr_t *args)
+static uint32_t same_both_ways(rig_t *r, uint32_t vers, uint32_t proc, const nfs_xdr_t *args)
 {
     uint8_t *fast, *slow;
     size_t flen, slen;
     uint32_t fst = 0, sst = 0;
-    assert_int_equal(v3_run(r, proc, args, true, &fast, &flen, &fst), 1);
-    assert_int_equal(v3_run(r, proc, args, false, &slow, &slen, &sst), 1);
+    assert_int_equal(nfs_run(r, vers, proc, args, true, &fast, &flen, &fst), 1);
+    assert_int_equal(nfs_run(r, vers, proc, args, false, &slow, &slen, &sst), 1);
     assert_int_equal(fst, sst);
     assert_int_equal(flen, slen);
     assert_memory_equal(fast, slow, flen);
@@ -462,26 +463,26 @@ static void test_metadata_memory_path(void **state)
     nfs_xdr_t a;
     nfs_xdr_init_encode(&a, 0); /* GETATTR root, GETATTR file */
     nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
-    assert_int_equal(v3_same_both_ways(&r, 1, &a), 0);
+    assert_int_equal(same_both_ways(&r, 3, 1, &a), 0);
     nfs_xdr_free(&a);
     nfs_xdr_init_encode(&a, 0);
     nfs_xdr_put_opaque(&a, ffh.bytes, ZPL_FH_SIZE);
-    assert_int_equal(v3_same_both_ways(&r, 1, &a), 0);
+    assert_int_equal(same_both_ways(&r, 3, 1, &a), 0);
     nfs_xdr_free(&a);
     nfs_xdr_init_encode(&a, 0); /* LOOKUP f, LOOKUP of a name that is not there */
     nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
     nfs_xdr_put_string(&a, "f");
-    assert_int_equal(v3_same_both_ways(&r, 3, &a), 0);
+    assert_int_equal(same_both_ways(&r, 3, 3, &a), 0);
     nfs_xdr_free(&a);
     nfs_xdr_init_encode(&a, 0);
     nfs_xdr_put_opaque(&a, r.root.bytes, ZPL_FH_SIZE);
     nfs_xdr_put_string(&a, "nothing-here");
-    assert_int_equal(v3_same_both_ways(&r, 3, &a), 2); /* NFS3ERR_NOENT */
+    assert_int_equal(same_both_ways(&r, 3, 3, &a), 2); /* NFS3ERR_NOENT */
     nfs_xdr_free(&a);
     nfs_xdr_init_encode(&a, 0); /* ACCESS file: read, modify, execute */
     nfs_xdr_put_opaque(&a, ffh.bytes, ZPL_FH_SIZE);
     nfs_xdr_put_u32(&a, 0x1 | 0x4 | 0x20);
-    assert_int_equal(v3_same_both_ways(&r, 4, &a), 0);
+    assert_int_equal(same_both_ways(&r, 3, 4, &a), 0);
     nfs_xdr_free(&a);
 
     /* READLINK: the target is in a block of its own. Once only on disk, the
@@ -493,13 +494,13 @@ static void test_metadata_memory_path(void **state)
     uint8_t *body;
     size_t blen;
     uint32_t st = 99;
-    assert_int_equal(v3_run(&r, 5, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(nfs_run(&r, 3, 5, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
     assert_null(body);
-    assert_int_equal(v3_run(&r, 5, &a, false, &body, &blen, &st), 1);
+    assert_int_equal(nfs_run(&r, 3, 5, &a, false, &body, &blen, &st), 1);
     assert_int_equal(st, 0);
     assert_non_null(memmem(body, blen, target, 900));
     free(body);
-    assert_int_equal(v3_same_both_ways(&r, 5, &a), 0);
+    assert_int_equal(same_both_ways(&r, 3, 5, &a), 0);
     nfs_xdr_free(&a);
     /* The mode ended with the call: this thread reads the disk again. */
     arc_purge_pool(spa_guid(r.f.spa));
@@ -515,7 +516,60 @@ static void test_metadata_memory_path(void **state)
     rig_down(&r);
 }
 
-/* An NFSv4 COMPOUND (minor, PUTFH fh, [GETATTR when extra_op], READ with the
+/* A 4.0 COMPOUND that resolves the export's root and file f and asks for
+ * attributes: PUTROOTFH, LOOKUP x, LOOKUP f, GETFH, GETATTR (type, size,
+ * fileid, and space_avail when space), ACCESS read. */
+static void meta4_args(nfs_xdr_t *a, bool space)
+{
+    nfs_xdr_init_encode(a, 0);
+    nfs_xdr_put_opaque(a, "", 0);
+    nfs_xdr_put_u32(a, 0); /* minor */
+    nfs_xdr_put_u32(a, 6);
+    nfs_xdr_put_u32(a, 24); /* PUTROOTFH */
+    nfs_xdr_put_u32(a, 15); /* LOOKUP */
+    nfs_xdr_put_string(a, "x");
+    nfs_xdr_put_u32(a, 15);
+    nfs_xdr_put_string(a, "f");
+    nfs_xdr_put_u32(a, 10); /* GETFH */
+    nfs_xdr_put_u32(a, 9);  /* GETATTR: type (1), size (4), fileid (20); space_avail (42) */
+    nfs_xdr_put_u32(a, 2);
+    nfs_xdr_put_u32(a, 1u << 1 | 1u << 4 | 1u << 20);
+    nfs_xdr_put_u32(a, space ? 1u << (42 - 32) : 0);
+    nfs_xdr_put_u32(a, 3);  /* ACCESS read */
+    nfs_xdr_put_u32(a, 1);
+}
+
+/* The same for NFSv4.0: a COMPOUND that only looks up and reads attributes
+ * runs on the I/O thread with the worker's answer; one asking for the space
+ * attributes (the pool's configuration lock) goes to a worker. */
+static void test_metadata4_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    uint8_t data[300];
+    memset(data, 3, sizeof data);
+    zpl_fh_t ffh;
+    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
+    nfs_xdr_t a;
+    meta4_args(&a, false);
+    assert_int_equal(same_both_ways(&r, 4, 1, &a), 0);
+    nfs_xdr_free(&a);
+    meta4_args(&a, true);
+    uint8_t *body;
+    size_t blen;
+    uint32_t st = 99;
+    assert_int_equal(nfs_run(&r, 4, 1, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(nfs_run(&r, 4, 1, &a, false, &body, &blen, &st), 1);
+    assert_int_equal(st, 0);
+    free(body);
+    nfs_xdr_free(&a);
+    zpl_node_rele(file);
+    rig_down(&r);
+}
+
+/* An NFSv4 COMPOUND (minor, PUTFH fh, [COMMIT of nothing when extra_op: an
+ * operation that may wait], READ with the
  * anonymous stateid); returns the rpc rc, and for a reply the READ's status,
  * bytes (malloc'd into *data) and eof. */
 static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off, uint32_t count,
@@ -531,7 +585,8 @@ static int read4_call(rig_t *r, uint32_t minor, const zpl_fh_t *fh, uint64_t off
     nfs_xdr_put_u32(&x, 22); /* PUTFH */
     nfs_xdr_put_opaque(&x, fh->bytes, ZPL_FH_SIZE);
     if (extra_op) {
-        nfs_xdr_put_u32(&x, 9); /* GETATTR, empty bitmap */
+        nfs_xdr_put_u32(&x, 5); /* COMMIT offset 0, count 0 */
+        nfs_xdr_put_u64(&x, 0);
         nfs_xdr_put_u32(&x, 0);
     }
     nfs_xdr_put_u32(&x, 25); /* READ */
@@ -598,7 +653,7 @@ static void test_read4_memory_path(void **state)
     assert_true(eof);
     assert_memory_equal(data, file + 100000, len);
     free(data);
-    /* Other operations and 4.1 compounds never run there. */
+    /* Operations that may change or wait, and 4.1 compounds, never run there. */
     assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, true, true, &st, &data, &len, &eof),
                      NFS_RPC_WOULD_BLOCK);
     assert_int_equal(read4_call(&r, 1, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
@@ -820,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_read_memory_path),
         cmocka_unit_test(test_metadata_memory_path),
         cmocka_unit_test(test_read4_memory_path),
+        cmocka_unit_test(test_metadata4_memory_path),
         cmocka_unit_test(test_lent_spans_iov),
         cmocka_unit_test(test_read_lends_and_holds),
         cmocka_unit_test(test_random_garbage),
