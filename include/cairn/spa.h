@@ -237,6 +237,9 @@ int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);
 void spa_memory_only_begin(void);
 bool spa_memory_only_end(void);
 int spa_memory_only_refuse(void);
+/* Whether a read was refused since spa_memory_only_begin(), the mode going on
+ * (for a caller that must undo its own bookkeeping before it gives up). */
+bool spa_memory_only_refused(void);
 /* spa_block_read() through the ARC with a dataset's cache policy (ARC_POLICY() of
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */

@@ -11,16 +11,18 @@
  * start with SEQUENCE (or be one of the session-less operations); its whole
  * reply is kept in the session slot so a retransmission gets the same bytes.
  *
- * A 4.0 COMPOUND of operations that only read (nfs4_op_reads_only: handles,
+ * A COMPOUND of operations that only read (nfs4_op_reads_only: handles,
  * lookups, attributes, ACCESS, READLINK, READ) may run on the transport's I/O
  * thread with memory_only (nfs_impl.h), in the SPA's memory-only mode: READ
  * uses zpl_read_spans (memory_only), a block any operation would read from a
  * device is refused below the ZPL, and so are the space attributes
  * (zpl_statfs takes the pool's configuration lock). A read that would wait (a
- * record on disk, a due atime), a refusal, any other operation or a 4.1
- * COMPOUND sets would_block and the compound stops with nothing sent; a worker
- * runs it again. Only idempotent things happen before that (lease reaping and
- * renewal, handle lookups), never a seqid or slot change.
+ * record on disk, a due atime), a refusal or any other operation sets
+ * would_block and the compound stops with nothing sent; a worker runs it
+ * again. A 4.1 COMPOUND's SEQUENCE takes its slot tentatively there and gives
+ * it back unchanged when the compound goes to a worker (nfs4_slot_undo). Only
+ * idempotent things happen before that (lease reaping and renewal, handle
+ * lookups), never a seqid or slot change that stays.
  *
  * File handles: real objects use the ZPL's handles (export guid, dataset,
  * object, generation), so they stay valid across restarts. The pseudo-root
@@ -1351,16 +1353,13 @@ static nfs_accept_t compound(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
 
-    /* On the I/O thread (memory_only) only 4.0 compounds of operations that
-     * only read run: in 4.1 SEQUENCE consumes a slot, which a rerun on a worker must
-     * not do twice, and other operations may wait or change state. What such
-     * a compound does before its READ would block - reaping expired leases,
-     * renewing the client's - is done again by the rerun to the same effect. */
-    if (call->memory_only && minor != 0) {
-        call->would_block = true;
-        return NFS_ACCEPT_SUCCESS;
-    }
-
+    /* On the I/O thread (memory_only) only compounds of operations that only
+     * read run (nfs4_op_reads_only), after a 4.1 SEQUENCE: that one takes its
+     * slot tentatively, and a compound that goes to a worker after all gives
+     * it back as it was (nfs4_slot_undo), so the worker's SEQUENCE is the
+     * slot's one use. Anything else such a compound does before it would
+     * block - reaping expired leases, renewing the client's - the worker's
+     * rerun does again to the same effect. */
     pthread_mutex_lock(&st->lock);
     nfs4_reap(st);
     pthread_mutex_unlock(&st->lock);
@@ -1372,7 +1371,8 @@ static nfs_accept_t compound(nfs_call_t *call)
         cx.opidx = i;
         uint32_t op = nfs_xdr_get_u32(a);
         if (a->err) { status = NFS4ERR_BADXDR; break; }
-        if (call->memory_only && !nfs4_op_reads_only(op)) {
+        if (call->memory_only && !nfs4_op_reads_only(op) &&
+            !(minor >= 1 && i == 0 && op == OP4_SEQUENCE)) {
             call->would_block = true;
             break;
         }
@@ -1413,7 +1413,11 @@ static nfs_accept_t compound(nfs_call_t *call)
             break;
         }
     }
+    /* A block read refused below (the SPA's memory-only mode) may have become
+     * any status: the slot must not keep that answer. */
+    if (call->memory_only && spa_memory_only_refused()) call->would_block = true;
     if (call->would_block) {
+        if (cx.have_session) nfs4_slot_undo(&cx);
         nfs4_cfh_clear(&cx.cur);
         nfs4_cfh_clear(&cx.saved);
         return NFS_ACCEPT_SUCCESS; /* nothing is sent; the worker's run answers */

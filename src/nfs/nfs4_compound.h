@@ -36,6 +36,13 @@ typedef struct nfs4_cx {
     uint64_t clientid;
     bool cachethis;
     bool replayed;                    /* the whole reply came from the slot cache */
+    /* On the I/O thread (memory_only) SEQUENCE takes its slot tentatively:
+     * what the slot held before, put back by nfs4_slot_undo when the
+     * COMPOUND goes to a worker instead, freed by nfs4_slot_done. */
+    uint32_t prev_seqid;
+    bool prev_cached;
+    uint8_t *prev_reply;
+    uint32_t prev_reply_len;
     /* 4.1 current stateid */
     bool have_cur_sid;
     nfs4_stateid_t cur_sid;
@@ -86,5 +93,8 @@ uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx);
 uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);
 /* Stores the reply of a 4.1 COMPOUND in its slot and frees the slot. */
 void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len);
+/* Gives back a slot SEQUENCE took on the I/O thread as it was before, for a
+ * COMPOUND that goes to a worker, whose SEQUENCE then takes it for real. */
+void nfs4_slot_undo(nfs4_cx_t *cx);
 
 #endif

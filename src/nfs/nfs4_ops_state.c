@@ -434,10 +434,17 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
         pthread_mutex_unlock(&st->lock);
         return NFS4ERR_TOO_MANY_OPS;
     }
+    if (cx->call->memory_only) {
+        cx->prev_seqid = slot->seqid;
+        cx->prev_cached = slot->cached;
+        cx->prev_reply = slot->reply;
+        cx->prev_reply_len = slot->reply_len;
+    } else {
+        free(slot->reply);
+    }
     slot->seqid = seq;
     slot->busy = true;
     slot->cached = false;
-    free(slot->reply);
     slot->reply = NULL;
     slot->reply_len = 0;
     s->client->renewed = nfs4_now();
@@ -459,6 +466,8 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
 void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len)
 {
     nfs4_server_t *st = cx->st;
+    free(cx->prev_reply); /* the answer the slot held before this request */
+    cx->prev_reply = NULL;
     pthread_mutex_lock(&st->lock);
     nfs4_session_t *s = nfs4_session_find(st, cx->sessionid);
     if (s && cx->slot < s->fore.maxreqs) {
@@ -470,6 +479,26 @@ void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len)
             slot->cached = true;
         }
     }
+    pthread_mutex_unlock(&st->lock);
+}
+
+void nfs4_slot_undo(nfs4_cx_t *cx)
+{
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_session_t *s = nfs4_session_find(st, cx->sessionid);
+    if (s && cx->slot < s->fore.maxreqs) {
+        nfs4_slot_t *slot = &s->slots[cx->slot];
+        free(slot->reply);
+        slot->seqid = cx->prev_seqid;
+        slot->cached = cx->prev_cached;
+        slot->reply = cx->prev_reply;
+        slot->reply_len = cx->prev_reply_len;
+        slot->busy = false;
+    } else {
+        free(cx->prev_reply);   /* the session went meanwhile */
+    }
+    cx->prev_reply = NULL;
     pthread_mutex_unlock(&st->lock);
 }
 

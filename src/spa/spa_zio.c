@@ -353,6 +353,8 @@ bool spa_memory_only_end(void)
     return memory_only_refused;
 }
 
+bool spa_memory_only_refused(void) { return memory_only && memory_only_refused; }
+
 int spa_memory_only_refuse(void)
 {
     if (!memory_only) return 0;

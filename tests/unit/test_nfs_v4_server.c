@@ -242,6 +242,8 @@ typedef struct raw {
     nfs_xdr_t args, res;
     nfs_accept_t accept;
     nfs_xdr_t d;   /* decoder over res */
+    bool memory;   /* run as the transport's I/O thread runs it (memory_only) */
+    bool would_block;
 } raw_t;
 
 static void raw_begin(raw_t *r, uint32_t minor, uint32_t numops)
@@ -270,7 +272,10 @@ static void raw_call_bytes(raw_t *r, const void *buf, size_t len)
     nfs_xdr_init_decode(&call.args, buf, len);
     nfs_xdr_init_encode(&r->res, 256);
     call.res = &r->res;
+    call.memory_only = r->memory;
+    if (r->memory) spa_memory_only_begin();
     r->accept = nfs4_program(&call);
+    r->would_block = (r->memory && spa_memory_only_end()) || call.would_block;
     nfs_xdr_init_decode(&r->d, r->res.buf, r->res.len);
 }
 
@@ -512,6 +517,84 @@ static void test_sessions(void **state)
     raw_free(&r);
 }
 
+/* SEQUENCE seq on slot 0, PUTROOTFH, LOOKUP tank, LOOKUP share, then GETATTR of
+ * size (and of space_avail, which cannot be answered on the I/O thread, when
+ * space) or, when mutate, a COMMIT (an operation that may wait). */
+static void seq_compound(raw_t *r, const uint8_t sid[16], uint32_t seq, bool space, bool mutate,
+                         bool memory)
+{
+    raw_begin(r, 1, 5);
+    r->memory = memory;
+    put_sequence(r, sid, seq, 0);
+    nfs_xdr_put_u32(&r->args, 24);
+    nfs_xdr_put_u32(&r->args, 15);
+    nfs_xdr_put_string(&r->args, "tank");
+    nfs_xdr_put_u32(&r->args, 15);
+    nfs_xdr_put_string(&r->args, "share");
+    if (mutate) {
+        nfs_xdr_put_u32(&r->args, 5);
+        nfs_xdr_put_u64(&r->args, 0);
+        nfs_xdr_put_u32(&r->args, 0);
+    } else {
+        nfs_xdr_put_u32(&r->args, 9);
+        nfs_xdr_put_u32(&r->args, 2);
+        nfs_xdr_put_u32(&r->args, 1u << 4);
+        nfs_xdr_put_u32(&r->args, space ? 1u << (42 - 32) : 0);
+    }
+    raw_call(r);
+}
+
+/* A 4.1 COMPOUND on the I/O thread: SEQUENCE takes its slot tentatively. One
+ * that must go to a worker after all (an operation that may wait, a read the
+ * SPA's memory-only mode refuses) leaves the slot as it was, so the worker's
+ * run of the same request is its first use, not a retransmission; one that
+ * completes there leaves its answer in the slot for retransmissions. */
+static void test_session_memory_path(void **state)
+{
+    (void)state;
+    uint8_t sid[16];
+    make_session(sid, "memory-path-client");
+    raw_t r;
+    uint32_t n;
+    for (int i = 0; i < 2; i++) { /* refused twice: still the slot's seqid 0 */
+        seq_compound(&r, sid, 1, true, false, true);
+        assert_true(r.would_block);
+        raw_free(&r);
+    }
+    seq_compound(&r, sid, 1, true, false, false);
+    assert_int_equal(raw_status(&r, &n), 0);
+    assert_int_equal(n, 5);
+    raw_free(&r);
+
+    seq_compound(&r, sid, 2, false, true, true); /* COMMIT: to a worker */
+    assert_true(r.would_block);
+    raw_free(&r);
+    seq_compound(&r, sid, 2, false, true, false);
+    assert_int_equal(raw_status(&r, &n), 21); /* COMMIT of a directory: ISDIR */
+    assert_int_equal(n, 5);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 53); /* ...after a SEQUENCE that took the slot */
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);
+    raw_free(&r);
+
+    seq_compound(&r, sid, 3, false, false, true); /* all in memory: answered there */
+    assert_false(r.would_block);
+    assert_int_equal(raw_status(&r, &n), 0);
+    assert_int_equal(n, 5);
+    nfs_xdr_t fast;
+    nfs_xdr_init_encode(&fast, r.res.len);
+    nfs_xdr_put_fixed(&fast, r.res.buf, (uint32_t)r.res.len);
+    raw_free(&r);
+    seq_compound(&r, sid, 3, false, false, false); /* the retransmission: the same bytes */
+    assert_int_equal(r.res.len, fast.len);
+    assert_memory_equal(r.res.buf, fast.buf, fast.len);
+    raw_free(&r);
+    nfs_xdr_free(&fast);
+    seq_compound(&r, sid, 4, false, false, true);
+    assert_false(r.would_block);
+    assert_int_equal(raw_status(&r, &n), 0);
+    raw_free(&r);
+}
+
 static void restart_server(const char *state_dir, uint32_t lease, uint32_t grace)
 {
     nfs_server_stop(srv);
@@ -601,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_pseudo_root),
         cmocka_unit_test(test_compound_garbage),
         cmocka_unit_test(test_sessions),
+        cmocka_unit_test(test_session_memory_path),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_lease_and_grace),
     };

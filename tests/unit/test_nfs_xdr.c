@@ -653,10 +653,8 @@ static void test_read4_memory_path(void **state)
     assert_true(eof);
     assert_memory_equal(data, file + 100000, len);
     free(data);
-    /* Operations that may change or wait, and 4.1 compounds, never run there. */
+    /* Operations that may change or wait never run there. */
     assert_int_equal(read4_call(&r, 0, &fh, 0, 4096, true, true, &st, &data, &len, &eof),
-                     NFS_RPC_WOULD_BLOCK);
-    assert_int_equal(read4_call(&r, 1, &fh, 0, 4096, false, true, &st, &data, &len, &eof),
                      NFS_RPC_WOULD_BLOCK);
     /* On disk only: would block; the worker's read caches it. */
     spa_txg_wait_synced(r.f.spa, 0);
