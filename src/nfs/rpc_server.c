@@ -10,8 +10,8 @@
  * waits on one socket.
  *
  * An NFSv3 call that only reads (READ, GETATTR, LOOKUP, ACCESS, READLINK,
- * NULL: nfs3_proc_reads_only) or an NFSv4.0 COMPOUND of such operations
- * (nfs4_op_reads_only) is first run on the I/O thread itself with memory_only
+ * NULL: nfs3_proc_reads_only) or an NFSv4 COMPOUND of such operations
+ * (nfs4_op_reads_only, after a 4.1 SEQUENCE) is first run on the I/O thread itself with memory_only
  * (nfs_impl.h): when all it reads is in memory (dirty or in the ARC) its
  * reply is sent from there -
  * no hand-off to a worker and back, which cost two wakeups and four context
