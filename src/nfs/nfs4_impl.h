@@ -40,9 +40,9 @@ enum nfs4_op {
 
 /* The operations that change nothing on the server, which a COMPOUND made
  * only of them (after a 4.1 SEQUENCE) may run on the transport's I/O thread
- * (nfs4.c): handle
- * and name lookups, attributes, ACCESS, READLINK and READ (whose atime update
- * stops it, and whose stateid only renews its client's lease). */
+ * (nfs4.c): handle and name lookups, attributes, ACCESS, READLINK and READ
+ * (whose atime update stops it, and whose stateid only renews its client's
+ * lease). */
 static inline bool nfs4_op_reads_only(uint32_t op)
 {
     switch (op) {
