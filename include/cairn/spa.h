@@ -240,6 +240,11 @@ int spa_memory_only_refuse(void);
 /* Whether a read was refused since spa_memory_only_begin(), the mode going on
  * (for a caller that must undo its own bookkeeping before it gives up). */
 bool spa_memory_only_refused(void);
+/* Suspends the mode for a read the thread must make even if it waits (a
+ * read-ahead's block pointers: without them the stream would go to the
+ * workers read by read); returns whether it was on, for _resume. */
+bool spa_memory_only_pause(void);
+void spa_memory_only_resume(bool was_on);
 /* spa_block_read() through the ARC with a dataset's cache policy (ARC_POLICY() of
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */

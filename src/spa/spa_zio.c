@@ -355,6 +355,15 @@ bool spa_memory_only_end(void)
 
 bool spa_memory_only_refused(void) { return memory_only && memory_only_refused; }
 
+bool spa_memory_only_pause(void)
+{
+    bool was = memory_only;
+    memory_only = false;
+    return was;
+}
+
+void spa_memory_only_resume(bool was_on) { memory_only = was_on; }
+
 int spa_memory_only_refuse(void)
 {
     if (!memory_only) return 0;

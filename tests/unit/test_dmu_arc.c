@@ -46,9 +46,9 @@ static void fill(uint8_t *b, uint64_t len, uint64_t seed)
     }
 }
 
-static uint64_t new_obj(objset_t *os)
+static uint64_t new_obj_rs(objset_t *os, uint32_t rs)
 {
-    dmu_object_props_t p = {.recordsize = RS, .compress = CAIRN_COMPRESS_LZ4,
+    dmu_object_props_t p = {.recordsize = rs, .compress = CAIRN_COMPRESS_LZ4,
                             .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
     uint64_t obj;
     dmu_tx_t *tx = dmu_tx_begin(os);
@@ -56,6 +56,8 @@ static uint64_t new_obj(objset_t *os)
     dmu_tx_commit(tx);
     return obj;
 }
+
+static uint64_t new_obj(objset_t *os) { return new_obj_rs(os, RS); }
 
 static void put(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, uint64_t seed)
 {
@@ -378,6 +380,46 @@ static void test_memory_only_mode_refuses_devices(void **state)
     assert_memory_equal(b, all, RS);
     arc_get_stats(&after);
     assert_int_equal(after.l2_hits, before.l2_hits + 1);
+    free(all);
+    free(b);
+    pool_done(&f, os);
+}
+
+/* A stream read on a thread in the SPA's memory-only mode (the NFS server's
+ * I/O thread) keeps reading ahead although the next window's block pointers
+ * lie in indirect blocks not yet in memory: the lookup may read them there
+ * (refused, the window would be lost and the stream would leave memory). An
+ * object of 4 KiB records, four indirect blocks, read cold after a reimport. */
+static void test_prefetch_from_memory_only_thread(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    objset_t *os;
+    pool_with_objset(&f, "dmu_arc_pfmo", 256 * CAIRN_MIB, 1024 * CAIRN_MIB, &os);
+    const uint64_t rs = 4096, nrec = 4096;
+    uint64_t obj = new_obj_rs(os, (uint32_t)rs);
+    put(os, obj, 0, nrec * rs, 13);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    uint8_t *all = malloc(nrec * rs), *b = malloc(rs);
+    fill(all, nrec * rs, 13);
+    for (uint64_t r = 0; r < 3; r++) /* the stream starts where reads may wait */
+        assert_int_equal(dmu_read(os, obj, r * rs, rs, b), 0);
+    dmu_prefetch_wait();
+    for (uint64_t r = 3; r < nrec; r++) {
+        bool refused = true;
+        int err = -1;
+        for (int try = 0; try < 2 && (err || refused); try++) {
+            if (try) dmu_prefetch_wait(); /* read-ahead behind the reader: let it catch up */
+            spa_memory_only_begin();
+            err = dmu_read(os, obj, r * rs, rs, b);
+            refused = spa_memory_only_end();
+        }
+        if (err || refused) fail_msg("record %llu not read ahead", (unsigned long long)r);
+        assert_memory_equal(b, all + r * rs, rs);
+    }
     free(all);
     free(b);
     pool_done(&f, os);
@@ -865,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_memory_only_mode_refuses_devices),
+        cmocka_unit_test(test_prefetch_from_memory_only_thread),
         cmocka_unit_test(test_sequential_prefetch),
         cmocka_unit_test(test_prefetch_window_grows),
         cmocka_unit_test(test_prefetch_races_reader),
