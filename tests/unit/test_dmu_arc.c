@@ -90,6 +90,15 @@ static void pool_with_objset(test_pool_t *f, const char *tag, uint64_t pool_size
     assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
 }
 
+/* Syncs os and opens it again after an export and import: nothing of it in memory. */
+static void reopen_cold(test_pool_t *f, objset_t **os)
+{
+    assert_int_equal(dmu_objset_sync(*os), 0);
+    dmu_objset_close(*os);
+    test_pool_reimport(f);
+    assert_int_equal(dmu_objset_open(f->spa, "d", os), 0);
+}
+
 /* Closes os, checks the pool and removes it. */
 static void pool_done(test_pool_t *f, objset_t *os)
 {
@@ -139,10 +148,7 @@ static void test_primarycache_none_bypasses(void **state)
     dmu_objset_set_cache_policy(os, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
     uint64_t obj = new_obj(os);
     put(os, obj, 0, 32 * RS, 9);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f); /* nothing of it in memory */
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    reopen_cold(&f, &os);
     dmu_objset_set_cache_policy(os, ARC_POLICY(ARC_CACHE_NONE, ARC_CACHE_NONE));
     arc_stats_t a, b;
     arc_get_stats(&a);
@@ -399,10 +405,7 @@ static void test_prefetch_from_memory_only_thread(void **state)
     const uint64_t rs = 4096, nrec = 4096;
     uint64_t obj = new_obj_rs(os, (uint32_t)rs);
     put(os, obj, 0, nrec * rs, 13);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    reopen_cold(&f, &os);
     uint8_t *all = malloc(nrec * rs), *b = malloc(rs);
     fill(all, nrec * rs, 13);
     for (uint64_t r = 0; r < 3; r++) /* the stream starts where reads may wait */
@@ -437,10 +440,7 @@ static void test_sequential_prefetch(void **state)
     uint64_t obj = new_obj(os), other = new_obj(os);
     put(os, obj, 0, 96 * RS, 11);
     put(os, other, 0, 96 * RS, 12);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    reopen_cold(&f, &os);
     uint8_t *all = malloc(96 * RS), *b = malloc(RS);
     /* random order over `other`: never three in a row */
     uint64_t issued0 = dmu_prefetch_issued();
@@ -513,10 +513,7 @@ static void test_prefetch_window_grows(void **state)
     const uint64_t nrec = 640; /* 80 MiB */
     uint64_t obj = new_obj(os);
     put(os, obj, 0, nrec * RS, 21);
-    assert_int_equal(dmu_objset_sync(os), 0);
-    dmu_objset_close(os);
-    test_pool_reimport(&f);
-    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    reopen_cold(&f, &os);
     uint8_t *all = malloc(nrec * RS), *b = malloc(RS);
     fill(all, nrec * RS, 21);
     uint64_t issued0 = dmu_prefetch_issued();
