@@ -516,6 +516,74 @@ static void test_metadata_memory_path(void **state)
     rig_down(&r);
 }
 
+/* LOOKUP of name in the directory of handle dir on the I/O thread's path
+ * (memory) or a worker's; returns the rc, and for a reply its status and the
+ * handle found (into *out). */
+static int lookup3(rig_t *r, const uint8_t *dir, const char *name, bool memory, uint32_t *status,
+                   uint8_t out[ZPL_FH_SIZE])
+{
+    nfs_xdr_t a;
+    nfs_xdr_init_encode(&a, 0);
+    nfs_xdr_put_opaque(&a, dir, ZPL_FH_SIZE);
+    nfs_xdr_put_string(&a, name);
+    uint8_t *body;
+    size_t blen;
+    int rc = nfs_run(r, 3, 3, &a, memory, &body, &blen, status);
+    nfs_xdr_free(&a);
+    if (rc == 1 && *status == 0) {
+        nfs_xdr_t d;
+        nfs_xdr_init_decode(&d, body, blen);
+        (void)nfs_xdr_get_u32(&d);
+        uint32_t len;
+        const uint8_t *fh = nfs_xdr_get_opaque(&d, &len, 64);
+        assert_int_equal(len, ZPL_FH_SIZE);
+        memcpy(out, fh, ZPL_FH_SIZE);
+    }
+    free(body);
+    return rc;
+}
+
+/* A snapshot reached through the control directory: the I/O thread answers
+ * the control and snapshot directories itself, does not mount a snapshot
+ * (that takes the pool's configuration lock, and reads the snapshot's object
+ * set, which the memory-only mode refuses too when it is not in memory), and
+ * once a worker has mounted it serves its lookups and attributes like any
+ * others. */
+static void test_snapshot_memory_path(void **state)
+{
+    (void)state;
+    rig_t r;
+    rig_up(&r);
+    uint8_t data[64];
+    memset(data, 9, sizeof data);
+    zpl_fh_t ffh;
+    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
+    char snap[200], err[256];
+    snprintf(snap, sizeof snap, "%s@s1", r.f.fsname);
+    assert_int_equal(dsl_snapshot(r.f.dp, snap, false, err, sizeof err), 0);
+    uint8_t ctl[ZPL_FH_SIZE], sd[ZPL_FH_SIZE], s1[ZPL_FH_SIZE], s1b[ZPL_FH_SIZE], f1[ZPL_FH_SIZE];
+    uint32_t st = 99;
+    assert_int_equal(lookup3(&r, r.root.bytes, ZPL_CTLDIR_NAME, true, &st, ctl), 1);
+    assert_int_equal(st, 0);
+    assert_int_equal(lookup3(&r, ctl, "snapshot", true, &st, sd), 1);
+    assert_int_equal(st, 0);
+    assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1), NFS_RPC_WOULD_BLOCK);
+    assert_int_equal(lookup3(&r, sd, "s1", false, &st, s1), 1);
+    assert_int_equal(st, 0);
+    assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1b), 1); /* mounted now */
+    assert_int_equal(st, 0);
+    assert_memory_equal(s1, s1b, ZPL_FH_SIZE);
+    assert_int_equal(lookup3(&r, s1, "f", true, &st, f1), 1);
+    assert_int_equal(st, 0);
+    nfs_xdr_t a;
+    nfs_xdr_init_encode(&a, 0);
+    nfs_xdr_put_opaque(&a, f1, ZPL_FH_SIZE);
+    assert_int_equal(same_both_ways(&r, 3, 1, &a), 0);
+    nfs_xdr_free(&a);
+    zpl_node_rele(file);
+    rig_down(&r);
+}
+
 /* A 4.0 COMPOUND that resolves the export's root and file f and asks for
  * attributes: PUTROOTFH, LOOKUP x, LOOKUP f, GETFH, GETATTR (type, size,
  * fileid, and space_avail when space), ACCESS read. */
@@ -874,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_metadata_memory_path),
         cmocka_unit_test(test_read4_memory_path),
         cmocka_unit_test(test_metadata4_memory_path),
+        cmocka_unit_test(test_snapshot_memory_path),
         cmocka_unit_test(test_lent_spans_iov),
         cmocka_unit_test(test_read_lends_and_holds),
         cmocka_unit_test(test_random_garbage),
