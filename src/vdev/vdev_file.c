@@ -519,11 +519,11 @@ static int file_leaf_preallocate(vdev_t *leaf, uint64_t offset, uint64_t len)
         }
         if ((uint64_t)hole >= end) break;
         off_t data = lseek(fl->fd, hole, SEEK_DATA);
-        uint64_t stop = data < 0 ? end : CAIRN_MIN((uint64_t)data, end);
         if (data < 0 && errno != ENXIO) {
             err = -errno;
             break;
         }
+        uint64_t stop = data < 0 ? end : CAIRN_MIN((uint64_t)data, end); /* ENXIO: a hole to the end */
         if (!zeros) {
             if (posix_memalign(&zeros, CAIRN_IO_ALIGN, chunk)) abort();
             memset(zeros, 0, chunk);

@@ -137,27 +137,33 @@ static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
  * on a single leaf or a mirror side; on raidz (see vdev_raidz.c) top-level
  * sector t lies on child t % n at child sector t / n, and a block's columns
  * run at most one sector past its last top-level sector's row. */
+typedef struct prealloc_range {
+    uint64_t start, end; /* of each leaf's data area */
+    int err;
+} prealloc_range_t;
+
+static void leaf_preallocate(vdev_t *leaf, void *arg)
+{
+    prealloc_range_t *r = arg;
+    if (!leaf->ops || !leaf->ops->preallocate || atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL)
+        return;
+    uint64_t data = vdev_leaf_data_size(leaf->psize);
+    if (r->start >= data) return;
+    int e = leaf->ops->preallocate(leaf, VDEV_DATA_START + r->start,
+                                   CAIRN_MIN(r->end, data) - r->start);
+    if (e && !r->err) r->err = e;
+}
+
 int vdev_preallocate(vdev_t *top, uint64_t offset, uint64_t len)
 {
-    uint64_t start = offset, end = offset + len;
+    prealloc_range_t r = {.start = offset, .end = offset + len};
     if (top->type == VDEV_TYPE_RAIDZ) {
         uint64_t n = top->nchildren, a = top->ashift;
-        start = ((offset >> a) / n) << a;
-        end = ((((offset + len + (1ULL << a) - 1) >> a) + n - 1) / n + 1) << a;
+        r.start = ((offset >> a) / n) << a;
+        r.end = ((((offset + len + (1ULL << a) - 1) >> a) + n - 1) / n + 1) << a;
     }
-    int err = 0;
-    for (uint32_t c = 0; c < (vdev_is_leaf(top) ? 1 : top->nchildren); c++) {
-        vdev_t *leaf = vdev_is_leaf(top) ? top : top->children[c];
-        if (!leaf || !vdev_is_leaf(leaf) || !leaf->ops || !leaf->ops->preallocate ||
-            atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL)
-            continue;
-        uint64_t data = vdev_leaf_data_size(leaf->psize);
-        if (start >= data) continue;
-        int e = leaf->ops->preallocate(leaf, VDEV_DATA_START + start,
-                                       CAIRN_MIN(end, data) - start);
-        if (e && !err) err = e;
-    }
-    return err;
+    vdev_foreach_leaf(top, leaf_preallocate, &r);
+    return r.err;
 }
 
 int vdev_flush_now(vdev_t *vd)
