@@ -1680,7 +1680,8 @@ int dsl_dataset_list(dsl_pool_t *dp, const char *name, bool recursive, unsigned 
                      char *err, size_t errlen)
 {
     if (!types) types = ~0u;
-    pthread_mutex_lock(&dp->lock);
+    int locked = dsl_pool_lock(dp);
+    if (locked) return locked;
     dsl_node_t *start = name ? dsl_lookup(dp, name) : dp->root;
     if (!start) {
         pthread_mutex_unlock(&dp->lock);
@@ -1718,7 +1719,8 @@ static int hold_node(dsl_pool_t *dp, dsl_node_t *n, dsl_dataset_t **out)
 
 int dsl_dataset_hold(dsl_pool_t *dp, const char *name, dsl_dataset_t **out)
 {
-    pthread_mutex_lock(&dp->lock);
+    int locked = dsl_pool_lock(dp);
+    if (locked) return locked;
     dsl_node_t *n = dsl_lookup(dp, name);
     int err = n ? hold_node(dp, n, out) : -ENOENT;
     pthread_mutex_unlock(&dp->lock);
@@ -1727,7 +1729,8 @@ int dsl_dataset_hold(dsl_pool_t *dp, const char *name, dsl_dataset_t **out)
 
 int dsl_dataset_hold_by_guid(dsl_pool_t *dp, uint64_t guid, dsl_dataset_t **out)
 {
-    pthread_mutex_lock(&dp->lock);
+    int locked = dsl_pool_lock(dp);
+    if (locked) return locked;
     int err = -ENOENT;
     for (size_t i = 0; i < dp->nall; i++)
         if (dp->all[i]->phys.guid == guid) {
@@ -1760,7 +1763,10 @@ const char *dsl_dataset_name(dsl_dataset_t *ds)
 }
 void dsl_dataset_get_name(dsl_dataset_t *ds, char *buf, size_t len)
 {
-    pthread_mutex_lock(&ds->dp->lock);
+    if (dsl_pool_lock(ds->dp)) {
+        if (len) buf[0] = '\0'; /* refused (dsl_pool_lock): the caller's answer is dropped */
+        return;
+    }
     dsl_node_fullname(ds->node, buf, len);
     pthread_mutex_unlock(&ds->dp->lock);
 }

@@ -126,6 +126,20 @@ struct dsl_dataset {
 };
 
 /* dsl_dataset.c */
+/* dp->lock for a call that may run on a thread in the SPA's memory-only mode
+ * (the NFS server's I/O thread, spa.h): a txg sync holds the lock across the
+ * pool's dataset tasks, which may read the disks, so such a thread takes it
+ * only when it is free and otherwise is refused like a block read (its
+ * caller's answer is dropped and the call runs where it may wait). Any other
+ * thread waits for it as usual. 0, or -EWOULDBLOCK having taken nothing. */
+static inline int dsl_pool_lock(dsl_pool_t *dp)
+{
+    if (pthread_mutex_trylock(&dp->lock) == 0) return 0;
+    int refused = spa_memory_only_refuse();
+    if (refused) return refused;
+    pthread_mutex_lock(&dp->lock);
+    return 0;
+}
 dsl_node_t *dsl_lookup(dsl_pool_t *dp, const char *name); /* dp->lock held */
 void dsl_node_fullname(const dsl_node_t *n, char *buf, size_t len);
 int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg);

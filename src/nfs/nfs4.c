@@ -15,8 +15,9 @@
  * lookups, attributes, ACCESS, READLINK, READ) may run on the transport's I/O
  * thread with memory_only (nfs_impl.h), in the SPA's memory-only mode: READ
  * uses zpl_read_spans (memory_only), a block any operation would read from a
- * device is refused below the ZPL, and so are the space attributes
- * (zpl_statfs takes the pool's configuration lock). A read that would wait (a
+ * device is refused below the ZPL, and so is the pool's dataset lock while a
+ * txg sync holds it (dsl_pool_lock; the space attributes take it). A read
+ * that would wait (a
  * record on disk, a due atime), a refusal or any other operation sets
  * would_block and the compound stops with nothing sent; a worker runs it
  * again. A 4.1 COMPOUND's SEQUENCE takes its slot tentatively there and gives

@@ -22,9 +22,9 @@
  * workers' cores (one connection's READs, however many in flight, leave one at
  * a time under its send lock anyway). The call runs in the SPA's memory-only
  * mode (spa_memory_only_begin): a block it would read from a device - a file's
- * record, a dnode, an indirect or directory block - is refused, and so are
- * the pool-wide locks a snapshot's handle and the space attributes need;
- * then, or when the handler
+ * record, a dnode, an indirect or directory block - is refused, and so is the
+ * pool's dataset lock while a txg sync holds it (dsl_pool_lock) and mounting
+ * a snapshot; then, or when the handler
  * itself stops (a READ whose atime is due), the record goes to a worker like
  * every other call and what the try produced is dropped. Node locks are taken
  * as anywhere: their holders keep them for in-memory work only.

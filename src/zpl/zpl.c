@@ -730,9 +730,6 @@ static void statfs_cb(const dsl_dataset_info_t *info, void *arg)
 
 int zpl_statfs(zpl_fs_t *fs, zpl_statfs_t *out)
 {
-    /* The dataset walk below takes the pool's configuration lock. */
-    int refused = spa_memory_only_refuse();
-    if (refused) return refused;
     statfs_arg_t s = {0};
     char err[256], name[DSL_NAME_MAX + 1];
     dsl_dataset_get_name(fs->ds, name, sizeof(name));   /* renamed since the mount? */
@@ -785,7 +782,12 @@ static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
     pthread_mutex_lock(&fs->snap_lock);
     for (size_t i = 0; i < fs->nsnaps; i++) {
         if (!strcmp(fs->snaps[i].name, snap)) {
-            if (!snap_named(fs->snaps[i].fs, head, snap)) {
+            bool named = snap_named(fs->snaps[i].fs, head, snap);
+            if (spa_memory_only_refused()) { /* the names are not real: change nothing */
+                pthread_mutex_unlock(&fs->snap_lock);
+                return -EWOULDBLOCK;
+            }
+            if (!named) {
                 fs->snaps[i].name[0] = 0;   /* renamed: found by its new name below */
                 break;
             }
@@ -798,7 +800,8 @@ static int snap_mount(zpl_fs_t *fs, const char *snap, zpl_fs_t **out)
     char full[2 * DSL_NAME_MAX + 2];
     snprintf(full, sizeof(full), "%s@%s", head, snap);
     if (strlen(full) > DSL_NAME_MAX) return -ENOENT;
-    /* Mounting takes the pool's configuration lock, which a txg sync holds. */
+    /* Mounting opens the snapshot's object set and takes the pool's locks as it
+     * goes: never on a thread that must not wait (spa.h), however free they are. */
     int err = spa_memory_only_refuse();
     if (err) return err;
     zpl_fs_t *s;
@@ -1903,7 +1906,6 @@ static int snap_by_guid(zpl_fs_t *fs, uint64_t ds_guid, zpl_fs_t **out)
         }
     }
     pthread_mutex_unlock(&fs->snap_lock);
-    if (spa_memory_only_refuse()) return -EWOULDBLOCK; /* as in snap_mount */
     dsl_dataset_t *ds;
     if (dsl_dataset_hold_by_guid(fs->dp, ds_guid, &ds)) return -ESTALE;
     char snap[DSL_NAME_MAX + 1] = "", name[DSL_NAME_MAX + 1], head[DSL_NAME_MAX + 1];

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "../../src/dsl/dsl_impl.h"
 #include "../../src/nfs/nfs_srv.h"
 #include "../../src/nfs/nfs4_impl.h"
 #pragma GCC diagnostic push
@@ -518,8 +519,7 @@ static void test_sessions(void **state)
 }
 
 /* SEQUENCE seq on slot 0, PUTROOTFH, LOOKUP tank, LOOKUP share, then GETATTR of
- * size (and of space_avail, which cannot be answered on the I/O thread, when
- * space) or, when mutate, a COMMIT (an operation that may wait). */
+ * size (and of space_avail, which needs the pool's lock, when space) or, when mutate, a COMMIT (an operation that may wait). */
 static void seq_compound(raw_t *r, const uint8_t sid[16], uint32_t seq, bool space, bool mutate,
                          bool memory)
 {
@@ -556,11 +556,15 @@ static void test_session_memory_path(void **state)
     make_session(sid, "memory-path-client");
     raw_t r;
     uint32_t n;
-    for (int i = 0; i < 2; i++) { /* refused twice: still the slot's seqid 0 */
+    /* The space attributes need the pool's lock: held (as a txg sync holds it),
+     * the I/O thread is refused - twice, and the slot keeps its seqid 0. */
+    pthread_mutex_lock(&fix.dp->lock);
+    for (int i = 0; i < 2; i++) {
         seq_compound(&r, sid, 1, true, false, true);
         assert_true(r.would_block);
         raw_free(&r);
     }
+    pthread_mutex_unlock(&fix.dp->lock);
     seq_compound(&r, sid, 1, true, false, false);
     assert_int_equal(raw_status(&r, &n), 0);
     assert_int_equal(n, 5);

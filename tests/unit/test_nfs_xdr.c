@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "../../src/dsl/dsl_impl.h"
 #include "../../src/nfs/nfs_srv.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -78,6 +79,16 @@ typedef struct rig {
     zpl_fh_t root;
 } rig_t;
 
+/* The export's root directory, held. */
+static zpl_node_t *rig_root(rig_t *r)
+{
+    nfs_export_t *e = nfs_export_find_path(r->srv, "/x");
+    zpl_node_t *root;
+    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    nfs_export_rele(e);
+    return root;
+}
+
 static void rig_up(rig_t *r)
 {
     zfix_make(&r->f, "nfsxdr", 256ull << 20);
@@ -87,12 +98,9 @@ static void rig_up(rig_t *r)
     assert_int_equal(nfs_server_start(&cfg, &r->srv, err, sizeof err), 0);
     assert_int_equal(nfs_server_export(r->srv, r->f.dp, r->f.fsname, "/x", "no_root_squash", err,
                                        sizeof err), 0);
-    nfs_export_t *e = nfs_export_find_path(r->srv, "/x");
-    zpl_node_t *root;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    zpl_node_t *root = rig_root(r);
     assert_int_equal(zpl_fh_encode(root, &r->root), 0);
     zpl_node_rele(root);
-    nfs_export_rele(e);
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(900)};
     inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
     r->conn = nfs_conn_detached(r->srv, (struct sockaddr *)&sin, sizeof sin);
@@ -110,16 +118,13 @@ static void rig_down(rig_t *r)
 static zpl_node_t *rig_file(rig_t *r, const char *name, const uint8_t *data, uint64_t size,
                             zpl_fh_t *fh)
 {
-    nfs_export_t *e = nfs_export_find_path(r->srv, "/x");
-    zpl_node_t *root, *n;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    zpl_node_t *root = rig_root(r), *n;
     assert_int_equal(zpl_create(root, name, 0644, &zfix_cred, ZPL_CREATE_GUARDED, NULL, &n, NULL),
                      0);
     zpl_wcc_t wcc;
     assert_int_equal(zpl_write(n, 0, size, data, 0, &wcc), 0);
     assert_int_equal(zpl_fh_encode(n, fh), 0);
     zpl_node_rele(root);
-    nfs_export_rele(e);
     return n;
 }
 
@@ -356,9 +361,7 @@ static void test_read_memory_path(void **state)
     assert_int_equal(rr.status, 21); /* NFS3ERR_ISDIR */
     assert_true(rr.has_attr);
     zpl_node_rele(n);
-    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
-    zpl_node_t *root;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    zpl_node_t *root = rig_root(&r);
     assert_int_equal(zpl_remove(root, "f", NULL), 0);
     read_call(&r, &fh, 0, 4096, true, &rr);
     assert_int_equal(rr.rc, 1);
@@ -382,7 +385,6 @@ static void test_read_memory_path(void **state)
     nfs_xdr_free(&x);
 
     zpl_node_rele(root);
-    nfs_export_rele(e);
     free(file);
     rig_down(&r);
 }
@@ -437,6 +439,15 @@ static uint32_t same_both_ways(rig_t *r, uint32_t vers, uint32_t proc, const nfs
     return fst;
 }
 
+/* rig_up() with a small file "f" in the export's root (released by the caller). */
+static zpl_node_t *rig_up_with_file(rig_t *r, zpl_fh_t *fh)
+{
+    rig_up(r);
+    uint8_t data[100];
+    memset(data, 7, sizeof data);
+    return rig_file(r, "f", data, sizeof data, fh);
+}
+
 /* GETATTR, LOOKUP, ACCESS and READLINK run on the I/O thread when what they
  * read is in memory, with the worker's answer, errors included; a call that
  * would read a block from the disk is refused below the ZPL and goes to a
@@ -445,14 +456,9 @@ static void test_metadata_memory_path(void **state)
 {
     (void)state;
     rig_t r;
-    rig_up(&r);
-    uint8_t data[100];
-    memset(data, 7, sizeof data);
     zpl_fh_t ffh;
-    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
-    nfs_export_t *e = nfs_export_find_path(r.srv, "/x");
-    zpl_node_t *root, *link;
-    assert_int_equal(zpl_root(nfs_export_fs(e), &root), 0);
+    zpl_node_t *file = rig_up_with_file(&r, &ffh);
+    zpl_node_t *root = rig_root(&r), *link;
     char target[901];
     for (int i = 0; i < 900; i++) target[i] = (char)('a' + i % 26); /* too long to sit in the bonus */
     target[900] = 0;
@@ -512,7 +518,6 @@ static void test_metadata_memory_path(void **state)
     zpl_node_rele(link);
     zpl_node_rele(file);
     zpl_node_rele(root);
-    nfs_export_rele(e);
     rig_down(&r);
 }
 
@@ -553,11 +558,8 @@ static void test_snapshot_memory_path(void **state)
 {
     (void)state;
     rig_t r;
-    rig_up(&r);
-    uint8_t data[64];
-    memset(data, 9, sizeof data);
     zpl_fh_t ffh;
-    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
+    zpl_node_t *file = rig_up_with_file(&r, &ffh);
     char snap[200], err[256];
     snprintf(snap, sizeof snap, "%s@s1", r.f.fsname);
     assert_int_equal(dsl_snapshot(r.f.dp, snap, false, err, sizeof err), 0);
@@ -575,6 +577,15 @@ static void test_snapshot_memory_path(void **state)
     assert_memory_equal(s1, s1b, ZPL_FH_SIZE);
     assert_int_equal(lookup3(&r, s1, "f", true, &st, f1), 1);
     assert_int_equal(st, 0);
+    /* The snapshot's name is checked under the pool's lock: while a txg sync
+     * (here: this thread) holds it, the I/O thread's try is refused and leaves
+     * the mount as it was. */
+    pthread_mutex_lock(&r.f.dp->lock);
+    assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1b), NFS_RPC_WOULD_BLOCK);
+    pthread_mutex_unlock(&r.f.dp->lock);
+    assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1b), 1);
+    assert_int_equal(st, 0);
+    assert_memory_equal(s1, s1b, ZPL_FH_SIZE);
     nfs_xdr_t a;
     nfs_xdr_init_encode(&a, 0);
     nfs_xdr_put_opaque(&a, f1, ZPL_FH_SIZE);
@@ -608,26 +619,27 @@ static void meta4_args(nfs_xdr_t *a, bool space)
 }
 
 /* The same for NFSv4.0: a COMPOUND that only looks up and reads attributes
- * runs on the I/O thread with the worker's answer; one asking for the space
- * attributes (the pool's configuration lock) goes to a worker. */
+ * runs on the I/O thread with the worker's answer, the space attributes too
+ * while the pool's lock is free; while a txg sync holds it, one asking for
+ * them goes to a worker. */
 static void test_metadata4_memory_path(void **state)
 {
     (void)state;
     rig_t r;
-    rig_up(&r);
-    uint8_t data[300];
-    memset(data, 3, sizeof data);
     zpl_fh_t ffh;
-    zpl_node_t *file = rig_file(&r, "f", data, sizeof data, &ffh);
+    zpl_node_t *file = rig_up_with_file(&r, &ffh);
     nfs_xdr_t a;
     meta4_args(&a, false);
     assert_int_equal(same_both_ways(&r, 4, 1, &a), 0);
     nfs_xdr_free(&a);
     meta4_args(&a, true);
+    assert_int_equal(same_both_ways(&r, 4, 1, &a), 0); /* the pool's lock free: answered */
     uint8_t *body;
     size_t blen;
     uint32_t st = 99;
+    pthread_mutex_lock(&r.f.dp->lock); /* held, as a txg sync holds it: refused */
     assert_int_equal(nfs_run(&r, 4, 1, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
+    pthread_mutex_unlock(&r.f.dp->lock);
     assert_int_equal(nfs_run(&r, 4, 1, &a, false, &body, &blen, &st), 1);
     assert_int_equal(st, 0);
     free(body);
