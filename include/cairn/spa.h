@@ -383,6 +383,15 @@ typedef struct spa_log_ref {
 int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                        const cairn_dva_t *next, const void *payload, uint32_t len,
                        const spa_log_ref_t *refs, uint32_t nrefs);
+/* spa_log_write_refs() without copying: block (from spa_log_block_alloc, which
+ * the caller frees) holds the payload from SPA_LOG_BLOCK_FRAME on and the nrefs
+ * references right after it; the frame and padding are written in place. Why:
+ * the ZIL packs records straight into the block it writes, and a buffer it
+ * keeps is one the kernel finds mapped (a fresh one made every direct write
+ * fault its pages in first). */
+void *spa_log_block_alloc(void);   /* SPA_LOG_BLOCK_MAX bytes, aligned for direct I/O */
+int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                        const cairn_dva_t *next, void *block, uint32_t len, uint32_t nrefs);
 /* Payload plus references must fit: bytes a block of that DVA can hold. */
 uint32_t spa_log_capacity(const cairn_dva_t *dva);
 /* Makes every log block written so far on these blocks' vdevs durable (one

@@ -609,6 +609,26 @@ int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64
                        const cairn_dva_t *next, const void *payload, uint32_t len,
                        const spa_log_ref_t *refs, uint32_t nrefs)
 {
+    uint64_t body = (uint64_t)len + (uint64_t)nrefs * sizeof(spa_log_ref_t);
+    if (body > spa_log_capacity(dva)) return -EINVAL;
+    uint8_t *block = spa_log_block_alloc();
+    memcpy(block + SPA_LOG_BLOCK_FRAME, payload, len);
+    if (nrefs) memcpy(block + SPA_LOG_BLOCK_FRAME + len, refs, nrefs * sizeof *refs);
+    int err = spa_log_write_block(spa, dva, guid, seq, next, block, len, nrefs);
+    free(block);
+    return err;
+}
+
+void *spa_log_block_alloc(void)
+{
+    void *b;
+    if (posix_memalign(&b, CAIRN_IO_ALIGN, SPA_LOG_BLOCK_MAX)) abort();
+    return b;
+}
+
+int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
+                        const cairn_dva_t *next, void *block, uint32_t len, uint32_t nrefs)
+{
     vdev_t *top = log_top(spa, dva->vdev);
     uint64_t body = (uint64_t)len + (uint64_t)nrefs * sizeof(spa_log_ref_t);
     if (!top || body > spa_log_capacity(dva)) return -EINVAL;
@@ -616,21 +636,16 @@ int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64
     uint64_t wlen = top->type == VDEV_TYPE_RAIDZ
                         ? psize
                         : CAIRN_P2ROUNDUP((uint64_t)SPA_LOG_BLOCK_FRAME + body, 1ULL << top->ashift);
-    if (wlen > psize) return -EINVAL;
-    uint8_t *buf;
-    if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(wlen, (uint64_t)CAIRN_IO_ALIGN)))
-        abort();
+    if (wlen > psize || wlen > SPA_LOG_BLOCK_MAX) return -EINVAL;
+    uint8_t *buf = block;
     logblk_frame_t f = {.magic = LOGBLK_MAGIC, .guid = guid, .seq = seq, .len = len, .next = *next,
                         .nrefs = nrefs};
     memcpy(buf, &f, sizeof f);
-    memcpy(buf + sizeof f, payload, len);
-    if (nrefs) memcpy(buf + sizeof f + len, refs, nrefs * sizeof *refs);
     memset(buf + sizeof f + body, 0, wlen - sizeof f - body);
     uint8_t ck[CAIRN_CHECKSUM_LEN];
     frame_checksum(buf, (uint32_t)body, ck);
     memcpy(buf + offsetof(logblk_frame_t, cksum), ck, sizeof ck);
     int err = vdev_write_block_now(top, dva->offset, buf, wlen);
-    free(buf);
     if (!err) atomic_fetch_add(&log_of(spa)->blocks_written, 1);
     return err;
 }

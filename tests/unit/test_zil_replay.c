@@ -571,6 +571,46 @@ static void test_destroy_drops_log(void **state)
     test_pool_remove(&z.p);
 }
 
+/* Commits a batch of n logged writes (blocks first..first+n-1); returns the log
+ * blocks it took. */
+static uint64_t batch_blocks(zfx_t *z, uint64_t first, int n, uint64_t tag)
+{
+    zil_stats_t a, b;
+    zil_get_stats(z->zl, &a);
+    uint64_t seq;
+    for (int i = 0; i < n; i++) write_and_log(z, first + (uint64_t)i, tag + (uint64_t)i, &seq);
+    assert_int_equal(zil_commit(z->zl, 0), 0);
+    zil_get_stats(z->zl, &b);
+    assert_int_equal(b.log_writes - a.log_writes, 1);
+    return b.blocks - a.blocks;
+}
+
+/* The block a batch goes into is allocated by the batch before it (the chain
+ * names each successor before it is written); sized for that batch alone, a
+ * larger batch after a small one spilled into a second block, written after
+ * the first while every committer waited. Sized for the largest recent batch,
+ * it takes one - and the blocks, packed in place, replay. */
+static void test_successor_sized_from_recent_batches(void **state)
+{
+    (void)state;
+    zfx_t z;
+    zfx_make(&z, "zilsucc");
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    logged_write(&z, 0, 0);
+    batch_blocks(&z, 1, 12, 100);
+    assert_int_equal(batch_blocks(&z, 20, 1, 200), 1);
+    assert_int_equal(batch_blocks(&z, 30, 12, 300), 1);
+
+    crash(&z);
+    assert_int_equal(zil_open(z.os, zil_replay_dmu, z.os, &z.zl), 0);
+    for (uint64_t i = 0; i < 12; i++) {
+        assert_true(block_is(&z, 1 + i, 100 + i));
+        assert_true(block_is(&z, 30 + i, 300 + i));
+    }
+    assert_true(block_is(&z, 20, 200));
+    zfx_done(&z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_powercut),
         cmocka_unit_test(test_destroy_drops_log),
         cmocka_unit_test(test_log_region_preallocated),
+        cmocka_unit_test(test_successor_sized_from_recent_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
