@@ -68,6 +68,9 @@
 #define SUB "iscsi"
 #define QUEUE_DEPTH 64
 #define WORKERS_PER_SESSION 16
+/* A READ done on the reader whose data is at least this large is sent by the
+ * session's sender thread, so the reader goes on to the next command. */
+#define SEND_OFFLOAD_MIN (64u * 1024)
 #define MAX_EDTL (16u * 1024 * 1024)     /* one command's buffer at most */
 #define LOGIN_MAX_DATA 65536             /* text of one login PDU (8192 is the rule) */
 #define LOGIN_TEXT_MAX (64u * 1024)      /* accumulated over C-bit continuations */
@@ -143,6 +146,7 @@ struct iconn {
     iscsi_cmdsn_window_t win;
     itask_t *tasks;
     taskq_t *workers;
+    taskq_t *sender;          /* one thread: large cached READs' Data-In (run_on_reader) */
     uint32_t next_ttt;
     uint32_t ping_ttt;        /* outstanding target ping, 0 none */
     unsigned drops;
@@ -1168,12 +1172,36 @@ static void run_task(void *arg)
     task_free(t);
 }
 
+/* The end of a task run on the reader: its status (unless aborted before it
+ * could go out; decided by the caller under the session lock), then it goes. */
+static void respond_and_free(iconn_t *c, itask_t *t)
+{
+    if (t->responding) send_status(c, t);
+    pthread_mutex_lock(&c->lock);
+    task_unlink(c, t);
+    pthread_mutex_unlock(&c->lock);
+    task_free(t);
+}
+
+static void send_task(void *arg)
+{
+    itask_t *t = arg;
+    respond_and_free(t->c, t);
+}
+
 /* A READ or WRITE tried on the reader thread itself: done here when it needs
  * no device and no wait (data in memory; a write without FUA whose partial
  * records are in memory), with no hand-off and no wakeup; false when it would
  * wait (nothing has happened) and goes to the workers. TMFs of this
  * connection run on this same thread, so only another session's reset or
- * CLEAR TASK SET can abort it: checked as the workers do, before it runs. */
+ * CLEAR TASK SET can abort it: checked as the workers do, before it runs.
+ *
+ * A large READ's Data-In is sent by the session's sender thread instead: the
+ * send (the socket's copy and, over loopback, the receiving side's TCP work
+ * too) is most of a cached 128 KiB read, and with it on the reader a session's
+ * reads ran on one vCPU. The task stays linked and running until it is sent,
+ * so an abort, a logout and the connection's end wait for it as for a worker's
+ * task; its status is decided (responding) before the hand-off. */
 static bool run_on_reader(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
@@ -1192,14 +1220,13 @@ static bool run_on_reader(iconn_t *c, itask_t *t)
     t->cmd.memory_only = false;
     if (t->cmd.would_block) return false;
     pthread_mutex_lock(&c->lock);
-    bool skip = t->aborted;
-    t->responding = !skip;
+    t->responding = !t->aborted;
     pthread_mutex_unlock(&c->lock);
-    if (!skip) send_status(c, t);
-    pthread_mutex_lock(&c->lock);
-    task_unlink(c, t);
-    pthread_mutex_unlock(&c->lock);
-    task_free(t);
+    if (t->responding && t->read && c->sender && t->cmd.data_in_len >= SEND_OFFLOAD_MIN) {
+        taskq_dispatch(c->sender, send_task, t, NULL);
+        return true;
+    }
+    respond_and_free(c, t);
     return true;
 }
 
@@ -1811,6 +1838,8 @@ static void full_feature(iconn_t *c)
     if (!c->discovery) {
         c->workers = taskq_create("iscsi-session", WORKERS_PER_SESSION);
         if (!c->workers) return;
+        c->sender = taskq_create("iscsi-send", 1);
+        if (!c->sender) return;
         nexus_setup(c);
         reinstate_old_sessions(c);
         scsi_nexus_login(c->tgt->scsi, &c->nexus);
@@ -1912,6 +1941,7 @@ static void *conn_thread(void *arg)
     end_nexus(c);
     if (c->srv->teardown_delay_ms) usleep(c->srv->teardown_delay_ms * 1000u);
     if (c->workers) taskq_destroy(c->workers);
+    if (c->sender) taskq_destroy(c->sender);
     iscsi_server_t *srv = c->srv;
     pthread_mutex_lock(&srv->lock);
     for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)

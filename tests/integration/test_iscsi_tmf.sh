@@ -4,7 +4,9 @@
 # while writes of two sessions wait for their data. The answer is FUNCTION COMPLETE,
 # exactly the tasks the function covers are aborted (none of their data is written,
 # no status comes back, late data for them is dropped), the others complete, a reset
-# leaves BUS DEVICE RESET, and both the session and the daemon go on working.
+# leaves BUS DEVICE RESET, and both the session and the daemon go on working. Then
+# large READs in flight with a Logout or ABORT TASK SET right behind them: every READ
+# that answers does so in full, with the right data, before the answer.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -21,7 +23,7 @@ run_ok "$CAIRN" create -s -V 64M tank/lun
 run_ok "$CAIRN" iscsi target create "$TGT"
 run_ok "$CAIRN" iscsi lun add "$TGT" tank/lun
 
-for f in abort-task abort-task-set clear-task-set lun-reset warm-reset; do
+for f in abort-task abort-task-set clear-task-set lun-reset warm-reset reads-logout reads-abort-task-set; do
     "$TMF" 127.0.0.1 "$PORT" "$TGT" "$f" >"$T/out.$f" 2>&1 || {
         cat "$T/out.$f"
         fail "$f"

@@ -361,6 +361,98 @@ static int logout(conn_t *c, uint32_t itt, int *status_of, int *status)
     return rc;
 }
 
+/* Large READs in flight, then a Logout or an ABORT TASK SET right behind
+ * them. A cached READ of 64 KiB or more is answered by the session's sender
+ * thread, not the reader that takes the next PDU: still, every READ that
+ * answers must have all its data and its status out before the answer to
+ * what came after it, and must hold what was written. */
+static int reads_then(conn_t *c, bool use_logout)
+{
+    enum { NR = 48, RB = 256 }; /* 48 READs of 128 KiB (the window is 64) */
+    const uint32_t base = 16384;
+    const uint8_t gen = 3;
+    for (uint32_t lba = base; lba < base + NR * RB; lba += WBLOCKS)
+        if (write_sync(c, lba, gen)) return 2;
+    uint32_t itt[NR];
+    uint8_t *got[NR], *want = malloc(RB * BLK);
+    int status[NR];
+    for (int i = 0; i < NR; i++) {
+        got[i] = calloc(RB, BLK);
+        status[i] = -1;
+        uint8_t bhs[ISCSI_BHS_LEN] = {0};
+        bhs[0] = ISCSI_OP_SCSI_CMD;
+        bhs[1] = 0x80 | 0x40 | 0x01;
+        itt[i] = c->itt++;
+        iscsi_put32(bhs + 16, itt[i]);
+        iscsi_put32(bhs + 20, RB * BLK);
+        iscsi_put32(bhs + 24, c->cmdsn++);
+        iscsi_put32(bhs + 28, c->statsn);
+        bhs[32] = 0x28;
+        iscsi_put32(bhs + 34, base + (uint32_t)i * RB);
+        iscsi_put16(bhs + 39, RB);
+        if (send_pdu(c, bhs, NULL, 0)) return 2;
+    }
+    uint8_t bhs[ISCSI_BHS_LEN] = {0};
+    uint32_t aitt = c->itt++;
+    bhs[0] = 0x40 | (use_logout ? ISCSI_OP_LOGOUT_REQ : ISCSI_OP_TMF_REQ);
+    bhs[1] = (uint8_t)(0x80 | (use_logout ? 0 : 2)); /* close the session / ABORT TASK SET */
+    iscsi_put32(bhs + 16, aitt);
+    if (!use_logout) iscsi_put32(bhs + 20, ISCSI_RSVD_TAG);
+    iscsi_put32(bhs + 24, c->cmdsn);
+    iscsi_put32(bhs + 28, c->statsn);
+    if (send_pdu(c, bhs, NULL, 0)) return 2;
+    pdu_t *r = malloc(sizeof *r);
+    bool answered = false;
+    while (!answered) {
+        int op = recv_pdu(c, r);
+        if (op < 0) {
+            bad(c, "%s", "the connection ended before the answer");
+            break;
+        }
+        uint32_t t = iscsi_get32(r->bhs + 16);
+        if (t == aitt && (op == ISCSI_OP_LOGOUT_RSP || op == ISCSI_OP_TMF_RSP)) {
+            if (r->bhs[2] != 0) bad(c, "%s", "the answer is not a success");
+            answered = true;
+            continue;
+        }
+        int i = 0;
+        while (i < NR && itt[i] != t) i++;
+        if (i == NR || (op != ISCSI_OP_DATA_IN && op != ISCSI_OP_SCSI_RSP)) {
+            if (op != ISCSI_OP_NOP_IN && op != ISCSI_OP_ASYNC) bad(c, "%s", "an unexpected PDU");
+            continue;
+        }
+        if (status[i] >= 0) bad(c, "%s", "a PDU after its task's status");
+        if (op == ISCSI_OP_DATA_IN) {
+            uint32_t off = iscsi_get32(r->bhs + 40);
+            if (off + r->len <= RB * BLK) memcpy(got[i] + off, r->data, r->len);
+            if (r->bhs[1] & 1) status[i] = r->bhs[3];
+        } else {
+            status[i] = r->bhs[3];
+        }
+    }
+    int answered_reads = 0;
+    for (int i = 0; i < NR; i++) {
+        if (status[i] < 0) {
+            if (use_logout) bad(c, "%s", "a READ had no status before the logout response");
+            continue;
+        }
+        answered_reads++;
+        pattern(want, base + (uint32_t)i * RB, RB, gen);
+        if (status[i] != 0) bad(c, "%s", "a READ failed");
+        else if (memcmp(got[i], want, RB * BLK)) bad(c, "%s", "a READ returned the wrong data");
+    }
+    /* After ABORT TASK SET nothing more may come for those READs. */
+    if (!use_logout && ping(c)) bad(c, "%s", "no answer to a ping after the abort");
+    if (!failed)
+        printf("ok: %d of %d READs of 128 KiB answered in full before the %s\n", answered_reads,
+               NR, use_logout ? "logout" : "ABORT TASK SET");
+    for (int i = 0; i < NR; i++) free(got[i]);
+    free(want);
+    free(r);
+    if (use_logout) close(c->fd);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
@@ -369,6 +461,14 @@ int main(int argc, char **argv)
     }
     const char *host = argv[1], *target = argv[3], *f = argv[4];
     int port = atoi(argv[2]);
+    if (!strcmp(f, "reads-logout") || !strcmp(f, "reads-abort-task-set")) {
+        conn_t c = {.name = "R"};
+        uint8_t ua;
+        if (login(&c, host, port, target, "iqn.2026-11.org.cairn.test:tmf-r", 0x33) ||
+            settle(&c, &ua))
+            return 2;
+        return reads_then(&c, !strcmp(f, "reads-logout"));
+    }
     uint8_t fn = !strcmp(f, "abort-task")       ? 1
                  : !strcmp(f, "abort-task-set") ? 2
                  : !strcmp(f, "clear-task-set") ? 4
