@@ -34,4 +34,10 @@ void cairn_format_size(uint64_t bytes, char *buf, size_t len);
 /* Parse "128K", "4M", "10G", "512" into bytes; -EINVAL on junk. */
 int cairn_parse_size(const char *s, uint64_t *out);
 
+/* memcpy for a destination that will not be read soon (a record written now,
+ * compressed by the txg sync seconds later): streaming stores, which skip
+ * reading each destination line before writing it. dst 16-byte aligned and n
+ * a multiple of 64, else plain memcpy. Ordered before the next lock release. */
+void cairn_copy_nontemporal(void *dst, const void *src, size_t n);
+
 #endif

@@ -148,3 +148,27 @@ int cairn_parse_size(const char *s, uint64_t *out)
     *out = (uint64_t)r;
     return 0;
 }
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+void cairn_copy_nontemporal(void *dst, const void *src, size_t n)
+{
+    if (((uintptr_t)dst & 15) || (n & 63)) {
+        memcpy(dst, src, n);
+        return;
+    }
+    __m128i *d = dst;
+    const __m128i *s = src;
+    for (size_t i = 0; i < n / 16; i += 4) {
+        __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
+        __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
+        _mm_stream_si128(d + i, a);
+        _mm_stream_si128(d + i + 1, b);
+        _mm_stream_si128(d + i + 2, c);
+        _mm_stream_si128(d + i + 3, e);
+    }
+    _mm_sfence();
+}
+#else
+void cairn_copy_nontemporal(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+#endif

@@ -567,6 +567,30 @@ static void test_freed_buffers_reused(void **state)
     free(again);
 }
 
+/* The copy whole-record writes use (streaming stores): every byte lands, at
+ * every size and alignment, including the ones it leaves to memcpy. */
+static void test_copy_nontemporal(void **state)
+{
+    (void)state;
+    enum { MAX = 3 * 4096 };
+    uint8_t *src = malloc(MAX + 64), *dst = aligned_alloc(4096, 4 * 4096), *want = malloc(MAX + 128);
+    for (size_t i = 0; i < MAX + 64; i++) src[i] = (uint8_t)(i * 37 + 11);
+    const size_t sizes[] = {0, 1, 63, 64, 128, 4096, 4100, 8192, MAX};
+    const size_t dst_offs[] = {0, 16, 8, 1};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t so = 0; so < 3; so++)
+            for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+                memset(dst, 0xee, MAX + 128);
+                memcpy(want, dst, MAX + 128);
+                memcpy(want + dst_offs[a], src + so, sizes[k]);
+                cairn_copy_nontemporal(dst + dst_offs[a], src + so, sizes[k]);
+                assert_memory_equal(dst, want, MAX + 128); /* nothing outside it either */
+            }
+    free(src);
+    free(dst);
+    free(want);
+}
+
 int main(void)
 {
     dmu_init();
@@ -579,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_traverse),
         cmocka_unit_test(test_objset_list),
         cmocka_unit_test(test_write_would_wait),
+        cmocka_unit_test(test_copy_nontemporal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
