@@ -1144,6 +1144,18 @@ static void send_status(iconn_t *c, itask_t *t)
     send_pdu(c, bhs, sense, slen, SN_ADV);
 }
 
+/* The end of every task that reached a thread: its status when responding
+ * (decided by the caller under the session lock, so an abort either stopped
+ * it or finds it answering), then it goes. */
+static void respond_and_free(iconn_t *c, itask_t *t)
+{
+    if (t->responding) send_status(c, t);
+    pthread_mutex_lock(&c->lock);
+    task_unlink(c, t);
+    pthread_mutex_unlock(&c->lock);
+    task_free(t);
+}
+
 static void run_task(void *arg)
 {
     itask_t *t = arg;
@@ -1161,26 +1173,10 @@ static void run_task(void *arg)
             scsi_execute(c->tgt->scsi, &t->cmd);
         }
         pthread_mutex_lock(&c->lock);
-        skip = t->aborted;
-        t->responding = !skip;
+        t->responding = !t->aborted;
         pthread_mutex_unlock(&c->lock);
-        if (!skip) send_status(c, t);
     }
-    pthread_mutex_lock(&c->lock);
-    task_unlink(c, t);
-    pthread_mutex_unlock(&c->lock);
-    task_free(t);
-}
-
-/* The end of a task run on the reader: its status (unless aborted before it
- * could go out; decided by the caller under the session lock), then it goes. */
-static void respond_and_free(iconn_t *c, itask_t *t)
-{
-    if (t->responding) send_status(c, t);
-    pthread_mutex_lock(&c->lock);
-    task_unlink(c, t);
-    pthread_mutex_unlock(&c->lock);
-    task_free(t);
+    respond_and_free(c, t);
 }
 
 static void send_task(void *arg)
@@ -1209,10 +1205,7 @@ static bool run_on_reader(iconn_t *c, itask_t *t)
     t->state = T_RUNNING;
     pthread_mutex_unlock(&c->lock);
     if (aborted) {
-        pthread_mutex_lock(&c->lock);
-        task_unlink(c, t);
-        pthread_mutex_unlock(&c->lock);
-        task_free(t);
+        respond_and_free(c, t); /* not responding: nothing is sent */
         return true;
     }
     t->cmd.memory_only = true;
