@@ -368,10 +368,6 @@ int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out);
 /* The block goes back to the region once txg (in which the header that no
  * longer names it was set) is durable. */
 void spa_log_free(spa_t *spa, const cairn_dva_t *dva, uint64_t txg);
-/* Writes payload (len <= capacity of the block) as block seq of chain guid,
- * naming next as its successor. Not durable until spa_log_flush(). */
-int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
-                  const cairn_dva_t *next, const void *payload, uint32_t len);
 /* A block a log record points at (written with spa_block_write_open in the
  * record's txg), with the record's sequence number. A log block carries the
  * references of its records after the payload so that import can keep those
@@ -380,15 +376,12 @@ typedef struct spa_log_ref {
     cairn_blkptr_t bp;
     uint64_t seq;
 } spa_log_ref_t;
-int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
-                       const cairn_dva_t *next, const void *payload, uint32_t len,
-                       const spa_log_ref_t *refs, uint32_t nrefs);
-/* spa_log_write_refs() without copying: block (from spa_log_block_alloc, which
- * the caller frees) holds the payload from SPA_LOG_BLOCK_FRAME on and the nrefs
- * references right after it; the frame and padding are written in place. Why:
- * the ZIL packs records straight into the block it writes, and a buffer it
- * keeps is one the kernel finds mapped (a fresh one made every direct write
- * fault its pages in first). */
+/* Writes block as block seq of chain guid, naming next as its successor; not
+ * durable until spa_log_flush(). block (from spa_log_block_alloc, the caller's
+ * to free or reuse) holds len payload bytes from SPA_LOG_BLOCK_FRAME on and the
+ * nrefs references right after them (len plus references <= capacity of the
+ * block); the frame and padding are written in place, so the ZIL packs its
+ * records straight into the buffer that goes to the device. */
 void *spa_log_block_alloc(void);   /* SPA_LOG_BLOCK_MAX bytes, aligned for direct I/O */
 int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                         const cairn_dva_t *next, void *block, uint32_t len, uint32_t nrefs);

@@ -599,26 +599,6 @@ static void frame_checksum(uint8_t *buf, uint32_t len, uint8_t out[CAIRN_CHECKSU
     memcpy(field, saved, sizeof saved);
 }
 
-int spa_log_write(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
-                  const cairn_dva_t *next, const void *payload, uint32_t len)
-{
-    return spa_log_write_refs(spa, dva, guid, seq, next, payload, len, NULL, 0);
-}
-
-int spa_log_write_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
-                       const cairn_dva_t *next, const void *payload, uint32_t len,
-                       const spa_log_ref_t *refs, uint32_t nrefs)
-{
-    uint64_t body = (uint64_t)len + (uint64_t)nrefs * sizeof(spa_log_ref_t);
-    if (body > spa_log_capacity(dva)) return -EINVAL;
-    uint8_t *block = spa_log_block_alloc();
-    memcpy(block + SPA_LOG_BLOCK_FRAME, payload, len);
-    if (nrefs) memcpy(block + SPA_LOG_BLOCK_FRAME + len, refs, nrefs * sizeof *refs);
-    int err = spa_log_write_block(spa, dva, guid, seq, next, block, len, nrefs);
-    free(block);
-    return err;
-}
-
 void *spa_log_block_alloc(void)
 {
     void *b;

@@ -45,7 +45,7 @@
  * LARGE WRITES (ZIL_REC_WRITE_BLOCK). The layer wrote the record's block
  * itself (dmu_write_direct, flushed before it logs) and queues a record whose
  * data is that block's pointer. When the record goes into a log block, the
- * pointer also goes into the block's reference table (spa_log_write_refs), the
+ * pointer also goes into the block's reference table (spa_log_write_block), the
  * part of the log block the pool itself reads at import: a block born in a txg
  * that was lost with a crash is claimed there, so nothing else is allocated
  * over it before replay. Life of such a block: born in the record's txg T;
@@ -1073,12 +1073,9 @@ static void registry_remove(zilog_t *zl)
     }
 }
 
-void zil_abandon(zilog_t *zl)
+/* The memory of a log, once nobody can use it (abandon and close). */
+static void zilog_free(zilog_t *zl)
 {
-    if (!zl) return;
-    pthread_mutex_lock(&zil_registry_lock);
-    registry_remove(zl);
-    pthread_mutex_unlock(&zil_registry_lock);
     itx_free_list(zl->head);
     free(zl->lwbs);
     while (zl->nspare) free(zl->spare_blocks[--zl->nspare]);
@@ -1088,6 +1085,15 @@ void zil_abandon(zilog_t *zl)
     pthread_cond_destroy(&zl->done_cv);
     pthread_cond_destroy(&zl->writer_cv);
     free(zl);
+}
+
+void zil_abandon(zilog_t *zl)
+{
+    if (!zl) return;
+    pthread_mutex_lock(&zil_registry_lock);
+    registry_remove(zl);
+    pthread_mutex_unlock(&zil_registry_lock);
+    zilog_free(zl);
 }
 
 void zil_close(zilog_t *zl)
@@ -1111,15 +1117,7 @@ void zil_close(zilog_t *zl)
             spa_tx_rele(zl->spa, txg);
         }
     }
-    itx_free_list(zl->head);
-    free(zl->lwbs);
-    while (zl->nspare) free(zl->spare_blocks[--zl->nspare]);
-    free(zl->chunk_buf);
-    free(zl->refs_buf);
-    pthread_mutex_destroy(&zl->lock);
-    pthread_cond_destroy(&zl->done_cv);
-    pthread_cond_destroy(&zl->writer_cv);
-    free(zl);
+    zilog_free(zl);
 }
 
 /* ---------------- replay of object-level records ---------------- */

@@ -201,12 +201,15 @@ static void test_remove_first_log_vdev(void **state)
         assert_int_equal(spa_log_alloc(spa, 8192, &d[i]), 0);
         assert_int_equal(d[i].vdev, 2);
     }
-    char payload[100];
+    char payload[100] = {0};
+    uint8_t *block = spa_log_block_alloc();
     for (int i = 0; i < 3; i++) {
         snprintf(payload, sizeof payload, "record %d", i);
-        assert_int_equal(spa_log_write(spa, &d[i], guid, 1 + (uint64_t)i, &d[i + 1], payload,
-                                       sizeof payload), 0);
+        memcpy(block + SPA_LOG_BLOCK_FRAME, payload, sizeof payload);
+        assert_int_equal(spa_log_write_block(spa, &d[i], guid, 1 + (uint64_t)i, &d[i + 1], block,
+                                             sizeof payload, 0), 0);
     }
+    free(block);
     assert_int_equal(spa_log_flush(spa, d, 3), 0);
     spa_log_header_t h = {.chain_guid = guid, .head_seq = 1, .head = d[0]};
     uint64_t txg = spa_tx_hold_nowait(spa);

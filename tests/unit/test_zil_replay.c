@@ -394,12 +394,13 @@ static void test_chain_torn_tail(void **state)
     cairn_dva_t d[N];
     for (int i = 0; i < N; i++) assert_int_equal(spa_log_alloc(p.spa, 8192, &d[i]), 0);
     uint64_t guid = 0x1234567890abcdefULL;
+    uint8_t *block = spa_log_block_alloc();
     for (int i = 0; i + 1 < N; i++) {
-        char payload[100];
-        snprintf(payload, sizeof payload, "block %d", i);
-        assert_int_equal(spa_log_write(p.spa, &d[i], guid, (uint64_t)i + 1, &d[i + 1], payload,
-                                       sizeof payload), 0);
+        snprintf((char *)block + SPA_LOG_BLOCK_FRAME, 100, "block %d", i);
+        assert_int_equal(spa_log_write_block(p.spa, &d[i], guid, (uint64_t)i + 1, &d[i + 1], block,
+                                             100, 0), 0);
     }
+    free(block);
     assert_int_equal(spa_log_flush(p.spa, d, N), 0);
     spa_log_header_t h = {.chain_guid = guid, .head = d[0], .head_seq = 1};
     uint64_t txg = spa_tx_hold_nowait(p.spa);
