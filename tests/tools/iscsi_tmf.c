@@ -244,21 +244,28 @@ static int settle(conn_t *c, uint8_t *first)
     return -1;
 }
 
-/* READ(10) of n blocks at lba, compared with the pattern of generation gen. */
-static int check_read(conn_t *c, uint32_t lba, uint32_t n, uint8_t gen, const char *what)
+/* Sends READ(10) of n blocks at lba; -1 or 0 with *itt its task tag. */
+static int send_read(conn_t *c, uint32_t lba, uint32_t n, uint32_t *itt)
 {
     uint8_t bhs[ISCSI_BHS_LEN] = {0};
     bhs[0] = ISCSI_OP_SCSI_CMD;
     bhs[1] = 0x80 | 0x40 | 0x01;
-    uint32_t itt = c->itt++;
-    iscsi_put32(bhs + 16, itt);
+    *itt = c->itt++;
+    iscsi_put32(bhs + 16, *itt);
     iscsi_put32(bhs + 20, n * BLK);
     iscsi_put32(bhs + 24, c->cmdsn++);
     iscsi_put32(bhs + 28, c->statsn);
     bhs[32] = 0x28;
     iscsi_put32(bhs + 34, lba);
-    bhs[39] = (uint8_t)n;
-    if (send_pdu(c, bhs, NULL, 0)) return -1;
+    iscsi_put16(bhs + 39, (uint16_t)n);
+    return send_pdu(c, bhs, NULL, 0);
+}
+
+/* READ(10) of n blocks at lba, compared with the pattern of generation gen. */
+static int check_read(conn_t *c, uint32_t lba, uint32_t n, uint8_t gen, const char *what)
+{
+    uint32_t itt;
+    if (send_read(c, lba, n, &itt)) return -1;
     uint8_t *got = calloc(n, BLK), *want = malloc(n * BLK);
     pattern(want, lba, n, gen);
     pdu_t *r = malloc(sizeof *r);
@@ -379,18 +386,7 @@ static int reads_then(conn_t *c, bool use_logout)
     for (int i = 0; i < NR; i++) {
         got[i] = calloc(RB, BLK);
         status[i] = -1;
-        uint8_t bhs[ISCSI_BHS_LEN] = {0};
-        bhs[0] = ISCSI_OP_SCSI_CMD;
-        bhs[1] = 0x80 | 0x40 | 0x01;
-        itt[i] = c->itt++;
-        iscsi_put32(bhs + 16, itt[i]);
-        iscsi_put32(bhs + 20, RB * BLK);
-        iscsi_put32(bhs + 24, c->cmdsn++);
-        iscsi_put32(bhs + 28, c->statsn);
-        bhs[32] = 0x28;
-        iscsi_put32(bhs + 34, base + (uint32_t)i * RB);
-        iscsi_put16(bhs + 39, RB);
-        if (send_pdu(c, bhs, NULL, 0)) return 2;
+        if (send_read(c, base + (uint32_t)i * RB, RB, &itt[i])) return 2;
     }
     uint8_t bhs[ISCSI_BHS_LEN] = {0};
     uint32_t aitt = c->itt++;
