@@ -68,6 +68,17 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
 /* Whether the block is in ARC memory now (its lists and counters untouched):
  * for read-ahead, which has nothing to do for such a block. */
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
+/* Read-ahead's look at a block, without counting or promoting it: READ when it
+ * is not in ARC memory; DECOMPRESS when it is there compressed, unread (written
+ * or read ahead, not yet asked for) and without a decompressed copy, so the
+ * reader's first hit would decompress on its path; DONE otherwise. */
+typedef enum { ARC_AHEAD_READ, ARC_AHEAD_DONE, ARC_AHEAD_DECOMPRESS } arc_ahead_t;
+arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp);
+/* For a block arc_ahead_state() found DECOMPRESS: makes now, on the caller's
+ * thread, the decompressed copy a block read ahead from the disks comes with
+ * (its first hit takes it, arc_insert_read_ahead), if the block is still in
+ * memory, unread and without one when the copy is done. */
+void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* Read-ahead's question: 0 when the block is in ARC memory (untouched, as
  * arc_cached) or has just been brought there from a cache device (verified, kept
  * as stored and unread); -ENOENT when the disks must be read. */

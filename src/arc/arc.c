@@ -19,7 +19,9 @@
  * read-ahead's thread (arc_insert_read_ahead), which its first hit takes and
  * the entry drops: a streaming reader waits for each reply, so decompressing
  * on its path cost it throughput, while keeping the copy would double the
- * memory of a scan.
+ * memory of a scan. A block written a moment ago is unread and compressed too;
+ * when a stream's read-ahead reaches it, arc_decompress_ahead gives it the
+ * same copy on the read-ahead's thread.
  *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
@@ -424,6 +426,62 @@ bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp)
     bool in = h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp);
     pthread_mutex_unlock(&A.lock);
     return in;
+}
+
+arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp)) return ARC_AHEAD_READ;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    arc_ahead_t st = ARC_AHEAD_READ;
+    if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp))
+        st = h->unread && !h->decomp && h->compress != CAIRN_COMPRESS_OFF ? ARC_AHEAD_DECOMPRESS
+                                                                          : ARC_AHEAD_DONE;
+    pthread_mutex_unlock(&A.lock);
+    return st;
+}
+
+void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
+{
+    if (cairn_bp_is_hole(bp) || bp->compress == CAIRN_COMPRESS_OFF) return;
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    pthread_mutex_lock(&A.lock);
+    arc_hdr_t **pp = slot_of(&k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    if (!h || !(h->state == ST_MRU || h->state == ST_MFU) || !hdr_matches(h, bp) ||
+        !h->unread || h->decomp) {
+        pthread_mutex_unlock(&A.lock); /* gone, used already, or done by someone else */
+        return;
+    }
+    arc_buf_t *st = buf_hold(h->stored);
+    pthread_mutex_unlock(&A.lock);
+    arc_buf_t *copy = arc_buf_new(NULL, bp->lsize);
+    if (materialise(bp, st->data, copy->data)) {
+        /* Verified yet not decompressible: the reader's hit reports it. */
+        arc_buf_rele(copy);
+        arc_buf_rele(st);
+        return;
+    }
+    pthread_mutex_lock(&A.lock);
+    pp = slot_of(&k);
+    h = pp ? *pp : NULL;
+    /* Still the same entry and still not used: its first hit takes the copy
+     * (lookup_impl drops it then); otherwise the reader got there first. */
+    if (h && h->stored == st && (h->state == ST_MRU || h->state == ST_MFU) && h->unread &&
+        !h->decomp) {
+        int state = h->state;
+        list_unlink(h);
+        h->decomp = buf_hold(copy);
+        A.decomp_size += copy->size;
+        list_push(h, state);
+        evict_locked(0);
+        trim_ghosts_locked();
+    }
+    pthread_mutex_unlock(&A.lock);
+    arc_buf_rele(copy);
+    arc_buf_rele(st);
 }
 
 int arc_lookup_memory(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t off, uint32_t len,

@@ -26,7 +26,11 @@
  * A read-ahead brings the block in verified, and a compressed one also
  * decompressed (arc_insert_read_ahead), so the reader's hit lends or copies it
  * rather than decompressing on the reader's path; that copy goes at the first
- * hit. The task's thread reads itself (VDEV_READ_NOW: no hand-off to the
+ * hit. A block already in memory but compressed and unread - written a moment
+ * ago, its txg synced - gets the same copy from a task of its own
+ * (arc_decompress_ahead): a file read right after it was written would
+ * otherwise be decompressed on the reader's path, record by record, while the
+ * other vCPU idles. The task's thread reads itself (VDEV_READ_NOW: no hand-off to the
  * leaf's completion thread and back, which was half of a cold stream's context
  * switches), into the buffers the ARC then keeps. It skips blocks already
  * cached without counting a hit, and the ARC treats what it brings as unread,
@@ -80,6 +84,7 @@ typedef struct pf_stream {
 typedef struct pf_task {
     spa_t *spa;
     uint8_t policy;
+    bool decompress; /* the records are in memory, compressed: decompress them */
     size_t n;
     cairn_blkptr_t bps[PF_TASK_MAX_RECORDS];
 } pf_task_t;
@@ -114,7 +119,12 @@ static void pf_init(void)
 static void pf_run(void *arg)
 {
     pf_task_t *t = arg;
-    spa_blocks_prefetch(t->spa, t->bps, t->n, t->policy);
+    if (t->decompress) {
+        uint64_t guid = spa_guid(t->spa);
+        for (size_t i = 0; i < t->n; i++) arc_decompress_ahead(guid, &t->bps[i]);
+    } else {
+        spa_blocks_prefetch(t->spa, t->bps, t->n, t->policy);
+    }
     free(t);
     pthread_mutex_lock(&P.lock);
     if (--P.inflight == 0) pthread_cond_broadcast(&P.idle);
@@ -125,7 +135,7 @@ static void pf_dispatch(pf_task_t *t)
 {
     pthread_mutex_lock(&P.lock);
     P.inflight++;
-    P.issued += t->n;
+    if (!t->decompress) P.issued += t->n;
     pthread_mutex_unlock(&P.lock);
     taskq_dispatch(P.tq, pf_run, t, NULL);
 }
@@ -206,23 +216,33 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
         uint64_t guid = spa_guid(spa);
         size_t per_task = CAIRN_MIN(CAIRN_MAX((size_t)(PF_TASK_BYTES / rs), (size_t)1),
                                     (size_t)PF_TASK_MAX_RECORDS);
-        pf_task_t *t = NULL;
+        pf_task_t *t = NULL, *dt = NULL;
         for (size_t i = 0; i < n; i++) {
-            /* Already in memory: a task would only copy it and wake a thread. A
-             * gap also ends a task, whose records are then consecutive. */
-            bool skip = cairn_bp_is_hole(&bps[i]) || arc_cached(guid, &bps[i]);
-            if (t && (skip || t->n == per_task)) {
+            /* Already in memory: a task would only copy it and wake a thread,
+             * unless it waits compressed for its first use (just written, say),
+             * which it then gets decompressed. A gap ends a read task, whose
+             * records are then consecutive. */
+            arc_ahead_t st = cairn_bp_is_hole(&bps[i]) ? ARC_AHEAD_DONE
+                                                       : arc_ahead_state(guid, &bps[i]);
+            if (t && (st != ARC_AHEAD_READ || t->n == per_task)) {
                 pf_dispatch(t);
                 t = NULL;
             }
-            if (skip) continue;
-            if (!t) {
-                t = cairn_zalloc(sizeof *t);
-                *t = (pf_task_t){.spa = spa, .policy = policy};
+            if (st == ARC_AHEAD_DONE) continue;
+            pf_task_t **tp = st == ARC_AHEAD_READ ? &t : &dt;
+            if (!*tp) {
+                *tp = cairn_zalloc(sizeof **tp);
+                **tp = (pf_task_t){.spa = spa, .policy = policy,
+                                   .decompress = st == ARC_AHEAD_DECOMPRESS};
             }
-            t->bps[t->n++] = bps[i];
+            (*tp)->bps[(*tp)->n++] = bps[i];
+            if (dt && dt->n == per_task) {
+                pf_dispatch(dt);
+                dt = NULL;
+            }
         }
         if (t) pf_dispatch(t);
+        if (dt) pf_dispatch(dt);
     }
     free(bps);
 }

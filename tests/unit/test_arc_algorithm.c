@@ -404,6 +404,58 @@ static void test_unread_blocks_are_not_hot_at_first_use(void **state)
     free_blk(&other);
 }
 
+/* Read-ahead's look at an unread compressed block, and the copy it makes:
+ * taken by the first hit, never made for a block already used. */
+static void test_decompress_ahead(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b, raw;
+    make_blk(&b, 9, 3, 0, true, CAIRN_BT_DATA);
+    make_blk(&raw, 10, 3, 0, false, CAIRN_BT_DATA);
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_READ);
+    arc_insert_unread(g_guid, &b.bp, b.stored, ARC_POLICY_DEFAULT);
+    arc_insert_unread(g_guid, &raw.bp, raw.stored, ARC_POLICY_DEFAULT);
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DECOMPRESS);
+    assert_int_equal(arc_ahead_state(g_guid, &raw.bp), ARC_AHEAD_DONE); /* nothing to do */
+    arc_decompress_ahead(g_guid, &raw.bp);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 0);
+    arc_decompress_ahead(g_guid, &b.bp);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, BLK);
+    assert_int_equal(st.size, b.bp.psize + raw.bp.psize + BLK);
+    assert_int_equal(st.hits, 0); /* neither look counted */
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
+    arc_decompress_ahead(g_guid, &b.bp); /* once only */
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, BLK);
+    check_invariants();
+
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 9, 0)); /* first use takes the copy */
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 0);
+    assert_int_equal(st.mfu_size, 0);
+    /* Used now: no copy ahead of a second use (that one makes a kept copy itself). */
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
+    arc_decompress_ahead(g_guid, &b.bp);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 0);
+
+    /* The same place with other content is not this block. */
+    blk_t other;
+    make_blk(&other, 9, 3, 1, true, CAIRN_BT_DATA);
+    assert_int_equal(arc_ahead_state(g_guid, &other.bp), ARC_AHEAD_READ);
+    arc_decompress_ahead(g_guid, &other.bp);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, 0);
+    check_invariants();
+    free_blk(&b);
+    free_blk(&raw);
+    free_blk(&other);
+}
+
 static void test_memory_only_lookup(void **state)
 {
     (void)state;
@@ -537,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_size_bound_concurrent),
         cmocka_unit_test(test_primarycache_policies),
         cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
+        cmocka_unit_test(test_decompress_ahead),
         cmocka_unit_test(test_memory_only_lookup),
         cmocka_unit_test(test_lent_buffers_outlive_the_block),
     };

@@ -227,6 +227,46 @@ static void test_written_records_are_read_from_the_arc(void **state)
 }
 
 
+/* A file read right after it was written: its records are in the ARC as
+ * stored (compressed) and unread. The read-ahead decompresses those ahead of
+ * the reader, off its path, and each first hit takes that copy. */
+static void test_written_records_decompressed_ahead(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    objset_t *os;
+    pool_with_objset(&f, "dmu_arc_wda", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
+    uint64_t obj = new_obj(os);
+    uint8_t *w = malloc(32 * RS), *r = malloc(32 * RS);
+    fill_text(w, 32 * RS, 33);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 0, 32 * RS, w, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    arc_stats_t a, p, z;
+    arc_get_stats(&a);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (uint64_t rec = 0; rec < 3; rec++) /* the third read in a row starts the read-ahead */
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
+    dmu_prefetch_wait();
+    arc_get_stats(&p);
+    assert_int_equal(dmu_prefetch_issued(), issued0); /* nothing read from the disks */
+    /* Records 3..31 wait decompressed (the window covers them all). */
+    assert_int_equal(p.decompressed_size - a.decompressed_size, 29 * RS);
+    assert_int_equal(p.hits - a.hits, 3);
+    for (uint64_t rec = 3; rec < 32; rec++)
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
+    assert_memory_equal(r, w, 32 * RS);
+    dmu_prefetch_wait();
+    arc_get_stats(&z);
+    assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
+    assert_int_equal(z.mfu_hits, a.mfu_hits);                   /* still a first use each */
+    assert_true(z.hits - a.hits >= 32);
+    free(w);
+    free(r);
+    pool_done(&f, os);
+}
+
 /* A record read from the disks - a reader's miss or a read-ahead - is kept in
  * the ARC in the very buffer the device filled (adopted, not copied): what the
  * ARC lends afterwards is that direct-I/O-aligned buffer (a copy would sit in
@@ -901,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_rewrite_and_free_never_stale),
         cmocka_unit_test(test_primarycache_none_bypasses),
         cmocka_unit_test(test_written_records_are_read_from_the_arc),
+        cmocka_unit_test(test_written_records_decompressed_ahead),
         cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),
         cmocka_unit_test(test_memory_only_mode_refuses_devices),

@@ -3,7 +3,7 @@
 #
 #   tools/bench/nfs-read-ab.sh BASE_BUILD NEW_BUILD OUT      (as root)
 #
-# Each build's cairnd serves its own pool (8 GiB sparse file, lz4, fletcher4,
+# Each build's cairnd serves its own pool (24 GiB sparse file, lz4, fletcher4,
 # arc_max 3G); ganesha (../shared/peers/peer-ganesha.sh) serves a directory on the
 # same disk. The file (GIB GiB, half random, half text) is written once to each
 # over v3 and read once, so it is warm (ARC, page cache) and its atime is set;
@@ -19,7 +19,10 @@
 # DEPTH=N (N > 1) reads with N READs of 1 MiB in flight (bench_nfs_stream -r of
 # NEW_BUILD), as a Linux client's read-ahead keeps several going, instead of
 # nfs-cat's one.
-# Environment: GIB (1), RUNS (5), COLD (0), DEPTH (1), BENCH_DIR (/var/tmp/cairn-nfs-ab).
+# FRESH=1 writes the file again (over v3, nfs-cp) right before every read, so
+# each read is the first after the write, as nfs-throughput.sh's "read right
+# after the write": Cairn's records are then dirty or freshly synced, unread.
+# Environment: GIB (1), RUNS (5), COLD (0), FRESH (0), DEPTH (1), BENCH_DIR (/var/tmp/cairn-nfs-ab).
 set -euo pipefail
 BASE=$(cd "$1" && pwd); NEW=$(cd "$2" && pwd); OUT=$3; GIB=${GIB:-1}; RUNS=${RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/cairn-nfs-ab}
@@ -39,7 +42,7 @@ ticks=$(getconf CLK_TCK)
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 csw_of() { cat /proc/$1/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s+=$2} END {print s}'; }
 start_cairn() { # NAME BUILD PORT
-    local s=$D/$1; mkdir -p $s; truncate -s 8G $s/pool.img
+    local s=$D/$1; mkdir -p $s; truncate -s 24G $s/pool.img
     cat > $s/c.conf <<C
 state_dir = $s
 socket = $s/sock
@@ -76,6 +79,10 @@ if [ "${INNER:-}" = 1 ]; then
   for i in $(seq $RUNS); do for s in base new ganesha; do for p in v3 v4; do
       u=${U3[$s]}; [ $p = v4 ] && u=${U4[$s]}
       [ "${COLD:-0}" = 1 ] && cold $s
+      if [ "${FRESH:-0}" = 1 ]; then # a new file each time (nfs-cp does not overwrite)
+          [ $s = ganesha ] && rm -f "$PEER_EXPORT"/f[0-9]*
+          w=${U3[$s]}; nfs-cp $DATA "${w/\/f\?//f$i$p?}" >/dev/null; u=${u/\/f\?//f$i$p?}
+      fi
       pid=${PID[$s]}; c0=$(cpu_of $pid); w0=$(csw_of $pid); t0=$(date +%s.%N)
       if [ "${DEPTH:-1}" -gt 1 ]; then
           "$2/tools/bench/bench_nfs_stream" -r "$u" 1048576 "$DEPTH" > /dev/null
@@ -92,8 +99,8 @@ rm -rf "$D"; mkdir -p "$D"
 PB=$((30000 + RANDOM % 10000)); PN=$((PB + 10))
 start_cairn base "$BASE" $PB; start_cairn new "$NEW" $PN
 trap 'kill $(cat $D/base/pid) $(cat $D/new/pid) 2>/dev/null || true; wait' EXIT
-echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS COLD=${COLD:-0} DEPTH=${DEPTH:-1}" > $OUT/conditions.txt
-export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR COLD DEPTH
+echo "start $(date -u +%FT%TZ) load $(cat /proc/loadavg) cores $(nproc) GIB=$GIB RUNS=$RUNS COLD=${COLD:-0} FRESH=${FRESH:-0} DEPTH=${DEPTH:-1}" > $OUT/conditions.txt
+export INNER=1 PB PN OUT GIB RUNS DATA BENCH_DIR COLD FRESH DEPTH
 PEER_DIR=$D/ganesha PEER_REUSE_RPCBIND=1 bash "$PEERS/peer-ganesha.sh" -- bash "$0" "$BASE" "$NEW" "$OUT"
 echo "end $(date -u +%FT%TZ) load $(cat /proc/loadavg)" >> $OUT/conditions.txt
 python3 - $OUT/results.tsv <<'PY' | tee $OUT/report.md
