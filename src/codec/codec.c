@@ -30,12 +30,26 @@
 
 #include "codec_impl.h"
 
+/* Each thread keeps its compression state. LZ4_compress_default clears a
+ * 16 KiB hash table for every block; a kept state is only marked stale
+ * (LZ4_resetStream_fast: old entries are placed out of reach), and the first
+ * block after that reset depends on nothing before it - the same raw block
+ * format, decoded alone. */
+static __thread LZ4_stream_t lz4_state;
+static __thread bool lz4_state_ready;
+
 static size_t lz4_compress(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_cap)
 {
     if (src_len > (size_t)LZ4_MAX_INPUT_SIZE)
         return 0;
     int cap = (int)CAIRN_MIN(dst_cap, (size_t)INT_MAX);
-    int n = LZ4_compress_default((const char *)src, (char *)dst, (int)src_len, cap);
+    if (!lz4_state_ready) {
+        LZ4_initStream(&lz4_state, sizeof lz4_state);
+        lz4_state_ready = true;
+    }
+    LZ4_resetStream_fast(&lz4_state);
+    int n = LZ4_compress_fast_continue(&lz4_state, (const char *)src, (char *)dst, (int)src_len,
+                                       cap, 1);
     return n > 0 ? (size_t)n : 0;
 }
 

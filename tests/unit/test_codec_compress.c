@@ -166,6 +166,41 @@ static void test_roundtrip_all_algorithms(void **state)
             }
 }
 
+/* lz4 keeps a compression state per thread and only marks it stale between
+ * blocks: each block must still depend on nothing compressed before it. Blocks
+ * cut from one buffer (so each begins where the last ended, and repeats it),
+ * one block compressed twice in a row from the same address, then from a copy:
+ * every output decodes alone into its block, with the same length each time. */
+static void test_lz4_blocks_are_independent(void **state)
+{
+    (void)state;
+    const size_t blk = 8192, nblk = 64;
+    uint8_t *src = malloc(blk * nblk), *out = malloc(blk * 2), *back = malloc(blk);
+    cairn_rng_t r;
+    cairn_rng_seed(&r, 77);
+    fill_random(&r, src, blk);
+    for (size_t i = 1; i < nblk; i++) { /* each block: the one before, a few bytes changed */
+        memcpy(src + i * blk, src + (i - 1) * blk, blk);
+        for (int k = 0; k < 16; k++) src[i * blk + cairn_rng_next(&r) % blk] ^= 0x5a;
+    }
+    for (size_t i = 0; i < nblk; i++) {
+        size_t c = cairn_compress(CAIRN_COMPRESS_LZ4, src + i * blk, blk, out, 2 * blk);
+        assert_true(c > 0);
+        assert_true(i == 0 || c > blk / 2); /* no reference into the block before */
+        assert_int_equal(cairn_decompress(CAIRN_COMPRESS_LZ4, out, c, back, blk), 0);
+        assert_memory_equal(back, src + i * blk, blk);
+        size_t again = cairn_compress(CAIRN_COMPRESS_LZ4, src + i * blk, blk, out, 2 * blk);
+        assert_int_equal(again, c);
+        assert_int_equal(cairn_decompress(CAIRN_COMPRESS_LZ4, out, again, back, blk), 0);
+        assert_memory_equal(back, src + i * blk, blk);
+        memcpy(back, src + i * blk, blk);
+        assert_int_equal(cairn_compress(CAIRN_COMPRESS_LZ4, back, blk, out, 2 * blk), c);
+    }
+    free(src);
+    free(out);
+    free(back);
+}
+
 static void test_empty_and_one_byte(void **state)
 {
     (void)state;
@@ -699,6 +734,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_all_algorithms),
+        cmocka_unit_test(test_lz4_blocks_are_independent),
         cmocka_unit_test(test_empty_and_one_byte),
         cmocka_unit_test(test_incompressible_does_not_fit),
         cmocka_unit_test(test_dst_cap_is_exact),
