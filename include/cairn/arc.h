@@ -92,6 +92,11 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
  * keeps no decompressed copy; only a second use makes it hot. */
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy);
+/* arc_insert_unread() of the n blocks one write just stored (stored[i] is
+ * bps[i].psize bytes), under one taking of the ARC's lock: a txg's sync
+ * writes its records in batches of up to 1 MiB from many threads at once. */
+void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
+                            const void *const *stored, size_t n, uint8_t policy);
 /* arc_insert_stored() / arc_insert_unread() (unread) of a buffer the caller
  * read the block into: the ARC takes over the caller's reference on stored
  * (bp->psize bytes, verified, never written again) instead of copying it. */

@@ -499,29 +499,24 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
     return lookup_impl(pool_guid, bp, off, len, buf, policy, true, ref);
 }
 
-static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
-                       uint8_t policy, bool on_l2, bool unread)
+/* Under A.lock: enters the block with its buffers, which the ARC then owns;
+ * false when it is not entered (too big, or cached already), the buffers
+ * still the caller's to release (after unlocking). */
+static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
+                          uint8_t policy, bool on_l2, bool unread)
 {
     arc_key_t k = arc_key_of(pool_guid, bp);
-    pthread_mutex_lock(&A.lock);
     if (b->size > A.c / 4) {
         /* A block that big would flush a quarter of the cache by itself. */
         A.st.bypassed++;
-        pthread_mutex_unlock(&A.lock);
-        arc_buf_rele(b);
-        arc_buf_rele(dc);
-        return;
+        return false;
     }
     if (A.count + 1 > A.nbuckets) table_grow();
     arc_hdr_t **pp = slot_of(&k);
     arc_hdr_t *h = *pp;
     int target = ST_MRU;
-    if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp)) {
-        pthread_mutex_unlock(&A.lock); /* raced with another reader: already cached */
-        arc_buf_rele(b);
-        arc_buf_rele(dc);
-        return;
-    }
+    if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp))
+        return false; /* raced with another reader: already cached */
     if (h && hdr_matches(h, bp) && (h->state == ST_MRU_GHOST || h->state == ST_MFU_GHOST)) {
         /* Seen before and evicted: it has proved itself, so it goes to the MFU. */
         target = ST_MFU;
@@ -550,7 +545,19 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     if (dc) A.decomp_size += dc->size;
     list_push(h, target);
     trim_ghosts_locked();
+    return true;
+}
+
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
+                       uint8_t policy, bool on_l2, bool unread)
+{
+    pthread_mutex_lock(&A.lock);
+    bool in = insert_locked(pool_guid, bp, b, dc, policy, on_l2, unread);
     pthread_mutex_unlock(&A.lock);
+    if (!in) {
+        arc_buf_rele(b);
+        arc_buf_rele(dc);
+    }
 }
 
 static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
@@ -618,6 +625,28 @@ void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
                        uint8_t policy)
 {
     insert_stored(pool_guid, bp, stored, policy, true);
+}
+
+void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
+                            const void *const *stored, size_t n, uint8_t policy)
+{
+    arc_buf_t *small[64];
+    arc_buf_t **bufs = n <= 64 ? small : cairn_zalloc(n * sizeof *bufs);
+    uint64_t bypassed = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool keep = !cairn_bp_is_hole(&bps[i]) &&
+                    arc_policy_allows(ARC_POLICY_PRIMARY(policy), bps[i].type);
+        bufs[i] = keep ? arc_buf_new(stored[i], bps[i].psize) : NULL;
+        if (!keep) bypassed++;
+    }
+    pthread_mutex_lock(&A.lock);
+    A.st.bypassed += bypassed;
+    for (size_t i = 0; i < n; i++)
+        if (bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], NULL, policy, false, true))
+            bufs[i] = NULL;
+    pthread_mutex_unlock(&A.lock);
+    for (size_t i = 0; i < n; i++) arc_buf_rele(bufs[i]);
+    if (bufs != small) free(bufs);
 }
 
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp)

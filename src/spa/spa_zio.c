@@ -46,7 +46,11 @@
  * buffer per thread and role removes that from the hot path. The pipeline's
  * threads are long-lived task queue workers, so the buffers are few.
  */
-enum { ZBUF_READ = 0, ZBUF_SCRUB = 1, ZBUF_RUN = 2, ZBUF_ROLES = 3 };
+enum { ZBUF_READ = 0, ZBUF_SCRUB = 1, ZBUF_RUN = 2, ZBUF_WRITE = 3, ZBUF_ROLES = 4 };
+/* A write batch's compressed blocks share one such buffer when they fit in
+ * this much (a txg's sync batches are 1 MiB of records); a bigger batch, a
+ * block of many MiB, gets a buffer per block, not kept. */
+#define SPA_WRITE_SLAB_MAX (2u * CAIRN_MIB)
 typedef struct zbuf_slot {
     void *buf;
     size_t cap;
@@ -182,16 +186,24 @@ int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, 
     return ok ? 0 : err;
 }
 
+/* The room block_prepare needs for a block of lsize bytes. */
+static size_t block_out_cap(const spa_t *spa, uint32_t lsize)
+{
+    size_t cap = CAIRN_P2ROUNDUP((size_t)lsize, (size_t)1 << spa->ashift);
+    return CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN);
+}
+
 /*
- * The first half of the write pipeline for one block: compress (into *owned,
- * allocated here, when compression pays) and checksum; bp gets everything but
- * its DVAs (ncopies says how many to allocate). *stored is what must go to the
- * devices: the caller's data when the block is stored raw and the devices can
- * take that buffer as it is.
+ * The first half of the write pipeline for one block: compress (into scratch,
+ * block_out_cap() bytes the caller keeps until the block is written, or when
+ * scratch is NULL into *owned, allocated here, when compression pays) and
+ * checksum; bp gets everything but its DVAs (ncopies says how many to
+ * allocate). *stored is what must go to the devices: the caller's data when
+ * the block is stored raw and the devices can take that buffer as it is.
  */
 static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
-                         const spa_write_props_t *props, cairn_blkptr_t *bp, uint8_t **owned,
-                         const uint8_t **stored)
+                         const spa_write_props_t *props, cairn_blkptr_t *bp, uint8_t *scratch,
+                         uint8_t **owned, const uint8_t **stored)
 {
     memset(bp, 0, sizeof *bp);
     *owned = NULL;
@@ -200,7 +212,8 @@ static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t l
     cairn_compress_t comp = props->compress;
     uint8_t *out = NULL;
     if (comp != CAIRN_COMPRESS_OFF) {
-        if (posix_memalign((void **)&out, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN)))
+        out = scratch;
+        if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN, block_out_cap(spa, lsize)))
             abort();
         size_t want = lsize - lsize / 8; /* keep only if it saves >= 12.5% */
         size_t c = cairn_compress(comp, data, lsize, out, want);
@@ -211,19 +224,19 @@ static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t l
         psize = lsize;
         if (io_aligned(data, lsize, spa->ashift)) {
             /* Stored raw: written straight from the caller's buffer. */
-            free(out);
+            if (out != scratch) free(out);
             out = NULL;
             *stored = data;
         } else {
-            if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN,
-                                       CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN)))
+            if (!out) out = scratch;
+            if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN, block_out_cap(spa, lsize)))
                 abort();
             memcpy(out, data, lsize);
         }
     }
     if (out) {
         memset(out + psize, 0, cap - psize);
-        *owned = out;
+        if (out != scratch) *owned = out;
         *stored = out;
     }
 
@@ -292,8 +305,18 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     uint8_t **owned = cairn_zalloc(n * sizeof *owned);
     const uint8_t **stored = cairn_zalloc(n * sizeof *stored);
     int err = 0;
-    for (size_t i = 0; i < n; i++)
-        block_prepare(spa, txg, datas[i], lsizes[i], props, &bps[i], &owned[i], &stored[i]);
+    /* Compressed blocks go to one buffer this thread keeps, cut in pieces,
+     * rather than to an allocation each: a sync batch of 8 KiB records asked
+     * malloc for 128 aligned buffers and gave them back (6% of the CPU of
+     * 128 KiB volume writes went to malloc's chunk lists). */
+    size_t slab_bytes = 0;
+    for (size_t i = 0; i < n; i++) slab_bytes += block_out_cap(spa, lsizes[i]);
+    uint8_t *slab = slab_bytes <= SPA_WRITE_SLAB_MAX ? zbuf_get(ZBUF_WRITE, slab_bytes) : NULL;
+    for (size_t i = 0, at = 0; i < n; i++) {
+        block_prepare(spa, txg, datas[i], lsizes[i], props, &bps[i], slab ? slab + at : NULL,
+                      &owned[i], &stored[i]);
+        at += block_out_cap(spa, lsizes[i]);
+    }
     /* Allocated together, once sizes are known: the batch's blocks end to end. */
     size_t prepared = 0;
     pthread_mutex_lock(&spa->batch_alloc_lock);
@@ -328,7 +351,7 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
     if (err)
         for (size_t i = 0; i < prepared; i++) block_unalloc(spa, txg, &bps[i]);
     else if (props->cache)
-        for (size_t i = 0; i < n; i++) arc_insert_unread(spa->guid, &bps[i], stored[i], props->cache_policy);
+        arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, n, props->cache_policy);
     for (size_t i = 0; i < n; i++) free(owned[i]);
     free(owned);
     free(stored);

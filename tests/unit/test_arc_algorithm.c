@@ -456,6 +456,59 @@ static void test_decompress_ahead(void **state)
     free_blk(&other);
 }
 
+/* A write's blocks entered together: each as arc_insert_unread() would (MRU,
+ * unread, its stored bytes copied), a data block under a metadata-only policy
+ * bypassed, a block cached already left as it is. */
+static void test_insert_unread_many(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    enum { N = 70 }; /* more than the function's on-stack array */
+    blk_t b[N];
+    cairn_blkptr_t bps[N];
+    const void *stored[N];
+    for (int i = 0; i < N; i++) {
+        make_blk(&b[i], 100 + (uint64_t)i, 5, 0, i % 2 == 0, i == 3 ? CAIRN_BT_INDIRECT : CAIRN_BT_DATA);
+        bps[i] = b[i].bp;
+        stored[i] = b[i].stored;
+    }
+    arc_insert_stored(g_guid, &bps[7], stored[7], ARC_POLICY_DEFAULT); /* read by someone */
+    arc_insert_unread_many(g_guid, bps, stored, N, ARC_POLICY_DEFAULT);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.entries, N);
+    assert_int_equal(st.bypassed, 0);
+    assert_int_equal(st.mfu_size, 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(arc_ahead_state(g_guid, &bps[i]),
+                         i % 2 == 0 && i != 7 ? ARC_AHEAD_DECOMPRESS : ARC_AHEAD_DONE);
+        stored[i] = NULL;
+    }
+    for (int i = 0; i < N; i++) { /* the ARC copied: the caller's buffers may go */
+        memset(b[i].stored, 0xee, BLK);
+    }
+    for (int i = 0; i < N; i++) {
+        blk_t fresh_b;
+        make_blk(&fresh_b, 100 + (uint64_t)i, 5, 0, i % 2 == 0, b[i].bp.type);
+        assert_true(read_blk(&fresh_b, ARC_POLICY_DEFAULT, 100 + (uint64_t)i, 0));
+        free_blk(&fresh_b);
+    }
+    arc_get_stats(&st);
+    assert_int_equal(st.mfu_size, b[7].bp.psize); /* the one read before: now its second use */
+    check_invariants();
+
+    /* Metadata only: the data blocks are counted as bypassed, the indirect one kept. */
+    fresh(4 * CAIRN_MIB);
+    for (int i = 0; i < N; i++) stored[i] = b[i].stored;
+    arc_insert_unread_many(g_guid, bps, stored, N, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
+    arc_get_stats(&st);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(st.bypassed, N - 1);
+    assert_true(arc_cached(g_guid, &bps[3]));
+    check_invariants();
+    for (int i = 0; i < N; i++) free_blk(&b[i]);
+}
+
 static void test_memory_only_lookup(void **state)
 {
     (void)state;
@@ -590,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_primarycache_policies),
         cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
         cmocka_unit_test(test_decompress_ahead),
+        cmocka_unit_test(test_insert_unread_many),
         cmocka_unit_test(test_memory_only_lookup),
         cmocka_unit_test(test_lent_buffers_outlive_the_block),
     };
