@@ -641,6 +641,20 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
     }
     pthread_mutex_lock(&A.lock);
     A.st.bypassed += bypassed;
+    /* Each insert's walk of its bucket misses the cache: bring every bucket,
+     * then every chain's first entry, in before walking any, so the misses
+     * overlap instead of following one another under the lock. */
+    if (A.nbuckets) {
+        for (size_t i = 0; i < n; i++) {
+            arc_key_t k = arc_key_of(pool_guid, &bps[i]);
+            __builtin_prefetch(&A.buckets[arc_key_hash(&k) & (A.nbuckets - 1)]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            arc_key_t k = arc_key_of(pool_guid, &bps[i]);
+            arc_hdr_t *h = A.buckets[arc_key_hash(&k) & (A.nbuckets - 1)];
+            if (h) __builtin_prefetch(h);
+        }
+    }
     for (size_t i = 0; i < n; i++)
         if (bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], NULL, policy, false, true))
             bufs[i] = NULL;
