@@ -154,6 +154,7 @@ struct iconn {
      * in flight several PDUs arrive together, and one recv serves them all. */
     uint8_t rx[RX_BUF];
     uint32_t rx_pos, rx_end;
+    bool rx_direct;           /* the last read from the socket went straight into place */
     /* Replies the reader made while more commands waited in rx: they go out
      * together, in one writev, before anything else is sent or the reader
      * blocks (send_lock). */
@@ -181,22 +182,6 @@ struct iscsi_server {
 
 /* ================================================================= sockets */
 
-static int recv_all(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = recv(fd, p, len, 0);
-        if (n == 0) return -ECONNRESET;
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int send_iov(int fd, struct iovec *iov, int iovcnt)
 {
     while (iovcnt) {
@@ -220,6 +205,25 @@ static int send_iov(int fd, struct iovec *iov, int iovcnt)
 
 static int tx_flush(iconn_t *c);
 
+/* One recv() that blocks only after the replies held back are sent: the
+ * initiator may wait for them before it sends more. What the socket already
+ * holds is taken without sending them, so replies to commands that arrive
+ * back to back leave together. Returns the bytes received (> 0) or -errno. */
+static ssize_t rx_recv(iconn_t *c, void *buf, size_t len)
+{
+    int flags = MSG_DONTWAIT;
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, len, flags);
+        if (n > 0) return n;
+        if (n == 0) return -ECONNRESET;
+        if (errno == EINTR) continue;
+        if ((errno != EAGAIN && errno != EWOULDBLOCK) || !flags) return -errno;
+        int rc = tx_flush(c);
+        if (rc) return rc;
+        flags = 0;
+    }
+}
+
 /* len bytes of the stream: first what the receive buffer holds, then from
  * the socket - big data segments straight into place, the rest through the
  * buffer, which keeps whatever else the same recv() returned. */
@@ -236,16 +240,19 @@ static int rx_read(iconn_t *c, void *dst, size_t len)
     }
     if (!len) return 0;
     c->rx_pos = c->rx_end = 0;
-    int rc = tx_flush(c); /* the initiator may wait for them before it sends more */
-    if (rc) return rc;
-    if (len >= RX_BUF / 2) return recv_all(c->fd, d, len);
-    while (len) {
-        ssize_t n = recv(c->fd, c->rx, RX_BUF, 0);
-        if (n == 0) return -ECONNRESET;
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
+    c->rx_direct = len >= RX_BUF / 2;
+    if (c->rx_direct) {
+        while (len) {
+            ssize_t n = rx_recv(c, d, len);
+            if (n < 0) return (int)n;
+            d += n;
+            len -= (size_t)n;
         }
+        return 0;
+    }
+    while (len) {
+        ssize_t n = rx_recv(c, c->rx, RX_BUF);
+        if (n < 0) return (int)n;
         size_t take = (size_t)n < len ? (size_t)n : len;
         memcpy(d, c->rx, take);
         d += take;
@@ -324,8 +331,22 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
     }
     size_t total = 0;
     for (int i = 0; i < n; i++) total += iov[i].iov_len;
-    if (batching_conn == c && c->rx_pos < c->rx_end && total <= TX_BUF - c->tx_len) {
-        /* The reader answers a command while more wait in its buffer: hold the
+    if (batching_conn == c && c->rx_pos == c->rx_end &&
+        total <= TX_BUF - c->tx_len) {
+        /* Nothing buffered - after a large data segment, read straight into
+         * place, nothing ever is: look whether more PDUs are there. They are
+         * read now rather than later, and the reply may wait. After such a
+         * segment only a header is taken, so that the next large one too goes
+         * straight into place rather than through the buffer. */
+        ssize_t got = recv(c->fd, c->rx, c->rx_direct ? ISCSI_BHS_LEN : RX_BUF, MSG_DONTWAIT);
+        if (got > 0) {
+            c->rx_pos = 0;
+            c->rx_end = (uint32_t)got;
+        }
+    }
+    if (batching_conn == c && c->rx_pos < c->rx_end &&
+        total <= TX_BUF - c->tx_len) {
+        /* The reader answers a command while more have arrived: hold the
          * reply, so one writev (and one wakeup of the initiator) carries the
          * replies to everything that arrived together. */
         for (int i = 0; i < n; i++) {
