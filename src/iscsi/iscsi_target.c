@@ -78,6 +78,9 @@
 #define MAX_R2T 16
 #define RX_BUF 65536                     /* receive buffer of a connection */
 #define TX_BUF 65536                     /* replies the reader holds back, see send_pdu */
+/* Replies held back while large data segments keep arriving: the
+ * initiator's window moves only with them, so it must not run dry. */
+#define TX_HOLD_DIRECT 16
 
 typedef struct itarget itarget_t;
 typedef struct iconn iconn_t;
@@ -160,6 +163,7 @@ struct iconn {
      * blocks (send_lock). */
     uint8_t tx[TX_BUF];
     uint32_t tx_len;          /* send_lock: a worker's send empties it too */
+    uint32_t tx_held_n;       /* send_lock: replies in tx */
     bool tx_held;             /* reader only: it held replies since its last flush */
     iconn_t *next;
 };
@@ -250,6 +254,11 @@ static int rx_read(iconn_t *c, void *dst, size_t len)
         }
         return 0;
     }
+    /* Through the buffer: the replies held so far leave first, as the
+     * buffer is refilled - a batch of small commands is answered as a batch,
+     * and the initiator is never left waiting for all of its window. */
+    int rc = tx_flush(c);
+    if (rc) return rc;
     while (len) {
         ssize_t n = rx_recv(c, c->rx, RX_BUF);
         if (n < 0) return (int)n;
@@ -278,6 +287,7 @@ static int send_locked(iconn_t *c, const struct iovec *iov, int n)
     for (int i = 0; i < n; i++) all[k++] = iov[i];
     int rc = k ? send_iov(c->fd, all, k) : 0;
     c->tx_len = 0;
+    c->tx_held_n = 0;
     if (rc) {
         pthread_mutex_lock(&c->lock);
         c->dead = true;
@@ -331,21 +341,19 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
     }
     size_t total = 0;
     for (int i = 0; i < n; i++) total += iov[i].iov_len;
-    if (batching_conn == c && c->rx_pos == c->rx_end &&
-        total <= TX_BUF - c->tx_len) {
-        /* Nothing buffered - after a large data segment, read straight into
-         * place, nothing ever is: look whether more PDUs are there. They are
-         * read now rather than later, and the reply may wait. After such a
-         * segment only a header is taken, so that the next large one too goes
-         * straight into place rather than through the buffer. */
-        ssize_t got = recv(c->fd, c->rx, c->rx_direct ? ISCSI_BHS_LEN : RX_BUF, MSG_DONTWAIT);
+    bool room = total <= TX_BUF - c->tx_len && (!c->rx_direct || c->tx_held_n < TX_HOLD_DIRECT);
+    if (batching_conn == c && c->rx_direct && c->rx_pos == c->rx_end && room) {
+        /* After a large data segment, read straight into place, nothing is
+         * buffered: look whether the next PDU is there. Its header is read
+         * now rather than later (only the header, so that a large segment
+         * after it too goes straight into place), and the reply may wait. */
+        ssize_t got = recv(c->fd, c->rx, ISCSI_BHS_LEN, MSG_DONTWAIT);
         if (got > 0) {
             c->rx_pos = 0;
             c->rx_end = (uint32_t)got;
         }
     }
-    if (batching_conn == c && c->rx_pos < c->rx_end &&
-        total <= TX_BUF - c->tx_len) {
+    if (batching_conn == c && c->rx_pos < c->rx_end && room) {
         /* The reader answers a command while more have arrived: hold the
          * reply, so one writev (and one wakeup of the initiator) carries the
          * replies to everything that arrived together. */
@@ -354,6 +362,7 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
             c->tx_len += (uint32_t)iov[i].iov_len;
         }
         c->tx_held = true;
+        c->tx_held_n++;
         pthread_mutex_unlock(&c->send_lock);
         return 0;
     }
