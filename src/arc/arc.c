@@ -270,6 +270,19 @@ static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
            h->checksum == bp->checksum && memcmp(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN) == 0;
 }
 
+/* Gives a live entry the decompressed copy made outside the lock (the entry
+ * holds it from now on; it counts against arc_max, so something may go). */
+static void attach_decomp_locked(arc_hdr_t *h, arc_buf_t *copy)
+{
+    int state = h->state;
+    list_unlink(h);
+    h->decomp = buf_hold(copy);
+    A.decomp_size += copy->size;
+    list_push(h, state);
+    evict_locked(0);
+    trim_ghosts_locked();
+}
+
 /* Copies a block out of its stored bytes (decompressing) into buf. */
 static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *buf)
 {
@@ -346,14 +359,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
             pthread_mutex_lock(&A.lock);
             pp = slot_of(&k);
             h = pp ? *pp : NULL;
-            if (h && h->stored == st && h->state == ST_MFU && !h->decomp) {
-                list_unlink(h);
-                h->decomp = buf_hold(copy);
-                A.decomp_size += copy->size;
-                list_push(h, ST_MFU);
-                evict_locked(0);
-                trim_ghosts_locked();
-            }
+            if (h && h->stored == st && h->state == ST_MFU && !h->decomp) attach_decomp_locked(h, copy);
             pthread_mutex_unlock(&A.lock);
             arc_buf_rele(st);
             if (ref) {
@@ -470,15 +476,8 @@ void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
     /* Still the same entry and still not used: its first hit takes the copy
      * (lookup_impl drops it then); otherwise the reader got there first. */
     if (h && h->stored == st && (h->state == ST_MRU || h->state == ST_MFU) && h->unread &&
-        !h->decomp) {
-        int state = h->state;
-        list_unlink(h);
-        h->decomp = buf_hold(copy);
-        A.decomp_size += copy->size;
-        list_push(h, state);
-        evict_locked(0);
-        trim_ghosts_locked();
-    }
+        !h->decomp)
+        attach_decomp_locked(h, copy);
     pthread_mutex_unlock(&A.lock);
     arc_buf_rele(copy);
     arc_buf_rele(st);

@@ -341,8 +341,10 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
     }
     size_t total = 0;
     for (int i = 0; i < n; i++) total += iov[i].iov_len;
-    bool room = total <= TX_BUF - c->tx_len && (!c->rx_direct || c->tx_held_n < TX_HOLD_DIRECT);
-    if (batching_conn == c && c->rx_direct && c->rx_pos == c->rx_end && room) {
+    /* rx and rx_direct are the reader's: only it (batching_conn) looks. */
+    bool room = batching_conn == c && total <= TX_BUF - c->tx_len &&
+                (!c->rx_direct || c->tx_held_n < TX_HOLD_DIRECT);
+    if (room && c->rx_direct && c->rx_pos == c->rx_end) {
         /* After a large data segment, read straight into place, nothing is
          * buffered: look whether the next PDU is there. Its header is read
          * now rather than later (only the header, so that a large segment
@@ -353,7 +355,7 @@ static int send_pdu(iconn_t *c, uint8_t *bhs, const void *data, uint32_t dlen, i
             c->rx_end = (uint32_t)got;
         }
     }
-    if (batching_conn == c && c->rx_pos < c->rx_end && room) {
+    if (room && c->rx_pos < c->rx_end) {
         /* The reader answers a command while more have arrived: hold the
          * reply, so one writev (and one wakeup of the initiator) carries the
          * replies to everything that arrived together. */
