@@ -124,10 +124,16 @@ static uint64_t hdr_bytes(const arc_hdr_t *h)
     return (h->stored ? h->stored->size : 0) + (h->decomp ? h->decomp->size : 0);
 }
 
+/* The head of k's chain; A.nbuckets > 0. */
+static arc_hdr_t **bucket_of(const arc_key_t *k)
+{
+    return &A.buckets[arc_key_hash(k) & (A.nbuckets - 1)];
+}
+
 static arc_hdr_t **slot_of(const arc_key_t *k)
 {
     if (!A.nbuckets) return NULL;
-    arc_hdr_t **pp = &A.buckets[arc_key_hash(k) & (A.nbuckets - 1)];
+    arc_hdr_t **pp = bucket_of(k);
     while (*pp && !arc_key_eq(&(*pp)->key, k)) pp = &(*pp)->hnext;
     return pp;
 }
@@ -270,6 +276,15 @@ static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
            h->checksum == bp->checksum && memcmp(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN) == 0;
 }
 
+/* Under A.lock: the entry holding bp's block in memory (MRU or MFU, the same
+ * content), or NULL. */
+static arc_hdr_t *live_hdr_locked(const arc_key_t *k, const cairn_blkptr_t *bp)
+{
+    arc_hdr_t **pp = slot_of(k);
+    arc_hdr_t *h = pp ? *pp : NULL;
+    return h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp) ? h : NULL;
+}
+
 /* Gives a live entry the decompressed copy made outside the lock (the entry
  * holds it from now on; it counts against arc_max, so something may go). */
 static void attach_decomp_locked(arc_hdr_t *h, arc_buf_t *copy)
@@ -357,8 +372,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
                 return err;
             }
             pthread_mutex_lock(&A.lock);
-            pp = slot_of(&k);
-            h = pp ? *pp : NULL;
+            h = live_hdr_locked(&k, bp);
             if (h && h->stored == st && h->state == ST_MFU && !h->decomp) attach_decomp_locked(h, copy);
             pthread_mutex_unlock(&A.lock);
             arc_buf_rele(st);
@@ -427,9 +441,7 @@ bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp)
     if (cairn_bp_is_hole(bp)) return false;
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
-    arc_hdr_t **pp = slot_of(&k);
-    arc_hdr_t *h = pp ? *pp : NULL;
-    bool in = h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp);
+    bool in = live_hdr_locked(&k, bp) != NULL;
     pthread_mutex_unlock(&A.lock);
     return in;
 }
@@ -439,10 +451,9 @@ arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp)
     if (cairn_bp_is_hole(bp)) return ARC_AHEAD_READ;
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
-    arc_hdr_t **pp = slot_of(&k);
-    arc_hdr_t *h = pp ? *pp : NULL;
+    arc_hdr_t *h = live_hdr_locked(&k, bp);
     arc_ahead_t st = ARC_AHEAD_READ;
-    if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp))
+    if (h)
         st = h->unread && !h->decomp && h->compress != CAIRN_COMPRESS_OFF ? ARC_AHEAD_DECOMPRESS
                                                                           : ARC_AHEAD_DONE;
     pthread_mutex_unlock(&A.lock);
@@ -454,10 +465,8 @@ void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
     if (cairn_bp_is_hole(bp) || bp->compress == CAIRN_COMPRESS_OFF) return;
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
-    arc_hdr_t **pp = slot_of(&k);
-    arc_hdr_t *h = pp ? *pp : NULL;
-    if (!h || !(h->state == ST_MRU || h->state == ST_MFU) || !hdr_matches(h, bp) ||
-        !h->unread || h->decomp) {
+    arc_hdr_t *h = live_hdr_locked(&k, bp);
+    if (!h || !h->unread || h->decomp) {
         pthread_mutex_unlock(&A.lock); /* gone, used already, or done by someone else */
         return;
     }
@@ -471,13 +480,10 @@ void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
         return;
     }
     pthread_mutex_lock(&A.lock);
-    pp = slot_of(&k);
-    h = pp ? *pp : NULL;
+    h = live_hdr_locked(&k, bp);
     /* Still the same entry and still not used: its first hit takes the copy
      * (lookup_impl drops it then); otherwise the reader got there first. */
-    if (h && h->stored == st && (h->state == ST_MRU || h->state == ST_MFU) && h->unread &&
-        !h->decomp)
-        attach_decomp_locked(h, copy);
+    if (h && h->stored == st && h->unread && !h->decomp) attach_decomp_locked(h, copy);
     pthread_mutex_unlock(&A.lock);
     arc_buf_rele(copy);
     arc_buf_rele(st);
@@ -559,26 +565,24 @@ static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *
     }
 }
 
-static void insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
-                          uint8_t policy, bool unread)
+/* Whether the policy keeps this block in memory at all. */
+static bool kept_by(const cairn_blkptr_t *bp, uint8_t policy)
 {
-    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type)) {
-        pthread_mutex_lock(&A.lock);
-        A.st.bypassed++;
-        pthread_mutex_unlock(&A.lock);
-        return;
-    }
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, false, unread);
+    return !cairn_bp_is_hole(bp) && arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type);
+}
+
+static void count_bypass(uint64_t n)
+{
+    pthread_mutex_lock(&A.lock);
+    A.st.bypassed += n;
+    pthread_mutex_unlock(&A.lock);
 }
 
 void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
                       uint8_t policy, bool unread)
 {
-    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
-        stored->size != bp->psize) {
-        pthread_mutex_lock(&A.lock);
-        A.st.bypassed++;
-        pthread_mutex_unlock(&A.lock);
+    if (!kept_by(bp, policy) || stored->size != bp->psize) {
+        count_bypass(1);
         arc_buf_rele(stored);
         return;
     }
@@ -606,8 +610,7 @@ static void insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_
 void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
                            uint8_t policy)
 {
-    if (cairn_bp_is_hole(bp) || !arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type) ||
-        stored->size != bp->psize) {
+    if (!kept_by(bp, policy) || stored->size != bp->psize) {
         arc_insert_adopt(pool_guid, bp, stored, policy, true); /* counts the bypass */
         return;
     }
@@ -617,13 +620,17 @@ void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_r
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy)
 {
-    insert_stored(pool_guid, bp, stored, policy, false);
+    if (!kept_by(bp, policy)) {
+        count_bypass(1);
+        return;
+    }
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, false, false);
 }
 
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy)
 {
-    insert_stored(pool_guid, bp, stored, policy, true);
+    arc_insert_unread_many(pool_guid, bp, &stored, 1, policy);
 }
 
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
@@ -633,8 +640,7 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
     arc_buf_t **bufs = n <= 64 ? small : cairn_zalloc(n * sizeof *bufs);
     uint64_t bypassed = 0;
     for (size_t i = 0; i < n; i++) {
-        bool keep = !cairn_bp_is_hole(&bps[i]) &&
-                    arc_policy_allows(ARC_POLICY_PRIMARY(policy), bps[i].type);
+        bool keep = kept_by(&bps[i], policy);
         bufs[i] = keep ? arc_buf_new(stored[i], bps[i].psize) : NULL;
         if (!keep) bypassed++;
     }
@@ -646,11 +652,11 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
     if (A.nbuckets) {
         for (size_t i = 0; i < n; i++) {
             arc_key_t k = arc_key_of(pool_guid, &bps[i]);
-            __builtin_prefetch(&A.buckets[arc_key_hash(&k) & (A.nbuckets - 1)]);
+            __builtin_prefetch(bucket_of(&k));
         }
         for (size_t i = 0; i < n; i++) {
             arc_key_t k = arc_key_of(pool_guid, &bps[i]);
-            arc_hdr_t *h = A.buckets[arc_key_hash(&k) & (A.nbuckets - 1)];
+            arc_hdr_t *h = *bucket_of(&k);
             if (h) __builtin_prefetch(h);
         }
     }

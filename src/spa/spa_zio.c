@@ -193,6 +193,14 @@ static size_t block_out_cap(const spa_t *spa, uint32_t lsize)
     return CAIRN_P2ROUNDUP(cap, (size_t)CAIRN_IO_ALIGN);
 }
 
+/* block_prepare's output buffer: the caller's scratch, else one of its own. */
+static uint8_t *block_out(const spa_t *spa, uint32_t lsize, uint8_t *scratch)
+{
+    void *p = scratch;
+    if (!p && posix_memalign(&p, CAIRN_IO_ALIGN, block_out_cap(spa, lsize))) abort();
+    return p;
+}
+
 /*
  * The first half of the write pipeline for one block: compress (into scratch,
  * block_out_cap() bytes the caller keeps until the block is written, or when
@@ -212,9 +220,7 @@ static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t l
     cairn_compress_t comp = props->compress;
     uint8_t *out = NULL;
     if (comp != CAIRN_COMPRESS_OFF) {
-        out = scratch;
-        if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN, block_out_cap(spa, lsize)))
-            abort();
+        out = block_out(spa, lsize, scratch);
         size_t want = lsize - lsize / 8; /* keep only if it saves >= 12.5% */
         size_t c = cairn_compress(comp, data, lsize, out, want);
         if (c > 0 && c <= want) psize = (uint32_t)c;
@@ -228,9 +234,7 @@ static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t l
             out = NULL;
             *stored = data;
         } else {
-            if (!out) out = scratch;
-            if (!out && posix_memalign((void **)&out, CAIRN_IO_ALIGN, block_out_cap(spa, lsize)))
-                abort();
+            if (!out) out = block_out(spa, lsize, scratch);
             memcpy(out, data, lsize);
         }
     }
