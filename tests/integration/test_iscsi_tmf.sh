@@ -6,7 +6,8 @@
 # no status comes back, late data for them is dropped), the others complete, a reset
 # leaves BUS DEVICE RESET, and both the session and the daemon go on working. Then
 # large READs in flight with a Logout or ABORT TASK SET right behind them: every READ
-# that answers does so in full, with the right data, before the answer.
+# that answers does so in full, with the right data, before the answer. Last, 128 KiB
+# writes with 32 in flight all answered, and their data on the LUN.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -34,3 +35,20 @@ done
 # Other initiators are served as before.
 "$CLIENT" write "$P" "$TGT" 7 64 2 || fail "data written and read back after the task management"
 pass "task management with commands outstanding"
+
+# 128 KiB WRITEs, 32 in flight, their data immediate: the reader holds replies back
+# while the next command is already there (src/iscsi, send_pdu) and must send them
+# before it would block, or the initiator, its window spent, waits for ever. Every
+# write is answered GOOD in time, and what they wrote is on the LUN.
+out=$(timeout 60 "$CAIRN_BIN/iscsi_writeperf" "$P" "$TGT" 0 256 32 2) ||
+    fail "128 KiB writes with 32 in flight did not all complete (rc $?)"
+bytes=$(awk '{print $6}' <<<"$out")
+"$CLIENT" dump "$P" "$TGT" "$T/lun.img" || fail "dump after the 128 KiB writes"
+python3 - "$T/lun.img" "$bytes" <<'PY' || fail "the 128 KiB writes' data"
+import sys
+img, written = open(sys.argv[1], "rb").read(), int(sys.argv[2])
+n = min(written, len(img))  # the writer starts at LBA 0 and wraps at the end
+want = bytes((k * 31 + 7) & 255 for k in range(256)) * (n // 256)
+assert n >= 1 << 20 and img[:n] == want, f"{n} bytes written, content differs"
+PY
+pass "128 KiB writes, 32 in flight: all answered, data on the LUN ($out)"
