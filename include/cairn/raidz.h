@@ -54,6 +54,10 @@ typedef struct vdev_batch_io {
     uint64_t offset; /* absolute device offset */
     void *buf;
     size_t len;
+    /* A write from several buffers instead of buf (len is their total): only
+     * for a leaf with submit_writev (vdev_batch_run_merged). */
+    const struct iovec *iov;
+    int iovcnt;
     int error;       /* 0, or negative errno (-ENXIO: leaf missing, not tried) */
     struct vdev_batch *batch;
 } vdev_batch_io_t;

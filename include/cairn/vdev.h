@@ -93,6 +93,13 @@ typedef struct vdev_leaf_ops {
      * read is -EIO. For read-ahead of blocks laid end to end: one system call
      * and one wake-up instead of one per block. */
     int (*readv_now)(vdev_t *leaf, uint64_t offset, const struct iovec *iov, int iovcnt);
+    /* Optional: submit of a write of one contiguous range from several buffers
+     * (each CAIRN_IO_ALIGN-aligned, lengths multiples of 512; iovcnt at most
+     * IOV_MAX), which must stay unchanged until done. For the aggregated writes
+     * of a txg (vdev_batch_run_merged): the blocks go to the device from where
+     * they are, not through a copy into one buffer. */
+    int (*submit_writev)(vdev_t *leaf, uint64_t offset, const struct iovec *iov, int iovcnt,
+                         vdev_io_done_t done, void *arg);
     /* Optional: makes later writes of [offset, offset + len) overwrites of space
      * the leaf already holds (a file: zeros written over its holes, then
      * flushed). Only for ranges nothing else writes meanwhile. */

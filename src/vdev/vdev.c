@@ -25,6 +25,7 @@
 #include <cairn/util.h>
 #include <cairn/vdev.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,8 +236,10 @@ unsigned vdev_batch_run(vdev_batch_io_t *io, unsigned n)
         pthread_mutex_lock(&b.lock);
         b.pending++;
         pthread_mutex_unlock(&b.lock);
-        int rc = io[i].leaf->ops->submit(io[i].leaf, io[i].op, io[i].offset, io[i].buf, io[i].len,
-                                         vdev_batch_done, &io[i]);
+        int rc = io[i].iov ? io[i].leaf->ops->submit_writev(io[i].leaf, io[i].offset, io[i].iov,
+                                                             io[i].iovcnt, vdev_batch_done, &io[i])
+                           : io[i].leaf->ops->submit(io[i].leaf, io[i].op, io[i].offset, io[i].buf,
+                                                     io[i].len, vdev_batch_done, &io[i]);
         if (rc) {
             /* Not queued: the completion will never run. */
             io[i].error = rc;
@@ -260,8 +263,11 @@ unsigned vdev_batch_run(vdev_batch_io_t *io, unsigned n)
  * Write aggregation. Consecutive blocks are allocated next to each other, so
  * their pieces on each leaf touch; issuing them as one write turns many small
  * device I/Os (a raidz column of a 128K block is 32K on six leaves) into a few
- * large ones. Pieces are copied into one bounce buffer per merged run: a memcpy
- * costs far less than the per-I/O overhead it saves.
+ * large ones. A leaf that writes from several buffers (submit_writev) gets
+ * the pieces where they are; for any other the pieces are copied into one
+ * bounce buffer per merged run: a memcpy costs far less than the per-I/O
+ * overhead it saves, but it was still 4-5% of the CPU of 128 KiB volume
+ * writes (docs/benchmarks.md, session 13).
  */
 typedef struct merge_ref {
     vdev_batch_io_t *io;
@@ -299,12 +305,23 @@ unsigned vdev_batch_run_merged(vdev_batch_io_t *io, unsigned n)
     start[nruns] = n;
     vdev_batch_io_t *merged = cairn_zalloc(nruns * sizeof *merged);
     void **bounce = cairn_zalloc(nruns * sizeof *bounce);
+    /* The pieces of every vectored run, in ref's order: run k's are iov[start[k] ..]. */
+    struct iovec *iov = cairn_zalloc(n * sizeof *iov);
     for (unsigned k = 0; k < nruns; k++) {
         vdev_batch_io_t *first = ref[start[k]].io;
         merged[k] = *first;
-        if (start[k + 1] - start[k] == 1) continue;
+        unsigned pieces = start[k + 1] - start[k];
+        if (pieces == 1) continue;
         size_t len = 0;
         for (unsigned i = start[k]; i < start[k + 1]; i++) len += ref[i].io->len;
+        if (first->leaf->ops && first->leaf->ops->submit_writev && pieces <= IOV_MAX) {
+            for (unsigned i = start[k]; i < start[k + 1]; i++)
+                iov[i] = (struct iovec){ref[i].io->buf, ref[i].io->len};
+            merged[k].iov = &iov[start[k]];
+            merged[k].iovcnt = (int)pieces;
+            merged[k].len = len;
+            continue;
+        }
         uint8_t *b = NULL;
         if (posix_memalign((void **)&b, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(len, (size_t)CAIRN_IO_ALIGN)))
             abort();
@@ -327,6 +344,7 @@ unsigned vdev_batch_run_merged(vdev_batch_io_t *io, unsigned n)
         free(bounce[k]);
     }
     free(bounce);
+    free(iov);
     free(merged);
     free(start);
     free(ref);

@@ -129,6 +129,11 @@ typedef struct file_io {
     char *buf;
     size_t len;
     size_t xferred; /* bytes done so far (short transfers resubmit the rest) */
+    /* A write from several buffers (submit_writev) instead of buf: the
+     * caller's pieces, and room for what remains of them after xferred. */
+    const struct iovec *iov;
+    int iovcnt;
+    struct iovec *rest;
     vdev_io_done_t done;
     void *arg;
 } file_io_t;
@@ -148,6 +153,18 @@ static const vdev_leaf_ops_t unavail_ops = {.submit = unavail_submit, .close = u
 
 /* ---- I/O ---- */
 
+/* The pieces of a vectored write still to do after io->xferred bytes, in
+ * io->rest; returns how many. */
+static int file_io_rest(file_io_t *io)
+{
+    size_t skip = io->xferred;
+    int i = 0, n = 0;
+    while (i < io->iovcnt && skip >= io->iov[i].iov_len) skip -= io->iov[i++].iov_len;
+    for (; i < io->iovcnt; i++, skip = 0)
+        io->rest[n++] = (struct iovec){(char *)io->iov[i].iov_base + skip, io->iov[i].iov_len - skip};
+    return n;
+}
+
 /* Prepares and submits the (remaining part of the) I/O; fl->lock held. */
 static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
 {
@@ -164,8 +181,12 @@ static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
                            io->offset + io->xferred);
         break;
     case VDEV_IO_WRITE:
-        io_uring_prep_write(sqe, fl->fd, io->buf + io->xferred, (unsigned)left,
-                            io->offset + io->xferred);
+        if (io->iov)
+            io_uring_prep_writev(sqe, fl->fd, io->rest, (unsigned)file_io_rest(io),
+                                 io->offset + io->xferred);
+        else
+            io_uring_prep_write(sqe, fl->fd, io->buf + io->xferred, (unsigned)left,
+                                io->offset + io->xferred);
         break;
     case VDEV_IO_FLUSH:
         io_uring_prep_fsync(sqe, fl->fd, IORING_FSYNC_DATASYNC);
@@ -235,7 +256,9 @@ static int file_io_redo_sync(file_leaf_t *fl, file_io_t *io)
 {
     if (io->op == VDEV_IO_FLUSH) return fdatasync(fl->fd) < 0 ? -errno : 0;
     while (io->xferred < io->len) {
-        ssize_t n = io->op == VDEV_IO_READ
+        ssize_t n = io->iov ? pwritev(fl->fd, io->rest, file_io_rest(io),
+                                      (off_t)(io->offset + io->xferred))
+                    : io->op == VDEV_IO_READ
                         ? pread(fl->fd, io->buf + io->xferred, io->len - io->xferred,
                                 (off_t)(io->offset + io->xferred))
                         : pwrite(fl->fd, io->buf + io->xferred, io->len - io->xferred,
@@ -360,6 +383,9 @@ static void *file_leaf_completer(void *arg)
     return NULL;
 }
 
+/* Queues io (filled in by the caller, freed here on failure). */
+static int file_leaf_queue(file_leaf_t *fl, file_io_t *io);
+
 static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
                             vdev_io_done_t done, void *arg)
 {
@@ -374,7 +400,33 @@ static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
     if (!io) return -ENOMEM;
     *io = (file_io_t){.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len,
                       .done = done, .arg = arg};
+    return file_leaf_queue(fl, io);
+}
 
+static int file_leaf_submit_writev(vdev_t *leaf, uint64_t offset, const struct iovec *iov,
+                                   int iovcnt, vdev_io_done_t done, void *arg)
+{
+    file_leaf_t *fl = leaf->leaf_priv;
+    if (!fl) return -ENXIO;
+    if (iovcnt <= 0 || iovcnt > IOV_MAX) return -EINVAL;
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (!CAIRN_IS_P2ALIGNED(iov[i].iov_len, 512) || !iov[i].iov_len) return -EINVAL;
+        len += iov[i].iov_len;
+    }
+    if (len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset, 512)) return -EINVAL;
+    if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
+    /* The remaining pieces live with the I/O: the ring reads them at issue. */
+    file_io_t *io = malloc(sizeof *io + (size_t)iovcnt * sizeof(struct iovec));
+    if (!io) return -ENOMEM;
+    *io = (file_io_t){.leaf = leaf, .op = VDEV_IO_WRITE, .offset = offset, .len = len,
+                      .iov = iov, .iovcnt = iovcnt, .rest = (struct iovec *)(io + 1),
+                      .done = done, .arg = arg};
+    return file_leaf_queue(fl, io);
+}
+
+static int file_leaf_queue(file_leaf_t *fl, file_io_t *io)
+{
     bool from_completer = pthread_equal(pthread_self(), fl->completer);
     pthread_mutex_lock(&fl->lock);
     while (!from_completer && fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
@@ -544,7 +596,9 @@ static int file_leaf_preallocate(vdev_t *leaf, uint64_t offset, uint64_t len)
     return err;
 }
 
-static const vdev_leaf_ops_t file_leaf_ops = {.submit = file_leaf_submit, .close = file_leaf_close,
+static const vdev_leaf_ops_t file_leaf_ops = {.submit = file_leaf_submit,
+                                              .submit_writev = file_leaf_submit_writev,
+                                              .close = file_leaf_close,
                                               .io_now = file_leaf_io_now,
                                               .readv_now = file_leaf_readv_now,
                                               .preallocate = file_leaf_preallocate};
