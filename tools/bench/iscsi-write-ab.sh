@@ -7,6 +7,7 @@
 #     BUILD_DIR  builds to compare; LABEL=BUILD_DIR names one (default: the directory)
 #   knobs: RUNS=2 SECS=10 SCRATCH=/var/tmp/cairn-iscsi-ab PORT=24270 ARC_MAX=4G
 #          DIRTY_MAX= (empty: the pool's default; e.g. 2400M sets it on every pool)
+#          PRE_RANDOM=0 (seconds of 4 KiB random writes after the fill, before the rest)
 #
 # Per run and build: an 8 GiB file pool in SCRATCH, a 2 GiB volume as LUN 0, filled
 # by 10 s of 128 KiB writes; 6 s of rest; then iscsi_writeperf for SECS seconds. The
@@ -14,6 +15,10 @@
 # the run (past the 5 s txg timeout, so the txg the run left dirty has synced):
 # "cpu_us/op" is the window, "with tail" includes that last sync - the fair figure
 # when builds differ in how much they leave dirty.
+# PRE_RANDOM=24 measures a LUN as iscsi-perf.sh leaves it for its sequential writes:
+# after random writes, which fragment the pool's free space and the allocator's heap,
+# a 128 KiB write costs up to a third more CPU than on a LUN only written
+# sequentially (docs/benchmarks.md, session 13).
 set -euo pipefail
 KIND=${1:?usage: iscsi-write-ab.sh randwrite|seqwrite BUILD_DIR...}
 shift
@@ -34,6 +39,7 @@ for r in $(seq 1 "$RUNS"); do
         rm -rf "$S"
         mkdir -p "$S"
         pid=$(cairn_lun_start "$b" "$S" "$PORT" 2G "$ARC_MAX" 10 "${DIRTY_MAX:-}")
+        [ "${PRE_RANDOM:-0}" -gt 0 ] && "$b/iscsi_writeperf" -r 127.0.0.1:$PORT $IQN 0 8 32 "$PRE_RANDOM" >/dev/null
         sleep 6
         c0=$(cpu_of "$pid")
         if [ "$KIND" = randwrite ]; then
