@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "leaf_file_fixture.h"
+
 #include <cairn/raidz.h>
 #include <cairn/util.h>
 #include <cairn/vdev.h>
@@ -230,17 +232,11 @@ static void test_file_leaf_writes_from_pieces(void **s)
 {
     (void)s;
     alarm(60); /* a lost write the deadman does not redo would hang: fail instead */
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/aggregate.XXXXXX", base);
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/leaf0", dir);
-    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, 32 * CAIRN_MIB), 0);
+    test_leaf_file_t f;
+    test_leaf_file_make(&f, "aggregate", 32 * CAIRN_MIB);
+    int fd = f.fd;
     vdev_t *leaf = NULL;
-    assert_int_equal(vdev_leaf_open(path, &leaf), 0);
+    assert_int_equal(vdev_leaf_open(f.path, &leaf), 0);
     assert_non_null(leaf->ops->submit_writev);
 
     enum { N = 24, SEP = 3 };
@@ -279,9 +275,7 @@ static void test_file_leaf_writes_from_pieces(void **s)
     vdev_file_test_deadman(30ULL * 1000000000ULL, 120ULL * 1000000000ULL);
 
     vdev_free(leaf);
-    close(fd);
-    unlink(path);
-    rmdir(dir);
+    test_leaf_file_remove(&f);
     alarm(0);
 }
 

@@ -11,6 +11,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "leaf_file_fixture.h"
+
 #include <cairn/util.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
@@ -26,20 +28,13 @@ static void test_lost_io_is_redone(void **state)
 {
     (void)state;
     alarm(60); /* without the deadman the lost I/O would hang the test: fail instead */
-    const char *base = getenv("CAIRN_TEST_TMP");
-    if (!base || !*base) base = "/tmp";
-    mkdir(base, 0755);
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/deadman.XXXXXX", base);
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/leaf0", dir);
-    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, 64 * CAIRN_MIB), 0);
+    test_leaf_file_t f;
+    test_leaf_file_make(&f, "deadman", 64 * CAIRN_MIB);
+    int fd = f.fd;
 
     vdev_file_test_deadman(50 * 1000000ULL, 200 * 1000000ULL);
     vdev_t *leaf = NULL;
-    assert_int_equal(vdev_leaf_open(path, &leaf), 0);
+    assert_int_equal(vdev_leaf_open(f.path, &leaf), 0);
     uint8_t *buf = cairn_alloc_aligned(65536);
     for (size_t i = 0; i < 65536; i++) buf[i] = (uint8_t)(i * 7 + 1);
 
@@ -66,11 +61,9 @@ static void test_lost_io_is_redone(void **state)
 
     vdev_free(leaf);
     vdev_file_test_deadman(30ULL * 1000000000ULL, 120ULL * 1000000000ULL);
-    close(fd);
+    test_leaf_file_remove(&f);
     free(buf);
     free(check);
-    unlink(path);
-    rmdir(dir);
     alarm(0);
 }
 
