@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <cairn/raidz.h>
 #include <cairn/util.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
@@ -378,6 +379,38 @@ static void test_flush_tree_after_cut(void **state)
     free(got);
 }
 
+/* A merged run (vdev_batch_run_merged) reaches the leaf as one vectored write,
+ * held like any other: read back through the leaf before the flush, in the
+ * file after it. */
+static void test_vectored_write_held(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 6, PIECE = 8192 };
+    const uint64_t off = 4 * CAIRN_MIB;
+    vdev_batch_io_t io[N];
+    char *pieces[N], *expect = cairn_alloc_aligned(N * PIECE), *got = cairn_alloc_aligned(N * PIECE);
+    for (int i = 0; i < N; i++) {
+        pieces[i] = cairn_alloc_aligned(PIECE);
+        fill(pieces[i], PIECE, 100 + (uint64_t)i);
+        memcpy(expect + i * PIECE, pieces[i], PIECE);
+        io[N - 1 - i] = (vdev_batch_io_t){.leaf = f->leaf, .op = VDEV_IO_WRITE,
+                                          .offset = off + (uint64_t)i * PIECE, .buf = pieces[i],
+                                          .len = PIECE};
+    }
+    assert_int_equal(vdev_batch_run_merged(io, N), 0);
+    assert_int_equal(f->leaf->stats.writes, 1); /* one write for the run */
+    for (int i = 0; i < N; i++) free(pieces[i]); /* the leaf keeps its own copy */
+    file_read(f, off, got, N * PIECE);
+    assert_true(all_zero(got, N * PIECE));
+    assert_int_equal(vdev_leaf_io_sync(f->leaf, VDEV_IO_READ, off, got, N * PIECE), 0);
+    assert_memory_equal(got, expect, N * PIECE);
+    assert_int_equal(vdev_flush(f->leaf), 0);
+    file_read(f, off, got, N * PIECE);
+    assert_memory_equal(got, expect, N * PIECE);
+    free(expect);
+    free(got);
+}
+
 int main(void)
 {
     alarm(60); /* a deadlock fails the test instead of hanging the suite */
@@ -391,6 +424,7 @@ int main(void)
         T(test_fail_writes),
         T(test_close_discards_unflushed),
         T(test_flush_tree_after_cut),
+        T(test_vectored_write_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
