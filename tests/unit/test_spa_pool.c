@@ -430,9 +430,20 @@ static void run_powercut(const char *layout, int iterations)
             toy_write(spa, (int)cairn_rng_below(&r, TOY_SLOTS), cairn_rng_next(&r),
                       4096ULL << cairn_rng_below(&r, 6), CAIRN_COMPRESS_LZ4,
                       CAIRN_CHECKSUM_FLETCHER4, 1);
-        /* Kick a sync and cut the power somewhere inside it (or before/after). */
+        /* Kick a sync and cut the power somewhere inside it (or before/after).
+         * Mostly inside: once the sync's first write is held, a few ms later -
+         * a fixed sleep after the kick ends before the writes or after the
+         * flush on a machine faster or slower than the one it was tuned on
+         * (a txg's blocks written as one batch leave writes held for only a
+         * few ms, and 0-30 ms then struck none in some runs). */
+        uint64_t held0 = vdev_fault_stats().writes_held;
         spa_txg_kick(spa);
-        usleep((useconds_t)cairn_rng_below(&r, 30000));
+        if (cairn_rng_below(&r, 4) == 0) {
+            usleep((useconds_t)cairn_rng_below(&r, 30000));
+        } else {
+            for (int w = 0; w < 1000 && vdev_fault_stats().writes_held == held0; w++) usleep(100);
+            usleep((useconds_t)cairn_rng_below(&r, 3000));
+        }
         vdev_fault_powercut(cairn_rng_next(&r), VDEV_FAULT_CUT_RANDOM);
         vdev_fault_stats_t fs = vdev_fault_stats();
         lost_writes += fs.cut_dropped + fs.cut_torn;
