@@ -97,6 +97,10 @@ int vdev_file_test_lose_next(vdev_t *leaf);
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out);
 /* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats. */
 void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error);
+/* Internal to the vdev layer: the bytes of a submit_writev's pieces, or -EINVAL
+ * when they break vdev.h's rules for it (none, more than IOV_MAX, one empty or
+ * not a multiple of 512), so every leaf refuses the same writes. */
+ssize_t vdev_writev_len(const struct iovec *iov, int iovcnt);
 
 /* Makes every FLUSH of the leaf take us microseconds longer (emulates a slow disk
  * whose cache flush costs a rotation or more; benchmarks). 0 turns it off. */

@@ -315,9 +315,10 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
      * 128 KiB volume writes went to malloc's chunk lists). */
     size_t slab_bytes = 0;
     for (size_t i = 0; i < n; i++) slab_bytes += block_out_cap(spa, lsizes[i]);
-    uint8_t *slab = slab_bytes <= SPA_WRITE_SLAB_MAX ? zbuf_get(ZBUF_WRITE, slab_bytes) : NULL;
 #if defined(__SANITIZE_ADDRESS__)
-    slab = NULL; /* a block of its own each, so an overrun of one is seen */
+    uint8_t *slab = NULL; /* a block of its own each, so an overrun of one is seen */
+#else
+    uint8_t *slab = slab_bytes <= SPA_WRITE_SLAB_MAX ? zbuf_get(ZBUF_WRITE, slab_bytes) : NULL;
 #endif
     for (size_t i = 0, at = 0; i < n; i++) {
         block_prepare(spa, txg, datas[i], lsizes[i], props, &bps[i], slab ? slab + at : NULL,

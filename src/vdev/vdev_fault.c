@@ -268,17 +268,13 @@ static int fault_submit(vdev_t *vd, vdev_io_op_t op, uint64_t offset, void *buf,
 static int fault_submit_writev(vdev_t *vd, uint64_t offset, const struct iovec *iov, int iovcnt,
                                vdev_io_done_t done, void *arg)
 {
-    if (iovcnt <= 0 || iovcnt > IOV_MAX) return -EINVAL;
-    size_t len = 0;
-    for (int i = 0; i < iovcnt; i++) {
-        if (!iov[i].iov_len || !CAIRN_IS_P2ALIGNED(iov[i].iov_len, FAULT_SECTOR)) return -EINVAL;
-        len += iov[i].iov_len;
-    }
-    char *buf = malloc(len);
+    ssize_t len = vdev_writev_len(iov, iovcnt);
+    if (len < 0) return (int)len;
+    char *buf = malloc((size_t)len);
     if (!buf) return -ENOMEM;
     for (size_t at = 0, i = 0; i < (size_t)iovcnt; at += iov[i++].iov_len)
         memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
-    int rc = fault_queue(vd, VDEV_IO_WRITE, offset, buf, len, true, done, arg);
+    int rc = fault_queue(vd, VDEV_IO_WRITE, offset, buf, (size_t)len, true, done, arg);
     if (rc) free(buf);
     return rc;
 }

@@ -386,16 +386,23 @@ static void *file_leaf_completer(void *arg)
 /* Queues io (filled in by the caller, freed here on failure). */
 static int file_leaf_queue(file_leaf_t *fl, file_io_t *io);
 
+/* What submit and submit_writev refuse before queueing: 0 or a negative errno. */
+static int file_io_check(const vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len)
+{
+    if (op == VDEV_IO_FLUSH) return 0;
+    if (op != VDEV_IO_READ && op != VDEV_IO_WRITE) return -EINVAL;
+    if (len == 0 || len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset | len, 512)) return -EINVAL;
+    if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
+    return 0;
+}
+
 static int file_leaf_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
                             vdev_io_done_t done, void *arg)
 {
     file_leaf_t *fl = leaf->leaf_priv;
     if (!fl) return -ENXIO;
-    if (op != VDEV_IO_FLUSH) {
-        if (op != VDEV_IO_READ && op != VDEV_IO_WRITE) return -EINVAL;
-        if (len == 0 || len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset | len, 512)) return -EINVAL;
-        if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
-    }
+    int err = file_io_check(leaf, op, offset, len);
+    if (err) return err;
     file_io_t *io = malloc(sizeof *io);
     if (!io) return -ENOMEM;
     *io = (file_io_t){.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len,
@@ -408,18 +415,14 @@ static int file_leaf_submit_writev(vdev_t *leaf, uint64_t offset, const struct i
 {
     file_leaf_t *fl = leaf->leaf_priv;
     if (!fl) return -ENXIO;
-    if (iovcnt <= 0 || iovcnt > IOV_MAX) return -EINVAL;
-    size_t len = 0;
-    for (int i = 0; i < iovcnt; i++) {
-        if (!CAIRN_IS_P2ALIGNED(iov[i].iov_len, 512) || !iov[i].iov_len) return -EINVAL;
-        len += iov[i].iov_len;
-    }
-    if (len > UINT32_MAX || !CAIRN_IS_P2ALIGNED(offset, 512)) return -EINVAL;
-    if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
+    ssize_t len = vdev_writev_len(iov, iovcnt);
+    if (len < 0) return (int)len;
+    int err = file_io_check(leaf, VDEV_IO_WRITE, offset, (size_t)len);
+    if (err) return err;
     /* The remaining pieces live with the I/O: the ring reads them at issue. */
     file_io_t *io = malloc(sizeof *io + (size_t)iovcnt * sizeof(struct iovec));
     if (!io) return -ENOMEM;
-    *io = (file_io_t){.leaf = leaf, .op = VDEV_IO_WRITE, .offset = offset, .len = len,
+    *io = (file_io_t){.leaf = leaf, .op = VDEV_IO_WRITE, .offset = offset, .len = (size_t)len,
                       .iov = iov, .iovcnt = iovcnt, .rest = (struct iovec *)(io + 1),
                       .done = done, .arg = arg};
     return file_leaf_queue(fl, io);

@@ -23,6 +23,8 @@
 #include <cairn/vdev_fault.h>
 #include <cairn/util.h>
 
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -38,6 +40,17 @@ uint64_t vdev_leaf_data_size(uint64_t leaf_psize)
     uint64_t end = CAIRN_P2ALIGN(leaf_psize, VDEV_LABEL_SIZE);
     if (end <= VDEV_DATA_START + VDEV_END_RESERVE) return 0;
     return end - VDEV_DATA_START - VDEV_END_RESERVE;
+}
+
+ssize_t vdev_writev_len(const struct iovec *iov, int iovcnt)
+{
+    if (iovcnt <= 0 || iovcnt > IOV_MAX) return -EINVAL;
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (!iov[i].iov_len || !CAIRN_IS_P2ALIGNED(iov[i].iov_len, 512)) return -EINVAL;
+        len += iov[i].iov_len;
+    }
+    return (ssize_t)len;
 }
 
 void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error)

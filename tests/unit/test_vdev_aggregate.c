@@ -17,6 +17,7 @@
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -196,13 +197,16 @@ static void test_merge_rules(void **s)
     vdev_free(leaf);
 }
 
-/* Fills n pieces that touch from off (sizes 4-16 KiB, each its own buffer) and
+/* Piece i's size: 4-16 KiB, so runs mix sizes. */
+static size_t piece_len(int i) { return (size_t)(i % 4 + 1) * 4096; }
+
+/* Fills n pieces that touch from off (sizes piece_len, each its own buffer) and
  * queues them into io[] in reverse order, as a txg's blocks may come. */
 static void touching_pieces(vdev_t *leaf, uint64_t off, int n, uint8_t seed, vdev_batch_io_t *io,
                             uint8_t **bufs, uint64_t *offs)
 {
     for (int i = 0; i < n; i++) {
-        size_t len = (size_t)(i % 4 + 1) * 4096;
+        size_t len = piece_len(i);
         bufs[i] = cairn_alloc_aligned(len);
         for (size_t b = 0; b < len; b++) bufs[i][b] = (uint8_t)(b * 13 + i * 7 + seed);
         offs[i] = off;
@@ -215,13 +219,32 @@ static void touching_pieces(vdev_t *leaf, uint64_t off, int n, uint8_t seed, vde
 static void check_pieces(int fd, int n, uint8_t **bufs, const uint64_t *offs)
 {
     for (int i = 0; i < n; i++) {
-        size_t len = (size_t)(i % 4 + 1) * 4096;
+        size_t len = piece_len(i);
         uint8_t *got = cairn_alloc_aligned(len);
         assert_int_equal(pread(fd, got, len, (off_t)offs[i]), (ssize_t)len);
         assert_memory_equal(got, bufs[i], len);
         free(got);
         free(bufs[i]);
     }
+}
+
+/* Pieces that break vdev.h's rules for submit_writev are refused before
+ * anything is queued: none, an empty one, pieces not multiples of 512 even
+ * when their total is (a direct write needs every piece whole sectors). */
+static void never_done(void *arg, int error)
+{
+    (void)arg, (void)error;
+    fail_msg("a refused write completed");
+}
+
+static void refuses_bad_pieces(vdev_t *leaf)
+{
+    uint8_t *b = cairn_alloc_aligned(8192);
+    struct iovec bad[][2] = {{{b, 4096}, {b + 4096, 0}}, {{b, 3996}, {b + 3996, 100}}};
+    assert_int_equal(leaf->ops->submit_writev(leaf, 0, bad[0], 0, never_done, NULL), -EINVAL);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(leaf->ops->submit_writev(leaf, 0, bad[i], 2, never_done, NULL), -EINVAL);
+    free(b);
 }
 
 /* A file leaf takes a merged run as one write from the pieces themselves
@@ -238,6 +261,7 @@ static void test_file_leaf_writes_from_pieces(void **s)
     vdev_t *leaf = NULL;
     assert_int_equal(vdev_leaf_open(f.path, &leaf), 0);
     assert_non_null(leaf->ops->submit_writev);
+    refuses_bad_pieces(leaf);
 
     enum { N = 24, SEP = 3 };
     vdev_batch_io_t io[N + SEP];

@@ -379,6 +379,12 @@ static void test_flush_tree_after_cut(void **state)
     free(got);
 }
 
+static void never_done(void *arg, int error)
+{
+    (void)arg, (void)error;
+    fail_msg("a refused write completed");
+}
+
 /* A merged run (vdev_batch_run_merged) reaches the leaf as one vectored write,
  * held like any other: read back through the leaf before the flush, in the
  * file after it. */
@@ -397,6 +403,10 @@ static void test_vectored_write_held(void **state)
                                           .offset = off + (uint64_t)i * PIECE, .buf = pieces[i],
                                           .len = PIECE};
     }
+    /* Pieces not whole sectors, though 512 bytes together: refused, nothing held. */
+    struct iovec bad[2] = {{pieces[0], 412}, {pieces[0] + 412, 100}};
+    assert_int_equal(f->leaf->ops->submit_writev(f->leaf, off, bad, 2, never_done, NULL), -EINVAL);
+    assert_int_equal(vdev_fault_stats().writes_held, 0);
     assert_int_equal(vdev_batch_run_merged(io, N), 0);
     assert_int_equal(f->leaf->stats.writes, 1); /* one write for the run */
     for (int i = 0; i < N; i++) free(pieces[i]); /* the leaf keeps its own copy */
