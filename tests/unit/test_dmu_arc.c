@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -227,9 +228,48 @@ static void test_written_records_are_read_from_the_arc(void **state)
 }
 
 
+/* The nice values of this process's threads whose name starts with prefix:
+ * the lowest in *lo, the highest in *hi; returns how many there are. */
+static int thread_nice_range(const char *prefix, long *lo, long *hi)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    *lo = 100;
+    *hi = -100;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], comm[64] = "", stat[1024] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        bool got = fgets(comm, sizeof comm, f) != NULL;
+        fclose(f);
+        if (!got || strncmp(comm, prefix, strlen(prefix)) != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        got = fgets(stat, sizeof stat, f) != NULL;
+        fclose(f);
+        /* Fields after the parenthesised name: state is the 3rd, nice the 19th. */
+        char *p = strrchr(stat, ')');
+        if (!got || !p) continue;
+        long v = 0;
+        int field = 2;
+        for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+            if (++field == 19) v = strtol(tok, NULL, 10);
+        if (v < *lo) *lo = v;
+        if (v > *hi) *hi = v;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* A file read right after it was written: its records are in the ARC as
  * stored (compressed) and unread. The read-ahead decompresses those ahead of
- * the reader, off its path, and each first hit takes that copy. */
+ * the reader, off its path, on threads at the lowest priority (the reads from
+ * the disks keep theirs), and each first hit takes that copy. */
 static void test_written_records_decompressed_ahead(void **state)
 {
     (void)state;
@@ -253,6 +293,11 @@ static void test_written_records_decompressed_ahead(void **state)
     assert_int_equal(dmu_prefetch_issued(), issued0); /* nothing read from the disks */
     /* Records 3..31 wait decompressed (the window covers them all). */
     assert_int_equal(p.decompressed_size - a.decompressed_size, 29 * RS);
+    long lo, hi;
+    assert_true(thread_nice_range("decomp/", &lo, &hi) > 0);
+    assert_int_equal(hi, 19); /* the one(s) that ran lowered themselves */
+    assert_true(thread_nice_range("prefetch/", &lo, &hi) > 0);
+    assert_int_equal(hi, 0);
     assert_int_equal(p.hits - a.hits, 3);
     for (uint64_t rec = 3; rec < 32; rec++)
         assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
