@@ -7,6 +7,7 @@
 #   in SCRATCH (dirty_max DIRTY_MAX when given), with a thick SIZE volume
 #   bench/lun as LUN 0 of $CAIRN_BENCH_IQN, filled by FILL_SECS s of 128 KiB
 #   writes so reads read data; exports CAIRN_SOCKET; prints the daemon's pid.
+#   VOLBLOCKSIZE (environment): the volume's volblocksize, when set.
 CAIRN_BENCH_IQN=iqn.2026-11.org.cairn.bench:lun
 
 cairn_lun_start() {
@@ -19,7 +20,7 @@ cairn_lun_start() {
         --portmap-listen 127.0.0.1:$((port + 12)) --iscsi-listen 127.0.0.1:$port
     "$b/cairn" pool create bench "$s/disk" >/dev/null
     [ -z "$dirty" ] || "$b/cairn" pool set dirty_max="$dirty" bench
-    "$b/cairn" create -V "$size" bench/lun
+    "$b/cairn" create -V "$size" ${VOLBLOCKSIZE:+-o volblocksize=$VOLBLOCKSIZE} bench/lun
     "$b/cairn" iscsi target create $CAIRN_BENCH_IQN >/dev/null
     "$b/cairn" iscsi lun add $CAIRN_BENCH_IQN bench/lun >/dev/null
     "$b/iscsi_writeperf" 127.0.0.1:$port $CAIRN_BENCH_IQN 0 256 32 "$fill" >/dev/null
