@@ -75,9 +75,10 @@ bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
 typedef enum { ARC_AHEAD_READ, ARC_AHEAD_DONE, ARC_AHEAD_DECOMPRESS } arc_ahead_t;
 arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* For a block arc_ahead_state() found DECOMPRESS: makes now, on the caller's
- * thread, the decompressed copy a block read ahead from the disks comes with
- * (its first hit takes it, arc_insert_read_ahead), if the block is still in
- * memory, unread and without one when the copy is done. */
+ * thread, a decompressed copy for the block's first hit, which takes it (the
+ * entry then keeps only the stored bytes, so a streamed block costs no second
+ * buffer), if the block is still in memory, unread and without one when the
+ * copy is done. */
 void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* Read-ahead's question: 0 when the block is in ARC memory (untouched, as
  * arc_cached) or has just been brought there from a cache device (verified, kept
@@ -102,13 +103,6 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
  * (bp->psize bytes, verified, never written again) instead of copying it. */
 void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
                       uint8_t policy, bool unread);
-/* arc_insert_adopt(..., unread) of a block read ahead for a sequential reader:
- * a compressed block is also decompressed now, in the read-ahead's thread, so
- * the reader's first hit only lends or copies it (off the reader's path: a
- * stream's reader waits for each reply). That copy is dropped at the first
- * hit, so a streamed block keeps only its stored bytes. */
-void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
-                           uint8_t policy);
 /* The block was freed: drop it from memory and from the cache devices' index. */
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* A pool closed: forget its blocks in memory and close its cache devices

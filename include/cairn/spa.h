@@ -249,10 +249,10 @@ void spa_memory_only_resume(bool was_on);
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */
 int spa_block_read_cached(spa_t *spa, const cairn_blkptr_t *bp, void *buf, uint8_t cache_policy);
-/* Read-ahead: brings the verified block into the ARC (arc_insert_read_ahead:
- * as stored, plus a decompressed copy for its first use) unless it is there
- * already, without counting a hit or promoting it. Whether the ARC keeps it
- * follows the policy. */
+/* Read-ahead: brings the verified block into the ARC as stored and unread
+ * unless it is there already, without counting a hit or promoting it; a
+ * compressed one is left for the caller to decompress ahead of its reader
+ * (arc_decompress_ahead). Whether the ARC keeps it follows the policy. */
 int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_policy);
 /* spa_block_prefetch() of several blocks (a stream's next records, in file
  * order): those laid end to end on one mirror or disk are read together, in

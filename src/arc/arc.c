@@ -15,13 +15,11 @@
  * A block that arrives unasked - read ahead, or just written - is "unread":
  * it goes on the MRU and its first hit leaves it there (that hit is its first
  * use, not its second), so streaming a file once keeps it on the MRU. A
- * compressed block read ahead comes with a decompressed copy made by the
- * read-ahead's thread (arc_insert_read_ahead), which its first hit takes and
- * the entry drops: a streaming reader waits for each reply, so decompressing
- * on its path cost it throughput, while keeping the copy would double the
- * memory of a scan. A block written a moment ago is unread and compressed too;
- * when a stream's read-ahead reaches it, arc_decompress_ahead gives it the
- * same copy on the read-ahead's thread.
+ * compressed unread block - read ahead, or written a moment ago - gets a
+ * decompressed copy ahead of its reader (arc_decompress_ahead, called by the
+ * read-ahead on threads of its own), which its first hit takes and the entry
+ * drops: a streaming reader waits for each reply, so decompressing on its path
+ * cost it throughput, while keeping the copy would double the memory of a scan.
  *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
@@ -265,10 +263,8 @@ static void ghost_adapt(const arc_hdr_t *h)
 
 /* ---------------- reads ---------------- */
 
-static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
-                       uint8_t policy, bool on_l2, bool unread);
-static void insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *stored,
-                              uint8_t policy, bool on_l2);
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
+                       bool on_l2, bool unread);
 
 static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
 {
@@ -409,7 +405,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
     int err = materialise(bp, stored, buf);
     if (!err && arc_policy_allows(ARC_POLICY_PRIMARY(policy), bp->type))
-        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, true, false);
+        insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, false);
     free(stored);
     return err ? -ENOENT : 0;
 }
@@ -429,9 +425,8 @@ int arc_prefetch(uint64_t pool_guid, const cairn_blkptr_t *bp, uint8_t policy)
         return -ENOENT;
     uint8_t *stored = NULL;
     if (l2arc_read(pool_guid, bp, policy, &stored) != 0) return -ENOENT;
-    /* Verified against bp by l2arc_read; kept like a block read ahead from the
-     * disks, with a decompressed copy for its first use. */
-    insert_read_ahead(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true);
+    /* Verified against bp by l2arc_read; kept like a block read ahead from the disks. */
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, true, true);
     free(stored);
     return 0;
 }
@@ -504,10 +499,10 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
     return lookup_impl(pool_guid, bp, off, len, buf, policy, true, ref);
 }
 
-/* Under A.lock: enters the block with its buffers, which the ARC then owns;
- * false when it is not entered (too big, or cached already), the buffers
+/* Under A.lock: enters the block with its stored buffer, which the ARC then
+ * owns; false when it is not entered (too big, or cached already), the buffer
  * still the caller's to release (after unlocking). */
-static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
+static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b,
                           uint8_t policy, bool on_l2, bool unread)
 {
     arc_key_t k = arc_key_of(pool_guid, bp);
@@ -544,25 +539,21 @@ static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_
     h->l2_done = on_l2; /* read back from a cache device: it is there already */
     h->unread = unread;
     memcpy(h->cksum, bp->cksum, CAIRN_CHECKSUM_LEN);
-    evict_locked(b->size + (dc ? dc->size : 0));
+    evict_locked(b->size);
     h->stored = b;
-    h->decomp = dc;
-    if (dc) A.decomp_size += dc->size;
+    h->decomp = NULL;
     list_push(h, target);
     trim_ghosts_locked();
     return true;
 }
 
-static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, arc_buf_t *dc,
-                       uint8_t policy, bool on_l2, bool unread)
+static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
+                       bool on_l2, bool unread)
 {
     pthread_mutex_lock(&A.lock);
-    bool in = insert_locked(pool_guid, bp, b, dc, policy, on_l2, unread);
+    bool in = insert_locked(pool_guid, bp, b, policy, on_l2, unread);
     pthread_mutex_unlock(&A.lock);
-    if (!in) {
-        arc_buf_rele(b);
-        arc_buf_rele(dc);
-    }
+    if (!in) arc_buf_rele(b);
 }
 
 /* Whether the policy keeps this block in memory at all. */
@@ -586,35 +577,7 @@ void arc_insert_adopt(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t
         arc_buf_rele(stored);
         return;
     }
-    insert_buf(pool_guid, bp, stored, NULL, policy, false, unread);
-}
-
-/* A block read ahead (from the disks, or from a cache device: on_l2), unread,
- * with the decompressed copy its first hit takes. The caller checked the policy. */
-static void insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *stored,
-                              uint8_t policy, bool on_l2)
-{
-    arc_buf_t *dc = NULL;
-    if (bp->compress != CAIRN_COMPRESS_OFF) {
-        dc = arc_buf_new(NULL, bp->lsize);
-        if (materialise(bp, stored->data, dc->data)) {
-            /* Verified yet not decompressible: leave it to the reader, whose
-             * hit fails and whose read from the disks reports the error. */
-            arc_buf_rele(dc);
-            dc = NULL;
-        }
-    }
-    insert_buf(pool_guid, bp, stored, dc, policy, on_l2, true);
-}
-
-void arc_insert_read_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, cairn_rbuf_t *stored,
-                           uint8_t policy)
-{
-    if (!kept_by(bp, policy) || stored->size != bp->psize) {
-        arc_insert_adopt(pool_guid, bp, stored, policy, true); /* counts the bypass */
-        return;
-    }
-    insert_read_ahead(pool_guid, bp, stored, policy, false);
+    insert_buf(pool_guid, bp, stored, policy, false, unread);
 }
 
 void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
@@ -624,7 +587,7 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
         count_bypass(1);
         return;
     }
-    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), NULL, policy, false, false);
+    insert_buf(pool_guid, bp, arc_buf_new(stored, bp->psize), policy, false, false);
 }
 
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
@@ -661,7 +624,7 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
         }
     }
     for (size_t i = 0; i < n; i++)
-        if (bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], NULL, policy, false, true))
+        if (bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], policy, false, true))
             bufs[i] = NULL;
     pthread_mutex_unlock(&A.lock);
     for (size_t i = 0; i < n; i++) arc_buf_rele(bufs[i]);

@@ -503,13 +503,12 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
     }
     /* ---- ARC: keep the verified block as stored ---- */
     if (keep && !err) {
-        if (buf) arc_insert_adopt(spa->guid, bp, keep, cache_policy, false);
-        else arc_insert_read_ahead(spa->guid, bp, keep, cache_policy);
+        arc_insert_adopt(spa->guid, bp, keep, cache_policy, !buf);
     } else if (keep) {
         cairn_rbuf_rele(keep);
     } else if (!err && cache_policy != ARC_POLICY_BYPASS) {
         if (buf) arc_insert_stored(spa->guid, bp, raw, cache_policy);
-        else arc_insert_read_ahead(spa->guid, bp, cairn_rbuf_new(raw, bp->psize), cache_policy);
+        else arc_insert_unread(spa->guid, bp, raw, cache_policy);
     }
     return err;
 }
@@ -592,9 +591,8 @@ static void prefetch_run(spa_t *spa, vdev_t *top, const cairn_blkptr_t *bps, siz
     int err = vdev_read_run_now(top, bps[0].dva[0].offset, iov, (int)n);
     for (size_t i = 0; i < n; i++) {
         if (!err && verify_cb(iov[i].iov_base, bps[i].psize, (void *)&bps[i])) {
-            arc_insert_read_ahead(spa->guid, &bps[i],
-                                  keep[i] ? keep[i] : cairn_rbuf_new(iov[i].iov_base, bps[i].psize),
-                                  policy);
+            if (keep[i]) arc_insert_adopt(spa->guid, &bps[i], keep[i], policy, true);
+            else arc_insert_unread(spa->guid, &bps[i], iov[i].iov_base, policy);
             continue;
         }
         cairn_rbuf_rele(keep[i]);

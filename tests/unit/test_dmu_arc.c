@@ -754,44 +754,65 @@ static int by_offset(const void *a, const void *b)
 }
 
 
-/* A compressed block read ahead comes with a decompressed copy for its first
- * hit, which takes it; the entry then keeps only the stored bytes and stays on
- * the MRU (a stream is not hot). */
+/* A compressed block read ahead from the disks is kept as stored
+ * (spa_blocks_prefetch decompresses nothing); a stream's read-ahead then
+ * gives it a decompressed copy on its low-priority threads, which the first
+ * hit takes; the entry then keeps only the stored bytes and stays on the MRU
+ * (a stream is not hot). */
 static void test_read_ahead_brings_decompressed_copy(void **state)
 {
     (void)state;
+    enum { NREC = 16 };
     test_pool_t f;
     objset_t *os;
     pool_with_objset(&f, "dmu_arc_rad", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
     uint64_t obj = new_obj(os);
-    uint8_t *all = malloc(8 * RS), *b = malloc(RS);
-    for (int i = 0; i < 8; i++) {
+    uint8_t *all = malloc(NREC * RS), *b = malloc(RS);
+    for (int i = 0; i < NREC; i++) {
         fill(all + i * RS, RS, 500 + (uint64_t)i);
         memset(all + i * RS + RS / 4, 0, RS / 2); /* compressible */
     }
     dmu_tx_t *tx = dmu_tx_begin(os);
-    assert_int_equal(dmu_write(os, obj, 0, 8 * RS, all, tx), 0);
+    assert_int_equal(dmu_write(os, obj, 0, NREC * RS, all, tx), 0);
     dmu_tx_commit(tx);
     assert_int_equal(dmu_objset_sync(os), 0);
     race_t r;
     collect_records(f.spa, os, &r);
-    assert_int_equal(r.nbps, 8);
-    for (int i = 0; i < 8; i++) assert_int_not_equal(r.bps[i].compress, CAIRN_COMPRESS_OFF);
+    assert_int_equal(r.nbps, NREC);
+    for (int i = 0; i < NREC; i++) assert_int_not_equal(r.bps[i].compress, CAIRN_COMPRESS_OFF);
     dmu_objset_close(os);
+
+    /* The SPA's read-ahead alone: verified and kept as stored, unread. */
     test_pool_reimport(&f); /* nothing of it in memory */
     arc_stats_t a, p, z;
     arc_get_stats(&a);
     spa_blocks_prefetch(f.spa, r.bps, 8, ARC_POLICY_DEFAULT);
     arc_get_stats(&p);
-    assert_int_equal(p.decompressed_size - a.decompressed_size, 8 * RS);
+    assert_int_equal(p.decompressed_size, a.decompressed_size);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(arc_ahead_state(spa_guid(f.spa), &r.bps[i]), ARC_AHEAD_DECOMPRESS);
+
+    /* A stream from the disks: its read-ahead decompresses what it read. */
+    test_pool_reimport(&f);
     assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
-    for (int i = 0; i < 8; i++) {
+    arc_get_stats(&a);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (int i = 0; i < 3; i++) { /* the third read in a row starts the read-ahead */
         assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
         assert_memory_equal(b, all + i * RS, RS);
     }
+    dmu_prefetch_wait();
+    arc_get_stats(&p);
+    assert_int_equal(dmu_prefetch_issued() - issued0, NREC - 3);
+    assert_int_equal(p.decompressed_size - a.decompressed_size, (NREC - 3) * RS);
+    for (int i = 3; i < NREC; i++) {
+        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+        assert_memory_equal(b, all + i * RS, RS);
+    }
+    dmu_prefetch_wait();
     arc_get_stats(&z);
     assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
-    assert_true(z.mru_hits - p.mru_hits >= 8);
+    assert_true(z.mru_hits - p.mru_hits >= NREC - 3);
     assert_int_equal(z.mfu_hits, p.mfu_hits);
     free(all);
     free(b);
