@@ -36,13 +36,16 @@
  * between the server's I/O thread and the client, and a decompression
  * competing as an equal for a vCPU delayed each step of it; at the lowest
  * priority they take the vCPUs' idle moments, and a reader that overtakes them
- * decompresses the block itself, as it would without them. Measured with 2 GiB
- * over NFS, five alternating runs each: read right after the write, v3 2,071
- * -> 2,238 MiB/s; cold (each block decompressed on the low-priority threads
+ * decompresses the block itself, as it would without them. The locks they
+ * share with readers (the ARC's, this file's table, their queue's) they hold
+ * for a few instructions each, never across a decompression: a reader waits
+ * behind one only if it was preempted inside those. Measured with 2 GiB over
+ * NFS, five alternating runs each: read right after the write, v3 2,071 ->
+ * 2,238 MiB/s; cold (each block decompressed on the low-priority threads
  * instead of right after its read, on the read-ahead's thread), v3 1,956 ->
- * 2,082 and v4 1,980 -> 2,150, at the same CPU. The reads from the disks
- * stay at normal priority: there the reader waits for the disk, and delaying
- * them only made it wait longer.
+ * 2,082 and v4 1,980 -> 2,150, at the same CPU. The reads from the disks stay
+ * at normal priority: there the reader waits for the disk, and delaying them
+ * only made it wait longer.
  *
  * The read-ahead's thread reads itself (VDEV_READ_NOW: no hand-off to the
  * leaf's completion thread and back, which was half of a cold stream's context
