@@ -22,6 +22,9 @@ typedef struct taskq_group {
 
 /* nthreads == 0 means one per online CPU. */
 taskq_t *taskq_create(const char *name, unsigned nthreads);
+/* taskq_create() whose workers run at nice value nice (0..19 lowers their
+ * priority: for work that should only take CPU nobody else wants). */
+taskq_t *taskq_create_niced(const char *name, unsigned nthreads, int nice);
 /* Runs every queued task, then joins the workers. */
 void taskq_destroy(taskq_t *tq);
 unsigned taskq_nthreads(const taskq_t *tq);

@@ -69,15 +69,11 @@
 #include "dmu_impl.h"
 
 #include <cairn/arc.h>
-#include <cairn/log.h>
 #include <cairn/taskq.h>
 #include <cairn/util.h>
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #define PF_SLOTS 64
 #define PF_WINDOW_MIN (8 * CAIRN_MIB)
@@ -138,7 +134,7 @@ static void pf_pool_close(spa_t *spa)
 static void pf_init(void)
 {
     P.tq = taskq_create("prefetch", PF_THREADS);
-    P.dtq = taskq_create("decomp", PF_DECOMPRESS_THREADS);
+    P.dtq = taskq_create_niced("decomp", PF_DECOMPRESS_THREADS, PF_DECOMPRESS_NICE);
     dmu_register_pool_close_hook(pf_pool_close);
 }
 
@@ -164,13 +160,6 @@ static void pf_run(void *arg)
 {
     pf_task_t *t = arg;
     if (t->decompress) {
-        static _Thread_local bool lowered;
-        if (!lowered) {
-            /* Lowering one's own priority needs no privilege; it stays for the thread's life. */
-            if (setpriority(PRIO_PROCESS, (id_t)gettid(), PF_DECOMPRESS_NICE) != 0)
-                log_warn("dmu", "decompress-ahead thread keeps its priority: %s", strerror(errno));
-            lowered = true;
-        }
         uint64_t guid = spa_guid(t->spa);
         for (size_t i = 0; i < t->n; i++) arc_decompress_ahead(guid, &t->bps[i]);
     } else {

@@ -3,12 +3,15 @@
  * Tasks are heap nodes; the cost (one malloc per task) is negligible next to
  * the compression or checksum of a block, which is what tasks carry.
  */
+#include <cairn/log.h>
 #include <cairn/taskq.h>
 #include <cairn/util.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct task {
@@ -25,12 +28,18 @@ struct taskq {
     bool stopping;
     unsigned nthreads;
     pthread_t *threads;
+    int nice;           /* each worker's, set by itself as it starts */
     char name[32];
 };
 
 static void *taskq_worker(void *arg)
 {
     taskq_t *tq = arg;
+    /* Lowering one's own priority needs no privilege, and only the thread
+     * itself can name itself here (setpriority takes a thread id). */
+    if (tq->nice && setpriority(PRIO_PROCESS, (id_t)gettid(), tq->nice) != 0)
+        log_warn("taskq", "%s: a worker keeps its priority (nice %d refused: %s)", tq->name, tq->nice,
+                 strerror(errno));
     pthread_mutex_lock(&tq->lock);
     for (;;) {
         while (!tq->head && !tq->stopping) pthread_cond_wait(&tq->work, &tq->lock);
@@ -54,6 +63,11 @@ static void *taskq_worker(void *arg)
 
 taskq_t *taskq_create(const char *name, unsigned nthreads)
 {
+    return taskq_create_niced(name, nthreads, 0);
+}
+
+taskq_t *taskq_create_niced(const char *name, unsigned nthreads, int nice)
+{
     if (nthreads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         nthreads = n > 0 ? (unsigned)n : 1;
@@ -63,6 +77,7 @@ taskq_t *taskq_create(const char *name, unsigned nthreads)
     pthread_cond_init(&tq->work, NULL);
     cairn_strlcpy(tq->name, name, sizeof tq->name);
     tq->nthreads = nthreads;
+    tq->nice = nice;
     tq->threads = cairn_zalloc(sizeof(pthread_t) * nthreads);
     for (unsigned i = 0; i < nthreads; i++) {
         pthread_create(&tq->threads[i], NULL, taskq_worker, tq);
