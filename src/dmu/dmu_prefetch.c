@@ -140,13 +140,15 @@ static void pf_init(void)
 
 static void pf_dispatch(pf_task_t *t);
 
-/* The records a read task brought in compressed go to the decompression threads. */
+/* The compressed records of a read task go to the decompression threads.
+ * arc_decompress_ahead checks under the ARC's lock whether each still wants a
+ * copy (brought in, unread, none yet), so nothing is asked here: a read that
+ * failed, or a reader already there, only makes that check return early. */
 static void pf_decompress_after_read(const pf_task_t *t)
 {
-    uint64_t guid = spa_guid(t->spa);
     pf_task_t *dt = NULL;
     for (size_t i = 0; i < t->n; i++) {
-        if (arc_ahead_state(guid, &t->bps[i]) != ARC_AHEAD_DECOMPRESS) continue;
+        if (t->bps[i].compress == CAIRN_COMPRESS_OFF) continue;
         if (!dt) {
             dt = cairn_zalloc(sizeof *dt);
             *dt = (pf_task_t){.spa = t->spa, .policy = t->policy, .decompress = true};
