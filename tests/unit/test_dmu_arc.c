@@ -660,6 +660,60 @@ static void test_prefetch_from_cache_device(void **state)
     pool_done(&f, os);
 }
 
+/* Compressed records a stream's read-ahead brings from a cache device get
+ * their decompressed copy ahead of the reader too, as records from the disks
+ * do (arc_prefetch keeps them as stored; the read task hands them on). */
+static void test_prefetch_from_cache_device_decompressed(void **state)
+{
+    (void)state;
+    enum { NREC = 16 };
+    test_pool_t f;
+    objset_t *os;
+    arc_l2_set_feed(256 * CAIRN_MIB, 3600 * 1000); /* fed by hand below */
+    pool_with_objset(&f, "dmu_arc_l2dc", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
+    add_cache(&f, true);
+    uint64_t obj = new_obj(os);
+    uint8_t *w = malloc(NREC * RS), *b = malloc(RS);
+    fill_text(w, NREC * RS, 41);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 0, NREC * RS, w, tx), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    add_cache(&f, false);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    for (int i = 0; i < NREC; i++) assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+    dmu_prefetch_wait();
+    assert_true(arc_l2_feed_now() > 0); /* the records, compressed, onto the device */
+
+    /* Out of memory, on the device only. */
+    dmu_objset_close(os);
+    test_pool_reimport(&f);
+    add_cache(&f, false);
+    assert_int_equal(dmu_objset_open(f.spa, "d", &os), 0);
+    arc_stats_t a, p, z;
+    arc_get_stats(&a);
+    for (int i = 0; i < 3; i++) { /* the third read in a row starts the read-ahead */
+        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+        assert_memory_equal(b, w + i * RS, RS);
+    }
+    dmu_prefetch_wait();
+    arc_get_stats(&p);
+    assert_true(p.l2_hits - a.l2_hits >= NREC);
+    assert_int_equal(p.decompressed_size - a.decompressed_size, (NREC - 3) * RS);
+    for (int i = 3; i < NREC; i++) {
+        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+        assert_memory_equal(b, w + i * RS, RS);
+    }
+    dmu_prefetch_wait();
+    arc_get_stats(&z);
+    assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
+    free(w);
+    free(b);
+    pool_done(&f, os);
+}
+
 /* ---- read-ahead racing a reader of the same blocks ---- */
 
 #define RACE_BLOCKS 64
@@ -1016,6 +1070,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_window_grows),
         cmocka_unit_test(test_prefetch_races_reader),
         cmocka_unit_test(test_prefetch_from_cache_device),
+        cmocka_unit_test(test_prefetch_from_cache_device_decompressed),
         cmocka_unit_test(test_prefetch_run_heals_mirror),
         cmocka_unit_test(test_read_ahead_brings_decompressed_copy),
         cmocka_unit_test(test_read_ahead_runs_stop_at_cache_device),
