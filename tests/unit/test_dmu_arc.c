@@ -660,6 +660,24 @@ static void test_prefetch_from_cache_device(void **state)
     pool_done(&f, os);
 }
 
+/* Reads records [from, nrec) of a stream whose copies were made ahead, checks
+ * them against want, and that their first hits took every copy made since
+ * *before (the stats then go to *after). */
+static void stream_rest_takes_copies(objset_t *os, uint64_t obj, int from, int nrec,
+                                     const uint8_t *want, const arc_stats_t *before,
+                                     arc_stats_t *after)
+{
+    uint8_t *b = malloc(RS);
+    for (int i = from; i < nrec; i++) {
+        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
+        assert_memory_equal(b, want + (size_t)i * RS, RS);
+    }
+    free(b);
+    dmu_prefetch_wait();
+    arc_get_stats(after);
+    assert_int_equal(after->decompressed_size, before->decompressed_size);
+}
+
 /* Compressed records a stream's read-ahead brings from a cache device get
  * their decompressed copy ahead of the reader too, as records from the disks
  * do (arc_prefetch keeps them as stored; the read task hands them on). */
@@ -702,13 +720,7 @@ static void test_prefetch_from_cache_device_decompressed(void **state)
     arc_get_stats(&p);
     assert_true(p.l2_hits - a.l2_hits >= NREC);
     assert_int_equal(p.decompressed_size - a.decompressed_size, (NREC - 3) * RS);
-    for (int i = 3; i < NREC; i++) {
-        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
-        assert_memory_equal(b, w + i * RS, RS);
-    }
-    dmu_prefetch_wait();
-    arc_get_stats(&z);
-    assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
+    stream_rest_takes_copies(os, obj, 3, NREC, w, &a, &z);
     free(w);
     free(b);
     pool_done(&f, os);
@@ -859,13 +871,7 @@ static void test_read_ahead_brings_decompressed_copy(void **state)
     arc_get_stats(&p);
     assert_int_equal(dmu_prefetch_issued() - issued0, NREC - 3);
     assert_int_equal(p.decompressed_size - a.decompressed_size, (NREC - 3) * RS);
-    for (int i = 3; i < NREC; i++) {
-        assert_int_equal(dmu_read(os, obj, (uint64_t)i * RS, RS, b), 0);
-        assert_memory_equal(b, all + i * RS, RS);
-    }
-    dmu_prefetch_wait();
-    arc_get_stats(&z);
-    assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
+    stream_rest_takes_copies(os, obj, 3, NREC, all, &a, &z);
     assert_true(z.mru_hits - p.mru_hits >= NREC - 3);
     assert_int_equal(z.mfu_hits, p.mfu_hits);
     free(all);
