@@ -66,6 +66,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,11 +169,21 @@ typedef struct itx {
 #define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
 
 /* A committer asleep until its record is published (zil_commit): woken alone,
- * by the publication that covers its seq, or to become the writer. */
+ * by the publication that covers its seq, or to look again (to become the
+ * writer, or after a chain restart). It sleeps on a semaphore of its own, not
+ * on a condition of the log's lock: a condition variable makes every woken
+ * committer take the lock again on its way out, right after the publisher
+ * that woke it - at 32 sync writes in flight each one then blocked on the lock
+ * and was woken a second time, the largest share of the commit path's futex
+ * work. The waker decides the outcome under the lock, unlinks the waiter and
+ * posts its semaphore after dropping the lock; a committer whose record is
+ * durable returns without touching the lock again. */
+typedef enum { WAKE_NONE, WAKE_DONE, WAKE_LOOK } wake_kind_t;
 typedef struct commit_waiter {
     uint64_t seq;
-    pthread_cond_t cv;
-    bool woken;
+    sem_t sem;
+    wake_kind_t wake;
+    int err;                        /* WAKE_DONE: the commit's result */
     struct commit_waiter *next, *prev;
 } commit_waiter_t;
 
@@ -665,24 +676,46 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
     return err;
 }
 
-/* After a publication (or an error, or a restart: all): wakes the committers
+/* Unlinks a sleeping committer and queues it on *posts with its outcome. */
+static void waiter_take_locked(zilog_t *zl, commit_waiter_t *w, wake_kind_t kind, int err,
+                               commit_waiter_t **posts)
+{
+    if (w->prev) w->prev->next = w->next;
+    else zl->waiters = w->next;
+    if (w->next) w->next->prev = w->prev;
+    w->wake = kind;
+    w->err = err;
+    w->next = *posts;
+    *posts = w;
+}
+
+/* After a publication (or an error, or a restart: all): takes the committers
  * whose records are now durable, and, when records are queued with nobody to
- * write them, the earliest other one to become the writer. Under the lock. */
-static void wake_waiters_locked(zilog_t *zl, bool all)
+ * write them, the earliest other one to become the writer. Under the lock; the
+ * caller wakes them with waiters_post once it has dropped the lock. */
+static void wake_waiters_locked(zilog_t *zl, bool all, commit_waiter_t **posts)
 {
     commit_waiter_t *first_left = NULL;
-    for (commit_waiter_t *w = zl->waiters; w; w = w->next) {
-        if (w->woken) continue;
-        if (all || zl->commit_err || w->seq <= zl->committed_seq) {
-            w->woken = true;
-            pthread_cond_signal(&w->cv);
-        } else if (!first_left || w->seq < first_left->seq) {
-            first_left = w;
-        }
+    for (commit_waiter_t *w = zl->waiters, *next; w; w = next) {
+        next = w->next;
+        if (zl->commit_err) waiter_take_locked(zl, w, WAKE_DONE, zl->commit_err, posts);
+        else if (w->seq <= zl->committed_seq) waiter_take_locked(zl, w, WAKE_DONE, 0, posts);
+        else if (all) waiter_take_locked(zl, w, WAKE_LOOK, 0, posts);
+        else if (!first_left || w->seq < first_left->seq) first_left = w;
     }
-    if (first_left && !zl->writer && zl->head && !zl->writer_waiting) {
-        first_left->woken = true;
-        pthread_cond_signal(&first_left->cv);
+    if (first_left && !zl->writer && zl->head && !zl->writer_waiting)
+        waiter_take_locked(zl, first_left, WAKE_LOOK, 0, posts);
+}
+
+/* Wakes what wake_waiters_locked took, without the lock. A woken committer may
+ * return and its waiter (on its stack) vanish as soon as its semaphore is
+ * posted: the link is read first. */
+static void waiters_post(commit_waiter_t *posts)
+{
+    while (posts) {
+        commit_waiter_t *next = posts->next;
+        sem_post(&posts->sem);
+        posts = next;
     }
 }
 
@@ -690,25 +723,32 @@ static atomic_bool hold_woken_writer;
 
 void zil_test_hold_woken_writer(bool on) { atomic_store(&hold_woken_writer, on); }
 
-/* Sleeps until wake_waiters_locked picks this committer. Under the lock. */
-static void wait_publication_locked(zilog_t *zl, uint64_t seq)
+/* Sleeps until wake_waiters_locked takes this committer. Called under the lock;
+ * returns WAKE_DONE (with *err; the lock is not held) or WAKE_LOOK (the lock is
+ * held again). */
+static wake_kind_t wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
 {
     commit_waiter_t w = {.seq = seq};
-    pthread_cond_init(&w.cv, NULL);
+    sem_init(&w.sem, 0, 0);
     w.next = zl->waiters;
     if (w.next) w.next->prev = &w;
     zl->waiters = &w;
-    while (!w.woken) pthread_cond_wait(&w.cv, &zl->lock);
-    if (w.prev) w.prev->next = w.next;
-    else zl->waiters = w.next;
-    if (w.next) w.next->prev = w.prev;
-    pthread_cond_destroy(&w.cv);
+    pthread_mutex_unlock(&zl->lock);
+    while (sem_wait(&w.sem) != 0) { /* EINTR */ }
+    sem_destroy(&w.sem);
+    if (w.wake == WAKE_DONE) {
+        *err = w.err;
+        return WAKE_DONE;
+    }
+    pthread_mutex_lock(&zl->lock);
+    return WAKE_LOOK;
 }
 
 int zil_commit(zilog_t *zl, uint64_t seq)
 {
     if (!zl || zl->inert) return 0;
     int err = 0;
+    commit_waiter_t *posts = NULL;
     pthread_mutex_lock(&zl->lock);
     if (seq == 0 || seq >= zl->next_seq) seq = zl->next_seq - 1;
     while (zl->committed_seq < seq && !err) {
@@ -736,8 +776,8 @@ int zil_commit(zilog_t *zl, uint64_t seq)
                 while (atomic_load(&hold_woken_writer) && zl->published != zl->tickets)
                     pthread_cond_wait(&zl->done_cv, &zl->lock);
                 zl->writer_waiting = false;
-            } else {
-                wait_publication_locked(zl, seq);
+            } else if (wait_publication_locked(zl, seq, &err) == WAKE_DONE) {
+                return err; /* the lock is not held */
             }
             continue;
         }
@@ -767,15 +807,23 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
         else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
         pthread_cond_broadcast(&zl->done_cv); /* writers waiting to publish in order */
-        wake_waiters_locked(zl, false);
+        wake_waiters_locked(zl, false, &posts);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
+        if (posts) {
+            /* Woken outside the lock, so none of them blocks on it right away. */
+            pthread_mutex_unlock(&zl->lock);
+            waiters_post(posts);
+            posts = NULL;
+            pthread_mutex_lock(&zl->lock);
+        }
     }
     /* Leaving, hand the role on. The publication above skipped picking a next
      * writer while one waited on writer_cv; that one may be this thread, whose
      * record the publication covered - it leaves here without writing what
      * others queued since, and they sleep until someone picks them. */
-    if (!zl->writer_waiting) wake_waiters_locked(zl, false);
+    if (!zl->writer_waiting) wake_waiters_locked(zl, false, &posts);
     pthread_mutex_unlock(&zl->lock);
+    waiters_post(posts);
     return err;
 }
 
@@ -1055,9 +1103,11 @@ int zil_restart_chains(spa_t *spa)
         zl->writer = false;
         /* No publication follows (no ticket was taken): wake every kind of waiter. */
         pthread_cond_broadcast(&zl->done_cv);
-        wake_waiters_locked(zl, true);
+        commit_waiter_t *posts = NULL;
+        wake_waiters_locked(zl, true, &posts);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
+        waiters_post(posts);
     }
     pthread_mutex_unlock(&zil_registry_lock);
     return err;
