@@ -46,9 +46,9 @@ static void slow_txgs(test_pool_t *p)
     assert_int_equal(spa_prop_set(p->spa, "txg_timeout", "300", err, sizeof err), 0);
 }
 
-static void zfx_make(zfx_t *z, const char *tag)
+/* On z's pool: slow txgs, object set "fs" and one 4 KiB-record object, synced. */
+static void zfx_objects(zfx_t *z)
 {
-    test_pool_make(&z->p, tag, 256 * CAIRN_MIB);
     slow_txgs(&z->p);
     assert_int_equal(dmu_objset_create(z->p.spa, "fs", NULL), 0);
     assert_int_equal(dmu_objset_open(z->p.spa, "fs", &z->os), 0);
@@ -58,6 +58,12 @@ static void zfx_make(zfx_t *z, const char *tag)
     assert_int_equal(dmu_object_alloc(z->os, &props, &z->obj, tx), 0);
     dmu_tx_commit(tx);
     assert_int_equal(spa_txg_wait_synced(z->p.spa, 0), 0);
+}
+
+static void zfx_make(zfx_t *z, const char *tag)
+{
+    test_pool_make(&z->p, tag, 256 * CAIRN_MIB);
+    zfx_objects(z);
 }
 
 static void pattern(uint8_t *b, uint64_t tag)
@@ -465,9 +471,6 @@ static void test_chain_torn_tail(void **state)
     test_pool_remove(&p);
 }
 
-/* A power cut on a disk with a volatile write cache (fault leaf): writes not
- * flushed are dropped or torn at random. Every committed write comes back by
- * replay; writes logged but never committed may or may not, never torn. */
 /* A pool whose one leaf is a fault leaf (power cuts), an object and an open log. */
 static void zfx_make_fault(zfx_t *z, const char *tag)
 {
@@ -480,16 +483,8 @@ static void zfx_make_fault(zfx_t *z, const char *tag)
     const char *paths[] = {fpath};
     char err[256] = "";
     assert_int_equal(spa_import(z->p.name, paths, 1, 0, &z->p.spa, err, sizeof err), 0);
-    slow_txgs(&z->p);
-    assert_int_equal(dmu_objset_create(z->p.spa, "fs", NULL), 0);
-    assert_int_equal(dmu_objset_open(z->p.spa, "fs", &z->os), 0);
-    dmu_object_props_t props = {.recordsize = BLK, .compress = CAIRN_COMPRESS_OFF,
-                                .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
-    dmu_tx_t *tx = dmu_tx_begin(z->os);
-    assert_int_equal(dmu_object_alloc(z->os, &props, &z->obj, tx), 0);
-    dmu_tx_commit(tx);
+    zfx_objects(z);
     assert_int_equal(zil_open(z->os, zil_replay_dmu, z->os, &z->zl), 0);
-    assert_int_equal(spa_txg_wait_synced(z->p.spa, 0), 0);
 }
 
 /* After a power cut: the pool is dropped and imported again, and the log replayed. */
@@ -505,6 +500,9 @@ static void zfx_after_cut(zfx_t *z)
     assert_int_equal(zil_open(z->os, zil_replay_dmu, z->os, &z->zl), 0);
 }
 
+/* A power cut on a disk with a volatile write cache (fault leaf): writes not
+ * flushed are dropped or torn at random. Every committed write comes back by
+ * replay; writes logged but never committed may or may not, never torn. */
 static void test_powercut(void **state)
 {
     (void)state;
