@@ -807,15 +807,11 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
         else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
         pthread_cond_broadcast(&zl->done_cv); /* writers waiting to publish in order */
+        /* Taken now, posted below once the lock is dropped, so none of them
+         * blocks on it right away. This publication covers this committer's
+         * own record (its batch took the queue holding it), so the loop ends. */
         wake_waiters_locked(zl, false, &posts);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
-        if (posts) {
-            /* Woken outside the lock, so none of them blocks on it right away. */
-            pthread_mutex_unlock(&zl->lock);
-            waiters_post(posts);
-            posts = NULL;
-            pthread_mutex_lock(&zl->lock);
-        }
     }
     /* Leaving, hand the role on. The publication above skipped picking a next
      * writer while one waited on writer_cv; that one may be this thread, whose
