@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #define FAULT_SECTOR 512
+#define FAULT_DIRECT_ALIGN 4096 /* held buffers, and the writes a FLUSH issues with O_DIRECT */
 
 typedef struct fault_write {
     struct fault_write *next;
@@ -184,7 +185,7 @@ static int fault_do_read(fault_leaf_t *fl, uint64_t offset, char *buf, size_t le
 static char *fault_buf_alloc(size_t len)
 {
     void *p = NULL;
-    return posix_memalign(&p, 4096, len) ? NULL : p;
+    return posix_memalign(&p, FAULT_DIRECT_ALIGN, len) ? NULL : p;
 }
 
 /* Holds a write. *stolen, when not NULL, is a buffer of the write's own
@@ -226,7 +227,7 @@ static int fault_do_flush(fault_leaf_t *fl)
         /* O_DIRECT where it can (the page cache copy is the emulator's cost,
          * not the pool's); the buffered descriptor for what it refuses. The
          * kernel keeps the two views coherent, so the order still holds. */
-        if (fl->direct_fd >= 0 && CAIRN_IS_P2ALIGNED(w->offset | w->len, 4096))
+        if (fl->direct_fd >= 0 && CAIRN_IS_P2ALIGNED(w->offset | w->len, FAULT_DIRECT_ALIGN))
             rc = fault_pwrite_all(fl->direct_fd, w->data, w->len, w->offset);
         if (rc == -EINVAL) rc = fault_pwrite_all(fl->fd, w->data, w->len, w->offset);
         if (rc < 0) break; /* keep the rest held: the flush did not complete */
@@ -375,9 +376,7 @@ int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t
 
     fault_leaf_t *fl = cairn_zalloc(sizeof *fl);
     fl->fd = fd;
-    fl->direct_fd = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)
-                        ? open(file_path, O_RDWR | O_DIRECT | O_CLOEXEC)
-                        : -1;
+    fl->direct_fd = open(file_path, O_RDWR | O_DIRECT | O_CLOEXEC); /* -1: buffered only */
     fl->file_path = cairn_strdup(file_path);
     char *rp = realpath(file_path, NULL);
     fl->real_path = rp;
