@@ -23,6 +23,8 @@
 # whole process, txg syncs included) is the steady one on a loaded machine.
 # Slow main disk: the pool's main vdev is a fault leaf (fault:FILE) whose every cache
 # flush sleeps SLOW_US more (vdev_fault_set_flush_delay), like a 7200 rpm disk's flush.
+# The leaf holds writes in memory until a flush and then writes them to FILE with
+# O_DIRECT, so its own CPU (charged to this process) stays small, as a real disk's would.
 # A benchmark, not a test.
 set -u
 DIR=${1:-/var/tmp/cairn-bench-sync}
