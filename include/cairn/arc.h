@@ -69,17 +69,26 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
  * for read-ahead, which has nothing to do for such a block. */
 bool arc_cached(uint64_t pool_guid, const cairn_blkptr_t *bp);
 /* Read-ahead's look at a block, without counting or promoting it: READ when it
- * is not in ARC memory; DECOMPRESS when it is there compressed, unread (written
- * or read ahead, not yet asked for) and without a decompressed copy, so the
- * reader's first hit would decompress on its path; DONE otherwise. */
-typedef enum { ARC_AHEAD_READ, ARC_AHEAD_DONE, ARC_AHEAD_DECOMPRESS } arc_ahead_t;
+ * is not in ARC memory; when it is there compressed and without a decompressed
+ * copy, so the reader's hit would decompress on its path, DECOMPRESS if it is
+ * unread (written or read ahead, not yet asked for) and DECOMPRESS_HOT if it
+ * was used before (its next hit makes it hot); DONE otherwise. */
+typedef enum {
+    ARC_AHEAD_READ,
+    ARC_AHEAD_DONE,
+    ARC_AHEAD_DECOMPRESS,
+    ARC_AHEAD_DECOMPRESS_HOT,
+} arc_ahead_t;
 arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp);
-/* For a block arc_ahead_state() found DECOMPRESS: makes now, on the caller's
- * thread, a decompressed copy for the block's first hit, which takes it (the
- * entry then keeps only the stored bytes, so a streamed block costs no second
- * buffer), if the block is still in memory, unread and without one when the
- * copy is done. */
-void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp);
+/* For a block arc_ahead_state() found DECOMPRESS (hot false) or DECOMPRESS_HOT
+ * (hot true): makes now, on the caller's thread, a decompressed copy for the
+ * block's next hit, if the block is still in memory, without one, and (not hot)
+ * still unread when the copy is done. An unread block's first hit takes the
+ * copy and the entry keeps only the stored bytes, so a streamed block costs no
+ * second buffer; a hot block keeps it, as the copy its hit would make anyway.
+ * (An unread block the reader reached first is used now: a copy made for it
+ * would only stay, unasked for.) */
+void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, bool hot);
 /* Read-ahead's question: 0 when the block is in ARC memory (untouched, as
  * arc_cached) or has just been brought there from a cache device (verified, kept
  * as stored and unread); -ENOENT when the disks must be read. */

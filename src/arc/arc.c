@@ -15,11 +15,14 @@
  * A block that arrives unasked - read ahead, or just written - is "unread":
  * it goes on the MRU and its first hit leaves it there (that hit is its first
  * use, not its second), so streaming a file once keeps it on the MRU. A
- * compressed unread block - read ahead, or written a moment ago - gets a
- * decompressed copy ahead of its reader (arc_decompress_ahead, called by the
- * read-ahead on threads of its own), which its first hit takes and the entry
- * drops: a streaming reader waits for each reply, so decompressing on its path
- * cost it throughput, while keeping the copy would double the memory of a scan.
+ * compressed block a reader is about to reach gets a decompressed copy ahead
+ * of it (arc_decompress_ahead, called by the read-ahead on threads of its
+ * own): a streaming reader waits for each reply, so decompressing on its path
+ * cost it throughput. An unread block's first hit takes that copy and the
+ * entry drops it (keeping it would double the memory of a scan); a block used
+ * before keeps it, as its hit makes it hot (the MFU copy below, made before
+ * the reader gets there: a file read a second time, decompressing on the
+ * reader's path, streamed at a fifth of the first read's rate).
  *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
@@ -449,20 +452,21 @@ arc_ahead_t arc_ahead_state(uint64_t pool_guid, const cairn_blkptr_t *bp)
     arc_hdr_t *h = live_hdr_locked(&k, bp);
     arc_ahead_t st = ARC_AHEAD_READ;
     if (h)
-        st = h->unread && !h->decomp && h->compress != CAIRN_COMPRESS_OFF ? ARC_AHEAD_DECOMPRESS
-                                                                          : ARC_AHEAD_DONE;
+        st = h->decomp || h->compress == CAIRN_COMPRESS_OFF ? ARC_AHEAD_DONE
+             : h->unread                                    ? ARC_AHEAD_DECOMPRESS
+                                                            : ARC_AHEAD_DECOMPRESS_HOT;
     pthread_mutex_unlock(&A.lock);
     return st;
 }
 
-void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
+void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp, bool hot)
 {
     if (cairn_bp_is_hole(bp) || bp->compress == CAIRN_COMPRESS_OFF) return;
     arc_key_t k = arc_key_of(pool_guid, bp);
     pthread_mutex_lock(&A.lock);
     arc_hdr_t *h = live_hdr_locked(&k, bp);
-    if (!h || !h->unread || h->decomp) {
-        pthread_mutex_unlock(&A.lock); /* gone, used already, or done by someone else */
+    if (!h || h->decomp || (!hot && !h->unread)) {
+        pthread_mutex_unlock(&A.lock); /* gone, done by someone else, or used already */
         return;
     }
     arc_buf_t *st = buf_hold(h->stored);
@@ -476,9 +480,10 @@ void arc_decompress_ahead(uint64_t pool_guid, const cairn_blkptr_t *bp)
     }
     pthread_mutex_lock(&A.lock);
     h = live_hdr_locked(&k, bp);
-    /* Still the same entry and still not used: its first hit takes the copy
-     * (lookup_impl drops it then); otherwise the reader got there first. */
-    if (h && h->stored == st && h->unread && !h->decomp) attach_decomp_locked(h, copy);
+    /* Still the same entry and still wanting the copy (otherwise a reader got
+     * there first): an unread entry's first hit takes it (lookup_impl drops it
+     * then), a hot one's next hit keeps it. */
+    if (h && h->stored == st && !h->decomp && (hot || h->unread)) attach_decomp_locked(h, copy);
     pthread_mutex_unlock(&A.lock);
     arc_buf_rele(copy);
     arc_buf_rele(st);

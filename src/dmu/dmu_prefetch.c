@@ -27,9 +27,10 @@
  * then gets its decompressed copy from a task of its own (arc_decompress_ahead),
  * so the reader's hit lends or copies it rather than decompressing on the
  * reader's path; that copy goes at the first hit. So does a block already in
- * memory compressed and unread - written a moment ago, its txg synced - which
- * a file read right after its write would otherwise decompress record by
- * record on the reader's path while the other vCPU idles.
+ * memory compressed without such a copy: written a moment ago, its txg synced,
+ * which a file read right after its write would otherwise decompress record by
+ * record on the reader's path while the other vCPU idles; or read once before,
+ * whose hit now makes it hot, and the ARC keeps the copy.
  *
  * The decompressions run on threads of their own at the lowest scheduling
  * priority (nice 19). A stream's reader holds one READ in flight, ping-ponging
@@ -100,11 +101,13 @@ typedef struct pf_stream {
  * they lie end to end on disk (spa_blocks_prefetch). */
 #define PF_TASK_BYTES CAIRN_MIB
 #define PF_TASK_MAX_RECORDS 16
+_Static_assert(PF_TASK_MAX_RECORDS <= 32, "pf_task_t.hot has a bit per record");
 
 typedef struct pf_task {
     spa_t *spa;
     uint8_t policy;
     bool decompress; /* the records are in memory, compressed: decompress them */
+    uint32_t hot;    /* decompress: bit i set when record i was used before */
     size_t n;
     cairn_blkptr_t bps[PF_TASK_MAX_RECORDS];
 } pf_task_t;
@@ -142,7 +145,7 @@ static void pf_dispatch(pf_task_t *t);
 
 /* The compressed records of a read task go to the decompression threads.
  * arc_decompress_ahead checks under the ARC's lock whether each still wants a
- * copy (brought in, unread, none yet), so nothing is asked here: a read that
+ * copy (still cached, none yet), so nothing is asked here: a read that
  * failed, or a reader already there, only makes that check return early. */
 static void pf_decompress_after_read(const pf_task_t *t)
 {
@@ -163,7 +166,8 @@ static void pf_run(void *arg)
     pf_task_t *t = arg;
     if (t->decompress) {
         uint64_t guid = spa_guid(t->spa);
-        for (size_t i = 0; i < t->n; i++) arc_decompress_ahead(guid, &t->bps[i]);
+        for (size_t i = 0; i < t->n; i++)
+            arc_decompress_ahead(guid, &t->bps[i], (t->hot >> i) & 1);
     } else {
         spa_blocks_prefetch(t->spa, t->bps, t->n, t->policy);
         pf_decompress_after_read(t);
@@ -276,8 +280,9 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
             if (!*tp) {
                 *tp = cairn_zalloc(sizeof **tp);
                 **tp = (pf_task_t){.spa = spa, .policy = policy,
-                                   .decompress = st == ARC_AHEAD_DECOMPRESS};
+                                   .decompress = st != ARC_AHEAD_READ};
             }
+            if (st == ARC_AHEAD_DECOMPRESS_HOT) (*tp)->hot |= 1u << (*tp)->n;
             (*tp)->bps[(*tp)->n++] = bps[i];
             if (dt && dt->n == per_task) {
                 pf_dispatch(dt);

@@ -404,8 +404,8 @@ static void test_unread_blocks_are_not_hot_at_first_use(void **state)
     free_blk(&other);
 }
 
-/* Read-ahead's look at an unread compressed block, and the copy it makes:
- * taken by the first hit, never made for a block already used. */
+/* Read-ahead's look at a compressed block, and the copy it makes: taken by an
+ * unread block's first hit, kept by a used block's next (hot) one. */
 static void test_decompress_ahead(void **state)
 {
     (void)state;
@@ -418,17 +418,17 @@ static void test_decompress_ahead(void **state)
     arc_insert_unread(g_guid, &raw.bp, raw.stored, ARC_POLICY_DEFAULT);
     assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DECOMPRESS);
     assert_int_equal(arc_ahead_state(g_guid, &raw.bp), ARC_AHEAD_DONE); /* nothing to do */
-    arc_decompress_ahead(g_guid, &raw.bp);
+    arc_decompress_ahead(g_guid, &raw.bp, false);
     arc_stats_t st;
     arc_get_stats(&st);
     assert_int_equal(st.decompressed_size, 0);
-    arc_decompress_ahead(g_guid, &b.bp);
+    arc_decompress_ahead(g_guid, &b.bp, false);
     arc_get_stats(&st);
     assert_int_equal(st.decompressed_size, BLK);
     assert_int_equal(st.size, b.bp.psize + raw.bp.psize + BLK);
     assert_int_equal(st.hits, 0); /* neither look counted */
     assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
-    arc_decompress_ahead(g_guid, &b.bp); /* once only */
+    arc_decompress_ahead(g_guid, &b.bp, false); /* once only */
     arc_get_stats(&st);
     assert_int_equal(st.decompressed_size, BLK);
     check_invariants();
@@ -437,19 +437,34 @@ static void test_decompress_ahead(void **state)
     arc_get_stats(&st);
     assert_int_equal(st.decompressed_size, 0);
     assert_int_equal(st.mfu_size, 0);
-    /* Used now: no copy ahead of a second use (that one makes a kept copy itself). */
-    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
-    arc_decompress_ahead(g_guid, &b.bp);
+    /* Used once now: its next hit makes it hot with a copy the ARC keeps, made
+     * ahead of that reader too; the hit keeps it rather than dropping it. */
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DECOMPRESS_HOT);
+    arc_decompress_ahead(g_guid, &b.bp, false); /* made for a first use: too late */
     arc_get_stats(&st);
     assert_int_equal(st.decompressed_size, 0);
+    arc_decompress_ahead(g_guid, &b.bp, true);
+    arc_get_stats(&st);
+    assert_int_equal(st.decompressed_size, BLK);
+    assert_int_equal(st.mfu_size, 0);
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
+    uint64_t hits = st.hits;
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 9, 0)); /* second use: hot, copy kept */
+    arc_get_stats(&st);
+    assert_int_equal(st.hits, hits + 1);
+    assert_int_equal(st.decompressed_size, BLK);
+    assert_int_equal(st.mru_size, raw.bp.psize);
+    assert_int_equal(st.mfu_size, b.bp.psize + BLK);
+    assert_int_equal(arc_ahead_state(g_guid, &b.bp), ARC_AHEAD_DONE);
+    assert_true(read_blk(&b, ARC_POLICY_DEFAULT, 9, 0));
 
     /* The same place with other content is not this block. */
     blk_t other;
     make_blk(&other, 9, 3, 1, true, CAIRN_BT_DATA);
     assert_int_equal(arc_ahead_state(g_guid, &other.bp), ARC_AHEAD_READ);
-    arc_decompress_ahead(g_guid, &other.bp);
+    arc_decompress_ahead(g_guid, &other.bp, true);
     arc_get_stats(&st);
-    assert_int_equal(st.decompressed_size, 0);
+    assert_int_equal(st.decompressed_size, BLK); /* b's kept copy only */
     check_invariants();
     free_blk(&b);
     free_blk(&raw);
