@@ -66,7 +66,10 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
+#include <linux/futex.h>
+#include <limits.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,24 +171,31 @@ typedef struct itx {
 
 #define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
 
-/* A committer asleep until its record is published (zil_commit): woken alone,
- * by the publication that covers its seq, or to look again (to become the
- * writer, or after a chain restart). It sleeps on a semaphore of its own, not
- * on a condition of the log's lock: a condition variable makes every woken
- * committer take the lock again on its way out, right after the publisher
- * that woke it - at 32 sync writes in flight each one then blocked on the lock
- * and was woken a second time, the largest share of the commit path's futex
- * work. The waker decides the outcome under the lock, unlinks the waiter and
- * posts its semaphore after dropping the lock; a committer whose record is
- * durable returns without touching the lock again. */
-typedef enum { WAKE_NONE, WAKE_DONE, WAKE_LOOK } wake_kind_t;
-typedef struct commit_waiter {
-    uint64_t seq;
-    sem_t sem;
-    wake_kind_t wake;
-    int err;                        /* WAKE_DONE: the commit's result */
-    struct commit_waiter *next, *prev;
-} commit_waiter_t;
+/* Committers asleep until a publication covers their record (zil_commit)
+ * all sleep on one word of the log, pub_word (a futex), each with a bit for
+ * the ticket whose publication covers its record (ticket % 32): the next
+ * ticket for a record still queued (the next writer takes the whole queue),
+ * the batch in flight that took it otherwise. A publication wakes
+ * the bit of its ticket with one system call, however many committers its
+ * batch carried; one committer of the next ticket is woken to look again
+ * when records wait with nobody to write them (it becomes the writer); every
+ * bit after an error or a chain restart. Every such event bumps pub_word
+ * under the log's lock, so a committer between dropping the lock and
+ * sleeping does not sleep through it. A woken committer whose record is
+ * durable returns without touching the lock (committed_seq and commit_err are
+ * read atomically); any other looks again under the lock.
+ * Why one word: the earlier semaphore per committer cost a system call and a
+ * wake-up of its own for each committer of a batch, the largest share of the
+ * commit path's CPU at 32 sync writes in flight (half of it in the
+ * scheduler's wake-up path, with interrupts off while it signals the other
+ * vCPU); one call for the whole batch pays that once. Before the semaphores,
+ * a condition variable of the lock woke every committer twice. */
+typedef struct wakeups {
+    uint32_t all;   /* ticket bits whose every sleeper wakes */
+    uint32_t one;   /* ticket bits of which one sleeper wakes (to write) */
+} wakeups_t;
+
+#define TICKET_BIT(t) (1u << ((t) % 32u))
 
 #define ZIL_RECENT 8        /* batches whose sizes size the next pre-allocated block */
 #define ZIL_SPARE_BLOCKS 4  /* block buffers a log keeps (a batch of 4K-64K writes needs one or two) */
@@ -207,15 +217,18 @@ struct zilog {
 
     pthread_mutex_t lock;
     pthread_cond_t done_cv;         /* a batch was published (publication order, restarts) */
-    commit_waiter_t *waiters;       /* committers waiting for a publication */
+    _Atomic uint32_t pub_word;      /* futex of the committers asleep (bumped per wake event) */
+    _Atomic uint32_t sleepers;      /* committers asleep on it, or on their way */
+    uint64_t taken_seq;             /* records up to here were taken by a writer */
+    uint64_t ticket_last_seq[32];   /* [ticket % 32]: the last record of that batch */
     pthread_cond_t writer_cv;       /* the writer role is free (for writer_waiting) */
     bool writer_waiting;            /* a thread waits on writer_cv to be the next writer */
     itx_t *head, *tail;
     uint64_t next_seq;              /* next record's sequence number */
-    uint64_t committed_seq;         /* every record up to here is durable */
+    _Atomic uint64_t committed_seq; /* every record up to here is durable */
     bool writer;                    /* a thread is writing a batch to the log */
     uint64_t tickets, published;    /* batches started / published in order */
-    int commit_err;                 /* sticky: a commit failed even by txg (pool failed) */
+    _Atomic int commit_err;         /* sticky: a commit failed even by txg (pool failed) */
     bool chain_broken;              /* a log flush failed: restart the chain */
     uint64_t published_blk_seq;     /* blocks up to here belong to published batches */
     uint8_t *chunk_buf;             /* the writer's buffers */
@@ -676,79 +689,76 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
     return err;
 }
 
-/* Unlinks a sleeping committer and queues it on *posts with its outcome. */
-static void waiter_take_locked(zilog_t *zl, commit_waiter_t *w, wake_kind_t kind, int err,
-                               commit_waiter_t **posts)
+/* Records queued with nobody to write them and nobody waiting for the role:
+ * one committer of the next ticket is to look again (and write). */
+static void want_writer_locked(zilog_t *zl, wakeups_t *w)
 {
-    if (w->prev) w->prev->next = w->next;
-    else zl->waiters = w->next;
-    if (w->next) w->next->prev = w->prev;
-    w->wake = kind;
-    w->err = err;
-    w->next = *posts;
-    *posts = w;
+    if (!zl->writer && zl->head && !zl->writer_waiting) w->one |= TICKET_BIT(zl->tickets + 1);
 }
 
-/* After a publication (or an error, or a restart: all): takes the committers
- * whose records are now durable, and, when records are queued with nobody to
- * write them, the earliest other one to become the writer. Under the lock; the
- * caller wakes them with waiters_post once it has dropped the lock. */
-static void wake_waiters_locked(zilog_t *zl, bool all, commit_waiter_t **posts)
+/* Makes the wake-ups in *w count: a committer about to sleep with the old
+ * pub_word finds it changed and looks again. Under the lock. */
+static void wakeups_arm_locked(zilog_t *zl, const wakeups_t *w)
 {
-    commit_waiter_t *first_left = NULL;
-    for (commit_waiter_t *w = zl->waiters, *next; w; w = next) {
-        next = w->next;
-        if (zl->commit_err) waiter_take_locked(zl, w, WAKE_DONE, zl->commit_err, posts);
-        else if (w->seq <= zl->committed_seq) waiter_take_locked(zl, w, WAKE_DONE, 0, posts);
-        else if (all) waiter_take_locked(zl, w, WAKE_LOOK, 0, posts);
-        else if (!first_left || w->seq < first_left->seq) first_left = w;
-    }
-    if (first_left && !zl->writer && zl->head && !zl->writer_waiting)
-        waiter_take_locked(zl, first_left, WAKE_LOOK, 0, posts);
+    if (w->all | w->one) atomic_fetch_add(&zl->pub_word, 1);
 }
 
-/* Wakes what wake_waiters_locked took, without the lock. A woken committer may
- * return and its waiter (on its stack) vanish as soon as its semaphore is
- * posted: the link is read first. */
-static void waiters_post(commit_waiter_t *posts)
+static void futex_wake_bits(_Atomic uint32_t *word, int n, uint32_t bits)
 {
-    while (posts) {
-        commit_waiter_t *next = posts->next;
-        sem_post(&posts->sem);
-        posts = next;
-    }
+    syscall(SYS_futex, word, FUTEX_WAKE_BITSET_PRIVATE, n, NULL, NULL, bits);
+}
+
+/* Sends what wakeups_arm_locked armed, without the lock. */
+static void wakeups_send(zilog_t *zl, const wakeups_t *w)
+{
+    if (!atomic_load(&zl->sleepers)) return;
+    if (w->all) futex_wake_bits(&zl->pub_word, INT32_MAX, w->all);
+    if (w->one & ~w->all) futex_wake_bits(&zl->pub_word, 1, w->one & ~w->all);
 }
 
 static atomic_bool hold_woken_writer;
 
 void zil_test_hold_woken_writer(bool on) { atomic_store(&hold_woken_writer, on); }
 
-/* Sleeps until wake_waiters_locked takes this committer. Called under the lock;
- * returns WAKE_DONE (with *err; the lock is not held) or WAKE_LOOK (the lock is
- * held again). */
-static wake_kind_t wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
+/* Sleeps until a publication may cover seq, or until woken to look again.
+ * Called under the lock; returns true when seq is durable or the log failed
+ * (*err; the lock is not held), false otherwise (the lock is held again). */
+static bool wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
 {
-    commit_waiter_t w = {.seq = seq};
-    sem_init(&w.sem, 0, 0);
-    w.next = zl->waiters;
-    if (w.next) w.next->prev = &w;
-    zl->waiters = &w;
-    pthread_mutex_unlock(&zl->lock);
-    while (sem_wait(&w.sem) != 0) { /* EINTR */ }
-    sem_destroy(&w.sem);
-    if (w.wake == WAKE_DONE) {
-        *err = w.err;
-        return WAKE_DONE;
+    /* The ticket whose publication covers seq: the next one for a record
+     * still queued, else the first batch in flight that took it. */
+    uint32_t bits = UINT32_MAX; /* more than 32 batches in flight: any */
+    if (seq > zl->taken_seq) {
+        bits = TICKET_BIT(zl->tickets + 1);
+    } else if (zl->tickets - zl->published <= 32) {
+        for (uint64_t t = zl->published + 1; t <= zl->tickets; t++) {
+            if (zl->ticket_last_seq[t % 32] >= seq) {
+                bits = TICKET_BIT(t);
+                break;
+            }
+        }
     }
+    uint32_t seen = atomic_load(&zl->pub_word);
+    atomic_fetch_add(&zl->sleepers, 1);
+    pthread_mutex_unlock(&zl->lock);
+    /* Returns when woken, at once if pub_word moved since (EAGAIN), or on a
+     * signal: every case checks below. */
+    syscall(SYS_futex, &zl->pub_word, FUTEX_WAIT_BITSET_PRIVATE, seen, NULL, NULL, bits);
+    atomic_fetch_sub(&zl->sleepers, 1);
+    if (atomic_load(&zl->committed_seq) >= seq) {
+        *err = 0;
+        return true;
+    }
+    if ((*err = atomic_load(&zl->commit_err))) return true;
     pthread_mutex_lock(&zl->lock);
-    return WAKE_LOOK;
+    return false;
 }
 
 int zil_commit(zilog_t *zl, uint64_t seq)
 {
     if (!zl || zl->inert) return 0;
     int err = 0;
-    commit_waiter_t *posts = NULL;
+    wakeups_t wake = {0};
     pthread_mutex_lock(&zl->lock);
     if (seq == 0 || seq >= zl->next_seq) seq = zl->next_seq - 1;
     while (zl->committed_seq < seq && !err) {
@@ -760,13 +770,13 @@ int zil_commit(zilog_t *zl, uint64_t seq)
          * flushing are published when it (and every writer before it) is done.
          * Waking is targeted: a single thread waits to become the next writer
          * (writer_cv, signalled when the role is free); every other one sleeps
-         * on a condition of its own until a publication covers its record (or
-         * picks it as the next writer: wake_waiters_locked). Whenever someone
-         * sleeps, a batch is in flight or the role is taken, so a publication
-         * always follows. (One broadcast for both woke every waiting thread
-         * twice per batch; one for the publications still woke those whose
-         * records were in the next batch, a futile wakeup per commit at 32 in
-         * flight.) */
+         * on pub_word with the bits of the tickets that can cover its record
+         * until such a publication (or until woken to be the next writer:
+         * want_writer_locked). Whenever someone sleeps, a batch is in flight
+         * or the role is taken, so a publication always follows. (One
+         * broadcast for both woke every waiting thread twice per batch; one
+         * for the publications still woke those whose records were in the
+         * next batch, a futile wakeup per commit at 32 in flight.) */
         if (zl->writer || (!zl->head && zl->published != zl->tickets)) {
             if (zl->writer && zl->head && !zl->writer_waiting) {
                 zl->writer_waiting = true;
@@ -776,7 +786,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
                 while (atomic_load(&hold_woken_writer) && zl->published != zl->tickets)
                     pthread_cond_wait(&zl->done_cv, &zl->lock);
                 zl->writer_waiting = false;
-            } else if (wait_publication_locked(zl, seq, &err) == WAKE_DONE) {
+            } else if (wait_publication_locked(zl, seq, &err)) {
                 return err; /* the lock is not held */
             }
             continue;
@@ -789,6 +799,8 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         }
         zl->writer = true;
         batch_plan_t p = {.ticket = ++zl->tickets, .last_seq = zl->next_seq - 1};
+        zl->taken_seq = p.last_seq;
+        zl->ticket_last_seq[p.ticket % 32] = p.last_seq;
         itx_t *batch = zl->head;
         zl->head = zl->tail = NULL;
         pthread_mutex_unlock(&zl->lock);
@@ -807,19 +819,20 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
         else if (p.last_seq > zl->committed_seq) zl->committed_seq = p.last_seq;
         pthread_cond_broadcast(&zl->done_cv); /* writers waiting to publish in order */
-        /* Taken now, posted below once the lock is dropped, so none of them
-         * blocks on it right away. This publication covers this committer's
-         * own record (its batch took the queue holding it), so the loop ends. */
-        wake_waiters_locked(zl, false, &posts);
+        /* Woken below once the lock is dropped, so none of them blocks on it
+         * right away. This publication covers this committer's own record
+         * (its batch took the queue holding it), so the loop ends. */
+        wake.all |= zl->commit_err ? UINT32_MAX : TICKET_BIT(p.ticket);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
     }
-    /* Leaving, hand the role on. The publication above skipped picking a next
-     * writer while one waited on writer_cv; that one may be this thread, whose
-     * record the publication covered - it leaves here without writing what
-     * others queued since, and they sleep until someone picks them. */
-    if (!zl->writer_waiting) wake_waiters_locked(zl, false, &posts);
+    /* Leaving, hand the role on. A thread waiting on writer_cv takes it when
+     * signalled; that one may be this thread, whose record a publication
+     * covered - it leaves here without writing what others queued since, and
+     * they sleep until someone wakes one of them. */
+    want_writer_locked(zl, &wake);
+    wakeups_arm_locked(zl, &wake);
     pthread_mutex_unlock(&zl->lock);
-    waiters_post(posts);
+    wakeups_send(zl, &wake);
     return err;
 }
 
@@ -1099,11 +1112,11 @@ int zil_restart_chains(spa_t *spa)
         zl->writer = false;
         /* No publication follows (no ticket was taken): wake every kind of waiter. */
         pthread_cond_broadcast(&zl->done_cv);
-        commit_waiter_t *posts = NULL;
-        wake_waiters_locked(zl, true, &posts);
+        wakeups_t wake = {.all = UINT32_MAX};
+        wakeups_arm_locked(zl, &wake);
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
-        waiters_post(posts);
+        wakeups_send(zl, &wake);
     }
     pthread_mutex_unlock(&zil_registry_lock);
     return err;
