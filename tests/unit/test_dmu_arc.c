@@ -269,7 +269,8 @@ static int thread_nice_range(const char *prefix, long *lo, long *hi)
 /* A file read right after it was written: its records are in the ARC as
  * stored (compressed) and unread. The read-ahead decompresses those ahead of
  * the reader, off its path, on threads at the lowest priority (the reads from
- * the disks keep theirs), and each first hit takes that copy. */
+ * the disks keep theirs), and each first hit takes that copy. A second read
+ * finds copies made ahead of it as well, which its hits keep. */
 static void test_written_records_decompressed_ahead(void **state)
 {
     (void)state;
@@ -307,6 +308,23 @@ static void test_written_records_decompressed_ahead(void **state)
     assert_int_equal(z.decompressed_size, a.decompressed_size); /* taken by the first hits */
     assert_int_equal(z.mfu_hits, a.mfu_hits);                   /* still a first use each */
     assert_true(z.hits - a.hits >= 32);
+
+    /* A second reader: each hit now makes its record hot, with a copy the ARC
+     * keeps. The read-ahead has those copies made ahead of it too, so once
+     * three reads start the stream, records 3..31 wait decompressed. */
+    memset(r, 0, 32 * RS);
+    for (uint64_t rec = 0; rec < 3; rec++)
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
+    dmu_prefetch_wait();
+    arc_get_stats(&p);
+    assert_int_equal(p.decompressed_size - z.decompressed_size, 32 * RS); /* 3 by the reader */
+    for (uint64_t rec = 3; rec < 32; rec++)
+        assert_int_equal(dmu_read(os, obj, rec * RS, RS, r + rec * RS), 0);
+    assert_memory_equal(r, w, 32 * RS);
+    dmu_prefetch_wait();
+    arc_get_stats(&a);
+    assert_int_equal(a.decompressed_size, p.decompressed_size); /* kept: hot now */
+    assert_true(a.mfu_size - z.mfu_size >= 32 * RS); /* every record moved there */
     free(w);
     free(r);
     pool_done(&f, os);
