@@ -67,7 +67,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <linux/futex.h>
-#include <limits.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -173,7 +172,7 @@ typedef struct itx {
 
 /* Committers asleep until a publication covers their record (zil_commit)
  * all sleep on one word of the log, pub_word (a futex), each with a bit for
- * the ticket whose publication covers its record (ticket % 32): the next
+ * the ticket whose publication covers its record (TICKET_BIT): the next
  * ticket for a record still queued (the next writer takes the whole queue),
  * the batch in flight that took it otherwise. A publication wakes
  * the bit of its ticket with one system call, however many committers its
@@ -195,7 +194,8 @@ typedef struct wakeups {
     uint32_t one;   /* ticket bits of which one sleeper wakes (to write) */
 } wakeups_t;
 
-#define TICKET_BIT(t) (1u << ((t) % 32u))
+#define ZIL_TICKET_SLOTS 32u /* the bits of a futex bitset */
+#define TICKET_BIT(t) (1u << ((t) % ZIL_TICKET_SLOTS))
 
 #define ZIL_RECENT 8        /* batches whose sizes size the next pre-allocated block */
 #define ZIL_SPARE_BLOCKS 4  /* block buffers a log keeps (a batch of 4K-64K writes needs one or two) */
@@ -219,8 +219,9 @@ struct zilog {
     pthread_cond_t done_cv;         /* a batch was published (publication order, restarts) */
     _Atomic uint32_t pub_word;      /* futex of the committers asleep (bumped per wake event) */
     _Atomic uint32_t sleepers;      /* committers asleep on it, or on their way */
-    uint64_t taken_seq;             /* records up to here were taken by a writer */
-    uint64_t ticket_last_seq[32];   /* [ticket % 32]: the last record of that batch */
+    /* [ticket % ZIL_TICKET_SLOTS]: the last record of that batch; the one of
+     * the latest ticket is the last record a writer has taken */
+    uint64_t ticket_last_seq[ZIL_TICKET_SLOTS];
     pthread_cond_t writer_cv;       /* the writer role is free (for writer_waiting) */
     bool writer_waiting;            /* a thread waits on writer_cv to be the next writer */
     itx_t *head, *tail;
@@ -708,6 +709,13 @@ static void futex_wake_bits(_Atomic uint32_t *word, int n, uint32_t bits)
     syscall(SYS_futex, word, FUTEX_WAKE_BITSET_PRIVATE, n, NULL, NULL, bits);
 }
 
+/* Returns when woken, at once if *word no longer holds seen (EAGAIN), or on a
+ * signal: the caller checks again in every case. */
+static void futex_wait_bits(_Atomic uint32_t *word, uint32_t seen, uint32_t bits)
+{
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seen, NULL, NULL, bits);
+}
+
 /* Sends what wakeups_arm_locked armed, without the lock. */
 static void wakeups_send(zilog_t *zl, const wakeups_t *w)
 {
@@ -727,12 +735,12 @@ static bool wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
 {
     /* The ticket whose publication covers seq: the next one for a record
      * still queued, else the first batch in flight that took it. */
-    uint32_t bits = UINT32_MAX; /* more than 32 batches in flight: any */
-    if (seq > zl->taken_seq) {
+    uint32_t bits = UINT32_MAX; /* more batches in flight than slots: any */
+    if (seq > zl->ticket_last_seq[zl->tickets % ZIL_TICKET_SLOTS]) {
         bits = TICKET_BIT(zl->tickets + 1);
-    } else if (zl->tickets - zl->published <= 32) {
+    } else if (zl->tickets - zl->published <= ZIL_TICKET_SLOTS) {
         for (uint64_t t = zl->published + 1; t <= zl->tickets; t++) {
-            if (zl->ticket_last_seq[t % 32] >= seq) {
+            if (zl->ticket_last_seq[t % ZIL_TICKET_SLOTS] >= seq) {
                 bits = TICKET_BIT(t);
                 break;
             }
@@ -741,9 +749,7 @@ static bool wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
     uint32_t seen = atomic_load(&zl->pub_word);
     atomic_fetch_add(&zl->sleepers, 1);
     pthread_mutex_unlock(&zl->lock);
-    /* Returns when woken, at once if pub_word moved since (EAGAIN), or on a
-     * signal: every case checks below. */
-    syscall(SYS_futex, &zl->pub_word, FUTEX_WAIT_BITSET_PRIVATE, seen, NULL, NULL, bits);
+    futex_wait_bits(&zl->pub_word, seen, bits);
     atomic_fetch_sub(&zl->sleepers, 1);
     if (atomic_load(&zl->committed_seq) >= seq) {
         *err = 0;
@@ -770,8 +776,8 @@ int zil_commit(zilog_t *zl, uint64_t seq)
          * flushing are published when it (and every writer before it) is done.
          * Waking is targeted: a single thread waits to become the next writer
          * (writer_cv, signalled when the role is free); every other one sleeps
-         * on pub_word with the bits of the tickets that can cover its record
-         * until such a publication (or until woken to be the next writer:
+         * on pub_word with the bit of the ticket that covers its record until
+         * that publication (or until woken to be the next writer:
          * want_writer_locked). Whenever someone sleeps, a batch is in flight
          * or the role is taken, so a publication always follows. (One
          * broadcast for both woke every waiting thread twice per batch; one
@@ -799,8 +805,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         }
         zl->writer = true;
         batch_plan_t p = {.ticket = ++zl->tickets, .last_seq = zl->next_seq - 1};
-        zl->taken_seq = p.last_seq;
-        zl->ticket_last_seq[p.ticket % 32] = p.last_seq;
+        zl->ticket_last_seq[p.ticket % ZIL_TICKET_SLOTS] = p.last_seq;
         itx_t *batch = zl->head;
         zl->head = zl->tail = NULL;
         pthread_mutex_unlock(&zl->lock);
