@@ -14,6 +14,8 @@
 
 #include "spa_toy_upper.h"
 
+#include "../../src/spa/spa_impl.h"
+
 #include <cairn/vdev_fault.h>
 
 #include <fcntl.h>
@@ -355,6 +357,50 @@ static void test_missing_leaf_degraded(void **s)
     fixture_fini(&f);
 }
 
+/* A compressed block goes to disk padded to a whole sector, and the padding is
+ * zeros however much the compression buffers held from earlier blocks: stale
+ * memory never lands on a device. */
+static void test_compressed_padding_zeroed(void **s)
+{
+    (void)s;
+    fixture_t f;
+    fixture_init(&f, "pad", 1);
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed());
+    spa_t *spa = create_pool(&f, "single", "");
+    /* Rounds of varied sizes leave compressed bytes all over the write buffers. */
+    for (int round = 0; round < 4; round++) {
+        for (int sl = 0; sl < TOY_SLOTS; sl++)
+            toy_write(spa, sl, cairn_rng_next(&r), 4096 + 512 * cairn_rng_below(&r, 57),
+                      CAIRN_COMPRESS_LZ4, CAIRN_CHECKSUM_FLETCHER4, 1);
+        assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    }
+    toy_state_t *t = spa_get_upper_private(spa);
+    uint64_t sector = 1ULL << spa->ashift;
+    int fd = open(f.paths[0], O_RDONLY);
+    assert_true(fd >= 0);
+    int checked = 0;
+    for (int sl = 0; sl < TOY_SLOTS; sl++) {
+        const cairn_blkptr_t *bp = &t->root.slot[sl].bp;
+        if (cairn_bp_is_hole(bp) || bp->compress == CAIRN_COMPRESS_OFF) continue;
+        uint64_t len = CAIRN_P2ROUNDUP((uint64_t)bp->psize, sector);
+        if (len == bp->psize) continue;
+        uint8_t *buf = cairn_alloc_aligned(len);
+        assert_int_equal(pread(fd, buf, len, (off_t)(VDEV_DATA_START + bp->dva[0].offset)),
+                         (ssize_t)len);
+        for (uint64_t i = bp->psize; i < len; i++)
+            if (buf[i]) fail_msg("slot %d: byte %llu of the padding after %u is %#x", sl,
+                                 (unsigned long long)i, bp->psize, buf[i]);
+        free(buf);
+        checked++;
+    }
+    close(fd);
+    assert_true(checked > TOY_SLOTS / 2);
+    assert_int_equal(toy_verify(spa, NULL), 0);
+    assert_int_equal(spa_export(spa), 0);
+    fixture_fini(&f);
+}
+
 static void test_create_refusals(void **s)
 {
     (void)s;
@@ -505,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_heal_ditto_single),
         cmocka_unit_test(test_missing_leaf_degraded),
         cmocka_unit_test(test_create_refusals),
+        cmocka_unit_test(test_compressed_padding_zeroed),
         cmocka_unit_test(test_powercut_single),
         cmocka_unit_test(test_powercut_mirror2),
         cmocka_unit_test(test_powercut_raidz2),
