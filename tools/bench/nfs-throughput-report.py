@@ -34,8 +34,10 @@ def ratio(a, b):
 print("| proto | phase | Cairn MiB/s | ganesha MiB/s | Cairn / ganesha | Cairn CPU-s/GiB | ganesha CPU-s/GiB | runs |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 for proto in ("v3", "v4"):
-    for phase in ("write", "read-warm", "read-cold"):
+    for phase in ("write", "read-warm", "read-cold", "read-cold-4"):
         c, n = med("cairn", proto, phase, 0)
+        if n == 0:
+            continue
         g, _ = med("ganesha", proto, phase, 0)
         cc, _ = med("cairn", proto, phase, 1)
         gc, _ = med("ganesha", proto, phase, 1)

@@ -24,6 +24,9 @@
 #   v3 cold     after emptying the caches: ganesha's with `sync; drop_caches`,
 #               Cairn's by exporting and importing the pool (its leaves are
 #               O_DIRECT, the page cache never holds them; drop_caches anyway)
+#   v3 cold-4   emptied again, then read with 4 READs of 1 MiB in flight
+#               (bench_nfs_stream -r), as a Linux client's read-ahead keeps
+#               several going where nfs-cat keeps one
 #   v4 write, v4 warm, v4 cold    the same over NFSv4.0 (libnfs version=4)
 #   meta        nfs-meta-bench over v3 (0 B and 4 KiB files) and v4 (0 B)
 # Rates are MiB/s of wall time around the client; CPU is the server process's
@@ -89,6 +92,9 @@ one_server() {
     phase "$s" v3 read-warm "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
     $cold
     phase "$s" v3 read-cold "$i" "$pid" nfs-cat "$u3/v3.$i?$a3"
+    $cold
+    phase "$s" v3 read-cold-4 "$i" "$pid" "$BUILD/tools/bench/bench_nfs_stream" -r "$u3/v3.$i?$a3" \
+        1048576 4
     phase "$s" v4 write "$i" "$pid" "$BUILD/tools/bench/bench_nfs_stream" "$DATA" "$u4/v4.$i?$a4" \
         "$V4_CHUNK" "$V4_DEPTH"
     phase "$s" v4 read-warm "$i" "$pid" nfs-cat "$u4/v4.$i?$a4"
