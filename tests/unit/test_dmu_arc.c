@@ -588,6 +588,50 @@ static void test_sequential_prefetch(void **state)
     pool_done(&f, os);
 }
 
+/* Reads that overtake each other on their way in (a client's READs in flight,
+ * run on several server threads) still make a stream: records read in swapped
+ * pairs, 1 0 3 2 5 4 ..., are read ahead as a sequential reader's are. */
+static void test_prefetch_reordered(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    objset_t *os;
+    pool_with_objset(&f, "dmu_arc_pfr", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
+    uint64_t obj = new_obj(os);
+    put(os, obj, 0, 96 * RS, 13);
+    reopen_cold(&f, &os);
+    uint8_t *all = malloc(96 * RS), *b = malloc(RS);
+    fill(all, 96 * RS, 13);
+    uint64_t issued0 = dmu_prefetch_issued();
+    for (uint64_t pair = 0; pair < 3; pair++)
+        for (int k = 1; k >= 0; k--) {
+            uint64_t r = pair * 2 + (uint64_t)k;
+            assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+            assert_memory_equal(b, all + r * RS, RS);
+        }
+    dmu_prefetch_wait();
+    assert_true(dmu_prefetch_issued() - issued0 >= 16);
+    arc_stats_t a, z;
+    arc_get_stats(&a);
+    for (uint64_t pair = 3; pair < 11; pair++)
+        for (int k = 1; k >= 0; k--) {
+            uint64_t r = pair * 2 + (uint64_t)k;
+            assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+            assert_memory_equal(b, all + r * RS, RS);
+        }
+    arc_get_stats(&z);
+    assert_true(z.hits - a.hits >= 16); /* every one of them was read ahead */
+    /* reading one record over and over is no stream */
+    dmu_prefetch_wait();
+    uint64_t issued1 = dmu_prefetch_issued();
+    for (int i = 0; i < 8; i++) assert_int_equal(dmu_read(os, obj, 90 * RS, RS, b), 0);
+    dmu_prefetch_wait();
+    assert_int_equal(dmu_prefetch_issued(), issued1);
+    free(all);
+    free(b);
+    pool_done(&f, os);
+}
+
 /* Reads records [from, to) of obj in order; returns how far past `to` read-ahead
  * was asked for once it is done (its first request was record `first`). */
 static uint64_t read_stream(objset_t *os, uint64_t obj, uint64_t from, uint64_t to,
@@ -1091,6 +1135,7 @@ int main(void)
         cmocka_unit_test(test_memory_only_mode_refuses_devices),
         cmocka_unit_test(test_prefetch_from_memory_only_thread),
         cmocka_unit_test(test_sequential_prefetch),
+        cmocka_unit_test(test_prefetch_reordered),
         cmocka_unit_test(test_prefetch_window_grows),
         cmocka_unit_test(test_prefetch_races_reader),
         cmocka_unit_test(test_prefetch_from_cache_device),
