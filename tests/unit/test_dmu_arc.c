@@ -588,6 +588,17 @@ static void test_sequential_prefetch(void **state)
     pool_done(&f, os);
 }
 
+/* Reads record pairs [from, to) of obj, the second record of each pair first. */
+static void read_pairs_swapped(objset_t *os, uint64_t obj, uint64_t from, uint64_t to,
+                               const uint8_t *all, uint8_t *b)
+{
+    for (uint64_t pair = from; pair < to; pair++)
+        for (uint64_t r = pair * 2 + 2; r-- > pair * 2;) {
+            assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
+            assert_memory_equal(b, all + r * RS, RS);
+        }
+}
+
 /* Reads that overtake each other on their way in (a client's READs in flight,
  * run on several server threads) still make a stream: records read in swapped
  * pairs, 1 0 3 2 5 4 ..., are read ahead as a sequential reader's are. */
@@ -603,22 +614,12 @@ static void test_prefetch_reordered(void **state)
     uint8_t *all = malloc(96 * RS), *b = malloc(RS);
     fill(all, 96 * RS, 13);
     uint64_t issued0 = dmu_prefetch_issued();
-    for (uint64_t pair = 0; pair < 3; pair++)
-        for (int k = 1; k >= 0; k--) {
-            uint64_t r = pair * 2 + (uint64_t)k;
-            assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
-            assert_memory_equal(b, all + r * RS, RS);
-        }
+    read_pairs_swapped(os, obj, 0, 3, all, b);
     dmu_prefetch_wait();
     assert_true(dmu_prefetch_issued() - issued0 >= 16);
     arc_stats_t a, z;
     arc_get_stats(&a);
-    for (uint64_t pair = 3; pair < 11; pair++)
-        for (int k = 1; k >= 0; k--) {
-            uint64_t r = pair * 2 + (uint64_t)k;
-            assert_int_equal(dmu_read(os, obj, r * RS, RS, b), 0);
-            assert_memory_equal(b, all + r * RS, RS);
-        }
+    read_pairs_swapped(os, obj, 3, 11, all, b);
     arc_get_stats(&z);
     assert_true(z.hits - a.hits >= 16); /* every one of them was read ahead */
     /* reading one record over and over is no stream */
