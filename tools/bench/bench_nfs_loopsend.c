@@ -2,10 +2,11 @@
  * bench_nfs_loopsend: what one large READ reply at a time costs to send over
  * loopback TCP, and what a server could save, without any server around it.
  *
- *   bench_nfs_loopsend [MIB_PER_RUN [RUNS [REPLY_KIB]]]   (default 4096 7 1024)
+ *   bench_nfs_loopsend [MIB_PER_RUN [RUNS [REPLY_KIB [DEPTH]]]]   (default 4096 7 1024 1)
  *
  * A forked client asks for REPLY_KIB and reads all of it before asking again,
- * as nfs-cat does with one 1 MiB READ in flight; the parent answers each ask
+ * as nfs-cat does with one 1 MiB READ in flight (DEPTH > 1: it keeps that many
+ * asks outstanding, as a client's read-ahead does); the parent answers each ask
  * from one buffer that is already in memory (an ARC hit) in one of four ways:
  *
  *   copy      write(2) of the buffer: what cairnd does (sendmsg over the
@@ -112,16 +113,18 @@ static void reap_zerocopy(int fd)
     }
 }
 
-static void client(struct sockaddr_in addr, size_t reply, size_t asks)
+static void client(struct sockaddr_in addr, size_t reply, size_t asks, size_t depth)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0)
         die("client connect");
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint8_t *buf = malloc(reply);
+    size_t asked = 0;
     for (size_t i = 0; i < asks; i++) {
-        if (write(fd, "ask!", 4) != 4)
-            die("client ask");
+        for (; asked < asks && asked < i + depth; asked++)
+            if (write(fd, "ask!", 4) != 4)
+                die("client ask");
         for (size_t got = 0; got < reply;) {
             ssize_t n = read(fd, buf + got, reply - got);
             if (n <= 0)
@@ -134,13 +137,13 @@ static void client(struct sockaddr_in addr, size_t reply, size_t asks)
 
 /* One run of one mode: RETURNS MiB/s, *cpu_per_gib the server's CPU. */
 static double run(int mode, int listener, struct sockaddr_in addr, uint8_t *buf, size_t reply,
-                  size_t asks, double *cpu_per_gib)
+                  size_t asks, size_t depth, double *cpu_per_gib)
 {
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0)
-        client(addr, reply, asks);
+        client(addr, reply, asks, depth);
     int fd = accept(listener, NULL, NULL), one = 1, pipefd[2];
     if (fd < 0)
         die("accept");
@@ -211,8 +214,11 @@ int main(int argc, char **argv)
     size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 4096;
     int runs = argc > 2 ? atoi(argv[2]) : 7;
     size_t reply = (argc > 3 ? strtoul(argv[3], NULL, 10) : 1024) << 10;
-    if (mib == 0 || runs <= 0 || runs > 100 || reply == 0 || reply > (64u << 20)) {
-        fprintf(stderr, "usage: bench_nfs_loopsend [MIB_PER_RUN [RUNS (1-100) [REPLY_KIB]]]\n");
+    size_t depth = argc > 4 ? strtoul(argv[4], NULL, 10) : 1;
+    if (mib == 0 || runs <= 0 || runs > 100 || reply == 0 || reply > (64u << 20) || depth == 0 ||
+        depth > 64) {
+        fprintf(stderr,
+                "usage: bench_nfs_loopsend [MIB_PER_RUN [RUNS (1-100) [REPLY_KIB [DEPTH (1-64)]]]]\n");
         return 2;
     }
     size_t asks = (mib << 20) / reply;
@@ -237,10 +243,10 @@ int main(int argc, char **argv)
     double rate[MODES][100], cpu[MODES][100];
     for (int r = 0; r < runs; r++)
         for (int m = 0; m < MODES; m++)
-            rate[m][r] = run(m, listener, addr, buf, reply, asks, &cpu[m][r]);
+            rate[m][r] = run(m, listener, addr, buf, reply, asks, depth, &cpu[m][r]);
 
-    printf("%zu KiB replies, one in flight, %zu MiB per run, median of %d runs\n", reply >> 10,
-           mib, runs);
+    printf("%zu KiB replies, %zu in flight, %zu MiB per run, median of %d runs\n", reply >> 10,
+           depth, mib, runs);
     printf("| mode | MiB/s | server CPU-s/GiB |\n|---|---:|---:|\n");
     for (int m = 0; m < MODES; m++)
         printf("| %s | %.0f | %.3f |\n", mode_name[m], median(rate[m], runs), median(cpu[m], runs));

@@ -31,8 +31,17 @@ def ratio(a, b):
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-print("| proto | phase | Cairn MiB/s | ganesha MiB/s | Cairn / ganesha | Cairn CPU-s/GiB | ganesha CPU-s/GiB | runs |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+# The transport floor (a server sending from memory, nothing else) for a read
+# phase: four replies in flight for read-cold-4, one for the others.
+def floor_of(phase):
+    if not phase.startswith("read"):
+        return None
+    f, _ = med("floor", "tcp", "depth-4" if phase == "read-cold-4" else "depth-1", 0)
+    return f
+
+
+print("| proto | phase | Cairn MiB/s | ganesha MiB/s | Cairn / ganesha | Cairn CPU-s/GiB | ganesha CPU-s/GiB | floor MiB/s | floor / ganesha | runs |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for proto in ("v3", "v4"):
     for phase in ("write", "read-warm", "read-cold", "read-cold-4"):
         c, n = med("cairn", proto, phase, 0)
@@ -41,7 +50,9 @@ for proto in ("v3", "v4"):
         g, _ = med("ganesha", proto, phase, 0)
         cc, _ = med("cairn", proto, phase, 1)
         gc, _ = med("ganesha", proto, phase, 1)
-        print(f"| {proto} | {phase} | {fmt(c)} | {fmt(g)} | {ratio(c, g)} | {fmt(cc, 2)} | {fmt(gc, 2)} | {n} |")
+        fl = floor_of(phase)
+        print(f"| {proto} | {phase} | {fmt(c)} | {fmt(g)} | {ratio(c, g)} | {fmt(cc, 2)} | {fmt(gc, 2)} "
+              f"| {fmt(fl)} | {ratio(fl, g)} | {n} |")
 print()
 print("| proto | file bytes | op | Cairn ops/s | ganesha ops/s | Cairn / ganesha | runs |")
 print("|---|---:|---|---:|---:|---:|---:|")

@@ -29,6 +29,11 @@
 #               several going where nfs-cat keeps one
 #   v4 write, v4 warm, v4 cold    the same over NFSv4.0 (libnfs version=4)
 #   meta        nfs-meta-bench over v3 (0 B and 4 KiB files) and v4 (0 B)
+# After both servers, each repetition measures the transport floor: what one
+# client over loopback takes from a server that only sends 1 MiB replies from
+# memory (bench_nfs_loopsend's write(2) mode), with one and with four asks in
+# flight. No server reads faster than that here; report.md sets the reads next
+# to it ("floor / ganesha": the best ratio any server could reach in this run).
 # Rates are MiB/s of wall time around the client; CPU is the server process's
 # utime+stime (/proc/PID/stat) over the phase, per GiB moved (ganesha's page
 # cache writeback runs in kernel threads that this does not count). Writes of
@@ -77,6 +82,16 @@ meta() {
     done
 }
 
+# floor REP DEPTH: the transport floor with DEPTH replies in flight, one TSV line
+floor() {
+    local out
+    out=$("$BUILD/tools/bench/bench_nfs_loopsend" $((GIB * 1024)) 1 1024 "$2") ||
+        { echo "# floor $2 failed" >&2; return 0; }
+    echo "$out" | awk -F'|' -v rep="$1" -v d="$2" -v load="$(load1)" '$2 ~ /^ copy / {
+        gsub(/ /, "", $3); gsub(/ /, "", $4)
+        printf "floor\ttcp\tdepth-%s\t%s\t%s\t%s\t%s\n", d, rep, $3, $4, load }' >>"$OUT/results.tsv"
+}
+
 drop_page_cache() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
 
 cairn_cold() {
@@ -115,6 +130,8 @@ if [ "${1:-}" = --inner ]; then
                 "$PEER_NFS4_URL" "$PEER_NFS4_ARGS" drop_page_cache
             rm -f "$PEER_EXPORT/v3.$i" "$PEER_EXPORT/v4.$i"
         fi
+        floor "$i" 1
+        floor "$i" 4
         echo "# repetition $i done, load $(load1)" >&2
     done
     exit 0
@@ -122,6 +139,7 @@ fi
 
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 [ -x "$BUILD/tools/bench/bench_nfs_stream" ] || make -C "$BUILD" bench_nfs_stream >/dev/null
+[ -x "$BUILD/tools/bench/bench_nfs_loopsend" ] || make -C "$BUILD" bench_nfs_loopsend >/dev/null
 mkdir -p "$BENCH_DIR"
 OUT=${OUT:-$BENCH_DIR/results-$(date -u +%Y%m%dT%H%M%S)}
 mkdir -p "$OUT"
