@@ -2,7 +2,8 @@
  * bench_nfs_loopsend: what one large READ reply at a time costs to send over
  * loopback TCP, and what a server could save, without any server around it.
  *
- *   bench_nfs_loopsend [MIB_PER_RUN [RUNS [REPLY_KIB [DEPTH]]]]   (default 4096 7 1024 1)
+ *   bench_nfs_loopsend [MIB_PER_RUN [RUNS [REPLY_KIB [DEPTH [MODE]]]]]
+ *                                               (default 4096 7 1024 1 all)
  *
  * A forked client asks for REPLY_KIB and reads all of it before asking again,
  * as nfs-cat does with one 1 MiB READ in flight (DEPTH > 1: it keeps that many
@@ -22,7 +23,8 @@
  *             pages still queued keep their data) and filled again, which
  *             faults in and clears fresh pages
  *
- * The modes alternate inside each run; per mode the median MiB/s and the
+ * MODE names one of them to run alone (nfs-throughput.sh's floor takes copy);
+ * all runs the four. The modes alternate inside each run; per mode the median MiB/s and the
  * server's CPU-seconds per GiB (getrusage of the parent: the client is
  * another process) are printed. This bounds what any NFS server can do with
  * one READ in flight on this machine (docs/benchmarks.md, session 17). Never
@@ -215,10 +217,20 @@ int main(int argc, char **argv)
     int runs = argc > 2 ? atoi(argv[2]) : 7;
     size_t reply = (argc > 3 ? strtoul(argv[3], NULL, 10) : 1024) << 10;
     size_t depth = argc > 4 ? strtoul(argv[4], NULL, 10) : 1;
+    int only = -1; /* all modes */
+    if (argc > 5 && strcmp(argv[5], "all") != 0) {
+        for (int m = 0; m < MODES; m++)
+            if (strcmp(argv[5], mode_name[m]) == 0)
+                only = m;
+        if (only < 0) {
+            fprintf(stderr, "bench_nfs_loopsend: unknown mode '%s'\n", argv[5]);
+            return 2;
+        }
+    }
     if (mib == 0 || runs <= 0 || runs > 100 || reply == 0 || reply > (64u << 20) || depth == 0 ||
         depth > 64) {
-        fprintf(stderr,
-                "usage: bench_nfs_loopsend [MIB_PER_RUN [RUNS (1-100) [REPLY_KIB [DEPTH (1-64)]]]]\n");
+        fprintf(stderr, "usage: bench_nfs_loopsend [MIB_PER_RUN [RUNS (1-100) [REPLY_KIB "
+                        "[DEPTH (1-64) [all|copy|zerocopy|splice|splice+recycle]]]]]\n");
         return 2;
     }
     size_t asks = (mib << 20) / reply;
@@ -243,12 +255,14 @@ int main(int argc, char **argv)
     double rate[MODES][100], cpu[MODES][100];
     for (int r = 0; r < runs; r++)
         for (int m = 0; m < MODES; m++)
-            rate[m][r] = run(m, listener, addr, buf, reply, asks, depth, &cpu[m][r]);
+            if (only < 0 || m == only)
+                rate[m][r] = run(m, listener, addr, buf, reply, asks, depth, &cpu[m][r]);
 
     printf("%zu KiB replies, %zu in flight, %zu MiB per run, median of %d runs\n", reply >> 10,
            depth, mib, runs);
     printf("| mode | MiB/s | server CPU-s/GiB |\n|---|---:|---:|\n");
     for (int m = 0; m < MODES; m++)
-        printf("| %s | %.0f | %.3f |\n", mode_name[m], median(rate[m], runs), median(cpu[m], runs));
+        if (only < 0 || m == only)
+            printf("| %s | %.0f | %.3f |\n", mode_name[m], median(rate[m], runs), median(cpu[m], runs));
     return 0;
 }

@@ -85,7 +85,7 @@ meta() {
 # floor REP DEPTH: the transport floor with DEPTH replies in flight, one TSV line
 floor() {
     local out
-    out=$("$BUILD/tools/bench/bench_nfs_loopsend" $((GIB * 1024)) 1 1024 "$2") ||
+    out=$("$BUILD/tools/bench/bench_nfs_loopsend" $((GIB * 1024)) 1 1024 "$2" copy) ||
         { echo "# floor $2 failed" >&2; return 0; }
     echo "$out" | awk -F'|' -v rep="$1" -v d="$2" -v load="$(load1)" '$2 ~ /^ copy / {
         gsub(/ /, "", $3); gsub(/ /, "", $4)
