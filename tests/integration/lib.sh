@@ -41,10 +41,24 @@ trap cairn_test_cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
-# A random base port, so side-by-side daemons rarely collide on their listeners. Below
-# the kernel's ephemeral range (32768-60999), where client connections of other tests
-# would otherwise take our ports now and then; daemon_start retries a collision anyway.
-cairn_random_port() { echo $(( 10000 + (RANDOM * 32768 + RANDOM) % 22000 )); }
+# A random base port whose four ports (a daemon's NFS, MOUNT, portmap and iSCSI
+# listeners) have no listener on 127.0.0.1 right now. Below the kernel's ephemeral range
+# (32768-60999), where client connections of other tests would otherwise take our ports
+# now and then. The check matters for the tests that pass a port of their own (to keep it
+# across restarts): daemon_start can retry a collision only on the ports it picks, and a
+# daemon of a test running beside us holds its ports for the whole test.
+cairn_random_port() {
+    local p i try
+    for try in $(seq 1 50); do
+        p=$(( 10000 + (RANDOM * 32768 + RANDOM) % 22000 ))
+        for i in 0 1 2 3; do
+            if (exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null; then continue 2; fi
+        done
+        echo "$p"
+        return 0
+    done
+    fail "no four free ports in 50 random tries"
+}
 
 # daemon_start NAME [extra cairnd args...]: starts cairnd in the foreground (background
 # job) on state dir $T/NAME; sets CAIRN_SOCKET and DAEMON_PID; waits until it answers.
