@@ -1,0 +1,117 @@
+/*
+ * The DMU's uint64-keyed hash map against a reference model: random puts,
+ * replacements, removes and lookups (keys drawn from a small range, so chains of
+ * colliding keys form and removals hit their heads, middles and tails), with the
+ * contents compared after every step and in full at checkpoints, including
+ * dmu_map_values; the map grows, empties and grows again. Sequential blkids and
+ * sparse indirect keys are what the DMU puts in.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/dmu/dmu_impl.h"
+
+#define NKEYS 4096
+
+static uintptr_t model[NKEYS]; /* 0: absent */
+static uint64_t rng_state = 0x243F6A8885A308D3ULL;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Keys spread over the whole uint64 range but drawn from NKEYS of them. */
+static uint64_t key_of(size_t i) { return i % 3 == 0 ? i : (i * 0x100000001B3ULL) ^ ((uint64_t)i << 52); }
+
+static void check_all(const dmu_map_t *m)
+{
+    size_t present = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        assert_ptr_equal(dmu_map_get(m, key_of(i)), (void *)model[i]);
+        present += model[i] != 0;
+    }
+    assert_int_equal(m->count, present);
+    size_t n;
+    void **vals = dmu_map_values(m, &n);
+    assert_int_equal(n, present);
+    uintptr_t sum_map = 0, sum_model = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(vals[i]);
+        sum_map += (uintptr_t)vals[i];
+    }
+    for (size_t i = 0; i < NKEYS; i++) sum_model += model[i];
+    assert_int_equal(sum_map, sum_model);
+    free(vals);
+}
+
+static void test_random_against_model(void **state)
+{
+    (void)state;
+    dmu_map_t m;
+    dmu_map_init(&m);
+    assert_null(dmu_map_get(&m, 0));
+    assert_null(dmu_map_remove(&m, 0));
+    memset(model, 0, sizeof(model));
+    for (int step = 0; step < 400000; step++) {
+        /* The key range narrows and widens so the map grows, empties and regrows. */
+        size_t span = (size_t)(step / 50000 % 2 ? NKEYS : 300);
+        size_t i = rng() % span;
+        uint64_t op = rng() % 10;
+        if (op < 5) {
+            uintptr_t v = (uintptr_t)(step + 1) * 16; /* never NULL */
+            dmu_map_put(&m, key_of(i), (void *)v);
+            model[i] = v;
+        } else if (op < 8) {
+            assert_ptr_equal(dmu_map_remove(&m, key_of(i)), (void *)model[i]);
+            model[i] = 0;
+        } else {
+            assert_ptr_equal(dmu_map_get(&m, key_of(i)), (void *)model[i]);
+        }
+        if (step % 20000 == 0) check_all(&m);
+    }
+    check_all(&m);
+    for (size_t i = 0; i < NKEYS; i++) {
+        assert_ptr_equal(dmu_map_remove(&m, key_of(i)), (void *)model[i]);
+        model[i] = 0;
+    }
+    check_all(&m);
+    dmu_map_fini(&m);
+    assert_null(dmu_map_get(&m, 1));
+}
+
+/* Sequential keys (blkids), half removed in insertion order, the rest in reverse. */
+static void test_sequential_fill_and_drain(void **state)
+{
+    (void)state;
+    dmu_map_t m;
+    dmu_map_init(&m);
+    for (uint64_t k = 0; k < 100000; k++) dmu_map_put(&m, k, (void *)(uintptr_t)(k + 1));
+    assert_int_equal(m.count, 100000);
+    for (uint64_t k = 0; k < 100000; k += 2) assert_ptr_equal(dmu_map_remove(&m, k), (void *)(uintptr_t)(k + 1));
+    for (uint64_t k = 0; k < 100000; k++)
+        assert_ptr_equal(dmu_map_get(&m, k), k % 2 ? (void *)(uintptr_t)(k + 1) : NULL);
+    for (uint64_t k = 100000; k-- > 0;)
+        assert_ptr_equal(dmu_map_remove(&m, k), k % 2 ? (void *)(uintptr_t)(k + 1) : NULL);
+    assert_int_equal(m.count, 0);
+    for (uint64_t k = 0; k < 100000; k++) assert_null(dmu_map_get(&m, k));
+    dmu_map_fini(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_sequential_fill_and_drain),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
