@@ -458,7 +458,9 @@ static void run_powercut(const char *layout, int iterations)
     uint64_t lost_writes = 0;
     spa_t *spa = create_pool(&f, layout, "fault:");
     assert_int_equal(spa_prop_set(spa, "txg_timeout", "1", NULL, 0), 0);
-    for (int it = 0; it < iterations; it++) {
+    /* Until some cut has struck writes in flight, up to 60 rounds more: where a cut
+     * lands is timing, and a loaded machine once let all twelve land outside. */
+    for (int it = 0; it < iterations || (lost_writes == 0 && it < iterations + 60); it++) {
         /* Some txgs that complete, then writes in flight when the power goes. */
         int full = 1 + (int)cairn_rng_below(&r, 3);
         uint64_t durable = 0;
