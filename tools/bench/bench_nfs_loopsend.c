@@ -24,11 +24,11 @@
  *             faults in and clears fresh pages
  *
  * MODE names one of them to run alone (nfs-throughput.sh's floor takes copy);
- * all runs the four. The modes alternate inside each run; per mode the median MiB/s and the
- * server's CPU-seconds per GiB (getrusage of the parent: the client is
+ * all runs the four, alternating inside each run. Per mode the median MiB/s
+ * and the server's CPU-seconds per GiB (getrusage of the parent: the client is
  * another process) are printed. This bounds what any NFS server can do with
- * one READ in flight on this machine (docs/benchmarks.md, session 17). Never
- * a test.
+ * DEPTH READs in flight on this machine (docs/benchmarks.md, sessions 17 and
+ * 19). Never a test.
  */
 #include <arpa/inet.h>
 #include <errno.h>
