@@ -11,6 +11,12 @@
  *                                   each acknowledged record number (flushed)
  *   nfs_client URL verify NAME N    records 0..N-1 of NAME hold their pattern
  *   nfs_client URL put NAME TEXT / get NAME   small files
+ *   nfs_client URL fill NAME BYTES  writes BYTES of incompressible data (1 MiB
+ *                                   UNSTABLE writes, then COMMIT); prints
+ *                                   "fill N" with the bytes written, and exits 3
+ *                                   with "ENOSPC N" / "EDQUOT N" when the server
+ *                                   refused (N: bytes written before that)
+ *   nfs_client URL rm NAME          removes NAME (exit 4 when it does not exist)
  *
  * URL is a libnfs directory URL: nfs://127.0.0.1/tank/share?nfsport=P&mountport=M&version=3
  * (uid= and gid= pick the AUTH_SYS identity). With version=4 the modes not marked
@@ -27,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -44,6 +51,7 @@ static bool g_v4;
 static size_t g_wmax = 1 << 20;
 
 #define V4_WRITE_MAX 2048
+#define CAIRN_FILL_MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static void die(const char *fmt, ...)
 {
@@ -516,6 +524,98 @@ static void mode_verify(const char *name, uint64_t n)
     printf("verify %" PRIu64 " ok\n", n);
 }
 
+struct wait_status {
+    int status;
+    bool done;
+};
+
+static void wait_status_cb(int status, struct nfs_context *nfs, void *data, void *priv)
+{
+    (void)nfs;
+    (void)data;
+    struct wait_status *w = priv;
+    w->status = status;
+    w->done = true;
+}
+
+/* One WRITE through the asynchronous API, whose callback carries the errno of
+ * the server's status (libnfs 4.0's nfs_pwrite reports every failure as a
+ * bare -EFAULT): bytes written or -errno. */
+static int pwrite_status(struct nfs_context *nfs, struct nfsfh *fh, uint64_t off, size_t n,
+                         const void *buf)
+{
+    struct wait_status w = {0};
+    if (nfs_pwrite_async(nfs, fh, off, n, buf, wait_status_cb, &w) != 0) return -EIO;
+    while (!w.done) {
+        struct pollfd pfd = {.fd = nfs_get_fd(nfs), .events = (short)nfs_which_events(nfs)};
+        if (poll(&pfd, 1, 30000) <= 0) return -ETIMEDOUT;
+        if (nfs_service(nfs, pfd.revents) < 0) return -EIO;
+    }
+    return w.status;
+}
+
+/* Incompressible bytes (lz4 must not shrink them), different for every offset. */
+static void fill_random(uint8_t *b, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (size_t i = 0; i + 8 <= len; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(b + i, &x, 8);
+    }
+}
+
+static void mode_fill(const char *name, uint64_t bytes)
+{
+    struct nfs_context *nfs = connect_ctx(NULL);
+    struct nfsfh *fh;
+    char p[256];
+    snprintf(p, sizeof p, "/%s", name);
+    fh = open_trunc(nfs, p, 0);
+    /* One WRITE per call: libnfs reports a failed piece of a split write as a bare -EFAULT. */
+    size_t chunk = g_wmax;
+    if (nfs_get_writemax(nfs) && nfs_get_writemax(nfs) < chunk) chunk = nfs_get_writemax(nfs);
+    uint8_t *w = malloc(chunk);
+    uint64_t done = 0;
+    int err = 0;
+    while (done < bytes) {
+        size_t n = (size_t)CAIRN_FILL_MIN(chunk, bytes - done);
+        fill_random(w, n, done / chunk + 1 + (uint64_t)getpid() * 1000003ULL);
+        int got = pwrite_status(nfs, fh, done, n, w);
+        if (got < 0) {
+            err = got;
+            break;
+        }
+        done += (uint64_t)got;
+    }
+    if (!err) err = nfs_fsync(nfs, fh);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", err ? nfs_get_error(nfs) : "");
+    nfs_close(nfs, fh);
+    nfs_destroy_context(nfs);
+    free(w);
+    /* libnfs reports a WRITE's NFS3ERR_NOSPC/DQUOT as -EFAULT with the status in its message. */
+    bool nospc = err == -ENOSPC || strstr(msg, "NOSPC"), dquot = err == -EDQUOT || strstr(msg, "DQUOT");
+    if (nospc || dquot) {
+        printf("%s %" PRIu64 "\n", nospc ? "ENOSPC" : "EDQUOT", done);
+        exit(3);
+    }
+    CHECK(err == 0, "fill %s at %" PRIu64 ": %d (%s)", name, done, err, msg);
+    printf("fill %" PRIu64 "\n", done);
+}
+
+static void mode_rm(const char *name)
+{
+    struct nfs_context *nfs = connect_ctx(NULL);
+    char p[256];
+    snprintf(p, sizeof p, "/%s", name);
+    int err = nfs_unlink(nfs, p);
+    nfs_destroy_context(nfs);
+    if (err == -ENOENT) exit(4);
+    CHECK(err == 0, "remove %s: %s", name, strerror(-err));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -535,6 +635,8 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "syncwrite") && argc > 3) mode_syncwrite(argv[3]);
     else if (!strcmp(mode, "commitwrite") && argc > 3) mode_commitwrite(argv[3]);
     else if (!strcmp(mode, "verify") && argc > 4) mode_verify(argv[3], strtoull(argv[4], NULL, 10));
+    else if (!strcmp(mode, "fill") && argc > 4) mode_fill(argv[3], strtoull(argv[4], NULL, 0));
+    else if (!strcmp(mode, "rm") && argc > 3) mode_rm(argv[3]);
     else if (!strcmp(mode, "put") && argc > 4) {
         struct nfs_context *nfs = connect_ctx(NULL);
         char p[256];
