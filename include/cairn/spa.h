@@ -287,6 +287,14 @@ void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space);
  * spa_dirty_add: the dataset layer counts it as used before it is, so that
  * quotas hold and the pool never fills under a sync. */
 uint64_t spa_space_pending(spa_t *spa);
+/* Space on its way back: bytes freed by synced txgs and not yet usable (the
+ * defer window; they become free within SPA_DEFER_TXGS more syncs, which the
+ * sync thread runs by itself while any remain, even on an idle pool), plus
+ * what the txgs not yet synced will free by the estimates given to
+ * spa_space_freeing_add (from above: a block a snapshot keeps frees nothing).
+ * A write refused for space waits for those syncs instead of failing. */
+uint64_t spa_space_freeing(spa_t *spa);
+void spa_space_freeing_add(spa_t *spa, uint64_t txg, uint64_t bytes);
 /* A counter that grows by every space estimate given to spa_dirty_add and by
  * every allocation (so by at least what any dataset's used + pending grows,
  * frees aside), never shrinks, and reads without a lock: the dataset layer's

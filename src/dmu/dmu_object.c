@@ -116,10 +116,12 @@ int dmu_object_free(objset_t *os, uint64_t obj, dmu_tx_t *tx)
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
     dn_wlock(dn);
-    err = dnode_free_object_locked(dn, tx->txg);
+    uint64_t freeing = dn->phys.used_bytes; /* as of the last sync: a write refused */
+    err = dnode_free_object_locked(dn, tx->txg); /* for space meanwhile may wait for it */
     dn_unlock(dn);
     dnode_rele(dn);
     if (err) return err;
+    spa_space_freeing_add(os->dp->spa, tx->txg, freeing);
     pthread_mutex_lock(&os->alloc_lock);
     if (os->nfreed == os->capfreed) {
         os->capfreed = os->capfreed ? os->capfreed * 2 : 16;
@@ -275,8 +277,10 @@ int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_t
     if (err) return err;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -ENOENT;
+    uint64_t freeing = CAIRN_MIN(len, dn->phys.used_bytes); /* see dmu_object_free */
     err = dnode_free_range_impl(dn, tx->txg, off, len);
     dnode_rele(dn);
+    if (!err) spa_space_freeing_add(os->dp->spa, tx->txg, freeing);
     return err;
 }
 

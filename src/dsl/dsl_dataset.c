@@ -50,16 +50,22 @@
  *   usedbysnapshots(H) bytes of H's dead lists (its own and its snapshots')
  *                      born after its origin: what destroying every snapshot
  *                      of H would free.
- *   usedbydataset(H)   bytes only H references:
- *                      referenced(H) - referenced(P) + dead(H), with P the
- *                      newest snapshot (or the origin; 0 without either):
- *                      what P shares with H is all of P except what H killed.
+ *   usedbydataset(H)   bytes H references that are H's own, i.e. all of
+ *                      referenced(H) but what a clone still shares with its
+ *                      origin O: referenced(H) - (referenced(O) - killed),
+ *                      killed being the dead-list bytes (H's and its
+ *                      snapshots') born up to the origin's txg. Blocks H
+ *                      shares with its own snapshots are H's (so a snapshot
+ *                      leaves `used` as it was, as in ZFS).
  *   usedbychildren(H)  sum over children C of max(used(C), reservation(C)).
  *   usedbyrefreservation(H) = max(0, refreservation - usedbydataset).
  *   used(H) = the sum of those four; used(snapshot S) = entries of the next
  *   dataset's dead list born after S's previous snapshot (what destroying S
  *   frees), logicalused(S) their logical sizes; written(X) = referenced(X) -
- *   referenced(P) + dead(X).
+ *   referenced(P) + dead(X), with P the newest snapshot before X (or the
+ *   origin; 0 without either): what P shares with X is all of P except what
+ *   X killed. A head's written is also what usedbyrefreservation weighs the
+ *   refreservation against: what the head alone references.
  * A snapshot remembers how far it has summed the next dataset's dead list,
  * which only grows until it is replaced or moved (dead_gen changes), so
  * reading used again costs the entries killed since, not the whole list.
@@ -100,6 +106,12 @@ static uint64_t bp_asize(const cairn_blkptr_t *bp)
     uint64_t s = 0;
     for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++) s += cairn_dva_asize(&bp->dva[i]);
     return s;
+}
+
+/* A record of a plain object (file or volume data), as opposed to metadata. */
+static bool bp_is_data(const cairn_blkptr_t *bp)
+{
+    return bp->type == CAIRN_BT_DATA && bp->level == 0;
 }
 
 static void objset_name(uint64_t obj, char *buf, size_t len)
@@ -278,6 +290,10 @@ static void hook_born(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     n->phys.referenced += bp_asize(bp);
     n->phys.comp += bp->psize;
     n->phys.uncomp += bp->lsize;
+    if (bp_is_data(bp)) {
+        n->phys.data_comp += bp->psize;
+        n->phys.data_uncomp += bp->lsize;
+    }
     n->dirty = true;
     pthread_mutex_unlock(&n->dp->stat_lock);
 }
@@ -292,6 +308,10 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     n->phys.referenced -= CAIRN_MIN(n->phys.referenced, asize);
     n->phys.comp -= CAIRN_MIN(n->phys.comp, (uint64_t)bp->psize);
     n->phys.uncomp -= CAIRN_MIN(n->phys.uncomp, (uint64_t)bp->lsize);
+    if (bp_is_data(bp)) {
+        n->phys.data_comp -= CAIRN_MIN(n->phys.data_comp, (uint64_t)bp->psize);
+        n->phys.data_uncomp -= CAIRN_MIN(n->phys.data_uncomp, (uint64_t)bp->lsize);
+    }
     n->dirty = true;
     bool shared = bp->birth_txg <= n->phys.prev_snap_txg;
     if (shared) {
@@ -772,6 +792,30 @@ static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
 
 static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
+/* usedbydataset of head n: what it references less what a clone still shares
+ * with its origin (dp->lock held; reads stat_lock). */
+static uint64_t node_own_referenced(dsl_pool_t *dp, const dsl_node_t *n, uint64_t *logical)
+{
+    dsl_node_t *o = n->phys.origin ? dsl_node_by_obj(dp, n->phys.origin) : NULL;
+    pthread_mutex_lock(&dp->stat_lock);
+    uint64_t own = n->phys.referenced;
+    *logical = n->phys.uncomp;
+    if (o) {
+        /* Every dead-list entry of the clone's chain born after the origin is
+         * in snapused; the rest are origin blocks the clone no longer
+         * references. */
+        uint64_t dead = n->phys.dead_bytes, dead_uncomp = n->phys.dead_uncomp;
+        for (size_t i = 0; i < n->nsnaps; i++) {
+            dead += n->snaps[i]->phys.dead_bytes;
+            dead_uncomp += n->snaps[i]->phys.dead_uncomp;
+        }
+        own = sub0(own + sub0(dead, n->phys.snapused), o->phys.referenced);
+        *logical = sub0(*logical + sub0(dead_uncomp, n->phys.snapused_uncomp), o->phys.uncomp);
+    }
+    pthread_mutex_unlock(&dp->stat_lock);
+    return own;
+}
+
 static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -782,17 +826,17 @@ static void node_space_raw(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *o)
     uint64_t unique = sub0(ph.referenced + ph.dead_bytes, prevref);
     o->referenced = ph.referenced;
     o->logicalreferenced = ph.uncomp;
-    o->comp = ph.comp;
-    o->uncomp = ph.uncomp;
-    o->refcomp = ph.comp;
+    o->comp = o->refcomp = ph.data_comp;
+    o->uncomp = o->refuncomp = ph.data_uncomp;
     o->written = unique;
     if (ph.type == DSL_TYPE_SNAPSHOT) {
         o->used = snap_unique(dp, n, &o->logicalused);
         return;
     }
-    o->usedbydataset = unique;
+    uint64_t logical;
+    o->usedbydataset = node_own_referenced(dp, n, &logical);
     o->usedbysnapshots = ph.snapused;
-    uint64_t logical = ph.uncomp + ph.snapused_uncomp;
+    logical += ph.snapused_uncomp;
     for (size_t i = 0; i < n->nchildren; i++) {
         dsl_space_t c;
         node_space_raw(dp, n->children[i], &c);
@@ -1018,6 +1062,8 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
         n->phys.referenced = origin->phys.referenced;
         n->phys.comp = origin->phys.comp;
         n->phys.uncomp = origin->phys.uncomp;
+        n->phys.data_comp = origin->phys.data_comp;
+        n->phys.data_uncomp = origin->phys.data_uncomp;
         origin->phys.num_clones++;
         origin->dirty = true;
     }
@@ -1155,6 +1201,8 @@ static int snapshot_one(dsl_pool_t *dp, dsl_node_t *h, const char *snap, dmu_tx_
     s->phys.referenced = h->phys.referenced;
     s->phys.comp = h->phys.comp;
     s->phys.uncomp = h->phys.uncomp;
+    s->phys.data_comp = h->phys.data_comp;
+    s->phys.data_uncomp = h->phys.data_uncomp;
     /* The head's dead list (flushed) becomes the snapshot's. */
     s->phys.deadlist_obj = h->phys.deadlist_obj;
     s->phys.dead_count = h->phys.dead_count;
@@ -1615,6 +1663,8 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     h->phys.referenced = s->phys.referenced;
     h->phys.comp = s->phys.comp;
     h->phys.uncomp = s->phys.uncomp;
+    h->phys.data_comp = s->phys.data_comp;
+    h->phys.data_uncomp = s->phys.data_uncomp;
     h->dirty = true;
     pthread_mutex_unlock(&dp->stat_lock);
 out:
@@ -1853,7 +1903,12 @@ static int check_space(dsl_dataset_t *ds, uint64_t bytes, bool nowait)
             uint64_t avail = node_available(dp, n, &quota, true);
             if (bytes > avail) {
                 err = quota ? -EDQUOT : -ENOSPC;
-                wait = attempt < 3 && bytes <= node_available(dp, n, NULL, false);
+                /* Space being freed (a remove in a txg not yet synced, or
+                 * the defer window) is usable a few syncs later: a write
+                 * that fits once it is waits for them rather than fail. */
+                uint64_t coming = quota ? 0 : spa_space_freeing(dp->spa);
+                wait = attempt < SPA_DEFER_TXGS + 1 &&
+                       bytes <= node_available(dp, n, NULL, false) + coming;
             }
             fast_remember(ds, 0, claim0, avail);
         }

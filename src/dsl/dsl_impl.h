@@ -32,7 +32,11 @@ typedef struct dsl_ds_phys {
     uint64_t dead_bytes, dead_comp, dead_uncomp;
     uint64_t referenced, comp, uncomp; /* all blocks reachable from its root */
     uint64_t snapused, snapused_uncomp; /* head: dead-list bytes born after origin_txg */
-    uint64_t reserved[8];
+    /* Stored and logical bytes of the level-0 records of plain objects among
+     * `referenced`: what compressratio is a ratio of (metadata - dnode blocks
+     * of zeros, indirect blocks - would make an empty dataset read 70x). */
+    uint64_t data_comp, data_uncomp; /* were reserved[0..1]: zero on older pools */
+    uint64_t reserved[6];             /* [5]: the root's config store (dsl_config.c) */
 } dsl_ds_phys_t;
 _Static_assert(sizeof(dsl_ds_phys_t) <= DMU_BONUS_MAX, "dataset phys fits a bonus buffer");
 
@@ -149,8 +153,10 @@ dsl_node_t *dsl_node_by_obj(dsl_pool_t *dp, uint64_t obj);
 typedef struct dsl_space {
     uint64_t used, available, referenced, logicalused, logicalreferenced;
     uint64_t usedbysnapshots, usedbydataset, usedbychildren, usedbyrefreservation;
-    uint64_t written, comp, uncomp;
-    uint64_t refcomp;         /* stored bytes of what the root references (logical: logicalreferenced) */
+    uint64_t written;
+    /* Stored and logical bytes of data records (dsl_ds_phys_t.data_comp): of
+     * the dataset and its descendants, and (ref) of what its root references. */
+    uint64_t comp, uncomp, refcomp, refuncomp;
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
 

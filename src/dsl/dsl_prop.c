@@ -463,10 +463,12 @@ static int prop_fill(dsl_pool_t *dp, dsl_node_t *n, const char *name, dsl_prop_t
             v = n->phys.guid;
             size = false;
         } else if (!strcmp(name, "compressratio") || !strcmp(name, "refcompressratio")) {
-            /* Logical over stored bytes (copies and parity aside, as in ZFS): of
-             * what the dataset uses, or (ref) of what its root references. */
+            /* Logical over stored bytes of data records (copies and parity
+             * aside, as in ZFS; metadata left out, so an empty dataset reads
+             * 1.00x): of the dataset and its descendants, or (ref) of what its
+             * root references. */
             bool ref = name[0] == 'r';
-            uint64_t comp = ref ? s.refcomp : s.comp, uncomp = ref ? s.logicalreferenced : s.uncomp;
+            uint64_t comp = ref ? s.refcomp : s.comp, uncomp = ref ? s.refuncomp : s.uncomp;
             uint64_t r = comp ? uncomp * 100 / comp : 100;
             if (r < 100) r = 100;
             p->numeric = r;

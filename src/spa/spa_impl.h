@@ -93,6 +93,7 @@ typedef struct spa_txg_state {
     uint64_t holders[4];            /* indexed by txg & 3 */
     uint64_t dirty[4];
     uint64_t space[4];              /* bytes txg will allocate, estimated (spa_space_pending) */
+    uint64_t freeing[4];            /* bytes txg will free, estimated (spa_space_freeing) */
     bool touched[4];
     uint64_t wait_target;           /* highest txg someone waits for */
     uint64_t last_sync_ns;
@@ -175,6 +176,10 @@ struct spa {
     bool scrub_thread_running;
     pthread_t scrub_thread;
     _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */
+    /* Bytes freed and still in their defer window as of the last sync: while
+     * nonzero the sync thread runs (empty) txgs of its own, so freed space
+     * comes back on an idle pool too (spa_txg.c, txg_should_close). */
+    _Atomic uint64_t frees_deferred;
     uint64_t held_synced_txg;       /* frees released up to here before the hold */
     _Atomic uint64_t data_errors;   /* blocks read with no good copy */
 };

@@ -18,6 +18,14 @@
  * wakes as soon as a sync completes. This keeps memory bounded and makes the
  * stall smooth rather than a cliff at a hard limit.
  *
+ * Frees are deferred (SPA_DEFER_TXGS) and become free space only when later
+ * txgs sync. A pool that goes idle right after a remove would keep that space
+ * deferred until its next change, which on a full pool may never come (every
+ * write is refused for want of the very space that waits): so while deferred
+ * frees remain after a sync, the sync thread closes empty txgs of its own,
+ * SPA_FREE_SYNC_MS apart, until they are released. An empty txg allocates
+ * nothing (nothing dirty, the space map log unchanged), so this stops.
+ *
  * spa_sync() writes txg T: the upper layer's blocks (giving a new MOS root),
  * then the space map log for T, a flush of every leaf, the uberblock, and a
  * second flush. Only after that second flush is T durable; deferred frees of
@@ -170,6 +178,25 @@ uint64_t spa_space_pending(spa_t *spa)
     return sum;
 }
 
+void spa_space_freeing_add(spa_t *spa, uint64_t txg, uint64_t bytes)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    if (txg > tx->synced_txg) tx->freeing[txg & 3] += bytes;
+    pthread_mutex_unlock(&tx->lock);
+}
+
+uint64_t spa_space_freeing(spa_t *spa)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    uint64_t sum = atomic_load(&spa->frees_deferred);
+    for (uint64_t t = tx->synced_txg + 1; t <= tx->open_txg && t - tx->synced_txg <= 4; t++)
+        sum += tx->freeing[t & 3];
+    pthread_mutex_unlock(&tx->lock);
+    return sum;
+}
+
 int spa_txg_wait_synced(spa_t *spa, uint64_t txg)
 {
     spa_txg_state_t *tx = &spa->tx;
@@ -193,11 +220,16 @@ void spa_txg_kick(spa_t *spa)
     pthread_mutex_unlock(&tx->lock);
 }
 
+#define SPA_FREE_SYNC_MS 100
+
 static bool txg_should_close(spa_t *spa, uint64_t now)
 {
     spa_txg_state_t *tx = &spa->tx;
     uint64_t t = tx->open_txg;
     if (tx->wait_target >= t) return true;
+    if (atomic_load(&spa->frees_deferred) && !atomic_load(&spa->hold_frees) && !tx->failed &&
+        now - tx->last_sync_ns >= SPA_FREE_SYNC_MS * 1000000ULL)
+        return true;
     if (!tx->touched[t & 3]) return false;
     if (open_dirty_reaches(spa, 1, 4)) return true;
     if (tx->stop) return true;
@@ -216,6 +248,8 @@ static void *spa_sync_thread(void *arg)
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             uint64_t wait_ns = spa->txg_timeout_ms * 1000000ULL;
+            if (atomic_load(&spa->frees_deferred) && wait_ns > SPA_FREE_SYNC_MS * 1000000ULL)
+                wait_ns = SPA_FREE_SYNC_MS * 1000000ULL;
             uint64_t since = now - tx->last_sync_ns;
             wait_ns = since < wait_ns ? wait_ns - since : 1000000ULL;
             if (wait_ns > 500000000ULL) wait_ns = 500000000ULL;
@@ -231,6 +265,7 @@ static void *spa_sync_thread(void *arg)
         tx->holders[(t + 1) & 3] = 0;
         tx->dirty[(t + 1) & 3] = 0;
         tx->space[(t + 1) & 3] = 0;
+        tx->freeing[(t + 1) & 3] = 0;
         tx->touched[(t + 1) & 3] = false;
         tx->quiescing_txg = t;
         while (tx->holders[t & 3]) pthread_cond_wait(&tx->quiesce_cv, &tx->lock);
@@ -314,8 +349,15 @@ int spa_sync(spa_t *spa, uint64_t txg)
     uint64_t release = txg;
     if (atomic_load(&spa->hold_frees)) release = spa->held_synced_txg;
     else spa->held_synced_txg = txg;
+    uint64_t deferred = 0;
     for (uint32_t i = 0; i < spa->ntop; i++)
-        if (spa->ms[i]) metaslab_txg_synced(spa->ms[i], release);
+        if (spa->ms[i]) {
+            metaslab_txg_synced(spa->ms[i], release);
+            metaslab_stats_t st;
+            metaslab_get_stats(spa->ms[i], &st);
+            deferred += st.deferred;
+        }
+    atomic_store(&spa->frees_deferred, deferred);
     /* This txg rewrote the space map log and the log directory without the ids a
      * crash had left in them (both were due at the first sync after import). */
     spa->stale_ids &= ~stale;

@@ -484,6 +484,336 @@ static void test_random_model(void **state)
     fx_destroy(&f);
 }
 
+
+/* ---------------- space numbers against a model of blocks ---------------- */
+
+/* Every record written is a new block of exactly SM_RS allocated bytes
+ * (compression off, one copy), named by a serial number; the model derives
+ * each number of zfs(8)'s space family from which heads and snapshots hold
+ * which blocks. Metadata (dnode, indirect and root blocks) is not modelled:
+ * each number may exceed the model by SM_META, well under one record. */
+#define SM_RS (128 * 1024)
+#define SM_NREC 12
+#define SM_SNAPS 6
+#define SM_META (96 * 1024) /* dnode, indirect and root blocks, two copies each */
+
+typedef struct sm_head {
+    char name[300];
+    uint64_t obj;
+    uint32_t cur[SM_NREC];            /* block serial per record, 0 = hole */
+    int nsnaps;
+    char snap[SM_SNAPS][16];
+    uint32_t snaprec[SM_SNAPS][SM_NREC];
+    uint32_t origin[SM_NREC];         /* clone: the origin snapshot's blocks */
+} sm_head_t;
+
+static bool sm_in(const uint32_t *v, uint32_t b)
+{
+    for (int i = 0; i < SM_NREC; i++)
+        if (b && v[i] == b) return true;
+    return false;
+}
+
+static uint64_t sm_count(const uint32_t *v, const uint32_t *const *not, int nnot)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < SM_NREC; i++) {
+        if (!v[i]) continue;
+        bool other = false;
+        for (int k = 0; k < nnot && !other; k++) other = sm_in(not[k], v[i]);
+        /* a block held twice in one list (never here) would count once */
+        if (!other) n++;
+    }
+    return n * SM_RS;
+}
+
+/* metas: how many generations of metadata the number may hold (a head's
+ * own, and one per snapshot: each keeps the dnode and indirect blocks of its
+ * time). */
+static void sm_expect(fx_t *f, const char *ds, const char *prop, uint64_t want, int metas)
+{
+    uint64_t got = fx_num(f, ds, prop);
+    uint64_t slack = (uint64_t)metas * SM_META;
+    if (got < want || got > want + slack)
+        fail_msg("%s %s: got %llu, model %llu (+ at most %llu of metadata)", ds, prop,
+                 (unsigned long long)got, (unsigned long long)want, (unsigned long long)slack);
+}
+
+static void sm_verify(fx_t *f, sm_head_t *h)
+{
+    const uint32_t *not[SM_SNAPS + 2];
+    uint64_t ref = sm_count(h->cur, NULL, 0);
+    not[0] = h->origin;
+    uint64_t own = sm_count(h->cur, not, 1);
+    /* Blocks only snapshots hold: each snapshot's, less the head's, the
+     * origin's and those of the snapshots before it (counted there). */
+    uint64_t snaps = 0;
+    for (int s = 0; s < h->nsnaps; s++) {
+        int k = 0;
+        not[k++] = h->cur;
+        not[k++] = h->origin;
+        for (int p = 0; p < s; p++) not[k++] = h->snaprec[p];
+        snaps += sm_count(h->snaprec[s], not, k);
+    }
+    sm_expect(f, h->name, "referenced", ref, 1);
+    sm_expect(f, h->name, "usedbydataset", own, 1);
+    sm_expect(f, h->name, "usedbysnapshots", snaps, h->nsnaps);
+    sm_expect(f, h->name, "used", own + snaps, 1 + h->nsnaps);
+    not[0] = h->nsnaps ? h->snaprec[h->nsnaps - 1] : h->origin;
+    sm_expect(f, h->name, "written", sm_count(h->cur, not, 1), 1);
+    for (int s = 0; s < h->nsnaps; s++) {
+        char sn[400];
+        snprintf(sn, sizeof(sn), "%s@%s", h->name, h->snap[s]);
+        int k = 0;
+        not[k++] = h->cur;
+        not[k++] = h->origin;
+        for (int p = 0; p < h->nsnaps; p++)
+            if (p != s) not[k++] = h->snaprec[p];
+        sm_expect(f, sn, "used", sm_count(h->snaprec[s], not, k), 1);
+        sm_expect(f, sn, "referenced", sm_count(h->snaprec[s], NULL, 0), 1);
+    }
+}
+
+static void sm_write(fx_t *f, sm_head_t *h, int r, uint32_t serial)
+{
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f->dp, h->name, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    uint8_t *b = malloc(SM_RS);
+    for (size_t i = 0; i < SM_RS; i += 4) memcpy(b + i, &serial, 4);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, h->obj, (uint64_t)r * SM_RS, SM_RS, b, tx), 0);
+    dmu_tx_commit(tx);
+    free(b);
+    dsl_dataset_rele(ds);
+    h->cur[r] = serial;
+}
+
+static void sm_free(fx_t *f, sm_head_t *h, int r)
+{
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f->dp, h->name, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_free_range(os, h->obj, (uint64_t)r * SM_RS, SM_RS, tx), 0);
+    dmu_tx_commit(tx);
+    dsl_dataset_rele(ds);
+    h->cur[r] = 0;
+}
+
+static void sm_snapshot(fx_t *f, sm_head_t *h, const char *snap)
+{
+    char sn[400];
+    snprintf(sn, sizeof(sn), "%s@%s", h->name, snap);
+    OK(dsl_snapshot(f->dp, sn, false, fx_err, sizeof(fx_err)));
+    cairn_strlcpy(h->snap[h->nsnaps], snap, sizeof(h->snap[0]));
+    memcpy(h->snaprec[h->nsnaps], h->cur, sizeof(h->cur));
+    h->nsnaps++;
+}
+
+static void sm_destroy_snap(fx_t *f, sm_head_t *h, int s)
+{
+    char sn[400];
+    snprintf(sn, sizeof(sn), "%s@%s", h->name, h->snap[s]);
+    OK(dsl_dataset_destroy(f->dp, sn, false, false, fx_err, sizeof(fx_err)));
+    for (int i = s; i + 1 < h->nsnaps; i++) {
+        memcpy(h->snap[i], h->snap[i + 1], sizeof(h->snap[0]));
+        memcpy(h->snaprec[i], h->snaprec[i + 1], sizeof(h->snaprec[0]));
+    }
+    h->nsnaps--;
+}
+
+static void sm_make(fx_t *f, sm_head_t *h, const char *rel)
+{
+    memset(h, 0, sizeof(*h));
+    fx_ds_name(f, h->name, sizeof(h->name), rel);
+    fx_create_fs(f, h->name);
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f->dp, h->name, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    dmu_object_props_t p = {.recordsize = SM_RS, .compress = CAIRN_COMPRESS_OFF,
+                            .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_object_alloc(os, &p, &h->obj, tx), 0);
+    dmu_tx_commit(tx);
+    dsl_dataset_rele(ds);
+}
+
+/* used, usedbydataset, usedbysnapshots, written, referenced and every
+ * snapshot's used follow a model of which blocks each head and snapshot
+ * holds, through writes, overwrites, frees, snapshots, snapshot destroys and
+ * a clone, across export/import. A snapshot leaves the head's used as it was
+ * (zfs(8)): the blocks it shares with the head stay the head's. */
+static void test_space_model(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslsm");
+    cairn_rng_t rng;
+    const char *seed_env = getenv("CAIRN_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 24;
+    fprintf(stderr, "test_space_model: seed %llu (CAIRN_TEST_SEED)\n", (unsigned long long)seed);
+    cairn_rng_seed(&rng, seed);
+    sm_head_t h[2];
+    sm_make(&f, &h[0], "m");
+    uint32_t serial = 1;
+    /* The case of the report: 100% written, then a snapshot, then removed. */
+    for (int r = 0; r < SM_NREC; r++) sm_write(&f, &h[0], r, serial++);
+    sync_pool(&f);
+    sm_verify(&f, &h[0]);
+    uint64_t used0 = fx_num(&f, h[0].name, "used");
+    sm_snapshot(&f, &h[0], "s0");
+    sm_verify(&f, &h[0]);
+    assert_int_equal(fx_num(&f, h[0].name, "used"), used0);
+    for (int r = 0; r < SM_NREC; r++) sm_free(&f, &h[0], r);
+    sync_pool(&f);
+    sm_verify(&f, &h[0]);
+    assert_true(fx_num(&f, h[0].name, "usedbysnapshots") >= SM_NREC * SM_RS);
+
+    int nheads = 1, nsnapname = 1;
+    for (int step = 0; step < 70; step++) {
+        sm_head_t *x = &h[cairn_rng_next(&rng) % (uint64_t)nheads];
+        uint64_t op = cairn_rng_next(&rng) % 10;
+        int r = (int)(cairn_rng_next(&rng) % SM_NREC);
+        if (op < 5) {
+            sm_write(&f, x, r, serial++);
+        } else if (op < 7) {
+            sm_free(&f, x, r);
+        } else if (op < 8 && x->nsnaps < SM_SNAPS) {
+            char sn[16];
+            snprintf(sn, sizeof(sn), "s%d", nsnapname++);
+            sm_snapshot(&f, x, sn);
+        } else if (op < 9 && x->nsnaps > 0) {
+            int s = (int)(cairn_rng_next(&rng) % (uint64_t)x->nsnaps);
+            if (nheads == 2 && x == &h[0] && !strcmp(x->snap[s], "origin")) continue;
+            sm_destroy_snap(&f, x, s);
+        } else if (nheads == 1 && x->nsnaps < SM_SNAPS) {
+            /* A clone: what it shares with its origin is the origin's. */
+            sm_snapshot(&f, x, "origin");
+            char sn[400], cn[300];
+            snprintf(sn, sizeof(sn), "%s@origin", x->name);
+            fx_ds_name(&f, cn, sizeof(cn), "clone");
+            OK(dsl_clone(f.dp, sn, cn, NULL, 0, fx_err, sizeof(fx_err)));
+            memset(&h[1], 0, sizeof(h[1]));
+            cairn_strlcpy(h[1].name, cn, sizeof(h[1].name));
+            h[1].obj = x->obj;
+            memcpy(h[1].cur, x->cur, sizeof(x->cur));
+            memcpy(h[1].origin, x->cur, sizeof(x->cur));
+            nheads = 2;
+        }
+        sync_pool(&f);
+        for (int i = 0; i < nheads; i++) sm_verify(&f, &h[i]);
+        if (step % 25 == 24) {
+            fx_reimport(&f);
+            for (int i = 0; i < nheads; i++) sm_verify(&f, &h[i]);
+        }
+    }
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
+/* quota counts snapshots (and descendants), refquota only what the head
+ * references: five snapshots of a 4-record file rewritten each time cannot
+ * take a 6-record quota past it (the report: 162 MiB under quota=48M). */
+static void test_quota_counts_snapshots(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslqsnap");
+    sm_head_t h;
+    sm_make(&f, &h, "q");
+    OK(dsl_prop_set(f.dp, h.name, "quota", "768K", fx_err, sizeof(fx_err))); /* 6 records */
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, h.name, &ds));
+    uint32_t serial = 1;
+    int refused = -1;
+    for (int round = 0; round < 5 && refused < 0; round++) {
+        for (int r = 0; r < 4; r++) {
+            int e = dsl_dataset_check_space(ds, SM_RS);
+            if (e) {
+                assert_int_equal(e, -EDQUOT);
+                refused = round;
+                break;
+            }
+            sm_write(&f, &h, r, serial++);
+        }
+        sync_pool(&f);
+        char sn[16];
+        snprintf(sn, sizeof(sn), "r%d", round);
+        if (refused < 0) sm_snapshot(&f, &h, sn);
+    }
+    /* Round 0 fits (4 records), round 1 is refused at its third record. */
+    assert_int_equal(refused, 1);
+    assert_true(fx_num(&f, h.name, "used") <= 768 * 1024);
+    sm_verify(&f, &h);
+    /* refquota ignores what only the snapshots hold. */
+    OK(dsl_prop_set(f.dp, h.name, "quota", "none", fx_err, sizeof(fx_err)));
+    OK(dsl_prop_set(f.dp, h.name, "refquota", "768K", fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, SM_RS), 0);
+    for (int r = 0; r < 4; r++) sm_write(&f, &h, r, serial++);
+    sync_pool(&f);
+    assert_true(fx_num(&f, h.name, "used") > 768 * 1024);
+    assert_int_equal(dsl_dataset_check_space(ds, 3 * SM_RS), -EDQUOT);
+    dsl_dataset_rele(ds);
+    fx_destroy(&f);
+}
+
+/* Space freed on a pool that then goes idle comes back by itself: nothing
+ * else will ever sync a txg, yet the defer window must pass. */
+static void test_frees_return_when_idle(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslidle");
+    sm_head_t h;
+    sm_make(&f, &h, "idle");
+    for (int r = 0; r < SM_NREC; r++) sm_write(&f, &h, r, (uint32_t)r + 1);
+    sync_pool(&f);
+    spa_space_t before;
+    spa_get_space(f.spa, &before);
+    for (int r = 0; r < SM_NREC; r++) sm_free(&f, &h, r);
+    /* No more waiting for syncs from here on: only the sync thread's own. */
+    uint64_t want = before.alloc - (SM_NREC - 1) * SM_RS;
+    spa_space_t now = before;
+    for (int i = 0; i < 300 && now.alloc > want; i++) {
+        usleep(100 * 1000);
+        spa_get_space(f.spa, &now);
+    }
+    if (now.alloc > want)
+        fail_msg("alloc still %llu 30 s after freeing %u bytes (was %llu)",
+                 (unsigned long long)now.alloc, SM_NREC * SM_RS, (unsigned long long)before.alloc);
+    fx_destroy(&f);
+}
+
+/* On a full pool, a write right after a remove waits for the freed space
+ * instead of failing: the remove's txg and the defer window are synced for it. */
+static void test_write_after_free_on_full_pool(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslfull");
+    sm_head_t h;
+    sm_make(&f, &h, "full");
+    char other[300];
+    fx_ds_name(&f, other, sizeof(other), "hog");
+    fx_create_fs(&f, other);
+    for (int r = 0; r < SM_NREC; r++) sm_write(&f, &h, r, (uint32_t)r + 1);
+    sync_pool(&f);
+    /* Leave about four records free for h. */
+    uint64_t avail = fx_num(&f, h.name, "available");
+    char resv[64];
+    snprintf(resv, sizeof(resv), "%llu", (unsigned long long)(avail - 4 * SM_RS));
+    OK(dsl_prop_set(f.dp, other, "reservation", resv, fx_err, sizeof(fx_err)));
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, h.name, &ds));
+    assert_int_equal(dsl_dataset_check_space(ds, 8 * SM_RS), -ENOSPC);
+    for (int r = 0; r < SM_NREC; r++) sm_free(&f, &h, r); /* in the open txg */
+    assert_int_equal(dsl_dataset_check_space(ds, 8 * SM_RS), 0);
+    dsl_dataset_rele(ds);
+    fx_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +821,10 @@ int main(void)
         cmocka_unit_test(test_available_follows_reservations),
         cmocka_unit_test(test_compressratio),
         cmocka_unit_test(test_random_model),
+        cmocka_unit_test(test_space_model),
+        cmocka_unit_test(test_quota_counts_snapshots),
+        cmocka_unit_test(test_frees_return_when_idle),
+        cmocka_unit_test(test_write_after_free_on_full_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
