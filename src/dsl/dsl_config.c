@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DSL_CONFIG_SLOT 5 /* the 8th reserved word before data_comp took two */
+#define DSL_CONFIG_SLOT 4 /* the 8th reserved word before data_comp and snap_volsize took three */
 
 static uint64_t config_obj(dsl_pool_t *dp)
 {

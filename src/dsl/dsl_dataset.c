@@ -957,6 +957,50 @@ void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out)
     out->available = node_available(dp, n, NULL, false);
 }
 
+int dsl_space_check_limit(dsl_pool_t *dp, dsl_node_t *n, const char *prop, uint64_t v,
+                          char *err, size_t errlen)
+{
+    char fn[DSL_NAME_MAX + 1], have[32], want[32];
+    dsl_node_fullname(n, fn, sizeof(fn));
+    cairn_format_size(v, want, sizeof(want));
+    bool quota = !strcmp(prop, "quota"), refquota = !strcmp(prop, "refquota");
+    bool resv = !strcmp(prop, "reservation"), refresv = !strcmp(prop, "refreservation");
+    if (!v || !(quota || refquota || resv || refresv)) return 0;
+    dsl_space_t s;
+    node_space_raw(dp, n, &s);
+    /* Pending writes count: a limit set under them would be crossed by the
+     * next sync. */
+    uint64_t pending = node_pending(n, quota || resv);
+    if (quota || refquota) {
+        uint64_t cur = (quota ? s.used : s.referenced) + pending;
+        if (v < cur) {
+            cairn_format_size(cur, have, sizeof(have));
+            seterr(err, errlen, "%s=%s is less than what %s %s now (%s)", prop, want, fn,
+                   quota ? "uses" : "references", have);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    /* A reservation takes from the pool what is not used yet: what it adds to
+     * what the dataset already holds (used, or the head's own bytes for a
+     * refreservation) or reserves must be available. */
+    uint64_t old = dsl_prop_num(dp, n, prop);
+    uint64_t held = resv ? s.used + pending : s.written + node_pending(n, false);
+    uint64_t extra = sub0(v, CAIRN_MAX(held, old));
+    /* n's available includes the unused part of its own (ref)reservation,
+     * which is already set aside and cannot pay for more of it. */
+    uint64_t avail = sub0(node_available(dp, n, NULL, true), sub0(old, held));
+    if (extra > avail) {
+        char more[32];
+        cairn_format_size(avail, have, sizeof(have));
+        cairn_format_size(extra, more, sizeof(more));
+        seterr(err, errlen, "%s=%s needs %s more for %s and only %s is available", prop, want,
+               more, fn, have);
+        return -ENOSPC;
+    }
+    return 0;
+}
+
 /* ---------------- create ---------------- */
 
 typedef struct create_task {
@@ -1052,6 +1096,29 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
         dmu_objset_root(oos, &root);
         dmu_objset_close(oos);
     }
+    /* A thick volume (refreservation) or a reservation given at creation
+     * must fit what the parent has available, or it would starve everyone. */
+    for (size_t i = 0; i < ct->nprops && !err; i++) {
+        bool rr = !strcmp(ct->props[i].name, "refreservation");
+        if (!rr && strcmp(ct->props[i].name, "reservation")) continue;
+        uint64_t want = strtoull(ct->props[i].value, NULL, 10);
+        uint64_t avail = node_available(dp, parent, NULL, true);
+        if (want > avail) {
+            char a[32], w[32];
+            cairn_format_size(avail, a, sizeof(a));
+            cairn_format_size(want, w, sizeof(w));
+            if (rr && ct->type == DSL_TYPE_VOLUME)
+                seterr(ct->err, ct->errlen,
+                       "a volume of %s reserves its size and only %s is available (-s makes a "
+                       "sparse volume)",
+                       w, a);
+            else
+                seterr(ct->err, ct->errlen, "%s=%s is more than the %s available",
+                       ct->props[i].name, w, a);
+            err = -ENOSPC;
+        }
+    }
+    if (err) goto out;
     dsl_node_t *n;
     err = node_create(dp, tx, txg, ct->type, parent, slash + 1, origin ? &root : NULL, &n);
     if (err) goto out;
@@ -1066,6 +1133,18 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
         n->phys.data_uncomp = origin->phys.data_uncomp;
         origin->phys.num_clones++;
         origin->dirty = true;
+        /* A volume's clone has its origin's size and block size (a clone
+         * of size 0 would lose its data at the first resize, which frees
+         * what lies beyond the old end); thin, as ZFS makes clones. */
+        if (ct->type == DSL_TYPE_VOLUME) {
+            char v[32];
+            uint64_t vs = origin->phys.snap_volsize ? origin->phys.snap_volsize
+                                                    : dsl_prop_num(dp, origin->parent, "volsize");
+            snprintf(v, sizeof(v), "%" PRIu64, vs);
+            err = dsl_prop_store(dp, n, "volsize", v, tx);
+            snprintf(v, sizeof(v), "%" PRIu64, dsl_prop_num(dp, origin->parent, "volblocksize"));
+            if (!err) err = dsl_prop_store(dp, n, "volblocksize", v, tx);
+        }
     }
     for (size_t i = 0; i < ct->nprops && !err; i++)
         err = dsl_prop_store(dp, n, ct->props[i].name, ct->props[i].value, tx);
@@ -1203,6 +1282,7 @@ static int snapshot_one(dsl_pool_t *dp, dsl_node_t *h, const char *snap, dmu_tx_
     s->phys.uncomp = h->phys.uncomp;
     s->phys.data_comp = h->phys.data_comp;
     s->phys.data_uncomp = h->phys.data_uncomp;
+    if (h->phys.type == DSL_TYPE_VOLUME) s->phys.snap_volsize = dsl_prop_num(dp, h, "volsize");
     /* The head's dead list (flushed) becomes the snapshot's. */
     s->phys.deadlist_obj = h->phys.deadlist_obj;
     s->phys.dead_count = h->phys.dead_count;

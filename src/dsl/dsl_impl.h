@@ -36,7 +36,8 @@ typedef struct dsl_ds_phys {
      * `referenced`: what compressratio is a ratio of (metadata - dnode blocks
      * of zeros, indirect blocks - would make an empty dataset read 70x). */
     uint64_t data_comp, data_uncomp; /* were reserved[0..1]: zero on older pools */
-    uint64_t reserved[6];             /* [5]: the root's config store (dsl_config.c) */
+    uint64_t snap_volsize;            /* snapshot of a volume: its volsize then (0: unknown) */
+    uint64_t reserved[5];             /* [4]: the root's config store (dsl_config.c) */
 } dsl_ds_phys_t;
 _Static_assert(sizeof(dsl_ds_phys_t) <= DMU_BONUS_MAX, "dataset phys fits a bonus buffer");
 
@@ -159,6 +160,13 @@ typedef struct dsl_space {
     uint64_t comp, uncomp, refcomp, refuncomp;
 } dsl_space_t;
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out);
+
+/* Whether setting prop (quota, refquota, reservation, refreservation) to v
+ * on head n may be done: a quota below what is used or referenced now, or a
+ * reservation the pool cannot give, is refused with one line in err
+ * (-EINVAL, -ENOSPC). Other properties: 0. dp->lock held (syncing context). */
+int dsl_space_check_limit(dsl_pool_t *dp, dsl_node_t *n, const char *prop, uint64_t v,
+                          char *err, size_t errlen);
 
 /* A head's reservation or refreservation changed (dsl_prop.c). */
 void dsl_reservers_changed(dsl_pool_t *dp);

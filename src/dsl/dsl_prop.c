@@ -611,14 +611,24 @@ static int task_set(dsl_pool_t *dp, void *arg, uint64_t txg)
             return -EPERM;
         }
     }
-    dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
-    int err = 0;
-    /* A volume's volsize drags a refreservation that matched it along. */
-    if (st->value && !strcmp(st->prop, "volsize")) {
+    /* Limits are checked here, in syncing context, against exact numbers:
+     * nothing is stored when they are refused. */
+    int err = st->value ? dsl_space_check_limit(dp, n, st->prop, strtoull(st->value, NULL, 10),
+                                                st->err, st->errlen)
+                        : 0;
+    bool drag = false;
+    if (!err && st->value && !strcmp(st->prop, "volsize")) {
         const char *old = dsl_prop_local(n, "volsize");
         const char *rr = dsl_prop_local(n, "refreservation");
-        if (old && rr && !strcmp(old, rr)) err = dsl_prop_store(dp, n, "refreservation", st->value, tx);
+        drag = old && rr && !strcmp(old, rr);
+        if (drag)
+            err = dsl_space_check_limit(dp, n, "refreservation", strtoull(st->value, NULL, 10),
+                                        st->err, st->errlen);
     }
+    if (err) return err;
+    dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
+    /* A volume's volsize drags a refreservation that matched it along. */
+    if (drag) err = dsl_prop_store(dp, n, "refreservation", st->value, tx);
     if (!err) err = dsl_prop_store(dp, n, st->prop, st->value, tx);
     dmu_tx_commit(tx);
     return err;

@@ -82,8 +82,13 @@ static void test_quota_reservation(void **state)
     /* refquota on b: referenced bytes. */
     OK(dsl_prop_set(f.dp, a, "quota", "none", fx_err, sizeof(fx_err)));
     assert_int_equal(dsl_dataset_check_space(ds, 1 * CAIRN_MIB), 0);
-    OK(dsl_prop_set(f.dp, ab, "refquota", "1M", fx_err, sizeof(fx_err)));
-    assert_int_equal(dsl_dataset_check_space(ds, 4096), -EDQUOT);
+    /* Below what it references now: refused (as zfs does), nothing set. */
+    assert_int_equal(dsl_prop_set(f.dp, ab, "refquota", "1M", fx_err, sizeof(fx_err)), -EINVAL);
+    assert_int_equal(fx_num(&f, ab, "refquota"), 0);
+    char rq[32];
+    snprintf(rq, sizeof(rq), "%llu", (unsigned long long)fx_num(&f, ab, "referenced") + 8192);
+    OK(dsl_prop_set(f.dp, ab, "refquota", rq, fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_check_space(ds, 64 * 1024), -EDQUOT);
     OK(dsl_prop_set(f.dp, ab, "refquota", "none", fx_err, sizeof(fx_err)));
     /* readonly. */
     OK(dsl_prop_set(f.dp, a, "readonly", "on", fx_err, sizeof(fx_err)));

@@ -6,7 +6,9 @@
  * volsize property, refusal of filesystems, persistence across export/import;
  * logbias=throughput keeps large writes out of the intent log; sync=always
  * makes plain writes survive a power cut, sync=disabled makes FUA writes and
- * flushes return without writing the log or waiting for a txg.
+ * flushes return without writing the log or waiting for a txg; a clone of a
+ * volume has its origin's size and data; what would promise space the pool
+ * lacks (thick volumes, reservations) or set a quota under its use is refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -365,12 +367,127 @@ static void test_sync_always_and_disabled(void **state)
     zfix_done(&d.f);
 }
 
+/* A clone of a volume has its origin snapshot's volsize (not the head's
+ * later one) and data; growing it keeps every byte below the old end, and a
+ * forced shrink keeps what lies below the new one. */
+static void test_volume_clone(void **state)
+{
+    (void)state;
+    dvol_t d;
+    dvol_make(&d);
+    char err[256], snap[160], clone[160];
+    zvol_t *zv;
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    uint8_t *b = malloc(32 * MIB), *g = malloc(32 * MIB);
+    fill(b, 7, 0, 32 * MIB);
+    assert_int_equal(zvol_write(zv, 0, 32 * MIB, b, ZVOL_WRITE_FUA), 0);
+    snprintf(snap, sizeof(snap), "%s@base", d.vol);
+    assert_int_equal(dsl_snapshot(d.dp, snap, false, err, sizeof(err)), 0);
+    assert_int_equal(zvol_resize(zv, 48 * MIB, false, err, sizeof(err)), 0);
+    zvol_close(zv);
+    snprintf(clone, sizeof(clone), "%s/vm01", d.f.name);
+    assert_int_equal(dsl_clone(d.dp, snap, clone, NULL, 0, err, sizeof(err)), 0);
+    assert_int_equal(prop_num(&d, clone, "volsize"), 32 * MIB);
+    assert_int_equal(prop_num(&d, clone, "volblocksize"), ZVOL_DEFAULT_VOLBLOCKSIZE);
+    zvol_t *zc;
+    assert_int_equal(zvol_open(d.dp, clone, &zc), 0);
+    assert_int_equal(zvol_size(zc), 32 * MIB);
+    assert_int_equal(zvol_read(zc, 0, 32 * MIB, g), 0);
+    assert_memory_equal(b, g, 32 * MIB);
+    assert_int_equal(zvol_resize(zc, 64 * MIB, false, err, sizeof(err)), 0);
+    assert_int_equal(zvol_read(zc, 0, 32 * MIB, g), 0);
+    assert_memory_equal(b, g, 32 * MIB);
+    assert_int_equal(zvol_resize(zc, 16 * MIB, true, err, sizeof(err)), 0);
+    zvol_close(zc);
+    dvol_reimport(&d);
+    assert_int_equal(zvol_open(d.dp, clone, &zc), 0);
+    assert_int_equal(zvol_size(zc), 16 * MIB);
+    assert_int_equal(zvol_read(zc, 0, 16 * MIB, g), 0);
+    assert_memory_equal(b, g, 16 * MIB);
+    zvol_close(zc);
+    free(b);
+    free(g);
+    dsl_pool_close(d.dp);
+    zfix_done(&d.f);
+}
+
+/* What would promise space the pool does not have is refused with one line
+ * and changes nothing: a thick volume larger than what is available, a
+ * reservation or refreservation beyond it, a thick volume grown beyond it; so
+ * is a quota below what is used now. */
+static void test_space_refusals(void **state)
+{
+    (void)state;
+    dvol_t d;
+    dvol_make(&d);
+    char err[256] = "", big[160], fs[160];
+    uint64_t avail = prop_num(&d, d.f.name, "available");
+    snprintf(big, sizeof(big), "%s/big", d.f.name);
+    dsl_create_opts_t o = {.type = DSL_TYPE_VOLUME, .volsize = (avail + 64 * MIB) & ~(MIB - 1)};
+    assert_int_equal(dsl_dataset_create(d.dp, big, &o, err, sizeof(err)), -ENOSPC);
+    assert_non_null(strstr(err, "-s"));
+    dsl_prop_t p;
+    assert_int_equal(dsl_prop_get(d.dp, big, "used", &p, err, sizeof(err)), -ENOENT);
+    o.sparse = true; /* thin is fine */
+    assert_int_equal(dsl_dataset_create(d.dp, big, &o, err, sizeof(err)), 0);
+    assert_int_equal(dsl_dataset_destroy(d.dp, big, false, false, err, sizeof(err)), 0);
+
+    snprintf(fs, sizeof(fs), "%s/fs", d.f.name);
+    dsl_create_opts_t fo = {.type = DSL_TYPE_FILESYSTEM};
+    assert_int_equal(dsl_dataset_create(d.dp, fs, &fo, err, sizeof(err)), 0);
+    char v[64];
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)(avail + MIB));
+    assert_int_equal(dsl_prop_set(d.dp, fs, "reservation", v, err, sizeof(err)), -ENOSPC);
+    assert_int_equal(dsl_prop_set(d.dp, fs, "refreservation", v, err, sizeof(err)), -ENOSPC);
+    assert_int_equal(prop_num(&d, fs, "reservation"), 0);
+    assert_int_equal(prop_num(&d, fs, "refreservation"), 0);
+    /* Half fits; the other half then does not fit beside it. */
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)(avail / 2));
+    assert_int_equal(dsl_prop_set(d.dp, fs, "reservation", v, err, sizeof(err)), 0);
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)(avail / 2 + 8 * MIB));
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "refreservation", v, err, sizeof(err)), -ENOSPC);
+    /* ... but the reservation itself may grow into what it already holds. */
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)(avail / 2 + 4 * MIB));
+    assert_int_equal(dsl_prop_set(d.dp, fs, "reservation", v, err, sizeof(err)), 0);
+
+    /* A thick volume's volsize drags its refreservation: growing past what
+     * is available is refused, and the size stays. */
+    char thick[160];
+    snprintf(thick, sizeof(thick), "%s/thick", d.f.name);
+    dsl_create_opts_t to = {.type = DSL_TYPE_VOLUME, .volsize = 16 * MIB};
+    assert_int_equal(dsl_dataset_create(d.dp, thick, &to, err, sizeof(err)), 0);
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)(avail & ~(MIB - 1)));
+    assert_int_equal(dsl_prop_set(d.dp, thick, "volsize", v, err, sizeof(err)), -ENOSPC);
+    assert_int_equal(prop_num(&d, thick, "volsize"), 16 * MIB);
+    assert_int_equal(prop_num(&d, thick, "refreservation"), 16 * MIB);
+
+    /* Quotas below what is used now. */
+    zvol_t *zv;
+    assert_int_equal(zvol_open(d.dp, d.vol, &zv), 0);
+    uint8_t *b = malloc(4 * MIB);
+    fill(b, 3, 0, 4 * MIB);
+    assert_int_equal(zvol_write(zv, 0, 4 * MIB, b, ZVOL_WRITE_FUA), 0);
+    zvol_close(zv);
+    free(b);
+    spa_txg_wait_synced(d.f.spa, 0);
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "refquota", "1M", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "refquota=1"));
+    assert_int_equal(prop_num(&d, d.vol, "refquota"), 0);
+    assert_int_equal(dsl_prop_set(d.dp, d.vol, "refquota", "8M", err, sizeof(err)), 0);
+    assert_int_equal(dsl_prop_set(d.dp, d.f.name, "quota", "2M", err, sizeof(err)), -EINVAL);
+    assert_int_equal(prop_num(&d, d.f.name, "quota"), 0);
+    dsl_pool_close(d.dp);
+    zfix_done(&d.f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dsl_volume),
         cmocka_unit_test(test_logbias),
         cmocka_unit_test(test_sync_always_and_disabled),
+        cmocka_unit_test(test_volume_clone),
+        cmocka_unit_test(test_space_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
