@@ -104,8 +104,16 @@ typedef struct spa_space {
     uint64_t size;        /* allocatable bytes over all top-level vdevs */
     uint64_t alloc;       /* allocated bytes (including parity and padding) */
     uint64_t free;
+    /* size and free deflated (spa_asize_deflate): what they hold of users'
+     * data once raidz parity and padding are left out. Datasets count space
+     * so, as `zfs list` does; the pool's own listing stays raw. */
+    uint64_t dsize, dfree;
 } spa_space_t;
 void spa_get_space(spa_t *spa, spa_space_t *out);
+/* asize bytes allocated on top-level vdev `vdev`, deflated; a block's
+ * deflated size over all its copies. */
+uint64_t spa_asize_deflate(spa_t *spa, uint32_t vdev, uint64_t asize);
+uint64_t spa_bp_dsize(spa_t *spa, const cairn_blkptr_t *bp);
 /* The part of alloc that the space map log's chain holds (all copies): it grows
  * by a block or more every txg until the chain is condensed, so it is what
  * keeps alloc from returning to a baseline after equal work. */
@@ -302,7 +310,9 @@ void spa_space_freeing_add(spa_t *spa, uint64_t txg, uint64_t bytes);
  * since the last one. */
 uint64_t spa_space_claimed(spa_t *spa);
 /* Bytes a block of lsize logical bytes, stored uncompressed with `copies`
- * copies, may allocate on this pool's data vdevs (raidz parity and padding). */
+ * copies, may allocate on this pool's data vdevs, deflated (raidz padding of
+ * small blocks counts; parity of a 128 KiB block does not): the dataset
+ * layer's units. */
 uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies);
 /* The pool's slop: free space that only the sync itself may use (its metadata,
  * the space map log, frees that allocate), never new data. 1/32 of the pool,

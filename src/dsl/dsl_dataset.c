@@ -45,7 +45,11 @@
  * the snapshot's root and drops the head's dead list (those blocks are the
  * snapshot's, now the head's again).
  *
- * SPACE. Sizes are allocated bytes (all copies, what the pool spends).
+ * SPACE. Sizes are allocated bytes (all copies, what the pool spends),
+ * deflated as zfs(8) counts them: on raidz, parity and padding are left out
+ * in the proportion a 128 KiB block pays (spa_bp_dsize), so a 100 MiB file
+ * uses about 100 MiB and quotas hold the user's data, not parity; the pool's
+ * free space is deflated alike (spa_space_t.dfree).
  *   referenced(X)      bytes reachable from X's root (born - killed).
  *   usedbysnapshots(H) bytes of H's dead lists (its own and its snapshots')
  *                      born after its origin: what destroying every snapshot
@@ -101,11 +105,11 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static uint64_t bp_asize(const cairn_blkptr_t *bp)
+/* A block's size as datasets count it: allocated, all copies, deflated
+ * (spa_bp_dsize: raidz parity and padding are not the user's). */
+static uint64_t bp_asize(dsl_pool_t *dp, const cairn_blkptr_t *bp)
 {
-    uint64_t s = 0;
-    for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++) s += cairn_dva_asize(&bp->dva[i]);
-    return s;
+    return spa_bp_dsize(dp->spa, bp);
 }
 
 /* A record of a plain object (file or volume data), as opposed to metadata. */
@@ -287,7 +291,7 @@ static void hook_born(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     (void)txg;
     dsl_node_t *n = arg;
     pthread_mutex_lock(&n->dp->stat_lock);
-    n->phys.referenced += bp_asize(bp);
+    n->phys.referenced += bp_asize(n->dp, bp);
     n->phys.comp += bp->psize;
     n->phys.uncomp += bp->lsize;
     if (bp_is_data(bp)) {
@@ -303,7 +307,7 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     (void)os;
     dsl_node_t *n = arg;
     dsl_pool_t *dp = n->dp;
-    uint64_t asize = bp_asize(bp);
+    uint64_t asize = bp_asize(dp, bp);
     pthread_mutex_lock(&dp->stat_lock);
     n->phys.referenced -= CAIRN_MIN(n->phys.referenced, asize);
     n->phys.comp -= CAIRN_MIN(n->phys.comp, (uint64_t)bp->psize);
@@ -420,7 +424,7 @@ static int dead_replace(dsl_pool_t *dp, dsl_node_t *n, const cairn_blkptr_t *v, 
     n->phys.dead_bytes = n->phys.dead_comp = n->phys.dead_uncomp = 0;
     n->dead_gen = ++dp->dead_gen_seq;
     for (size_t i = 0; i < cnt; i++) {
-        n->phys.dead_bytes += bp_asize(&v[i]);
+        n->phys.dead_bytes += bp_asize(dp, &v[i]);
         n->phys.dead_comp += v[i].psize;
         n->phys.dead_uncomp += v[i].lsize;
     }
@@ -742,10 +746,10 @@ static uint64_t node_prev_referenced(dsl_pool_t *dp, const dsl_node_t *n)
     return p ? p->phys.referenced : 0;
 }
 
-static void unique_add(dsl_unique_cache_t *c, const cairn_blkptr_t *bp)
+static void unique_add(dsl_pool_t *dp, dsl_unique_cache_t *c, const cairn_blkptr_t *bp)
 {
     if (bp->birth_txg > c->lo_txg && bp->birth_txg <= c->hi_txg) {
-        c->bytes += bp_asize(bp);
+        c->bytes += bp_asize(dp, bp);
         c->logical += bp->lsize;
     }
 }
@@ -773,7 +777,7 @@ static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
         cairn_blkptr_t *v = cairn_alloc_aligned(cnt * sizeof(*v));
         if (dmu_read(dp->mos, next->phys.deadlist_obj, c->counted * sizeof(*v), cnt * sizeof(*v),
                      v) == 0) {
-            for (size_t i = 0; i < cnt; i++) unique_add(c, &v[i]);
+            for (size_t i = 0; i < cnt; i++) unique_add(dp, c, &v[i]);
             c->counted = flushed;
         } else {
             c->valid = false; /* read again next time; this answer is short */
@@ -784,7 +788,7 @@ static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
     pthread_mutex_lock(&dp->stat_lock);
     if (c->valid)
         for (; c->counted < flushed + next->npending; c->counted++)
-            unique_add(c, &next->pending[c->counted - flushed]);
+            unique_add(dp, c, &next->pending[c->counted - flushed]);
     pthread_mutex_unlock(&dp->stat_lock);
     *logical = c->logical;
     return c->bytes;
@@ -911,8 +915,9 @@ static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound,
     spa_space_t ss;
     spa_get_space(dp->spa, &ss);
     uint64_t pool_pending = pending ? spa_space_pending(dp->spa) : 0;
-    uint64_t avail = sub0(ss.free, spa_slop(dp->spa) + pool_pending +
-                                       pool_unused_reservations(dp, pending));
+    /* Deflated, as everything here: the slop in proportion. */
+    uint64_t slop = ss.size ? (uint64_t)((unsigned __int128)spa_slop(dp->spa) * ss.dsize / ss.size) : 0;
+    uint64_t avail = sub0(ss.dfree, slop + pool_pending + pool_unused_reservations(dp, pending));
     pthread_mutex_lock(&dp->stat_lock);
     uint64_t referenced = n->phys.referenced, dead = n->phys.dead_bytes;
     pthread_mutex_unlock(&dp->stat_lock);
@@ -1396,7 +1401,7 @@ static int snapshot_destroy(dsl_pool_t *dp, dsl_node_t *s, dmu_tx_t *tx, uint64_
     uint64_t freed = 0, freed_uncomp = 0;
     for (size_t i = 0; i < nn; i++) {
         if (nv[i].birth_txg > p) {
-            freed += bp_asize(&nv[i]);
+            freed += bp_asize(dp, &nv[i]);
             freed_uncomp += nv[i].lsize;
             spa_block_free(dp->spa, txg, &nv[i]);
         } else {
@@ -1732,7 +1737,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     uint64_t back = 0, back_uncomp = 0;
     for (size_t i = 0; i < dn; i++)
         if (dv[i].birth_txg > h->phys.origin_txg) {
-            back += bp_asize(&dv[i]);
+            back += bp_asize(dp, &dv[i]);
             back_uncomp += dv[i].lsize;
         }
     free(dv);

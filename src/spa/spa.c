@@ -716,15 +716,39 @@ void spa_abandon(spa_t *spa)
  * what dirty data will allocate use it, so they are never low. */
 void spa_space_estimate_init(spa_t *spa)
 {
+    /* Deflation follows ZFS: a vdev's ratio is that of a 128 KiB block, the
+     * common record; smaller blocks pay their padding in full. */
+    for (uint32_t i = 0; i < spa->ntop && i < SPA_DEFLATE_VDEVS; i++) {
+        vdev_t *top = spa->root->children[i];
+        uint64_t a = top->type == VDEV_TYPE_HOLE ? 0 : vdev_psize_to_asize(top, 128 * 1024);
+        atomic_store(&spa->deflate[i], a ? (uint32_t)((128 * 1024 << 9) / a) : 512);
+    }
+    /* Estimates are of deflated bytes (what the dataset layer counts), from
+     * above: the worst vdev for each size. */
     for (uint32_t c = 0; c < CAIRN_ARRAY_SIZE(spa->asize_ratio); c++) {
         uint64_t lsize = 512ULL << c, worst = lsize;
         for (uint32_t i = 0; i < spa->ntop; i++) {
-            if (spa->root->children[i]->type == VDEV_TYPE_HOLE) continue;
-            uint64_t a = vdev_psize_to_asize(spa->root->children[i], lsize);
+            if (spa->root->children[i]->type == VDEV_TYPE_HOLE || spa_top_is_log(spa, i)) continue;
+            uint64_t a = spa_asize_deflate(spa, i, vdev_psize_to_asize(spa->root->children[i], lsize));
             if (a > worst) worst = a;
         }
         spa->asize_ratio[c] = (uint32_t)((worst * 1024 + lsize - 1) / lsize);
     }
+}
+
+uint64_t spa_asize_deflate(spa_t *spa, uint32_t vdev, uint64_t asize)
+{
+    if (vdev >= SPA_DEFLATE_VDEVS) return asize;
+    uint32_t d = atomic_load(&spa->deflate[vdev]);
+    return d ? (asize >> 9) * d : asize;
+}
+
+uint64_t spa_bp_dsize(spa_t *spa, const cairn_blkptr_t *bp)
+{
+    uint64_t s = 0;
+    for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++)
+        s += spa_asize_deflate(spa, bp->dva[i].vdev, cairn_dva_asize(&bp->dva[i]));
+    return s;
 }
 
 uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies)
@@ -754,6 +778,8 @@ void spa_get_space(spa_t *spa, spa_space_t *out)
         metaslab_stats_t st;
         metaslab_get_stats(ms, &st);
         out->alloc += st.allocated + st.deferred;
+        out->dsize += spa_asize_deflate(spa, i, spa->root->children[i]->asize);
+        out->dfree += spa_asize_deflate(spa, i, st.free);
     }
     out->free = out->size - out->alloc;
 }

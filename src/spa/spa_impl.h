@@ -4,6 +4,7 @@
 #ifndef CAIRN_SPA_IMPL_H
 #define CAIRN_SPA_IMPL_H
 
+#define SPA_DEFLATE_VDEVS 256
 #include <cairn/log.h>
 #include <cairn/metaslab.h>
 #include <cairn/spa.h>
@@ -135,6 +136,11 @@ struct spa {
      * worst over the data vdevs (raidz parity and padding), for estimates of what
      * dirty data will take once written (spa_space_estimate). Set at open. */
     uint32_t asize_ratio[12];
+    /* Per top-level vdev: deflated bytes per 512-byte sector of it, so that
+     * (asize >> 9) * deflate is what the user's data took without raidz
+     * parity and padding (512 on a disk or mirror, about 341 on a 6-wide
+     * raidz2). Vdevs past the array count as undeflated. */
+    _Atomic uint32_t deflate[SPA_DEFLATE_VDEVS];
     /* Every estimate given to spa_dirty_add and every allocation, ever: only
      * grows (spa_space_claimed). */
     _Atomic uint64_t space_claimed;

@@ -819,6 +819,66 @@ static void test_write_after_free_on_full_pool(void **state)
     fx_destroy(&f);
 }
 
+/* On raidz, datasets count users' bytes (zfs list), not parity: a file of
+ * 32 records uses about 32 records on a 6-wide raidz2, and what is available
+ * is about 4/6 of the raw free space, so a quota holds data. The pool's own
+ * numbers stay raw. */
+static void test_raidz_deflated(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    dsl_init();
+    const char *base = getenv("CAIRN_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    snprintf(f.dir, sizeof(f.dir), "%s/dslrz.XXXXXX", base);
+    assert_non_null(mkdtemp(f.dir));
+    spa_vdev_spec_t leaves[6];
+    char paths[6][700];
+    for (int i = 0; i < 6; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s/leaf%d", f.dir, i);
+        int fd = open(paths[i], O_CREAT | O_RDWR | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 256 * CAIRN_MIB), 0);
+        close(fd);
+        leaves[i] = (spa_vdev_spec_t){.type = VDEV_TYPE_LEAF, .path = paths[i]};
+    }
+    spa_vdev_spec_t rz = {.type = VDEV_TYPE_RAIDZ, .nparity = 2, .nchildren = 6, .children = leaves};
+    spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &rz};
+    spa_create_opts_t opts = {0};
+    snprintf(f.name, sizeof(f.name), "rz%u", (unsigned)getpid());
+    char err[256] = "";
+    assert_int_equal(spa_create(f.name, &root, &opts, &f.spa, err, sizeof(err)), 0);
+    fx_open_dsl(&f);
+    spa_space_t ss;
+    spa_get_space(f.spa, &ss);
+    uint64_t avail = fx_num(&f, f.name, "available");
+    /* 4 of every 6 sectors are data; the slop (1/32) is taken off too. */
+    assert_true(avail > ss.size / 6 * 4 * 9 / 10 && avail < ss.size / 6 * 4);
+    sm_head_t h;
+    sm_make(&f, &h, "fs");
+    for (int r = 0; r < SM_NREC; r++) sm_write(&f, &h, r, (uint32_t)r + 1);
+    sync_pool(&f);
+    sm_verify(&f, &h);
+    spa_space_t after;
+    spa_get_space(f.spa, &after);
+    assert_true(after.alloc - ss.alloc >= SM_NREC * SM_RS * 3 / 2); /* raw: parity counted */
+    /* A quota of 6 records holds 6 records of data (parity would make it 4). */
+    sm_head_t q;
+    sm_make(&f, &q, "q");
+    OK(dsl_prop_set(f.dp, q.name, "refquota", "900K", fx_err, sizeof(fx_err)));
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, q.name, &ds));
+    for (int r = 0; r < 6; r++) {
+        assert_int_equal(dsl_dataset_check_space(ds, SM_RS), 0);
+        sm_write(&f, &q, r, (uint32_t)r + 100);
+        sync_pool(&f);
+    }
+    assert_int_equal(dsl_dataset_check_space(ds, SM_RS), -EDQUOT);
+    dsl_dataset_rele(ds);
+    sm_verify(&f, &q);
+    fx_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -830,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_quota_counts_snapshots),
         cmocka_unit_test(test_frees_return_when_idle),
         cmocka_unit_test(test_write_after_free_on_full_pool),
+        cmocka_unit_test(test_raidz_deflated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
