@@ -6,6 +6,8 @@
 # pool, dataset, object and offset, and `pool status -v` lists the file by path with
 # the bytes lost. The entry survives an export and import and a scrub (the block is
 # still bad: the scrub counts it); once the file is removed, the next scrub clears it.
+# A volume block destroyed likewise: the iSCSI read fails with a medium error and the
+# volume is named with the bytes lost.
 # Also: cache devices are listed under `cache`, and a scrub in progress shows its rate
 # and time to go.
 set -euo pipefail
@@ -106,6 +108,50 @@ run_ok "$CAIRN" pool import -d "$dir" tank
 run_ok "$CAIRN" pool status -v tank
 expect_stdout '^errors: No known data errors$'
 pass "after the file is removed, a scrub clears the entry (and it stays cleared)"
+
+# A volume's lost block: named as the volume's object with the bytes it held.
+TGT=iqn.2026-11.org.cairn.test:errors
+P=127.0.0.1:$(grep -a 'iscsi: listening on port' "$T/d1.daemon.log" | tail -n 1 |
+    sed -E 's/.*listening on port ([0-9]+).*/\1/')
+run_ok "$CAIRN" create -V 16M tank/vol
+run_ok "$CAIRN" iscsi target create "$TGT"
+run_ok "$CAIRN" iscsi lun add "$TGT" tank/vol
+run_ok "$CAIRN_BIN/iscsi_client" write "$P" "$TGT" 5 64 1
+run_ok "$CAIRN_BIN/iscsi_client" dump "$P" "$TGT" "$T/vol.img"
+dd if="$T/vol.img" of="$T/vol4k" bs=4096 skip=16 count=1 status=none   # bytes 0x10000..
+run_ok "$CAIRN" pool export tank
+python3 - "$T/vol4k" "$dir/a" "$dir/b" <<'PY' || fail "volume block not found on both leaves"
+import sys
+want = open(sys.argv[1], "rb").read()
+for leaf in sys.argv[2:]:
+    data = open(leaf, "rb").read()
+    offs, off = [], data.find(want)
+    while off >= 0:
+        offs.append(off)
+        off = data.find(want, off + 1)
+    if not offs:
+        sys.exit(1)
+    with open(leaf, "r+b") as f:
+        for off in offs:
+            f.seek(off)
+            f.write(bytes(4096))
+PY
+run_ok "$CAIRN" pool import -d "$dir" tank
+if "$CAIRN_BIN/iscsi_client" verify "$P" "$TGT" 5 64 >"$T/verify.out" 2>&1; then
+    fail "the volume read back whole after its block was destroyed"
+fi
+grep -q 'read at 16 failed: .*0x1100' "$T/verify.out" ||   # MEDIUM ERROR, unrecovered read
+    fail "volume read did not fail with a medium error at LBA 16: $(cat "$T/verify.out")"
+run_ok "$CAIRN" pool status -v tank
+line=$(grep -E '^        tank/vol:<0x[0-9a-f]+>  \(bytes 0x[0-9a-f]+-0x[0-9a-f]+\)$' "$LAST_STDOUT") ||
+    fail "volume not named: $(cat "$LAST_STDOUT")"
+python3 - "$line" <<'PY' || fail "named range does not hold byte 0x10000: $line"
+import re, sys
+a, b = (int(x, 16) for x in re.search(r"bytes (0x[0-9a-f]+)-(0x[0-9a-f]+)", sys.argv[1]).groups())
+sys.exit(0 if a <= 0x10000 <= b else 1)
+PY
+pass "a volume's lost block is named with the bytes it held: $(sed "s/^ *//" <<<"$line")"
+run_ok "$CAIRN" destroy -f tank/vol
 run_ok "$CAIRN" pool destroy tank
 
 # Cache devices: their own section, ONLINE; UNAVAIL when missing at import.
