@@ -8,8 +8,8 @@
 # still bad: the scrub counts it); once the file is removed, the next scrub clears it.
 # A volume block destroyed likewise: the iSCSI read fails with a medium error and the
 # volume is named with the bytes lost.
-# Also: cache devices are listed under `cache`, and a scrub in progress shows its rate
-# and time to go.
+# Also: cache devices are listed under `cache` (a scrub's rate and time to go are
+# tested with fixed numbers in tests/unit/test_mgmt_status.c).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
