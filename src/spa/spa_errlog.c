@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERRLOG_MAGIC 0x474c52454e524143ULL /* "CAIRNERLG" */
+#define ERRLOG_MAGIC 0x5252454e52494143ULL /* "CAIRNERR" */
 #define ERRLOG_VERSION 1
 
 typedef struct errlog_hdr {
