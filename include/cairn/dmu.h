@@ -166,6 +166,10 @@ void dmu_objset_set_hooks(objset_t *os, const dmu_objset_hooks_t *hooks, void *a
 /* A read-only object set gives transactions with no txg (every change: -EROFS). */
 void dmu_objset_set_readonly(objset_t *os, bool ro);
 uint64_t dmu_objset_id(objset_t *os);
+/* The name the DMU's log lines give the object set (the DSL's dataset name; a
+ * rename sets it again). A read that finds no good copy of a block logs it once,
+ * with dataset, object and offset, and enters it in the pool's error log. */
+void dmu_objset_set_label(objset_t *os, const char *name);
 /* What the syncs of txgs not yet synced will allocate for this object set, an
  * estimate from above (data with copies and parity, the indirect blocks it
  * dirties): the dataset layer counts it as used until those txgs are synced. */

@@ -151,6 +151,9 @@ int dsl_dataset_list(dsl_pool_t *dp, const char *name, bool recursive, unsigned 
 /* Holds a head or snapshot open; snapshots are read-only. */
 int dsl_dataset_hold(dsl_pool_t *dp, const char *name, dsl_dataset_t **out);
 int dsl_dataset_hold_by_guid(dsl_pool_t *dp, uint64_t guid, dsl_dataset_t **out);
+/* The dataset whose object set has this DMU id (a bookmark's, in the pool's
+ * error log); -ENOENT when it is gone. */
+int dsl_dataset_hold_by_objset_id(dsl_pool_t *dp, uint64_t os_id, dsl_dataset_t **out);
 void dsl_dataset_rele(dsl_dataset_t *ds);
 objset_t *dsl_dataset_objset(dsl_dataset_t *ds);
 dsl_pool_t *dsl_dataset_pool(dsl_dataset_t *ds);

@@ -163,6 +163,17 @@ void mgmt_json_string(FILE *f, const char *s);
 /* A size for display: exact decimal bytes when exact, else "1.50G" style. */
 void mgmt_format_size(uint64_t bytes, bool exact, char *buf, size_t len);
 
+/* ---- pool status (mgmt_status.c) ---- */
+enum { MGMT_SCAN_NONE, MGMT_SCAN_SCANNING, MGMT_SCAN_FINISHED, MGMT_SCAN_CANCELED };
+typedef struct mgmt_scan {     /* ScrubStatus of the protocol */
+    int state;                 /* MGMT_SCAN_* */
+    uint64_t start_time, end_time, now;   /* wall clock seconds (now: the daemon's) */
+    uint64_t to_examine, scanned, examined, repaired, errors;
+} mgmt_scan_t;
+/* The `scan:` lines (newline-terminated) of a pool's status into buf (~512
+ * bytes): rates and time to go while a scrub runs, as zpool prints them. */
+void mgmt_scan_format(const mgmt_scan_t *s, char *buf, size_t len);
+
 /* ---- pool iostat (mgmt_iostat.c) ---- */
 typedef struct mgmt_iostat_counters {
     uint64_t alloc, size;                              /* bytes, as of the sample */

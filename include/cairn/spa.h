@@ -33,6 +33,19 @@
 
 typedef struct spa spa_t;
 
+/* Where a block sits in the layer above's trees, as ZFS's bookmark: object set
+ * (the DMU's id; the MOS is 0), object (0: the object set's meta-dnode), level
+ * (0: a record, >0: an indirect block, -1: the object set's root block) and the
+ * block's index at that level. The pool knows blocks only by pointer; the layer
+ * above names them so that a block with no good copy can be reported as a file
+ * and an offset (the error log below). */
+typedef struct spa_bookmark {
+    uint64_t objset;
+    uint64_t object;
+    int64_t level;
+    uint64_t blkid;
+} spa_bookmark_t;
+
 #define SPA_NAME_MAX 64
 #define SPA_DEFER_TXGS 2
 
@@ -165,6 +178,8 @@ typedef struct spa_scrub_stat {
     uint64_t start_time, end_time;     /* wall clock seconds */
     uint64_t to_examine;               /* allocated bytes when it started */
     uint64_t examined;                 /* bytes of blocks verified so far */
+    uint64_t scanned;                  /* bytes of blocks the walk reached so far
+                                        * (examined lags it by the read in flight) */
     uint64_t repaired;                 /* bytes rewritten */
     uint64_t errors;                   /* blocks with no good copy left */
 } spa_scrub_stat_t;
@@ -172,8 +187,31 @@ int spa_scrub_start(spa_t *spa);   /* runs in the background */
 int spa_scrub_stop(spa_t *spa);
 void spa_scrub_wait(spa_t *spa);
 void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
-/* Resets the error counters of every vdev and the pool's error list. */
+/* Resets the error counters of every vdev and the count of data errors (not
+ * the error log below: only a scrub that finds a block good takes it off, as
+ * in ZFS). */
 void spa_clear_errors(spa_t *spa);
+
+/* ---- the persistent error log (src/spa/spa_errlog.c) ----
+ * Blocks no copy of which could be read, by bookmark: what `pool status -v`
+ * names. The layer above adds an entry when its read of a block fails for
+ * good; a scrub adds every block it finds so. Two lists as in ZFS: `last`
+ * (stored in the pool) and `scrub` (what the scrub in progress found); a
+ * finished scrub replaces `last` with its own list, so an entry disappears after
+ * a scrub in which its block no longer fails (healed, rewritten or freed). The
+ * layer above stores `last` in its meta object set at every sync that changed
+ * it (spa_errlog_sync_take) and hands it back when the pool opens. */
+#define SPA_ERRLOG_MAX 65536u   /* entries kept; more are counted, not named */
+/* Adds bm (to both lists while a scrub runs). True when it was not logged yet,
+ * so the caller reports each bad block once, not at every read. */
+bool spa_errlog_add(spa_t *spa, const spa_bookmark_t *bm);
+/* Every entry of both lists, sorted, each once. Caller frees *out. */
+size_t spa_errlog_list(spa_t *spa, spa_bookmark_t **out);
+/* Syncing context: when `last` changed since the last call, a copy of it in
+ * its stored form (*buf malloc'ed) and true. */
+bool spa_errlog_sync_take(spa_t *spa, void **buf, size_t *len);
+/* Pool open: the stored form back. -EINVAL when it is not one. */
+int spa_errlog_load(spa_t *spa, const void *buf, size_t len);
 
 /* ---- offline consistency check of an exported (or not imported) pool ---- */
 typedef struct spa_check_report {
@@ -324,8 +362,10 @@ uint64_t spa_open_txg(spa_t *spa);
 /* Asks the sync thread to close and write the open txg now, without waiting. */
 void spa_txg_kick(spa_t *spa);
 
-/* A visitor for block enumeration: called once per block pointer reachable. */
-typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, void *arg);
+/* A visitor for block enumeration: called once per block pointer reachable,
+ * with its bookmark (NULL for the pool's own blocks: space map log, intent log). */
+typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm,
+                                void *arg);
 
 typedef struct spa_upper_ops {
     /* A new pool: set up an empty meta object set; called once in txg 1. */

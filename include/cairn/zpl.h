@@ -57,6 +57,11 @@ typedef struct zpl_node zpl_node_t;
 int zpl_mount(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out);
 /* Unmounts (and the snapshots mounted through it). -EBUSY while nodes are held. */
 int zpl_unmount(zpl_fs_t *fs);
+/* The path of object obj from the root of the filesystem whose object set is
+ * os ("/dir/file"), by its parent pointers and directory entries, without a
+ * mount (the pool's error log names files so). -ENOENT when the object or an
+ * entry leading to it is gone. */
+int zpl_obj_to_path(objset_t *os, uint64_t obj, char *buf, size_t len);
 uint64_t zpl_fs_guid(zpl_fs_t *fs);       /* the dataset's guid (NFS fsid) */
 dsl_dataset_t *zpl_fs_dataset(zpl_fs_t *fs);
 bool zpl_fs_readonly(zpl_fs_t *fs);       /* snapshot or readonly=on, now */

@@ -234,3 +234,34 @@ bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *r
     return true;
 }
 #undef COPY
+
+size_t cairnd_arc_cache_status(spa_t *spa, cairnd_arena_t *a, Cairn__Mgmt__VdevStatus ***out)
+{
+    uint64_t guid = spa_guid(spa);
+    arc_l2_dev_stat_t ds[16];
+    size_t nd = CAIRN_MIN(arc_l2_dev_stats(guid, ds, 16), (size_t)16);
+    pthread_mutex_lock(&g_arc_lock);
+    *out = cairnd_arena_alloc(a, sizeof(**out) * (g_nrecs + 1));
+    size_t n = 0;
+    for (size_t i = 0; i < g_nrecs; i++) {
+        if (g_recs[i].guid != guid) continue;
+        Cairn__Mgmt__VdevStatus *s = cairnd_arena_alloc(a, sizeof *s);
+        cairn__mgmt__vdev_status__init(s);
+        s->name = cairnd_arena_strdup(a, g_recs[i].path);
+        s->type = cairnd_arena_strdup(a, "cache");
+        s->vclass = cairnd_arena_strdup(a, "cache");
+        /* Remembered but not attached (missing when the pool opened): UNAVAIL,
+         * as zpool shows a cache device it cannot open; dropped after errors:
+         * FAULTED. */
+        const char *state = "UNAVAIL";
+        for (size_t k = 0; k < nd; k++) {
+            if (strcmp(ds[k].path, g_recs[i].path)) continue;
+            state = ds[k].online ? "ONLINE" : "FAULTED";
+            s->read_errors = ds[k].errors;
+        }
+        s->state = cairnd_arena_strdup(a, state);
+        (*out)[n++] = s;
+    }
+    pthread_mutex_unlock(&g_arc_lock);
+    return n;
+}

@@ -52,6 +52,8 @@ void cairnd_arc_pool_destroyed(uint64_t guid);
  * forgotten. -ENOENT when DEV is not one of the pool's cache devices. */
 int cairnd_arc_remove_device(spa_t *spa, const char *path);
 bool cairnd_arc_is_device(spa_t *spa, const char *path);
+/* `pool status`: the pool's remembered cache devices with their state. */
+size_t cairnd_arc_cache_status(spa_t *spa, cairnd_arena_t *a, Cairn__Mgmt__VdevStatus ***out);
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a);
 /* iSCSI (iscsi.c): the listener and `cairn iscsi` commands; the hooks keep LUNs in

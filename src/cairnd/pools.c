@@ -29,7 +29,9 @@
 #include <cairn/arc.h>
 #include <cairn/dsl.h>
 #include <cairn/log.h>
+#include <cairn/dmu.h>
 #include <cairn/zil.h>
+#include <cairn/zpl.h>
 #include <cairn/util.h>
 
 #include <errno.h>
@@ -364,7 +366,76 @@ static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
     s->examined = st.examined;
     s->repaired = st.repaired;
     s->errors = st.errors;
+    s->scanned = st.scanned;
+    s->now = cairn_wallclock_s();
     return s;
+}
+
+/* Entries named in one `pool status -v` answer: enough for any operator, and
+ * the answer stays far below a frame's limit. */
+#define STATUS_ERRORS_MAX 10000
+
+/* Names the pool's error log: each bookmark's dataset, and for a file its path
+ * (parent pointers, zpl_obj_to_path), with the bytes of the object the block
+ * holds. Bookmarks come sorted by object set, so each dataset is held once. */
+static void status_errors(cairnd_arena_t *a, spa_t *spa, dsl_pool_t *dp,
+                          Cairn__Mgmt__PoolStatusResult *r, bool verbose)
+{
+    spa_bookmark_t *bms = NULL;
+    size_t n = spa_errlog_list(spa, &bms);
+    r->error_count = n;
+    if (!verbose || !n || !dp) {
+        free(bms);
+        return;
+    }
+    size_t shown = CAIRN_MIN(n, (size_t)STATUS_ERRORS_MAX);
+    r->errors = cairnd_arena_alloc(a, sizeof(*r->errors) * shown);
+    dsl_dataset_t *ds = NULL;
+    uint64_t ds_id = UINT64_MAX;
+    char dsname[DSL_NAME_MAX + 1] = "";
+    char *path = malloc(4096);
+    for (size_t i = 0; i < shown; i++) {
+        const spa_bookmark_t *bm = &bms[i];
+        if (bm->objset != ds_id) {
+            dsl_dataset_rele(ds);
+            ds = NULL;
+            ds_id = bm->objset;
+            /* Object set 0 is the MOS: pool metadata, no dataset. */
+            if (ds_id == 0 || dsl_dataset_hold_by_objset_id(dp, ds_id, &ds)) ds = NULL;
+            if (ds) dsl_dataset_get_name(ds, dsname, sizeof dsname);
+        }
+        Cairn__Mgmt__DataError *e = cairnd_arena_alloc(a, sizeof *e);
+        cairn__mgmt__data_error__init(e);
+        e->objset = bm->objset;
+        e->object = bm->object;
+        e->level = bm->level;
+        e->blkid = bm->blkid;
+        dsl_type_t type = ds ? dsl_dataset_type(ds) : 0;
+        e->dataset = cairnd_arena_strdup(a, ds ? dsname : "");
+        e->type = cairnd_arena_strdup(a, type == DSL_TYPE_FILESYSTEM ? "filesystem"
+                                         : type == DSL_TYPE_VOLUME   ? "volume"
+                                         : type == DSL_TYPE_SNAPSHOT ? "snapshot"
+                                                                     : "");
+        objset_t *os = ds ? dsl_dataset_objset(ds) : NULL;
+        dmu_object_info_t info;
+        if (os && bm->level >= 0 && bm->level < 6 && bm->object &&
+            dmu_object_info(os, bm->object, &info) == 0) {
+            uint64_t span = (uint64_t)info.props.recordsize << (10 * bm->level);
+            if (bm->blkid <= UINT64_MAX / span) {
+                e->offset = bm->blkid * span;
+                e->length = span;
+            }
+        }
+        if (os && path && bm->object && type != DSL_TYPE_VOLUME &&
+            zpl_obj_to_path(os, bm->object, path, 4096) == 0)
+            e->path = cairnd_arena_strdup(a, path);
+        else
+            e->path = cairnd_arena_strdup(a, "");
+        r->errors[r->n_errors++] = e;
+    }
+    dsl_dataset_rele(ds);
+    free(path);
+    free(bms);
 }
 
 /* Builds an spa_vdev_spec_t over the message's strings (valid while req lives). */
@@ -464,6 +535,8 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         r->scrub = scrub_status(a, spa);
         r->root = vdev_status(a, spa, spa_root_vdev(spa));
         r->txg = spa_last_synced_txg(spa);
+        r->n_cache = cairnd_arc_cache_status(spa, a, &r->cache);
+        status_errors(a, spa, g_pools[i].dp, r, m->verbose);
         st->pools[st->n_pools++] = r;
     }
     if (m->name[0] && st->n_pools == 0) {

@@ -361,49 +361,76 @@ static int cmd_pool_list(int argc, char **argv)
 
 /* ---------------------------------------------------------------- pool status */
 
-static void fmt_time(uint64_t t, char *buf, size_t len)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    localtime_r(&tt, &tm);
-    strftime(buf, len, "%a %b %e %H:%M:%S %Y", &tm);
-}
-
 static void print_scan(const Cairn__Mgmt__ScrubStatus *s)
 {
-    char when[64], a[32], b[32], rep[32];
-    if (!s || s->state == CAIRN__MGMT__SCRUB_STATUS__STATE__NONE) {
-        printf("  scan: none requested\n");
+    mgmt_scan_t m = {0};
+    if (s) {
+        m = (mgmt_scan_t){.state = (int)s->state, .start_time = s->start_time,
+                          .end_time = s->end_time, .now = s->now ? s->now : (uint64_t)time(NULL),
+                          .to_examine = s->to_examine, .scanned = s->scanned,
+                          .examined = s->examined, .repaired = s->repaired, .errors = s->errors};
+    }
+    char buf[1024];
+    mgmt_scan_format(&m, buf, sizeof buf);
+    fputs(buf, stdout);
+}
+
+/* One entry of the error log as zpool names it: "DATASET:/path" for a file,
+ * "DATASET:<0xOBJ>" when no path is found (a volume's data, an object whose
+ * name is gone), "<metadata>:<0xOBJ>" for the pool's own objects and
+ * "<0xOBJSET>:<0xOBJ>" when the dataset is gone. */
+static void error_name(const Cairn__Mgmt__DataError *e, char *buf, size_t len)
+{
+    if (!e->dataset[0] && e->objset == 0)
+        snprintf(buf, len, "<metadata>:<0x%llx>", (unsigned long long)e->object);
+    else if (!e->dataset[0])
+        snprintf(buf, len, "<0x%llx>:<0x%llx>", (unsigned long long)e->objset,
+                 (unsigned long long)e->object);
+    else if (e->path[0])
+        snprintf(buf, len, "%s:%s", e->dataset, e->path);
+    else if (e->level < 0 || e->object == 0)
+        snprintf(buf, len, "%s:<metadata>", e->dataset);
+    else
+        snprintf(buf, len, "%s:<0x%llx>", e->dataset, (unsigned long long)e->object);
+}
+
+static void print_errors(const Cairn__Mgmt__PoolStatusResult *p, bool verbose)
+{
+    if (p->error_count == 0) {
+        printf("errors: No known data errors\n");
         return;
     }
-    cairn_format_size(s->repaired, rep, sizeof rep);
-    switch (s->state) {
-    case CAIRN__MGMT__SCRUB_STATUS__STATE__SCANNING: {
-        fmt_time(s->start_time, when, sizeof when);
-        cairn_format_size(s->examined, a, sizeof a);
-        cairn_format_size(s->to_examine, b, sizeof b);
-        double pct = s->to_examine ? 100.0 * (double)s->examined / (double)s->to_examine : 0;
-        if (pct > 100) pct = 100;
-        printf("  scan: scrub in progress since %s\n", when);
-        printf("\t%s examined of %s, %s repaired, %llu errors, %.2f%% done\n", a, b, rep,
-               (unsigned long long)s->errors, pct);
-        break;
+    if (!verbose) {
+        printf("errors: %llu data errors, use '-v' for a list\n",
+               (unsigned long long)p->error_count);
+        return;
     }
-    case CAIRN__MGMT__SCRUB_STATUS__STATE__FINISHED: {
-        fmt_time(s->end_time, when, sizeof when);
-        uint64_t d = s->end_time > s->start_time ? s->end_time - s->start_time : 0;
-        cairn_format_size(s->examined, a, sizeof a);
-        printf("  scan: scrub repaired %s in %02llu:%02llu:%02llu with %llu errors on %s\n", rep,
-               (unsigned long long)(d / 3600), (unsigned long long)(d / 60 % 60),
-               (unsigned long long)(d % 60), (unsigned long long)s->errors, when);
-        printf("\t%s examined\n", a);
-        break;
+    printf("errors: Permanent errors have been detected in the following files:\n\n");
+    /* One line per object (entries come sorted by object set, object, level,
+     * block), with the byte ranges of it that are lost. */
+    for (size_t i = 0; i < p->n_errors;) {
+        const Cairn__Mgmt__DataError *e = p->errors[i];
+        char name[4400];
+        error_name(e, name, sizeof name);
+        printf("        %s", name);
+        const char *sep = "  (bytes ";
+        size_t j = i;
+        for (; j < p->n_errors && p->errors[j]->objset == e->objset &&
+               p->errors[j]->object == e->object;
+             j++) {
+            const Cairn__Mgmt__DataError *x = p->errors[j];
+            if (!x->length) continue;
+            printf("%s0x%llx-0x%llx", sep, (unsigned long long)x->offset,
+                   (unsigned long long)(x->offset + x->length - 1));
+            if (x->level > 0) printf(" (indirect)");
+            sep = ", ";
+        }
+        if (sep[0] == ',') putchar(')');
+        putchar('\n');
+        i = j;
     }
-    default:
-        fmt_time(s->end_time, when, sizeof when);
-        cairn_format_size(s->examined, a, sizeof a);
-        printf("  scan: scrub canceled on %s (%s examined, %s repaired)\n", when, a, rep);
-    }
+    if (p->error_count > p->n_errors)
+        printf("        ... and %llu more\n", (unsigned long long)(p->error_count - p->n_errors));
 }
 
 static size_t tree_width(const Cairn__Mgmt__VdevStatus *v, size_t indent)
@@ -469,13 +496,14 @@ static int cmd_pool_status(int argc, char **argv)
         print_scan(p->scrub);
         printf("config:\n\n");
         size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;
+        for (size_t k = 0; k < p->n_cache; k++) w = CAIRN_MAX(w, tree_width(p->cache[k], 2));
         printf("\t%-*s  %-8s %5s %5s %5s\n", (int)w, "NAME", "STATE", "READ", "WRITE", "CKSUM");
         if (p->root) print_tree(p->root, 0, w, verbose);
+        /* L2ARC devices hold only copies: their own heading, as in zpool. */
+        if (p->n_cache) printf("\tcache\n");
+        for (size_t k = 0; k < p->n_cache; k++) print_tree(p->cache[k], 2, w, verbose);
         putchar('\n');
-        uint64_t errs = p->scrub ? p->scrub->errors : 0;
-        if (errs) printf("errors: %llu blocks with no good copy found by the last scrub\n",
-                         (unsigned long long)errs);
-        else printf("errors: No known data errors\n");
+        print_errors(p, verbose);
     }
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;

@@ -226,6 +226,8 @@ struct objset {
      * (dmu_objset_space_pending), tagged with its txg. */
     pthread_mutex_t space_lock;
     struct { uint64_t txg, bytes; } space_pending[4];
+    pthread_mutex_t label_lock;
+    char label[DIR_NAME_LEN];  /* dmu_objset_set_label: the name log lines give it */
 };
 
 typedef struct dir_ent {
@@ -277,6 +279,10 @@ void dnode_destroy(dnode_t *dn);
 /* Looks up (loading its dnode block) object obj; NULL if beyond every dnode block
  * unless create, in which case new blocks of free dnodes are made. */
 dnode_t *dnode_hold(objset_t *os, uint64_t obj, bool create);
+/* A read of block (level, blkid) of obj failed with err: into the pool's error
+ * log, and one log line the first time (objset.c). */
+void dmu_read_error(objset_t *os, uint64_t obj, unsigned level, uint64_t blkid, uint32_t recsize,
+                    int err);
 /* Ends a hold of a user object set's dnode (the MOS's are not counted). */
 void dnode_rele(dnode_t *dn);
 /* Syncing context: evicts clean, unheld dnode blocks beyond the limit. */

@@ -639,6 +639,7 @@ static dn_ind_t *get_ind(dnode_t *dn, unsigned nl, const cairn_blkptr_t *root, u
     } else {
         int e = pbp->lsize == DN_IND_BLKSZ ? spa_block_read(dn_spa(dn), pbp, bps) : -EIO;
         if (e) {
+            dmu_read_error(dn->os, dn->obj, level, id, dn->cur.datablksz, e);
             free(bps);
             *err = e;
             return NULL;
@@ -749,6 +750,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
                 if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
                 dn_unlock(dn);
                 err = dmu_cache_read(dn->os, &bp, data);
+                if (err) dmu_read_error(dn->os, dn->obj, 0, blkid, rs, err);
                 if (shared) {
                     dn_rlock(dn);
                     pthread_mutex_lock(&dn->shard_lock[sh]);
@@ -1106,6 +1108,8 @@ int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
  */
 typedef struct dn_read_io {
     objset_t *os;      /* its cache policy (primarycache/secondarycache) */
+    uint64_t obj, blkid; /* which record (the error log) */
+    uint32_t recsize;
     cairn_blkptr_t bp;
     uint8_t *dst;       /* where the bytes go */
     uint32_t boff, n;   /* part of the record wanted */
@@ -1117,12 +1121,13 @@ static void dn_read_io_run(void *arg)
     dn_read_io_t *io = arg;
     if (io->boff == 0 && io->n == io->bp.lsize) {
         io->err = dmu_cache_read(io->os, &io->bp, io->dst);
-        return;
+    } else {
+        uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
+        io->err = dmu_cache_read(io->os, &io->bp, tmp);
+        if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
+        free(tmp);
     }
-    uint8_t *tmp = dmu_buf_alloc(io->bp.lsize);
-    io->err = dmu_cache_read(io->os, &io->bp, tmp);
-    if (!io->err) memcpy(io->dst, tmp + io->boff, io->n);
-    free(tmp);
+    if (io->err) dmu_read_error(io->os, io->obj, 0, io->blkid, io->recsize, io->err);
 }
 
 #define DN_READ_BATCH 64
@@ -1212,7 +1217,8 @@ static int dn_read(dnode_t *dn, uint64_t off, uint64_t len, void *buf, bool memo
                 len -= n;
                 continue;
             }
-            ios[nio++] = (dn_read_io_t){.os = dn->os, .bp = bp, .dst = dst, .boff = boff, .n = n};
+            ios[nio++] = (dn_read_io_t){.os = dn->os, .obj = dn->obj, .blkid = blkid, .recsize = rs,
+                                        .bp = bp, .dst = dst, .boff = boff, .n = n};
             if (nio == DN_READ_BATCH) {
                 err = dn_read_batch(dn, ios, nio, buf, spans);
                 nio = 0;
@@ -1343,6 +1349,7 @@ static int free_tree(dnode_t *dn, uint64_t txg, const cairn_blkptr_t *bp, unsign
             bps = dmu_buf_alloc(DN_IND_BLKSZ);
             err = bp->lsize == DN_IND_BLKSZ ? spa_block_read(dn_spa(dn), bp, bps) : -EIO;
             if (err) {
+                dmu_read_error(dn->os, dn->obj, level, id, dn->cur.datablksz, err);
                 /* Leak the unreadable subtree rather than fail the txg. */
                 log_error("dmu", "object %llu: cannot read indirect block to free it: %d",
                           (unsigned long long)dn->obj, err);

@@ -28,6 +28,8 @@
  */
 #include "dmu_impl.h"
 
+#include <inttypes.h>
+
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <malloc.h>
@@ -78,6 +80,7 @@ static objset_t *objset_alloc(dmu_pool_t *dp, uint64_t id, const cairn_blkptr_t 
     pthread_mutex_init(&os->alloc_lock, NULL);
     pthread_mutex_init(&os->dirty_lock, NULL);
     pthread_mutex_init(&os->space_lock, NULL);
+    pthread_mutex_init(&os->label_lock, NULL);
     dmu_map_init(&os->dnodes);
     os->meta = dnode_create(os, UINT64_MAX, &meta);
     os->meta_nblocks = (meta.flags & DNODE_FLAG_WRITTEN) ? meta.maxblkid + 1 : 0;
@@ -100,6 +103,7 @@ static void objset_free(objset_t *os)
     pthread_mutex_destroy(&os->alloc_lock);
     pthread_mutex_destroy(&os->dirty_lock);
     pthread_mutex_destroy(&os->space_lock);
+    pthread_mutex_destroy(&os->label_lock);
     free(os);
 }
 
@@ -218,6 +222,9 @@ static int dmu_pool_create(spa_t *spa, uint64_t txg)
     return err;
 }
 
+static void errlog_load(dmu_pool_t *dp);
+static int errlog_sync(dmu_pool_t *dp, uint64_t txg);
+
 static int dmu_pool_open(spa_t *spa, const cairn_blkptr_t *mos_root)
 {
     if (dmu_pool(spa)) return 0; /* just created */
@@ -225,6 +232,7 @@ static int dmu_pool_open(spa_t *spa, const cairn_blkptr_t *mos_root)
     int err = 0;
     dp->mos = objset_alloc(dp, 0, mos_root, &err);
     if (!err) err = dir_load(dp);
+    if (!err) errlog_load(dp);
     if (err) {
         spa_set_upper_private(spa, NULL);
         pool_free(dp);
@@ -400,8 +408,9 @@ typedef struct free_walk {
     uint64_t txg;
 } free_walk_t;
 
-static int free_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int free_visitor(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
+    (void)bm;
     free_walk_t *fw = arg;
     dmu_free_bp(spa, fw->txg, bp);
     return 0;
@@ -410,8 +419,6 @@ static int free_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
 static dmu_pool_sync_hook_t pool_sync_hook;
 void dmu_register_pool_sync_hook(dmu_pool_sync_hook_t fn) { pool_sync_hook = fn; }
 
-static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
-                           spa_bp_visitor_t visit, void *arg);
 int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
                         spa_bp_visitor_t visit, void *arg);
 
@@ -476,6 +483,8 @@ static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
     /* The layer above: snapshots of the roots just written, its bookkeeping. */
     if (pool_sync_hook) err = pool_sync_hook(spa, txg);
     if (err) return err;
+    err = errlog_sync(dp, txg);
+    if (err) return err;
 
     size_t nd;
     objset_t **doomed = collect_doomed(dp, txg, &nd);
@@ -503,16 +512,20 @@ typedef struct trav {
     spa_bp_visitor_t visit;
     void *arg;
     uint64_t min_txg;      /* skip blocks (and their subtrees) born at or before */
+    uint64_t objset;       /* the object set walked (bookmarks) */
 } trav_t;
 
-typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, void *c);
+/* A leaf record's contents: blkid is the record's index in its object. */
+typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c);
 
-/* Visits bp then its subtree; <0 from the visitor aborts, >0 skips the subtree. */
-static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, unsigned level, trav_leaf_fn leaf,
-                     void *c)
+/* Visits bp then its subtree; <0 from the visitor aborts, >0 skips the subtree.
+ * bp is block blkid of the given level of object `object`. */
+static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, uint64_t object, unsigned level,
+                     uint64_t blkid, trav_leaf_fn leaf, void *c)
 {
     if (cairn_bp_is_hole(bp) || bp->birth_txg <= t->min_txg) return 0;
-    int r = t->visit(t->spa, bp, t->arg);
+    spa_bookmark_t bm = {t->objset, object, (int64_t)level, blkid};
+    int r = t->visit(t->spa, bp, &bm, t->arg);
     if (r < 0) return r;
     if (r > 0) return 0;
     if (level == 0 && !leaf) return 0;
@@ -522,53 +535,61 @@ static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, unsigned level, trav_l
         return 0;
     }
     if (level == 0) {
-        r = leaf(t, buf, bp->lsize, c);
+        r = leaf(t, buf, bp->lsize, blkid, c);
     } else if (bp->lsize == DN_IND_BLKSZ) {
         const cairn_blkptr_t *bps = buf;
-        for (unsigned i = 0; i < DN_EPB && r >= 0; i++) r = trav_tree(t, &bps[i], level - 1, leaf, c);
+        for (unsigned i = 0; i < DN_EPB && r >= 0; i++)
+            r = trav_tree(t, &bps[i], object, level - 1, (blkid << DN_EPB_SHIFT) + i, leaf, c);
     }
     free(buf);
     return r < 0 ? r : 0;
 }
 
-static int trav_dnode(trav_t *t, const dnode_phys_t *dnp, trav_leaf_fn leaf, void *c)
+static int trav_dnode(trav_t *t, const dnode_phys_t *dnp, uint64_t object, trav_leaf_fn leaf,
+                      void *c)
 {
     unsigned nl = dnp->nlevels ? dnp->nlevels : 1;
     if (nl > DN_MAX_LEVELS) return 0;
-    return trav_tree(t, &dnp->root, nl - 1, leaf, c);
+    return trav_tree(t, &dnp->root, object, nl - 1, 0, leaf, c);
 }
 
-static int trav_dir_leaf(trav_t *t, const void *data, uint32_t size, void *c)
+static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, uint64_t objset, bool is_mos,
+                                uint64_t min_txg, spa_bp_visitor_t visit, void *arg);
+
+static int trav_dir_leaf(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c)
 {
     (void)c;
+    (void)blkid;
     const dir_entry_phys_t *es = data;
     for (uint32_t i = 0; i < size / DIR_ENTRY_SIZE; i++) {
         if (!(es[i].flags & DIR_ENTRY_USED) || cairn_bp_is_hole(&es[i].root)) continue;
-        int r = traverse_objset(t->spa, &es[i].root, false, t->visit, t->arg);
+        int r = traverse_objset_from(t->spa, &es[i].root, es[i].id, false, 0, t->visit, t->arg);
         if (r < 0) return r;
     }
     return 0;
 }
 
-static int trav_dnode_leaf(trav_t *t, const void *data, uint32_t size, void *c)
+static int trav_dnode_leaf(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c)
 {
     bool is_mos = *(bool *)c;
     const dnode_phys_t *dns = data;
-    for (uint32_t i = 0; i < size / DNODE_SIZE; i++) {
+    uint64_t per = size / DNODE_SIZE;
+    for (uint32_t i = 0; i < per; i++) {
         if (dns[i].type == DNODE_TYPE_FREE) continue;
         bool dir = is_mos && dns[i].type == DNODE_TYPE_DIRECTORY;
-        int r = trav_dnode(t, &dns[i], dir ? trav_dir_leaf : NULL, NULL);
+        int r = trav_dnode(t, &dns[i], blkid * per + i, dir ? trav_dir_leaf : NULL, NULL);
         if (r < 0) return r;
     }
     return 0;
 }
 
-static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
+static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, uint64_t objset, bool is_mos,
                                 uint64_t min_txg, spa_bp_visitor_t visit, void *arg)
 {
-    trav_t t = {spa, visit, arg, min_txg};
+    trav_t t = {spa, visit, arg, min_txg, objset};
     if (cairn_bp_is_hole(bp) || bp->birth_txg <= min_txg) return 0;
-    int r = visit(spa, bp, arg);
+    spa_bookmark_t bm = {objset, 0, -1, 0};
+    int r = visit(spa, bp, &bm, arg);
     if (r) return r < 0 ? r : 0;
     if (bp->lsize != OBJSET_PHYS_SIZE) return 0;
     objset_phys_t *osp = dmu_buf_alloc(OBJSET_PHYS_SIZE);
@@ -576,21 +597,18 @@ static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, bool is_mo
         free(osp);
         return 0;
     }
-    r = trav_dnode(&t, &osp->meta, trav_dnode_leaf, &is_mos);
+    /* The object set's own id, which the walk from a bare root pointer
+     * (dmu_traverse_objset) does not know otherwise. */
+    t.objset = is_mos ? 0 : osp->id;
+    r = trav_dnode(&t, &osp->meta, 0, trav_dnode_leaf, &is_mos);
     free(osp);
     return r;
-}
-
-static int traverse_objset(spa_t *spa, const cairn_blkptr_t *bp, bool is_mos,
-                           spa_bp_visitor_t visit, void *arg)
-{
-    return traverse_objset_from(spa, bp, is_mos, 0, visit, arg);
 }
 
 int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
                         spa_bp_visitor_t visit, void *arg)
 {
-    return traverse_objset_from(spa, root, false, min_txg, visit, arg);
+    return traverse_objset_from(spa, root, 0, false, min_txg, visit, arg);
 }
 
 /* Snapshots and clones share blocks, but the SPA wants each block once: the
@@ -603,13 +621,14 @@ typedef struct dedup_walk {
     void *arg;
 } dedup_walk_t;
 
-static int dedup_visitor(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int dedup_visitor(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm,
+                         void *arg)
 {
     dedup_walk_t *w = arg;
     uint64_t key = ((uint64_t)bp->dva[0].vdev << 56) | (bp->dva[0].offset >> CAIRN_SECTOR_SHIFT);
     if (dmu_map_get(&w->seen, key)) return 1;
     dmu_map_put(&w->seen, key, (void *)1);
-    return w->visit(spa, bp, w->arg);
+    return w->visit(spa, bp, bm, w->arg);
 }
 
 static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
@@ -617,7 +636,7 @@ static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_
 {
     dedup_walk_t w = {.visit = visit, .arg = arg};
     dmu_map_init(&w.seen);
-    int r = traverse_objset(spa, mos_root, true, dedup_visitor, &w);
+    int r = traverse_objset_from(spa, mos_root, 0, true, 0, dedup_visitor, &w);
     dmu_map_fini(&w.seen);
     return r;
 }
@@ -911,18 +930,44 @@ objset_t *dmu_pool_mos(spa_t *spa)
     return dp ? dp->mos : NULL;
 }
 
-uint64_t dmu_pool_root_obj(spa_t *spa)
+/* The directory object's bonus: u64 words, [0] the layer above's root object
+ * (dmu_pool_root_obj), [1] the error log's object (0: none yet). */
+#define DIR_BONUS_ROOT 0
+#define DIR_BONUS_ERRLOG 1
+#define DIR_BONUS_WORDS 2
+
+static uint64_t dir_bonus_get(dmu_pool_t *dp, unsigned word)
 {
-    dmu_pool_t *dp = dmu_pool(spa);
-    if (!dp) return 0;
     dnode_t *dn = dnode_hold(dp->mos, DIR_OBJECT, false);
     if (!dn) return 0;
     uint64_t v = 0;
     dn_wlock(dn);
-    if (dn->cur.type == DNODE_TYPE_DIRECTORY && dn->cur.bonuslen >= sizeof(v))
-        memcpy(&v, dn->cur.bonus, sizeof(v));
+    if (dn->cur.type == DNODE_TYPE_DIRECTORY && dn->cur.bonuslen >= (word + 1) * sizeof(v))
+        memcpy(&v, dn->cur.bonus + word * sizeof(v), sizeof(v));
     dn_unlock(dn);
     return v;
+}
+
+static int dir_bonus_set(dmu_pool_t *dp, uint64_t txg, unsigned word, uint64_t v)
+{
+    dnode_t *dn = dir_dnode(dp, txg);
+    if (!dn) return -EIO;
+    uint64_t words[DIR_BONUS_WORDS] = {0};
+    dn_wlock(dn);
+    if (dn->cur.type == DNODE_TYPE_DIRECTORY)
+        memcpy(words, dn->cur.bonus, CAIRN_MIN((size_t)dn->cur.bonuslen, sizeof(words)));
+    words[word] = v;
+    /* A pool without an error log keeps the one-word bonus it always had. */
+    uint32_t len = words[DIR_BONUS_ERRLOG] ? sizeof(words) : sizeof(words[0]);
+    dnode_set_bonus_locked(dn, txg, words, len);
+    dn_unlock(dn);
+    return 0;
+}
+
+uint64_t dmu_pool_root_obj(spa_t *spa)
+{
+    dmu_pool_t *dp = dmu_pool(spa);
+    return dp ? dir_bonus_get(dp, DIR_BONUS_ROOT) : 0;
 }
 
 int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx)
@@ -930,12 +975,83 @@ int dmu_pool_set_root_obj(spa_t *spa, uint64_t obj, dmu_tx_t *tx)
     dmu_pool_t *dp = dmu_pool(spa);
     if (!dp) return -ENXIO;
     if (!tx || !dmu_tx_assign(tx)) return -EROFS;
-    dnode_t *dn = dir_dnode(dp, tx->txg);
-    if (!dn) return -EIO;
-    dn_wlock(dn);
-    dnode_set_bonus_locked(dn, tx->txg, &obj, sizeof(obj));
-    dn_unlock(dn);
-    return 0;
+    return dir_bonus_set(dp, tx->txg, DIR_BONUS_ROOT, obj);
+}
+
+/* ---------------- the error log (spa_errlog.c keeps the lists) ---------------- */
+
+static const dmu_object_props_t errlog_props = {
+    .recordsize = 128 * 1024, .compress = CAIRN_COMPRESS_LZ4,
+    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 3};
+
+/* Syncing context: stores the pool's error log in its MOS object when it
+ * changed (an object of its own, created at the first error). */
+static int errlog_sync(dmu_pool_t *dp, uint64_t txg)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (!spa_errlog_sync_take(dp->spa, &buf, &len)) return 0;
+    uint64_t obj = dir_bonus_get(dp, DIR_BONUS_ERRLOG);
+    dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
+    int err = 0;
+    if (!obj) {
+        err = dmu_object_alloc(dp->mos, &errlog_props, &obj, tx);
+        if (!err) err = dir_bonus_set(dp, txg, DIR_BONUS_ERRLOG, obj);
+    }
+    /* The header carries the count: bytes past it from a longer list are ignored. */
+    if (!err) err = dmu_write(dp->mos, obj, 0, len, buf, tx);
+    dmu_tx_commit(tx);
+    free(buf);
+    if (err) log_error("dmu", "pool %s: cannot store the error log: %s", spa_name(dp->spa),
+                       strerror(-err));
+    return err;
+}
+
+static void errlog_load(dmu_pool_t *dp)
+{
+    uint64_t obj = dir_bonus_get(dp, DIR_BONUS_ERRLOG);
+    dmu_object_info_t info;
+    if (!obj || dmu_object_info(dp->mos, obj, &info) || info.max_offset == 0 ||
+        info.max_offset > ((uint64_t)SPA_ERRLOG_MAX + 1) * 32)
+        return;
+    void *buf = cairn_zalloc(info.max_offset);
+    int err = dmu_read(dp->mos, obj, 0, info.max_offset, buf);
+    if (!err) err = spa_errlog_load(dp->spa, buf, info.max_offset);
+    if (err) log_error("dmu", "pool %s: cannot load the error log: %s", spa_name(dp->spa),
+                       strerror(-err));
+    free(buf);
+}
+
+void dmu_objset_set_label(objset_t *os, const char *name)
+{
+    pthread_mutex_lock(&os->label_lock);
+    cairn_strlcpy(os->label, name, sizeof os->label);
+    pthread_mutex_unlock(&os->label_lock);
+}
+
+void dmu_read_error(objset_t *os, uint64_t obj, unsigned level, uint64_t blkid, uint32_t recsize,
+                    int err)
+{
+    /* Not a bad block: a refusal of the memory-only mode, an object freed meanwhile. */
+    if (err == -EWOULDBLOCK || err == -ENOENT || err == -ENOMEM || err == -EINTR) return;
+    spa_t *spa = os->dp->spa;
+    spa_bookmark_t bm = {os->id, obj, (int64_t)level, blkid};
+    if (!spa_errlog_add(spa, &bm)) return; /* once per block, not at every retry */
+    char name[DIR_NAME_LEN];
+    pthread_mutex_lock(&os->label_lock);
+    if (os->label[0]) cairn_strlcpy(name, os->label, sizeof name);
+    else if (os == os->dp->mos) cairn_strlcpy(name, "<metadata>", sizeof name);
+    else snprintf(name, sizeof name, "<objset %" PRIu64 ">", os->id);
+    pthread_mutex_unlock(&os->label_lock);
+    unsigned shift = level * DN_EPB_SHIFT;
+    uint64_t off = shift < 64 && blkid <= (UINT64_MAX >> shift) / (recsize ? recsize : 1)
+                       ? (blkid << shift) * recsize
+                       : UINT64_MAX;
+    char what[48] = "";
+    if (level) snprintf(what, sizeof what, " (indirect block, level %u)", level);
+    log_error("dmu", "pool %s: permanent error: dataset %s object %" PRIu64 " offset %" PRIu64
+              "%s: %s", spa_name(spa), name, obj, off, what,
+              err == -ECKSUM ? "no copy verifies" : strerror(-err));
 }
 
 int dmu_objset_create_sync(spa_t *spa, uint64_t txg, const char *name,

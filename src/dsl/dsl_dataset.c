@@ -351,6 +351,9 @@ static int node_open_os(dsl_pool_t *dp, dsl_node_t *n)
     }
     if (n->phys.type == DSL_TYPE_SNAPSHOT) dmu_objset_set_readonly(n->os, true);
     else dmu_objset_set_hooks(n->os, &dsl_hooks, n);
+    char full[DSL_NAME_MAX + 1];
+    dsl_node_fullname(n, full, sizeof full);
+    dmu_objset_set_label(n->os, full); /* log lines about its blocks name the dataset */
     return 0;
 }
 
@@ -1638,6 +1641,13 @@ static int task_rename(dsl_pool_t *dp, void *arg, uint64_t txg)
         }
     }
     dmu_tx_commit(tx);
+    /* The open object sets below (and of) the renamed node log under their new names. */
+    for (size_t i = 0; !err && i < dp->nall; i++) {
+        if (!dp->all[i]->os) continue;
+        char full[DSL_NAME_MAX + 1];
+        dsl_node_fullname(dp->all[i], full, sizeof full);
+        dmu_objset_set_label(dp->all[i]->os, full);
+    }
     return err;
 }
 
@@ -1872,6 +1882,33 @@ int dsl_dataset_hold_by_guid(dsl_pool_t *dp, uint64_t guid, dsl_dataset_t **out)
             err = hold_node(dp, dp->all[i], out);
             break;
         }
+    pthread_mutex_unlock(&dp->lock);
+    return err;
+}
+
+typedef struct find_os {
+    uint64_t id;
+    char name[DMU_OBJSET_NAME_MAX + 1];
+} find_os_t;
+
+static void find_os_cb(const char *name, uint64_t id, void *arg)
+{
+    find_os_t *f = arg;
+    if (id == f->id) cairn_strlcpy(f->name, name, sizeof f->name);
+}
+
+int dsl_dataset_hold_by_objset_id(dsl_pool_t *dp, uint64_t os_id, dsl_dataset_t **out)
+{
+    find_os_t f = {.id = os_id};
+    int err = dmu_objset_list(dp->spa, find_os_cb, &f);
+    if (err) return err;
+    uint64_t obj;
+    char tail;
+    if (sscanf(f.name, "$ds%" SCNu64 "%c", &obj, &tail) != 1) return -ENOENT;
+    int locked = dsl_pool_lock(dp);
+    if (locked) return locked;
+    dsl_node_t *n = dsl_node_by_obj(dp, obj);
+    err = n ? hold_node(dp, n, out) : -ENOENT;
     pthread_mutex_unlock(&dp->lock);
     return err;
 }

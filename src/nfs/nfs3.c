@@ -110,6 +110,8 @@ static uint32_t nfsstat(int e)
     case -EOPNOTSUPP: return NFS3ERR_NOTSUPP;
     case -EAGAIN: return NFS3ERR_JUKEBOX;
     case -EIO: return NFS3ERR_IO;
+    /* No good copy of a block: a medium error to the client, as a disk's. */
+    case -ECKSUM: return NFS3ERR_IO;
     default: return NFS3ERR_SERVERFAULT;
     }
 }

@@ -198,6 +198,7 @@ uint32_t nfs4_errno_to_status(int err)
     case EPERM: return NFS4ERR_PERM;
     case ENOENT: return NFS4ERR_NOENT;
     case EIO: return NFS4ERR_IO;
+    case ECKSUM: return NFS4ERR_IO; /* no good copy of a block: a medium error */
     case ENXIO: return NFS4ERR_NXIO;
     case EACCES: return NFS4ERR_ACCESS;
     case EEXIST: return NFS4ERR_EXIST;

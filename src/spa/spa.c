@@ -91,6 +91,7 @@ static spa_t *spa_alloc(const char *name)
     spa->removing = -1;
     pthread_mutex_init(&spa->scrub_lock, NULL);
     pthread_cond_init(&spa->scrub_cv, NULL);
+    pthread_mutex_init(&spa->errlog_lock, NULL);
     return spa;
 }
 
@@ -106,6 +107,8 @@ static void spa_free(spa_t *spa)
     pthread_mutex_destroy(&spa->config_lock);
     pthread_mutex_destroy(&spa->scrub_lock);
     pthread_cond_destroy(&spa->scrub_cv);
+    spa_errlog_fini(spa);
+    pthread_mutex_destroy(&spa->errlog_lock);
     free(spa);
 }
 

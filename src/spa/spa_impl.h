@@ -79,6 +79,11 @@ _Static_assert(offsetof(spa_uberblock_phys_t, mos_root) == 48, "uberblock layout
 
 /* ---------------- in memory ---------------- */
 
+typedef struct spa_errlist {   /* sorted bookmarks (spa_errlog.c) */
+    spa_bookmark_t *v;
+    size_t n, cap;
+} spa_errlist_t;
+
 typedef struct spa_txg_state {
     pthread_mutex_t lock;
     /* Three conditions, so a change wakes only who waits for it: a write's
@@ -188,6 +193,13 @@ struct spa {
     _Atomic uint64_t frees_deferred;
     uint64_t held_synced_txg;       /* frees released up to here before the hold */
     _Atomic uint64_t data_errors;   /* blocks read with no good copy */
+
+    /* the error log (spa_errlog.c) */
+    pthread_mutex_t errlog_lock;
+    spa_errlist_t errlog_last;      /* stored in the pool */
+    spa_errlist_t errlog_scrub;     /* found by the scrub in progress */
+    bool errlog_scrubbing;
+    bool errlog_dirty;              /* last changed since it was stored */
 };
 
 extern const spa_upper_ops_t *spa_upper;
@@ -289,5 +301,10 @@ int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);
+
+/* spa_errlog.c */
+void spa_errlog_scrub_begin(spa_t *spa);
+void spa_errlog_scrub_end(spa_t *spa, bool finished);
+void spa_errlog_fini(spa_t *spa);
 
 #endif

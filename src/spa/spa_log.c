@@ -382,8 +382,8 @@ int spa_log_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
 {
     spa_log_t *l = log_of(spa);
     if (!l || cairn_bp_is_hole(&l->dir_bp)) return 0;
-    int r = visit(spa, &l->dir_bp, arg);
-    for (size_t i = 0; i < l->nlive_refs && r >= 0; i++) r = visit(spa, &l->live_refs[i], arg);
+    int r = visit(spa, &l->dir_bp, NULL, arg);
+    for (size_t i = 0; i < l->nlive_refs && r >= 0; i++) r = visit(spa, &l->live_refs[i], NULL, arg);
     return r < 0 ? r : 0;
 }
 

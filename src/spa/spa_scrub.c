@@ -34,11 +34,12 @@ static uint64_t bp_asize(const cairn_blkptr_t *bp)
     return s;
 }
 
-static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&spa->scrub_lock);
     bool stop = spa->scrub_stop;
+    spa->scrub.scanned += bp_asize(bp);
     pthread_mutex_unlock(&spa->scrub_lock);
     if (stop) return -ECANCELED;
     void *buf = cairn_zalloc(bp->lsize ? bp->lsize : 1);
@@ -50,9 +51,20 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
     spa->scrub.repaired += repaired;
     if (e) spa->scrub.errors++;
     pthread_mutex_unlock(&spa->scrub_lock);
-    if (e)
+    if (e && bm) {
+        spa_errlog_add(spa, bm);
+        log_warn("spa",
+                 "pool %s: scrub found a block with no good copy: objset %llu object %llu "
+                 "level %lld block %llu (vdev %u offset %llu)",
+                 spa->name, (unsigned long long)bm->objset, (unsigned long long)bm->object,
+                 (long long)bm->level, (unsigned long long)bm->blkid, bp->dva[0].vdev,
+                 (unsigned long long)bp->dva[0].offset);
+    } else if (e) {
+        /* The pool's own blocks (space map log, intent log): pool metadata. */
+        spa_errlog_add(spa, &(spa_bookmark_t){0, 0, -1, 0});
         log_warn("spa", "pool %s: scrub found a block with no good copy (vdev %u offset %llu)",
                  spa->name, bp->dva[0].vdev, (unsigned long long)bp->dva[0].offset);
+    }
     return 0; /* keep walking */
 }
 
@@ -72,8 +84,11 @@ static void *scrub_thread(void *arg)
     }
     atomic_fetch_sub(&spa->hold_frees, 1);
     pthread_mutex_lock(&spa->scrub_lock);
+    bool finished = !(spa->scrub_stop || e == -ECANCELED);
+    /* Before the state changes, so whoever waits for the scrub sees its list. */
+    spa_errlog_scrub_end(spa, finished);
     spa->scrub.end_time = cairn_wallclock_s();
-    spa->scrub.state = (spa->scrub_stop || e == -ECANCELED) ? SPA_SCRUB_CANCELED : SPA_SCRUB_FINISHED;
+    spa->scrub.state = finished ? SPA_SCRUB_FINISHED : SPA_SCRUB_CANCELED;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
     log_info("spa", "pool %s: scrub %s: %llu bytes examined, %llu repaired, %llu errors", spa->name,
@@ -108,6 +123,7 @@ int spa_scrub_start(spa_t *spa)
     spa->scrub.start_time = cairn_wallclock_s();
     spa->scrub.to_examine = sp.alloc;
     spa->scrub_stop = false;
+    spa_errlog_scrub_begin(spa);
     atomic_fetch_add(&spa->hold_frees, 1);
     spa->scrub_thread_running = true;
     pthread_create(&spa->scrub_thread, NULL, scrub_thread, spa);
@@ -172,8 +188,9 @@ typedef struct check_ctx {
     spa_check_report_t *rep;
 } check_ctx_t;
 
-static int check_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int check_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
+    (void)bm;
     check_ctx_t *c = arg;
     c->rep->blocks++;
     for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++) {

@@ -1951,3 +1951,67 @@ int zpl_fh_to_inode(zpl_fs_t *fs, const void *buf, size_t len, zpl_node_t **out)
     *out = n;
     return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Naming an object for the pool's error log (`pool status -v`). Files keep
+ * their first parent's object number in their attributes; the name is the
+ * entry of that directory that points at the object. Read from the object set
+ * directly, without a mount, so a dataset nobody mounted can be named too. */
+
+static int name_in_dir(objset_t *os, uint64_t dir, uint64_t obj, char *name, size_t len)
+{
+    zap_cursor_t zc;
+    zap_cursor_init(&zc, os, dir, 0);
+    zap_entry_t *e = malloc(sizeof(*e));
+    if (!e) return -ENOMEM;
+    int err = -ENOENT;
+    for (;;) {
+        int r = zap_cursor_next(&zc, e);
+        if (r <= 0) {
+            if (r < 0) err = r;
+            break;
+        }
+        uint64_t v = 0;
+        memcpy(&v, e->value, CAIRN_MIN(e->value_len, (uint32_t)sizeof(v)));
+        if (dirent_obj(v) == obj) {
+            cairn_strlcpy(name, e->name, len);
+            err = 0;
+            break;
+        }
+    }
+    free(e);
+    return err;
+}
+
+int zpl_obj_to_path(objset_t *os, uint64_t obj, char *buf, size_t len)
+{
+    uint64_t root = 0;
+    int err = zap_lookup_u64(os, ZPL_MASTER_OBJ, "ROOT", &root);
+    if (err) return err;
+    if (len < 2) return -ENAMETOOLONG;
+    /* Built from the end of buf towards its start. */
+    size_t pos = len - 1;
+    buf[pos] = 0;
+    char name[ZPL_NAME_MAX + 1];
+    zpl_phys_t *p = malloc(sizeof(*p));
+    if (!p) return -ENOMEM;
+    for (unsigned depth = 0; obj != root; depth++) {
+        uint32_t plen = 0;
+        if (depth > 4096) { err = -ELOOP; break; }
+        err = dmu_bonus_read(os, obj, p, sizeof(*p), &plen);
+        if (!err && (plen < ZPL_PHYS_HDR || p->magic != ZPL_MAGIC)) err = -EINVAL;
+        if (!err) err = name_in_dir(os, p->parent, obj, name, sizeof name);
+        if (err) break;
+        size_t n = strlen(name);
+        if (pos < n + 1) { err = -ENAMETOOLONG; break; }
+        pos -= n;
+        memcpy(buf + pos, name, n);
+        buf[--pos] = '/';
+        obj = p->parent;
+    }
+    free(p);
+    if (err) return err;
+    if (pos == len - 1) buf[--pos] = '/'; /* the root itself */
+    memmove(buf, buf + pos, len - pos);
+    return 0;
+}

@@ -597,6 +597,22 @@ def mode_usefh(hexfh, want):
     print("usefh ok")
 
 
+def mode_readstat(path):
+    """Prints the status of a READ of the first 4 KiB of PATH (a/b/c under the export):
+    the NFS3 status itself, which libnfs's pread folds into one error for all."""
+    host, nport, mport, pport, exp = ctx()
+    fh = mount(host, mport, exp)
+    c = Conn(host, nport)
+    for name in path.split("/"):
+        status, fh = lookup(c, fh, name)
+        check(status == 0, "LOOKUP %s: %d" % (name, status))
+    st, r = c.call(NFS, 3, 6, read3_args(fh, 0, 4096))
+    check(st == 0, "READ accept %r" % (st,))
+    status = r.gu32()
+    post_attr(r)
+    print("READ status %d" % status)
+
+
 def mode_verifier():
     host, nport, mport, pport, exp = ctx()
     rootfh = mount(host, mport, exp)
@@ -619,6 +635,8 @@ def main():
         mode_rofs(sys.argv[7])
     elif mode == "savefh":
         mode_savefh(sys.argv[7])
+    elif mode == "readstat":
+        mode_readstat(sys.argv[7])
     elif mode == "usefh":
         mode_usefh(sys.argv[7], int(sys.argv[8]) if len(sys.argv) > 8 else 0)
     elif mode == "verifier":

@@ -16,7 +16,12 @@
  *                                   "fill N" with the bytes written, and exits 3
  *                                   with "ENOSPC N" / "EDQUOT N" when the server
  *                                   refused (N: bytes written before that)
- *   nfs_client URL rm NAME          removes NAME (exit 4 when it does not exist)
+ *   nfs_client URL mkdir NAME / rm NAME        a directory, a file removed (rm:
+ *                                   exit 4 when it does not exist)
+ *   nfs_client URL putfile NAME LOCAL          NAME gets the bytes of file LOCAL
+ *   nfs_client URL readerr NAME     reads NAME to its end; succeeds only when a
+ *                                   READ fails (prints "READ error at OFFSET"; libnfs
+ *                                   reports every failed READ as EFAULT or EIO)
  *
  * URL is a libnfs directory URL: nfs://127.0.0.1/tank/share?nfsport=P&mountport=M&version=3
  * (uid= and gid= pick the AUTH_SYS identity). With version=4 the modes not marked
@@ -650,6 +655,38 @@ int main(int argc, char **argv)
         size_t n = get_file(nfs, p, buf, sizeof buf);
         fwrite(buf, 1, n, stdout);
         nfs_destroy_context(nfs);
+    } else if (!strcmp(mode, "putfile") && argc > 4) {
+        struct nfs_context *nfs = connect_ctx(NULL);
+        char p[256];
+        snprintf(p, sizeof p, "/%s", argv[3]);
+        FILE *f = fopen(argv[4], "rb");
+        CHECK(f != NULL, "cannot open %s", argv[4]);
+        static uint8_t data[16 << 20];
+        size_t n = fread(data, 1, sizeof data, f);
+        fclose(f);
+        put_file(nfs, p, data, n, 0);
+        nfs_destroy_context(nfs);
+    } else if (!strcmp(mode, "mkdir") && argc > 3) {
+        struct nfs_context *nfs = connect_ctx(NULL);
+        char p[256];
+        snprintf(p, sizeof p, "/%s", argv[3]);
+        EXPECT(nfs, nfs_mkdir(nfs, p), 0);
+        nfs_destroy_context(nfs);
+    } else if (!strcmp(mode, "readerr") && argc > 3) {
+        struct nfs_context *nfs = connect_ctx(NULL);
+        struct nfsfh *fh;
+        char p[256];
+        snprintf(p, sizeof p, "/%s", argv[3]);
+        EXPECT(nfs, nfs_open(nfs, p, O_RDONLY, &fh), 0);
+        uint8_t *r = malloc(REC);
+        uint64_t off = 0;
+        int got;
+        while ((got = nfs_pread(nfs, fh, off, REC, r)) > 0) off += (uint64_t)got;
+        CHECK(got < 0, "read of %s to its end (%" PRIu64 " bytes) did not fail", p, off);
+        printf("READ error at %" PRIu64 "\n", off);
+        nfs_close(nfs, fh);
+        nfs_destroy_context(nfs);
+        free(r);
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

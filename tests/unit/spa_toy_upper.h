@@ -161,12 +161,12 @@ static int toy_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
 static int toy_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit, void *arg)
 {
     if (cairn_bp_is_hole(mos_root)) return 0;
-    int e = visit(spa, mos_root, arg);
+    int e = visit(spa, mos_root, NULL, arg);
     if (e) return e;
     toy_root_phys_t *root = cairn_zalloc(sizeof *root);
     if (spa_block_read(spa, mos_root, root) == 0 && root->magic == TOY_MAGIC) {
         for (int s = 0; s < TOY_SLOTS && !e; s++)
-            if (!cairn_bp_is_hole(&root->slot[s].bp)) e = visit(spa, &root->slot[s].bp, arg);
+            if (!cairn_bp_is_hole(&root->slot[s].bp)) e = visit(spa, &root->slot[s].bp, NULL, arg);
     }
     free(root);
     return e;

@@ -800,9 +800,10 @@ typedef struct race {
     atomic_bool stop;
 } race_t;
 
-static int collect_data_bps(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int collect_data_bps(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)spa;
+    (void)bm;
     race_t *r = arg;
     if (bp->level == 0 && bp->lsize == RS && r->nbps < RACE_BLOCKS) r->bps[r->nbps++] = *bp;
     return 0;

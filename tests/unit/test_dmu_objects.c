@@ -361,9 +361,10 @@ typedef struct seen {
     uint64_t asize;
 } seen_t;
 
-static int seen_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int seen_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)spa;
+    (void)bm;
     seen_t *s = arg;
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 256;

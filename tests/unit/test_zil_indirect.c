@@ -135,9 +135,10 @@ typedef struct find_bp {
     bool found;
 } find_bp_t;
 
-static int find_visit(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int find_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)spa;
+    (void)bm;
     find_bp_t *f = arg;
     if (bp->dva[0].vdev == f->want->dva[0].vdev && bp->dva[0].offset == f->want->dva[0].offset &&
         bp->birth_txg == f->want->birth_txg)

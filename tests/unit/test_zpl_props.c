@@ -54,9 +54,10 @@ typedef struct recs {
     cairn_blkptr_t bps[64];
 } recs_t;
 
-static int collect(spa_t *spa, const cairn_blkptr_t *bp, void *arg)
+static int collect(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)spa;
+    (void)bm;
     recs_t *r = arg;
     if (bp->type == CAIRN_BT_DATA && bp->level == 0 && bp->lsize == RS && r->n < 64)
         r->bps[r->n++] = *bp;

@@ -1,0 +1,80 @@
+/* `pool status` scan lines (mgmt_scan_format): a scrub in progress with its rates, how
+ * much is done and the time to go; one that cannot estimate yet; a finished one. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cairn/mgmt.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MIB (1024ULL * 1024)
+#define T0 1780000000ULL   /* Thu May 28 20:26:40 2026 UTC */
+
+static int utc(void **state)
+{
+    (void)state;
+    setenv("TZ", "UTC", 1);
+    tzset();
+    return 0;
+}
+
+static void test_in_progress(void **state)
+{
+    (void)state;
+    /* 100 s in: 600M reached, 400M verified of 1000M: 4M/s, 600M left -> 150 s. */
+    mgmt_scan_t s = {.state = MGMT_SCAN_SCANNING, .start_time = T0, .now = T0 + 100,
+                     .to_examine = 1000 * MIB, .scanned = 600 * MIB, .examined = 400 * MIB,
+                     .repaired = 64 * 1024};
+    char buf[1024];
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "  scan: scrub in progress since Thu May 28 20:26:40 2026\n"
+                             "\t600M scanned at 6.00M/s, 400M issued at 4.00M/s, 1000M total\n"
+                             "\t64.0K repaired, 40.00% done, 00:02:30 to go\n");
+    /* Hours: 1 GiB of 3601 GiB verified in an hour leaves 3600 hours. */
+    s = (mgmt_scan_t){.state = MGMT_SCAN_SCANNING, .start_time = T0, .now = T0 + 3600,
+                      .to_examine = 3601 * 1024 * MIB, .scanned = 1024 * MIB,
+                      .examined = 1024 * MIB};
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\t0 repaired, 0.03% done, 3600:00:00 to go\n"));
+}
+
+static void test_no_estimate_yet(void **state)
+{
+    (void)state;
+    mgmt_scan_t s = {.state = MGMT_SCAN_SCANNING, .start_time = T0, .now = T0,
+                     .to_examine = 10 * MIB};
+    char buf[1024];
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\t0 scanned at 0/s, 0 issued at 0/s, 10.0M total\n"));
+    assert_non_null(strstr(buf, "\t0 repaired, 0.00% done, no estimated completion time\n"));
+}
+
+static void test_finished_and_none(void **state)
+{
+    (void)state;
+    mgmt_scan_t s = {.state = MGMT_SCAN_FINISHED, .start_time = T0, .end_time = T0 + 3725,
+                     .to_examine = 10 * MIB, .scanned = 10 * MIB, .examined = 10 * MIB,
+                     .repaired = 4096, .errors = 2};
+    char buf[1024];
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "  scan: scrub repaired 4.00K in 01:02:05 with 2 errors on "
+                             "Thu May 28 21:28:45 2026\n\t10.0M examined\n");
+    s = (mgmt_scan_t){0};
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "  scan: none requested\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_in_progress),
+        cmocka_unit_test(test_no_estimate_yet),
+        cmocka_unit_test(test_finished_and_none),
+    };
+    return cmocka_run_group_tests(tests, utc, NULL);
+}
