@@ -73,6 +73,11 @@ typedef struct dmu_object_props {
     cairn_compress_t compress;
     cairn_checksum_t checksum;
     uint8_t copies;                /* 1..3 */
+    /* At creation: the object is a ZAP (names, not user data): its records
+     * are CAIRN_BT_ZAP, so space accounting (compressratio) and
+     * primarycache=metadata tell them from the data of files and volumes.
+     * Stored copies are still `copies`. */
+    bool zap;
 } dmu_object_props_t;
 
 typedef struct dmu_object_info {

@@ -38,6 +38,7 @@ enum dnode_type {
     DNODE_TYPE_PLAIN = 1,     /* user object: records are CAIRN_BT_DATA */
     DNODE_TYPE_DIRECTORY = 2, /* MOS object-set directory: CAIRN_BT_DIRECTORY */
     DNODE_TYPE_META = 3,      /* the meta-dnode: records are CAIRN_BT_DNODE */
+    DNODE_TYPE_ZAP = 4,       /* a ZAP (dmu_object_props_t.zap): records are CAIRN_BT_ZAP */
 };
 
 #define DNODE_FLAG_WRITTEN 0x1 /* maxblkid is meaningful: a record was written */

@@ -25,6 +25,11 @@ static bool props_ok(const dmu_object_props_t *p)
            p->copies >= 1 && p->copies <= CAIRN_MAX_COPIES;
 }
 
+static uint8_t object_type(const dmu_object_props_t *p)
+{
+    return p->zap ? DNODE_TYPE_ZAP : DNODE_TYPE_PLAIN;
+}
+
 static int tx_check(objset_t *os, dmu_tx_t *tx)
 {
     if (!tx || tx->os->dp != os->dp) return -EINVAL;
@@ -51,7 +56,7 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
         if (!dn) continue;
         dn_wlock(dn);
         bool ok = dnode_is_reusable(dn);
-        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
+        if (ok) dnode_set_alloc(dn, tx->txg, object_type(props), props, tx->sync_ctx);
         bool stale = !ok && dn->cur.type != DNODE_TYPE_FREE;
         uint64_t reused = dn->obj;
         dn_unlock(dn);
@@ -74,7 +79,7 @@ int dmu_object_alloc(objset_t *os, const dmu_object_props_t *props, uint64_t *ob
         }
         dn_wlock(dn);
         bool ok = dnode_is_reusable(dn);
-        if (ok) dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
+        if (ok) dnode_set_alloc(dn, tx->txg, object_type(props), props, tx->sync_ctx);
         dn_unlock(dn);
         dnode_rele(dn);
         if (ok) {
@@ -101,7 +106,7 @@ int dmu_object_claim(objset_t *os, uint64_t obj, const dmu_object_props_t *props
     dn_wlock(dn);
     if (dn->cur.type != DNODE_TYPE_FREE) err = -EEXIST;
     else if (!dnode_is_reusable(dn)) err = -EBUSY;
-    else dnode_set_alloc(dn, tx->txg, DNODE_TYPE_PLAIN, props, tx->sync_ctx);
+    else dnode_set_alloc(dn, tx->txg, object_type(props), props, tx->sync_ctx);
     dn_unlock(dn);
     dnode_rele(dn);
     /* A number on the freed list is skipped there once it is in use again. */
@@ -147,6 +152,7 @@ int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out)
         out->props.compress = c->compress;
         out->props.checksum = c->checksum;
         out->props.copies = c->copies;
+        out->props.zap = c->type == DNODE_TYPE_ZAP;
         out->max_offset = (c->flags & DNODE_FLAG_WRITTEN) ? (c->maxblkid + 1) * c->datablksz : 0;
         out->used_bytes = dn->phys.used_bytes;
         out->generation = c->generation;

@@ -7,7 +7,9 @@
  * dnode_phys_t, 512 bytes:
  *   0  u8  type          0 free slot, 1 plain object (records CAIRN_BT_DATA),
  *                        2 object-set directory (CAIRN_BT_DIRECTORY),
- *                        3 meta-dnode (records CAIRN_BT_DNODE)
+ *                        3 meta-dnode (records CAIRN_BT_DNODE),
+ *                        4 ZAP object (records CAIRN_BT_ZAP; older pools
+ *                        made their ZAPs plain objects)
  *   1  u8  nlevels       height of the block tree (1: root points at record 0)
  *   2  u8  checksum      cairn_checksum_t of its data records
  *   3  u8  compress      cairn_compress_t of its data records
@@ -302,6 +304,7 @@ static cairn_blk_type_t dn_blk_type(uint8_t type)
     switch (type) {
     case DNODE_TYPE_DIRECTORY: return CAIRN_BT_DIRECTORY;
     case DNODE_TYPE_META: return CAIRN_BT_DNODE;
+    case DNODE_TYPE_ZAP: return CAIRN_BT_ZAP;
     default: return CAIRN_BT_DATA;
     }
 }
@@ -1483,10 +1486,10 @@ int dnode_sync_prepare(dnode_t *dn, uint64_t txg, dmu_rec_t ***recs_out, size_t 
         .compress = s->snap.compress,
         .copies = s->snap.copies ? s->snap.copies : 1,
     };
-    if (s->snap.type != DNODE_TYPE_PLAIN) props.copies = 2;
+    if (s->snap.type != DNODE_TYPE_PLAIN && s->snap.type != DNODE_TYPE_ZAP) props.copies = 2;
     /* Data records stay in the ARC as written, compressed or not: what was
      * just written is often read back soon. */
-    props.cache = props.type == CAIRN_BT_DATA;
+    props.cache = props.type == CAIRN_BT_DATA || props.type == CAIRN_BT_ZAP;
     props.cache_policy = dmu_objset_cache_policy(dn->os);
     for (size_t i = 0; i < n; i++) {
         recs[i]->dn = dn;

@@ -118,6 +118,13 @@ static bool bp_is_data(const cairn_blkptr_t *bp)
     return bp->type == CAIRN_BT_DATA && bp->level == 0;
 }
 
+/* A record's stored bytes as compressratio weighs them: whole 512-byte
+ * sectors, the least a block takes (a 5-byte file is no 30x compression). */
+static uint64_t bp_stored(const cairn_blkptr_t *bp)
+{
+    return ((uint64_t)bp->psize + 511) & ~511ULL;
+}
+
 static void objset_name(uint64_t obj, char *buf, size_t len)
 {
     snprintf(buf, len, "$ds%" PRIu64, obj);
@@ -295,7 +302,7 @@ static void hook_born(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     n->phys.comp += bp->psize;
     n->phys.uncomp += bp->lsize;
     if (bp_is_data(bp)) {
-        n->phys.data_comp += bp->psize;
+        n->phys.data_comp += bp_stored(bp);
         n->phys.data_uncomp += bp->lsize;
     }
     n->dirty = true;
@@ -313,7 +320,7 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     n->phys.comp -= CAIRN_MIN(n->phys.comp, (uint64_t)bp->psize);
     n->phys.uncomp -= CAIRN_MIN(n->phys.uncomp, (uint64_t)bp->lsize);
     if (bp_is_data(bp)) {
-        n->phys.data_comp -= CAIRN_MIN(n->phys.data_comp, (uint64_t)bp->psize);
+        n->phys.data_comp -= CAIRN_MIN(n->phys.data_comp, bp_stored(bp));
         n->phys.data_uncomp -= CAIRN_MIN(n->phys.data_uncomp, (uint64_t)bp->lsize);
     }
     n->dirty = true;

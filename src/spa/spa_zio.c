@@ -249,7 +249,9 @@ static void block_prepare(spa_t *spa, uint64_t txg, const void *data, uint32_t l
     }
 
     int copies = props->copies ? props->copies : 1;
-    if (props->type != CAIRN_BT_DATA && copies < 2) copies = 2; /* metadata: ditto */
+    /* Metadata gets ditto copies; a ZAP's records (directories) keep the
+     * copies of their object, like file data. */
+    if (props->type != CAIRN_BT_DATA && props->type != CAIRN_BT_ZAP && copies < 2) copies = 2;
     if (copies > CAIRN_MAX_COPIES) copies = CAIRN_MAX_COPIES;
     bp->type = (uint8_t)props->type;
     bp->level = props->level;

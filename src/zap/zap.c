@@ -650,7 +650,7 @@ static int zap_split(zap_obj_t *z, zap_blk_t *b0, zap_blk_t *lb, uint64_t hash, 
 
 static const dmu_object_props_t zap_object_props = {
     .recordsize = ZAP_BLOCK_SIZE, .compress = CAIRN_COMPRESS_LZ4,
-    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+    .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1, .zap = true};
 
 /* Makes the freshly allocated object o an empty ZAP (freed again on failure). */
 static int zap_init_object(objset_t *os, uint64_t o, dmu_tx_t *tx)
