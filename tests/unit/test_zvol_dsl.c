@@ -91,6 +91,9 @@ static void test_dsl_volume(void **state)
     assert_int_equal(zvol_read(zv, MIB, 4 * MIB, g), 0);
     assert_memory_equal(b, g, 4 * MIB);
     assert_int_equal(zvol_flush(zv), 0);
+    /* used is as of the last sync: the flush wrote the log (and the records
+     * as blocks the sync adopts), not necessarily a txg. */
+    spa_txg_wait_synced(d.f.spa, 0);
     uint64_t used1 = prop_num(&d, d.vol, "used");
     fprintf(stderr, "used before %llu after 4 MiB %llu\n", (unsigned long long)used0,
             (unsigned long long)used1);
