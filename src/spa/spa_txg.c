@@ -198,6 +198,8 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
     spa_txg_state_t *tx = &spa->tx;
     uint64_t t = tx->open_txg;
     if (tx->wait_target >= t) return true;
+    /* An idle intent log gives its free chunks back in a txg of its own. */
+    if (spa_log_shrink_due(spa, now)) return true;
     if (!tx->touched[t & 3]) return false;
     if (open_dirty_reaches(spa, 1, 4)) return true;
     if (tx->stop) return true;
