@@ -461,8 +461,16 @@ uint64_t spa_import_txg(spa_t *spa);
 /* Counters: log blocks written and log flushes issued (tests, benchmarks). */
 typedef struct spa_log_stats {
     uint64_t blocks_written, flushes, region_bytes, region_free;
+    uint64_t region_normal_bytes;  /* the part of region_bytes taken from the normal vdevs */
+    uint64_t chunks_dropped;       /* chunks of the normal vdevs given back (idle) */
 } spa_log_stats_t;
 void spa_log_get_stats(spa_t *spa, spa_log_stats_t *out);
+/* The region grows in chunks of the normal vdevs while the log needs room;
+ * once no log block was allocated or freed for a while (10 s; tests set
+ * it in ms), the next txg gives every wholly free chunk back. The sync
+ * thread asks spa_log_shrink_due() whether to run a txg for that. */
+void spa_log_set_shrink_delay(spa_t *spa, uint64_t ms);
+bool spa_log_shrink_due(spa_t *spa, uint64_t now_ns);
 /* True when the pool has log-class vdevs. */
 bool spa_has_log_vdevs(spa_t *spa);
 

@@ -191,6 +191,11 @@ enum {
      * caller that only waits (read-ahead), two thread wake-ups less per block.
      * No deadman watches such a read. raidz ignores it. */
     VDEV_READ_NOW = 1 << 2,
+    /* The block may legitimately not be there (the end of an intent-log chain:
+     * a successor never written, a torn tail): when no copy verifies, nobody
+     * is charged a checksum error. Copies that do not verify while another
+     * does are bad copies as ever: counted and repaired. */
+    VDEV_READ_SPECULATIVE = 1 << 3,
 };
 typedef struct vdev_read_result {
     uint64_t repaired_bytes;   /* bytes rewritten on children that returned bad data */

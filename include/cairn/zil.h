@@ -128,6 +128,7 @@ typedef struct zil_stats {
     uint64_t txg_waits;      /* commits that fell back to waiting for a txg */
     uint64_t replayed;       /* records applied by replay */
     uint64_t block_records;  /* ZIL_REC_WRITE_BLOCK records written to the log */
+    uint64_t region_full;    /* batches that found the log region full (they waited for txgs) */
 } zil_stats_t;
 void zil_get_stats(zilog_t *zl, zil_stats_t *out);
 

@@ -827,7 +827,7 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
-    "comment", "txg_timeout", "dirty_max", "txg", "readonly", NULL,
+    "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -850,7 +850,16 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "dirty_max")) snprintf(buf, len, "%llu", (unsigned long long)spa->dirty_max);
     else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
     else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
-    else return -ENOENT;
+    else if (!strcmp(prop, "logregion") || !strcmp(prop, "logused")) {
+        /* The intent log's share: logregion is the part of alloc that the
+         * normal vdevs set aside for it (given back when the log idles),
+         * logused the bytes of live log blocks anywhere (log devices too). */
+        spa_log_stats_t ls;
+        spa_log_get_stats(spa, &ls);
+        uint64_t v = prop[3] == 'r' ? ls.region_normal_bytes
+                                    : (ls.region_bytes > ls.region_free ? ls.region_bytes - ls.region_free : 0);
+        snprintf(buf, len, "%llu", (unsigned long long)v);
+    } else return -ENOENT;
     return 0;
 }
 

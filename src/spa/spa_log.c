@@ -65,6 +65,8 @@
 #define LOGDIR_VERSION 1
 #define LOG_REGION_CHUNK (64 * CAIRN_MIB)
 #define LOG_REGION_MIN_CHUNK (4 * CAIRN_MIB)
+/* A log that allocated nothing for this long gives its wholly free chunks back. */
+#define LOG_SHRINK_DELAY_NS (10 * 1000000000ULL)
 
 typedef struct logdir_region_phys {
     uint32_t vdev;
@@ -155,6 +157,11 @@ typedef struct spa_log {
     cairn_blkptr_t *live_refs;
     size_t nlive_refs, caplive_refs;
     uint64_t claimed_refs;
+    /* shrinking (spa_log_shrink_due, shrink_locked) */
+    _Atomic uint64_t last_use_ns;  /* the last allocation or free of a log block */
+    _Atomic bool may_shrink;       /* chunks may have become wholly free since the last try */
+    _Atomic uint64_t shrink_delay_ns;
+    _Atomic uint64_t chunks_dropped;
 } spa_log_t;
 
 static spa_log_t *log_of(spa_t *spa) { return spa->log; }
@@ -165,6 +172,7 @@ void spa_log_init(spa_t *spa)
     pthread_mutex_init(&l->lock, NULL);
     pthread_mutex_init(&l->grow_lock, NULL);
     l->ntop = spa->ntop;
+    atomic_store(&l->shrink_delay_ns, LOG_SHRINK_DELAY_NS);
     /* Room for log vdevs added later (spa_vdev.c). */
     l->free = cairn_zalloc(sizeof(range_tree_t *) * CAIRN_MAX(spa->ntop, (uint32_t)SPA_MAX_TOP));
     spa->log = l;
@@ -295,6 +303,52 @@ static void claim_log_vdevs(spa_t *spa, spa_log_t *l, uint64_t txg)
     }
 }
 
+static void release_deferred_locked(spa_t *spa, spa_log_t *l);
+
+bool spa_log_shrink_due(spa_t *spa, uint64_t now_ns)
+{
+    spa_log_t *l = log_of(spa);
+    if (!l || spa->readonly || !atomic_load(&l->may_shrink)) return false;
+    return now_ns - atomic_load(&l->last_use_ns) >= atomic_load(&l->shrink_delay_ns);
+}
+
+void spa_log_set_shrink_delay(spa_t *spa, uint64_t ms)
+{
+    atomic_store(&log_of(spa)->shrink_delay_ns, ms * 1000000ULL);
+}
+
+/*
+ * The region's chunks on the normal vdevs that hold no log block any more
+ * go back to the pool, in txg (syncing context): the directory written in
+ * txg no longer names them and the space map frees them in the same txg, so a
+ * crash sees either both or neither. Only wholly free chunks: a block in use,
+ * or freed and waiting for its txg (deferred), keeps its chunk. Log vdevs
+ * stay whole regions.
+ */
+static void shrink_locked(spa_t *spa, spa_log_t *l, uint64_t txg)
+{
+    atomic_store(&l->may_shrink, false);
+    release_deferred_locked(spa, l);
+    size_t keep = 0;
+    for (size_t i = 0; i < l->nregions; i++) {
+        logdir_region_phys_t *r = &l->regions[i];
+        range_tree_t *fr = r->vdev < l->ntop ? l->free[r->vdev] : NULL;
+        if (spa_top_is_log(spa, r->vdev) || !fr || !spa->ms[r->vdev] ||
+            !range_tree_contains(fr, r->offset, r->size) ||
+            metaslab_free(spa->ms[r->vdev], txg, r->offset, r->size)) {
+            l->regions[keep++] = *r;
+            continue;
+        }
+        range_tree_remove(fr, r->offset, r->size);
+        l->region_bytes -= r->size;
+        l->dir_dirty = true;
+        atomic_fetch_add(&l->chunks_dropped, 1);
+        log_info("spa", "pool %s: intent-log region shrunk by %llu bytes on vdev %u (idle)",
+                 spa->name, (unsigned long long)r->size, r->vdev);
+    }
+    l->nregions = keep;
+}
+
 int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
 {
     spa_log_t *l = log_of(spa);
@@ -312,6 +366,7 @@ int spa_log_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
     pthread_mutex_lock(&l->lock);
     l->ntop = spa->ntop; /* log vdevs added in this txg (spa_vdev.c) */
     claim_log_vdevs(spa, l, txg);
+    if (spa_log_shrink_due(spa, cairn_now_ns())) shrink_locked(spa, l, txg);
     bool changed = l->dir_dirty;
     l->dir_dirty = false;
     size_t keep = 0;
@@ -442,11 +497,37 @@ static void release_deferred_locked(spa_t *spa, spa_log_t *l)
     l->ndeferred = keep;
 }
 
+/* A block in the oldest chunk of the normal vdevs' region that has room:
+ * blocks gather in the first chunks, so the ones a burst added drain when it
+ * ends and can be given back (shrink_locked). */
+static bool alloc_normal_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *out)
+{
+    for (size_t i = 0; i < l->nregions; i++) {
+        const logdir_region_phys_t *r = &l->regions[i];
+        uint32_t v = r->vdev;
+        if (v >= l->ntop || !l->free[v] || spa_top_is_log(spa, v)) continue;
+        if ((int32_t)v == atomic_load(&spa->removing)) continue;
+        vdev_t *top = log_top(spa, v);
+        if (!top || atomic_load(&top->state) == VDEV_STATE_FAULTED) continue;
+        uint64_t asize = vdev_psize_to_asize(top, size), off;
+        if (!range_tree_find_first(l->free[v], r->offset, asize, 1, &off) ||
+            off + asize > r->offset + r->size)
+            continue;
+        range_tree_remove(l->free[v], off, asize);
+        out->vdev = v;
+        out->offset = off;
+        out->asize = (uint32_t)(asize >> CAIRN_SECTOR_SHIFT);
+        return true;
+    }
+    return false;
+}
+
 static int alloc_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *out)
 {
     release_deferred_locked(spa, l);
-    /* Log-class vdevs first; then the rest. */
+    /* Log-class vdevs first; then the rest, oldest chunk first. */
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && alloc_normal_locked(spa, l, size, out)) return 0;
         for (uint32_t v = 0; v < l->ntop; v++) {
             if (!l->free[v] || spa_top_is_log(spa, v) != (pass == 0)) continue;
             if ((int32_t)v == atomic_load(&spa->removing)) continue; /* being emptied */
@@ -484,7 +565,9 @@ static int region_grow(spa_t *spa, spa_log_t *l)
             normal += l->pend[i].region.size;
     pthread_mutex_unlock(&l->lock);
     if (normal + LOG_REGION_MIN_CHUNK > sp.size / 8) return -ENOSPC;
-    uint64_t want = LOG_REGION_CHUNK;
+    /* Doubles the region, from a small first chunk: an idle pool keeps little
+     * (see shrink_locked), a busy one reaches full-size chunks quickly. */
+    uint64_t want = CAIRN_MIN((uint64_t)LOG_REGION_CHUNK, CAIRN_MAX((uint64_t)LOG_REGION_MIN_CHUNK, normal));
     if (normal + want > sp.size / 8) want = sp.size / 8 - normal;
     uint64_t txg = spa_tx_hold_nowait(spa);
     int err = -ENOSPC;
@@ -540,6 +623,8 @@ int spa_log_alloc(spa_t *spa, uint32_t size, cairn_dva_t *out)
 {
     spa_log_t *l = log_of(spa);
     if (spa->readonly) return -EROFS;
+    atomic_store(&l->last_use_ns, cairn_now_ns());
+    atomic_store(&l->may_shrink, true);
     if (size > SPA_LOG_BLOCK_MAX) size = SPA_LOG_BLOCK_MAX;
     if (size < SPA_LOG_BLOCK_FRAME + 512) size = SPA_LOG_BLOCK_FRAME + 512;
     size = (uint32_t)CAIRN_P2ROUNDUP((uint64_t)size, 1ULL << spa->ashift);
@@ -578,6 +663,8 @@ void spa_log_free(spa_t *spa, const cairn_dva_t *dva, uint64_t txg)
 {
     spa_log_t *l = log_of(spa);
     if (!dva->asize) return;
+    atomic_store(&l->last_use_ns, cairn_now_ns());
+    atomic_store(&l->may_shrink, true);
     pthread_mutex_lock(&l->lock);
     if (l->ndeferred == l->capdeferred) {
         l->capdeferred = l->capdeferred ? l->capdeferred * 2 : 64;
@@ -686,8 +773,12 @@ int spa_log_read_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_
     if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(psize, (uint64_t)CAIRN_IO_ALIGN)))
         abort();
     frame_check_t c = {.guid = guid, .seq = seq, .psize = psize};
+    /* Every chain ends at a block that does not verify (the unwritten
+     * successor, a torn tail, a block reused by another chain): expected, so
+     * speculative - only a copy that fails while another verifies is bad. */
     int e = vdev_read_block(top, dva->offset, buf, psize, frame_verify, &c,
-                            spa->readonly ? VDEV_READ_NOREPAIR : 0, NULL);
+                            VDEV_READ_SPECULATIVE | (spa->readonly ? VDEV_READ_NOREPAIR : 0),
+                            NULL);
     if (e) {
         free(buf);
         return -ENOENT;
@@ -716,6 +807,9 @@ void spa_log_get_stats(spa_t *spa, spa_log_stats_t *out)
     out->flushes = atomic_load(&l->flushes);
     pthread_mutex_lock(&l->lock);
     out->region_bytes = l->region_bytes;
+    out->chunks_dropped = atomic_load(&l->chunks_dropped);
+    for (size_t i = 0; i < l->nregions; i++)
+        if (!spa_top_is_log(spa, l->regions[i].vdev)) out->region_normal_bytes += l->regions[i].size;
     for (uint32_t v = 0; v < l->ntop; v++)
         if (l->free[v]) out->region_free += range_tree_space(l->free[v]);
     pthread_mutex_unlock(&l->lock);
@@ -815,6 +909,9 @@ int spa_log_load(spa_t *spa)
     if (kept != l->nregions) l->dir_dirty = !spa->readonly;
     l->nregions = kept;
     for (size_t i = 0; i < l->nregions; i++) region_add_free(l, &l->regions[i]);
+    /* Chunks a crash or an export left behind go back once the log idles. */
+    atomic_store(&l->last_use_ns, cairn_now_ns());
+    atomic_store(&l->may_shrink, l->nregions > 0);
     /* Walk every chain: its blocks stay allocated. */
     for (size_t i = 0; i < l->nents; i++) {
         logdir_ent_phys_t *ent = &l->ents[i];

@@ -230,6 +230,8 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
     if (atomic_load(&spa->frees_deferred) && !atomic_load(&spa->hold_frees) && !tx->failed &&
         now - tx->last_sync_ns >= SPA_FREE_SYNC_MS * 1000000ULL)
         return true;
+    /* An idle intent log gives its free chunks back in a txg of its own. */
+    if (spa_log_shrink_due(spa, now)) return true;
     if (!tx->touched[t & 3]) return false;
     if (open_dirty_reaches(spa, 1, 4)) return true;
     if (tx->stop) return true;

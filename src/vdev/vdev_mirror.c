@@ -131,12 +131,13 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
     }
 
     uint32_t errors = 0;
+    /* Speculative and nothing verified: no copy is known to be bad. */
+    bool charge = good >= 0 || !(flags & VDEV_READ_SPECULATIVE);
     for (unsigned i = 0; i < n; i++) {
+        if (status[i] == SIDE_BAD) any_bad = true;
+        if (!charge) continue;
         if (status[i] == SIDE_EIO || status[i] == SIDE_BAD) errors++;
-        if (status[i] == SIDE_BAD) {
-            sides[i]->stats.checksum_errors++;
-            any_bad = true;
-        }
+        if (status[i] == SIDE_BAD) sides[i]->stats.checksum_errors++;
     }
 
     uint64_t repaired = 0;

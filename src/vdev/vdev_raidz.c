@@ -420,7 +420,10 @@ account:;
     uint32_t errors = 0;
     vdev_batch_io_t *io = cairn_zalloc(ncols * sizeof *io);
     unsigned nio = 0;
-    for (unsigned c = 0; c < ncols; c++) {
+    /* Speculative and nothing verified (rz_search failed): no column is known
+     * to have lied. */
+    bool charge = rc != -ECKSUM || !(flags & VDEV_READ_SPECULATIVE);
+    for (unsigned c = 0; c < ncols && charge; c++) {
         rz_col_t *col = &m->col[c];
         if (col->state == COL_EIO || col->lied) errors++;
         if (col->lied) col->leaf->stats.checksum_errors++;

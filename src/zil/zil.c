@@ -254,7 +254,7 @@ struct zilog {
     uint64_t replay_applied_seq;    /* the last record replay applied */
 
     _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_blocks, st_records, st_txg_waits,
-        st_replayed, st_block_records, st_replayed_blocks;
+        st_replayed, st_block_records, st_replayed_blocks, st_region_full;
 };
 
 static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -279,6 +279,7 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->txg_waits = atomic_load(&zl->st_txg_waits);
     out->replayed = atomic_load(&zl->st_replayed);
     out->block_records = atomic_load(&zl->st_block_records);
+    out->region_full = atomic_load(&zl->st_region_full);
 }
 
 bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
@@ -302,6 +303,23 @@ static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t
     zl->lwbs[zl->nlwbs++] = (lwb_t){.dva = *dva, .seq = seq, .max_txg = max_txg};
 }
 
+/* Ends the chain: an empty header and the chain's blocks freed in one txg. */
+static void chain_restart_freeing_empty(zilog_t *zl, const cairn_dva_t *extra, size_t nextra,
+                                        const cairn_blkptr_t *extra_bps, size_t nextra_bps)
+{
+    uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
+    for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
+    zl->nlwbs = 0;
+    if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
+    for (size_t i = 0; i < nextra; i++) spa_log_free(zl->spa, &extra[i], txg);
+    memset(&zl->next_dva, 0, sizeof zl->next_dva);
+    memset(&zl->hdr, 0, sizeof zl->hdr);
+    spa_log_header_set(zl->spa, zl->os_id, &zl->hdr, txg);
+    zl->chain_ready_txg = txg;
+    spa_tx_rele(zl->spa, txg);
+}
+
 /* Starts a new chain (header set in an open txg); the old chain's blocks
  * (written ones, the pre-allocated one and `extra`) and the blocks its records
  * still hold (`extra_bps`) are freed with that txg. */
@@ -310,6 +328,16 @@ static int chain_restart_freeing(zilog_t *zl, const cairn_dva_t *extra, size_t n
 {
     cairn_dva_t first;
     int err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
+    if (err == -ENOSPC && zl->hdr.chain_guid) {
+        /* The region is full, maybe of this very chain: drop the chain first
+         * (no header in that txg, so no durable header leads to blocks that
+         * may be reused once it syncs), then allocate again - spa_log_alloc
+         * waits for the sync that gives those blocks back. */
+        chain_restart_freeing_empty(zl, extra, nextra, extra_bps, nextra_bps);
+        extra = NULL;
+        nextra = nextra_bps = 0;
+        err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
+    }
     uint64_t txg = spa_tx_hold_nowait(zl->spa);
     for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
     for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
@@ -568,9 +596,20 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         chain_restart(zl, NULL, 0);
         zl->chain_broken = false;
     }
-    if (atomic_load(&zl->txg_only) || !zl->hdr.chain_guid) {
+    if (atomic_load(&zl->txg_only)) {
         p->wait_txg = true;
         return 0;
+    }
+    if (!zl->hdr.chain_guid) {
+        /* No chain (the region had no room when the last one was started):
+         * this batch waits for its txg, which gives log blocks back, and the
+         * next finds a chain again. */
+        p->wait_txg = true;
+        atomic_fetch_add(&zl->st_txg_waits, 1);
+        wait_prior(zl, p->ticket);
+        int err = spa_txg_wait_synced(zl->spa, p->max_txg);
+        if (!err) chain_restart(zl, NULL, 0);
+        return err;
     }
     chain_clean(zl, synced);
     if (!any) return 0;
@@ -646,8 +685,14 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     p->nwritten = f.nwritten;
     p->last_blk_seq = zl->next_blk_seq - 1;
     if (err) {
-        log_warn("zil", "object set %llu: log write failed (%s); waiting for the txg instead",
-                 (unsigned long long)zl->os_id, strerror(-err));
+        /* A full region is no failure: the pool has the room, in the txg. */
+        if (err == -ENOSPC)
+            log_debug("zil", "object set %llu: intent-log region full; this commit waits "
+                      "for the txg", (unsigned long long)zl->os_id);
+        else
+            log_warn("zil", "object set %llu: log write failed (%s); waiting for the txg "
+                     "instead", (unsigned long long)zl->os_id, strerror(-err));
+        atomic_fetch_add(&zl->st_region_full, err == -ENOSPC);
         atomic_fetch_add(&zl->st_txg_waits, 1);
         wait_prior(zl, p->ticket);
         err = spa_txg_wait_synced(zl->spa, 0);

@@ -60,8 +60,11 @@
  * Operations not logged are barriers (op_end in zpl.c): committing one waits
  * for its txg. That is every change under sync=disabled (nothing is committed
  * there, but a later commit after the property changes must not replay records
- * that depend on an unlogged change) and large asynchronous writes under
- * logbias=throughput (their data is written once, by the txg).
+ * that depend on an unlogged change) and large asynchronous writes (NFS
+ * UNSTABLE, committed later by COMMIT or fsync) wherever a sync write of that
+ * size would have been written directly (logbias=throughput, or no log device
+ * and at least ZIL_INDIRECT_MIN bytes): their data is written once, by the txg
+ * the commit waits for, instead of into the log and then again by the txg.
  */
 #include "zpl_impl.h"
 
@@ -136,7 +139,13 @@ void zpl_zil_log_write(zpl_node_t *n, uint64_t off, uint64_t len, const void *bu
                 log_copied(n, txg, pos, end - pos, src + (pos - off));
             pos = end;
         }
-    } else if (throughput && len >= ZPL_ZIL_THROUGHPUT_MIN) {
+    } else if (len >= ZPL_ZIL_THROUGHPUT_MIN &&
+               (throughput || zil_write_indirect(fs->zil, false, len))) {
+        /* A large asynchronous write (NFS UNSTABLE) where a sync one would have
+         * gone to its blocks directly: copied into the log, a later COMMIT
+         * wrote its bytes twice (log, then txg: 2.87 GiB on a mirror for 1 GiB
+         * of NFS writes, 2.05 GiB expected). As a barrier, that COMMIT waits
+         * for the txg instead, which writes them once. */
         zil_log_barrier(fs->zil, txg);
         return;
     } else {

@@ -505,9 +505,12 @@ static int do_change_ex(zvol_state_t *zs, const zvol_props_t *p, uint64_t off, u
     uint64_t txg = dmu_tx_txg(tx);
     dmu_tx_commit(tx);
     note_txg(zs, txg);
-    /* logbias=throughput: a large write's data is written once, by its txg,
-     * which a commit then waits for, instead of a second time into the log. */
-    if (data && p->logbias == DSL_LOGBIAS_THROUGHPUT && len >= ZVOL_ZIL_THROUGHPUT_MIN)
+    /* A large write where a durable one would have gone to its blocks directly
+     * (logbias=throughput, or no log device: zil_write_indirect) - here one
+     * without FUA, flushed later: its data is written once, by its txg, which
+     * the flush then waits for, instead of a second time into the log. */
+    if (data && len >= ZVOL_ZIL_THROUGHPUT_MIN &&
+        (p->logbias == DSL_LOGBIAS_THROUGHPUT || zil_write_indirect(zs->zil, false, len)))
         zil_log_barrier(zs->zil, txg);
     else
         zil_log(zs->zil, &(zil_rec_t){.type = data ? ZIL_REC_WRITE : ZIL_REC_FREE, /* ZIL */

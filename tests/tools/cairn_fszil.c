@@ -2,7 +2,7 @@
  * cairn_fszil: crash writer and verifier for the intent log (test_crash_zil.sh).
  *
  *   cairn_fszil writer -d DIR POOL --ack FILE --round R [--max-ops N] [--large]
- *                      [--logbias latency|throughput]
+ *                      [--unstable] [--logbias latency|throughput]
  *   cairn_fszil verify -d DIR POOL --ack FILE [--large]
  *
  * The writer imports the pool (force: it was crashed), mounts POOL/fs and
@@ -21,6 +21,11 @@
  * blocks and the edges as copies; each thread writes its own region, and
  * every 4 KiB block of a write is acknowledged with the write's seq.
  * --logbias sets the property on both datasets before writing.
+ *
+ * --unstable (with --large; test_crash_zil_unstable.sh): as NFS UNSTABLE
+ * writes and COMMIT, or iSCSI writes and SYNCHRONIZE CACHE: the data writers
+ * write without ZPL_IO_SYNC / FUA and make every few writes durable with
+ * zpl_fsync / zvol_flush, acknowledging those writes only then.
  *
  * The verifier imports the pool (replaying the log), and checks that every
  * acknowledged block holds its acknowledged write or a later one (never
@@ -109,6 +114,7 @@ typedef struct opts {
     uint64_t round;
     uint64_t max_ops;
     bool large;
+    bool unstable;
     const char *logbias;
 } opts_t;
 
@@ -120,7 +126,14 @@ static zvol_t *vol;
 static int ackfd;
 static _Atomic uint64_t seqctr, opsdone;
 static uint64_t max_ops;
-static bool large;
+static bool large, unstable;
+
+/* --unstable: writes made durable together by the next commit, acked after it. */
+#define UNSTABLE_BATCH 3
+typedef struct pending {
+    uint64_t first[UNSTABLE_BATCH], seq[UNSTABLE_BATCH];
+    int n;
+} pending_t;
 
 #define VOL_LARGE 16   /* blocks per large volume write */
 #define FILE_LARGE 32  /* blocks per large file write */
@@ -185,14 +198,22 @@ static void vol_writer_large(unsigned t)
 {
     uint8_t *b = aligned_alloc(4096, VOL_LARGE * BLK);
     uint64_t region = VOL_BLOCKS / NVOLT, r = mix64(t + atomic_load(&seqctr));
+    pending_t pd = {0};
     while (more()) {
         r = mix64(r);
         uint64_t first = t * region + r % (region - VOL_LARGE);
         uint64_t seq = atomic_fetch_add(&seqctr, 1);
         for (int k = 0; k < VOL_LARGE; k++) fill(b + k * BLK, seq, first + k);
-        int e = zvol_write(vol, first * BLK, VOL_LARGE * BLK, b, ZVOL_WRITE_FUA);
+        int e = zvol_write(vol, first * BLK, VOL_LARGE * BLK, b, unstable ? 0 : ZVOL_WRITE_FUA);
         if (e) die("zvol_write: %d", e);
-        for (int k = 0; k < VOL_LARGE; k++) ack("V %" PRIu64 " %" PRIu64 "\n", first + k, seq);
+        pd.first[pd.n] = first;
+        pd.seq[pd.n++] = seq;
+        if (unstable && pd.n < UNSTABLE_BATCH) continue;
+        if (unstable && (e = zvol_flush(vol))) die("zvol_flush: %d", e);
+        for (int i = 0; i < pd.n; i++)
+            for (int k = 0; k < VOL_LARGE; k++)
+                ack("V %" PRIu64 " %" PRIu64 "\n", pd.first[i] + k, pd.seq[i]);
+        pd.n = 0;
     }
     free(b);
 }
@@ -233,6 +254,7 @@ static void *file_writer(void *arg)
     if (e) die("file %s: %d", name, e);
     uint8_t b[BLK];
     uint64_t r = mix64(t * 77 + atomic_load(&seqctr));
+    pending_t pd = {0};
     while (large && more()) {
         static _Thread_local uint8_t big[FILE_LARGE * BLK];
         r = mix64(r);
@@ -241,10 +263,16 @@ static void *file_writer(void *arg)
         if (r & (1ULL << 40)) first -= first % FILE_LARGE;
         uint64_t seq = atomic_fetch_add(&seqctr, 1);
         for (int k = 0; k < FILE_LARGE; k++) fill(big + k * BLK, seq, t * 100000 + first + k);
-        e = zpl_write(n, first * BLK, sizeof big, big, ZPL_IO_SYNC, NULL);
+        e = zpl_write(n, first * BLK, sizeof big, big, unstable ? 0 : ZPL_IO_SYNC, NULL);
         if (e) die("zpl_write: %d", e);
-        for (int k = 0; k < FILE_LARGE; k++)
-            ack("F %u %" PRIu64 " %" PRIu64 "\n", t, first + k, seq);
+        pd.first[pd.n] = first;
+        pd.seq[pd.n++] = seq;
+        if (unstable && pd.n < UNSTABLE_BATCH) continue;
+        if (unstable && (e = zpl_fsync(n))) die("zpl_fsync: %d", e);
+        for (int i = 0; i < pd.n; i++)
+            for (int k = 0; k < FILE_LARGE; k++)
+                ack("F %u %" PRIu64 " %" PRIu64 "\n", t, pd.first[i] + k, pd.seq[i]);
+        pd.n = 0;
     }
     while (!large && more()) {
         r = mix64(r);
@@ -303,6 +331,7 @@ static int run_writer(const opts_t *o)
     atomic_store(&seqctr, (o->round << 32) + 1);
     max_ops = o->max_ops;
     large = o->large;
+    unstable = o->unstable;
     printf("ready\n");
     fflush(stdout);
     pthread_t th[NVOLT + NFILET + 1];
@@ -468,6 +497,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--round") && i + 1 < argc) o.round = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-ops") && i + 1 < argc) o.max_ops = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--large")) o.large = true;
+        else if (!strcmp(argv[i], "--unstable")) o.unstable = true;
         else if (!strcmp(argv[i], "--logbias") && i + 1 < argc) o.logbias = argv[++i];
         else o.pool = argv[i];
     }

@@ -10,6 +10,10 @@
  *   nfs_client URL syncwrite NAME   FILE_SYNC 64 KiB records until killed; prints
  *                                   each acknowledged record number (flushed)
  *   nfs_client URL verify NAME N    records 0..N-1 of NAME hold their pattern
+ *   nfs_client URL stream NAME MIB WKIB CMIB   MIB MiB in writes of WKIB KiB, unstable
+ *                                   with a COMMIT after every CMIB MiB (0: FILE_SYNC
+ *                                   writes, no COMMIT), then a last COMMIT; prints the
+ *                                   bytes acknowledged (tools/bench/zil-write-amp.sh)
  *   nfs_client URL put NAME TEXT / get NAME   small files
  *   nfs_client URL fill NAME BYTES  writes BYTES of incompressible data (1 MiB
  *                                   UNSTABLE writes, then COMMIT); prints
@@ -508,6 +512,32 @@ static void mode_commitwrite(const char *name)
     }
 }
 
+static void mode_stream(const char *name, uint64_t mib, uint64_t wkib, uint64_t cmib)
+{
+    struct nfs_context *nfs = connect_ctx(NULL);
+    char p[256];
+    snprintf(p, sizeof p, "/%s", name);
+    struct nfsfh *fh = open_trunc(nfs, p, cmib ? 0 : O_SYNC);
+    size_t w = (size_t)wkib * 1024;
+    CHECK(w > 0 && w <= g_wmax, "write size %zu", w);
+    uint8_t *b = malloc(w);
+    uint64_t total = mib << 20, since = 0;
+    for (uint64_t off = 0; off < total; off += w) {
+        fill(b, w, off / w);
+        pwrite_all(nfs, fh, off, b, w);
+        since += w;
+        if (cmib && since >= (cmib << 20)) {
+            CHECK(nfs_fsync(nfs, fh) == 0, "commit: %s", nfs_get_error(nfs));
+            since = 0;
+        }
+    }
+    CHECK(nfs_fsync(nfs, fh) == 0, "commit: %s", nfs_get_error(nfs));
+    nfs_close(nfs, fh);
+    nfs_destroy_context(nfs);
+    free(b);
+    printf("%" PRIu64 "\n", total);
+}
+
 static void mode_verify(const char *name, uint64_t n)
 {
     struct nfs_context *nfs = connect_ctx(NULL);
@@ -639,6 +669,9 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "concurrent") && argc > 3) mode_concurrent(atoi(argv[3]));
     else if (!strcmp(mode, "syncwrite") && argc > 3) mode_syncwrite(argv[3]);
     else if (!strcmp(mode, "commitwrite") && argc > 3) mode_commitwrite(argv[3]);
+    else if (!strcmp(mode, "stream") && argc > 6)
+        mode_stream(argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),
+                    strtoull(argv[6], NULL, 10));
     else if (!strcmp(mode, "verify") && argc > 4) mode_verify(argv[3], strtoull(argv[4], NULL, 10));
     else if (!strcmp(mode, "fill") && argc > 4) mode_fill(argv[3], strtoull(argv[4], NULL, 0));
     else if (!strcmp(mode, "rm") && argc > 3) mode_rm(argv[3]);
