@@ -56,12 +56,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1882,6 +1882,7 @@ static void full_feature(iconn_t *c)
         scsi_nexus_login(c->tgt->scsi, &c->nexus);
         c->nexus_live = true;
     }
+    atomic_store_explicit(&c->last_rx_ns, cairn_now_ns(), memory_order_relaxed);
     pthread_mutex_lock(&c->srv->lock);
     c->login_done = true;
     pthread_mutex_unlock(&c->srv->lock);

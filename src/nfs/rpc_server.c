@@ -217,12 +217,12 @@ static void conn_close_locked(nfs_conn_t *c)
     atomic_store(&c->srv->dead_pending, true);
 }
 
-/* I/O thread: closes and drops the loop's reference. */
 static void conn_touch(nfs_conn_t *c)
 {
     atomic_store_explicit(&c->last_active_ns, cairn_now_ns(), memory_order_relaxed);
 }
 
+/* I/O thread: closes and drops the loop's reference. */
 static void conn_close(nfs_conn_t *c)
 {
     pthread_mutex_lock(&c->lock);
