@@ -35,7 +35,9 @@ void conn_addr_string(const conn_addr_t *a, char *buf, size_t len);
 
 typedef struct conn_peer conn_peer_t;
 
-enum { CONN_LOG_TOTAL, CONN_LOG_CLIENT, CONN_LOG_KINDS };
+/* The log lines rate-limited: the two caps, and accept() failing for want of
+ * descriptors or memory. */
+enum { CONN_LOG_TOTAL, CONN_LOG_CLIENT, CONN_LOG_ACCEPT, CONN_LOG_KINDS };
 
 typedef struct conn_limits {
     unsigned max_total, max_per_client;
@@ -69,7 +71,7 @@ typedef enum conn_verdict {
 conn_verdict_t conn_limits_admit(const conn_limits_t *l, const conn_addr_t *a,
                                  conn_addr_t *victim, unsigned *victim_count);
 
-/* Rate limit of the log line of a cap (CONN_LOG_TOTAL or CONN_LOG_CLIENT):
+/* Rate limit of the log line of a kind (CONN_LOG_*):
  * true when a line may go out now, with *suppressed the lines held back since
  * the last one; false counts one more held back. */
 bool conn_limits_log_ok(conn_limits_t *l, int kind, uint64_t *suppressed);

@@ -2167,6 +2167,27 @@ static void expire_logins(iscsi_server_t *srv)
     pthread_mutex_unlock(&srv->lock);
 }
 
+/* accept() failed for want of descriptors or memory: the connection stays in
+ * the backlog and the listener readable, so polling it would spin. A second
+ * later connections may have gone. */
+static void accept_pause(iscsi_server_t *srv, int err)
+{
+    pthread_mutex_lock(&srv->lock);
+    uint64_t held;
+    bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
+    size_t n = srv->nconns;
+    pthread_mutex_unlock(&srv->lock);
+    if (log) {
+        char more[64] = "";
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
+                 "iscsi_max_connections%s", n, strerror(err), more);
+    }
+    struct pollfd stop = {.fd = srv->stop_pipe[0], .events = POLLIN};
+    while (poll(&stop, 1, 1000) < 0 && errno == EINTR) {
+    }
+}
+
 static void *accept_thread(void *arg)
 {
     iscsi_server_t *srv = arg;
@@ -2184,7 +2205,11 @@ static void *accept_thread(void *arg)
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-        if (fd < 0) continue;
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(srv, errno);
+            continue;
+        }
         start_conn(srv, fd, &ss);
     }
     return NULL;

@@ -89,6 +89,7 @@ struct nfs_server {
     size_t nconns;
     conn_limits_t limits;             /* connections per client address */
     uint64_t next_sweep_ns;           /* I/O thread: next look for idle connections */
+    bool accept_paused;               /* I/O thread: listeners out of the epoll set */
 
     pthread_mutex_t calls_lock;       /* running calls, for stop */
     pthread_cond_t calls_cv;

@@ -785,6 +785,39 @@ static bool conn_admit(nfs_server_t *srv, const conn_addr_t *a, nfs_conn_t **evi
     return v == CONN_ADMIT_EVICT;
 }
 
+/* I/O thread: accept() failed for want of descriptors or memory. The
+ * connection stays in the backlog and the listener readable, so the loop
+ * would spin on it: the listeners leave the epoll set until the next sweep
+ * (a second), when connections may have gone. */
+static void accept_pause(nfs_server_t *srv, int err)
+{
+    for (int i = 0; i < srv->nlisten; i++) {
+        struct epoll_event ev = {.events = 0, .data.ptr = &srv->listen_fd[i]};
+        epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->listen_fd[i], &ev);
+    }
+    srv->accept_paused = true;
+    pthread_mutex_lock(&srv->conns_lock);
+    uint64_t held;
+    bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
+    size_t n = srv->nconns;
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (log) {
+        char more[64] = "";
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
+                 "nfs_max_connections%s", n, strerror(err), more);
+    }
+}
+
+static void accept_resume(nfs_server_t *srv)
+{
+    for (int i = 0; i < srv->nlisten; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd[i]};
+        epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->listen_fd[i], &ev);
+    }
+    srv->accept_paused = false;
+}
+
 static void accept_conns(nfs_server_t *srv, int lfd)
 {
     for (;;) {
@@ -793,6 +826,8 @@ static void accept_conns(nfs_server_t *srv, int lfd)
         int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(srv, errno);
             return;
         }
         int one = 1;
@@ -856,6 +891,7 @@ static void sweep_idle(nfs_server_t *srv)
     uint64_t now = cairn_now_ns();
     if (now < srv->next_sweep_ns) return;
     srv->next_sweep_ns = now + 1000000000ull;
+    if (srv->accept_paused) accept_resume(srv);
     uint64_t limit = (uint64_t)srv->cfg.idle_timeout_s * 1000000000ull;
     for (;;) {
         nfs_conn_t *idle[64];

@@ -9,7 +9,8 @@ the end of the stream means it refused it.
 
   conn_flood.py caps PROTO PORT STATUS GO EXPECT_EVICTED SRC:N [SRC:N...]
       Opens N connections from each SRC in turn and writes to STATUS one line per SRC,
-      "SRC admitted A refused R", then "evicted E" (admitted connections the daemon
+      "SRC admitted A refused R" (and "unanswered U" for connections the daemon did not
+      accept within CONN_FLOOD_PROBE_WAIT seconds, default 30), then "evicted E" (admitted connections the daemon
       closed since, waiting up to 30 s for EXPECT_EVICTED of them) and "ready". Then
       holds the rest until file GO exists (at most 600 s), prints "closed at the end:
       N" (admitted connections the daemon closed by then) and exits 0.
@@ -27,7 +28,13 @@ import struct
 import sys
 import time
 
-PROBE_WAIT = 30.0
+# How long a probe waits for its answer; a connection the daemon has not
+# accepted by then (it stays in the listen backlog) counts as unanswered.
+PROBE_WAIT = float(os.environ.get("CONN_FLOOD_PROBE_WAIT", "30"))
+
+
+class Unanswered(Exception):
+    pass
 
 
 def connect(src, port):
@@ -49,7 +56,7 @@ def recv_exact(s, n, deadline):
     while len(buf) < n:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError("no answer")
+            raise Unanswered()
         if not readable(s, left):
             continue
         try:
@@ -142,19 +149,28 @@ def proto_of(name):
 
 
 def caps(proto, port, status, go, expect_evicted, specs):
-    held, lines = [], []
+    held, pending, lines = [], [], []
     for spec in specs:
         src, n = spec.split(":")
-        admitted = refused = 0
+        admitted = refused = unanswered = 0
         for _ in range(int(n)):
             s = connect(src, port)
-            if proto.first(s):
+            try:
+                ok = proto.first(s)
+            except Unanswered:
+                unanswered += 1
+                pending.append(s)
+                continue
+            if ok:
                 admitted += 1
                 held.append(s)
             else:
                 refused += 1
                 s.close()
-        lines.append("%s admitted %d refused %d" % (src, admitted, refused))
+        line = "%s admitted %d refused %d" % (src, admitted, refused)
+        if unanswered:
+            line += " unanswered %d" % unanswered
+        lines.append(line)
     deadline = time.monotonic() + 30
     while True:
         gone = [s for s in held if closed(s)]

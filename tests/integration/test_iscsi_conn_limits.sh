@@ -7,7 +7,8 @@
 # in by taking the place of one of its unfinished logins (logged). While they hold
 # the target full, iscsi-ls and iscsi-inq from 127.0.0.1 still log in. Then, with
 # iscsi_login_timeout = 3, logins kept alive by a continuation PDU now and then are
-# closed anyway.
+# closed anyway, and running out of descriptors is logged without the accept thread
+# spinning.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -70,4 +71,34 @@ daemon_start d2 --config "$T/login.conf" --iscsi-listen "127.0.0.1:$PORT"
 $FLOOD idle iscsi "$PORT" 127.0.0.2 4 60 >"$LAST_STDOUT" 2>&1 ||
     fail "dribbled logins: $(cat "$LAST_STDOUT")"
 pass "logins past iscsi_login_timeout closed: $(cat "$LAST_STDOUT")"
+daemon_stop
+
+# Out of descriptors (on a daemon with the default login timeout, so that admitted
+# logins hold theirs): accept() fails with the connection left in the backlog and
+# the listener readable. The failure is logged (naming the setting to lower) and the
+# accept thread pauses for a second instead of spinning; once descriptors are free
+# again, connections are accepted again.
+PORT=$(cairn_random_port)
+daemon_start d3 --iscsi-listen "127.0.0.1:$PORT"
+base=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
+prlimit --nofile=$((base + 8)) --pid "$DAEMON_PID"
+CONN_FLOOD_PROBE_WAIT=1 $FLOOD caps iscsi "$PORT" "$T/status2" "$T/go2" 0 127.0.0.2:12 \
+    >"$T/flood2.log" 2>&1 &
+flood=$!
+for _ in $(seq 1 1200); do
+    [ -f "$T/status2" ] && break
+    kill -0 "$flood" 2>/dev/null || fail "conn_flood.py: $(cat "$T/flood2.log")"
+    sleep 0.1
+done
+grep -Eq '^127.0.0.2 admitted [1-9][0-9]* refused 0 unanswered [1-9]' "$T/status2" ||
+    fail "out of descriptors: $(tr '\n' ';' <"$T/status2")"
+grep -q 'cannot accept connections (.*Too many open files; raise `ulimit -n` or lower iscsi_max_connections' \
+    "$T/d3.daemon.log" || fail "running out of descriptors was not logged"
+touch "$T/go2"
+wait "$flood" || fail "conn_flood.py: $(cat "$T/flood2.log")"
+$FLOOD caps iscsi "$PORT" "$T/status3" "$T/status3" 0 127.0.0.1:1 >"$T/flood3.log" 2>&1 ||
+    fail "conn_flood.py: $(cat "$T/flood3.log")"
+grep -qx '127.0.0.1 admitted 1 refused 0' "$T/status3" ||
+    fail "after the flood: $(tr '\n' ';' <"$T/status3")"
+pass "out of descriptors: logged, and connections accepted again once they are free"
 daemon_stop

@@ -7,7 +7,8 @@
 # connections (logged), equals do not evict each other. While they hold the server
 # full, real libnfs clients (nfs-ls, nfs-cat) from 127.0.0.1 are still served. Then,
 # with nfs_idle_timeout = 3, connections without a request are closed while one that
-# keeps calling stays.
+# keeps calling stays, and running out of descriptors is logged without the I/O
+# thread spinning on its listeners.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -71,4 +72,30 @@ nfs_daemon_start d2 --config "$T/idle.conf"
 $FLOOD idle nfs "$NFS_PORT" 127.0.0.2 5 60 >"$LAST_STDOUT" 2>&1 ||
     fail "idle connections: $(cat "$LAST_STDOUT")"
 pass "idle connections closed, a busy one kept: $(cat "$LAST_STDOUT")"
+
+# Out of descriptors: accept() fails with the connection left in the backlog and the
+# listener readable. The failure is logged (naming the setting to lower) and the
+# listeners pause for a second instead of spinning the I/O thread; once descriptors
+# are free again, connections are accepted again.
+base=$(ls /proc/"$DAEMON_PID"/fd | wc -l)
+prlimit --nofile=$((base + 8)) --pid "$DAEMON_PID"
+CONN_FLOOD_PROBE_WAIT=1 $FLOOD caps nfs "$NFS_PORT" "$T/status2" "$T/go2" 0 127.0.0.2:12 \
+    >"$T/flood2.log" 2>&1 &
+flood=$!
+for _ in $(seq 1 1200); do
+    [ -f "$T/status2" ] && break
+    kill -0 "$flood" 2>/dev/null || fail "conn_flood.py: $(cat "$T/flood2.log")"
+    sleep 0.1
+done
+grep -Eq '^127.0.0.2 admitted [1-9][0-9]* refused 0 unanswered [1-9]' "$T/status2" ||
+    fail "out of descriptors: $(tr '\n' ';' <"$T/status2")"
+grep -q 'cannot accept connections (.*Too many open files; raise `ulimit -n` or lower nfs_max_connections' \
+    "$T/d2.daemon.log" || fail "running out of descriptors was not logged"
+touch "$T/go2"
+wait "$flood" || fail "conn_flood.py: $(cat "$T/flood2.log")"
+$FLOOD caps nfs "$NFS_PORT" "$T/status3" "$T/status3" 0 127.0.0.1:1 >"$T/flood3.log" 2>&1 ||
+    fail "conn_flood.py: $(cat "$T/flood3.log")"
+grep -qx '127.0.0.1 admitted 1 refused 0' "$T/status3" ||
+    fail "after the flood: $(tr '\n' ';' <"$T/status3")"
+pass "out of descriptors: logged, and connections accepted again once they are free"
 daemon_stop
