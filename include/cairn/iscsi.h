@@ -35,7 +35,16 @@ typedef struct iscsi_server_opts {
     const char *host;                /* numeric address or name; "" = any */
     uint16_t port;                   /* 0: an ephemeral port (tests), see iscsi_server_port */
     uint32_t nop_interval_s;         /* idle seconds before a NOP-In ping; 0 = 30 */
+    /* Connection caps (include/cairn/connlimit.h) and the seconds a new
+     * connection has to complete its login; 0: the ISCSI_DEFAULT_* below. */
+    unsigned max_conns;
+    unsigned max_conns_per_client;
+    uint32_t login_timeout_s;
 } iscsi_server_opts_t;
+
+#define ISCSI_DEFAULT_MAX_CONNS 1024u
+#define ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT 64u
+#define ISCSI_DEFAULT_LOGIN_TIMEOUT_S 15u
 
 int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out);
 /* Closes every connection, destroys every target (LUNs are removed; the

@@ -65,6 +65,11 @@ typedef struct cairnd_config {
     int log_level;                  /* cairn_log_level_t */
     uint32_t txg_timeout;           /* seconds */
     uint64_t arc_max;               /* bytes of the ARC (all pools) */
+    /* Connection caps of the front ends (include/cairn/connlimit.h). */
+    uint32_t nfs_max_conns, nfs_max_conns_per_client;
+    uint32_t nfs_idle_timeout;      /* seconds without a request before a close */
+    uint32_t iscsi_max_conns, iscsi_max_conns_per_client;
+    uint32_t iscsi_login_timeout;   /* seconds a connection has to complete its login */
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);
@@ -78,6 +83,9 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
                     size_t errlen);
 /* Reads a whole file; errors are "FILE:LINE: message". */
 int mgmt_config_load(cairnd_config_t *cfg, const char *path, char *err, size_t errlen);
+/* Checks what no single setting can: a per-client connection cap above its
+ * server's cap. 0 or -EINVAL with err naming both settings. */
+int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen);
 /* Takes the `cache DEV...` section out of a `pool create` word list: argv keeps the
  * other words (*argc shrinks), *cache gets the devices (malloc'd array of pointers
  * into argv). -EINVAL with err for a `cache` without devices. */

@@ -456,7 +456,11 @@ static void sync_targets(dsl_pool_t *dp)
 
 int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
 {
-    iscsi_server_opts_t o = {.host = cfg->iscsi.host, .port = cfg->iscsi.port};
+    iscsi_server_opts_t o = {.host = cfg->iscsi.host,
+                             .port = cfg->iscsi.port,
+                             .max_conns = cfg->iscsi_max_conns,
+                             .max_conns_per_client = cfg->iscsi_max_conns_per_client,
+                             .login_timeout_s = cfg->iscsi_login_timeout};
     int rc = iscsi_server_start(&o, &g_srv);
     if (rc) {
         char addr[300];

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -252,6 +253,26 @@ static int daemonize(const char *log_path)
     return pfd[1];
 }
 
+/* Every connection of the front ends takes a descriptor, beside the pools'
+ * devices and the admin clients: with the common soft limit of 1024, accept()
+ * would fail long before the connection caps are reached (and a listener that
+ * cannot accept stays readable). Raises the soft limit as far as the caps need
+ * and the hard limit allows, and says so when that is not enough. */
+static void raise_fd_limit(const cairnd_config_t *cfg)
+{
+    rlim_t want = (rlim_t)cfg->nfs_max_conns + cfg->iscsi_max_conns + 1024;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) || getrlimit(RLIMIT_NOFILE, &rl)) return;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        log_warn(SUB, "descriptor limit %llu is below nfs_max_connections + "
+                 "iscsi_max_connections + 1024 = %llu: raise `ulimit -n` or lower the caps",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)want);
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_NFS = 256, OPT_MOUNT, OPT_PORTMAP, OPT_ISCSI, OPT_VERSION };
@@ -305,6 +326,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nover; i++)
         if (mgmt_config_set(&cfg, overrides[i].key, overrides[i].value, err, sizeof err))
             die("--%s: %s", overrides[i].key, err);
+    if (mgmt_config_check(&cfg, err, sizeof err)) die("%s", err);
     cairn_log_set_level((cairn_log_level_t)cfg.log_level);
 
     /* The daemon runs in "/", so every path must be absolute from here on. */
@@ -367,6 +389,7 @@ int main(int argc, char **argv)
              (long)getpid(), cfg.state_dir, cfg.socket);
     log_debug(SUB, "listen (for later layers): nfs %s mount %s portmap %s iscsi %s", nfs, mnt,
               pm, isc);
+    raise_fd_limit(&cfg);
 
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);

@@ -45,6 +45,9 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     to_nfs_addr(&cfg->nfs, &nc.nfs);
     to_nfs_addr(&cfg->mount, &nc.mount);
     to_nfs_addr(&cfg->portmap, &nc.portmap);
+    nc.max_conns = cfg->nfs_max_conns;
+    nc.max_conns_per_client = cfg->nfs_max_conns_per_client;
+    nc.idle_timeout_s = cfg->nfs_idle_timeout;
     char state[MGMT_PATH_MAX + 8];
     snprintf(state, sizeof state, "%s/nfs", cfg->state_dir);
     if (mkdir(state, 0700) < 0 && errno != EEXIST)

@@ -20,7 +20,9 @@
  * anyway, and per-connection threads make isolation simple: a hostile or
  * stalled initiator can only block its own reader and workers (sends have a
  * timeout, reads a poll with the idle timer), never another session. Hosts
- * open a handful of sessions, not thousands, so the thread count is fine.
+ * open a handful of sessions, not thousands; what bounds the threads against
+ * one that opens thousands are the connection caps (per initiator address
+ * and in total, admit_conn) and the login deadline (expire_logins).
  *
  * Ordering on the wire. All PDUs of a connection go out under its send lock,
  * which is also where StatSN is assigned, so StatSN increases in send order;
@@ -45,6 +47,7 @@
  */
 #include "iscsi_impl.h"
 
+#include <cairn/connlimit.h>
 #include <cairn/log.h>
 #include <cairn/taskq.h>
 #include <cairn/util.h>
@@ -58,6 +61,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +135,12 @@ struct iconn {
     iscsi_server_t *srv;
     int fd;
     char peer[64];
+    /* srv->lock: the caps count this connection under addr until it is
+     * evicted (then shut down, its thread on the way out). */
+    conn_addr_t addr;
+    bool counted, evicted;
+    uint64_t login_deadline_ns;   /* the accept thread closes a login still running then */
+    _Atomic uint64_t last_rx_ns;  /* the last PDU: which idle session to evict */
     struct sockaddr_storage local;
     pthread_mutex_t send_lock;
     pthread_mutex_t lock;     /* sequence numbers, tasks */
@@ -178,7 +188,9 @@ struct iscsi_server {
     pthread_cond_t cond;
     itarget_t *targets;
     iconn_t *conns;
-    size_t nconns;
+    size_t nconns;                /* with those evicted but not gone yet */
+    conn_limits_t limits;         /* lock: connections per initiator address */
+    uint32_t login_timeout_s;
     uint16_t next_tsih;
     bool stopping;
     unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
@@ -1870,6 +1882,7 @@ static void full_feature(iconn_t *c)
         scsi_nexus_login(c->tgt->scsi, &c->nexus);
         c->nexus_live = true;
     }
+    atomic_store_explicit(&c->last_rx_ns, cairn_now_ns(), memory_order_relaxed);
     pthread_mutex_lock(&c->srv->lock);
     c->login_done = true;
     pthread_mutex_unlock(&c->srv->lock);
@@ -1901,6 +1914,7 @@ static void full_feature(iconn_t *c)
             break;
         }
         c->ping_ttt = 0; /* any PDU proves the initiator alive */
+        atomic_store_explicit(&c->last_rx_ns, cairn_now_ns(), memory_order_relaxed);
         int rc = 0;
         bool stop = false;
         /* Commands and their data never wait for the initiator: their replies
@@ -1975,6 +1989,7 @@ static void *conn_thread(void *arg)
             break;
         }
     srv->nconns--;
+    if (c->counted) conn_limits_del(&srv->limits, &c->addr);
     if (c->tgt) c->tgt->refs--;
     pthread_cond_broadcast(&srv->cond);
     pthread_mutex_unlock(&srv->lock);
@@ -1986,15 +2001,106 @@ static void *conn_thread(void *arg)
     return NULL;
 }
 
+/* With srv->lock held: the connection of address a to give up for a
+ * newcomer: a login still running before a discovery session before a normal
+ * session without commands, the longest idle first. NULL when every one of
+ * them has commands in flight. */
+static iconn_t *pick_victim(iscsi_server_t *srv, const conn_addr_t *a)
+{
+    iconn_t *best = NULL;
+    int best_rank = 3;
+    uint64_t best_t = 0;
+    for (iconn_t *c = srv->conns; c; c = c->next) {
+        if (!c->counted || !conn_addr_equal(&c->addr, a)) continue;
+        int rank;
+        uint64_t t;
+        if (!c->login_done) {
+            rank = 0;
+            t = c->login_deadline_ns;
+        } else {
+            pthread_mutex_lock(&c->lock);
+            bool busy = c->tasks != NULL || c->dead;
+            pthread_mutex_unlock(&c->lock);
+            if (busy) continue;
+            rank = c->discovery ? 1 : 2;
+            t = atomic_load_explicit(&c->last_rx_ns, memory_order_relaxed);
+        }
+        if (rank < best_rank || (rank == best_rank && t < best_t)) {
+            best = c;
+            best_rank = rank;
+            best_t = t;
+        }
+    }
+    return best;
+}
+
+/* With srv->lock held: whether a new connection from a gets in, shutting
+ * down a connection of the initiator holding the most when the target is
+ * full (its thread leaves on its own; it no longer counts). Reaching a cap
+ * is logged, rate-limited. */
+static bool admit_conn(iscsi_server_t *srv, const conn_addr_t *a)
+{
+    conn_limits_t *l = &srv->limits;
+    conn_addr_t victim;
+    unsigned vcount = 0;
+    conn_verdict_t v = conn_limits_admit(l, a, &victim, &vcount);
+    if (v == CONN_ADMIT) return true;
+    iconn_t *evict = NULL;
+    if (v == CONN_ADMIT_EVICT) {
+        evict = pick_victim(srv, &victim);
+        if (!evict) v = CONN_REFUSE_FULL;
+    }
+    int kind = v == CONN_REFUSE_CLIENT ? CONN_LOG_CLIENT : CONN_LOG_TOTAL;
+    uint64_t held;
+    if (conn_limits_log_ok(l, kind, &held)) {
+        char who[INET6_ADDRSTRLEN], more[64] = "";
+        conn_addr_string(a, who, sizeof who);
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        if (v == CONN_REFUSE_CLIENT) {
+            log_warn(SUB, "connection from %s refused: it holds %u, the cap "
+                     "(iscsi_max_connections_per_client)%s", who, l->max_per_client, more);
+        } else if (v == CONN_ADMIT_EVICT) {
+            log_warn(SUB, "%u connections, the cap (iscsi_max_connections): %s (%s, which holds "
+                     "%u) closed to let %s in%s", l->max_total, evict->peer,
+                     !evict->login_done ? "in login" : evict->discovery ? "discovery" : "idle",
+                     vcount, who, more);
+        } else {
+            log_warn(SUB, "%u connections, the cap (iscsi_max_connections): connection from %s "
+                     "refused, no initiator holds more%s", l->max_total, who, more);
+        }
+    }
+    if (v != CONN_ADMIT_EVICT) return false;
+    evict->evicted = true;
+    evict->counted = false;
+    conn_limits_del(l, &evict->addr);
+    shutdown(evict->fd, SHUT_RDWR);
+    return true;
+}
+
 static void start_conn(iscsi_server_t *srv, int fd, struct sockaddr_storage *ss)
 {
+    conn_addr_t addr;
+    conn_addr_from((struct sockaddr *)ss, &addr);
+    pthread_mutex_lock(&srv->lock);
+    bool in = admit_conn(srv, &addr) && conn_limits_add(&srv->limits, &addr) == 0;
+    pthread_mutex_unlock(&srv->lock);
+    if (!in) {
+        close(fd);
+        return;
+    }
     iconn_t *c = calloc(1, sizeof *c);
     if (!c) {
+        pthread_mutex_lock(&srv->lock);
+        conn_limits_del(&srv->limits, &addr);
+        pthread_mutex_unlock(&srv->lock);
         close(fd);
         return;
     }
     c->srv = srv;
     c->fd = fd;
+    c->addr = addr;
+    c->counted = true;
+    c->login_deadline_ns = cairn_now_ns() + (uint64_t)srv->login_timeout_s * 1000000000ull;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
@@ -2034,11 +2140,52 @@ static void start_conn(iscsi_server_t *srv, int fd, struct sockaddr_storage *ss)
                 break;
             }
         srv->nconns--;
+        if (c->counted) conn_limits_del(&srv->limits, &c->addr);
         pthread_mutex_unlock(&srv->lock);
         close(fd);
         free(c);
     }
     pthread_attr_destroy(&attr);
+}
+
+/* Accept thread, about once a second: shuts down the connections whose login
+ * is not complete by their deadline. The reader's own timeouts are per PDU
+ * (and per recv() within one), so an initiator dribbling a login - a byte, or
+ * an empty continuation, now and then - would otherwise hold its connection
+ * and thread for good. */
+static void expire_logins(iscsi_server_t *srv)
+{
+    uint64_t now = cairn_now_ns();
+    pthread_mutex_lock(&srv->lock);
+    for (iconn_t *c = srv->conns; c; c = c->next) {
+        if (c->login_done || c->evicted || now < c->login_deadline_ns) continue;
+        log_debug(SUB, "%s: no login within %u s (iscsi_login_timeout): closing", c->peer,
+                  srv->login_timeout_s);
+        c->evicted = true;
+        shutdown(c->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&srv->lock);
+}
+
+/* accept() failed for want of descriptors or memory: the connection stays in
+ * the backlog and the listener readable, so polling it would spin. A second
+ * later connections may have gone. */
+static void accept_pause(iscsi_server_t *srv, int err)
+{
+    pthread_mutex_lock(&srv->lock);
+    uint64_t held;
+    bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
+    size_t n = srv->nconns;
+    pthread_mutex_unlock(&srv->lock);
+    if (log) {
+        char more[64] = "";
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
+                 "iscsi_max_connections%s", n, strerror(err), more);
+    }
+    struct pollfd stop = {.fd = srv->stop_pipe[0], .events = POLLIN};
+    while (poll(&stop, 1, 1000) < 0 && errno == EINTR) {
+    }
 }
 
 static void *accept_thread(void *arg)
@@ -2047,21 +2194,20 @@ static void *accept_thread(void *arg)
     for (;;) {
         struct pollfd pfd[2] = {{.fd = srv->lfd, .events = POLLIN},
                                 {.fd = srv->stop_pipe[0], .events = POLLIN}};
-        if (poll(pfd, 2, -1) < 0) {
+        int pr = poll(pfd, 2, 1000);
+        if (pr < 0) {
             if (errno == EINTR) continue;
             break;
         }
+        expire_logins(srv);
         if (pfd[1].revents) break;
         if (!(pfd[0].revents & POLLIN)) continue;
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        pthread_mutex_lock(&srv->lock);
-        bool full = srv->nconns >= 1024;
-        pthread_mutex_unlock(&srv->lock);
-        if (full) {
-            close(fd);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(srv, errno);
             continue;
         }
         start_conn(srv, fd, &ss);
@@ -2107,12 +2253,25 @@ int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out)
                                          : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     srv->lfd = fd;
     srv->nop_interval_s = opts->nop_interval_s ? opts->nop_interval_s : 30;
+    srv->login_timeout_s = opts->login_timeout_s ? opts->login_timeout_s
+                                                 : ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
+    if (conn_limits_init(&srv->limits,
+                         opts->max_conns ? opts->max_conns : ISCSI_DEFAULT_MAX_CONNS,
+                         opts->max_conns_per_client ? opts->max_conns_per_client
+                                                    : ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT)) {
+        close(srv->stop_pipe[0]);
+        close(srv->stop_pipe[1]);
+        close(fd);
+        free(srv);
+        return -ENOMEM;
+    }
     const char *delay = getenv("CAIRN_ISCSI_TEARDOWN_DELAY_MS");
     if (delay) srv->teardown_delay_ms = (unsigned)strtoul(delay, NULL, 10);
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->cond, NULL);
     if (pthread_create(&srv->accept_thread, NULL, accept_thread, srv)) {
         close(fd);
+        conn_limits_fini(&srv->limits);
         free(srv);
         return -EAGAIN;
     }
@@ -2147,5 +2306,6 @@ void iscsi_server_stop(iscsi_server_t *srv)
     close(srv->stop_pipe[1]);
     pthread_mutex_destroy(&srv->lock);
     pthread_cond_destroy(&srv->cond);
+    conn_limits_fini(&srv->limits);
     free(srv);
 }

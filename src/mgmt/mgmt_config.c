@@ -8,12 +8,15 @@
  * somewhere nobody expected. Command-line options are applied after the file,
  * through the same mgmt_config_set(), so both are validated alike.
  */
+#include <cairn/iscsi.h>
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
+#include <cairn/nfs.h>
 #include <cairn/util.h>
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,12 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->log_level = CAIRN_LOG_INFO;
     cfg->txg_timeout = CAIRN_DEFAULT_TXG_TIMEOUT;
     cfg->arc_max = 256 * CAIRN_MIB;
+    cfg->nfs_max_conns = NFS_DEFAULT_MAX_CONNS;
+    cfg->nfs_max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
+    cfg->nfs_idle_timeout = NFS_DEFAULT_IDLE_TIMEOUT_S;
+    cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
+    cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
+    cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -104,6 +113,44 @@ static int set_path(char *dst, size_t cap, const char *key, const char *value, c
     return 0;
 }
 
+/* The numeric settings: key, where, bounds, unit for the message. */
+typedef struct num_setting {
+    const char *key;
+    size_t off;
+    uint32_t min, max;
+    const char *what;
+} num_setting_t;
+
+static const num_setting_t num_settings[] = {
+    {"txg_timeout", offsetof(cairnd_config_t, txg_timeout), 1, 3600, "seconds"},
+    {"nfs_max_connections", offsetof(cairnd_config_t, nfs_max_conns), 1, 1u << 20,
+     "connections"},
+    {"nfs_max_connections_per_client", offsetof(cairnd_config_t, nfs_max_conns_per_client), 1,
+     1u << 20, "connections"},
+    {"nfs_idle_timeout", offsetof(cairnd_config_t, nfs_idle_timeout), 1, 86400, "seconds"},
+    {"iscsi_max_connections", offsetof(cairnd_config_t, iscsi_max_conns), 1, 65536,
+     "connections"},
+    {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),
+     1, 65536, "connections"},
+    {"iscsi_login_timeout", offsetof(cairnd_config_t, iscsi_login_timeout), 1, 3600, "seconds"},
+};
+
+int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->nfs_max_conns_per_client > cfg->nfs_max_conns) {
+        snprintf(err, errlen, "nfs_max_connections_per_client (%u) exceeds nfs_max_connections (%u)",
+                 cfg->nfs_max_conns_per_client, cfg->nfs_max_conns);
+        return -EINVAL;
+    }
+    if (cfg->iscsi_max_conns_per_client > cfg->iscsi_max_conns) {
+        snprintf(err, errlen,
+                 "iscsi_max_connections_per_client (%u) exceeds iscsi_max_connections (%u)",
+                 cfg->iscsi_max_conns_per_client, cfg->iscsi_max_conns);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, char *err,
                     size_t errlen)
 {
@@ -133,15 +180,18 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
         snprintf(err, errlen, "bad log_level '%s' (want error, warn, info or debug)", value);
         return -EINVAL;
     }
-    if (!strcmp(key, "txg_timeout")) {
+    for (size_t i = 0; i < sizeof num_settings / sizeof num_settings[0]; i++) {
+        const num_setting_t *n = &num_settings[i];
+        if (strcmp(key, n->key)) continue;
         char *end;
         errno = 0;
         unsigned long v = strtoul(value, &end, 10);
-        if (!isdigit((unsigned char)value[0]) || *end || errno || v < 1 || v > 3600) {
-            snprintf(err, errlen, "bad txg_timeout '%s' (want seconds, 1..3600)", value);
+        if (!isdigit((unsigned char)value[0]) || *end || errno || v < n->min || v > n->max) {
+            snprintf(err, errlen, "bad %s '%s' (want %s, %u..%u)", key, value, n->what, n->min,
+                     n->max);
             return -EINVAL;
         }
-        cfg->txg_timeout = (uint32_t)v;
+        *(uint32_t *)((char *)cfg + n->off) = (uint32_t)v;
         return 0;
     }
     if (!strcmp(key, "arc_max")) {

@@ -8,6 +8,7 @@
 
 #include "nfs_impl.h"
 
+#include <cairn/connlimit.h>
 #include <cairn/taskq.h>
 
 #include <pthread.h>
@@ -83,9 +84,12 @@ struct nfs_server {
     uint64_t write_verifier;
     atomic_uint_fast64_t next_conn_id;
 
-    pthread_mutex_t conns_lock;       /* the live connections (for stop) */
+    pthread_mutex_t conns_lock;       /* the live connections (for stop), limits */
     nfs_conn_t *conns;
     size_t nconns;
+    conn_limits_t limits;             /* connections per client address */
+    uint64_t next_sweep_ns;           /* I/O thread: next look for idle connections */
+    bool accept_paused;               /* I/O thread: listeners out of the epoll set */
 
     pthread_mutex_t calls_lock;       /* running calls, for stop */
     pthread_cond_t calls_cv;

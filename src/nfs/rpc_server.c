@@ -45,6 +45,13 @@
  * with too many reply bytes queued, is taken out of the read set until
  * workers finish; other connections keep being served.
  *
+ * Caps: connections are counted per client address (conn_limits_t, under
+ * conns_lock); accept refuses a client at its cap and, with the server full,
+ * admits a newcomer only by closing an idle connection of the client holding
+ * the most (conn_admit). Once a second the I/O thread closes connections idle
+ * for idle_timeout_s (sweep_idle), so a client that opens connections and
+ * leaves them holds its share only that long.
+ *
  * Lifetime: a connection is reference counted (the I/O loop holds one
  * reference, each call one more). Closing takes it out of epoll and shuts the
  * socket down; the descriptor is closed with the last reference, so a worker
@@ -54,10 +61,12 @@
 
 #include <cairn/log.h>
 #include <cairn/spa.h>
+#include <cairn/util.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -74,7 +83,6 @@
 
 #define OUTQ_MAX ((size_t)8 << 20)     /* queued reply bytes before reading stops */
 #define STAGE_SIZE 65536u
-#define CONNS_MAX 4096u
 
 /* A reply the socket has not taken all of: the reply itself (its buffer and
  * the ARC buffers lent to it stay held until sent), and how far it got. */
@@ -94,7 +102,12 @@ struct nfs_conn {
     socklen_t peer_len;
     struct sockaddr_storage local;
     socklen_t local_len;
+    conn_addr_t addr;    /* the peer without its port: what the caps count */
+    bool counted;        /* in srv->limits */
     atomic_int refs;
+    /* When the last request arrived or a call finished or a reply made
+     * progress (CLOCK_MONOTONIC ns): the idle timer and eviction go by it. */
+    _Atomic uint64_t last_active_ns;
 
     /* I/O thread only */
     uint8_t hdr[4];
@@ -169,6 +182,7 @@ static void conn_rele(nfs_conn_t *c)
     else srv->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     srv->nconns--;
+    if (c->counted) conn_limits_del(&srv->limits, &c->addr);
     pthread_mutex_unlock(&srv->conns_lock);
     close(c->fd);
     for (out_buf_t *o = c->outq, *n; o; o = n) {
@@ -201,6 +215,11 @@ static void conn_close_locked(nfs_conn_t *c)
     epoll_ctl(c->srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     shutdown(c->fd, SHUT_RDWR);
     atomic_store(&c->srv->dead_pending, true);
+}
+
+static void conn_touch(nfs_conn_t *c)
+{
+    atomic_store_explicit(&c->last_active_ns, cairn_now_ns(), memory_order_relaxed);
 }
 
 /* I/O thread: closes and drops the loop's reference. */
@@ -245,6 +264,7 @@ static bool conn_flush_locked(nfs_conn_t *c)
         }
         o->off += (size_t)n;
         c->outq_bytes -= (size_t)n;
+        conn_touch(c);
         if (o->off == o->len) {
             c->outq = o->next;
             if (!c->outq) c->outq_tail = NULL;
@@ -387,6 +407,8 @@ static nfs_accept_t dispatch(nfs_call_t *call, uint32_t *low, uint32_t *high)
 
 static void conn_call_done(nfs_conn_t *c)
 {
+    /* Before the call stops counting, lest the idle sweep see neither. */
+    conn_touch(c);
     pthread_mutex_lock(&c->lock);
     c->inflight--;
     conn_update_events(c);
@@ -575,6 +597,7 @@ void nfs_conn_detached_free(nfs_conn_t *c)
 static void conn_record_done(nfs_conn_t *c)
 {
     nfs_server_t *srv = c->srv;
+    conn_touch(c);
     if (conn_try_inline(c)) return;
     call_job_t *job = malloc(sizeof *job);
     if (!job) {
@@ -702,6 +725,99 @@ static void conn_writable(nfs_conn_t *c)
     (void)closed;
 }
 
+/* With conns_lock held: the connection of addr a that has been idle the
+ * longest (no call in flight, no reply queued), with a reference for the
+ * caller; NULL when all are busy. */
+static nfs_conn_t *oldest_idle_of(nfs_server_t *srv, const conn_addr_t *a)
+{
+    nfs_conn_t *best = NULL;
+    uint64_t best_t = 0;
+    for (nfs_conn_t *c = srv->conns; c; c = c->next) {
+        if (!c->counted || !conn_addr_equal(&c->addr, a)) continue;
+        pthread_mutex_lock(&c->lock);
+        bool idle = !c->closed && !c->inflight && !c->outq;
+        pthread_mutex_unlock(&c->lock);
+        uint64_t t = atomic_load_explicit(&c->last_active_ns, memory_order_relaxed);
+        if (idle && (!best || t < best_t)) {
+            best = c;
+            best_t = t;
+        }
+    }
+    if (best) atomic_fetch_add(&best->refs, 1);
+    return best;
+}
+
+/* With conns_lock held: whether a new connection from a gets in, making room
+ * by closing an idle connection of the client holding the most when the
+ * server is full (*evict, referenced, for the caller to close once the lock
+ * is dropped). Reaching a cap is logged, rate-limited. */
+static bool conn_admit(nfs_server_t *srv, const conn_addr_t *a, nfs_conn_t **evict)
+{
+    conn_limits_t *l = &srv->limits;
+    conn_addr_t victim;
+    unsigned vcount = 0;
+    conn_verdict_t v = conn_limits_admit(l, a, &victim, &vcount);
+    *evict = NULL;
+    if (v == CONN_ADMIT) return true;
+    if (v == CONN_ADMIT_EVICT) {
+        *evict = oldest_idle_of(srv, &victim);
+        if (!*evict) v = CONN_REFUSE_FULL;
+    }
+    int kind = v == CONN_REFUSE_CLIENT ? CONN_LOG_CLIENT : CONN_LOG_TOTAL;
+    uint64_t held;
+    if (conn_limits_log_ok(l, kind, &held)) {
+        char who[INET6_ADDRSTRLEN], big[INET6_ADDRSTRLEN], more[64] = "";
+        conn_addr_string(a, who, sizeof who);
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        if (v == CONN_REFUSE_CLIENT) {
+            log_warn(SUB, "connection from %s refused: it holds %u, the cap "
+                     "(nfs_max_connections_per_client)%s", who, l->max_per_client, more);
+        } else if (v == CONN_ADMIT_EVICT) {
+            conn_addr_string(&victim, big, sizeof big);
+            log_warn(SUB, "%u connections, the cap (nfs_max_connections): an idle one of %s "
+                     "(which holds %u) closed to let %s in%s", l->max_total, big, vcount, who,
+                     more);
+        } else {
+            log_warn(SUB, "%u connections, the cap (nfs_max_connections): connection from %s "
+                     "refused, no client holds more%s", l->max_total, who, more);
+        }
+    }
+    return v == CONN_ADMIT_EVICT;
+}
+
+/* I/O thread: accept() failed for want of descriptors or memory. The
+ * connection stays in the backlog and the listener readable, so the loop
+ * would spin on it: the listeners leave the epoll set until the next sweep
+ * (a second), when connections may have gone. */
+static void accept_pause(nfs_server_t *srv, int err)
+{
+    for (int i = 0; i < srv->nlisten; i++) {
+        struct epoll_event ev = {.events = 0, .data.ptr = &srv->listen_fd[i]};
+        epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->listen_fd[i], &ev);
+    }
+    srv->accept_paused = true;
+    pthread_mutex_lock(&srv->conns_lock);
+    uint64_t held;
+    bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
+    size_t n = srv->nconns;
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (log) {
+        char more[64] = "";
+        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
+        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
+                 "nfs_max_connections%s", n, strerror(err), more);
+    }
+}
+
+static void accept_resume(nfs_server_t *srv)
+{
+    for (int i = 0; i < srv->nlisten; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd[i]};
+        epoll_ctl(srv->epfd, EPOLL_CTL_MOD, srv->listen_fd[i], &ev);
+    }
+    srv->accept_paused = false;
+}
+
 static void accept_conns(nfs_server_t *srv, int lfd)
 {
     for (;;) {
@@ -710,14 +826,9 @@ static void accept_conns(nfs_server_t *srv, int lfd)
         int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(srv, errno);
             return;
-        }
-        pthread_mutex_lock(&srv->conns_lock);
-        size_t n = srv->nconns;
-        pthread_mutex_unlock(&srv->conns_lock);
-        if (n >= CONNS_MAX) {
-            close(fd);
-            continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -731,17 +842,35 @@ static void accept_conns(nfs_server_t *srv, int lfd)
         c->id = atomic_fetch_add(&srv->next_conn_id, 1);
         c->peer = peer;
         c->peer_len = plen;
+        conn_addr_from((struct sockaddr *)&peer, &c->addr);
         c->local_len = sizeof c->local;
         getsockname(fd, (struct sockaddr *)&c->local, &c->local_len);
         atomic_init(&c->refs, 1);
+        atomic_init(&c->last_active_ns, cairn_now_ns());
         pthread_mutex_init(&c->lock, NULL);
         c->events = EPOLLIN;
+        nfs_conn_t *evict = NULL;
         pthread_mutex_lock(&srv->conns_lock);
-        c->next = srv->conns;
-        if (srv->conns) srv->conns->prev = c;
-        srv->conns = c;
-        srv->nconns++;
+        bool in = conn_admit(srv, &c->addr, &evict) &&
+                  conn_limits_add(&srv->limits, &c->addr) == 0;
+        if (in) {
+            c->counted = true;
+            c->next = srv->conns;
+            if (srv->conns) srv->conns->prev = c;
+            srv->conns = c;
+            srv->nconns++;
+        }
         pthread_mutex_unlock(&srv->conns_lock);
+        if (evict) {
+            conn_close(evict);
+            conn_rele(evict);
+        }
+        if (!in) {
+            close(fd);
+            pthread_mutex_destroy(&c->lock);
+            free(c);
+            continue;
+        }
         struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
             pthread_mutex_lock(&c->lock);
@@ -749,6 +878,45 @@ static void accept_conns(nfs_server_t *srv, int lfd)
             pthread_mutex_unlock(&c->lock);
             conn_rele(c);
         }
+    }
+}
+
+/* I/O thread, about once a second: closes the connections that sent no
+ * request for idle_timeout_s (and have no call in flight and no reply that
+ * moved since), as knfsd does: NFS clients reconnect when they need to, and
+ * a client that opens connections and leaves them would otherwise keep its
+ * share of the caps for good. */
+static void sweep_idle(nfs_server_t *srv)
+{
+    uint64_t now = cairn_now_ns();
+    if (now < srv->next_sweep_ns) return;
+    srv->next_sweep_ns = now + 1000000000ull;
+    if (srv->accept_paused) accept_resume(srv);
+    uint64_t limit = (uint64_t)srv->cfg.idle_timeout_s * 1000000000ull;
+    for (;;) {
+        nfs_conn_t *idle[64];
+        size_t n = 0;
+        pthread_mutex_lock(&srv->conns_lock);
+        for (nfs_conn_t *c = srv->conns; c && n < 64; c = c->next) {
+            uint64_t t = atomic_load_explicit(&c->last_active_ns, memory_order_relaxed);
+            if (now < t || now - t < limit) continue;
+            pthread_mutex_lock(&c->lock);
+            bool close_it = !c->closed && !c->inflight && !c->outq;
+            pthread_mutex_unlock(&c->lock);
+            if (!close_it) continue;
+            atomic_fetch_add(&c->refs, 1);
+            idle[n++] = c;
+        }
+        pthread_mutex_unlock(&srv->conns_lock);
+        for (size_t i = 0; i < n; i++) {
+            char a[INET6_ADDRSTRLEN];
+            conn_addr_string(&idle[i]->addr, a, sizeof a);
+            log_debug(SUB, "closing a connection of %s: no request for %u s", a,
+                      srv->cfg.idle_timeout_s);
+            conn_close(idle[i]);
+            conn_rele(idle[i]);
+        }
+        if (n < 64) return;
     }
 }
 
@@ -793,6 +961,7 @@ static void *io_loop(void *arg)
             if (e & (EPOLLHUP | EPOLLERR)) conn_close(c);
             conn_rele(c);
         }
+        sweep_idle(srv);
         /* Drop the loop's reference of connections workers closed. */
         while (atomic_exchange(&srv->dead_pending, false)) {
             nfs_conn_t *dead[64];
@@ -884,6 +1053,14 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
     nfs_server_t *srv = calloc(1, sizeof *srv);
     if (!srv) return -ENOMEM;
     srv->cfg = *cfg;
+    if (!srv->cfg.max_conns) srv->cfg.max_conns = NFS_DEFAULT_MAX_CONNS;
+    if (!srv->cfg.max_conns_per_client)
+        srv->cfg.max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
+    if (!srv->cfg.idle_timeout_s) srv->cfg.idle_timeout_s = NFS_DEFAULT_IDLE_TIMEOUT_S;
+    if (conn_limits_init(&srv->limits, srv->cfg.max_conns, srv->cfg.max_conns_per_client)) {
+        free(srv);
+        return -ENOMEM;
+    }
     if (cfg->state_dir) srv->cfg.state_dir = strdup(cfg->state_dir);
     srv->epfd = epoll_create1(EPOLL_CLOEXEC);
     srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -948,9 +1125,10 @@ void nfs_server_stop(nfs_server_t *srv)
     srv->nlisten = 0;
     /* Shut every connection down so blocked clients see the end. */
     pthread_mutex_lock(&srv->conns_lock);
-    nfs_conn_t *list[CONNS_MAX + 64];
+    /* No accept can add one now: the I/O thread is gone. */
+    nfs_conn_t **list = calloc(srv->nconns + 1, sizeof *list);
     size_t n = 0;
-    for (nfs_conn_t *c = srv->conns; c && n < sizeof list / sizeof list[0]; c = c->next) {
+    for (nfs_conn_t *c = srv->conns; c && list; c = c->next) {
         pthread_mutex_lock(&c->lock);
         conn_close_locked(c);
         if (!c->loop_ref_dropped) {
@@ -964,11 +1142,13 @@ void nfs_server_stop(nfs_server_t *srv)
     while (srv->calls_running) pthread_cond_wait(&srv->calls_cv, &srv->calls_lock);
     pthread_mutex_unlock(&srv->calls_lock);
     for (size_t i = 0; i < n; i++) conn_rele(list[i]);
+    free(list);
     if (srv->workers) taskq_destroy(srv->workers);
     nfs_exports_fini(srv);
     if (srv->nfs4_state) nfs4_fini(srv->nfs4_state);
     close(srv->epfd);
     close(srv->wake_fd);
     free((char *)srv->cfg.state_dir);
+    conn_limits_fini(&srv->limits);
     free(srv);
 }

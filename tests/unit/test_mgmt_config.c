@@ -8,6 +8,7 @@
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,51 @@ static void test_shipped_conf(void **state)
     assert_memory_equal(&c.nfs, &d.nfs, sizeof c.nfs);
     assert_memory_equal(&c.iscsi, &d.iscsi, sizeof c.iscsi);
     assert_int_equal(c.txg_timeout, d.txg_timeout);
+    assert_int_equal(c.arc_max, d.arc_max);
+    assert_int_equal(c.nfs_max_conns, d.nfs_max_conns);
+    assert_int_equal(c.nfs_max_conns_per_client, d.nfs_max_conns_per_client);
+    assert_int_equal(c.nfs_idle_timeout, d.nfs_idle_timeout);
+    assert_int_equal(c.iscsi_max_conns, d.iscsi_max_conns);
+    assert_int_equal(c.iscsi_max_conns_per_client, d.iscsi_max_conns_per_client);
+    assert_int_equal(c.iscsi_login_timeout, d.iscsi_login_timeout);
+}
+
+/* The connection settings: parsed, bounded, and a per-client cap never above its
+ * server's cap (whatever order they come in). */
+static void test_connection_settings(void **state)
+{
+    (void)state;
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/conns.conf", g_dir);
+    write_file(path, "nfs_max_connections_per_client = 300\nnfs_max_connections = 300\n"
+                     "nfs_idle_timeout = 60\niscsi_max_connections = 16\n"
+                     "iscsi_max_connections_per_client = 2\niscsi_login_timeout = 5\n");
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(c.nfs_max_conns, 4096);
+    assert_int_equal(c.nfs_idle_timeout, 360);
+    assert_int_equal(c.iscsi_max_conns, 1024);
+    assert_int_equal(c.iscsi_login_timeout, 15);
+    assert_true(c.nfs_max_conns_per_client < c.nfs_max_conns);
+    assert_true(c.iscsi_max_conns_per_client < c.iscsi_max_conns);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_int_equal(c.nfs_max_conns, 300);
+    assert_int_equal(c.nfs_max_conns_per_client, 300);
+    assert_int_equal(c.nfs_idle_timeout, 60);
+    assert_int_equal(c.iscsi_max_conns, 16);
+    assert_int_equal(c.iscsi_max_conns_per_client, 2);
+    assert_int_equal(c.iscsi_login_timeout, 5);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(mgmt_config_set(&c, "iscsi_max_connections", "1", err, sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "iscsi_max_connections_per_client (2) exceeds "
+                                "iscsi_max_connections (1)"));
+    mgmt_config_defaults(&c);
+    assert_int_equal(mgmt_config_set(&c, "nfs_max_connections_per_client", "5000", err,
+                                     sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "nfs_max_connections_per_client"));
 }
 
 static void expect_bad(const char *text, const char *where, const char *needle)
@@ -133,6 +179,13 @@ static void test_bad_lines(void **state)
     expect_bad("txg_timeout = 0\n", "1", "txg_timeout");
     expect_bad("txg_timeout = 5s\n", "1", "txg_timeout");
     expect_bad("txg_timeout = -3\n", "1", "txg_timeout");
+    expect_bad("nfs_max_connections = 0\n", "1", "bad nfs_max_connections '0'");
+    expect_bad("nfs_idle_timeout = 5m\n", "1", "nfs_idle_timeout");
+    expect_bad("nfs_max_connections_per_client = lots\n", "1", "nfs_max_connections_per_client");
+    expect_bad("iscsi_max_connections = 99999999999\n", "1", "iscsi_max_connections");
+    expect_bad("iscsi_max_connections_per_client = 0\n", "1",
+               "iscsi_max_connections_per_client");
+    expect_bad("iscsi_login_timeout = 3601\n", "1", "iscsi_login_timeout '3601' (want seconds");
     expect_bad("just words\n", "1", "key = value");
     expect_bad("state_dir =\n", "1", "missing value");
     expect_bad(" = /x\n", "1", "missing key");
@@ -173,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_defaults),     cmocka_unit_test(test_good_file),
         cmocka_unit_test(test_shipped_conf), cmocka_unit_test(test_bad_lines),
         cmocka_unit_test(test_missing_file), cmocka_unit_test(test_listen_parse),
+        cmocka_unit_test(test_connection_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
