@@ -35,11 +35,19 @@ typedef struct nfs_server_config {
     const char *state_dir;      /* NFSv4 client records for grace; NULL: none */
     uint32_t lease_seconds;     /* NFSv4 lease; 0: 90 */
     uint32_t grace_seconds;     /* 0: the lease time */
+    bool defer_accept;          /* bind and listen, but accept nothing before
+                                   nfs_server_serve(): see below */
 } nfs_server_config_t;
 
 /* Binds every listener (errors name the address), starts the workers. */
 int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,
                      size_t errlen);
+/* With defer_accept, starts accepting connections. A daemon exports its shares
+ * between nfs_server_start and this call: a client that connects meanwhile (one
+ * reconnecting right after a restart) waits in the listen backlog and its first
+ * call finds every export in place, instead of a stale-handle error for an
+ * export not registered yet. Without defer_accept it does nothing. */
+void nfs_server_serve(nfs_server_t *srv);
 /* Closes listeners and connections, waits for running calls, unexports all. */
 void nfs_server_stop(nfs_server_t *srv);
 /* The ports actually bound (useful with port 0 in tests): NFS, MOUNT, portmap. */

@@ -70,6 +70,9 @@ void cairnd_iscsi_volsize_changed(const char *name);
 /* NFS shares (shares.c). The server starts once pools are imported; the rest
  * runs with the pool table locked, like the request handlers. */
 int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen);
+/* Clients are served from here on: call once the cached pools' shares are exported.
+ * Until then connections wait in the listen backlog (nfs_server_serve). */
+void cairnd_shares_serve(void);
 void cairnd_shares_stop(void);
 /* Exports every shared filesystem, unexports the rest, at their mountpoints. */
 void cairnd_shares_refresh(void);

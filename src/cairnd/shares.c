@@ -50,6 +50,7 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     if (mkdir(state, 0700) < 0 && errno != EEXIST)
         log_warn(SUB, "cannot create %s: %s", state, strerror(errno));
     nc.state_dir = state;
+    nc.defer_accept = true; /* cairnd_shares_serve, once the shares are exported */
     char why[400] = "";
     int rc = nfs_server_start(&nc, &g_srv, why, sizeof why);
     if (rc) {
@@ -57,6 +58,11 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
         g_srv = NULL;
     }
     return rc;
+}
+
+void cairnd_shares_serve(void)
+{
+    nfs_server_serve(g_srv);
 }
 
 void cairnd_shares_stop(void)
