@@ -8,7 +8,12 @@
  * 'tank/a': ..."), so the administrator sees the command, the name and the
  * reason. A refused command changes nothing: the DSL validates before it
  * dirties anything, and the few checks that are ours (same pool for clone and
- * rename, the pool's root dataset) come before any DSL call.
+ * rename, the pool's root dataset) come before any DSL call. Destroy, rename
+ * and rollback need the dataset unheld, which means taking down its NFS shares
+ * (and, forced, LUNs): they ask the DSL first whether it would refuse
+ * (dsl_dataset_destroy_check and friends, holds aside) and touch shares and
+ * LUNs only for an operation that goes ahead, so concurrent NFS clients never
+ * see a refused command.
  *
  * These handlers run with the pool table read-locked (cairnd_handle_request),
  * so a pool cannot be exported under them, while the DSL's own locks let
@@ -159,12 +164,25 @@ static void do_destroy(const Cairn__Mgmt__DatasetDestroy *m, Cairn__Mgmt__Respon
                          m->name, m->name);
         return;
     }
-    if (!strchr(m->name, '@') &&
-        cairnd_iscsi_volume_busy(m->name, m->recursive, m->force, resp, a, "destroy"))
-        return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 32];
-    int rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
     snprintf(what, sizeof what, "cannot destroy '%s'", m->name);
+    int rc = dsl_dataset_destroy_check(dp, m->name, m->recursive, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
+    bool snap = strchr(m->name, '@') != NULL;
+    if (!snap && cairnd_iscsi_volume_busy(m->name, m->recursive, m->force, resp, a, "destroy"))
+        return;
+    /* A snapshot is only held when a client opened it under .cairn/snapshot: try
+     * first, and take its filesystem's share down only when the snapshot is busy. */
+    rc = snap && !m->recursive ? dsl_dataset_destroy(dp, m->name, false, m->force, err, sizeof err)
+                               : -EBUSY;
+    if (rc == -EBUSY) {
+        cairnd_shares_unexport_tree(m->name);
+        err[0] = '\0';
+        rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
+    }
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "destroyed '%s'%s", m->name, m->recursive ? " and its descendants" : "");
 }
@@ -201,10 +219,17 @@ static void do_rename(const Cairn__Mgmt__DatasetRename *m, Cairn__Mgmt__Response
             return;
         }
     }
-    if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
-    int rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
     char what[2 * DSL_NAME_MAX + 32];
     snprintf(what, sizeof what, "cannot rename '%s' to '%s'", m->old_name, m->new_name);
+    int rc = dsl_dataset_rename_check(dp, m->old_name, m->new_name, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
+    if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
+    /* A snapshot's new name is found under .cairn/snapshot of the mounted share. */
+    if (!snap) cairnd_shares_unexport_tree(m->old_name);
+    rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "renamed '%s' to '%s'", m->old_name, m->new_name);
 }
@@ -226,14 +251,20 @@ static void do_rollback(const Cairn__Mgmt__DatasetRollback *m, Cairn__Mgmt__Resp
 {
     dsl_pool_t *dp = pool_of(m->name, MGMT_DSNAME_SNAPSHOT, "rollback to", resp, a);
     if (!dp) return;
+    char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
+    snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);
+    int rc = dsl_rollback_check(dp, m->name, m->destroy_newer, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
     /* A LUN's initiators would see their disk change under them: name the LUN. */
     char head[DSL_NAME_MAX + 1];
     cairn_strlcpy(head, m->name, sizeof head);
     head[strcspn(head, "@")] = '\0';
     if (cairnd_iscsi_volume_busy(head, false, false, resp, a, "roll back")) return;
-    char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
-    int rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
-    snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);
+    cairnd_shares_unexport_tree(m->name);
+    rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "rolled back to '%s'", m->name);
 }
@@ -583,8 +614,10 @@ static void do_get(const Cairn__Mgmt__DatasetGet *m, Cairn__Mgmt__Response *resp
 static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a);
 
-/* Shares follow the datasets: what needs a dataset unheld is unexported
- * first, and the exports are brought up to date after every change. */
+/* Shares follow the datasets: the exports are brought up to date after every
+ * change. Destroy, rename and rollback need the dataset unheld, so they take its
+ * shares down themselves - only after the DSL's check (dsl_*_check) and ours have
+ * passed: a refused command never touches what clients see. */
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
@@ -604,22 +637,6 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
                 return true;
             }
         }
-    }
-    /* A snapshot is only held when a client opened it under .cairn/snapshot:
-     * try first, and take the share down only when the snapshot is busy. */
-    bool snap_destroy = req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_DESTROY &&
-                        strchr(req->ds_destroy->name, '@') && !req->ds_destroy->recursive;
-    if (snap_destroy) {
-        handle_dataset(req, resp, a);
-        if (resp->error != -EBUSY) return true;
-        resp->error = 0;
-        resp->message = cairnd_arena_strdup(a, "");
-    }
-    switch (req->cmd_case) {
-    case CAIRN__MGMT__REQUEST__CMD_DS_DESTROY: cairnd_shares_unexport_tree(req->ds_destroy->name); break;
-    case CAIRN__MGMT__REQUEST__CMD_DS_RENAME: cairnd_shares_unexport_tree(req->ds_rename->old_name); break;
-    case CAIRN__MGMT__REQUEST__CMD_DS_ROLLBACK: cairnd_shares_unexport_tree(req->ds_rollback->name); break;
-    default: break;
     }
     bool handled = handle_dataset(req, resp, a);
     switch (req->cmd_case) {

@@ -10,8 +10,9 @@
  * changed options are swapped in place so clients keep their handles.
  *
  * Operations that need a dataset unheld (destroy, rename, rollback, pool
- * export) first unexport the dataset and everything below it, and the
- * refresh afterwards exports again what still should be.
+ * export) first unexport the dataset and everything below it - once they
+ * know they will go ahead (datasets.c) - and the refresh afterwards exports
+ * again what still should be.
  *
  * Every function here runs with the pool table locked (read or write) by the
  * caller, as the rest of the request handling does.
