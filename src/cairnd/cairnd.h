@@ -76,6 +76,9 @@ void cairnd_shares_serve(void);
 void cairnd_shares_stop(void);
 /* Exports every shared filesystem, unexports the rest, at their mountpoints. */
 void cairnd_shares_refresh(void);
+/* The same; -errno and why (one line) when dataset name should be exported and
+ * could not be (a path another share has, a filesystem that cannot be mounted). */
+int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen);
 /* Unexports name (a snapshot name means its filesystem) and its descendants. */
 void cairnd_shares_unexport_tree(const char *name);
 void cairnd_shares_pool_closing(dsl_pool_t *dp);

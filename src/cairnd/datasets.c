@@ -614,6 +614,33 @@ static void do_get(const Cairn__Mgmt__DatasetGet *m, Cairn__Mgmt__Response *resp
 static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a);
 
+/* Exports the filesystem name just made, if its sharenfs asks for it. One that
+ * should be shared and cannot be (its path is another share's, it cannot be
+ * mounted: a full pool) is destroyed again and the command fails: `create -o
+ * sharenfs=on` that answers success must mean clients can mount it. */
+static void share_new(const char *name, const char *verb, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    char why[ERRLEN] = "";
+    int rc = cairnd_shares_refresh_report(name, why, sizeof why);
+    if (!rc) return;
+    char pool[SPA_NAME_MAX + 1], err[ERRLEN] = "";
+    mgmt_dataset_pool(name, pool, sizeof pool);
+    dsl_pool_t *dp = cairnd_pool_dsl(pool);
+    int drc = dp ? dsl_dataset_destroy(dp, name, false, false, err, sizeof err) : -ENOENT;
+    if (drc) {
+        log_error(SUB, "'%s' cannot be shared and stays unshared: destroying it failed: %s", name,
+                  err[0] ? err : strerror(-drc));
+        cairnd_set_error(resp, a, rc,
+                         "'%s' was created but cannot be shared over NFS (%s), and removing it "
+                         "failed (%s): it exists, unshared",
+                         name, why, err[0] ? err : strerror(-drc));
+        return;
+    }
+    log_info(SUB, "destroyed '%s' again: it cannot be shared: %s", name, why);
+    cairnd_set_error(resp, a, rc, "cannot %s '%s': cannot share it over NFS: %s", verb, name, why);
+}
+
 /* Shares follow the datasets: the exports are brought up to date after every
  * change. Destroy, rename and rollback need the dataset unheld, so they take its
  * shares down themselves - only after the DSL's check (dsl_*_check) and ours have
@@ -643,6 +670,20 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_DS_LIST:
     case CAIRN__MGMT__REQUEST__CMD_DS_GET:
     case CAIRN__MGMT__REQUEST__CMD_DS_SNAPSHOT: break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_CREATE:
+        if (!resp->error && !req->ds_create->volume) {
+            share_new(req->ds_create->name, "create", resp, a);
+            break;
+        }
+        cairnd_shares_refresh();
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_CLONE:
+        if (!resp->error) {
+            share_new(req->ds_clone->name, "create", resp, a);
+            break;
+        }
+        cairnd_shares_refresh();
+        break;
     default:
         if (handled) cairnd_shares_refresh();
     }

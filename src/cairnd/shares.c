@@ -116,11 +116,17 @@ out:
 
 void cairnd_shares_refresh(void)
 {
-    if (!g_srv) return;
+    cairnd_shares_refresh_report(NULL, NULL, 0);
+}
+
+int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen)
+{
+    int result = 0;
+    if (!g_srv) return 0;
     wanted_list_t wl = {0};
     size_t np = cairnd_pool_dsls(NULL, 0);
     dsl_pool_t **dps = calloc(np + 1, sizeof *dps);
-    if (!dps) return;
+    if (!dps) return -ENOMEM;
     cairnd_pool_dsls(dps, np);
     for (size_t i = 0; i < np; i++) {
         char err[256];
@@ -134,7 +140,7 @@ void cairnd_shares_refresh(void)
     nfs_export_info_t *cur = calloc(ne + 1, sizeof *cur);
     if (!cur) {
         free(wl.v);
-        return;
+        return -ENOMEM;
     }
     ne = nfs_server_list_exports(g_srv, cur, ne);
     /* Gone or moved first, so a path freed by one dataset can go to another. */
@@ -155,9 +161,14 @@ void cairnd_shares_refresh(void)
                                    wl.v[k].options, err, sizeof err);
         if (rc) log_error(SUB, "cannot export %s at %s: %s", wl.v[k].name, wl.v[k].path,
                           err[0] ? err : strerror(-rc));
+        if (rc && name && !strcmp(wl.v[k].name, name)) {
+            result = rc;
+            if (why) snprintf(why, whylen, "%s", err[0] ? err : strerror(-rc));
+        }
     }
     free(cur);
     free(wl.v);
+    return result;
 }
 
 void cairnd_shares_unexport_tree(const char *name)
