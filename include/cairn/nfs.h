@@ -77,6 +77,20 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
 /* Removes the export of dsname (waits for its running calls, unmounts).
  * -ENOENT when it is not exported. */
 int nfs_server_unexport(nfs_server_t *srv, const char *dsname);
+/* Suspends the exports of dataset name of pool dp and of its descendants for an
+ * operation that needs them unmounted (destroy, rollback): they stay
+ * listed, but calls with their handles are answered "try again later"
+ * (NFS3ERR_JUKEBOX, NFS4ERR_DELAY) and MOUNT waits; returns once their running
+ * calls are done and they are unmounted (one still busy stays mounted and is
+ * logged). Returns how many were suspended. The caller serializes overlapping
+ * suspend/resume pairs and resumes every suspension. */
+int nfs_server_suspend(nfs_server_t *srv, dsl_pool_t *dp, const char *name);
+/* Mounts the suspended exports of the tree again and serves them. One that cannot
+ * be mounted is unexported. After a destroy, unexport them instead. */
+void nfs_server_resume(nfs_server_t *srv, dsl_pool_t *dp, const char *name);
+/* The dataset tree name of dp was renamed to new_name: its exports follow (same
+ * mounts, same handles, same paths; a new mountpoint is the next export's business). */
+void nfs_server_rename(nfs_server_t *srv, dsl_pool_t *dp, const char *name, const char *new_name);
 /* Removes every export of pool dp (before the pool is exported or closed). */
 void nfs_server_unexport_pool(nfs_server_t *srv, dsl_pool_t *dp);
 
