@@ -79,6 +79,14 @@ void cairnd_shares_refresh(void);
 /* The same; -errno and why (one line) when dataset name should be exported and
  * could not be (a path another share has, a filesystem that cannot be mounted). */
 int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen);
+/* Around an operation that needs name (a snapshot name means its filesystem) and
+ * its descendants unheld: suspend their exports (JUKEBOX, nfs_server_suspend), then
+ * resume them, or unexport them when gone (destroyed). Always paired; one pair at
+ * a time. */
+void cairnd_shares_suspend(const char *name);
+void cairnd_shares_resume(const char *name, bool gone);
+/* After a rename of the tree name: its exports take the new names, mounted all along. */
+void cairnd_shares_renamed(const char *name, const char *new_name);
 /* Unexports name (a snapshot name means its filesystem) and its descendants. */
 void cairnd_shares_unexport_tree(const char *name);
 void cairnd_shares_pool_closing(dsl_pool_t *dp);

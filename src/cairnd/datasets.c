@@ -179,9 +179,10 @@ static void do_destroy(const Cairn__Mgmt__DatasetDestroy *m, Cairn__Mgmt__Respon
     rc = snap && !m->recursive ? dsl_dataset_destroy(dp, m->name, false, m->force, err, sizeof err)
                                : -EBUSY;
     if (rc == -EBUSY) {
-        cairnd_shares_unexport_tree(m->name);
+        cairnd_shares_suspend(m->name);
         err[0] = '\0';
         rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
+        cairnd_shares_resume(m->name, !rc && !snap);
     }
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "destroyed '%s'%s", m->name, m->recursive ? " and its descendants" : "");
@@ -227,9 +228,11 @@ static void do_rename(const Cairn__Mgmt__DatasetRename *m, Cairn__Mgmt__Response
         return;
     }
     if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
-    /* A snapshot's new name is found under .cairn/snapshot of the mounted share. */
-    if (!snap) cairnd_shares_unexport_tree(m->old_name);
+    /* The DSL renames held datasets: the shares stay mounted and take the new names
+     * (a new inherited mountpoint then moves them in the refresh). A snapshot's new
+     * name is found under .cairn/snapshot of the mounted share. */
     rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
+    if (!rc && !snap) cairnd_shares_renamed(m->old_name, m->new_name);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "renamed '%s' to '%s'", m->old_name, m->new_name);
 }
@@ -263,8 +266,9 @@ static void do_rollback(const Cairn__Mgmt__DatasetRollback *m, Cairn__Mgmt__Resp
     cairn_strlcpy(head, m->name, sizeof head);
     head[strcspn(head, "@")] = '\0';
     if (cairnd_iscsi_volume_busy(head, false, false, resp, a, "roll back")) return;
-    cairnd_shares_unexport_tree(m->name);
+    cairnd_shares_suspend(m->name);
     rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
+    cairnd_shares_resume(m->name, false);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "rolled back to '%s'", m->name);
 }

@@ -9,10 +9,13 @@
  * difference: exports that are no longer wanted (or moved) go, new ones come,
  * changed options are swapped in place so clients keep their handles.
  *
- * Operations that need a dataset unheld (destroy, rename, rollback, pool
- * export) first unexport the dataset and everything below it - once they
- * know they will go ahead (datasets.c) - and the refresh afterwards exports
- * again what still should be.
+ * Operations that need a dataset unheld (destroy, rollback) suspend the
+ * exports of the dataset and everything below it - once they know they will
+ * go ahead (datasets.c) - and resume them afterwards (or unexport them when
+ * the dataset is gone): clients meanwhile hear "try again later", never
+ * "stale handle", and an operation that still fails leaves the shares as
+ * they were. A rename keeps the exports mounted and renames them. Pool
+ * export unexports the pool's shares.
  *
  * Every function here runs with the pool table locked (read or write) by the
  * caller, as the rest of the request handling does.
@@ -24,6 +27,7 @@
 #include <cairn/util.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,12 +147,19 @@ int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen)
         return -ENOMEM;
     }
     ne = nfs_server_list_exports(g_srv, cur, ne);
-    /* Gone or moved first, so a path freed by one dataset can go to another. */
+    /* Gone first, and moved ones whose old path another dataset wants, so that path is
+     * free for it. Any other dataset that moves keeps its export until
+     * nfs_server_export swaps in the new one: its clients' handles never meet a
+     * moment without it. */
     for (size_t i = 0; i < ne; i++) {
-        bool keep = false;
-        for (size_t k = 0; k < wl.n && !keep; k++)
-            keep = !strcmp(wl.v[k].name, cur[i].dataset) && !strcmp(wl.v[k].path, cur[i].path);
-        if (!keep) nfs_server_unexport(g_srv, cur[i].dataset);
+        bool wanted = false, stays = false, path_taken = false;
+        for (size_t k = 0; k < wl.n; k++) {
+            bool same = !strcmp(wl.v[k].name, cur[i].dataset);
+            wanted |= same;
+            stays |= same && !strcmp(wl.v[k].path, cur[i].path);
+            path_taken |= !same && !strcmp(wl.v[k].path, cur[i].path);
+        }
+        if (!wanted || (!stays && path_taken)) nfs_server_unexport(g_srv, cur[i].dataset);
     }
     for (size_t k = 0; k < wl.n; k++) {
         bool same = false;
@@ -188,6 +199,46 @@ void cairnd_shares_unexport_tree(const char *name)
             (cur[i].dataset[bl] == '\0' || cur[i].dataset[bl] == '/'))
             nfs_server_unexport(g_srv, cur[i].dataset);
     free(cur);
+}
+
+/* One suspension at a time (nfs_server_suspend wants overlapping ones serialized);
+ * held from cairnd_shares_suspend to cairnd_shares_resume. */
+static pthread_mutex_t g_suspend_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* name's filesystem (a snapshot name means its filesystem) and its pool's DSL. */
+static dsl_pool_t *tree_of(const char *name, char *base, size_t len)
+{
+    cairn_strlcpy(base, name, len);
+    base[strcspn(base, "@")] = '\0';
+    char pool[SPA_NAME_MAX + 1];
+    mgmt_dataset_pool(base, pool, sizeof pool);
+    return cairnd_pool_dsl(pool);
+}
+
+void cairnd_shares_suspend(const char *name)
+{
+    pthread_mutex_lock(&g_suspend_lock);
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) nfs_server_suspend(g_srv, dp, base);
+}
+
+void cairnd_shares_resume(const char *name, bool gone)
+{
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) {
+        if (gone) cairnd_shares_unexport_tree(base);
+        else nfs_server_resume(g_srv, dp, base);
+    }
+    pthread_mutex_unlock(&g_suspend_lock);
+}
+
+void cairnd_shares_renamed(const char *name, const char *new_name)
+{
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) nfs_server_rename(g_srv, dp, base, new_name);
 }
 
 void cairnd_shares_pool_closing(dsl_pool_t *dp)

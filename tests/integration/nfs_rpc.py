@@ -15,6 +15,8 @@ truncated and garbage arguments, absurd fragment headers, half records.
       connects as soon as the NFS port takes connections (the daemon may still be
       starting), then GETATTR and WRITE with a saved handle until N succeeded; every
       answer must be NFS3_OK or NFS3ERR_JUKEBOX (then retried), never STALE
+  nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT watch HEX STOPFILE
+      GETATTR with a saved handle over and over until STOPFILE exists; the same rule
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
 import os
@@ -640,6 +642,27 @@ def mode_hammer(hexfh, want_ok):
     print("hammer ok: %d ok, %d jukebox" % (ok, jukebox))
 
 
+def mode_watch(hexfh, stopfile):
+    host, nport, mport, pport, exp = ctx()
+    fh = bytes.fromhex(hexfh)
+    c = Conn(host, nport)
+    ok = jukebox = 0
+    while not os.path.exists(stopfile):
+        st, r = c.call(NFS, 3, 1, bytes(X().opaque(fh).b))
+        check(st == 0, "GETATTR accept %r" % (st,))
+        status = r.gu32()
+        check(status in (0, NFS3ERR_JUKEBOX),
+              "GETATTR with the saved handle: status %d (after %d ok, %d jukebox)"
+              % (status, ok, jukebox))
+        if status == 0:
+            ok += 1
+        else:
+            jukebox += 1
+            time.sleep(0.005)
+    check(ok > 0, "no GETATTR succeeded")
+    print("watch ok: %d ok, %d jukebox" % (ok, jukebox))
+
+
 def mode_verifier():
     host, nport, mport, pport, exp = ctx()
     rootfh = mount(host, mport, exp)
@@ -666,6 +689,8 @@ def main():
         mode_usefh(sys.argv[7], int(sys.argv[8]) if len(sys.argv) > 8 else 0)
     elif mode == "verifier":
         mode_verifier()
+    elif mode == "watch":
+        mode_watch(sys.argv[7], sys.argv[8])
     elif mode == "hammer":
         mode_hammer(sys.argv[7], int(sys.argv[8]))
     else:

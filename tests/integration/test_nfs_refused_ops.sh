@@ -4,7 +4,9 @@
 # clone, a name taken, a move below itself, a snapshot not the newest), readers
 # running nfs-cat on the share side by side never fail. cairnd used to take the
 # share down before asking the DSL, and put it back after the refusal: readers
-# then failed with "stale file handle" or a refused MOUNT.
+# then failed with "stale file handle" or a refused MOUNT. And one that is
+# accepted but keeps the file (rollback to the newest snapshot, rename) makes a
+# client holding its handle wait (JUKEBOX) at most, never answers STALE.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -94,3 +96,23 @@ expect_share /tank/share
 run_ok nfs-cat "$URL"
 cmp -s "$LAST_STDOUT" "$T/data" || fail "the file changed by the rollback"
 pass "accepted destroy, rename and rollback still take effect"
+
+# ---- accepted rollback and rename: a handle the dataset keeps never goes stale ----
+nfs_rpc /tank/share savefh data
+FH=$(cat "$LAST_STDOUT")
+rm -f "$T/stop"
+$NFSRPC 127.0.0.1 "$NFS_PORT" "$MOUNT_PORT" "$PMAP_PORT" /tank/share watch "$FH" "$T/stop" \
+    >"$T/watch" 2>&1 &
+WPID=$!
+sleep_ms 200
+for i in $(seq 1 5); do
+    run_ok "$CAIRN" snapshot "tank/share@r$i"
+    run_ok "$CAIRN" rollback "tank/share@r$i"
+    run_ok "$CAIRN" rename tank/share tank/moved
+    expect_share /tank/moved
+    run_ok "$CAIRN" rename tank/moved tank/share
+    expect_share /tank/share
+done
+touch "$T/stop"
+wait "$WPID" || fail "while rolling back and renaming: $(cat "$T/watch")"
+pass "5 rollbacks and 10 renames under a client: $(cat "$T/watch")"
