@@ -489,7 +489,8 @@ void nfs_export_rele(nfs_export_t *exp)
     nfs_server_t *srv = exp->srv;
     pthread_mutex_lock(&srv->exports_lock);
     int left = atomic_fetch_sub(&exp->refs, 1) - 1;
-    if (left <= 1) pthread_cond_broadcast(&srv->exports_cv);
+    /* Waiters: an unexport (for 1 left: the list's) and a suspend (2: its own too). */
+    if (left <= 2) pthread_cond_broadcast(&srv->exports_cv);
     pthread_mutex_unlock(&srv->exports_lock);
 }
 
