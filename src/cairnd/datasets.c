@@ -8,12 +8,14 @@
  * 'tank/a': ..."), so the administrator sees the command, the name and the
  * reason. A refused command changes nothing: the DSL validates before it
  * dirties anything, and the few checks that are ours (same pool for clone and
- * rename, the pool's root dataset) come before any DSL call. Destroy, rename
- * and rollback need the dataset unheld, which means taking down its NFS shares
- * (and, forced, LUNs): they ask the DSL first whether it would refuse
+ * rename, the pool's root dataset) come before any DSL call. Destroy and
+ * rollback need the dataset unheld, which means suspending its NFS shares
+ * (clients hear JUKEBOX meanwhile, shares.c) and, forced, removing LUNs; so
+ * destroy, rename and rollback ask the DSL first whether it would refuse
  * (dsl_dataset_destroy_check and friends, holds aside) and touch shares and
- * LUNs only for an operation that goes ahead, so concurrent NFS clients never
- * see a refused command.
+ * LUNs only for an operation that goes ahead: concurrent NFS clients never
+ * notice a refused command. A rename leaves the shares mounted (they take the
+ * new names).
  *
  * These handlers run with the pool table read-locked (cairnd_handle_request),
  * so a pool cannot be exported under them, while the DSL's own locks let
@@ -620,8 +622,8 @@ static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
 
 /* Exports the filesystem name just made, if its sharenfs asks for it. One that
  * should be shared and cannot be (its path is another share's, it cannot be
- * mounted: a full pool) is destroyed again and the command fails: `create -o
- * sharenfs=on` that answers success must mean clients can mount it. */
+ * mounted) is destroyed again and the command fails: `create -o sharenfs=on`
+ * that answers success must mean clients can mount it. */
 static void share_new(const char *name, const char *verb, Cairn__Mgmt__Response *resp,
                       cairnd_arena_t *a)
 {
@@ -646,9 +648,9 @@ static void share_new(const char *name, const char *verb, Cairn__Mgmt__Response 
 }
 
 /* Shares follow the datasets: the exports are brought up to date after every
- * change. Destroy, rename and rollback need the dataset unheld, so they take its
- * shares down themselves - only after the DSL's check (dsl_*_check) and ours have
- * passed: a refused command never touches what clients see. */
+ * change. Destroy and rollback suspend the dataset's shares themselves (rename
+ * renames them) - only after the DSL's check (dsl_*_check) and ours have passed:
+ * a refused command never touches what clients see. */
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
