@@ -130,6 +130,17 @@ int dsl_snapshot(dsl_pool_t *dp, const char *snapname, bool recursive, char *err
 /* Rolls the head back to its newest snapshot (older ones: -EEXIST unless destroy_newer). */
 int dsl_rollback(dsl_pool_t *dp, const char *snapname, bool destroy_newer, char *err,
                  size_t errlen);
+/* Whether destroy, rename or rollback would be accepted once the caller has released
+ * the holds it owns (shares, LUNs): every other refusal with the very error and words
+ * the operation would give, changing nothing and waiting for no txg. Holds count only
+ * in the operation itself. So a front end asks first and takes a share or LUN down
+ * only for an operation that will go ahead: a refused one leaves clients untouched. */
+int dsl_dataset_destroy_check(dsl_pool_t *dp, const char *name, bool recursive, char *err,
+                              size_t errlen);
+int dsl_dataset_rename_check(dsl_pool_t *dp, const char *oldname, const char *newname,
+                             char *err, size_t errlen);
+int dsl_rollback_check(dsl_pool_t *dp, const char *snapname, bool destroy_newer, char *err,
+                       size_t errlen);
 int dsl_clone(dsl_pool_t *dp, const char *snapname, const char *clonename,
               const dsl_prop_pair_t *props, size_t nprops, char *err, size_t errlen);
 

@@ -41,6 +41,8 @@ typedef struct nfs_server_config {
     unsigned max_conns;
     unsigned max_conns_per_client;
     uint32_t idle_timeout_s;
+    bool defer_accept;          /* bind and listen, but accept nothing before
+                                   nfs_server_serve(): see below */
 } nfs_server_config_t;
 
 #define NFS_DEFAULT_MAX_CONNS 4096u
@@ -50,6 +52,12 @@ typedef struct nfs_server_config {
 /* Binds every listener (errors name the address), starts the workers. */
 int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,
                      size_t errlen);
+/* With defer_accept, starts accepting connections. A daemon exports its shares
+ * between nfs_server_start and this call: a client that connects meanwhile (one
+ * reconnecting right after a restart) waits in the listen backlog and its first
+ * call finds every export in place, instead of a stale-handle error for an
+ * export not registered yet. Without defer_accept it does nothing. */
+void nfs_server_serve(nfs_server_t *srv);
 /* Closes listeners and connections, waits for running calls, unexports all. */
 void nfs_server_stop(nfs_server_t *srv);
 /* The ports actually bound (useful with port 0 in tests): NFS, MOUNT, portmap. */
@@ -79,6 +87,20 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
 /* Removes the export of dsname (waits for its running calls, unmounts).
  * -ENOENT when it is not exported. */
 int nfs_server_unexport(nfs_server_t *srv, const char *dsname);
+/* Suspends the exports of dataset name of pool dp and of its descendants for an
+ * operation that needs them unmounted (destroy, rollback): they stay
+ * listed, but calls with their handles are answered "try again later"
+ * (NFS3ERR_JUKEBOX, NFS4ERR_DELAY) and MOUNT waits; returns once their running
+ * calls are done and they are unmounted (one still busy stays mounted and is
+ * logged). Returns how many were suspended. The caller serializes overlapping
+ * suspend/resume pairs and resumes every suspension. */
+int nfs_server_suspend(nfs_server_t *srv, dsl_pool_t *dp, const char *name);
+/* Mounts the suspended exports of the tree again and serves them. One that cannot
+ * be mounted is unexported. After a destroy, unexport them instead. */
+void nfs_server_resume(nfs_server_t *srv, dsl_pool_t *dp, const char *name);
+/* The dataset tree name of dp was renamed to new_name: its exports follow (same
+ * mounts, same handles, same paths; a new mountpoint is the next export's business). */
+void nfs_server_rename(nfs_server_t *srv, dsl_pool_t *dp, const char *name, const char *new_name);
 /* Removes every export of pool dp (before the pool is exported or closed). */
 void nfs_server_unexport_pool(nfs_server_t *srv, dsl_pool_t *dp);
 

@@ -72,9 +72,23 @@ void cairnd_iscsi_volsize_changed(const char *name);
 /* NFS shares (shares.c). The server starts once pools are imported; the rest
  * runs with the pool table locked, like the request handlers. */
 int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen);
+/* Clients are served from here on: call once the cached pools' shares are exported.
+ * Until then connections wait in the listen backlog (nfs_server_serve). */
+void cairnd_shares_serve(void);
 void cairnd_shares_stop(void);
 /* Exports every shared filesystem, unexports the rest, at their mountpoints. */
 void cairnd_shares_refresh(void);
+/* The same; -errno and why (one line) when dataset name should be exported and
+ * could not be (a path another share has, a filesystem that cannot be mounted). */
+int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen);
+/* Around an operation that needs name (a snapshot name means its filesystem) and
+ * its descendants unheld: suspend their exports (JUKEBOX, nfs_server_suspend), then
+ * resume them, or unexport them when gone (destroyed). Always paired; one pair at
+ * a time. */
+void cairnd_shares_suspend(const char *name);
+void cairnd_shares_resume(const char *name, bool gone);
+/* After a rename of the tree name: its exports take the new names, mounted all along. */
+void cairnd_shares_renamed(const char *name, const char *new_name);
 /* Unexports name (a snapshot name means its filesystem) and its descendants. */
 void cairnd_shares_unexport_tree(const char *name);
 void cairnd_shares_pool_closing(dsl_pool_t *dp);

@@ -8,7 +8,14 @@
  * 'tank/a': ..."), so the administrator sees the command, the name and the
  * reason. A refused command changes nothing: the DSL validates before it
  * dirties anything, and the few checks that are ours (same pool for clone and
- * rename, the pool's root dataset) come before any DSL call.
+ * rename, the pool's root dataset) come before any DSL call. Destroy and
+ * rollback need the dataset unheld, which means suspending its NFS shares
+ * (clients hear JUKEBOX meanwhile, shares.c) and, forced, removing LUNs; so
+ * destroy, rename and rollback ask the DSL first whether it would refuse
+ * (dsl_dataset_destroy_check and friends, holds aside) and touch shares and
+ * LUNs only for an operation that goes ahead: concurrent NFS clients never
+ * notice a refused command. A rename leaves the shares mounted (they take the
+ * new names).
  *
  * These handlers run with the pool table read-locked (cairnd_handle_request),
  * so a pool cannot be exported under them, while the DSL's own locks let
@@ -159,12 +166,26 @@ static void do_destroy(const Cairn__Mgmt__DatasetDestroy *m, Cairn__Mgmt__Respon
                          m->name, m->name);
         return;
     }
-    if (!strchr(m->name, '@') &&
-        cairnd_iscsi_volume_busy(m->name, m->recursive, m->force, resp, a, "destroy"))
-        return;
     char err[ERRLEN] = "", what[DSL_NAME_MAX + 32];
-    int rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
     snprintf(what, sizeof what, "cannot destroy '%s'", m->name);
+    int rc = dsl_dataset_destroy_check(dp, m->name, m->recursive, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
+    bool snap = strchr(m->name, '@') != NULL;
+    if (!snap && cairnd_iscsi_volume_busy(m->name, m->recursive, m->force, resp, a, "destroy"))
+        return;
+    /* A snapshot is only held when a client opened it under .cairn/snapshot: try
+     * first, and take its filesystem's share down only when the snapshot is busy. */
+    rc = snap && !m->recursive ? dsl_dataset_destroy(dp, m->name, false, m->force, err, sizeof err)
+                               : -EBUSY;
+    if (rc == -EBUSY) {
+        cairnd_shares_suspend(m->name);
+        err[0] = '\0';
+        rc = dsl_dataset_destroy(dp, m->name, m->recursive, m->force, err, sizeof err);
+        cairnd_shares_resume(m->name, !rc && !snap);
+    }
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "destroyed '%s'%s", m->name, m->recursive ? " and its descendants" : "");
 }
@@ -201,10 +222,19 @@ static void do_rename(const Cairn__Mgmt__DatasetRename *m, Cairn__Mgmt__Response
             return;
         }
     }
-    if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
-    int rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
     char what[2 * DSL_NAME_MAX + 32];
     snprintf(what, sizeof what, "cannot rename '%s' to '%s'", m->old_name, m->new_name);
+    int rc = dsl_dataset_rename_check(dp, m->old_name, m->new_name, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
+    if (!snap && cairnd_iscsi_volume_busy(m->old_name, true, false, resp, a, "rename")) return;
+    /* The DSL renames held datasets: the shares stay mounted and take the new names
+     * (a new inherited mountpoint then moves them in the refresh). A snapshot's new
+     * name is found under .cairn/snapshot of the mounted share. */
+    rc = dsl_dataset_rename(dp, m->old_name, m->new_name, err, sizeof err);
+    if (!rc && !snap) cairnd_shares_renamed(m->old_name, m->new_name);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "renamed '%s' to '%s'", m->old_name, m->new_name);
 }
@@ -226,14 +256,21 @@ static void do_rollback(const Cairn__Mgmt__DatasetRollback *m, Cairn__Mgmt__Resp
 {
     dsl_pool_t *dp = pool_of(m->name, MGMT_DSNAME_SNAPSHOT, "rollback to", resp, a);
     if (!dp) return;
+    char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
+    snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);
+    int rc = dsl_rollback_check(dp, m->name, m->destroy_newer, err, sizeof err);
+    if (rc) {
+        dsl_error(resp, a, rc, what, err);
+        return;
+    }
     /* A LUN's initiators would see their disk change under them: name the LUN. */
     char head[DSL_NAME_MAX + 1];
     cairn_strlcpy(head, m->name, sizeof head);
     head[strcspn(head, "@")] = '\0';
     if (cairnd_iscsi_volume_busy(head, false, false, resp, a, "roll back")) return;
-    char err[ERRLEN] = "", what[DSL_NAME_MAX + 40];
-    int rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
-    snprintf(what, sizeof what, "cannot rollback to '%s'", m->name);
+    cairnd_shares_suspend(m->name);
+    rc = dsl_rollback(dp, m->name, m->destroy_newer, err, sizeof err);
+    cairnd_shares_resume(m->name, false);
     if (rc) dsl_error(resp, a, rc, what, err);
     else log_info(SUB, "rolled back to '%s'", m->name);
 }
@@ -583,8 +620,37 @@ static void do_get(const Cairn__Mgmt__DatasetGet *m, Cairn__Mgmt__Response *resp
 static bool handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a);
 
-/* Shares follow the datasets: what needs a dataset unheld is unexported
- * first, and the exports are brought up to date after every change. */
+/* Exports the filesystem name just made, if its sharenfs asks for it. One that
+ * should be shared and cannot be (its path is another share's, it cannot be
+ * mounted) is destroyed again and the command fails: `create -o sharenfs=on`
+ * that answers success must mean clients can mount it. */
+static void share_new(const char *name, const char *verb, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    char why[ERRLEN] = "";
+    int rc = cairnd_shares_refresh_report(name, why, sizeof why);
+    if (!rc) return;
+    char pool[SPA_NAME_MAX + 1], err[ERRLEN] = "";
+    mgmt_dataset_pool(name, pool, sizeof pool);
+    dsl_pool_t *dp = cairnd_pool_dsl(pool);
+    int drc = dp ? dsl_dataset_destroy(dp, name, false, false, err, sizeof err) : -ENOENT;
+    if (drc) {
+        log_error(SUB, "'%s' cannot be shared and stays unshared: destroying it failed: %s", name,
+                  err[0] ? err : strerror(-drc));
+        cairnd_set_error(resp, a, rc,
+                         "'%s' was created but cannot be shared over NFS (%s), and removing it "
+                         "failed (%s): it exists, unshared",
+                         name, why, err[0] ? err : strerror(-drc));
+        return;
+    }
+    log_info(SUB, "destroyed '%s' again: it cannot be shared: %s", name, why);
+    cairnd_set_error(resp, a, rc, "cannot %s '%s': cannot share it over NFS: %s", verb, name, why);
+}
+
+/* Shares follow the datasets: the exports are brought up to date after every
+ * change. Destroy and rollback suspend the dataset's shares themselves (rename
+ * renames them) - only after the DSL's check (dsl_*_check) and ours have passed:
+ * a refused command never touches what clients see. */
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
@@ -605,27 +671,25 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
             }
         }
     }
-    /* A snapshot is only held when a client opened it under .cairn/snapshot:
-     * try first, and take the share down only when the snapshot is busy. */
-    bool snap_destroy = req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_DESTROY &&
-                        strchr(req->ds_destroy->name, '@') && !req->ds_destroy->recursive;
-    if (snap_destroy) {
-        handle_dataset(req, resp, a);
-        if (resp->error != -EBUSY) return true;
-        resp->error = 0;
-        resp->message = cairnd_arena_strdup(a, "");
-    }
-    switch (req->cmd_case) {
-    case CAIRN__MGMT__REQUEST__CMD_DS_DESTROY: cairnd_shares_unexport_tree(req->ds_destroy->name); break;
-    case CAIRN__MGMT__REQUEST__CMD_DS_RENAME: cairnd_shares_unexport_tree(req->ds_rename->old_name); break;
-    case CAIRN__MGMT__REQUEST__CMD_DS_ROLLBACK: cairnd_shares_unexport_tree(req->ds_rollback->name); break;
-    default: break;
-    }
     bool handled = handle_dataset(req, resp, a);
     switch (req->cmd_case) {
     case CAIRN__MGMT__REQUEST__CMD_DS_LIST:
     case CAIRN__MGMT__REQUEST__CMD_DS_GET:
     case CAIRN__MGMT__REQUEST__CMD_DS_SNAPSHOT: break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_CREATE:
+        if (!resp->error && !req->ds_create->volume) {
+            share_new(req->ds_create->name, "create", resp, a);
+            break;
+        }
+        cairnd_shares_refresh();
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_CLONE:
+        if (!resp->error) {
+            share_new(req->ds_clone->name, "create", resp, a);
+            break;
+        }
+        cairnd_shares_refresh();
+        break;
     default:
         if (handled) cairnd_shares_refresh();
     }

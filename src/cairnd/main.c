@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SUB "cairnd"
@@ -84,6 +85,22 @@ static void front_end_failed(int ready_fd, const char *err)
         _exit(1);
     }
     die("%s", err);
+}
+
+/* Tests only: CAIRND_DEBUG_DELAY_EXPORTS_MS=N sleeps N ms between binding the NFS
+ * port and exporting the shares at start-up, to widen the window in which a
+ * client could reach the port before its export exists (see main). */
+static void debug_delay_exports(void)
+{
+    const char *v = getenv("CAIRND_DEBUG_DELAY_EXPORTS_MS");
+    if (!v || !*v) return;
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (*end || ms <= 0 || ms > 600000) return;
+    log_warn(SUB, "CAIRND_DEBUG_DELAY_EXPORTS_MS: exporting shares only in %ld ms (a test knob)",
+             ms);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 /* mkdir -p with mode 0700 for what we create. */
@@ -399,7 +416,12 @@ int main(int argc, char **argv)
      * start: an appliance that silently serves no NFS or no iSCSI is worse. */
     if (cairnd_iscsi_start(&cfg, err, sizeof err) || cairnd_shares_start(&cfg, err, sizeof err))
         front_end_failed(ready_fd, err);
+    /* The NFS port is bound, but nothing is accepted before every share is back:
+     * a client reconnecting after a crash must not find its export missing and
+     * take "stale file handle" for an answer. */
+    debug_delay_exports();
     cairnd_pools_refresh_shares();
+    cairnd_shares_serve();
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */

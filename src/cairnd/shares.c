@@ -9,9 +9,13 @@
  * difference: exports that are no longer wanted (or moved) go, new ones come,
  * changed options are swapped in place so clients keep their handles.
  *
- * Operations that need a dataset unheld (destroy, rename, rollback, pool
- * export) first unexport the dataset and everything below it, and the
- * refresh afterwards exports again what still should be.
+ * Operations that need a dataset unheld (destroy, rollback) suspend the
+ * exports of the dataset and everything below it - once they know they will
+ * go ahead (datasets.c) - and resume them afterwards (or unexport them when
+ * the dataset is gone): clients meanwhile hear "try again later", never
+ * "stale handle", and an operation that still fails leaves the shares as
+ * they were. A rename keeps the exports mounted and renames them. Pool
+ * export unexports the pool's shares.
  *
  * Every function here runs with the pool table locked (read or write) by the
  * caller, as the rest of the request handling does.
@@ -23,6 +27,7 @@
 #include <cairn/util.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +58,7 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     if (mkdir(state, 0700) < 0 && errno != EEXIST)
         log_warn(SUB, "cannot create %s: %s", state, strerror(errno));
     nc.state_dir = state;
+    nc.defer_accept = true; /* cairnd_shares_serve, once the shares are exported */
     char why[400] = "";
     int rc = nfs_server_start(&nc, &g_srv, why, sizeof why);
     if (rc) {
@@ -60,6 +66,11 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
         g_srv = NULL;
     }
     return rc;
+}
+
+void cairnd_shares_serve(void)
+{
+    nfs_server_serve(g_srv);
 }
 
 void cairnd_shares_stop(void)
@@ -112,11 +123,17 @@ out:
 
 void cairnd_shares_refresh(void)
 {
-    if (!g_srv) return;
+    cairnd_shares_refresh_report(NULL, NULL, 0);
+}
+
+int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen)
+{
+    int result = 0;
+    if (!g_srv) return 0;
     wanted_list_t wl = {0};
     size_t np = cairnd_pool_dsls(NULL, 0);
     dsl_pool_t **dps = calloc(np + 1, sizeof *dps);
-    if (!dps) return;
+    if (!dps) return -ENOMEM;
     cairnd_pool_dsls(dps, np);
     for (size_t i = 0; i < np; i++) {
         char err[256];
@@ -130,15 +147,22 @@ void cairnd_shares_refresh(void)
     nfs_export_info_t *cur = calloc(ne + 1, sizeof *cur);
     if (!cur) {
         free(wl.v);
-        return;
+        return -ENOMEM;
     }
     ne = nfs_server_list_exports(g_srv, cur, ne);
-    /* Gone or moved first, so a path freed by one dataset can go to another. */
+    /* Gone first, and moved ones whose old path another dataset wants, so that path is
+     * free for it. Any other dataset that moves keeps its export until
+     * nfs_server_export swaps in the new one: its clients' handles never meet a
+     * moment without it. */
     for (size_t i = 0; i < ne; i++) {
-        bool keep = false;
-        for (size_t k = 0; k < wl.n && !keep; k++)
-            keep = !strcmp(wl.v[k].name, cur[i].dataset) && !strcmp(wl.v[k].path, cur[i].path);
-        if (!keep) nfs_server_unexport(g_srv, cur[i].dataset);
+        bool wanted = false, stays = false, path_taken = false;
+        for (size_t k = 0; k < wl.n; k++) {
+            bool same = !strcmp(wl.v[k].name, cur[i].dataset);
+            wanted |= same;
+            stays |= same && !strcmp(wl.v[k].path, cur[i].path);
+            path_taken |= !same && !strcmp(wl.v[k].path, cur[i].path);
+        }
+        if (!wanted || (!stays && path_taken)) nfs_server_unexport(g_srv, cur[i].dataset);
     }
     for (size_t k = 0; k < wl.n; k++) {
         bool same = false;
@@ -151,9 +175,14 @@ void cairnd_shares_refresh(void)
                                    wl.v[k].options, err, sizeof err);
         if (rc) log_error(SUB, "cannot export %s at %s: %s", wl.v[k].name, wl.v[k].path,
                           err[0] ? err : strerror(-rc));
+        if (rc && name && !strcmp(wl.v[k].name, name)) {
+            result = rc;
+            if (why) snprintf(why, whylen, "%s", err[0] ? err : strerror(-rc));
+        }
     }
     free(cur);
     free(wl.v);
+    return result;
 }
 
 void cairnd_shares_unexport_tree(const char *name)
@@ -173,6 +202,46 @@ void cairnd_shares_unexport_tree(const char *name)
             (cur[i].dataset[bl] == '\0' || cur[i].dataset[bl] == '/'))
             nfs_server_unexport(g_srv, cur[i].dataset);
     free(cur);
+}
+
+/* One suspension at a time (nfs_server_suspend wants overlapping ones serialized);
+ * held from cairnd_shares_suspend to cairnd_shares_resume. */
+static pthread_mutex_t g_suspend_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* name's filesystem (a snapshot name means its filesystem) and its pool's DSL. */
+static dsl_pool_t *tree_of(const char *name, char *base, size_t len)
+{
+    cairn_strlcpy(base, name, len);
+    base[strcspn(base, "@")] = '\0';
+    char pool[SPA_NAME_MAX + 1];
+    mgmt_dataset_pool(base, pool, sizeof pool);
+    return cairnd_pool_dsl(pool);
+}
+
+void cairnd_shares_suspend(const char *name)
+{
+    pthread_mutex_lock(&g_suspend_lock);
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) nfs_server_suspend(g_srv, dp, base);
+}
+
+void cairnd_shares_resume(const char *name, bool gone)
+{
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) {
+        if (gone) cairnd_shares_unexport_tree(base);
+        else nfs_server_resume(g_srv, dp, base);
+    }
+    pthread_mutex_unlock(&g_suspend_lock);
+}
+
+void cairnd_shares_renamed(const char *name, const char *new_name)
+{
+    char base[DSL_NAME_MAX + 1];
+    dsl_pool_t *dp = tree_of(name, base, sizeof base);
+    if (g_srv && dp) nfs_server_rename(g_srv, dp, base, new_name);
 }
 
 void cairnd_shares_pool_closing(dsl_pool_t *dp)

@@ -476,6 +476,18 @@ int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void
     return t.done ? t.result : err;
 }
 
+/* A task's validation run now under the pool lock, as the sync thread would run
+ * it; the task (check_only set in its argument) returns before changing anything. */
+static int run_check(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg)
+{
+    if (spa_readonly(dp->spa)) return -EROFS;
+    int err = dsl_pool_lock(dp);
+    if (err) return err;
+    err = fn(dp, arg, 0);
+    pthread_mutex_unlock(&dp->lock);
+    return err;
+}
+
 static dsl_pool_t *pool_of(spa_t *spa)
 {
     pthread_mutex_lock(&pools_lock);
@@ -1462,6 +1474,7 @@ static int head_destroy(dsl_pool_t *dp, dsl_node_t *h, dmu_tx_t *tx, uint64_t tx
 typedef struct destroy_task {
     char name[DSL_NAME_MAX + 1];
     bool recursive, force;
+    bool check_only; /* dsl_dataset_destroy_check: holds aside, change nothing */
     char *err;
     size_t errlen;
 } destroy_task_t;
@@ -1471,7 +1484,7 @@ static int destroy_check(dsl_pool_t *dp, dsl_node_t *n, dsl_node_t *top, destroy
 {
     char fn[DSL_NAME_MAX + 1];
     dsl_node_fullname(n, fn, sizeof(fn));
-    if (n->holds > 0) {
+    if (n->holds > 0 && !dt->check_only) {
         seterr(dt->err, dt->errlen,
                "dataset is busy: %s is in use (shared over NFS, a volume behind an iSCSI LUN, "
                "or a mounted snapshot); set sharenfs=off or remove the LUN first",
@@ -1565,6 +1578,7 @@ static int task_destroy(dsl_pool_t *dp, void *arg, uint64_t txg)
             return -EBUSY;
         }
     }
+    if (dt->check_only) return 0;
     dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
     if (n->phys.type == DSL_TYPE_SNAPSHOT) err = snapshot_destroy(dp, n, tx, txg);
     else err = destroy_tree(dp, n, tx, txg);
@@ -1584,10 +1598,24 @@ int dsl_dataset_destroy(dsl_pool_t *dp, const char *name, bool recursive, bool f
     return dsl_run_task(dp, task_destroy, &dt);
 }
 
+int dsl_dataset_destroy_check(dsl_pool_t *dp, const char *name, bool recursive, char *err,
+                              size_t errlen)
+{
+    if (!name_valid(name, true)) {
+        seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
+        return -EINVAL;
+    }
+    destroy_task_t dt = {.recursive = recursive, .check_only = true, .err = err,
+                         .errlen = errlen};
+    cairn_strlcpy(dt.name, name, sizeof(dt.name));
+    return run_check(dp, task_destroy, &dt);
+}
+
 /* ---------------- rename ---------------- */
 
 typedef struct rename_task {
     char from[DSL_NAME_MAX + 1], to[DSL_NAME_MAX + 1];
+    bool check_only; /* dsl_dataset_rename_check: change nothing */
     char *err;
     size_t errlen;
 } rename_task_t;
@@ -1604,48 +1632,51 @@ static int task_rename(dsl_pool_t *dp, void *arg, uint64_t txg)
         seterr(rt->err, rt->errlen, "dataset already exists: %s", rt->to);
         return -EEXIST;
     }
-    dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
-    int err = 0;
+    /* Every refusal before anything changes (dsl_dataset_rename_check stops there). */
+    const char *slash = strrchr(rt->to, '/');
+    dsl_node_t *np = NULL;
     if (n->phys.type == DSL_TYPE_SNAPSHOT) {
         const char *a1 = strchr(rt->from, '@'), *a2 = strchr(rt->to, '@');
         if (!a2 || a1 - rt->from != a2 - rt->to || strncmp(rt->from, rt->to, (size_t)(a1 - rt->from))) {
             seterr(rt->err, rt->errlen, "a snapshot can only be renamed to a snapshot of the same dataset");
-            err = -EINVAL;
-        } else {
-            cairn_strlcpy(n->name, a2 + 1, sizeof(n->name));
-            err = registry_add(dp, n, tx);
+            return -EINVAL;
         }
     } else {
-        const char *slash = strrchr(rt->to, '/');
         char pname[DSL_NAME_MAX + 1];
-        dsl_node_t *np = NULL;
         if (strchr(rt->to, '@') || !slash || n == dp->root) {
             seterr(rt->err, rt->errlen, "cannot rename %s to %s", rt->from, rt->to);
-            err = -EINVAL;
-        } else {
-            cairn_strlcpy(pname, rt->to, sizeof(pname));
-            pname[slash - rt->to] = 0;
-            np = dsl_lookup(dp, pname);
-            if (!np) {
-                seterr(rt->err, rt->errlen, "no such parent (or another pool): %s", pname);
-                err = -ENOENT;
-            } else if (np->phys.type != DSL_TYPE_FILESYSTEM) {
-                seterr(rt->err, rt->errlen, "parent is not a filesystem: %s", pname);
-                err = -ENOTDIR;
-            } else if (is_descendant(np, n)) {
-                seterr(rt->err, rt->errlen, "cannot move %s below itself", rt->from);
-                err = -EINVAL;
-            }
+            return -EINVAL;
         }
-        if (!err) {
-            ptr_remove(n->parent->children, &n->parent->nchildren, n);
-            ptr_append(&np->children, &np->nchildren, n);
-            n->parent = np;
-            n->phys.parent = np->obj;
-            n->dirty = true;
-            cairn_strlcpy(n->name, slash + 1, sizeof(n->name));
-            err = registry_add(dp, n, tx);
+        cairn_strlcpy(pname, rt->to, sizeof(pname));
+        pname[slash - rt->to] = 0;
+        np = dsl_lookup(dp, pname);
+        if (!np) {
+            seterr(rt->err, rt->errlen, "no such parent (or another pool): %s", pname);
+            return -ENOENT;
         }
+        if (np->phys.type != DSL_TYPE_FILESYSTEM) {
+            seterr(rt->err, rt->errlen, "parent is not a filesystem: %s", pname);
+            return -ENOTDIR;
+        }
+        if (is_descendant(np, n)) {
+            seterr(rt->err, rt->errlen, "cannot move %s below itself", rt->from);
+            return -EINVAL;
+        }
+    }
+    if (rt->check_only) return 0;
+    dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
+    int err;
+    if (n->phys.type == DSL_TYPE_SNAPSHOT) {
+        cairn_strlcpy(n->name, strchr(rt->to, '@') + 1, sizeof(n->name));
+        err = registry_add(dp, n, tx);
+    } else {
+        ptr_remove(n->parent->children, &n->parent->nchildren, n);
+        ptr_append(&np->children, &np->nchildren, n);
+        n->parent = np;
+        n->phys.parent = np->obj;
+        n->dirty = true;
+        cairn_strlcpy(n->name, slash + 1, sizeof(n->name));
+        err = registry_add(dp, n, tx);
     }
     dmu_tx_commit(tx);
     /* The open object sets below (and of) the renamed node log under their new names. */
@@ -1676,11 +1707,30 @@ int dsl_dataset_rename(dsl_pool_t *dp, const char *oldname, const char *newname,
     return dsl_run_task(dp, task_rename, &rt);
 }
 
+int dsl_dataset_rename_check(dsl_pool_t *dp, const char *oldname, const char *newname,
+                             char *err, size_t errlen)
+{
+    if (!name_valid(oldname, true) || !name_valid(newname, true)) {
+        seterr(err, errlen, "invalid dataset name: %s", name_valid(oldname, true) ? newname : oldname);
+        return -EINVAL;
+    }
+    size_t l1 = strcspn(oldname, "/@"), l2 = strcspn(newname, "/@");
+    if (l1 != l2 || strncmp(oldname, newname, l1)) {
+        seterr(err, errlen, "cannot rename across pools: %s -> %s", oldname, newname);
+        return -EXDEV;
+    }
+    rename_task_t rt = {.check_only = true, .err = err, .errlen = errlen};
+    cairn_strlcpy(rt.from, oldname, sizeof(rt.from));
+    cairn_strlcpy(rt.to, newname, sizeof(rt.to));
+    return run_check(dp, task_rename, &rt);
+}
+
 /* ---------------- rollback ---------------- */
 
 typedef struct rollback_task {
     char name[DSL_NAME_MAX + 1];
     bool destroy_newer;
+    bool check_only; /* dsl_rollback_check: holds aside, change nothing */
     char *err;
     size_t errlen;
 } rollback_task_t;
@@ -1694,7 +1744,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
         return -ENOENT;
     }
     dsl_node_t *h = s->parent;
-    if (h->holds > 0) {
+    if (h->holds > 0 && !rt->check_only) {
         char hn[DSL_NAME_MAX + 1];
         dsl_node_fullname(h, hn, sizeof(hn));
         seterr(rt->err, rt->errlen,
@@ -1714,7 +1764,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
         }
         for (size_t i = idx + 1; i < h->nsnaps; i++) {
             dsl_node_t *x = h->snaps[i];
-            if (x->holds || x->phys.num_clones) {
+            if ((x->holds && !rt->check_only) || x->phys.num_clones) {
                 char fn[DSL_NAME_MAX + 1];
                 dsl_node_fullname(x, fn, sizeof(fn));
                 seterr(rt->err, rt->errlen, "cannot destroy newer snapshot %s: %s", fn,
@@ -1723,6 +1773,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
             }
         }
     }
+    if (rt->check_only) return 0;
     dmu_tx_t *tx = dmu_tx_create_sync(dp->mos, txg);
     int err = 0;
     while (!err && h->snaps[h->nsnaps - 1] != s) err = snapshot_destroy(dp, h->snaps[h->nsnaps - 1], tx, txg);
@@ -1784,6 +1835,19 @@ int dsl_rollback(dsl_pool_t *dp, const char *snapname, bool destroy_newer, char 
     rollback_task_t rt = {.destroy_newer = destroy_newer, .err = err, .errlen = errlen};
     cairn_strlcpy(rt.name, snapname, sizeof(rt.name));
     return dsl_run_task(dp, task_rollback, &rt);
+}
+
+int dsl_rollback_check(dsl_pool_t *dp, const char *snapname, bool destroy_newer, char *err,
+                       size_t errlen)
+{
+    if (!snapname || !strchr(snapname, '@') || !name_valid(snapname, true)) {
+        seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
+        return -EINVAL;
+    }
+    rollback_task_t rt = {.destroy_newer = destroy_newer, .check_only = true, .err = err,
+                          .errlen = errlen};
+    cairn_strlcpy(rt.name, snapname, sizeof(rt.name));
+    return run_check(dp, task_rollback, &rt);
 }
 
 /* ---------------- list ---------------- */

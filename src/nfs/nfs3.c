@@ -3,7 +3,7 @@
  *
  * Every procedure that takes a file handle resolves it the same way: the
  * export guid in the handle finds the export (none: STALE, or BADHANDLE when
- * the bytes are not a Cairn handle), the export authorizes the client
+ * the bytes are not a Cairn handle; JUKEBOX while it is suspended), the export authorizes the client
  * (ACCES) and yields the effective credential after squashing and whether
  * the client may write, and the ZPL turns the handle into a node (STALE when
  * the object is gone). The export stays held until the reply is encoded, so
@@ -137,8 +137,9 @@ static int get_node(ctx_t *c, zpl_node_t **out)
     if (c->a->err) return -EPROTO;
     uint64_t guid;
     if (zpl_fh_export_guid(fh, len, &guid) < 0) return -EBADF;
-    nfs_export_t *exp = nfs_export_find_fh(c->call->srv, fh, len);
-    if (!exp) return -ESTALE;
+    nfs_export_t *exp;
+    int found = nfs_export_lookup_fh(c->call->srv, fh, len, &exp);
+    if (found) return found; /* -ESTALE, or -EAGAIN (JUKEBOX) while suspended */
     if (c->exp && c->exp != exp) {
         nfs_export_rele(exp);
         return -EXDEV;

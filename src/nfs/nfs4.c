@@ -283,8 +283,10 @@ static int hash_cb(nfs_export_t *exp, void *arg)
 /* Makes f the root of export path, if the client may use it. */
 static uint32_t enter_export(nfs4_cx_t *cx, nfs4_cfh_t *f, const char *path)
 {
-    nfs_export_t *exp = nfs_export_find_path(cx->call->srv, path);
-    if (!exp) return NFS4ERR_NOENT;
+    nfs_export_t *exp;
+    /* Never wait here: a COMPOUND of lookups may run on the I/O thread. */
+    int found = nfs_export_lookup_path(cx->call->srv, path, false, &exp);
+    if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_NOENT;
     zpl_cred_t eff;
     bool writable = false;
     if (nfs_export_authorize(exp, cx->call, &eff, &writable) < 0) {
@@ -415,8 +417,9 @@ static uint32_t fh_decode(nfs4_cx_t *cx, const uint8_t *buf, uint32_t len, nfs4_
     }
     uint64_t guid;
     if (zpl_fh_export_guid(buf, len, &guid) < 0) return NFS4ERR_BADHANDLE;
-    nfs_export_t *exp = nfs_export_find_fh(cx->call->srv, buf, len);
-    if (!exp) return NFS4ERR_STALE;
+    nfs_export_t *exp;
+    int found = nfs_export_lookup_fh(cx->call->srv, buf, len, &exp);
+    if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_STALE;
     zpl_cred_t eff;
     bool writable = false;
     if (nfs_export_authorize(exp, cx->call, &eff, &writable) < 0) {

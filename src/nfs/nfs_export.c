@@ -10,6 +10,15 @@
  * the running calls to drop their references, tells NFSv4 to forget its
  * state, and unmounts.
  *
+ * Suspending an export (nfs_server_suspend) keeps it listed but answers its
+ * handles with -EAGAIN (NFS3ERR_JUKEBOX, NFS4ERR_DELAY: "try again later"),
+ * waits for the running calls and unmounts it, so that the daemon can destroy
+ * or roll back its dataset; resuming mounts it again. If the operation fails,
+ * clients saw a pause, never a stale handle; if it succeeds, a destroyed
+ * dataset is unexported (now STALE is the truth) and a rolled back one serves
+ * again under the same handles. MOUNT waits for the resume. A rename needs no
+ * unmount: the exports just take the new name (nfs_server_rename).
+ *
  * Options changes (a new sharenfs value on an exported dataset) swap the
  * parsed options under the export's lock without unmounting, so clients keep
  * their handles; a changed path re-exports (the file handles stay valid,
@@ -42,10 +51,11 @@ struct nfs_export {
     char path[1024];
     char options[1024];
     dsl_pool_t *dp;
-    zpl_fs_t *fs;
+    zpl_fs_t *fs;                     /* NULL while suspended (changed under lock too) */
     uint64_t guid;
     atomic_int refs;
-    pthread_mutex_t lock;             /* opts */
+    bool suspended;                   /* under exports_lock: see nfs_server_suspend */
+    pthread_mutex_t lock;             /* opts, fs */
     nfs_export_opts_t opts;
 };
 
@@ -479,7 +489,8 @@ void nfs_export_rele(nfs_export_t *exp)
     nfs_server_t *srv = exp->srv;
     pthread_mutex_lock(&srv->exports_lock);
     int left = atomic_fetch_sub(&exp->refs, 1) - 1;
-    if (left <= 1) pthread_cond_broadcast(&srv->exports_cv);
+    /* Waiters: an unexport (for 1 left: the list's) and a suspend (2: its own too). */
+    if (left <= 2) pthread_cond_broadcast(&srv->exports_cv);
     pthread_mutex_unlock(&srv->exports_lock);
 }
 
@@ -517,36 +528,55 @@ static size_t path_len(const char *p)
     return n;
 }
 
-nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path)
+int nfs_export_lookup_path(nfs_server_t *srv, const char *path, bool wait, nfs_export_t **out)
 {
     size_t n = path_len(path);
-    nfs_export_t *found = NULL;
+    *out = NULL;
     pthread_mutex_lock(&srv->exports_lock);
-    for (size_t i = 0; i < srv->nexports; i++) {
-        nfs_export_t *e = srv->exports[i];
-        if (strlen(e->path) == n && !strncmp(e->path, path, n)) {
-            found = nfs_export_hold(e);
-            break;
+    for (;;) {
+        nfs_export_t *found = NULL;
+        for (size_t i = 0; i < srv->nexports && !found; i++) {
+            nfs_export_t *e = srv->exports[i];
+            if (strlen(e->path) == n && !strncmp(e->path, path, n)) found = e;
         }
+        if (found && found->suspended && wait) {
+            pthread_cond_wait(&srv->exports_cv, &srv->exports_lock);
+            continue; /* it may be gone or elsewhere by now: look again */
+        }
+        int rc = !found ? -ENOENT : found->suspended ? -EAGAIN : 0;
+        if (!rc) *out = nfs_export_hold(found);
+        pthread_mutex_unlock(&srv->exports_lock);
+        return rc;
     }
-    pthread_mutex_unlock(&srv->exports_lock);
-    return found;
 }
 
-nfs_export_t *nfs_export_find_fh(nfs_server_t *srv, const void *fh, size_t len)
+nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path)
+{
+    nfs_export_t *exp;
+    nfs_export_lookup_path(srv, path, true, &exp);
+    return exp;
+}
+
+int nfs_export_lookup_fh(nfs_server_t *srv, const void *fh, size_t len, nfs_export_t **out)
 {
     uint64_t guid;
-    if (zpl_fh_export_guid(fh, len, &guid) < 0) return NULL;
-    nfs_export_t *found = NULL;
+    *out = NULL;
+    if (zpl_fh_export_guid(fh, len, &guid) < 0) return -EBADF;
+    int rc = -ESTALE;
     pthread_mutex_lock(&srv->exports_lock);
     for (size_t i = 0; i < srv->nexports; i++) {
         if (srv->exports[i]->guid == guid) {
-            found = nfs_export_hold(srv->exports[i]);
+            if (srv->exports[i]->suspended) {
+                rc = -EAGAIN;
+                continue; /* a second export of the same dataset may be serving */
+            }
+            *out = nfs_export_hold(srv->exports[i]);
+            rc = 0;
             break;
         }
     }
     pthread_mutex_unlock(&srv->exports_lock);
-    return found;
+    return rc;
 }
 
 int nfs_export_foreach(nfs_server_t *srv, int (*fn)(nfs_export_t *exp, void *arg), void *arg)
@@ -577,8 +607,9 @@ int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *
     if (!(exp->opts.versions & vbit)) rc = -EACCES;
     if (!rc) rc = nfs_opts_match(&exp->opts, (const struct sockaddr *)&call->peer, writable);
     if (!rc) nfs_opts_squash(&exp->opts, call->flavor, &call->cred, eff);
+    /* fs under the lock: a suspended export (only listed by nfs_export_foreach) has none. */
+    if (!rc && exp->fs && zpl_fs_readonly(exp->fs)) *writable = false;
     pthread_mutex_unlock(&exp->lock);
-    if (!rc && zpl_fs_readonly(exp->fs)) *writable = false;
     return rc;
 }
 
@@ -673,17 +704,18 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
         nfs_opts_free(&prev);
         return 0;
     }
-    if (old) list_remove(srv, old);
+    /* A new path re-exports. The new export mounts first (the same filesystem, one
+     * more mount reference) and takes the old one's place in one step, so a handle
+     * (it carries the guid, not the path) never meets a moment with neither; then
+     * the old one drains and unmounts. */
+    if (old) nfs_export_hold(old);
     pthread_mutex_unlock(&srv->exports_lock);
-
-    /* A new path re-exports: the old export drains and unmounts, the new one
-     * mounts again (handles stay valid: they carry guids, not paths). */
-    if (old) export_destroy(srv, old, true);
     zpl_fs_t *fs = NULL;
     rc = zpl_mount(dp, dsname, &fs);
     if (rc < 0) {
         seterr(err, errlen, "cannot mount %s: %s", dsname, strerror(-rc));
         nfs_opts_free(&opts);
+        nfs_export_rele(old);
         return rc;
     }
     nfs_export_t *e = calloc(1, sizeof *e);
@@ -698,6 +730,7 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
         free(e);
         zpl_unmount(fs);
         nfs_opts_free(&opts);
+        nfs_export_rele(old);
         return -ENOMEM;
     }
     e->srv = srv;
@@ -711,8 +744,13 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
     pthread_mutex_init(&e->lock, NULL);
     e->opts = opts;
     pthread_mutex_lock(&srv->exports_lock);
+    bool took_old = false;
+    for (size_t i = 0; old && i < srv->nexports && !took_old; i++) took_old = srv->exports[i] == old;
+    if (took_old) list_remove(srv, old); /* else someone unexported it meanwhile */
     list_insert(srv, e);
     pthread_mutex_unlock(&srv->exports_lock);
+    nfs_export_rele(old);
+    if (took_old) export_destroy(srv, old, true);
     log_info(SUB, "exported %s at %s (%s)", dsname, e->path, options);
     return 0;
 }
@@ -729,6 +767,115 @@ int nfs_server_unexport(nfs_server_t *srv, const char *dsname)
     log_info(SUB, "unexporting %s at %s", e->dataset, e->path);
     export_destroy(srv, e, true);
     return 0;
+}
+
+/* Whether export e (exports_lock held) is dataset name of dp or below it. */
+static bool in_tree(const nfs_export_t *e, dsl_pool_t *dp, const char *name)
+{
+    size_t n = strlen(name);
+    return e->dp == dp && !strncmp(e->dataset, name, n) &&
+           (e->dataset[n] == '\0' || e->dataset[n] == '/');
+}
+
+/* The exports of the tree (exports_lock held) with suspended == want, held, in a
+ * new array (*n of them); NULL when there are none or no memory. */
+static nfs_export_t **hold_tree(nfs_server_t *srv, dsl_pool_t *dp, const char *name, bool want,
+                                size_t *n)
+{
+    *n = 0;
+    nfs_export_t **v = calloc(srv->nexports ? srv->nexports : 1, sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < srv->nexports; i++)
+        if (in_tree(srv->exports[i], dp, name) && srv->exports[i]->suspended == want)
+            v[(*n)++] = nfs_export_hold(srv->exports[i]);
+    return v;
+}
+
+int nfs_server_suspend(nfs_server_t *srv, dsl_pool_t *dp, const char *name)
+{
+    size_t n;
+    pthread_mutex_lock(&srv->exports_lock);
+    nfs_export_t **v = hold_tree(srv, dp, name, false, &n);
+    for (size_t i = 0; v && i < n; i++) v[i]->suspended = true;
+    pthread_mutex_unlock(&srv->exports_lock);
+    if (!v) return -ENOMEM;
+    /* Our reference keeps each listed or at least alive (an unexport waits for it);
+     * the calls that found it before it was suspended finish first. */
+    for (size_t i = 0; i < n; i++) {
+        nfs_export_t *e = v[i];
+        pthread_mutex_lock(&srv->exports_lock);
+        while (atomic_load(&e->refs) > 2) pthread_cond_wait(&srv->exports_cv, &srv->exports_lock);
+        pthread_mutex_unlock(&srv->exports_lock);
+        pthread_mutex_lock(&e->lock);
+        zpl_fs_t *fs = e->fs;
+        e->fs = NULL;
+        pthread_mutex_unlock(&e->lock);
+        if (!fs) continue;
+        if (srv->nfs4_state) nfs4_export_removed(srv->nfs4_state, e);
+        int rc = zpl_unmount(fs);
+        for (int k = 0; rc == -EBUSY && k < 100; k++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            rc = zpl_unmount(fs);
+        }
+        if (rc < 0) {
+            /* Still mounted: the operation finds the dataset busy, and resume serves it. */
+            log_error(SUB, "unmounting %s to suspend it: %s", e->dataset, strerror(-rc));
+            pthread_mutex_lock(&e->lock);
+            e->fs = fs;
+            pthread_mutex_unlock(&e->lock);
+        }
+    }
+    for (size_t i = 0; i < n; i++) nfs_export_rele(v[i]);
+    free(v);
+    if (n) log_info(SUB, "suspended %zu export(s) of %s", n, name);
+    return (int)n;
+}
+
+void nfs_server_rename(nfs_server_t *srv, dsl_pool_t *dp, const char *name, const char *new_name)
+{
+    size_t ol = strlen(name);
+    pthread_mutex_lock(&srv->exports_lock);
+    for (size_t i = 0; i < srv->nexports; i++) {
+        nfs_export_t *e = srv->exports[i];
+        char nn[sizeof e->dataset];
+        if (!in_tree(e, dp, name) ||
+            snprintf(nn, sizeof nn, "%s%s", new_name, e->dataset + ol) >= (int)sizeof nn)
+            continue;
+        memcpy(e->dataset, nn, sizeof nn);
+    }
+    pthread_mutex_unlock(&srv->exports_lock);
+}
+
+void nfs_server_resume(nfs_server_t *srv, dsl_pool_t *dp, const char *name)
+{
+    size_t n;
+    pthread_mutex_lock(&srv->exports_lock);
+    nfs_export_t **v = hold_tree(srv, dp, name, true, &n);
+    pthread_mutex_unlock(&srv->exports_lock);
+    if (!v) return; /* no memory: they stay suspended (JUKEBOX) rather than go stale */
+    for (size_t i = 0; i < n; i++) {
+        nfs_export_t *e = v[i];
+        int rc = 0;
+        if (!e->fs) { /* only we change it while suspended */
+            zpl_fs_t *fs = NULL;
+            rc = zpl_mount(dp, e->dataset, &fs);
+            pthread_mutex_lock(&e->lock);
+            if (!rc) e->fs = fs;
+            pthread_mutex_unlock(&e->lock);
+        }
+        pthread_mutex_lock(&srv->exports_lock);
+        bool listed = false;
+        for (size_t k = 0; k < srv->nexports && !listed; k++) listed = srv->exports[k] == e;
+        if (rc && listed) list_remove(srv, e);
+        e->suspended = false;
+        pthread_cond_broadcast(&srv->exports_cv);
+        pthread_mutex_unlock(&srv->exports_lock);
+        if (rc) log_error(SUB, "cannot mount %s again: %s; unexported", e->dataset, strerror(-rc));
+        nfs_export_rele(e);
+        if (rc && listed) export_destroy(srv, e, false);
+    }
+    free(v);
 }
 
 void nfs_server_unexport_pool(nfs_server_t *srv, dsl_pool_t *dp)

@@ -146,10 +146,16 @@ uint64_t nfs_conn_id(const nfs_conn_t *conn);
 
 typedef struct nfs_export nfs_export_t;
 
-/* Held references (drop with nfs_export_rele); NULL when there is none. */
+/* Held references (drop with nfs_export_rele); NULL when there is none. Waits
+ * while the export is suspended (not on the I/O thread). */
 nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path);
-/* By the export guid in a Cairn file handle (zpl_fh_export_guid). */
-nfs_export_t *nfs_export_find_fh(nfs_server_t *srv, const void *fh, size_t len);
+/* The same: 0 and *out held, -ENOENT, or -EAGAIN for a suspended export when not
+ * waiting (the caller answers "try again later"). */
+int nfs_export_lookup_path(nfs_server_t *srv, const char *path, bool wait, nfs_export_t **out);
+/* By the export guid in a Cairn file handle (zpl_fh_export_guid): 0 and *out held;
+ * -EBADF: not a Cairn handle; -ESTALE: no such export; -EAGAIN: its export is
+ * suspended for a moment (nfs_server_suspend): NFS3ERR_JUKEBOX / NFS4ERR_DELAY. */
+int nfs_export_lookup_fh(nfs_server_t *srv, const void *fh, size_t len, nfs_export_t **out);
 void nfs_export_rele(nfs_export_t *exp);
 zpl_fs_t *nfs_export_fs(nfs_export_t *exp);          /* the mounted head filesystem */
 const char *nfs_export_path(nfs_export_t *exp);      /* "/tank/share" */

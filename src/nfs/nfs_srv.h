@@ -75,6 +75,7 @@ struct nfs_server {
     int wake_fd;                      /* eventfd: stop */
     int listen_fd[6];                 /* nfs v4/v6 ..; -1 unused */
     int nlisten;
+    bool serving;                     /* defer_accept: nfs_server_serve was called */
     uint16_t port_nfs, port_mount, port_portmap;
     pthread_t io_thread;
     bool io_started;

@@ -985,6 +985,13 @@ static void *io_loop(void *arg)
 
 /* ------------------------------------------------------------ start/stop */
 
+/* The I/O loop accepts on listener i from now on. */
+static void listener_watch(nfs_server_t *srv, int i)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd[i]};
+    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->listen_fd[i], &ev);
+}
+
 static int bind_one(nfs_server_t *srv, const nfs_listen_addr_t *la, uint16_t *bound, bool soft,
                     char *err, size_t errlen)
 {
@@ -1042,8 +1049,7 @@ static int bind_one(nfs_server_t *srv, const nfs_listen_addr_t *la, uint16_t *bo
                                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
     int i = srv->nlisten++;
     srv->listen_fd[i] = fd;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->listen_fd[i]};
-    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev);
+    if (!srv->cfg.defer_accept) listener_watch(srv, i);
     return 0;
 }
 
@@ -1112,6 +1118,14 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
 fail:
     nfs_server_stop(srv);
     return rc;
+}
+
+void nfs_server_serve(nfs_server_t *srv)
+{
+    if (!srv || !srv->cfg.defer_accept || srv->serving) return;
+    srv->serving = true;
+    for (int i = 0; i < srv->nlisten; i++) listener_watch(srv, i);
+    log_info(SUB, "NFS server: accepting connections");
 }
 
 void nfs_server_stop(nfs_server_t *srv)

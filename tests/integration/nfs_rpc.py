@@ -11,6 +11,12 @@ truncated and garbage arguments, absurd fragment headers, half records.
   nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT savefh F   prints F's handle (hex)
   nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT usefh HEX  GETATTR with a saved handle
   nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT verifier   prints the write verifier
+  nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT hammer HEX N
+      connects as soon as the NFS port takes connections (the daemon may still be
+      starting), then GETATTR and WRITE with a saved handle until N succeeded; every
+      answer must be NFS3_OK or NFS3ERR_JUKEBOX (then retried), never STALE
+  nfs_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT watch HEX STOPFILE
+      GETATTR with a saved handle over and over until STOPFILE exists; the same rule
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
 import os
@@ -613,6 +619,66 @@ def mode_readstat(path):
     print("READ status %d" % status)
 
 
+NFS3ERR_JUKEBOX = 10008
+
+
+def mode_hammer(hexfh, want_ok):
+    host, nport, mport, pport, exp = ctx()
+    fh = bytes.fromhex(hexfh)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            c = Conn(host, nport)
+            break
+        except OSError:
+            check(time.monotonic() < deadline, "the NFS port never took a connection")
+            time.sleep(0.005)
+    ok = jukebox = 0
+    i = 0
+    while ok < want_ok:
+        check(time.monotonic() < deadline, "only %d of %d calls succeeded in time" % (ok, want_ok))
+        if i % 2 == 0:
+            st, r = c.call(NFS, 3, 1, bytes(X().opaque(fh).b))
+            what = "GETATTR"
+        else:
+            args = X().opaque(fh).u64(0).u32(6).u32(0).opaque(b"hammer")
+            st, r = c.call(NFS, 3, 7, bytes(args.b))
+            what = "WRITE"
+        check(st == 0, "%s accept %r" % (what, st))
+        status = r.gu32()
+        check(status in (0, NFS3ERR_JUKEBOX),
+              "%s with the saved handle right after start: status %d (after %d ok, %d jukebox)"
+              % (what, status, ok, jukebox))
+        if status == 0:
+            ok += 1
+            i += 1
+        else:
+            jukebox += 1
+            time.sleep(0.01)
+    print("hammer ok: %d ok, %d jukebox" % (ok, jukebox))
+
+
+def mode_watch(hexfh, stopfile):
+    host, nport, mport, pport, exp = ctx()
+    fh = bytes.fromhex(hexfh)
+    c = Conn(host, nport)
+    ok = jukebox = 0
+    while not os.path.exists(stopfile):
+        st, r = c.call(NFS, 3, 1, bytes(X().opaque(fh).b))
+        check(st == 0, "GETATTR accept %r" % (st,))
+        status = r.gu32()
+        check(status in (0, NFS3ERR_JUKEBOX),
+              "GETATTR with the saved handle: status %d (after %d ok, %d jukebox)"
+              % (status, ok, jukebox))
+        if status == 0:
+            ok += 1
+        else:
+            jukebox += 1
+            time.sleep(0.005)
+    check(ok > 0, "no GETATTR succeeded")
+    print("watch ok: %d ok, %d jukebox" % (ok, jukebox))
+
+
 def mode_verifier():
     host, nport, mport, pport, exp = ctx()
     rootfh = mount(host, mport, exp)
@@ -641,6 +707,10 @@ def main():
         mode_usefh(sys.argv[7], int(sys.argv[8]) if len(sys.argv) > 8 else 0)
     elif mode == "verifier":
         mode_verifier()
+    elif mode == "watch":
+        mode_watch(sys.argv[7], sys.argv[8])
+    elif mode == "hammer":
+        mode_hammer(sys.argv[7], int(sys.argv[8]))
     else:
         fail("unknown mode " + mode)
 

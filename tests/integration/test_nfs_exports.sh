@@ -26,6 +26,21 @@ expect_stderr 'sharenfs'
 expect_no_share /tank/fs
 pass "bad sharenfs values refused"
 
+# ---- a filesystem that cannot be shared is not created ----
+run_ok "$CAIRN" create -o sharenfs=on tank/taken
+expect_share /tank/taken
+run_fail "$CAIRN" create -o sharenfs=on -o mountpoint=/tank/taken tank/dup
+expect_stderr "^cairn: cannot create 'tank/dup': cannot share it over NFS: .*/tank/taken.*tank/taken"
+run_fail "$CAIRN" list tank/dup
+run_ok "$CAIRN" snapshot tank/taken@s
+run_fail "$CAIRN" clone -o sharenfs=on -o mountpoint=/tank/taken tank/taken@s tank/dupclone
+expect_stderr "^cairn: cannot create 'tank/dupclone': cannot share it over NFS"
+run_fail "$CAIRN" list tank/dupclone
+run_ok "$CAIRN" share list -H
+expect_stdout '^tank/taken	/tank/taken	'
+run_ok "$CAIRN" destroy -r tank/taken
+pass "create/clone with sharenfs of what cannot be shared: one-line error, nothing left"
+
 # ---- set, options change in place, mountpoint moves, inherit, rename, destroy ----
 run_ok "$CAIRN" set sharenfs=no_root_squash tank/fs
 expect_share /tank/fs

@@ -3,7 +3,8 @@
  * -p, list order, rename, destroy with and without -r, error cases), holds,
  * properties (set, get, inherit, SOURCE and inherited_from, user properties,
  * refusal of unknown, unimplemented and bad values, mountpoint inheritance),
- * and everything again after export/import.
+ * everything again after export/import, and the check-only destroy, rename
+ * and rollback (the operation's refusals and words, holds aside, nothing changed).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,12 +294,86 @@ static void test_get_all(void **state)
     fx_destroy(&f);
 }
 
+/* The check refuses as the operation does (code and words) and changes nothing. */
+#define SAME_REFUSAL(check, op, want)                                                      \
+    do {                                                                                   \
+        char e1[256] = "", e2[256] = "";                                                   \
+        names_t before, after;                                                             \
+        list_all(&f, &before);                                                             \
+        assert_int_equal(check, want);                                                     \
+        list_all(&f, &after);                                                              \
+        assert_memory_equal(&before, &after, sizeof before);                               \
+        assert_int_equal(op, want);                                                        \
+        assert_string_equal(e1, e2);                                                       \
+        assert_true(e1[0] != 0);                                                           \
+    } while (0)
+
+static void test_checks(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dslck");
+    char a[300], ab[300], s1[310], s2[310], z[300], below[300], nopar[300];
+    fx_ds_name(&f, a, sizeof(a), "a");
+    fx_ds_name(&f, ab, sizeof(ab), "a/b");
+    fx_ds_name(&f, z, sizeof(z), "z");
+    fx_ds_name(&f, below, sizeof(below), "a/b/x");
+    fx_ds_name(&f, nopar, sizeof(nopar), "none/x");
+    snprintf(s1, sizeof(s1), "%s@s1", a);
+    snprintf(s2, sizeof(s2), "%s@s2", a);
+    fx_create_fs(&f, a);
+    fx_create_fs(&f, ab);
+    OK(dsl_snapshot(f.dp, s1, false, fx_err, sizeof(fx_err)));
+    OK(dsl_snapshot(f.dp, s2, false, fx_err, sizeof(fx_err)));
+
+    SAME_REFUSAL(dsl_dataset_destroy_check(f.dp, a, false, e1, sizeof e1),
+                 dsl_dataset_destroy(f.dp, a, false, false, e2, sizeof e2), -EEXIST);
+    SAME_REFUSAL(dsl_dataset_destroy_check(f.dp, f.name, true, e1, sizeof e1),
+                 dsl_dataset_destroy(f.dp, f.name, true, false, e2, sizeof e2), -EBUSY);
+    SAME_REFUSAL(dsl_dataset_destroy_check(f.dp, nopar, false, e1, sizeof e1),
+                 dsl_dataset_destroy(f.dp, nopar, false, false, e2, sizeof e2), -ENOENT);
+    SAME_REFUSAL(dsl_dataset_rename_check(f.dp, a, below, e1, sizeof e1),
+                 dsl_dataset_rename(f.dp, a, below, e2, sizeof e2), -EINVAL);
+    SAME_REFUSAL(dsl_dataset_rename_check(f.dp, a, ab, e1, sizeof e1),
+                 dsl_dataset_rename(f.dp, a, ab, e2, sizeof e2), -EEXIST);
+    SAME_REFUSAL(dsl_dataset_rename_check(f.dp, a, nopar, e1, sizeof e1),
+                 dsl_dataset_rename(f.dp, a, nopar, e2, sizeof e2), -ENOENT);
+    SAME_REFUSAL(dsl_rollback_check(f.dp, s1, false, e1, sizeof e1),
+                 dsl_rollback(f.dp, s1, false, e2, sizeof e2), -EEXIST);
+
+    /* Holds are the caller's to release: the check passes over them, the operation
+     * does not; what the check accepts it leaves as it was. */
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, ab, &ds));
+    OK(dsl_dataset_destroy_check(f.dp, ab, false, fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_dataset_destroy(f.dp, ab, false, false, fx_err, sizeof(fx_err)), -EBUSY);
+    dsl_dataset_rele(ds);
+    OK(dsl_dataset_hold(f.dp, a, &ds));
+    OK(dsl_rollback_check(f.dp, s2, false, fx_err, sizeof(fx_err)));
+    assert_int_equal(dsl_rollback(f.dp, s2, false, fx_err, sizeof(fx_err)), -EBUSY);
+    dsl_dataset_rele(ds);
+    names_t before, after;
+    list_all(&f, &before);
+    OK(dsl_dataset_rename_check(f.dp, a, z, fx_err, sizeof(fx_err)));
+    OK(dsl_dataset_destroy_check(f.dp, a, true, fx_err, sizeof(fx_err)));
+    list_all(&f, &after);
+    assert_memory_equal(&before, &after, sizeof before);
+    assert_true(listed(&after, ab));
+
+    OK(dsl_dataset_rename(f.dp, a, z, fx_err, sizeof(fx_err)));
+    OK(dsl_dataset_destroy(f.dp, z, true, false, fx_err, sizeof(fx_err)));
+    fx_export(&f);
+    fx_check(&f);
+    fx_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hierarchy),
         cmocka_unit_test(test_properties),
         cmocka_unit_test(test_get_all),
+        cmocka_unit_test(test_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

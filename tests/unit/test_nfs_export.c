@@ -1,6 +1,7 @@
 /* Export options: parsing and its one-line errors, client matching (hosts, IPv4 and
- * IPv6 CIDRs, *, IPv4-mapped peers, the ro/rw precedence), squashing, and an export's
- * authorization (versions, lists, read-only filesystems) on a real filesystem. */
+ * IPv6 CIDRs, *, IPv4-mapped peers, the ro/rw precedence), squashing, an export's
+ * authorization (versions, lists, read-only filesystems) on a real filesystem, and
+ * suspending, resuming and renaming an export. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,9 @@
 #pragma GCC diagnostic pop
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 
 static struct sockaddr_storage addr(const char *s)
 {
@@ -152,6 +156,20 @@ static nfs_call_t call_from(const char *client, uint32_t vers, uint32_t uid)
     return c;
 }
 
+typedef struct suspend_arg {
+    nfs_server_t *srv;
+    dsl_pool_t *dp;
+    const char *name;
+    int rc;
+} suspend_arg_t;
+
+static void *suspend_thread(void *arg)
+{
+    suspend_arg_t *sa = arg;
+    sa->rc = nfs_server_suspend(sa->srv, sa->dp, sa->name);
+    return NULL;
+}
+
 static void test_authorize_and_unexport(void **state)
 {
     (void)state;
@@ -195,7 +213,8 @@ static void test_authorize_and_unexport(void **state)
     zpl_fh_t fh;
     assert_int_equal(zpl_fh_encode(root, &fh), 0);
     zpl_node_rele(root);
-    nfs_export_t *e2 = nfs_export_find_fh(srv, fh.bytes, sizeof fh.bytes);
+    nfs_export_t *e2;
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), 0);
     assert_ptr_equal(e, e2);
     nfs_export_rele(e2);
     nfs_export_info_t info[4];
@@ -204,9 +223,59 @@ static void test_authorize_and_unexport(void **state)
     assert_string_equal(info[0].options, "ro,no_root_squash");
     assert_int_equal(info[0].versions, (1u << 3) | (1u << 4));
     nfs_export_rele(e);
-    assert_int_equal(nfs_server_unexport(srv, f.fsname), 0);
-    assert_int_equal(nfs_server_unexport(srv, f.fsname), -ENOENT);
-    assert_null(nfs_export_find_fh(srv, fh.bytes, sizeof fh.bytes));
+
+    /* Suspended: still listed, its handles answer "later" (EAGAIN: JUKEBOX), never
+     * STALE, and its dataset is unheld (a rollback goes through); resumed, the same
+     * handle works again. */
+    char snap[200], renamed[200];
+    snprintf(snap, sizeof snap, "%s@s", f.fsname);
+    snprintf(renamed, sizeof renamed, "%s/renamed", f.pool);
+    assert_int_equal(dsl_snapshot(f.dp, snap, false, err, sizeof err), 0);
+    assert_int_equal(dsl_rollback(f.dp, snap, false, err, sizeof err), -EBUSY);
+    assert_int_equal(nfs_server_suspend(srv, f.dp, f.fsname), 1);
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), -EAGAIN);
+    assert_null(e2);
+    assert_int_equal(nfs_export_lookup_path(srv, "/exp/a", false, &e2), -EAGAIN);
+    assert_int_equal(nfs_server_list_exports(srv, info, 4), 1);
+    assert_int_equal(dsl_rollback(f.dp, snap, false, err, sizeof err), 0);
+    nfs_server_resume(srv, f.dp, f.fsname);
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), 0);
+    assert_int_equal(zpl_fh_to_inode(nfs_export_fs(e2), fh.bytes, sizeof fh.bytes, &root), 0);
+    zpl_node_rele(root);
+    nfs_export_rele(e2);
+    /* A call in flight when the suspension starts: suspend waits for it, and the
+     * call's end wakes it up. */
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), 0);
+    suspend_arg_t sa = {.srv = srv, .dp = f.dp, .name = f.fsname};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, suspend_thread, &sa), 0);
+    nfs_export_t *e3 = NULL;
+    for (int i = 0; i < 3000; i++) {
+        if (nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e3) == -EAGAIN) break;
+        nfs_export_rele(e3);
+        usleep(1000);
+    }
+    assert_null(e3);
+    nfs_export_rele(e2);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    assert_int_equal(pthread_timedjoin_np(t, NULL, &until), 0);
+    assert_int_equal(sa.rc, 1);
+    nfs_server_resume(srv, f.dp, f.fsname);
+
+    /* Renamed while exported: the export follows the new name, handles still work. */
+    assert_int_equal(dsl_dataset_rename(f.dp, f.fsname, renamed, err, sizeof err), 0);
+    nfs_server_rename(srv, f.dp, f.fsname, renamed);
+    assert_int_equal(nfs_server_list_exports(srv, info, 4), 1);
+    assert_string_equal(info[0].dataset, renamed);
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), 0);
+    nfs_export_rele(e2);
+    assert_int_equal(nfs_server_suspend(srv, f.dp, "nothing/here"), 0);
+
+    assert_int_equal(nfs_server_unexport(srv, renamed), 0);
+    assert_int_equal(nfs_server_unexport(srv, renamed), -ENOENT);
+    assert_int_equal(nfs_export_lookup_fh(srv, fh.bytes, sizeof fh.bytes, &e2), -ESTALE);
     assert_int_equal(nfs_server_list_exports(srv, info, 4), 0);
     nfs_server_stop(srv);
     zfix_destroy(&f);
