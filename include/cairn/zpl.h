@@ -95,6 +95,16 @@ void zpl_node_hold(zpl_node_t *n);
 void zpl_node_rele(zpl_node_t *n);
 zpl_fs_t *zpl_node_fs(zpl_node_t *n);
 uint64_t zpl_node_ino(zpl_node_t *n);
+/* The object's generation: (ino, generation) names one file for the life of
+ * the dataset, while an ino alone is reused once its file is freed. */
+uint64_t zpl_node_gen(zpl_node_t *n);
+
+/* Open references (NFSv4 opens and locks; NFSv3 has none): while one is held a
+ * removed file stays alive (see zpl_remove). zpl_open_hold fails with -ESTALE
+ * on a freed node; the caller keeps a node reference too. Both are no-ops for
+ * the virtual directories and on snapshots. */
+int zpl_open_hold(zpl_node_t *n);
+void zpl_open_rele(zpl_node_t *n);
 
 /* ---- file handles: (export guid, dataset guid, object, generation) ---- */
 #define ZPL_FH_SIZE 40
@@ -200,8 +210,11 @@ int zpl_readlink(zpl_node_t *n, char *buf, size_t cap, size_t *len);
 /* A hard link to a non-directory (-EPERM for a directory); -EMLINK, -EXDEV. */
 int zpl_link(zpl_node_t *file, zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc);
 /* Removes a non-directory (-EISDIR for a directory). When the last link goes
- * the object is freed at once: NFS has no open state to keep it alive, and
- * handles to it become stale. */
+ * the object is freed at once, and handles to it become stale, unless the file
+ * is open (zpl_open_hold): then it joins the dataset's unlinked set, keeps its
+ * number, data and handles (nlink 0) and is freed at its last zpl_open_rele,
+ * or when the filesystem is next mounted after a crash. A rename over an open
+ * target is a remove of that target. */
 int zpl_remove(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc);
 int zpl_rmdir(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc);
 /* Atomic (one transaction). Replaces an existing target of a compatible type

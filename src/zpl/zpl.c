@@ -69,11 +69,20 @@
  *   - Each operation is exactly one transaction: a rename over an existing
  *     target, its removal and the two directory updates commit together.
  *
- * Removal is immediate: NFS is stateless, so there is no "open" to keep an
- * unlinked file alive. When the last link goes the object is freed in the
- * same transaction, its node is marked dead and unhashed, and every handle to
- * it returns -ESTALE from then on (as NFS servers do for silly-renamed files
- * that are finally removed).
+ * Removal: when the last link of a file nobody has open goes, the object is
+ * freed in the same transaction, its node is marked dead and unhashed, and
+ * every handle to it returns -ESTALE from then on. NFSv3 has no opens; NFSv4
+ * does, and its server takes an open reference (zpl_open_hold) for as long as
+ * a client holds state on the file. A file whose last link goes while it is
+ * open is not freed: its number goes into the dataset's unlinked set (a ZAP
+ * named by the master node's "DELETE_QUEUE", as ZFS's delete queue), its link
+ * count is 0 and its node stays hashed, so the opener's handle keeps working
+ * and the number cannot be reused by a new file that would then inherit the
+ * old one's share reservations and locks. The last zpl_open_rele frees it and
+ * takes it out of the set; a crash leaves it in the set, and the next mount
+ * frees everything the set names (after the intent log is replayed: a logged
+ * remove says the last link went, and replay frees the object). A link count
+ * of 0 on disk also makes the object unfindable by number (phys_load).
  *
  * atime: with atime=off a read never dirties anything. With atime=on it is
  * updated relatime-style - only when it is not newer than mtime/ctime or is a
@@ -548,6 +557,47 @@ static int fs_setup_master(zpl_fs_t *fs)
     return 0;
 }
 
+/* Frees every object the unlinked set names: nothing can hold them open across
+ * a mount. A read-only dataset keeps them until it is next mounted writable. */
+static int unlinked_drain(zpl_fs_t *fs)
+{
+    if (fs->snapshot || !fs->unlinked_obj) return 0;
+    uint64_t *objs = NULL;
+    size_t n = 0, cap = 0;
+    zap_cursor_t zc;
+    zap_entry_t e;
+    int err;
+    zap_cursor_init(&zc, fs->os, fs->unlinked_obj, 0);
+    while ((err = zap_cursor_next(&zc, &e)) == 1) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            objs = cairn_realloc(objs, cap * sizeof(*objs));
+        }
+        objs[n++] = strtoull(e.name, NULL, 16);
+    }
+    if (err < 0 || n == 0) {
+        free(objs);
+        return err;
+    }
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, 0, &props, &tx);
+    if (err) {
+        free(objs);
+        return err == -EROFS ? 0 : err;
+    }
+    for (size_t i = 0; i < n && !err; i++) {
+        char name[24];
+        snprintf(name, sizeof(name), "%llx", (unsigned long long)objs[i]);
+        err = dmu_object_free(fs->os, objs[i], tx);
+        if (err == -ENOENT) err = 0;   /* freed by intent-log replay */
+        if (!err) err = zap_remove(fs->os, fs->unlinked_obj, name, tx);
+    }
+    if (!err) log_info("zpl", "%s: freed %zu files unlinked while open", fs->name, n);
+    free(objs);
+    return op_end_logged(fs, &props, tx, false, err, false);
+}
+
 static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
 {
     dsl_dataset_t *ds;
@@ -570,6 +620,7 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
     pthread_mutex_init(&fs->table_lock, NULL);
     pthread_mutex_init(&fs->rename_lock, NULL);
     pthread_mutex_init(&fs->snap_lock, NULL);
+    pthread_mutex_init(&fs->unlinked_lock, NULL);
     fs->nbuckets = 256;
     fs->buckets = cairn_zalloc(fs->nbuckets * sizeof(*fs->buckets));
     atomic_store(&fs->link_max, ZPL_LINK_MAX_DEFAULT);
@@ -581,8 +632,17 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
         free(fs);
         return err;
     }
+    if (zap_lookup_u64(fs->os, ZPL_MASTER_OBJ, "DELETE_QUEUE", &fs->unlinked_obj))
+        fs->unlinked_obj = 0;
     /* ZIL: replays a log left by a crash before anyone can see the filesystem. */
     if (!err && !fs->snapshot) err = zil_open(fs->os, zpl_zil_replay, fs, &fs->zil);
+    if (!err && !fs->snapshot) {
+        err = unlinked_drain(fs);
+        if (err) {
+            zil_close(fs->zil);
+            log_warn("zpl", "%s: freeing the unlinked set: %s", fs->name, strerror(-err));
+        }
+    }
     if (err) {
         free(fs->buckets);
         dsl_dataset_rele(ds);
@@ -645,6 +705,7 @@ static void fs_destroy(zpl_fs_t *fs)
     pthread_mutex_destroy(&fs->table_lock);
     pthread_mutex_destroy(&fs->rename_lock);
     pthread_mutex_destroy(&fs->snap_lock);
+    pthread_mutex_destroy(&fs->unlinked_lock);
     free(fs);
 }
 
@@ -757,6 +818,51 @@ int zpl_iget(zpl_fs_t *fs, uint64_t ino, zpl_node_t **out) { return node_get(fs,
 
 zpl_fs_t *zpl_node_fs(zpl_node_t *n) { return n->fs; }
 uint64_t zpl_node_ino(zpl_node_t *n) { return n->obj; }
+/* phys.gen never changes once the node exists: no lock needed. */
+uint64_t zpl_node_gen(zpl_node_t *n) { return n->kind == ZPL_NODE_REAL ? n->phys.gen : 0; }
+
+int zpl_open_hold(zpl_node_t *n)
+{
+    if (n->kind != ZPL_NODE_REAL || n->fs->snapshot) return 0;
+    pthread_rwlock_wrlock(&n->lock);
+    int err = n->dead ? -ESTALE : 0;
+    if (!err) n->opens++;
+    pthread_rwlock_unlock(&n->lock);
+    return err;
+}
+
+static void unlinked_name(uint64_t obj, char name[24])
+{
+    snprintf(name, 24, "%llx", (unsigned long long)obj);
+}
+
+void zpl_open_rele(zpl_node_t *n)
+{
+    if (n->kind != ZPL_NODE_REAL || n->fs->snapshot) return;
+    pthread_rwlock_wrlock(&n->lock);
+    bool last = --n->opens == 0 && n->phys.nlink == 0 && !n->dead;
+    pthread_rwlock_unlock(&n->lock);
+    if (!last) return;
+    /* The last opener of an unlinked file: free it now. On failure (read-only
+     * meanwhile, I/O error) it stays in the unlinked set for the next mount. */
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    if (op_begin(fs, 0, &props, &tx)) return;
+    int err = 0;
+    pthread_rwlock_wrlock(&n->lock);
+    if (n->opens == 0 && n->phys.nlink == 0 && !n->dead) {
+        char name[24];
+        unlinked_name(n->obj, name);
+        err = dmu_object_free(fs->os, n->obj, tx);
+        if (!err) err = zap_remove(fs->os, fs->unlinked_obj, name, tx);
+        if (!err) node_kill(n);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    if (err) log_warn("zpl", "%s: freeing unlinked object %llu: %s", fs->name,
+                      (unsigned long long)n->obj, strerror(-err));
+    (void)op_end_logged(fs, &props, tx, false, err, false);
+}
 
 /* ------------------------------------------------------------------ */
 /* snapshots (.cairn/snapshot)                                        */
@@ -1232,6 +1338,7 @@ int zpl_link(zpl_node_t *file, zpl_node_t *dir, const char *name, zpl_wcc_t *dir
     if (!err && file->dead) err = -ESTALE;
     if (!err && S_ISDIR(file->phys.mode)) err = -EPERM;
     if (!err && file->phys.nlink >= atomic_load(&fs->link_max)) err = -EMLINK;
+    if (!err && file->phys.nlink == 0) err = -ENOENT;   /* unlinked, kept open */
     if (err) goto out;
     wcc_pre(dir, dir_wcc);
     uint64_t v;
@@ -1259,11 +1366,38 @@ out:
     return op_end_logged(fs, &props, tx, false, err, logged && !err);
 }
 
-/* Drops one link of n (locked) whose entry is already gone; frees it at zero. */
+/* Puts n (locked, its last link going) into the unlinked set. */
+static int unlinked_add(zpl_node_t *n, dmu_tx_t *tx)
+{
+    zpl_fs_t *fs = n->fs;
+    int err = 0;
+    pthread_mutex_lock(&fs->unlinked_lock);
+    if (!fs->unlinked_obj) {
+        uint64_t obj = 0;
+        err = zap_create(fs->os, &obj, tx);
+        if (!err) err = zap_add_u64(fs->os, ZPL_MASTER_OBJ, "DELETE_QUEUE", obj, tx);
+        if (!err) fs->unlinked_obj = obj;
+    }
+    pthread_mutex_unlock(&fs->unlinked_lock);
+    char name[24];
+    unlinked_name(n->obj, name);
+    if (!err) err = zap_add_u64(fs->os, fs->unlinked_obj, name, n->phys.gen, tx);
+    return err;
+}
+
+/* Drops one link of n (locked) whose entry is already gone; at zero frees it,
+ * or, while it is open, moves it to the unlinked set. */
 static int drop_link(zpl_node_t *n, dmu_tx_t *tx, int64_t now)
 {
     zpl_fs_t *fs = n->fs;
     bool dir = S_ISDIR(n->phys.mode);
+    if (!dir && n->phys.nlink <= 1 && n->opens) {
+        int err = unlinked_add(n, tx);
+        if (err) return err;
+        n->phys.nlink = 0;
+        touch(n, false, now);
+        return phys_write(n, tx);
+    }
     if (dir || n->phys.nlink <= 1) {
         int err = dir ? zap_destroy(fs->os, n->obj, tx) : dmu_object_free(fs->os, n->obj, tx);
         if (err) return err;
@@ -1322,7 +1456,7 @@ static int do_remove(zpl_node_t *dir, const char *name, bool rmdir, zpl_wcc_t *d
     }
     /* Logged before the child is unlocked: a link made to it next must queue after. */
     if (!err && zil_wanted(&props)) {
-        zpl_zil_log_remove(dir, name, child->obj, &child->phys, child->dead, tx);
+        zpl_zil_log_remove(dir, name, child->obj, &child->phys, child->phys.nlink == 0, tx);
         logged = true;
     }
     pthread_rwlock_unlock(&child->lock);
@@ -1521,7 +1655,8 @@ int zpl_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, const char
     if (!err) err = phys_write(sdir, tx);
     if (!err && cross) err = phys_write(tdir, tx);
     if (!err && zil_wanted(&props)) {
-        zpl_zil_log_rename(sdir, sname, tdir, tname, snode, tnode, tnode && tnode->dead, tx);
+        zpl_zil_log_rename(sdir, sname, tdir, tname, snode, tnode, tnode && tnode->phys.nlink == 0,
+                           tx);
         logged = true;
     }
     wcc_post(sdir, sdir_wcc);

@@ -53,6 +53,7 @@ struct zpl_node {
     uint32_t refcnt;              /* fs->table_lock */
     bool hashed;                  /* fs->table_lock */
     bool dead;                    /* n->lock: the object was freed */
+    uint32_t opens;               /* n->lock: zpl_open_hold()s outstanding */
     pthread_rwlock_t lock;        /* attributes, data and (directories) entries */
     pthread_mutex_t data_lock;    /* writers and size changes of a file, before n->lock */
     zpl_phys_t phys;              /* n->lock; authoritative while hashed */
@@ -91,6 +92,12 @@ struct zpl_fs {
     size_t nsnaps;
 
     zpl_node_t *ctldir, *snapdir; /* virtual (heads only) */
+
+    /* The unlinked set: a ZAP in the master node ("DELETE_QUEUE") naming, by
+     * object number in hex, the files whose last link went while they were
+     * open; created on first use. unlinked_lock guards its creation. */
+    pthread_mutex_t unlinked_lock;
+    uint64_t unlinked_obj;
 
     struct zilog *zil;            /* the intent log (src/zil); NULL for snapshots */
 };
