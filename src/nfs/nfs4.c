@@ -86,7 +86,7 @@ void nfs4_export_removed(void *state, nfs_export_t *exp)
     if (!st) return;
     pthread_mutex_lock(&st->lock);
     nfs4_drop_export(st, exp);
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
 }
 
 /* ---------------------------------------------------------------- small helpers */
@@ -1366,7 +1366,7 @@ static nfs_accept_t compound(nfs_call_t *call)
      * rerun does again to the same effect. */
     pthread_mutex_lock(&st->lock);
     nfs4_reap(st);
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
 
     nfs4_cx_t cx = { .st = st, .call = call, .a = a, .r = r, .minor = minor, .numops = numops,
                      .start = start };

@@ -271,10 +271,13 @@ struct nfs4_owner {
     uint32_t reply_len;
 };
 
-/* A file that carries state; holds a ZPL node reference while it does. */
+/* A file that carries state; holds a ZPL node reference and an open
+ * reference (zpl_open_hold: removing it keeps it alive) while it does. Keyed
+ * by generation too: a freed file's number may be reused by a new file, which
+ * must not inherit its state. */
 struct nfs4_file {
     nfs4_file_t *next;                /* hash chain */
-    uint64_t fsid, ino;
+    uint64_t fsid, ino, gen;
     nfs_export_t *exp;                /* not held: nfs4_export_removed drops us first */
     zpl_node_t *node;
     nfs4_range_list_t locks;
@@ -356,6 +359,11 @@ typedef struct nfs4_server {
     unsigned nexpired;
     time_t last_reap;
     char *record_path;                /* NULL: no state dir */
+    /* Nodes of files that lost their last state, to release once the lock is
+     * dropped: the last release of a removed file frees it, a transaction
+     * that may wait on the pool. */
+    zpl_node_t **released;
+    size_t nreleased, released_cap;
 } nfs4_server_t;
 
 time_t nfs4_now(void);
@@ -364,6 +372,8 @@ nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_
                                uint32_t grace);
 void nfs4_server_free(nfs4_server_t *st);
 bool nfs4_in_grace(nfs4_server_t *st);
+/* Unlocks st->lock, then releases the files that lost their last state. */
+void nfs4_unlock(nfs4_server_t *st);
 nfs4_client_t *nfs4_client_by_id(nfs4_server_t *st, uint64_t clientid, uint32_t *status);
 nfs4_client_t *nfs4_client_by_owner(nfs4_server_t *st, const uint8_t *owner, uint32_t len);
 nfs4_client_t *nfs4_client_new(nfs4_server_t *st, const uint8_t *owner, uint32_t len,
@@ -383,9 +393,11 @@ void nfs4_owner_cache_reply(nfs4_owner_t *o, uint32_t status, const uint8_t *bod
 /* Frees a lock owner and its stateids (RELEASE_LOCKOWNER). */
 void nfs4_owner_release(nfs4_server_t *st, nfs4_owner_t *o);
 
-nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node,
-                           uint64_t fsid, uint64_t ino);
-nfs4_file_t *nfs4_file_find(nfs4_server_t *st, uint64_t fsid, uint64_t ino);
+/* NULL: out of memory, or node was freed meanwhile. */
+nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node);
+nfs4_file_t *nfs4_file_find(nfs4_server_t *st, zpl_node_t *node);
+/* Whether f is node's file (same dataset, object and generation). */
+bool nfs4_file_is(const nfs4_file_t *f, zpl_node_t *node);
 /* Frees f if no stateid refers to it (after nfs4_file_get found no taker). */
 void nfs4_file_drop_unused(nfs4_server_t *st, nfs4_file_t *f);
 

@@ -76,8 +76,7 @@ static uint32_t stid_find_any(nfs4_cx_t *cx, const nfs4_stateid_t *sid, nfs4_sti
 static bool stid_on_cur(nfs4_cx_t *cx, const nfs4_stid_t *s)
 {
     if (cx->cur.kind != NFS4_FH_REAL) return false;
-    return s->file->ino == zpl_node_ino(cx->cur.node) &&
-           s->file->fsid == zpl_fs_guid(zpl_node_fs(cx->cur.node));
+    return nfs4_file_is(s->file, cx->cur.node);
 }
 
 /* A 4.0 retransmission: the owner's cached reply becomes this op's result. */
@@ -175,13 +174,13 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
         }
         c = nfs4_client_new(st, id, idlen, verf, 0);
         if (!c) {
-            pthread_mutex_unlock(&st->lock);
+            nfs4_unlock(st);
             return NFS4ERR_RESOURCE;
         }
     }
     nfs_xdr_put_u64(cx->r, c->clientid);
     nfs_xdr_put_fixed(cx->r, c->confirm, 8);
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return NFS4_OK;
 }
 
@@ -197,7 +196,7 @@ uint32_t nfs4_op_setclientid_confirm(nfs4_cx_t *cx)
     if (c && memcmp(c->confirm, verf, 8)) status = NFS4ERR_STALE_CLIENTID;
     else if (c && !c->confirmed) nfs4_client_confirm(st, c);
     else if (c) c->renewed = nfs4_now();
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return c ? status : (status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status);
 }
 
@@ -208,7 +207,7 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
     pthread_mutex_lock(&cx->st->lock);
     nfs4_client_t *c;
     uint32_t status = client_of(cx, clientid, &c);
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return status;
 }
 
@@ -278,7 +277,7 @@ uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
         nfs_xdr_put_u64(r, 0);
         nfs_xdr_put_u32(r, 0);
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -345,16 +344,16 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
     uint32_t status;
     nfs4_client_t *c = nfs4_client_by_id(st, clientid, &status);
     if (!c) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status;
     }
     if (seq + 1 == c->cs_seqid && c->cs_reply) {
         nfs_xdr_put_fixed(cx->r, c->cs_reply, c->cs_reply_len);
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4_OK;
     }
     if (seq != c->cs_seqid) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4ERR_SEQ_MISORDERED;
     }
     nfs4_chan_attrs_t f = {
@@ -367,14 +366,14 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
     };
     if (f.maxreqs == 0) f.maxreqs = 1;
     if (f.maxops < 2 || f.maxreq < 256 || f.maxresp < 256) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4ERR_TOOSMALL;
     }
     back.headerpad = 0;
     if (back.maxreqs == 0) back.maxreqs = 1;
     nfs4_session_t *s = nfs4_session_new(st, c, &f, &back);
     if (!s) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4ERR_RESOURCE;
     }
     if (!c->confirmed) nfs4_client_confirm(st, c);
@@ -391,7 +390,7 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         if (c->cs_reply) memcpy(c->cs_reply, cx->r->buf + body, c->cs_reply_len);
     }
     c->cs_seqid++;
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return NFS4_OK;
 }
 
@@ -411,7 +410,7 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     if (!s) status = NFS4ERR_BADSESSION;
     else if (slotid >= s->fore.maxreqs) status = NFS4ERR_BADSLOT;
     if (status) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return status;
     }
     nfs4_slot_t *slot = &s->slots[slotid];
@@ -423,15 +422,15 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
             nfs_xdr_put_fixed(cx->r, slot->reply, slot->reply_len);
             cx->replayed = true;
         }
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return status;
     }
     if (seq != slot->seqid + 1) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4ERR_SEQ_MISORDERED;
     }
     if (cx->numops > s->fore.maxops) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         return NFS4ERR_TOO_MANY_OPS;
     }
     if (cx->call->memory_only) {
@@ -459,7 +458,7 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
     nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
     nfs_xdr_put_u32(cx->r, 0);                       /* sr_status_flags */
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return NFS4_OK;
 }
 
@@ -479,7 +478,7 @@ void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len)
             slot->cached = true;
         }
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
 }
 
 void nfs4_slot_undo(nfs4_cx_t *cx)
@@ -499,7 +498,7 @@ void nfs4_slot_undo(nfs4_cx_t *cx)
         free(cx->prev_reply);   /* the session went meanwhile */
     }
     cx->prev_reply = NULL;
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
 }
 
 uint32_t nfs4_op_destroy_session(nfs4_cx_t *cx)
@@ -513,7 +512,7 @@ uint32_t nfs4_op_destroy_session(nfs4_cx_t *cx)
         if (cx->have_session && !memcmp(cx->sessionid, sid, NFS4_SESSIONID_SIZE))
             cx->have_session = false;
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return s ? NFS4_OK : NFS4ERR_BADSESSION;
 }
 
@@ -526,7 +525,7 @@ uint32_t nfs4_op_destroy_clientid(nfs4_cx_t *cx)
     nfs4_client_t *c = nfs4_client_by_id(cx->st, clientid, &status);
     if (c && c->sessions) status = NFS4ERR_CLIENTID_BUSY;
     else if (c) nfs4_client_destroy(cx->st, c, false);
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return c || status != NFS4ERR_EXPIRED ? status : NFS4ERR_STALE_CLIENTID;
 }
 
@@ -544,7 +543,7 @@ uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx)
             nfs4_grace_check_done(cx->st);
         }
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return status;
 }
 
@@ -557,7 +556,7 @@ uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx)
     pthread_mutex_lock(&cx->st->lock);
     nfs4_session_t *s = nfs4_session_find(cx->st, sid);
     if (s) s->client->renewed = nfs4_now();
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     if (!s) return NFS4ERR_BADSESSION;
     /* Every connection may carry the fore channel; there is no back channel. */
     nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
@@ -583,7 +582,7 @@ uint32_t nfs4_op_test_stateid(nfs4_cx_t *cx)
                               : nfs4_stid_find(cx->st, cx->minor, &v[i], &s);
         nfs_xdr_put_u32(cx->r, status);
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     free(v);
     return NFS4_OK;
 }
@@ -604,7 +603,7 @@ uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx)
         else
             nfs4_stid_free(cx->st, s);
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return status;
 }
 
@@ -720,7 +719,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     bool seen_have = o && o->have_seqid;
     uint32_t seen_seqid = o ? o->seqid : 0;
     if (replayed) {
-        pthread_mutex_unlock(&st->lock);
+        nfs4_unlock(st);
         replay_set_fh(cx, claim, name);
         return status;
     }
@@ -734,7 +733,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
             status = NFS4ERR_GRACE;
         }
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     if (status == NFS4_OK) status = sattr_status != NFS4_OK ? sattr_status : name_status;
 
     /* Phase 2: the filesystem, without the state lock. */
@@ -861,8 +860,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         status = NFS4ERR_BAD_SEQID;   /* a concurrent OPEN of the same owner got there first */
     nfs4_stid_t *s = NULL;
     if (status == NFS4_OK) {
-        nfs4_file_t *f = nfs4_file_get(st, dir->exp, obj, zpl_fs_guid(zpl_node_fs(obj)),
-                                       zpl_node_ino(obj));
+        nfs4_file_t *f = nfs4_file_get(st, dir->exp, obj);
         if (!f) status = NFS4ERR_RESOURCE;
         share_req_t q = { .owner = o, .access = access, .deny = deny };
         if (status == NFS4_OK) {
@@ -896,7 +894,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         nfs_xdr_put_u32(cx->r, 0);                   /* OPEN_DELEGATE_NONE */
     }
     if (seq_ok) seq_finish(cx, o, seqid, status);
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     if (status == NFS4_OK) {
         if (obj != cx->cur.node) {
             zpl_node_rele(cx->cur.node);
@@ -950,7 +948,7 @@ uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
         }
         seq_finish(cx, o, seqid, status);
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return status;
 }
 
@@ -984,7 +982,7 @@ uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
         }
         seq_finish(cx, o, seqid, status);
     }
-    pthread_mutex_unlock(&cx->st->lock);
+    nfs4_unlock(cx->st);
     return status;
 }
 
@@ -1026,7 +1024,7 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
         }
         seq_finish(cx, o, seqid, status);
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -1089,7 +1087,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         bool replayed = false;
         status = seq_check(cx, seq_owner, seqid, &replayed);
         if (replayed) {
-            pthread_mutex_unlock(&st->lock);
+            nfs4_unlock(st);
             return status;
         }
         if (status) seq_owner = NULL;   /* BAD_SEQID consumes nothing */
@@ -1145,7 +1143,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         lo->have_seqid = true;
     }
     seq_finish(cx, seq_owner, seqid, status);
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -1170,15 +1168,14 @@ uint32_t nfs4_op_lockt(nfs4_cx_t *cx)
     if (status == NFS4_OK && nfs4_in_grace(st)) status = NFS4ERR_GRACE;
     if (status == NFS4_OK) {
         nfs4_owner_t *lo = nfs4_owner_find(c, true, loid, lolen);
-        nfs4_file_t *f = nfs4_file_find(st, zpl_fs_guid(zpl_node_fs(cx->cur.node)),
-                                        zpl_node_ino(cx->cur.node));
+        nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
         long k = f ? nfs4_range_conflict(&f->locks, lo, first, last, type) : -1;
         if (k >= 0) {
             status = NFS4ERR_DENIED;
             put_denied(cx, &f->locks.v[k]);
         }
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -1217,7 +1214,7 @@ uint32_t nfs4_op_locku(nfs4_cx_t *cx)
         }
         seq_finish(cx, o, seqid, status);
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -1238,7 +1235,7 @@ uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx)
                 status = NFS4ERR_LOCKS_HELD;
         if (status == NFS4_OK) nfs4_owner_release(st, lo);
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }
 
@@ -1264,16 +1261,15 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
     bool anon = nfs4_stateid_is_anon(sid), bypass = nfs4_stateid_is_bypass(sid);
     if (bypass && write) return NFS4ERR_BAD_STATEID;
     nfs4_server_t *st = cx->st;
-    uint64_t fsid = zpl_fs_guid(zpl_node_fs(cx->cur.node)), ino = zpl_node_ino(cx->cur.node);
     pthread_mutex_lock(&st->lock);
     if (anon || bypass) {
-        nfs4_file_t *f = nfs4_file_find(st, fsid, ino);
+        nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
         anon_req_t q = { .write = write, .bypass = bypass };
         if (f) status = each_open(st, f, anon_cb, &q);
     } else {
         nfs4_stid_t *s;
         status = nfs4_stid_find(st, cx->minor, sid, &s);
-        if (status == NFS4_OK && (s->file->fsid != fsid || s->file->ino != ino))
+        if (status == NFS4_OK && !nfs4_file_is(s->file, cx->cur.node))
             status = NFS4ERR_BAD_STATEID;
         if (status == NFS4_OK) {
             uint32_t access = s->type == NFS4_STID_OPEN ? s->access
@@ -1283,6 +1279,6 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
             *via_open = status == NFS4_OK;
         }
     }
-    pthread_mutex_unlock(&st->lock);
+    nfs4_unlock(st);
     return status;
 }

@@ -24,6 +24,8 @@
  */
 #include "nfs4_impl.h"
 
+#include <cairn/util.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -120,6 +122,27 @@ nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_
     return st;
 }
 
+static void release_files(zpl_node_t **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        zpl_open_rele(v[i]);   /* frees the file if it was removed meanwhile */
+        zpl_node_rele(v[i]);
+    }
+}
+
+void nfs4_unlock(nfs4_server_t *st)
+{
+    zpl_node_t **v = st->released;
+    size_t n = st->nreleased;
+    if (n) {
+        st->released = NULL;
+        st->nreleased = st->released_cap = 0;
+    }
+    pthread_mutex_unlock(&st->lock);
+    release_files(v, n);
+    free(n ? v : NULL);
+}
+
 void nfs4_server_free(nfs4_server_t *st)
 {
     while (st->clients) {
@@ -131,6 +154,8 @@ void nfs4_server_free(nfs4_server_t *st)
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
     free(st->reclaimable);
     free(st->record_path);
+    release_files(st->released, st->nreleased);
+    free(st->released);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
@@ -243,7 +268,11 @@ static void file_put(nfs4_server_t *st, nfs4_file_t *f)
     while (*pp != f) pp = &(*pp)->next;
     *pp = f->next;
     nfs4_range_free(&f->locks);
-    zpl_node_rele(f->node);
+    if (st->nreleased == st->released_cap) {
+        st->released_cap = st->released_cap ? st->released_cap * 2 : 16;
+        st->released = cairn_realloc(st->released, st->released_cap * sizeof *st->released);
+    }
+    st->released[st->nreleased++] = f->node;   /* see nfs4_unlock */
     free(f);
 }
 
@@ -361,22 +390,33 @@ void nfs4_owner_release(nfs4_server_t *st, nfs4_owner_t *o)
     owner_free(o);
 }
 
-nfs4_file_t *nfs4_file_find(nfs4_server_t *st, uint64_t fsid, uint64_t ino)
+bool nfs4_file_is(const nfs4_file_t *f, zpl_node_t *node)
 {
-    for (nfs4_file_t *f = st->files[ino % NFS4_FILE_HASH]; f; f = f->next)
-        if (f->ino == ino && f->fsid == fsid) return f;
+    return f->ino == zpl_node_ino(node) && f->gen == zpl_node_gen(node) &&
+           f->fsid == zpl_fs_guid(zpl_node_fs(node));
+}
+
+nfs4_file_t *nfs4_file_find(nfs4_server_t *st, zpl_node_t *node)
+{
+    for (nfs4_file_t *f = st->files[zpl_node_ino(node) % NFS4_FILE_HASH]; f; f = f->next)
+        if (nfs4_file_is(f, node)) return f;
     return NULL;
 }
 
-nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node,
-                           uint64_t fsid, uint64_t ino)
+nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node)
 {
-    nfs4_file_t *f = nfs4_file_find(st, fsid, ino);
+    nfs4_file_t *f = nfs4_file_find(st, node);
     if (f) return f;
     f = calloc(1, sizeof *f);
     if (!f) return NULL;
-    f->fsid = fsid;
+    if (zpl_open_hold(node)) {
+        free(f);
+        return NULL;
+    }
+    uint64_t ino = zpl_node_ino(node);
+    f->fsid = zpl_fs_guid(zpl_node_fs(node));
     f->ino = ino;
+    f->gen = zpl_node_gen(node);
     f->exp = exp;
     f->node = node;
     zpl_node_hold(node);

@@ -1,0 +1,205 @@
+/* NFSv4 state against files that go away under it, end to end in one process
+ * (a real server on a fixture pool, libnfs's NFSv4 client):
+ *   - a file removed while a client has it open stays readable and writable
+ *     through that open until CLOSE, and is freed then (nothing leaked);
+ *   - a new file made under the removed one's name never inherits its state:
+ *     another client locks it freely, even once object numbers are recycled;
+ *   - a file replaced by RENAME stays usable by its opener (pynfs RNM21). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "../../src/nfs/nfs_srv.h"
+#include "../../src/nfs/nfs4_impl.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "test_zpl_fixture.h"
+#pragma GCC diagnostic pop
+#include "../../src/zpl/zpl_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <nfsc/libnfs.h>
+
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libnfs.so\n";
+}
+
+static zfix_t fix;
+static nfs_server_t *srv;
+static uint16_t port;
+
+static struct nfs_context *client(int uid)
+{
+    struct nfs_context *nfs = nfs_init_context();
+    assert_non_null(nfs);
+    static int seq;
+    char id[64];
+    snprintf(id, sizeof id, "cairn-state-%d-%d", (int)getpid(), seq++);
+    nfs4_set_client_name(nfs, id);
+    char url[512];
+    snprintf(url, sizeof url, "nfs://127.0.0.1/tank/share?version=4&nfsport=%u&uid=%d&gid=%d",
+             (unsigned)port, uid, uid);
+    struct nfs_url *u = nfs_parse_url_dir(nfs, url);
+    if (!u) fail_msg("url %s: %s", url, nfs_get_error(nfs));
+    int rc = nfs_mount(nfs, u->server, u->path);
+    if (rc) fail_msg("mount: %d %s", rc, nfs_get_error(nfs));
+    nfs_destroy_url(u);
+    return nfs;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    zfix_make(&fix, "nfs4st", 256ull << 20);
+    zfix_unmount(&fix);
+    nfs_server_config_t cfg = { 0 };
+    strcpy(cfg.nfs.host, "127.0.0.1");
+    char err[256];
+    int rc = -1;
+    for (int i = 0; i < 20 && rc; i++) {
+        cfg.nfs.port = (uint16_t)(30000 + (getpid() * 11 + i * 137) % 30000);
+        rc = nfs_server_start(&cfg, &srv, err, sizeof err);
+    }
+    if (rc) fail_msg("nfs_server_start: %s", err);
+    assert_int_equal(nfs_server_export(srv, fix.dp, fix.fsname, "/tank/share",
+                                       "rw,no_root_squash", err, sizeof err), 0);
+    uint16_t m, p;
+    nfs_server_ports(srv, &port, &m, &p);
+    /* Our own mount of the export's dataset (the server's, shared): to look at objects. */
+    assert_int_equal(zpl_mount(fix.dp, fix.fsname, &fix.fs), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nfs_server_stop(srv);
+    zfix_export_check(&fix);   /* nothing leaked by what the tests removed */
+    zfix_destroy(&fix);
+    return 0;
+}
+
+static struct nfsfh *open_write(struct nfs_context *nfs, const char *path, const char *data)
+{
+    struct nfsfh *fh;
+    int rc = nfs_open2(nfs, path, O_CREAT | O_RDWR, 0644, &fh);
+    if (rc) fail_msg("open %s: %d %s", path, rc, nfs_get_error(nfs));
+    rc = nfs_pwrite(nfs, fh, 0, strlen(data), data);
+    if (rc != (int)strlen(data)) fail_msg("write %s: %d %s", path, rc, nfs_get_error(nfs));
+    return fh;
+}
+
+static void expect_fh(struct nfs_context *nfs, struct nfsfh *fh, const char *data)
+{
+    char buf[256] = "";
+    int rc = nfs_pread(nfs, fh, 0, sizeof buf - 1, buf);
+    if (rc < 0) fail_msg("read: %d %s", rc, nfs_get_error(nfs));
+    buf[rc] = 0;
+    assert_string_equal(buf, data);
+}
+
+static uint64_t ino_of(struct nfs_context *nfs, struct nfsfh *fh)
+{
+    struct nfs_stat_64 st;
+    assert_int_equal(nfs_fstat64(nfs, fh, &st), 0);
+    return st.nfs_ino;
+}
+
+static bool object_exists(uint64_t obj)
+{
+    dmu_object_info_t oi;
+    return dmu_object_info(fix.fs->os, obj, &oi) == 0;
+}
+
+static void sync_pool(void)
+{
+    assert_int_equal(zpl_commit(fix.fs), 0);
+    assert_int_equal(spa_txg_wait_synced(fix.spa, 0), 0);
+    assert_int_equal(spa_txg_wait_synced(fix.spa, 0), 0);
+}
+
+static void test_remove_while_open(void **state)
+{
+    (void)state;
+    struct nfs_context *a = client(0), *b = client(0);
+    struct nfsfh *fa = open_write(a, "/victim", "old data");
+    uint64_t old = ino_of(a, fa);
+    struct nfs4_flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100 };
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+
+    assert_int_equal(nfs_unlink(b, "/victim"), 0);
+    sync_pool();
+    /* The opener still has it, across syncs. */
+    expect_fh(a, fa, "old data");
+    assert_int_equal(nfs_pwrite(a, fa, 0, 3, "OLD"), 3);
+    expect_fh(a, fa, "OLD data");
+    assert_true(object_exists(old));
+
+    /* New files, some under the same name, while the removed one is open: none
+     * is the old object, and b locks each freely (no inherited lock). */
+    for (int i = 0; i < 8; i++) {
+        /* A client each: libnfs reuses one lock owner's stateid across files. */
+        struct nfs_context *c = client(0);
+        char name[32];
+        snprintf(name, sizeof name, i ? "/new%d" : "/victim", i);
+        struct nfsfh *fc;
+        int rc = nfs_open2(c, name, O_CREAT | O_EXCL | O_RDWR, 0644, &fc);
+        if (rc) fail_msg("create %s: %d %s", name, rc, nfs_get_error(c));
+        assert_int_not_equal(ino_of(c, fc), old);
+        rc = nfs_fcntl(c, fc, NFS4_F_SETLK, &fl);
+        if (rc) fail_msg("lock %s: %d %s", name, rc, nfs_get_error(c));
+        fl.l_type = F_UNLCK;
+        assert_int_equal(nfs_fcntl(c, fc, NFS4_F_SETLK, &fl), 0);
+        fl.l_type = F_WRLCK;
+        assert_int_equal(nfs_close(c, fc), 0);
+        nfs_destroy_context(c);
+        sync_pool();
+    }
+
+    fl.l_type = F_UNLCK;
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+    assert_int_equal(nfs_close(a, fa), 0);
+    sync_pool();
+    assert_false(object_exists(old));   /* freed at the last CLOSE */
+    nfs_destroy_context(a);
+    nfs_destroy_context(b);
+}
+
+/* pynfs RNM21: RENAME over an open file. */
+static void test_rename_over_open(void **state)
+{
+    (void)state;
+    struct nfs_context *a = client(0), *b = client(0);
+    struct nfsfh *fa = open_write(a, "/target", "target data");
+    uint64_t old = ino_of(a, fa);
+    struct nfsfh *fb = open_write(b, "/source", "source data");
+    assert_int_equal(nfs_close(b, fb), 0);
+    assert_int_equal(nfs_rename(b, "/source", "/target"), 0);
+    sync_pool();
+    expect_fh(a, fa, "target data");
+    assert_int_equal(nfs_pwrite(a, fa, 0, 6, "TARGET"), 6);
+    expect_fh(a, fa, "TARGET data");
+    struct nfsfh *fc;
+    assert_int_equal(nfs_open(b, "/target", O_RDONLY, &fc), 0);
+    expect_fh(b, fc, "source data");
+    assert_int_equal(nfs_close(b, fc), 0);
+    assert_int_equal(nfs_close(a, fa), 0);
+    sync_pool();
+    assert_false(object_exists(old));
+    nfs_destroy_context(a);
+    nfs_destroy_context(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_remove_while_open),
+        cmocka_unit_test(test_rename_over_open),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
