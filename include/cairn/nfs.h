@@ -33,7 +33,7 @@ typedef struct nfs_server_config {
                                    when the port is taken (a system rpcbind runs) */
     unsigned workers;           /* worker threads; 0: a default from the core count */
     const char *state_dir;      /* NFSv4 client records for grace; NULL: none */
-    uint32_t lease_seconds;     /* NFSv4 lease; 0: 90 */
+    uint32_t lease_seconds;     /* NFSv4 lease; 0: NFS_DEFAULT_LEASE_S */
     uint32_t grace_seconds;     /* 0: the lease time */
     /* Connection caps (NFS, MOUNT and portmap connections together; see
      * include/cairn/connlimit.h) and the seconds after which a connection
@@ -48,6 +48,7 @@ typedef struct nfs_server_config {
 #define NFS_DEFAULT_MAX_CONNS 4096u
 #define NFS_DEFAULT_MAX_CONNS_PER_CLIENT 256u
 #define NFS_DEFAULT_IDLE_TIMEOUT_S 360u   /* six minutes, as Linux's knfsd */
+#define NFS_DEFAULT_LEASE_S 90u           /* NFSv4 lease, as Linux's knfsd */
 
 /* Binds every listener (errors name the address), starts the workers. */
 int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,

@@ -37,6 +37,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->nfs_max_conns = NFS_DEFAULT_MAX_CONNS;
     cfg->nfs_max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->nfs_idle_timeout = NFS_DEFAULT_IDLE_TIMEOUT_S;
+    cfg->nfs_lease_time = NFS_DEFAULT_LEASE_S;
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
@@ -128,6 +129,9 @@ static const num_setting_t num_settings[] = {
     {"nfs_max_connections_per_client", offsetof(cairnd_config_t, nfs_max_conns_per_client), 1,
      1u << 20, "connections"},
     {"nfs_idle_timeout", offsetof(cairnd_config_t, nfs_idle_timeout), 1, 86400, "seconds"},
+    /* A client renews within a lease; below a few seconds that is a request storm. */
+    {"nfs_lease_time", offsetof(cairnd_config_t, nfs_lease_time), 5, 3600, "seconds"},
+    {"nfs_grace_time", offsetof(cairnd_config_t, nfs_grace_time), 1, 3600, "seconds"},
     {"iscsi_max_connections", offsetof(cairnd_config_t, iscsi_max_conns), 1, 65536,
      "connections"},
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),

@@ -67,7 +67,7 @@ enum {
 
 int nfs4_init(nfs_server_t *srv, void **state)
 {
-    uint32_t lease = srv->cfg.lease_seconds ? srv->cfg.lease_seconds : 90;
+    uint32_t lease = srv->cfg.lease_seconds ? srv->cfg.lease_seconds : NFS_DEFAULT_LEASE_S;
     uint32_t grace = srv->cfg.grace_seconds ? srv->cfg.grace_seconds : lease;
     nfs4_server_t *st = nfs4_server_new(srv, nfs_server_state_dir(srv), lease, grace);
     if (!st) return -ENOMEM;

@@ -66,7 +66,8 @@ static void test_good_file(void **state)
     write_file(path, "# comment\n\n  state_dir = /srv/cairn  # trailing comment\n"
                      "socket=/run/c.sock\nnfs_listen = 127.0.0.1:12049\n"
                      "mount_listen = [::1]:1234\nportmap_listen = :1111\n"
-                     "iscsi_listen = 3261\nlog_level = DEBUG\ntxg_timeout = 17\n");
+                     "iscsi_listen = 3261\nlog_level = DEBUG\ntxg_timeout = 17\n"
+                     "nfs_lease_time = 15\nnfs_grace_time = 20\n");
     cairnd_config_t c;
     mgmt_config_defaults(&c);
     assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
@@ -81,6 +82,8 @@ static void test_good_file(void **state)
     assert_int_equal(c.iscsi.port, 3261);
     assert_int_equal(c.log_level, CAIRN_LOG_DEBUG);
     assert_int_equal(c.txg_timeout, 17);
+    assert_int_equal(c.nfs_lease_time, 15);
+    assert_int_equal(c.nfs_grace_time, 20);
     char buf[300];
     mgmt_listen_format(&c.mount, buf, sizeof buf);
     assert_string_equal(buf, "[::1]:1234");
@@ -110,6 +113,8 @@ static void test_shipped_conf(void **state)
     assert_int_equal(c.nfs_max_conns, d.nfs_max_conns);
     assert_int_equal(c.nfs_max_conns_per_client, d.nfs_max_conns_per_client);
     assert_int_equal(c.nfs_idle_timeout, d.nfs_idle_timeout);
+    assert_int_equal(c.nfs_lease_time, d.nfs_lease_time);
+    assert_int_equal(c.nfs_grace_time, d.nfs_grace_time);
     assert_int_equal(c.iscsi_max_conns, d.iscsi_max_conns);
     assert_int_equal(c.iscsi_max_conns_per_client, d.iscsi_max_conns_per_client);
     assert_int_equal(c.iscsi_login_timeout, d.iscsi_login_timeout);
@@ -179,6 +184,8 @@ static void test_bad_lines(void **state)
     expect_bad("txg_timeout = 0\n", "1", "txg_timeout");
     expect_bad("txg_timeout = 5s\n", "1", "txg_timeout");
     expect_bad("txg_timeout = -3\n", "1", "txg_timeout");
+    expect_bad("nfs_lease_time = 2\n", "1", "nfs_lease_time");
+    expect_bad("nfs_grace_time = 0\n", "1", "nfs_grace_time");
     expect_bad("nfs_max_connections = 0\n", "1", "bad nfs_max_connections '0'");
     expect_bad("nfs_idle_timeout = 5m\n", "1", "nfs_idle_timeout");
     expect_bad("nfs_max_connections_per_client = lots\n", "1", "nfs_max_connections_per_client");
