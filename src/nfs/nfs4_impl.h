@@ -382,8 +382,16 @@ nfs4_client_t *nfs4_client_new(nfs4_server_t *st, const uint8_t *owner, uint32_t
  * record of the same owner with its state, and records the client for grace. */
 void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c);
 void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired);
-/* Drops clients whose lease ran out (at most once a second). */
+/* Drops clients silent for NFS4_COURTESY_MAX (at most once a second). */
 void nfs4_reap(nfs4_server_t *st);
+/* Seconds a client whose lease ran out keeps its state while nothing conflicts with it. */
+#define NFS4_COURTESY_MAX (24 * 3600)
+/* If c's lease ran out, revokes all its state (its clientid and stateids
+ * answer EXPIRED from now on) and says so: the caller that met c's state in
+ * its way looks again. */
+bool nfs4_revoke_courtesy(nfs4_server_t *st, nfs4_client_t *c);
+/* The client of a lock owner found in a range list (NULL: not a v4 owner). */
+nfs4_client_t *nfs4_owner_client(nfs4_server_t *st, const void *owner);
 void nfs4_grace_check_done(nfs4_server_t *st);
 
 nfs4_owner_t *nfs4_owner_find(nfs4_client_t *c, bool is_lock, const uint8_t *id, uint32_t len);

@@ -613,6 +613,7 @@ typedef struct share_req {
     nfs4_owner_t *owner;
     uint32_t access, deny;
     nfs4_stid_t *mine;
+    nfs4_client_t *against;       /* whose open denied us */
 } share_req_t;
 
 static uint32_t share_cb(nfs4_stid_t *s, void *arg)
@@ -622,7 +623,10 @@ static uint32_t share_cb(nfs4_stid_t *s, void *arg)
         q->mine = s;
         return NFS4_OK;
     }
-    if ((q->access & s->deny) || (q->deny & s->access)) return NFS4ERR_SHARE_DENIED;
+    if ((q->access & s->deny) || (q->deny & s->access)) {
+        q->against = s->client;
+        return NFS4ERR_SHARE_DENIED;
+    }
     return NFS4_OK;
 }
 
@@ -864,8 +868,12 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         if (!f) status = NFS4ERR_RESOURCE;
         share_req_t q = { .owner = o, .access = access, .deny = deny };
         if (status == NFS4_OK) {
-            f->nstates++;   /* keep f while we look */
-            status = each_open(st, f, share_cb, &q);
+            f->nstates++;   /* keep f while we look (and revoke) */
+            do {
+                q.mine = NULL;
+                q.against = NULL;
+                status = each_open(st, f, share_cb, &q);
+            } while (status == NFS4ERR_SHARE_DENIED && nfs4_revoke_courtesy(st, q.against));
             f->nstates--;
         }
         if (status == NFS4_OK && q.mine) {
@@ -1121,8 +1129,11 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         if (!write && !(open->access & OPEN4_SHARE_ACCESS_READ)) status = NFS4ERR_OPENMODE;
     }
     if (status == NFS4_OK) {
-        nfs4_file_t *f = s->file;
-        long k = nfs4_range_conflict(&f->locks, lo, first, last, type);
+        nfs4_file_t *f = s->file;   /* ours keeps it while others' state is revoked */
+        long k;
+        while ((k = nfs4_range_conflict(&f->locks, lo, first, last, type)) >= 0 &&
+               nfs4_revoke_courtesy(st, nfs4_owner_client(st, f->locks.v[k].owner))) {
+        }
         if (k >= 0) {
             status = NFS4ERR_DENIED;
             log_debug("nfs4", "LOCK [%" PRIu64 ",%" PRIu64 "] type %u denied by [%" PRIu64
@@ -1168,8 +1179,13 @@ uint32_t nfs4_op_lockt(nfs4_cx_t *cx)
     if (status == NFS4_OK && nfs4_in_grace(st)) status = NFS4ERR_GRACE;
     if (status == NFS4_OK) {
         nfs4_owner_t *lo = nfs4_owner_find(c, true, loid, lolen);
-        nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
-        long k = f ? nfs4_range_conflict(&f->locks, lo, first, last, type) : -1;
+        nfs4_file_t *f;
+        long k;
+        /* Revoking may free f: find it again each time. */
+        do {
+            f = nfs4_file_find(st, cx->cur.node);
+            k = f ? nfs4_range_conflict(&f->locks, lo, first, last, type) : -1;
+        } while (k >= 0 && nfs4_revoke_courtesy(st, nfs4_owner_client(st, f->locks.v[k].owner)));
         if (k >= 0) {
             status = NFS4ERR_DENIED;
             put_denied(cx, &f->locks.v[k]);
@@ -1243,13 +1259,17 @@ uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx)
 
 typedef struct anon_req {
     bool write, bypass;
+    nfs4_client_t *against;
 } anon_req_t;
 
 static uint32_t anon_cb(nfs4_stid_t *s, void *arg)
 {
     anon_req_t *q = arg;
-    if (q->write && (s->deny & OPEN4_SHARE_DENY_WRITE)) return NFS4ERR_LOCKED;
-    if (!q->write && !q->bypass && (s->deny & OPEN4_SHARE_DENY_READ)) return NFS4ERR_LOCKED;
+    if ((q->write && (s->deny & OPEN4_SHARE_DENY_WRITE)) ||
+        (!q->write && !q->bypass && (s->deny & OPEN4_SHARE_DENY_READ))) {
+        q->against = s->client;
+        return NFS4ERR_LOCKED;
+    }
     return NFS4_OK;
 }
 
@@ -1263,9 +1283,12 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     if (anon || bypass) {
-        nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
         anon_req_t q = { .write = write, .bypass = bypass };
-        if (f) status = each_open(st, f, anon_cb, &q);
+        do {
+            nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
+            q.against = NULL;
+            status = f ? each_open(st, f, anon_cb, &q) : NFS4_OK;
+        } while (status == NFS4ERR_LOCKED && nfs4_revoke_courtesy(st, q.against));
     } else {
         nfs4_stid_t *s;
         status = nfs4_stid_find(st, cx->minor, sid, &s);

@@ -9,9 +9,14 @@
  * small ring remembers recently expired client numbers), and anything else
  * unknown as bad, without keeping dead state around.
  *
- * Leases are checked lazily: every COMPOUND reaps, at most once a second,
- * the clients that have not renewed within the lease (plus a little slack
- * for a client that renews late under load); their opens and locks go.
+ * Leases are courteous: a client that has not renewed within the lease keeps
+ * its opens and locks while nobody wants them (it may come back and renew,
+ * as after a network partition), but the first request that conflicts with
+ * them (a share reservation or a lock) revokes all of that client's state
+ * and proceeds (nfs4_revoke_courtesy); its clientid and stateids answer
+ * NFS4ERR_EXPIRED from then on. Every COMPOUND reaps, at most once a second,
+ * the clients silent for NFS4_COURTESY_MAX, so an abandoned client's state
+ * (and any removed file it held open) does not stay for ever.
  *
  * Grace: confirmed clients are written (owner id in hex, one a line) to
  * `nfs4-clients` in the server's state directory, atomically (temporary file,
@@ -24,6 +29,7 @@
  */
 #include "nfs4_impl.h"
 
+#include <cairn/log.h>
 #include <cairn/util.h>
 
 #include <errno.h>
@@ -326,21 +332,44 @@ void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired)
     if (recorded) records_save(st);
 }
 
+/* A request of c is running on one of its session slots (it renews when done). */
+static bool client_busy(const nfs4_client_t *c)
+{
+    for (nfs4_session_t *s = c->sessions; s; s = s->next)
+        for (uint32_t i = 0; i < s->fore.maxreqs; i++)
+            if (s->slots[i].busy) return true;
+    return false;
+}
+
 void nfs4_reap(nfs4_server_t *st)
 {
     time_t now = nfs4_now();
     if (now == st->last_reap) return;
     st->last_reap = now;
-    /* Slack beyond the lease for clients that renew late under load. */
-    time_t limit = (time_t)st->lease + (time_t)st->lease / 2 + 1;
     for (nfs4_client_t *c = st->clients, *next; c; c = next) {
         next = c->next;
-        if (now - c->renewed <= limit) continue;
-        bool busy = false;
-        for (nfs4_session_t *s = c->sessions; s && !busy; s = s->next)
-            for (uint32_t i = 0; i < s->fore.maxreqs && !busy; i++) busy = s->slots[i].busy;
-        if (!busy) nfs4_client_destroy(st, c, c->confirmed);
+        if (now - c->renewed <= NFS4_COURTESY_MAX || client_busy(c)) continue;
+        nfs4_client_destroy(st, c, c->confirmed);
     }
+}
+
+bool nfs4_revoke_courtesy(nfs4_server_t *st, nfs4_client_t *c)
+{
+    /* A whole second past the lease: the renewal clock counts in seconds. */
+    if (!c || nfs4_now() - c->renewed <= (time_t)st->lease || client_busy(c)) return false;
+    log_info("nfs4", "client %016llx: lease expired %lld s ago; its state yields to a "
+             "conflicting request", (unsigned long long)c->clientid,
+             (long long)(nfs4_now() - c->renewed - (time_t)st->lease));
+    nfs4_client_destroy(st, c, true);
+    return true;
+}
+
+nfs4_client_t *nfs4_owner_client(nfs4_server_t *st, const void *owner)
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next)
+        for (nfs4_owner_t *o = c->owners; o; o = o->next)
+            if (o == owner) return c;
+    return NULL;
 }
 
 nfs4_owner_t *nfs4_owner_find(nfs4_client_t *c, bool is_lock, const uint8_t *id, uint32_t len)

@@ -4,7 +4,11 @@
  *     through that open until CLOSE, and is freed then (nothing leaked);
  *   - a new file made under the removed one's name never inherits its state:
  *     another client locks it freely, even once object numbers are recycled;
- *   - a file replaced by RENAME stays usable by its opener (pynfs RNM21). */
+ *   - a file replaced by RENAME stays usable by its opener (pynfs RNM21);
+ *   - courtesy: a client past its lease keeps its locks while nobody wants
+ *     them and gets them back by renewing, but a conflicting LOCK of another
+ *     client revokes them at once (not 1.5 leases later) and proceeds; the
+ *     revoked client's RENEW and stateids then answer NFS4ERR_EXPIRED. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <nfsc/libnfs.h>
 
 const char *__lsan_default_suppressions(void);
@@ -195,11 +200,134 @@ static void test_rename_over_open(void **state)
     nfs_destroy_context(b);
 }
 
+/* ---- courtesy clients ---- */
+
+static void restart_server(uint32_t lease)
+{
+    nfs_server_stop(srv);
+    nfs_server_config_t cfg = { 0 };
+    strcpy(cfg.nfs.host, "127.0.0.1");
+    cfg.nfs.port = port;
+    cfg.lease_seconds = lease;
+    char err[256];
+    int rc = -1;
+    for (int i = 0; i < 50 && rc; i++) {
+        rc = nfs_server_start(&cfg, &srv, err, sizeof err);
+        if (rc) usleep(100000);
+    }
+    if (rc) fail_msg("restart: %s", err);
+    assert_int_equal(nfs_server_export(srv, fix.dp, fix.fsname, "/tank/share",
+                                       "rw,no_root_squash", err, sizeof err), 0);
+}
+
+/* The clientid of the newest client (clients are pushed at the head). */
+static uint64_t newest_clientid(void)
+{
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    pthread_mutex_lock(&st->lock);
+    uint64_t id = st->clients ? st->clients->clientid : 0;
+    pthread_mutex_unlock(&st->lock);
+    return id;
+}
+
+/* Waits (bounded) until the client's lease has run out by a whole second. */
+static void wait_lease_over(uint64_t clientid)
+{
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    bool over = false;
+    for (int i = 0; i < 600 && !over; i++) {
+        pthread_mutex_lock(&st->lock);
+        for (nfs4_client_t *c = st->clients; c; c = c->next)
+            if (c->clientid == clientid) over = nfs4_now() - c->renewed > (time_t)st->lease;
+        pthread_mutex_unlock(&st->lock);
+        if (!over) usleep(100000);
+    }
+    assert_true(over);
+}
+
+/* A 4.0 RENEW of clientid straight into the server; its status. */
+static uint32_t raw_renew(uint64_t clientid)
+{
+    nfs_xdr_t args, res;
+    nfs_xdr_init_encode(&args, 64);
+    nfs_xdr_put_string(&args, "t");
+    nfs_xdr_put_u32(&args, 0);
+    nfs_xdr_put_u32(&args, 1);
+    nfs_xdr_put_u32(&args, 30);   /* OP_RENEW */
+    nfs_xdr_put_u64(&args, clientid);
+    nfs_call_t call;
+    memset(&call, 0, sizeof call);
+    call.srv = srv;
+    struct sockaddr_in *sin = (struct sockaddr_in *)&call.peer;
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    call.peer_len = sizeof *sin;
+    call.prog = 100003;
+    call.vers = 4;
+    call.proc = 1;
+    call.flavor = NFS_AUTH_SYS;
+    call.machine_name = "test";
+    nfs_xdr_init_decode(&call.args, args.buf, args.len);
+    nfs_xdr_init_encode(&res, 64);
+    call.res = &res;
+    assert_int_equal(nfs4_program(&call), NFS_ACCEPT_SUCCESS);
+    nfs_xdr_t d;
+    nfs_xdr_init_decode(&d, res.buf, res.len);
+    uint32_t status = nfs_xdr_get_u32(&d);
+    nfs_xdr_free(&args);
+    nfs_xdr_free(&res);
+    return status;
+}
+
+static void test_courtesy(void **state)
+{
+    (void)state;
+    restart_server(4);
+    struct nfs4_flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100 };
+
+    /* A courtesy client nobody conflicts with keeps its lock and renews. */
+    struct nfs_context *a = client(0);
+    uint64_t aid = newest_clientid();
+    struct nfsfh *fa = open_write(a, "/kept", "kept");
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+    wait_lease_over(aid);
+    assert_int_equal(raw_renew(aid), 0);
+    fl.l_type = F_UNLCK;
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+    fl.l_type = F_WRLCK;
+    assert_int_equal(nfs_close(a, fa), 0);
+    nfs_destroy_context(a);
+
+    /* A silent client's lock yields to another client's conflicting LOCK as
+     * soon as its lease is over. */
+    a = client(0);
+    aid = newest_clientid();
+    fa = open_write(a, "/contended", "data");
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+    struct nfs_context *b = client(0);
+    struct nfsfh *fb;
+    assert_int_equal(nfs_open(b, "/contended", O_RDWR, &fb), 0);
+    assert_true(nfs_fcntl(b, fb, NFS4_F_SETLK, &fl) < 0);   /* a's lease runs */
+    wait_lease_over(aid);
+    int rc = nfs_fcntl(b, fb, NFS4_F_SETLK, &fl);
+    if (rc) fail_msg("lock against an expired client: %d %s", rc, nfs_get_error(b));
+    /* a's state is gone: its RENEW and its lock say EXPIRED. */
+    assert_int_equal(raw_renew(aid), 10011);
+    fl.l_type = F_UNLCK;
+    assert_true(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl) < 0);
+    assert_non_null(strstr(nfs_get_error(a), "EXPIRED"));
+    assert_int_equal(nfs_fcntl(b, fb, NFS4_F_SETLK, &fl), 0);
+    assert_int_equal(nfs_close(b, fb), 0);
+    nfs_destroy_context(b);
+    nfs_destroy_context(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_while_open),
         cmocka_unit_test(test_rename_over_open),
+        cmocka_unit_test(test_courtesy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
