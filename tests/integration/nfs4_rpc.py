@@ -24,6 +24,16 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       until killed; prints each record's index once the reply says FILE_SYNC4.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER verify NAME N
       RECLAIM_COMPLETE, then records 0..N-1 of NAME read back with their pattern.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER removed-open NAME
+      client OWNER-a opens NAME, writes and write-locks it; client OWNER-b REMOVEs it:
+      a still READs and WRITEs it through its stateid; b creates NAME anew and locks
+      it (no inherited lock); b RENAMEs a new file over NAME while a has that one
+      open too (pynfs RNM21): a's open of it stays readable; a closes both.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER courtesy NAME LEASE
+      the export's lease_time attribute is LEASE; client OWNER-a opens and write-locks
+      NAME and goes silent; client OWNER-b's LOCK is DENIED, then (polling, bounded)
+      granted once a's lease is over; a's SEQUENCE then finds its session gone
+      (BADSESSION: its state was revoked).
 
 OWNER is the client owner id: a client restarted with the same OWNER is the same
 client to the server (a new verifier), which is how grace ends early.
@@ -40,6 +50,7 @@ OP_CLOSE, OP_GETFH, OP_LOCK, OP_LOCKT, OP_LOCKU, OP_LOOKUP = 4, 10, 12, 13, 14, 
 OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_READ, OP_WRITE = 18, 22, 24, 25, 38
 OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_DESTROY_SESSION = 42, 43, 44
 OP_SEQUENCE, OP_DESTROY_CLIENTID, OP_RECLAIM_COMPLETE = 53, 57, 58
+OP_GETATTR, OP_REMOVE, OP_RENAME, OP_SAVEFH = 9, 28, 29, 32
 OK, DENIED, GRACE, STALE_CLIENTID, INVAL = 0, 10010, 10013, 10022, 22
 BADSESSION, COMPLETE_ALREADY, CLIENTID_BUSY = 10052, 10054, 10074
 READ_LT, WRITE_LT = 1, 2
@@ -386,8 +397,91 @@ def mode_verify(name, n):
     print("verify %d ok" % n)
 
 
+def putfh(fh):
+    return Op(OP_PUTFH, X().opaque(fh).b)
+
+
+def read_all(cl, fh, sid):
+    return cl.ok([putfh(fh), op_read(sid, 0, 4096)], "READ")[-1][1]
+
+
+def mode_removed_open(name):
+    host, port, exp, owner = ctx()
+    a = Client(host, port, owner + "-a").connect()
+    b = Client(host, port, owner + "-b").connect()
+    st, sid, fh = a.open(exp, name, True)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    a.ok([putfh(fh), op_write(sid, 0, b"old data")], "WRITE")
+    a.ok([putfh(fh), op_lock(WRITE_LT, 0, 100, sid, a.clientid, b"lo-a")], "LOCK")
+    b.ok(op_lookup_path(exp) + [Op(OP_REMOVE, X().opaque(name.encode()).b)], "REMOVE")
+    check(read_all(a, fh, sid) == b"old data", "the removed file's data, read by its opener")
+    a.ok([putfh(fh), op_write(sid, 0, b"OLD")], "WRITE to the removed file")
+    check(read_all(a, fh, sid) == b"OLD data", "the removed file after a write")
+    st, bsid, bfh = b.open(exp, name, True)
+    check(st == OK, "OPEN (create) %s after its removal: %d" % (name, st))
+    check(bfh != fh, "the new file has the removed one's handle")
+    b.ok([putfh(bfh), op_lock(WRITE_LT, 0, 100, bsid, b.clientid, b"lo-b")],
+         "LOCK of the new file (the removed one's lock is not its)")
+    # RNM21: the file b renames over is open by a.
+    st, tsid, tfh = a.open(exp, name + ".t", True)
+    check(st == OK, "OPEN %s.t: %d" % (name, st))
+    a.ok([putfh(tfh), op_write(tsid, 0, b"target")], "WRITE target")
+    st, ssid, sfh = b.open(exp, name + ".s", True)
+    check(st == OK, "OPEN %s.s: %d" % (name, st))
+    b.ok([putfh(sfh), op_close(ssid)], "CLOSE source")
+    b.ok(op_lookup_path(exp) + [Op(OP_SAVEFH)] +
+         [Op(OP_RENAME, X().opaque((name + ".s").encode()).opaque((name + ".t").encode()).b)],
+         "RENAME over an open file")
+    check(read_all(a, tfh, tsid) == b"target", "the renamed-over file, read by its opener")
+    a.ok([putfh(tfh), op_close(tsid)], "CLOSE the renamed-over file")
+    a.ok([putfh(fh), op_close(sid)], "CLOSE the removed file")
+    b.ok([putfh(bfh), op_close(bsid)], "CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("removed-open ok")
+
+
+def mode_courtesy(name, lease):
+    import time
+    host, port, exp, owner = ctx()
+    a = Client(host, port, owner + "-a").connect()
+    b = Client(host, port, owner + "-b").connect()
+    got = a.ok(op_lookup_path(exp) + [Op(OP_GETATTR, X().u32(1).u32(1 << 10).b,
+                                         lambda r, st: ([r.gu32() for _ in range(r.gu32())],
+                                                        r.gopaque()))], "GETATTR lease_time")[-1]
+    check(got[1] == X().u32(lease).b, "lease_time %r, not %d" % (got[1], lease))
+    st, sid, fh = a.open(exp, name, True)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    a.ok([putfh(fh), op_lock(WRITE_LT, 0, 100, sid, a.clientid, b"lo-a")], "LOCK")
+    st, bsid, _ = b.open(exp, name, False)
+    check(st == OK, "b's OPEN %s: %d" % (name, st))
+
+    def b_lock():
+        status, res = b.compound([putfh(fh), op_lock(WRITE_LT, 0, 100, bsid, b.clientid,
+                                                     b"lo-b")])
+        return status
+    check(b_lock() == DENIED, "b's LOCK while a's lease runs is not DENIED")
+    for _ in range(lease * 10):   # a stays silent; b renews by asking
+        time.sleep(0.5)
+        st = b_lock()
+        if st == OK:
+            break
+        check(st == DENIED, "b's LOCK: %d" % st)
+    check(st == OK, "b's LOCK was never granted after a's lease ran out")
+    status, _ = a.compound([Op(OP_PUTROOTFH)])
+    check(status == BADSESSION, "a's SEQUENCE after its state was revoked: %d" % status)
+    b.goodbye()
+    print("courtesy ok")
+
+
 def main():
     mode = sys.argv[5]
+    if mode == "removed-open":
+        mode_removed_open(sys.argv[6])
+        return
+    if mode == "courtesy":
+        mode_courtesy(sys.argv[6], int(sys.argv[7]))
+        return
     if mode == "session":
         mode_session()
     elif mode == "lockt":
