@@ -4,8 +4,8 @@
 # 1 MiB READs, a sparse file past 4 GiB and 32 clients at once (tests/tools/nfs_client.c
 # over v4), and a libnfs C program (tests/tools/nfs4_client.c) for the operations
 # and their errors, byte-range lock conflicts between two client processes as LOCK and
-# LOCKT see them, a stale open handle, EACCES for another user, EROFS on a read-only
-# share and a share this client may not use. The client records that make a grace
+# LOCKT see them, a removed file still read through its open, EACCES for another user,
+# EROFS on a read-only share and a share this client may not use. The client records that make a grace
 # period possible are on disk while a client holds state. The NFSv4.1 operations
 # libnfs cannot send are in test_nfs41_rpc.sh.
 set -euo pipefail
@@ -61,8 +61,8 @@ pass "32 NFSv4 clients at once, each its own clientid: opens, writes, reads, clo
 
 # ---- operations and errors ----
 run_ok "$C4" "$(url4 /tank/share)" basic
-run_ok "$C4" "$(url4 /tank/share)" stale
-pass "create/write/append/truncate/rename/link/symlink/readdir/remove, EEXIST/ENOENT/ENOTEMPTY, stale handle"
+run_ok "$C4" "$(url4 /tank/share)" removed-open
+pass "create/write/append/truncate/rename/link/symlink/readdir/remove, EEXIST/ENOENT/ENOTEMPTY, a removed file read through its open"
 
 # /hello belongs to root, mode 0644: uid 1000 may read it, not write it.
 run_ok "$C4" "$(url4 /tank/share '&uid=1000&gid=1000')" expect-errno /hello w 13

@@ -9,7 +9,8 @@
  *                    holds it until stdin closes, then unlocks
  *   lock-try FILE    expects LOCKT to see the conflict in [50,60) and none in
  *                    [100,110), then [50,60) to be refused and [100,110) granted
- *   stale            a file removed under an open handle reads as an error
+ *   removed-open     a file removed while open still reads through its open
+ *                    (NFSv4 opens keep it until CLOSE)
  *   expect-errno FILE OPEN_FLAGS ERRNO
  *                    opening FILE (r, w, or c for create) must fail with -ERRNO
  *
@@ -168,17 +169,17 @@ int main(int argc, char **argv)
         CHECK(lock(fh, F_WRLCK, 100, 10) == 0, "[100,110) refused");
         CHECK(lock(fh, F_UNLCK, 100, 10) == 0, "unlock [100,110)");
         nfs_close(nfs, fh);
-    } else if (!strcmp(mode, "stale")) {
+    } else if (!strcmp(mode, "removed-open")) {
         char path[64];
-        snprintf(path, sizeof path, "/stale-%d", (int)getpid());
+        snprintf(path, sizeof path, "/removed-%d", (int)getpid());
         put(path, "soon gone", O_CREAT | O_WRONLY | O_TRUNC);
         struct nfsfh *fh;
         CHECK(nfs_open(nfs, path, O_RDONLY, &fh) == 0, "open");
         CHECK(nfs_unlink(nfs, path) == 0, "unlink");
         char buf[64];
         rc = nfs_pread(nfs, fh, 0, sizeof buf, buf);
-        CHECK(rc < 0, "read of a removed file returned %d", rc);
-        nfs_close(nfs, fh);
+        CHECK(rc == 9 && !memcmp(buf, "soon gone", 9), "read of a removed open file returned %d", rc);
+        CHECK(nfs_close(nfs, fh) == 0, "close");
     } else if (!strcmp(mode, "expect-errno") && argc == 6) {
         int flags = !strcmp(argv[4], "r") ? O_RDONLY : !strcmp(argv[4], "w") ? O_WRONLY
                   : O_CREAT | O_WRONLY;
