@@ -637,11 +637,9 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
     /* ZIL: replays a log left by a crash before anyone can see the filesystem. */
     if (!err && !fs->snapshot) err = zil_open(fs->os, zpl_zil_replay, fs, &fs->zil);
     if (!err && !fs->snapshot) {
-        err = unlinked_drain(fs);
-        if (err) {
-            zil_close(fs->zil);
-            log_warn("zpl", "%s: freeing the unlinked set: %s", fs->name, strerror(-err));
-        }
+        /* Not fatal: what stays in the set is freed at a later mount. */
+        int derr = unlinked_drain(fs);
+        if (derr) log_warn("zpl", "%s: freeing the unlinked set: %s", fs->name, strerror(-derr));
     }
     if (err) {
         free(fs->buckets);
