@@ -269,6 +269,7 @@ struct nfs4_owner {
     uint32_t reply_status;            /* last reply (status + body) for replays */
     uint8_t *reply;
     uint32_t reply_len;
+    uint32_t closed_key;              /* 4.0: state key of the open its last CLOSE freed */
 };
 
 /* A file that carries state; holds a ZPL node reference and an open
@@ -392,6 +393,9 @@ void nfs4_reap(nfs4_server_t *st);
 bool nfs4_revoke_courtesy(nfs4_server_t *st, nfs4_client_t *c);
 /* The client of a lock owner found in a range list (NULL: not a v4 owner). */
 nfs4_client_t *nfs4_owner_client(nfs4_server_t *st, const void *owner);
+/* The open-owner whose last CLOSE freed the open stateid sid names (NULL: none),
+ * so that a retransmitted CLOSE finds the owner's cached reply. */
+nfs4_owner_t *nfs4_closed_owner(nfs4_server_t *st, const nfs4_stateid_t *sid);
 void nfs4_grace_check_done(nfs4_server_t *st);
 
 nfs4_owner_t *nfs4_owner_find(nfs4_client_t *c, bool is_lock, const uint8_t *id, uint32_t len);

@@ -1009,6 +1009,16 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
     nfs4_owner_t *o;
     bool replayed;
     status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
+    if (status == NFS4ERR_BAD_STATEID && cx->minor == 0 && !o) {
+        /* A retransmitted CLOSE: its open is gone, its owner keeps the reply. */
+        nfs4_owner_t *co = nfs4_closed_owner(st, &sid);
+        bool again = false;
+        uint32_t rc = co ? seq_check(cx, co, seqid, &again) : NFS4_OK;
+        if (again) {
+            nfs4_unlock(st);
+            return rc;
+        }
+    }
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
         nfs4_client_t *c = s->client;
@@ -1027,6 +1037,7 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
                 memset(out.other, 0, sizeof out.other);
             }
             c->renewed = nfs4_now();
+            o->closed_key = s->key;
             nfs4_stid_free(st, s);
             nfs4_put_stateid(cx->r, &out);
         }

@@ -510,6 +510,18 @@ uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t 
     return was_expired(st, cnum) ? NFS4ERR_EXPIRED : NFS4ERR_BAD_STATEID;
 }
 
+nfs4_owner_t *nfs4_closed_owner(nfs4_server_t *st, const nfs4_stateid_t *sid)
+{
+    if (get_be32(sid->other) != st->epoch) return NULL;
+    uint32_t cnum = get_be32(sid->other + 4), key = get_be32(sid->other + 8);
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if ((uint32_t)c->clientid != cnum) continue;
+        for (nfs4_owner_t *o = c->owners; o; o = o->next)
+            if (!o->is_lock && o->closed_key == key) return o;
+    }
+    return NULL;
+}
+
 nfs4_session_t *nfs4_session_new(nfs4_server_t *st, nfs4_client_t *c,
                                  const nfs4_chan_attrs_t *fore, const nfs4_chan_attrs_t *back)
 {

@@ -245,16 +245,25 @@ static void wait_lease_over(uint64_t clientid)
     assert_true(over);
 }
 
-/* A 4.0 RENEW of clientid straight into the server; its status. */
-static uint32_t raw_renew(uint64_t clientid)
+/* ---- raw NFSv4.0 COMPOUNDs straight into the server ---- */
+
+typedef struct raw {
+    nfs_xdr_t args, res, d;   /* d decodes res past the header */
+    uint32_t status;
+} raw_t;
+
+static void raw_begin(raw_t *r, uint32_t numops)
 {
-    nfs_xdr_t args, res;
-    nfs_xdr_init_encode(&args, 64);
-    nfs_xdr_put_string(&args, "t");
-    nfs_xdr_put_u32(&args, 0);
-    nfs_xdr_put_u32(&args, 1);
-    nfs_xdr_put_u32(&args, 30);   /* OP_RENEW */
-    nfs_xdr_put_u64(&args, clientid);
+    memset(r, 0, sizeof *r);
+    nfs_xdr_init_encode(&r->args, 256);
+    nfs_xdr_put_string(&r->args, "t");
+    nfs_xdr_put_u32(&r->args, 0);
+    nfs_xdr_put_u32(&r->args, numops);
+}
+
+/* Runs the COMPOUND; r->status is its status, r->d at the first result. */
+static void raw_call(raw_t *r)
+{
     nfs_call_t call;
     memset(&call, 0, sizeof call);
     call.srv = srv;
@@ -267,16 +276,160 @@ static uint32_t raw_renew(uint64_t clientid)
     call.proc = 1;
     call.flavor = NFS_AUTH_SYS;
     call.machine_name = "test";
-    nfs_xdr_init_decode(&call.args, args.buf, args.len);
-    nfs_xdr_init_encode(&res, 64);
-    call.res = &res;
+    nfs_xdr_init_decode(&call.args, r->args.buf, r->args.len);
+    nfs_xdr_init_encode(&r->res, 256);
+    call.res = &r->res;
     assert_int_equal(nfs4_program(&call), NFS_ACCEPT_SUCCESS);
-    nfs_xdr_t d;
-    nfs_xdr_init_decode(&d, res.buf, res.len);
-    uint32_t status = nfs_xdr_get_u32(&d);
-    nfs_xdr_free(&args);
-    nfs_xdr_free(&res);
-    return status;
+    nfs_xdr_init_decode(&r->d, r->res.buf, r->res.len);
+    r->status = nfs_xdr_get_u32(&r->d);
+    uint32_t len;
+    nfs_xdr_get_opaque(&r->d, &len, 1024);   /* tag */
+    nfs_xdr_get_u32(&r->d);                  /* numres */
+}
+
+static void raw_free(raw_t *r)
+{
+    nfs_xdr_free(&r->args);
+    nfs_xdr_free(&r->res);
+}
+
+/* The next result's status, checking its opcode. */
+static uint32_t raw_op(raw_t *r, uint32_t op)
+{
+    assert_int_equal(nfs_xdr_get_u32(&r->d), op);
+    return nfs_xdr_get_u32(&r->d);
+}
+
+/* A 4.0 RENEW of clientid; its status. */
+static uint32_t raw_renew(uint64_t clientid)
+{
+    raw_t r;
+    raw_begin(&r, 1);
+    nfs_xdr_put_u32(&r.args, 30);   /* OP_RENEW */
+    nfs_xdr_put_u64(&r.args, clientid);
+    raw_call(&r);
+    raw_free(&r);
+    return r.status;
+}
+
+static void put_sid(nfs_xdr_t *x, uint32_t seqid, const uint8_t other[12])
+{
+    nfs_xdr_put_u32(x, seqid);
+    nfs_xdr_put_fixed(x, other, 12);
+}
+
+/* pynfs RPLY9/RPLY10: a retransmitted CLOSE (same seqid, same bytes) gets the
+ * first one's reply, though the open it closed is gone. */
+static void test_close_replay(void **state)
+{
+    (void)state;
+    raw_t r;
+    raw_begin(&r, 1);
+    nfs_xdr_put_u32(&r.args, 35);   /* SETCLIENTID */
+    nfs_xdr_put_fixed(&r.args, "verifier", 8);
+    nfs_xdr_put_string(&r.args, "close-replay-client");
+    nfs_xdr_put_u32(&r.args, 0x40000000);
+    nfs_xdr_put_string(&r.args, "tcp");
+    nfs_xdr_put_string(&r.args, "127.0.0.1.0.1");
+    nfs_xdr_put_u32(&r.args, 1);
+    raw_call(&r);
+    assert_int_equal(raw_op(&r, 35), 0);
+    uint64_t clientid = nfs_xdr_get_u64(&r.d);
+    uint8_t confirm[8];
+    memcpy(confirm, nfs_xdr_get_fixed(&r.d, 8), 8);
+    raw_free(&r);
+    raw_begin(&r, 1);
+    nfs_xdr_put_u32(&r.args, 36);   /* SETCLIENTID_CONFIRM */
+    nfs_xdr_put_u64(&r.args, clientid);
+    nfs_xdr_put_fixed(&r.args, confirm, 8);
+    raw_call(&r);
+    assert_int_equal(r.status, 0);
+    raw_free(&r);
+
+    /* PUTROOTFH, LOOKUP tank, LOOKUP share, OPEN (create) "replayed", GETFH */
+    raw_begin(&r, 5);
+    nfs_xdr_put_u32(&r.args, 24);
+    nfs_xdr_put_u32(&r.args, 15);
+    nfs_xdr_put_string(&r.args, "tank");
+    nfs_xdr_put_u32(&r.args, 15);
+    nfs_xdr_put_string(&r.args, "share");
+    nfs_xdr_put_u32(&r.args, 18);
+    nfs_xdr_put_u32(&r.args, 1);           /* seqid */
+    nfs_xdr_put_u32(&r.args, 3);           /* access both */
+    nfs_xdr_put_u32(&r.args, 0);           /* deny none */
+    nfs_xdr_put_u64(&r.args, clientid);
+    nfs_xdr_put_string(&r.args, "owner");
+    nfs_xdr_put_u32(&r.args, 1);           /* OPEN4_CREATE */
+    nfs_xdr_put_u32(&r.args, 0);           /* UNCHECKED4 */
+    nfs_xdr_put_u32(&r.args, 0);           /* empty bitmap */
+    nfs_xdr_put_u32(&r.args, 0);           /* empty attrs */
+    nfs_xdr_put_u32(&r.args, 0);           /* CLAIM_NULL */
+    nfs_xdr_put_string(&r.args, "replayed");
+    nfs_xdr_put_u32(&r.args, 10);
+    raw_call(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(raw_op(&r, 24), 0);
+    assert_int_equal(raw_op(&r, 15), 0);
+    assert_int_equal(raw_op(&r, 15), 0);
+    assert_int_equal(raw_op(&r, 18), 0);
+    uint32_t sseq = nfs_xdr_get_u32(&r.d);
+    uint8_t other[12];
+    memcpy(other, nfs_xdr_get_fixed(&r.d, 12), 12);
+    nfs_xdr_get_u32(&r.d);
+    nfs_xdr_get_u64(&r.d);
+    nfs_xdr_get_u64(&r.d);
+    uint32_t rflags = nfs_xdr_get_u32(&r.d);
+    for (uint32_t n = nfs_xdr_get_u32(&r.d); n; n--) nfs_xdr_get_u32(&r.d);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);   /* no delegation */
+    assert_int_equal(raw_op(&r, 10), 0);
+    uint32_t fhlen;
+    const uint8_t *fhp = nfs_xdr_get_opaque(&r.d, &fhlen, 128);
+    uint8_t fh[128];
+    memcpy(fh, fhp, fhlen);
+    raw_free(&r);
+    uint32_t seqid = 2;
+    if (rflags & 2) {   /* OPEN4_RESULT_CONFIRM */
+        raw_begin(&r, 2);
+        nfs_xdr_put_u32(&r.args, 22);
+        nfs_xdr_put_opaque(&r.args, fh, fhlen);
+        nfs_xdr_put_u32(&r.args, 20);
+        put_sid(&r.args, sseq, other);
+        nfs_xdr_put_u32(&r.args, seqid++);
+        raw_call(&r);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(raw_op(&r, 22), 0);
+        assert_int_equal(raw_op(&r, 20), 0);
+        sseq = nfs_xdr_get_u32(&r.d);
+        raw_free(&r);
+    }
+    /* PUTFH, CLOSE; then the very same bytes again. */
+    uint32_t got_seq[2];
+    for (int i = 0; i < 2; i++) {
+        raw_begin(&r, 2);
+        nfs_xdr_put_u32(&r.args, 22);
+        nfs_xdr_put_opaque(&r.args, fh, fhlen);
+        nfs_xdr_put_u32(&r.args, 4);
+        nfs_xdr_put_u32(&r.args, seqid);
+        put_sid(&r.args, sseq, other);
+        raw_call(&r);
+        if (r.status) fail_msg("CLOSE %s: status %u", i ? "retransmitted" : "first", r.status);
+        assert_int_equal(raw_op(&r, 22), 0);
+        assert_int_equal(raw_op(&r, 4), 0);
+        got_seq[i] = nfs_xdr_get_u32(&r.d);
+        assert_memory_equal(nfs_xdr_get_fixed(&r.d, 12), other, 12);
+        raw_free(&r);
+    }
+    assert_int_equal(got_seq[0], got_seq[1]);
+    /* A new CLOSE of the closed stateid (next seqid) is refused. */
+    raw_begin(&r, 2);
+    nfs_xdr_put_u32(&r.args, 22);
+    nfs_xdr_put_opaque(&r.args, fh, fhlen);
+    nfs_xdr_put_u32(&r.args, 4);
+    nfs_xdr_put_u32(&r.args, seqid + 1);
+    put_sid(&r.args, sseq, other);
+    raw_call(&r);
+    assert_int_equal(r.status, 10025);   /* BAD_STATEID */
+    raw_free(&r);
 }
 
 static void test_courtesy(void **state)
@@ -327,6 +480,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_while_open),
         cmocka_unit_test(test_rename_over_open),
+        cmocka_unit_test(test_close_replay),
         cmocka_unit_test(test_courtesy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
