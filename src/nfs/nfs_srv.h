@@ -104,6 +104,7 @@ struct nfs_server {
     nfs_mount_entry_t *mounts;
 
     void *nfs4_state;
+    void *nlm_state;                  /* nlm.c: NFSv3 locking (and NSM) */
 };
 
 /* Programs (run on a worker). */

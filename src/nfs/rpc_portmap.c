@@ -1,13 +1,14 @@
 /*
  * The built-in portmapper (RFC 1833): PMAP v2 and rpcbind v3/v4, answering
- * only for this server's own programs (NFS v3/v4 on the NFS port, MOUNT v1/v3
- * on the MOUNT port). It keeps no registrations: SET and UNSET are refused,
- * and anything else a full rpcbind offers (CALLIT, address translation) is
+ * only for this server's own programs (NFS v3/v4, NLM v1/v3/v4 and NSM v1 on
+ * the NFS port, MOUNT v1/v3 on the MOUNT port). It keeps no registrations: SET
+ * and UNSET are refused, and anything else a full rpcbind offers (CALLIT, address translation) is
  * PROC_UNAVAIL. rpcbind addresses are universal addresses built from the
  * address the client reached us on, so a client connected over IPv6 gets an
  * IPv6 address back.
  */
 #include "nfs_srv.h"
+#include "nlm_impl.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -31,6 +32,13 @@ static size_t mappings(nfs_server_t *srv, mapping_t *m)
     uint16_t mp = srv->port_mount ? srv->port_mount : srv->port_nfs;
     m[n++] = (mapping_t){NFS_PROG_MOUNT, 1, mp};
     m[n++] = (mapping_t){NFS_PROG_MOUNT, 3, mp};
+    /* NLM and NSM share the NFS port (TCP only, like everything here). */
+    if (srv->nlm_state) {
+        m[n++] = (mapping_t){NFS_PROG_NLM, 1, srv->port_nfs};
+        m[n++] = (mapping_t){NFS_PROG_NLM, 3, srv->port_nfs};
+        m[n++] = (mapping_t){NFS_PROG_NLM, 4, srv->port_nfs};
+        m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nfs};
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (m[i].port) m[k++] = m[i];
@@ -39,7 +47,7 @@ static size_t mappings(nfs_server_t *srv, mapping_t *m)
 
 static uint16_t lookup_port(nfs_server_t *srv, uint32_t prog, uint32_t vers, bool any_vers)
 {
-    mapping_t m[8];
+    mapping_t m[16];
     size_t n = mappings(srv, m);
     for (size_t i = 0; i < n; i++)
         if (m[i].prog == prog && (any_vers || m[i].vers == vers)) return m[i].port;
@@ -93,7 +101,7 @@ static nfs_accept_t pmap_v2(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[8];
+        mapping_t m[16];
         size_t n = mappings(call->srv, m);
         for (size_t i = 0; i < n; i++) {
             nfs_xdr_put_u32(r, 1);
@@ -135,7 +143,7 @@ static nfs_accept_t rpcb_v34(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[8];
+        mapping_t m[16];
         size_t n = mappings(call->srv, m);
         char a6[64];
         bool v6;

@@ -58,6 +58,7 @@
  * never writes to a reused descriptor.
  */
 #include "nfs_srv.h"
+#include "nlm_impl.h"
 
 #include <cairn/log.h>
 #include <cairn/spa.h>
@@ -399,6 +400,14 @@ static nfs_accept_t dispatch(nfs_call_t *call, uint32_t *low, uint32_t *high)
         if (call->vers == 3) return nfs3_program(call);
         if (call->vers == 4) return nfs4_program(call);
         *low = 3, *high = 4;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_NLM:
+        if (call->vers == 1 || call->vers == 3 || call->vers == 4) return nlm_program(call);
+        *low = 1, *high = 4;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_NSM:
+        if (call->vers == 1) return nsm_program(call);
+        *low = 1, *high = 1;
         return NFS_ACCEPT_PROG_MISMATCH;
     default:
         return NFS_ACCEPT_PROG_UNAVAIL;
@@ -1096,6 +1105,11 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
         snprintf(err, errlen, "NFSv4 state: %s", strerror(-rc));
         goto fail;
     }
+    rc = nlm_init(srv, &srv->nlm_state);
+    if (rc < 0) {
+        snprintf(err, errlen, "NLM state: %s", strerror(-rc));
+        goto fail;
+    }
     srv->workers = taskq_create("nfs", workers);
     if (!srv->workers) {
         rc = -ENOMEM;
@@ -1159,6 +1173,7 @@ void nfs_server_stop(nfs_server_t *srv)
     free(list);
     if (srv->workers) taskq_destroy(srv->workers);
     nfs_exports_fini(srv);
+    if (srv->nlm_state) nlm_fini(srv->nlm_state);
     if (srv->nfs4_state) nfs4_fini(srv->nfs4_state);
     close(srv->epfd);
     close(srv->wake_fd);
