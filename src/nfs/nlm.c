@@ -109,7 +109,8 @@ struct nlm_state {
     cb_job_t *jobs, *jobs_tail;
     pthread_cond_t cv;               /* with st->lock: work for the thread */
     pthread_t thread;
-    bool thread_started, stop, retry, prune_pending;
+    bool thread_started, retry, prune_pending;
+    atomic_bool stop;                /* read by the thread between callback attempts */
     char hostname[256];
 };
 
