@@ -1020,6 +1020,14 @@ void nlm_export_removed(void *state, nfs_export_t *exp)
     pthread_mutex_unlock(&ns->st->lock);
 }
 
+void nlm_stopping(void *state)
+{
+    nlm_state_t *ns = state;
+    /* Stopping unexports everything, which releases every lock: the hosts
+     * must stay listed so they are told to reclaim after the next start. */
+    if (ns) nsm_freeze(ns->nsm);
+}
+
 void nlm_fini(void *state)
 {
     nlm_state_t *ns = state;

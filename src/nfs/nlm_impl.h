@@ -59,6 +59,8 @@ typedef struct nlm_state nlm_state_t;
 typedef struct nsm_state nsm_state_t;
 int nlm_init(nfs_server_t *srv, void **state);
 void nlm_fini(void *state);
+/* The server is stopping: what is released from now on stays monitored on disk. */
+void nlm_stopping(void *state);
 nfs_accept_t nlm_program(nfs_call_t *call);
 nfs_accept_t nsm_program(nfs_call_t *call);
 void nlm_export_removed(void *state, nfs_export_t *exp);

@@ -1145,6 +1145,7 @@ void nfs_server_serve(nfs_server_t *srv)
 void nfs_server_stop(nfs_server_t *srv)
 {
     if (!srv) return;
+    nlm_stopping(srv->nlm_state);
     atomic_store(&srv->stopping, true);
     uint64_t one = 1;
     if (write(srv->wake_fd, &one, sizeof one) < 0) { /* the loop also times out */ }

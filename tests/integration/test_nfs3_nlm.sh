@@ -42,3 +42,18 @@ nfs_daemon_start d1 --config "$T/nlm.conf"
 echo "$NFS_PORT $MOUNT_PORT $PMAP_PORT" >"$T/ports"
 wait "$RPID" || fail "reclaim after SIGKILL: $(cat "$T/reclaim.err")"
 pass "after SIGKILL: SM_NOTIFY with a new odd state, grace, the lock reclaimed"
+
+# A clean stop unexports everything, which releases the locks: the host must stay
+# monitored all the same.
+nlm_rpc hold locked.dat
+OLDSTATE=$(cat "$LAST_STDOUT")
+daemon_stop
+rm -f "$T/ports" "$T/ports.ready"
+$NLMRPC 127.0.0.1 0 0 0 /tank/share reclaim locked.dat "$CBPORT" "$T/ports" "$OLDSTATE" \
+    >"$T/reclaim.out" 2>"$T/reclaim.err" &
+RPID=$!
+for i in $(seq 1 100); do [ -e "$T/ports.ready" ] && break; sleep 0.1; done
+nfs_daemon_start d1 --config "$T/nlm.conf"
+echo "$NFS_PORT $MOUNT_PORT $PMAP_PORT" >"$T/ports"
+wait "$RPID" || fail "reclaim after a clean stop: $(cat "$T/reclaim.err")"
+pass "after a clean stop: SM_NOTIFY, grace, the lock reclaimed"
