@@ -723,10 +723,18 @@ static void host_free_all(nlm_state_t *ns, const char *name)
     pthread_cond_signal(&ns->cv);
 }
 
-void nlm_host_rebooted(nfs_server_t *srv, const char *name)
+void nlm_host_rebooted(nfs_server_t *srv, const char *name, const struct sockaddr *peer)
 {
     nlm_state_t *ns = srv->nlm_state;
     if (!ns) return;
+    if (!nsm_host_is(ns->nsm, name, peer)) {
+        /* Anyone could name a host; only the host itself may drop its locks. */
+        char a[64];
+        nfs_addr_string(peer, a, sizeof a);
+        log_warn(SUB, "%s says host %s restarted, but %s holds its locks from elsewhere: "
+                 "ignored", a, name, name);
+        return;
+    }
     log_info(SUB, "host %s restarted: its NFSv3 locks are released", name);
     pthread_mutex_lock(&ns->st->lock);
     host_free_all(ns, name);
@@ -739,7 +747,7 @@ static nfs_accept_t proc_free_all(nfs_call_t *call)
     get_string(&call->args, name, NLM_MAXSTR);
     nfs_xdr_get_u32(&call->args); /* state */
     if (call->args.err) return NFS_ACCEPT_GARBAGE_ARGS;
-    nlm_host_rebooted(call->srv, name);
+    nlm_host_rebooted(call->srv, name, (struct sockaddr *)&call->peer);
     return NFS_ACCEPT_SUCCESS;
 }
 

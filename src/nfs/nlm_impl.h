@@ -85,8 +85,13 @@ void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
 void nsm_monitor(nsm_state_t *ns, const char *name, bool on);
 void nsm_unmonitor_all(nsm_state_t *ns);
 
-/* nlm.c, used by nsm.c: a host rebooted (SM_NOTIFY) or FREE_ALL: drop its locks. */
-void nlm_host_rebooted(nfs_server_t *srv, const char *name);
+/* Whether a call from peer may speak for host name: its recorded address is
+ * peer's (ports aside), or none is recorded. */
+bool nsm_host_is(nsm_state_t *ns, const char *name, const struct sockaddr *peer);
+
+/* nlm.c, used by nsm.c: host name, calling from peer, rebooted (SM_NOTIFY) or
+ * sent FREE_ALL: drop its locks. Ignored (logged) from another address. */
+void nlm_host_rebooted(nfs_server_t *srv, const char *name, const struct sockaddr *peer);
 
 /* A synchronous ONC RPC call over TCP (AUTH_SYS), for callbacks: the port is
  * looked up in the peer's portmapper at pmap_port when port is 0. 0 and the

@@ -250,6 +250,21 @@ void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
     pthread_mutex_unlock(&ns->lock);
 }
 
+bool nsm_host_is(nsm_state_t *ns, const char *name, const struct sockaddr *peer)
+{
+    char a[64], b[64];
+    nfs_addr_string(peer, a, sizeof a);
+    pthread_mutex_lock(&ns->lock);
+    nsm_host_t *h = host_find(ns, name);
+    bool ok = !h || !h->has_addr;
+    if (!ok) {
+        nfs_addr_string((struct sockaddr *)&h->addr, b, sizeof b);
+        ok = !strcmp(a, b);
+    }
+    pthread_mutex_unlock(&ns->lock);
+    return ok;
+}
+
 void nsm_monitor(nsm_state_t *ns, const char *name, bool on)
 {
     pthread_mutex_lock(&ns->lock);
@@ -331,7 +346,7 @@ nfs_accept_t nsm_program(nfs_call_t *call)
         get_name(a, name);
         nfs_xdr_get_u32(a); /* its new state */
         if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
-        nlm_host_rebooted(call->srv, name);
+        nlm_host_rebooted(call->srv, name, (struct sockaddr *)&call->peer);
         return NFS_ACCEPT_SUCCESS;
     default: return NFS_ACCEPT_PROC_UNAVAIL;
     }

@@ -177,8 +177,16 @@ def mode_locks(name):
     expect(b.share(fh, 0, 3), GRANTED, "B: SHARE access read/write after A's UNSHARE")
     expect(b.share(fh, 0, 3, unshare=True), GRANTED, "B: UNSHARE")
 
-    # FREE_ALL: host A restarted; its locks go.
+    # FREE_ALL: host A restarted; its locks go. Only A's own address may say so.
     expect(a.lock(fh, 1, 0, 100), GRANTED, "A: exclusive [0,100) again")
+    other = Conn.__new__(Conn)
+    other.s = socket.create_connection((host, nport), timeout=20, source_address=("127.0.0.2", 0))
+    other.xid = 1
+    for proc, prog, vers in ((P_FREE_ALL, NLM, 4), (6, NSM, 1)):
+        st, _ = other.call(prog, vers, proc, bytes(X().opaque(b"client-a").u32(7).b))
+        check(st == 0, "FREE_ALL / SM_NOTIFY from elsewhere accepted")
+    other.close()
+    expect(b.lock(fh, 1, 0, 40), DENIED, "B: A's lock after FREE_ALL/SM_NOTIFY from another address")
     st, _ = c.call(NLM, 4, P_FREE_ALL, bytes(X().opaque(b"client-a").u32(7).b))
     check(st == 0, "FREE_ALL accepted")
     expect(b.lock(fh, 1, 0, 40), GRANTED, "B: exclusive [0,40) after A's FREE_ALL")
