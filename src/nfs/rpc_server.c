@@ -594,6 +594,13 @@ nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, so
     return c;
 }
 
+void nfs_conn_set_local(nfs_conn_t *c, const struct sockaddr *addr, socklen_t len)
+{
+    if (len > sizeof c->local) len = sizeof c->local;
+    memcpy(&c->local, addr, len);
+    c->local_len = len;
+}
+
 void nfs_conn_detached_free(nfs_conn_t *c)
 {
     if (!c) return;
@@ -1119,6 +1126,7 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
     if ((rc = bind_one(srv, &cfg->nfs, &srv->port_nfs, false, err, errlen)) < 0) goto fail;
     if ((rc = bind_one(srv, &cfg->mount, &srv->port_mount, false, err, errlen)) < 0) goto fail;
     if ((rc = bind_one(srv, &cfg->portmap, &srv->port_portmap, true, err, errlen)) < 0) goto fail;
+    nfs_udp_start(srv);
     if (pthread_create(&srv->io_thread, NULL, io_loop, srv) != 0) {
         rc = -EAGAIN;
         snprintf(err, errlen, "cannot start the NFS I/O thread");
@@ -1150,6 +1158,7 @@ void nfs_server_stop(nfs_server_t *srv)
     uint64_t one = 1;
     if (write(srv->wake_fd, &one, sizeof one) < 0) { /* the loop also times out */ }
     if (srv->io_started) pthread_join(srv->io_thread, NULL);
+    nfs_udp_stop(srv);
     for (int i = 0; i < srv->nlisten; i++) close(srv->listen_fd[i]);
     srv->nlisten = 0;
     /* Shut every connection down so blocked clients see the end. */

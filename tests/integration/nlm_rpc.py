@@ -177,6 +177,34 @@ def mode_locks(name):
     expect(b.share(fh, 0, 3), GRANTED, "B: SHARE access read/write after A's UNSHARE")
     expect(b.share(fh, 0, 3, unshare=True), GRANTED, "B: UNSHARE")
 
+    # Host A restarted: its sm-notify asks the portmapper for NSM over UDP and sends
+    # SM_NOTIFY over UDP; A's locks go. NFS itself is not served over UDP.
+    expect(a.lock(fh, 1, 0, 100), GRANTED, "A: exclusive [0,100) before its restart")
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(10)
+
+    def udp_call(port, prog, vers, proc, args):
+        xid = 0x5eed0000 + proc
+        u.sendto(bytes(X().u32(xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc)
+                       .u32(0).opaque(b"").u32(0).opaque(b"").b) + args, (host, port))
+        r = X(u.recvfrom(65536)[0])
+        check(r.gu32() == xid and r.gu32() == 1 and r.gu32() == 0, "UDP reply header")
+        r.gu32(), r.gopaque()
+        return r.gu32(), r
+    st, r = udp_call(pport, PMAP, 2, 3, bytes(X().u32(NSM).u32(1).u32(17).u32(0).b))
+    check(st == 0, "UDP GETPORT accepted")
+    uport = r.gu32()
+    check(uport == nport, "NSM over UDP is on port %d, not the NFS port" % uport)
+    st, r = udp_call(pport, PMAP, 2, 3, bytes(X().u32(100003).u32(3).u32(17).u32(0).b))
+    check(st == 0 and r.gu32() == 0, "the portmapper offers NFS over UDP")
+    st, _ = udp_call(nport, 100003, 3, 0, b"")
+    check(st == 1, "NFS NULL over UDP: accept %r, not PROG_UNAVAIL" % st)
+    st, _ = udp_call(uport, NSM, 1, 6, bytes(X().opaque(b"client-a").u32(9).b))
+    check(st == 0, "SM_NOTIFY over UDP accepted")
+    u.close()
+    expect(b.lock(fh, 1, 0, 40), GRANTED, "B: exclusive [0,40) after A's SM_NOTIFY over UDP")
+    expect(b.unlock(fh, 0, EOF_LEN), GRANTED, "B: unlock everything")
+
     # FREE_ALL: host A restarted; its locks go. Only A's own address may say so.
     expect(a.lock(fh, 1, 0, 100), GRANTED, "A: exclusive [0,100) again")
     other = Conn.__new__(Conn)
