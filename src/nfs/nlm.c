@@ -330,9 +330,11 @@ static void put_lock(nfs_xdr_t *r, uint32_t vers, const char *caller, const uint
     }
 }
 
-/* The file a handle names: 0 and the export (held) and node (held), or a status. */
+/* The file a handle names: 0 and the export (held) and node (held), or a status.
+ * With check, the caller must be allowed to read it or own it (what Linux's
+ * lockd asks of a lock, so a client cannot lock files it may not even read). */
 static uint32_t resolve(nfs_call_t *call, const uint8_t *fh, uint32_t len, nfs_export_t **exp,
-                        zpl_node_t **node)
+                        zpl_node_t **node, bool check)
 {
     *exp = NULL;
     *node = NULL;
@@ -351,6 +353,18 @@ static uint32_t resolve(nfs_call_t *call, const uint8_t *fh, uint32_t len, nfs_e
         nfs_export_rele(*exp);
         *exp = NULL;
         return NLM_STALE_FH;
+    }
+    zpl_attr_t at;
+    uint32_t granted = 0;
+    if (check && (zpl_getattr(*node, &at) < 0 ||
+                  (at.uid != eff.uid &&
+                   (zpl_access(*node, &eff, ZPL_ACCESS_READ, &granted) < 0 ||
+                    !(granted & ZPL_ACCESS_READ))))) {
+        zpl_node_rele(*node);
+        *node = NULL;
+        nfs_export_rele(*exp);
+        *exp = NULL;
+        return NLM_FAILED;
     }
     return NLM_GRANTED;
 }
@@ -409,7 +423,7 @@ static nfs_accept_t proc_test(nfs_call_t *call, nfs_xdr_t *r)
     nlm_state_t *ns = state_of(call);
     nfs_export_t *exp;
     zpl_node_t *node;
-    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node);
+    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node, true);
     if (stat == NLM_GRANTED) {
         uint64_t first, last;
         nlm_range_from_wire(l.off, l.len, &first, &last);
@@ -458,7 +472,7 @@ static uint32_t do_lock(nfs_call_t *call, bool block, bool excl, const nlm_lock_
     nlm_state_t *ns = state_of(call);
     nfs_export_t *exp;
     zpl_node_t *node;
-    uint32_t stat = resolve(call, l->fh, l->fh_len, &exp, &node);
+    uint32_t stat = resolve(call, l->fh, l->fh_len, &exp, &node, true);
     if (stat != NLM_GRANTED) return stat;
     uint64_t first, last;
     nlm_range_from_wire(l->off, l->len, &first, &last);
@@ -554,7 +568,7 @@ static nfs_accept_t proc_cancel(nfs_call_t *call, nfs_xdr_t *r)
     nlm_state_t *ns = state_of(call);
     nfs_export_t *exp;
     zpl_node_t *node;
-    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node);
+    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node, false);
     if (stat == NLM_GRANTED) {
         uint64_t first, last;
         nlm_range_from_wire(l.off, l.len, &first, &last);
@@ -600,7 +614,7 @@ static nfs_accept_t proc_unlock(nfs_call_t *call, nfs_xdr_t *r)
     nlm_state_t *ns = state_of(call);
     nfs_export_t *exp;
     zpl_node_t *node;
-    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node);
+    uint32_t stat = resolve(call, l.fh, l.fh_len, &exp, &node, false);
     if (stat == NLM_GRANTED) {
         uint64_t first, last;
         nlm_range_from_wire(l.off, l.len, &first, &last);
@@ -637,7 +651,7 @@ static nfs_accept_t proc_share(nfs_call_t *call, nfs_xdr_t *r, bool share)
     nlm_state_t *ns = state_of(call);
     nfs_export_t *exp;
     zpl_node_t *node;
-    uint32_t stat = resolve(call, fh, fh_len, &exp, &node);
+    uint32_t stat = resolve(call, fh, fh_len, &exp, &node, share);
     if (stat == NLM_GRANTED) {
         nfs4_server_t *st = ns->st;
         pthread_mutex_lock(&st->lock);

@@ -29,10 +29,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nfs_rpc import X, Conn, check, fail, lookup, mount  # noqa: E402
+from nfs_rpc import X, Conn, auth_sys, check, fail, lookup, mount  # noqa: E402
 
 NLM, NSM, PMAP = 100021, 100024, 100000
-GRANTED, DENIED, NOLOCKS, BLOCKED, GRACE, STALE_FH = 0, 1, 2, 3, 4, 7
+GRANTED, DENIED, NOLOCKS, BLOCKED, GRACE, STALE_FH, FAILED = 0, 1, 2, 3, 4, 7, 9
 P_TEST, P_LOCK, P_CANCEL, P_UNLOCK, P_GRANTED, P_TEST_MSG = 1, 2, 3, 4, 5, 6
 P_TEST_RES, P_SHARE, P_UNSHARE, P_FREE_ALL = 11, 20, 21, 23
 EOF_LEN = 0
@@ -43,6 +43,7 @@ class Owner:
         self.c, self.host, self.svid = conn, host, svid
         self.oh = ("%d@%s" % (svid, host)).encode()
         self.cookie = 0
+        self.cred = None        # AUTH_SYS body; None: root
 
     def alock(self, fh, off, length, vers=4):
         x = X().opaque(self.host.encode()).opaque(fh).opaque(self.oh).u32(self.svid)
@@ -53,7 +54,7 @@ class Owner:
         return struct.pack(">II", self.svid, self.cookie)
 
     def _res(self, proc, args, vers=4):
-        st, r = self.c.call(NLM, vers, proc, bytes(args.b))
+        st, r = self.c.call(NLM, vers, proc, bytes(args.b), cred=self.cred)
         check(st == 0, "NLM proc %d not accepted: %r" % (proc, st))
         cookie = r.gopaque()
         return cookie, r
@@ -218,6 +219,22 @@ def mode_locks(name):
     st, _ = c.call(NLM, 4, P_FREE_ALL, bytes(X().opaque(b"client-a").u32(7).b))
     check(st == 0, "FREE_ALL accepted")
     expect(b.lock(fh, 1, 0, 40), GRANTED, "B: exclusive [0,40) after A's FREE_ALL")
+
+    # Locking needs read permission (or ownership), as Linux's lockd asks.
+    def chmod(mode):
+        x = X().opaque(fh).u32(1).u32(mode).u32(0).u32(0).u32(0).u32(0).u32(0).u32(0)
+        st, r = c.call(100003, 3, 2, bytes(x.b))
+        check(st == 0 and r.gu32() == 0, "SETATTR mode %o" % mode)
+    u = Owner(Conn(host, nport), "client-u", 5)
+    u.cred = auth_sys(uid=4321, gid=4321)
+    chmod(0o600)
+    expect(u.lock(fh, 0, 0, 1), FAILED, "uid 4321: LOCK of a 0600 root file")
+    expect(u.test(fh, 0, 0, 1)[0], FAILED, "uid 4321: TEST of a 0600 root file")
+    expect(u.lock(fh, 0, 0, 1, vers=3), NOLOCKS, "uid 4321 (v3): LOCK of a 0600 root file")
+    expect(u.unlock(fh, 0, 1), GRANTED, "uid 4321: UNLOCK (of nothing) is harmless")
+    chmod(0o644)
+    expect(u.lock(fh, 1, 5000, 1), GRANTED, "uid 4321: LOCK once it may read")
+    expect(u.unlock(fh, 5000, 1), GRANTED, "uid 4321: UNLOCK")
 
     bad = bytearray(fh)
     bad[-1] ^= 0xFF
