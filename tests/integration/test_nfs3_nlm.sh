@@ -17,7 +17,7 @@ nlm_rpc() {
 }
 
 CBPORT=$(cairn_random_port)
-printf 'nfs_grace_time = 8\nnlm_client_portmap_port = %s\n' "$CBPORT" >"$T/nlm.conf"
+printf 'nfs_grace_time = 15\nnlm_client_portmap_port = %s\n' "$CBPORT" >"$T/nlm.conf"
 sparse_files "$T/dev" 2G a
 nfs_daemon_start d1 --config "$T/nlm.conf"
 run_ok "$CAIRN" pool create tank "$T/dev/a"
