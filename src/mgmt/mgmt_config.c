@@ -128,6 +128,8 @@ static const num_setting_t num_settings[] = {
     {"nfs_max_connections_per_client", offsetof(cairnd_config_t, nfs_max_conns_per_client), 1,
      1u << 20, "connections"},
     {"nfs_idle_timeout", offsetof(cairnd_config_t, nfs_idle_timeout), 1, 86400, "seconds"},
+    {"nfs_grace_time", offsetof(cairnd_config_t, nfs_grace_time), 1, 3600, "seconds"},
+    {"nlm_client_portmap_port", offsetof(cairnd_config_t, nlm_client_portmap), 1, 65535, "port"},
     {"iscsi_max_connections", offsetof(cairnd_config_t, iscsi_max_conns), 1, 65536,
      "connections"},
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),

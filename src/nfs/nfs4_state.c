@@ -137,7 +137,10 @@ void nfs4_server_free(nfs4_server_t *st)
 
 bool nfs4_in_grace(nfs4_server_t *st)
 {
-    if (!st->grace_end) return false;
+    /* One grace period for NFSv4 and NLM: a v4 client must not take a lock
+     * an NLM client of the previous run is about to reclaim, nor the reverse. */
+    bool nlm = st->nlm_grace_end && nfs4_now() < st->nlm_grace_end;
+    if (!st->grace_end) return nlm;
     if (nfs4_now() < st->grace_end) return true;
     st->grace_end = 0;
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
@@ -145,7 +148,7 @@ bool nfs4_in_grace(nfs4_server_t *st)
     st->reclaimable = NULL;
     st->nreclaimable = 0;
     records_save(st);
-    return false;
+    return nlm;
 }
 
 /* Ends grace early when every client of the previous run has said
@@ -236,7 +239,7 @@ void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c)
     records_save(st);
 }
 
-static void file_put(nfs4_server_t *st, nfs4_file_t *f)
+void nfs4_file_put(nfs4_server_t *st, nfs4_file_t *f)
 {
     if (--f->nstates) return;
     nfs4_file_t **pp = &st->files[f->ino % NFS4_FILE_HASH];
@@ -251,7 +254,7 @@ void nfs4_file_drop_unused(nfs4_server_t *st, nfs4_file_t *f)
 {
     if (f->nstates) return;
     f->nstates = 1;
-    file_put(st, f);
+    nfs4_file_put(st, f);
 }
 
 void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
@@ -266,7 +269,7 @@ void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
     /* Lock states made from this open lose their parent. */
     for (nfs4_stid_t *o = s->client->stids; o; o = o->cnext)
         if (o->open == s) o->open = NULL;
-    file_put(st, s->file);
+    nfs4_file_put(st, s->file);
     free(s);
 }
 
