@@ -1,6 +1,6 @@
 /*
  * NFS: the NFS server (src/nfs/): ONC RPC over TCP, a built-in portmapper,
- * MOUNT v3, NFSv3 and NFSv4.0/4.1, serving filesystems (the ZPL) to clients.
+ * MOUNT v3, NFSv3 with NLM/NSM locking, and NFSv4.0/4.1, serving filesystems (the ZPL) to clients.
  *
  * The daemon starts one server with its listen addresses, then tells it which
  * filesystems to export as shares come and go (pool import/export, dataset
@@ -34,7 +34,10 @@ typedef struct nfs_server_config {
     unsigned workers;           /* worker threads; 0: a default from the core count */
     const char *state_dir;      /* NFSv4 client records for grace; NULL: none */
     uint32_t lease_seconds;     /* NFSv4 lease; 0: NFS_DEFAULT_LEASE_S */
-    uint32_t grace_seconds;     /* 0: the lease time */
+    uint32_t grace_seconds;     /* 0: the lease time (NFSv4 and NLM) */
+    uint16_t nlm_client_portmap;/* the portmapper port on client hosts, where NLM
+                                   finds their lock manager (GRANTED callbacks) and
+                                   statd (SM_NOTIFY); 0: 111 */
     /* Connection caps (NFS, MOUNT and portmap connections together; see
      * include/cairn/connlimit.h) and the seconds after which a connection
      * without a request is closed; 0: the NFS_DEFAULT_* below. */

@@ -647,6 +647,36 @@ static void share_new(const char *name, const char *verb, Cairn__Mgmt__Response 
     cairnd_set_error(resp, a, rc, "cannot %s '%s': cannot share it over NFS: %s", verb, name, why);
 }
 
+/* A set of sharenfs or mountpoint that leaves the dataset wanting a share it
+ * cannot have (its path is another share's, it cannot be mounted) is taken
+ * back and the command fails, as a create does: success must mean clients can
+ * mount it. old/old_local: the property before the set. */
+static void share_set(const Cairn__Mgmt__DatasetSet *m, const char *old, bool old_local,
+                      Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
+{
+    char why[ERRLEN] = "";
+    int rc = cairnd_shares_refresh_report(m->name, why, sizeof why);
+    if (!rc) return;
+    char pool[SPA_NAME_MAX + 1], err[ERRLEN] = "";
+    mgmt_dataset_pool(m->name, pool, sizeof pool);
+    dsl_pool_t *dp = cairnd_pool_dsl(pool);
+    int back = !dp ? -ENOENT
+               : old_local ? dsl_prop_set(dp, m->name, m->prop, old, err, sizeof err)
+                           : dsl_prop_inherit(dp, m->name, m->prop, err, sizeof err);
+    cairnd_shares_refresh();
+    if (back) {
+        cairnd_set_error(resp, a, rc,
+                         "cannot set property for '%s': cannot share it over NFS (%s), and "
+                         "restoring %s failed (%s)",
+                         m->name, why, m->prop, err[0] ? err : strerror(-back));
+        return;
+    }
+    log_info(SUB, "set %s=%s on '%s' taken back: cannot share it: %s", m->prop, m->value,
+             m->name, why);
+    cairnd_set_error(resp, a, rc, "cannot set property for '%s': cannot share it over NFS: %s",
+                     m->name, why);
+}
+
 /* Shares follow the datasets: the exports are brought up to date after every
  * change. Destroy and rollback suspend the dataset's shares themselves (rename
  * renames them) - only after the DSL's check (dsl_*_check) and ours have passed:
@@ -671,6 +701,21 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
             }
         }
     }
+    /* What a share-changing set replaces, to take it back (share_set). */
+    char old[DSL_PROP_VALUE_MAX] = "";
+    bool old_local = false, share_prop = false;
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_SET &&
+        (!strcmp(req->ds_set->prop, "sharenfs") || !strcmp(req->ds_set->prop, "mountpoint"))) {
+        char pool[SPA_NAME_MAX + 1], err[ERRLEN];
+        mgmt_dataset_pool(req->ds_set->name, pool, sizeof pool);
+        dsl_pool_t *dp = cairnd_pool_dsl(pool);
+        dsl_prop_t *p = cairnd_arena_alloc(a, sizeof *p);
+        if (dp && dsl_prop_get(dp, req->ds_set->name, req->ds_set->prop, p, err, sizeof err) == 0) {
+            share_prop = true;
+            old_local = p->source == DSL_SRC_LOCAL;
+            cairn_strlcpy(old, p->value, sizeof old);
+        }
+    }
     bool handled = handle_dataset(req, resp, a);
     switch (req->cmd_case) {
     case CAIRN__MGMT__REQUEST__CMD_DS_LIST:
@@ -686,6 +731,13 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_DS_CLONE:
         if (!resp->error) {
             share_new(req->ds_clone->name, "create", resp, a);
+            break;
+        }
+        cairnd_shares_refresh();
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_DS_SET:
+        if (!resp->error && share_prop) {
+            share_set(req->ds_set, old, old_local, resp, a);
             break;
         }
         cairnd_shares_refresh();

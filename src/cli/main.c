@@ -626,7 +626,7 @@ static int cmd_pool_import(int argc, char **argv)
 static bool is_size_prop(const char *n)
 {
     return !strcmp(n, "size") || !strcmp(n, "alloc") || !strcmp(n, "free") ||
-           !strcmp(n, "dirty_max");
+           !strcmp(n, "dirty_max") || !strcmp(n, "logregion") || !strcmp(n, "logused");
 }
 
 static int cmd_pool_get(int argc, char **argv)

@@ -132,6 +132,7 @@ static const num_setting_t num_settings[] = {
     /* A client renews within a lease; below a few seconds that is a request storm. */
     {"nfs_lease_time", offsetof(cairnd_config_t, nfs_lease_time), 5, 3600, "seconds"},
     {"nfs_grace_time", offsetof(cairnd_config_t, nfs_grace_time), 1, 3600, "seconds"},
+    {"nlm_client_portmap_port", offsetof(cairnd_config_t, nlm_client_portmap), 1, 65535, "port"},
     {"iscsi_max_connections", offsetof(cairnd_config_t, iscsi_max_conns), 1, 65536,
      "connections"},
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),

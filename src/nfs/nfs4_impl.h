@@ -113,6 +113,7 @@ typedef struct nfs4_range {
     uint64_t first, last;
     uint32_t type;
     const void *owner;
+    bool nlm;                         /* owner is an NLM owner (nlm.c), not an nfs4_owner_t */
 } nfs4_range_t;
 
 typedef struct nfs4_range_list {
@@ -129,11 +130,16 @@ long nfs4_range_conflict(const nfs4_range_list_t *l, const void *owner, uint64_t
 /* Sets owner's lock on [first,last] (replacing, splitting, merging). -ENOMEM. */
 int nfs4_range_set(nfs4_range_list_t *l, const void *owner, uint64_t first, uint64_t last,
                    uint32_t type);
+/* The same for an NLM owner (the range is tagged so NFSv4 never reads it as its own). */
+int nfs4_range_set_tagged(nfs4_range_list_t *l, const void *owner, uint64_t first,
+                          uint64_t last, uint32_t type, bool nlm);
 /* Releases owner's locks on [first,last] (splitting). -ENOMEM. */
 int nfs4_range_clear(nfs4_range_list_t *l, const void *owner, uint64_t first, uint64_t last);
 bool nfs4_range_owner_holds(const nfs4_range_list_t *l, const void *owner);
 void nfs4_range_drop_owner(nfs4_range_list_t *l, const void *owner);
 void nfs4_range_free(nfs4_range_list_t *l);
+/* "host:svid" of an NLM owner (nlm.c), for a v4 LOCK denied by an NFSv3 lock. */
+void nlm_owner_name(const void *owner, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- seqids */
 
@@ -354,6 +360,7 @@ typedef struct nfs4_server {
     nfs4_file_t *files[NFS4_FILE_HASH];
     uint32_t lease, grace;
     time_t grace_end;                 /* 0: no grace period */
+    time_t nlm_grace_end;             /* NLM clients of the previous run reclaim until then */
     char **reclaimable;               /* client owners (hex) of the previous run */
     size_t nreclaimable;
     uint32_t expired[NFS4_EXPIRED_RING];
@@ -408,10 +415,13 @@ void nfs4_owner_release(nfs4_server_t *st, nfs4_owner_t *o);
 /* NULL: out of memory, or node was freed meanwhile. */
 nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node);
 nfs4_file_t *nfs4_file_find(nfs4_server_t *st, zpl_node_t *node);
+nfs4_file_t *nfs4_file_find_id(nfs4_server_t *st, uint64_t fsid, uint64_t ino, uint64_t gen);
 /* Whether f is node's file (same dataset, object and generation). */
 bool nfs4_file_is(const nfs4_file_t *f, zpl_node_t *node);
 /* Frees f if no stateid refers to it (after nfs4_file_get found no taker). */
 void nfs4_file_drop_unused(nfs4_server_t *st, nfs4_file_t *f);
+/* Drops one reference counted in f->nstates (NLM takes them too). */
+void nfs4_file_put(nfs4_server_t *st, nfs4_file_t *f);
 
 nfs4_stid_t *nfs4_stid_new(nfs4_server_t *st, uint32_t type, nfs4_client_t *c,
                            nfs4_owner_t *o, nfs4_file_t *f);

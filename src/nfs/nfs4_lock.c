@@ -96,6 +96,12 @@ int nfs4_range_clear(nfs4_range_list_t *l, const void *owner, uint64_t first, ui
 int nfs4_range_set(nfs4_range_list_t *l, const void *owner, uint64_t first, uint64_t last,
                    uint32_t type)
 {
+    return nfs4_range_set_tagged(l, owner, first, last, type, false);
+}
+
+int nfs4_range_set_tagged(nfs4_range_list_t *l, const void *owner, uint64_t first,
+                          uint64_t last, uint32_t type, bool nlm)
+{
     type = (type == WRITE_LT || type == WRITEW_LT) ? WRITE_LT : READ_LT;
     int rc = nfs4_range_clear(l, owner, first, last);
     if (rc) return rc;
@@ -110,7 +116,8 @@ int nfs4_range_set(nfs4_range_list_t *l, const void *owner, uint64_t first, uint
         if (r->last > last) last = r->last;
         l->v[i] = l->v[--l->n];
     }
-    return push(l, (nfs4_range_t){ .first = first, .last = last, .type = type, .owner = owner });
+    return push(l, (nfs4_range_t){ .first = first, .last = last, .type = type, .owner = owner,
+                                   .nlm = nlm });
 }
 
 bool nfs4_range_owner_holds(const nfs4_range_list_t *l, const void *owner)

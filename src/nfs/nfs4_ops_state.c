@@ -1051,12 +1051,20 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
 
 static void put_denied(nfs4_cx_t *cx, const nfs4_range_t *r)
 {
-    const nfs4_owner_t *o = r->owner;
     nfs_xdr_put_u64(cx->r, r->first);
     nfs_xdr_put_u64(cx->r, r->last == UINT64_MAX ? UINT64_MAX : r->last - r->first + 1);
     nfs_xdr_put_u32(cx->r, r->type == WRITE_LT ? WRITE_LT : READ_LT);
-    nfs_xdr_put_u64(cx->r, o->client->clientid);
-    nfs_xdr_put_opaque(cx->r, o->id, o->id_len);
+    if (r->nlm) {
+        /* An NFSv3 (NLM) lock: no v4 client owns it; name its host and process. */
+        char name[96];
+        nlm_owner_name(r->owner, name, sizeof name);
+        nfs_xdr_put_u64(cx->r, 0);
+        nfs_xdr_put_opaque(cx->r, name, (uint32_t)strlen(name));
+    } else {
+        const nfs4_owner_t *o = r->owner;
+        nfs_xdr_put_u64(cx->r, o->client->clientid);
+        nfs_xdr_put_opaque(cx->r, o->id, o->id_len);
+    }
     cx->keep_body = true;
 }
 

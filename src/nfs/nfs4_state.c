@@ -168,7 +168,10 @@ void nfs4_server_free(nfs4_server_t *st)
 
 bool nfs4_in_grace(nfs4_server_t *st)
 {
-    if (!st->grace_end) return false;
+    /* One grace period for NFSv4 and NLM: a v4 client must not take a lock
+     * an NLM client of the previous run is about to reclaim, nor the reverse. */
+    bool nlm = st->nlm_grace_end && nfs4_now() < st->nlm_grace_end;
+    if (!st->grace_end) return nlm;
     if (nfs4_now() < st->grace_end) return true;
     st->grace_end = 0;
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
@@ -176,7 +179,7 @@ bool nfs4_in_grace(nfs4_server_t *st)
     st->reclaimable = NULL;
     st->nreclaimable = 0;
     records_save(st);
-    return false;
+    return nlm;
 }
 
 /* Ends grace early when every client of the previous run has said
@@ -267,7 +270,7 @@ void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c)
     records_save(st);
 }
 
-static void file_put(nfs4_server_t *st, nfs4_file_t *f)
+void nfs4_file_put(nfs4_server_t *st, nfs4_file_t *f)
 {
     if (--f->nstates) return;
     nfs4_file_t **pp = &st->files[f->ino % NFS4_FILE_HASH];
@@ -286,7 +289,7 @@ void nfs4_file_drop_unused(nfs4_server_t *st, nfs4_file_t *f)
 {
     if (f->nstates) return;
     f->nstates = 1;
-    file_put(st, f);
+    nfs4_file_put(st, f);
 }
 
 void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
@@ -301,7 +304,7 @@ void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
     /* Lock states made from this open lose their parent. */
     for (nfs4_stid_t *o = s->client->stids; o; o = o->cnext)
         if (o->open == s) o->open = NULL;
-    file_put(st, s->file);
+    nfs4_file_put(st, s->file);
     free(s);
 }
 
@@ -425,11 +428,17 @@ bool nfs4_file_is(const nfs4_file_t *f, zpl_node_t *node)
            f->fsid == zpl_fs_guid(zpl_node_fs(node));
 }
 
+nfs4_file_t *nfs4_file_find_id(nfs4_server_t *st, uint64_t fsid, uint64_t ino, uint64_t gen)
+{
+    for (nfs4_file_t *f = st->files[ino % NFS4_FILE_HASH]; f; f = f->next)
+        if (f->ino == ino && f->gen == gen && f->fsid == fsid) return f;
+    return NULL;
+}
+
 nfs4_file_t *nfs4_file_find(nfs4_server_t *st, zpl_node_t *node)
 {
-    for (nfs4_file_t *f = st->files[zpl_node_ino(node) % NFS4_FILE_HASH]; f; f = f->next)
-        if (nfs4_file_is(f, node)) return f;
-    return NULL;
+    return nfs4_file_find_id(st, zpl_fs_guid(zpl_node_fs(node)), zpl_node_ino(node),
+                             zpl_node_gen(node));
 }
 
 nfs4_file_t *nfs4_file_get(nfs4_server_t *st, nfs_export_t *exp, zpl_node_t *node)

@@ -31,6 +31,7 @@
  * IPv6 peers match IPv4 entries.
  */
 #include "nfs_srv.h"
+#include "nlm_impl.h"
 
 #include <cairn/log.h>
 
@@ -643,6 +644,7 @@ static void export_destroy(nfs_server_t *srv, nfs_export_t *e, bool unmount)
     while (atomic_load(&e->refs) > 1) pthread_cond_wait(&srv->exports_cv, &srv->exports_lock);
     pthread_mutex_unlock(&srv->exports_lock);
     if (srv->nfs4_state) nfs4_export_removed(srv->nfs4_state, e);
+    if (srv->nlm_state) nlm_export_removed(srv->nlm_state, e);
     if (unmount && e->fs) {
         int rc = zpl_unmount(e->fs);
         for (int i = 0; rc == -EBUSY && i < 100; i++) {
@@ -812,6 +814,7 @@ int nfs_server_suspend(nfs_server_t *srv, dsl_pool_t *dp, const char *name)
         pthread_mutex_unlock(&e->lock);
         if (!fs) continue;
         if (srv->nfs4_state) nfs4_export_removed(srv->nfs4_state, e);
+        if (srv->nlm_state) nlm_export_removed(srv->nlm_state, e);
         int rc = zpl_unmount(fs);
         for (int k = 0; rc == -EBUSY && k < 100; k++) {
             struct timespec ts = {0, 10 * 1000 * 1000};

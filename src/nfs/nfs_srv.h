@@ -104,6 +104,13 @@ struct nfs_server {
     nfs_mount_entry_t *mounts;
 
     void *nfs4_state;
+    void *nlm_state;                  /* nlm.c: NFSv3 locking (and NSM) */
+    int udp_fd[2];                    /* rpc_udp.c: portmapper and NSM over UDP */
+    uint16_t udp_port[2];
+    int nudp;
+    uint16_t port_nsm_udp, port_pmap_udp; /* 0: none */
+    pthread_t udp_thread;
+    bool udp_started;
 };
 
 /* Programs (run on a worker). */
@@ -136,6 +143,12 @@ int nfs_rpc_execute_memory(nfs_conn_t *c, const uint8_t *rec, size_t len,
 /* A connection without a socket, for running calls directly (unit tests, fuzzing). */
 nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, socklen_t plen);
 void nfs_conn_detached_free(nfs_conn_t *c);
+
+/* UDP for the portmapper and NSM (rpc_udp.c): started after the TCP listeners. */
+void nfs_udp_start(nfs_server_t *srv);
+void nfs_udp_stop(nfs_server_t *srv);
+/* Sets the local address of a detached connection (a UDP datagram's destination). */
+void nfs_conn_set_local(nfs_conn_t *c, const struct sockaddr *addr, socklen_t len);
 
 /* The local address of a connection (where the client reached us). */
 int nfs_conn_local(const nfs_conn_t *c, struct sockaddr_storage *ss, socklen_t *sl);

@@ -1,48 +1,63 @@
 /*
  * The built-in portmapper (RFC 1833): PMAP v2 and rpcbind v3/v4, answering
- * only for this server's own programs (NFS v3/v4 on the NFS port, MOUNT v1/v3
- * on the MOUNT port). It keeps no registrations: SET and UNSET are refused,
- * and anything else a full rpcbind offers (CALLIT, address translation) is
+ * only for this server's own programs (NFS v3/v4, NLM v1/v3/v4 and NSM v1 on
+ * the NFS port, MOUNT v1/v3 on the MOUNT port; itself and NSM over UDP too,
+ * see rpc_udp.c, everything else over TCP only). It keeps no registrations: SET
+ * and UNSET are refused, and anything else a full rpcbind offers (CALLIT, address translation) is
  * PROC_UNAVAIL. rpcbind addresses are universal addresses built from the
  * address the client reached us on, so a client connected over IPv6 gets an
  * IPv6 address back.
  */
 #include "nfs_srv.h"
+#include "nlm_impl.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <time.h>
 
-enum { IPPROTO_TCP_NUM = 6 };
+enum { IPPROTO_TCP_NUM = 6, IPPROTO_UDP_NUM = 17 };
 
 typedef struct mapping {
     uint32_t prog, vers;
     uint16_t port;
+    uint32_t prot;                    /* IPPROTO_TCP_NUM or IPPROTO_UDP_NUM */
 } mapping_t;
 
 static size_t mappings(nfs_server_t *srv, mapping_t *m)
 {
     size_t n = 0;
-    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 2, srv->port_portmap};
-    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 3, srv->port_portmap};
-    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 4, srv->port_portmap};
-    m[n++] = (mapping_t){NFS_PROG_NFS, 3, srv->port_nfs};
-    m[n++] = (mapping_t){NFS_PROG_NFS, 4, srv->port_nfs};
+    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 2, srv->port_portmap, IPPROTO_TCP_NUM};
+    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 3, srv->port_portmap, IPPROTO_TCP_NUM};
+    m[n++] = (mapping_t){NFS_PROG_PORTMAP, 4, srv->port_portmap, IPPROTO_TCP_NUM};
+    m[n++] = (mapping_t){NFS_PROG_NFS, 3, srv->port_nfs, IPPROTO_TCP_NUM};
+    m[n++] = (mapping_t){NFS_PROG_NFS, 4, srv->port_nfs, IPPROTO_TCP_NUM};
     uint16_t mp = srv->port_mount ? srv->port_mount : srv->port_nfs;
-    m[n++] = (mapping_t){NFS_PROG_MOUNT, 1, mp};
-    m[n++] = (mapping_t){NFS_PROG_MOUNT, 3, mp};
+    m[n++] = (mapping_t){NFS_PROG_MOUNT, 1, mp, IPPROTO_TCP_NUM};
+    m[n++] = (mapping_t){NFS_PROG_MOUNT, 3, mp, IPPROTO_TCP_NUM};
+    if (srv->port_pmap_udp)
+        m[n++] = (mapping_t){NFS_PROG_PORTMAP, 2, srv->port_pmap_udp, IPPROTO_UDP_NUM};
+    /* NLM and NSM share the NFS port. */
+    if (srv->nlm_state) {
+        m[n++] = (mapping_t){NFS_PROG_NLM, 1, srv->port_nfs, IPPROTO_TCP_NUM};
+        m[n++] = (mapping_t){NFS_PROG_NLM, 3, srv->port_nfs, IPPROTO_TCP_NUM};
+        m[n++] = (mapping_t){NFS_PROG_NLM, 4, srv->port_nfs, IPPROTO_TCP_NUM};
+        m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nfs, IPPROTO_TCP_NUM};
+        /* NSM also over UDP, where client hosts' sm-notify sends SM_NOTIFY. */
+        if (srv->port_nsm_udp)
+            m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nsm_udp, IPPROTO_UDP_NUM};
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (m[i].port) m[k++] = m[i];
     return k;
 }
 
-static uint16_t lookup_port(nfs_server_t *srv, uint32_t prog, uint32_t vers, bool any_vers)
+static uint16_t lookup_port(nfs_server_t *srv, uint32_t prog, uint32_t vers, uint32_t prot)
 {
-    mapping_t m[8];
+    mapping_t m[16];
     size_t n = mappings(srv, m);
     for (size_t i = 0; i < n; i++)
-        if (m[i].prog == prog && (any_vers || m[i].vers == vers)) return m[i].port;
+        if (m[i].prog == prog && m[i].vers == vers && m[i].prot == prot) return m[i].port;
     return 0;
 }
 
@@ -89,17 +104,17 @@ static nfs_accept_t pmap_v2(nfs_call_t *call)
         uint32_t prot = nfs_xdr_get_u32(a);
         nfs_xdr_get_u32(a);
         if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
-        nfs_xdr_put_u32(r, prot == IPPROTO_TCP_NUM ? lookup_port(call->srv, prog, vers, false) : 0);
+        nfs_xdr_put_u32(r, lookup_port(call->srv, prog, vers, prot));
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[8];
+        mapping_t m[16];
         size_t n = mappings(call->srv, m);
         for (size_t i = 0; i < n; i++) {
             nfs_xdr_put_u32(r, 1);
             nfs_xdr_put_u32(r, m[i].prog);
             nfs_xdr_put_u32(r, m[i].vers);
-            nfs_xdr_put_u32(r, IPPROTO_TCP_NUM);
+            nfs_xdr_put_u32(r, m[i].prot);
             nfs_xdr_put_u32(r, m[i].port);
         }
         nfs_xdr_put_u32(r, 0);
@@ -131,11 +146,13 @@ static nfs_accept_t rpcb_v34(nfs_call_t *call)
             return NFS_ACCEPT_SUCCESS;
         }
         bool tcp = !strcmp(nid, "tcp") || !strcmp(nid, "tcp6") || nid[0] == '\0';
-        put_uaddr(call, tcp ? lookup_port(call->srv, prog, vers, false) : 0);
+        bool udp = !strcmp(nid, "udp") || !strcmp(nid, "udp6");
+        put_uaddr(call, tcp   ? lookup_port(call->srv, prog, vers, IPPROTO_TCP_NUM)
+                        : udp ? lookup_port(call->srv, prog, vers, IPPROTO_UDP_NUM) : 0);
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[8];
+        mapping_t m[16];
         size_t n = mappings(call->srv, m);
         char a6[64];
         bool v6;
@@ -144,7 +161,8 @@ static nfs_accept_t rpcb_v34(nfs_call_t *call)
             nfs_xdr_put_u32(r, 1);
             nfs_xdr_put_u32(r, m[i].prog);
             nfs_xdr_put_u32(r, m[i].vers);
-            nfs_xdr_put_string(r, v6 ? "tcp6" : "tcp");
+            bool udp = m[i].prot == IPPROTO_UDP_NUM;
+            nfs_xdr_put_string(r, udp ? (v6 ? "udp6" : "udp") : (v6 ? "tcp6" : "tcp"));
             put_uaddr(call, m[i].port);
             nfs_xdr_put_string(r, "cairnd");
         }

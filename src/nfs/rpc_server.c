@@ -58,6 +58,7 @@
  * never writes to a reused descriptor.
  */
 #include "nfs_srv.h"
+#include "nlm_impl.h"
 
 #include <cairn/log.h>
 #include <cairn/spa.h>
@@ -400,6 +401,14 @@ static nfs_accept_t dispatch(nfs_call_t *call, uint32_t *low, uint32_t *high)
         if (call->vers == 4) return nfs4_program(call);
         *low = 3, *high = 4;
         return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_NLM:
+        if (call->vers == 1 || call->vers == 3 || call->vers == 4) return nlm_program(call);
+        *low = 1, *high = 4;
+        return NFS_ACCEPT_PROG_MISMATCH;
+    case NFS_PROG_NSM:
+        if (call->vers == 1) return nsm_program(call);
+        *low = 1, *high = 1;
+        return NFS_ACCEPT_PROG_MISMATCH;
     default:
         return NFS_ACCEPT_PROG_UNAVAIL;
     }
@@ -583,6 +592,13 @@ nfs_conn_t *nfs_conn_detached(nfs_server_t *srv, const struct sockaddr *peer, so
     atomic_init(&c->refs, 1);
     pthread_mutex_init(&c->lock, NULL);
     return c;
+}
+
+void nfs_conn_set_local(nfs_conn_t *c, const struct sockaddr *addr, socklen_t len)
+{
+    if (len > sizeof c->local) len = sizeof c->local;
+    memcpy(&c->local, addr, len);
+    c->local_len = len;
 }
 
 void nfs_conn_detached_free(nfs_conn_t *c)
@@ -1096,6 +1112,11 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
         snprintf(err, errlen, "NFSv4 state: %s", strerror(-rc));
         goto fail;
     }
+    rc = nlm_init(srv, &srv->nlm_state);
+    if (rc < 0) {
+        snprintf(err, errlen, "NLM state: %s", strerror(-rc));
+        goto fail;
+    }
     srv->workers = taskq_create("nfs", workers);
     if (!srv->workers) {
         rc = -ENOMEM;
@@ -1105,6 +1126,7 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
     if ((rc = bind_one(srv, &cfg->nfs, &srv->port_nfs, false, err, errlen)) < 0) goto fail;
     if ((rc = bind_one(srv, &cfg->mount, &srv->port_mount, false, err, errlen)) < 0) goto fail;
     if ((rc = bind_one(srv, &cfg->portmap, &srv->port_portmap, true, err, errlen)) < 0) goto fail;
+    nfs_udp_start(srv);
     if (pthread_create(&srv->io_thread, NULL, io_loop, srv) != 0) {
         rc = -EAGAIN;
         snprintf(err, errlen, "cannot start the NFS I/O thread");
@@ -1131,10 +1153,12 @@ void nfs_server_serve(nfs_server_t *srv)
 void nfs_server_stop(nfs_server_t *srv)
 {
     if (!srv) return;
+    nlm_stopping(srv->nlm_state);
     atomic_store(&srv->stopping, true);
     uint64_t one = 1;
     if (write(srv->wake_fd, &one, sizeof one) < 0) { /* the loop also times out */ }
     if (srv->io_started) pthread_join(srv->io_thread, NULL);
+    nfs_udp_stop(srv);
     for (int i = 0; i < srv->nlisten; i++) close(srv->listen_fd[i]);
     srv->nlisten = 0;
     /* Shut every connection down so blocked clients see the end. */
@@ -1159,6 +1183,7 @@ void nfs_server_stop(nfs_server_t *srv)
     free(list);
     if (srv->workers) taskq_destroy(srv->workers);
     nfs_exports_fini(srv);
+    if (srv->nlm_state) nlm_fini(srv->nlm_state);
     if (srv->nfs4_state) nfs4_fini(srv->nfs4_state);
     close(srv->epfd);
     close(srv->wake_fd);

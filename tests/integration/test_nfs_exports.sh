@@ -38,8 +38,23 @@ expect_stderr "^cairn: cannot create 'tank/dupclone': cannot share it over NFS"
 run_fail "$CAIRN" list tank/dupclone
 run_ok "$CAIRN" share list -H
 expect_stdout '^tank/taken	/tank/taken	'
+# A set that would make a share impossible is refused and taken back: a shared
+# filesystem moved onto a taken path, an unshared one at a taken path shared.
+run_ok "$CAIRN" create -o sharenfs=on tank/other
+run_fail "$CAIRN" set mountpoint=/tank/taken tank/other
+expect_stderr "^cairn: cannot set property for 'tank/other': cannot share it over NFS"
+expect_prop mountpoint tank/other /tank/other
+expect_share /tank/other
+run_ok "$CAIRN" set sharenfs=off tank/other
+run_ok "$CAIRN" set mountpoint=/tank/taken tank/other
+run_fail "$CAIRN" set sharenfs=on tank/other
+expect_stderr "^cairn: cannot set property for 'tank/other': cannot share it over NFS"
+expect_prop sharenfs tank/other off
+run_ok "$CAIRN" share list -H
+expect_stdout '^tank/taken	/tank/taken	'
+run_ok "$CAIRN" destroy tank/other
 run_ok "$CAIRN" destroy -r tank/taken
-pass "create/clone with sharenfs of what cannot be shared: one-line error, nothing left"
+pass "create/clone/set with sharenfs of what cannot be shared: one-line error, nothing left"
 
 # ---- set, options change in place, mountpoint moves, inherit, rename, destroy ----
 run_ok "$CAIRN" set sharenfs=no_root_squash tank/fs

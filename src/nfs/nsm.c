@@ -1,0 +1,522 @@
+/*
+ * NSM (the Network Status Monitor, program 100024 version 1) for the NLM
+ * server, and the calls NLM makes to clients.
+ *
+ * State number: `nsm-state` in the server's state directory holds the last
+ * one used; each start takes the next odd number (odd while up, as statd's
+ * protocol has it) and writes it back before serving, so clients can tell a
+ * restart from a retransmission.
+ *
+ * Monitored hosts: every host holding an NLM lock or share (and every name
+ * given with SM_MON) is written, with the address it called from, to
+ * `nlm-hosts` (one "NAME ADDRESS" a line, replaced atomically: temporary
+ * file, fsync, rename). After a restart the hosts listed are the previous
+ * run's: each is sent SM_NOTIFY (through the portmapper on its host) so its
+ * lock manager reclaims, and the server is in grace. The previous run's hosts
+ * stay listed until grace ends, so a second restart during grace loses none.
+ *
+ * SM_NOTIFY from a client's statd (the client restarted) releases every lock
+ * its host held here; SM_STAT, SM_MON, SM_UNMON and SM_UNMON_ALL do what
+ * statd does for its local lock manager.
+ */
+#include "nfs_srv.h"
+#include "nlm_impl.h"
+
+#include <cairn/log.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define SUB "nlm"
+
+typedef struct nsm_host {
+    struct nsm_host *next;
+    char *name;
+    struct sockaddr_storage addr;
+    bool has_addr;
+    bool previous;                   /* listed by the previous run */
+    bool active;                     /* holds NLM state now */
+    bool monitored;                  /* SM_MON */
+} nsm_host_t;
+
+struct nsm_state {
+    pthread_mutex_t lock;
+    char *state_path, *hosts_path;   /* NULL: no state dir, nothing persisted */
+    uint32_t state;
+    bool frozen;
+    nsm_host_t *hosts;
+};
+
+static nsm_host_t *host_find(nsm_state_t *ns, const char *name)
+{
+    for (nsm_host_t *h = ns->hosts; h; h = h->next)
+        if (!strcmp(h->name, name)) return h;
+    return NULL;
+}
+
+static nsm_host_t *host_get(nsm_state_t *ns, const char *name)
+{
+    nsm_host_t *h = host_find(ns, name);
+    if (h) return h;
+    if (!(h = calloc(1, sizeof *h)) || !(h->name = strdup(name))) {
+        free(h);
+        return NULL;
+    }
+    h->next = ns->hosts;
+    ns->hosts = h;
+    return h;
+}
+
+static bool write_file(const char *path, const char *data, size_t len)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    bool ok = write(fd, data, len) == (ssize_t)len && fsync(fd) == 0;
+    close(fd);
+    if (ok && rename(tmp, path) == 0) return true;
+    unlink(tmp);
+    return false;
+}
+
+/* With ns->lock. */
+static void hosts_save(nsm_state_t *ns)
+{
+    if (!ns->hosts_path || ns->frozen) return;
+    size_t cap = 1, len = 0;
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) cap += strlen(h->name) + 64;
+    char *buf = malloc(cap);
+    if (!buf) return;
+    buf[0] = '\0';
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) {
+        if (!h->previous && !h->active && !h->monitored) continue;
+        char a[64] = "-";
+        if (h->has_addr) nfs_addr_string((struct sockaddr *)&h->addr, a, sizeof a);
+        len += (size_t)snprintf(buf + len, cap - len, "%s %s\n", h->name, a);
+    }
+    if (!write_file(ns->hosts_path, buf, len))
+        log_warn(SUB, "cannot write %s: %s (monitored hosts may not be told after a restart)",
+                 ns->hosts_path, strerror(errno));
+    free(buf);
+}
+
+static void host_set_addr(nsm_host_t *h, const char *text)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST}, *ai;
+    if (getaddrinfo(text, NULL, &hints, &ai) != 0) return;
+    memcpy(&h->addr, ai->ai_addr, ai->ai_addrlen);
+    h->has_addr = true;
+    freeaddrinfo(ai);
+}
+
+nsm_state_t *nsm_open(const char *state_dir, bool *had_hosts)
+{
+    *had_hosts = false;
+    nsm_state_t *ns = calloc(1, sizeof *ns);
+    if (!ns) return NULL;
+    pthread_mutex_init(&ns->lock, NULL);
+    uint32_t last = 0;
+    if (state_dir) {
+        size_t n = strlen(state_dir) + 32;
+        ns->state_path = malloc(n);
+        ns->hosts_path = malloc(n);
+        if (ns->state_path) snprintf(ns->state_path, n, "%s/nsm-state", state_dir);
+        if (ns->hosts_path) snprintf(ns->hosts_path, n, "%s/nlm-hosts", state_dir);
+        FILE *f = ns->state_path ? fopen(ns->state_path, "r") : NULL;
+        if (f) {
+            if (fscanf(f, "%u", &last) != 1) last = 0;
+            fclose(f);
+        }
+        f = ns->hosts_path ? fopen(ns->hosts_path, "r") : NULL;
+        char line[1200];
+        while (f && fgets(line, sizeof line, f)) {
+            char name[1100], addr[80];
+            if (sscanf(line, "%1099s %79s", name, addr) != 2) continue;
+            nsm_host_t *h = host_get(ns, name);
+            if (!h) continue;
+            h->previous = true;
+            if (strcmp(addr, "-")) host_set_addr(h, addr);
+            *had_hosts = true;
+        }
+        if (f) fclose(f);
+    }
+    if (!last && !state_dir) {
+        /* Nothing persisted: a random odd start still differs across restarts. */
+        if (getrandom(&last, sizeof last, 0) != sizeof last) last = (uint32_t)getpid();
+        last &= 0x3fffffff;
+    }
+    ns->state = (last | 1u) + ((last & 1u) ? 2u : 0u);
+    if (ns->state_path) {
+        char buf[32];
+        int len = snprintf(buf, sizeof buf, "%u\n", ns->state);
+        if (!write_file(ns->state_path, buf, (size_t)len))
+            log_warn(SUB, "cannot write %s: %s", ns->state_path, strerror(errno));
+    }
+    return ns;
+}
+
+void nsm_freeze(nsm_state_t *ns)
+{
+    pthread_mutex_lock(&ns->lock);
+    ns->frozen = true;
+    pthread_mutex_unlock(&ns->lock);
+}
+
+void nsm_close(nsm_state_t *ns)
+{
+    if (!ns) return;
+    while (ns->hosts) {
+        nsm_host_t *h = ns->hosts;
+        ns->hosts = h->next;
+        free(h->name);
+        free(h);
+    }
+    free(ns->state_path);
+    free(ns->hosts_path);
+    pthread_mutex_destroy(&ns->lock);
+    free(ns);
+}
+
+uint32_t nsm_state_number(nsm_state_t *ns) { return ns->state; }
+
+void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr)
+{
+    pthread_mutex_lock(&ns->lock);
+    nsm_host_t *h = host_get(ns, name);
+    if (h) {
+        bool changed = !h->active || !h->has_addr;
+        if (addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+            size_t sl = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                   : sizeof(struct sockaddr_in6);
+            if (!h->has_addr || memcmp(&h->addr, addr, sl)) changed = true;
+            memset(&h->addr, 0, sizeof h->addr);
+            memcpy(&h->addr, addr, sl);
+            h->has_addr = true;
+        }
+        h->active = true;
+        if (changed) hosts_save(ns);
+    }
+    pthread_mutex_unlock(&ns->lock);
+}
+
+void nsm_host_idle(nsm_state_t *ns, const char *name)
+{
+    pthread_mutex_lock(&ns->lock);
+    nsm_host_t *h = host_find(ns, name);
+    if (h && h->active) {
+        h->active = false;
+        h->previous = false;     /* it came back and let go */
+        hosts_save(ns);
+    }
+    pthread_mutex_unlock(&ns->lock);
+}
+
+void nsm_prune_previous(nsm_state_t *ns)
+{
+    pthread_mutex_lock(&ns->lock);
+    bool changed = false;
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) {
+        if (h->previous) changed = true;
+        h->previous = false;
+    }
+    if (changed) hosts_save(ns);
+    pthread_mutex_unlock(&ns->lock);
+}
+
+void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
+                          const struct sockaddr_storage *addr, void *arg), void *arg)
+{
+    pthread_mutex_lock(&ns->lock);
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) {
+        if (!h->previous) continue;
+        if (!h->has_addr) {
+            /* Listed by name only (SM_MON): resolve it now. */
+            struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+            if (getaddrinfo(h->name, NULL, &hints, &ai) != 0) continue;
+            memcpy(&h->addr, ai->ai_addr, ai->ai_addrlen);
+            h->has_addr = true;
+            freeaddrinfo(ai);
+        }
+        fn(h->name, &h->addr, arg);
+    }
+    pthread_mutex_unlock(&ns->lock);
+}
+
+bool nsm_host_is(nsm_state_t *ns, const char *name, const struct sockaddr *peer)
+{
+    char a[64], b[64];
+    nfs_addr_string(peer, a, sizeof a);
+    pthread_mutex_lock(&ns->lock);
+    nsm_host_t *h = host_find(ns, name);
+    bool ok = !h || !h->has_addr;
+    if (!ok) {
+        nfs_addr_string((struct sockaddr *)&h->addr, b, sizeof b);
+        ok = !strcmp(a, b);
+    }
+    pthread_mutex_unlock(&ns->lock);
+    return ok;
+}
+
+void nsm_monitor(nsm_state_t *ns, const char *name, bool on)
+{
+    pthread_mutex_lock(&ns->lock);
+    nsm_host_t *h = on ? host_get(ns, name) : host_find(ns, name);
+    if (h && h->monitored != on) {
+        h->monitored = on;
+        hosts_save(ns);
+    }
+    pthread_mutex_unlock(&ns->lock);
+}
+
+void nsm_unmonitor_all(nsm_state_t *ns)
+{
+    pthread_mutex_lock(&ns->lock);
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) h->monitored = false;
+    hosts_save(ns);
+    pthread_mutex_unlock(&ns->lock);
+}
+
+/* ------------------------------------------------------------ program 100024 */
+
+static void get_name(nfs_xdr_t *a, char *out)
+{
+    uint32_t n;
+    const uint8_t *p = nfs_xdr_get_opaque(a, &n, NLM_MAXSTR);
+    out[0] = '\0';
+    if (!p) return;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    if (strlen(out) != n || !n || strchr(out, ' ') || strchr(out, '\n')) a->err = true;
+}
+
+static void get_my_id(nfs_xdr_t *a)
+{
+    char my_name[NLM_MAXSTR + 1];
+    get_name(a, my_name);
+    nfs_xdr_get_u32(a);
+    nfs_xdr_get_u32(a);
+    nfs_xdr_get_u32(a);
+}
+
+nfs_accept_t nsm_program(nfs_call_t *call)
+{
+    nsm_state_t *ns = nlm_server_nsm(call->srv);
+    if (!ns) return NFS_ACCEPT_PROG_UNAVAIL;
+    nfs_xdr_t *a = &call->args, *r = call->res;
+    char name[NLM_MAXSTR + 1];
+    switch (call->proc) {
+    case SM_NULL: return NFS_ACCEPT_SUCCESS;
+    case SM_STAT:
+        get_name(a, name);
+        if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
+        nfs_xdr_put_u32(r, 0); /* STAT_SUCC */
+        nfs_xdr_put_u32(r, ns->state);
+        return NFS_ACCEPT_SUCCESS;
+    case SM_MON:
+        get_name(a, name);
+        get_my_id(a);
+        nfs_xdr_get_fixed(a, 16); /* priv */
+        if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
+        nsm_monitor(ns, name, true);
+        nfs_xdr_put_u32(r, 0);
+        nfs_xdr_put_u32(r, ns->state);
+        return NFS_ACCEPT_SUCCESS;
+    case SM_UNMON:
+        get_name(a, name);
+        get_my_id(a);
+        if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
+        nsm_monitor(ns, name, false);
+        nfs_xdr_put_u32(r, ns->state);
+        return NFS_ACCEPT_SUCCESS;
+    case SM_UNMON_ALL:
+        get_my_id(a);
+        if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
+        nsm_unmonitor_all(ns);
+        nfs_xdr_put_u32(r, ns->state);
+        return NFS_ACCEPT_SUCCESS;
+    case SM_NOTIFY:
+        get_name(a, name);
+        nfs_xdr_get_u32(a); /* its new state */
+        if (a->err) return NFS_ACCEPT_GARBAGE_ARGS;
+        nlm_host_rebooted(call->srv, name, (struct sockaddr *)&call->peer);
+        return NFS_ACCEPT_SUCCESS;
+    default: return NFS_ACCEPT_PROC_UNAVAIL;
+    }
+}
+
+/* ------------------------------------------------------------ calls to clients */
+
+static int wait_fd(int fd, short ev, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = ev};
+    int n = poll(&p, 1, ms);
+    if (n < 0) return -errno;
+    return n == 0 ? -ETIMEDOUT : 0;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        int rc = wait_fd(fd, POLLOUT, 5000);
+        if (rc) return rc;
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -errno;
+        }
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int recv_all(int fd, uint8_t *p, size_t n)
+{
+    while (n) {
+        int rc = wait_fd(fd, POLLIN, 5000);
+        if (rc) return rc;
+        ssize_t g = recv(fd, p, n, 0);
+        if (g == 0) return -ECONNRESET;
+        if (g < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -errno;
+        }
+        p += g, n -= (size_t)g;
+    }
+    return 0;
+}
+
+static int call_once(const struct sockaddr_storage *peer, uint16_t port, uint32_t prog,
+                     uint32_t vers, uint32_t proc, const uint8_t *args, size_t alen,
+                     uint8_t **res, size_t *rlen)
+{
+    struct sockaddr_storage ss = *peer;
+    socklen_t sl;
+    if (ss.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+        sl = sizeof(struct sockaddr_in);
+    } else if (ss.ss_family == AF_INET6) {
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+        sl = sizeof(struct sockaddr_in6);
+    } else {
+        return -EAFNOSUPPORT;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int rc = 0;
+    if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+        if (errno != EINPROGRESS) rc = -errno;
+        else if (!(rc = wait_fd(fd, POLLOUT, 5000))) {
+            int e = 0;
+            socklen_t el = sizeof e;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+            rc = -e;
+        }
+    }
+    uint32_t xid = 0;
+    if (getrandom(&xid, sizeof xid, 0) != sizeof xid) xid = (uint32_t)getpid();
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 128 + alen);
+    nfs_xdr_put_u32(&x, 0); /* record mark, set below */
+    nfs_xdr_put_u32(&x, xid);
+    nfs_xdr_put_u32(&x, 0); /* CALL */
+    nfs_xdr_put_u32(&x, 2);
+    nfs_xdr_put_u32(&x, prog);
+    nfs_xdr_put_u32(&x, vers);
+    nfs_xdr_put_u32(&x, proc);
+    /* AUTH_SYS as root of this host: what lock managers expect of a peer. */
+    nfs_xdr_t cred;
+    nfs_xdr_init_encode(&cred, 64);
+    nfs_xdr_put_u32(&cred, (uint32_t)time(NULL));
+    nfs_xdr_put_string(&cred, "cairnd");
+    nfs_xdr_put_u32(&cred, 0);
+    nfs_xdr_put_u32(&cred, 0);
+    nfs_xdr_put_u32(&cred, 0);
+    nfs_xdr_put_u32(&x, NFS_AUTH_SYS);
+    nfs_xdr_put_opaque(&x, cred.buf, (uint32_t)cred.len);
+    nfs_xdr_free(&cred);
+    nfs_xdr_put_u32(&x, NFS_AUTH_NONE);
+    nfs_xdr_put_u32(&x, 0);
+    if (alen) nfs_xdr_put_fixed(&x, args, (uint32_t)alen);
+    if (x.err) rc = rc ? rc : -ENOMEM;
+    if (!rc) {
+        uint32_t mark = 0x80000000u | (uint32_t)(x.len - 4);
+        x.buf[0] = (uint8_t)(mark >> 24), x.buf[1] = (uint8_t)(mark >> 16);
+        x.buf[2] = (uint8_t)(mark >> 8), x.buf[3] = (uint8_t)mark;
+        rc = send_all(fd, x.buf, x.len);
+    }
+    nfs_xdr_free(&x);
+    uint8_t *rec = NULL;
+    size_t len = 0;
+    for (bool last = false; !rc && !last;) {
+        uint8_t h[4];
+        if ((rc = recv_all(fd, h, 4))) break;
+        uint32_t v = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+        last = v & 0x80000000u;
+        size_t n = v & 0x7fffffffu;
+        if (len + n > 65536) {
+            rc = -EMSGSIZE;
+            break;
+        }
+        uint8_t *nr = realloc(rec, len + n + 1);
+        if (!nr) {
+            rc = -ENOMEM;
+            break;
+        }
+        rec = nr;
+        rc = recv_all(fd, rec + len, n);
+        len += n;
+    }
+    close(fd);
+    if (rc) {
+        free(rec);
+        return rc;
+    }
+    nfs_xdr_t d;
+    nfs_xdr_init_decode(&d, rec, len);
+    uint32_t rxid = nfs_xdr_get_u32(&d), mtype = nfs_xdr_get_u32(&d);
+    uint32_t rstat = nfs_xdr_get_u32(&d);
+    nfs_xdr_get_u32(&d);
+    uint32_t vl;
+    nfs_xdr_get_opaque(&d, &vl, 400);
+    uint32_t astat = nfs_xdr_get_u32(&d);
+    if (d.err || rxid != xid || mtype != 1 || rstat != 0 || astat != 0) {
+        free(rec);
+        return -EPROTO;
+    }
+    *rlen = len - d.pos;
+    memmove(rec, rec + d.pos, *rlen);
+    *res = rec;
+    return 0;
+}
+
+int nlm_rpc_call(const struct sockaddr_storage *peer, uint16_t pmap_port, uint16_t port,
+                 uint32_t prog, uint32_t vers, uint32_t proc, const uint8_t *args,
+                 size_t alen, uint8_t **res, size_t *rlen)
+{
+    *res = NULL;
+    *rlen = 0;
+    if (!port) {
+        uint8_t q[16], *pr = NULL;
+        size_t pl = 0;
+        uint32_t v[4] = {prog, vers, 6 /* TCP */, 0};
+        for (int i = 0; i < 4; i++)
+            q[4 * i] = (uint8_t)(v[i] >> 24), q[4 * i + 1] = (uint8_t)(v[i] >> 16),
+            q[4 * i + 2] = (uint8_t)(v[i] >> 8), q[4 * i + 3] = (uint8_t)v[i];
+        int rc = call_once(peer, pmap_port, 100000, 2, 3, q, sizeof q, &pr, &pl);
+        if (rc) return rc;
+        uint32_t p = pl >= 4 ? ((uint32_t)pr[0] << 24 | (uint32_t)pr[1] << 16 |
+                                (uint32_t)pr[2] << 8 | pr[3]) : 0;
+        free(pr);
+        if (!p || p > 65535) return -ECONNREFUSED;   /* not registered there */
+        port = (uint16_t)p;
+    }
+    return call_once(peer, port, prog, vers, proc, args, alen, res, rlen);
+}

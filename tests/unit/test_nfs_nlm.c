@@ -1,0 +1,206 @@
+/* NFSv3 locking rules that need no transport: NLM offsets and lengths (32-bit
+ * in v1/v3, 64-bit in v4, length 0 = to the end), the statuses each version may
+ * send, and NLM locks in the one lock table they share with NFSv4: conflicts
+ * both ways, fcntl-style splitting and merging that keeps each range's kind. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "../../src/nfs/nfs_srv.h"
+#include "../../src/nfs/nlm_impl.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int V4;   /* an NFSv4 lock owner (any pointer will do) */
+
+static void test_wire_ranges(void **state)
+{
+    (void)state;
+    uint64_t f, l, off, len;
+    nlm_range_from_wire(10, 5, &f, &l);
+    assert_true(f == 10 && l == 14);
+    nlm_range_from_wire(1000, 0, &f, &l);               /* to the end of any file */
+    assert_true(f == 1000 && l == UINT64_MAX);
+    nlm_range_from_wire(UINT64_MAX - 1, 10, &f, &l);    /* past 2^64: to the end */
+    assert_true(f == UINT64_MAX - 1 && l == UINT64_MAX);
+    nlm_range_from_wire(UINT64_MAX, 1, &f, &l);
+    assert_true(f == UINT64_MAX && l == UINT64_MAX);
+
+    nlm_range_to_wire(4, 1000, UINT64_MAX, &off, &len);
+    assert_true(off == 1000 && len == 0);
+    nlm_range_to_wire(4, 1ull << 40, (1ull << 40) + 99, &off, &len);
+    assert_true(off == 1ull << 40 && len == 100);
+    /* v1/v3 holders: 32 bits; what does not fit reaches the end. */
+    nlm_range_to_wire(3, 10, 19, &off, &len);
+    assert_true(off == 10 && len == 10);
+    nlm_range_to_wire(1, 1ull << 40, (1ull << 40) + 99, &off, &len);
+    assert_true(off == UINT32_MAX && len == 0);
+    nlm_range_to_wire(3, 4000000000ull, 4000000000ull + 500000000ull, &off, &len);
+    assert_true(off == 4000000000ull && len == 0);
+}
+
+static void test_stats_per_version(void **state)
+{
+    (void)state;
+    assert_int_equal(nlm_stat_for(4, NLM_STALE_FH), NLM_STALE_FH);
+    assert_int_equal(nlm_stat_for(4, NLM_DENIED_GRACE_PERIOD), NLM_DENIED_GRACE_PERIOD);
+    assert_int_equal(nlm_stat_for(3, NLM_DENIED_GRACE_PERIOD), NLM_DENIED_GRACE_PERIOD);
+    assert_int_equal(nlm_stat_for(3, NLM_STALE_FH), NLM_DENIED_NOLOCKS);
+    assert_int_equal(nlm_stat_for(1, NLM_FAILED), NLM_DENIED_NOLOCKS);
+    assert_int_equal(nlm_stat_for(1, NLM_DEADLCK), NLM_DENIED);
+    assert_int_equal(nlm_stat_for(1, NLM_BLOCKED), NLM_BLOCKED);
+}
+
+static void test_v3_v4_one_table(void **state)
+{
+    (void)state;
+    nlm_owner_t *a = nlm_owner_alloc("hosta", 7, (const uint8_t *)"7@hosta", 7);
+    nlm_owner_t *b = nlm_owner_alloc("hostb", 7, (const uint8_t *)"7@hostb", 7);
+    assert_non_null(a);
+    assert_non_null(b);
+    char name[96];
+    nlm_owner_name(a, name, sizeof name);
+    assert_string_equal(name, "nlm:hosta:7");
+
+    nfs4_range_list_t L = {0};
+    uint64_t f, l;
+    nlm_range_from_wire(0, 100, &f, &l);
+    assert_int_equal(nfs4_range_set_tagged(&L, a, f, l, WRITE_LT, true), 0);
+    /* v4 against an NLM lock, and the reverse. */
+    long k = nfs4_range_conflict(&L, &V4, 50, 59, READ_LT);
+    assert_int_equal(k, 0);
+    assert_true(L.v[k].nlm && L.v[k].owner == a);
+    assert_int_equal(nfs4_range_set(&L, &V4, 200, 299, WRITE_LT), 0);
+    k = nfs4_range_conflict(&L, a, 250, 250, READ_LT);
+    assert_true(k >= 0 && !L.v[k].nlm && L.v[k].owner == &V4);
+    /* Same host, other process: another owner. */
+    assert_true(nfs4_range_conflict(&L, b, 0, 0, READ_LT) >= 0);
+    assert_int_equal(nfs4_range_conflict(&L, b, 100, 199, WRITE_LT), -1);
+
+    /* An NLM unlock in the middle splits only its owner's range, both halves
+     * still NLM's; v4's range is untouched. */
+    assert_int_equal(nfs4_range_clear(&L, a, 40, 59), 0);
+    assert_int_equal(L.n, 3);
+    size_t nlm_ranges = 0;
+    for (size_t i = 0; i < L.n; i++) {
+        if (L.v[i].owner == a) {
+            nlm_ranges++;
+            assert_true(L.v[i].nlm);
+            assert_true((L.v[i].first == 0 && L.v[i].last == 39) ||
+                        (L.v[i].first == 60 && L.v[i].last == 99));
+        } else {
+            assert_false(L.v[i].nlm);
+            assert_true(L.v[i].first == 200 && L.v[i].last == 299);
+        }
+    }
+    assert_int_equal(nlm_ranges, 2);
+    assert_int_equal(nfs4_range_conflict(&L, b, 40, 59, WRITE_LT), -1);
+    /* Filling the hole merges the owner's ranges back into one; a read lock
+     * there would not merge with write neighbours. */
+    assert_int_equal(nfs4_range_set_tagged(&L, a, 40, 59, WRITE_LT, true), 0);
+    assert_int_equal(L.n, 2);
+    /* A lock to the end of the file covers any 64-bit offset. */
+    nlm_range_from_wire(1000, 0, &f, &l);
+    assert_int_equal(nfs4_range_set_tagged(&L, b, f, l, READ_LT, true), 0);
+    assert_true(nfs4_range_conflict(&L, &V4, 1ull << 62, 1ull << 62, WRITE_LT) >= 0);
+    assert_int_equal(nfs4_range_conflict(&L, &V4, 1ull << 62, 1ull << 62, READ_LT), -1);
+    /* FREE_ALL of a host drops its owners' ranges, nobody else's. */
+    nfs4_range_drop_owner(&L, a);
+    assert_false(nfs4_range_owner_holds(&L, a));
+    assert_true(nfs4_range_owner_holds(&L, b));
+    assert_true(nfs4_range_owner_holds(&L, &V4));
+    nfs4_range_free(&L);
+    nlm_owner_free_one(a);
+    nlm_owner_free_one(b);
+}
+
+static void collect(const char *name, const struct sockaddr_storage *addr, void *arg)
+{
+    char *out = arg, a[64];
+    nfs_addr_string((const struct sockaddr *)addr, a, sizeof a);
+    snprintf(out + strlen(out), 256 - strlen(out), "%s@%s;", name, a);
+}
+
+/* NSM's persisted state: an odd state number bumped at each start, the hosts
+ * holding locks listed so the next start notifies them, kept through a stop. */
+static void test_nsm_persistence(void **state)
+{
+    (void)state;
+    const char *base = getenv("CAIRN_TEST_TMP");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/nsmXXXXXX", base && base[0] ? base : "/tmp");
+    if (base) mkdir(base, 0700);
+    assert_non_null(mkdtemp(dir));
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(700)};
+    inet_pton(AF_INET, "127.0.0.7", &sin.sin_addr);
+
+    bool had = true;
+    nsm_state_t *ns = nsm_open(dir, &had);
+    assert_non_null(ns);
+    assert_false(had);
+    uint32_t s1 = nsm_state_number(ns);
+    assert_true(s1 & 1);
+    nsm_host_active(ns, "h1", (struct sockaddr *)&sin);
+    nsm_host_active(ns, "h2", (struct sockaddr *)&sin);
+    nsm_host_idle(ns, "h2");          /* let go: not monitored any more */
+    assert_true(nsm_host_is(ns, "h1", (struct sockaddr *)&sin));
+    assert_true(nsm_host_is(ns, "unknown", (struct sockaddr *)&sin));
+    struct sockaddr_in other = sin;
+    inet_pton(AF_INET, "127.0.0.8", &other.sin_addr);
+    assert_false(nsm_host_is(ns, "h1", (struct sockaddr *)&other));
+    nsm_close(ns);
+
+    ns = nsm_open(dir, &had);          /* a restart (even a crash: written at once) */
+    assert_true(had);
+    assert_int_equal(nsm_state_number(ns), s1 + 2);
+    char seen[256] = "";
+    nsm_foreach_previous(ns, collect, seen);
+    assert_string_equal(seen, "h1@127.0.0.7;");
+    nsm_host_active(ns, "h1", (struct sockaddr *)&sin);   /* it reclaimed */
+    nsm_freeze(ns);                    /* a stop releases everything: still listed */
+    nsm_host_idle(ns, "h1");
+    nsm_close(ns);
+
+    ns = nsm_open(dir, &had);
+    assert_true(had);
+    assert_int_equal(nsm_state_number(ns), s1 + 4);
+    nsm_prune_previous(ns);            /* grace over, h1 never came back */
+    nsm_close(ns);
+    ns = nsm_open(dir, &had);
+    assert_false(had);
+    nsm_close(ns);
+
+    /* An even number on disk (written by someone else): the next odd one. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/nsm-state", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "10\n");
+    fclose(f);
+    ns = nsm_open(dir, &had);
+    assert_int_equal(nsm_state_number(ns), 11);
+    nsm_close(ns);
+    snprintf(path, sizeof path, "%s/nsm-state", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/nlm-hosts", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wire_ranges),
+        cmocka_unit_test(test_stats_per_version),
+        cmocka_unit_test(test_v3_v4_one_table),
+        cmocka_unit_test(test_nsm_persistence),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
