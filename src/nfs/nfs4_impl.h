@@ -400,6 +400,11 @@ void nfs4_reap(nfs4_server_t *st);
 bool nfs4_revoke_courtesy(nfs4_server_t *st, nfs4_client_t *c);
 /* The client of a lock owner found in a range list (NULL: not a v4 owner). */
 nfs4_client_t *nfs4_owner_client(nfs4_server_t *st, const void *owner);
+/* nfs4_range_conflict on f's locks, revoking the state of expired NFSv4
+ * clients in the way first (v4 LOCK/LOCKT and NLM alike). The caller holds a
+ * state count on f (revoking drops other clients' states on it). */
+long nfs4_lock_conflict(nfs4_server_t *st, nfs4_file_t *f, const void *owner, uint64_t first,
+                        uint64_t last, uint32_t type);
 /* The open-owner whose last CLOSE freed the open stateid sid names (NULL: none),
  * so that a retransmitted CLOSE finds the owner's cached reply. */
 nfs4_owner_t *nfs4_closed_owner(nfs4_server_t *st, const nfs4_stateid_t *sid);

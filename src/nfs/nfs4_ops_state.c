@@ -1149,10 +1149,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     }
     if (status == NFS4_OK) {
         nfs4_file_t *f = s->file;   /* ours keeps it while others' state is revoked */
-        long k;
-        while ((k = nfs4_range_conflict(&f->locks, lo, first, last, type)) >= 0 &&
-               nfs4_revoke_courtesy(st, nfs4_owner_client(st, f->locks.v[k].owner))) {
-        }
+        long k = nfs4_lock_conflict(st, f, lo, first, last, type);
         if (k >= 0) {
             status = NFS4ERR_DENIED;
             log_debug("nfs4", "LOCK [%" PRIu64 ",%" PRIu64 "] type %u denied by [%" PRIu64
@@ -1198,17 +1195,18 @@ uint32_t nfs4_op_lockt(nfs4_cx_t *cx)
     if (status == NFS4_OK && nfs4_in_grace(st)) status = NFS4ERR_GRACE;
     if (status == NFS4_OK) {
         nfs4_owner_t *lo = nfs4_owner_find(c, true, loid, lolen);
-        nfs4_file_t *f;
-        long k;
-        /* Revoking may free f: find it again each time. */
-        do {
-            f = nfs4_file_find(st, cx->cur.node);
-            k = f ? nfs4_range_conflict(&f->locks, lo, first, last, type) : -1;
-        } while (k >= 0 && nfs4_revoke_courtesy(st, nfs4_owner_client(st, f->locks.v[k].owner)));
+        nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
+        long k = -1;
+        if (f) {
+            f->nstates++;   /* keep f while others' state is revoked */
+            k = nfs4_lock_conflict(st, f, lo, first, last, type);
+            f->nstates--;
+        }
         if (k >= 0) {
             status = NFS4ERR_DENIED;
             put_denied(cx, &f->locks.v[k]);
         }
+        if (f) nfs4_file_drop_unused(st, f);
     }
     nfs4_unlock(st);
     return status;

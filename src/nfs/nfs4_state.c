@@ -519,6 +519,16 @@ uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t 
     return was_expired(st, cnum) ? NFS4ERR_EXPIRED : NFS4ERR_BAD_STATEID;
 }
 
+long nfs4_lock_conflict(nfs4_server_t *st, nfs4_file_t *f, const void *owner, uint64_t first,
+                        uint64_t last, uint32_t type)
+{
+    long k;
+    while ((k = nfs4_range_conflict(&f->locks, owner, first, last, type)) >= 0 &&
+           nfs4_revoke_courtesy(st, nfs4_owner_client(st, f->locks.v[k].owner))) {
+    }
+    return k;
+}
+
 nfs4_owner_t *nfs4_closed_owner(nfs4_server_t *st, const nfs4_stateid_t *sid)
 {
     if (get_be32(sid->other) != st->epoch) return NULL;

@@ -432,9 +432,13 @@ static nfs_accept_t proc_test(nfs_call_t *call, nfs_xdr_t *r)
         } else {
             nfs4_file_t *f = file_of(ns, exp, node, false);
             const void *me = owner_find(ns, l.caller, l.svid, l.oh, l.oh_len);
-            long k = f ? nfs4_range_conflict(&f->locks, me ? me : (const void *)&me, first,
-                                             last, excl ? WRITE_LT : READ_LT)
-                       : -1;
+            long k = -1;
+            if (f) {
+                f->nstates++;   /* kept while expired NFSv4 clients' state is revoked */
+                k = nfs4_lock_conflict(ns->st, f, me ? me : (const void *)&me, first, last,
+                                       excl ? WRITE_LT : READ_LT);
+                f->nstates--;
+            }
             if (k >= 0) {
                 nfs_xdr_put_u32(r, NLM_DENIED);
                 put_holder(r, call->vers, &f->locks.v[k]);
@@ -442,6 +446,7 @@ static nfs_accept_t proc_test(nfs_call_t *call, nfs_xdr_t *r)
                 release_file(exp, node);
                 return NFS_ACCEPT_SUCCESS;
             }
+            if (f) nfs4_file_drop_unused(ns->st, f);
         }
         nfs4_unlock(ns->st);
     }
@@ -491,7 +496,7 @@ static uint32_t do_lock(nfs_call_t *call, bool block, bool excl, const nlm_lock_
         stat = NLM_DENIED_NOLOCKS;
     } else {
         uint32_t type = excl ? WRITE_LT : READ_LT;
-        long k = nfs4_range_conflict(&f->locks, o, first, last, type);
+        long k = nfs4_lock_conflict(st, f, o, first, last, type);
         if (k < 0) {
             if (nfs4_range_set_tagged(&f->locks, o, first, last, type, true) < 0) {
                 stat = NLM_DENIED_NOLOCKS;
@@ -834,7 +839,7 @@ static void grant_blocked(nlm_state_t *ns)
     for (nlm_block_t **pp = &ns->blocks; *pp;) {
         nlm_block_t *b = *pp;
         uint32_t type = b->excl ? WRITE_LT : READ_LT;
-        if (nfs4_range_conflict(&b->f->locks, b->o, b->first, b->last, type) >= 0 ||
+        if (nfs4_lock_conflict(ns->st, b->f, b->o, b->first, b->last, type) >= 0 ||
             nfs4_range_set_tagged(&b->f->locks, b->o, b->first, b->last, type, true) < 0) {
             pp = &b->next;
             continue;

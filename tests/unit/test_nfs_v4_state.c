@@ -473,6 +473,38 @@ static void test_courtesy(void **state)
     assert_int_equal(nfs_close(b, fb), 0);
     nfs_destroy_context(b);
     nfs_destroy_context(a);
+    /* NLM (NFSv3 locks, one table with v4's) meets an expired v4 client's lock
+     * the same way: through nfs4_lock_conflict, which revokes it. */
+    a = client(0);
+    aid = newest_clientid();
+    fa = open_write(a, "/nlmv4", "data");
+    fl.l_type = F_WRLCK;
+    assert_int_equal(nfs_fcntl(a, fa, NFS4_F_SETLK, &fl), 0);
+    zpl_node_t *root, *node;
+    assert_int_equal(zpl_root(fix.fs, &root), 0);
+    assert_int_equal(zpl_lookup(root, "nlmv4", &node), 0);
+    zpl_node_rele(root);
+    static int nlm_owner;   /* any pointer that is no v4 owner */
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    pthread_mutex_lock(&st->lock);
+    nfs4_file_t *f = nfs4_file_find(st, node);
+    assert_non_null(f);
+    f->nstates++;
+    assert_true(nfs4_lock_conflict(st, f, &nlm_owner, 0, 99, WRITE_LT) >= 0);   /* lease runs */
+    f->nstates--;
+    nfs4_unlock(st);
+    wait_lease_over(aid);
+    pthread_mutex_lock(&st->lock);
+    f = nfs4_file_find(st, node);
+    assert_non_null(f);
+    f->nstates++;
+    assert_int_equal(nfs4_lock_conflict(st, f, &nlm_owner, 0, 99, WRITE_LT), -1);
+    f->nstates--;
+    nfs4_file_drop_unused(st, f);
+    nfs4_unlock(st);
+    zpl_node_rele(node);
+    assert_int_equal(raw_renew(aid), 10011);
+    nfs_destroy_context(a);
 }
 
 int main(void)
