@@ -86,6 +86,7 @@ typedef struct rz_col {
     uint8_t state;
     bool needs_repair;
     bool lied; /* returned data that differed from the verified block */
+    bool stale; /* its leaf is under resilver: not read, written by a resilver read */
 } rz_col_t;
 
 typedef struct rz_map {
@@ -127,7 +128,7 @@ static rz_map_t *rz_map_build(vdev_t *top, uint64_t offset, uint64_t psize, uint
     size_t arena = 0, data_off = 0;
     for (unsigned c = 0; c < ncols; c++) {
         rz_col_t *col = &m->col[c];
-        col->leaf = top->children[(s + c) % n];
+        col->leaf = vdev_io_child(top->children[(s + c) % n]);
         col->dev_off = VDEV_DATA_START + (((s + c) / n) << a);
         col->len = (c < big ? rows : rows - 1) * S;
         if (c >= p) {
@@ -253,8 +254,9 @@ static void rz_read_cols(rz_map_t *m, const bool *want)
     for (unsigned c = 0; c < m->ncols; c++) {
         rz_col_t *col = &m->col[c];
         if (!want[c] || col->state != COL_UNREAD) continue;
-        if (!vdev_leaf_usable(col->leaf)) {
+        if (!vdev_leaf_readable(col->leaf)) {
             col->state = COL_MISSING;
+            col->stale = vdev_leaf_usable(col->leaf);
             continue;
         }
         idx[nio] = c;
@@ -364,8 +366,14 @@ int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
 
     /* Data columns only, unless a data child is known missing or we scrub. */
     bool need_parity = scrub;
-    for (unsigned c = p; c < ncols; c++)
-        if (!vdev_leaf_usable(m->col[c].leaf)) need_parity = true;
+    bool resilver = flags & VDEV_READ_RESILVER, any_stale = false;
+    for (unsigned c = 0; c < ncols; c++) {
+        bool readable = vdev_leaf_readable(m->col[c].leaf);
+        if (!readable && c >= p) need_parity = true;
+        any_stale |= !readable && vdev_leaf_usable(m->col[c].leaf);
+    }
+    /* A resilver rewrites stale columns, parity ones too: it needs them all. */
+    if (resilver && any_stale) need_parity = true;
     for (unsigned c = 0; c < ncols; c++) want[c] = c >= p || need_parity;
     rz_read_cols(m, want);
 
@@ -375,7 +383,7 @@ int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
     int rc = 0;
     uint8_t *orig = NULL, *regen = NULL;
 
-    if (verified && !scrub) goto out;
+    if (verified && !scrub && !(resilver && any_stale)) goto out;
 
     for (unsigned c = 0; c < ncols; c++) want[c] = true;
     rz_read_cols(m, want);
@@ -424,7 +432,7 @@ account:;
         rz_col_t *col = &m->col[c];
         if (col->state == COL_EIO || col->lied) errors++;
         if (col->lied) col->leaf->stats.checksum_errors++;
-        if (rc == 0 && (col->state == COL_EIO || col->lied))
+        if (rc == 0 && (col->state == COL_EIO || col->lied || (resilver && col->stale)))
             io[nio++] = (vdev_batch_io_t){.leaf = col->leaf, .op = VDEV_IO_WRITE,
                                           .offset = col->dev_off, .buf = col->buf,
                                           .len = col->len};
