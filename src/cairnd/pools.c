@@ -333,6 +333,7 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     if (vd->type == VDEV_TYPE_ROOT) cairn_strlcpy(name, spa_name(spa), sizeof name);
     else if (vdev_is_leaf(vd)) cairn_strlcpy(name, vd->path ? vd->path : "?", sizeof name);
     else snprintf(name, sizeof name, "%s-%u", vdev_type_name(vd), vd->id);
+    s->resilvering = vdev_is_leaf(vd) && atomic_load(&vd->stale);
     s->name = cairnd_arena_strdup(a, name);
     s->type = cairnd_arena_strdup(a, vd->type == VDEV_TYPE_ROOT ? "root" : vdev_type_name(vd));
     s->state = cairnd_arena_strdup(a, vdev_state_name((vdev_state_t)vd->state));
@@ -368,6 +369,8 @@ static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
     s->errors = st.errors;
     s->scanned = st.scanned;
     s->now = cairn_wallclock_s();
+    s->func = st.func;
+    s->issued = st.issued;
     return s;
 }
 
@@ -808,6 +811,46 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
     pl->props[pl->n_props++] = p;
 }
 
+static void refresh_paths(cache_entry_t *e);
+
+/* offline, online, replace: the pool's own lock orders them with its syncs. */
+static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a)
+{
+    const char *name = req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE ? req->pool_offline->name
+                       : req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE ? req->pool_online->name
+                                                                                : req->pool_replace->name;
+    cache_entry_t *e = find_entry(name);
+    if (!e || !e->spa) {
+        NO_SUCH_POOL(resp, a, name);
+        return;
+    }
+    char err[512] = "";
+    int rc;
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE:
+        rc = spa_vdev_offline(e->spa, req->pool_offline->device, req->pool_offline->temporary, err,
+                              sizeof err);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
+        rc = spa_vdev_online(e->spa, req->pool_online->device, err, sizeof err);
+        break;
+    default: {
+        const Cairn__Mgmt__PoolReplace *m = req->pool_replace;
+        if (!m->old_device[0] || (m->new_device[0] && m->new_device[0] != '/')) {
+            set_error(resp, a, -EINVAL, "device paths must be absolute");
+            return;
+        }
+        rc = spa_vdev_replace(e->spa, m->old_device, m->new_device[0] ? m->new_device : NULL,
+                              m->force, err, sizeof err);
+        /* The cache file lists NEW from now on, so a restart finds it. */
+        if (!rc) refresh_paths(e);
+        break;
+    }
+    }
+    if (rc) set_error(resp, a, rc, "%s", err[0] ? err : strerror(-rc));
+}
+
 static void do_get(const Cairn__Mgmt__PoolGet *m, Cairn__Mgmt__Response *resp,
                    cairnd_arena_t *a)
 {
@@ -1095,7 +1138,8 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
     case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: writer = true; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE: writer = true; break;
     default: break;
     }
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
@@ -1131,6 +1175,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD: do_add(req->pool_add, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: do_remove(req->pool_remove, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE: do_leaf_change(req, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT: do_iostat(req->pool_iostat, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
     default:
