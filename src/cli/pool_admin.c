@@ -143,8 +143,10 @@ int cmd_pool_offline(int argc, char **argv, bool online)
     bool temporary = false;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, online ? "+:" : "+:t", NULL, what)) != -1)
+    while ((c = next_opt(argc, argv, online ? "+:e" : "+:t", NULL, what)) != -1) {
         if (c == 't') temporary = true;
+        if (c == 'e') fail("%s: -e (expand to a grown device) is not supported yet", what);
+    }
     want_args(argc, argv, 2, 2, what, "pool name and device");
     const char *name = argv[optind];
     set_name(name, what);
