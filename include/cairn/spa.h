@@ -185,6 +185,14 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen);
 /* new_path NULL or equal to old_path: a new disk in the old one's place. */
 int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
                      char *err, size_t errlen);
+/* attach: EXISTING (a top-level disk or a mirror's side) gets NEW as one more
+ * mirror side (a disk becomes a 2-way mirror), resilvered from the others.
+ * detach: a mirror side leaves the pool (a 2-way mirror becomes a disk); refused
+ * when no good copy would be left. The detached leaf's labels are cleared; it
+ * stays open until the pool closes (a reader may still hold it). */
+int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
+                    char *err, size_t errlen);
+int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen);
 /* Starts a resilver when a leaf needs one and none runs (import does). */
 void spa_resilver_check(spa_t *spa);
 /* Blocks until no scan of that kind (-1: any) runs. */

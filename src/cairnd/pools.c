@@ -784,8 +784,13 @@ static void do_scrub(const Cairn__Mgmt__PoolScrub *m, Cairn__Mgmt__Response *res
     if (rc) {
         if (m->stop && rc == -ENOENT)
             set_error(resp, a, rc, "there is no active scrub on '%s'", m->name);
-        else if (!m->stop && rc == -EBUSY)
-            set_error(resp, a, rc, "a scrub is already running on '%s'", m->name);
+        else if (!m->stop && rc == -EBUSY) {
+            spa_scrub_stat_t st;
+            spa_scrub_get(spa, &st);
+            set_error(resp, a, rc, st.func == SPA_SCAN_RESILVER
+                                       ? "a resilver is in progress on '%s'; scrub once it ends"
+                                       : "a scrub is already running on '%s'", m->name);
+        }
         else
             set_error(resp, a, rc, "cannot %s scrub on '%s': %s", m->stop ? "stop" : "start",
                       m->name, strerror(-rc));
@@ -813,13 +818,19 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
 
 static void refresh_paths(cache_entry_t *e);
 
-/* offline, online, replace: the pool's own lock orders them with its syncs. */
+/* offline, online, replace, attach, detach: the pool's own lock orders them with its
+ * syncs. */
 static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
-    const char *name = req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE ? req->pool_offline->name
-                       : req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE ? req->pool_online->name
-                                                                                : req->pool_replace->name;
+    const char *name;
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE: name = req->pool_offline->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE: name = req->pool_online->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: name = req->pool_attach->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: name = req->pool_detach->name; break;
+    default: name = req->pool_replace->name; break;
+    }
     cache_entry_t *e = find_entry(name);
     if (!e || !e->spa) {
         NO_SUCH_POOL(resp, a, name);
@@ -834,6 +845,20 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
         rc = spa_vdev_online(e->spa, req->pool_online->device, err, sizeof err);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: {
+        const Cairn__Mgmt__PoolAttach *m = req->pool_attach;
+        if (m->new_device[0] != '/') {
+            set_error(resp, a, -EINVAL, "device paths must be absolute");
+            return;
+        }
+        rc = spa_vdev_attach(e->spa, m->device, m->new_device, m->force, err, sizeof err);
+        if (!rc) refresh_paths(e);
+        break;
+    }
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH:
+        rc = spa_vdev_detach(e->spa, req->pool_detach->device, err, sizeof err);
+        if (!rc) refresh_paths(e);
         break;
     default: {
         const Cairn__Mgmt__PoolReplace *m = req->pool_replace;
@@ -1139,7 +1164,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD:
     case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE: writer = true; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: writer = true; break;
     default: break;
     }
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
@@ -1177,7 +1204,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: do_remove(req->pool_remove, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE:
     case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE: do_leaf_change(req, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: do_leaf_change(req, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT: do_iostat(req->pool_iostat, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
     default:

@@ -55,6 +55,7 @@ int cmd_pool_remove(int argc, char **argv);
 int cmd_pool_offline(int argc, char **argv, bool online);
 int cmd_pool_replace(int argc, char **argv);
 int cmd_pool_wait(int argc, char **argv);
+int cmd_pool_attach(int argc, char **argv, bool detach);
 int cmd_pool_iostat(int argc, char **argv);
 
 /* `cairn share ...` (share.c): like dataset_command. */

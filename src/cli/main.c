@@ -75,6 +75,7 @@ static void usage(FILE *f)
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
           "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
           "  pool replace [-f] POOL OLD [NEW]\n"
+          "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
@@ -843,7 +844,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, wait)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, attach, detach, wait)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -859,6 +860,8 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "online")) return cmd_pool_offline(sargc, sargv, true);
     if (!strcmp(sub, "replace")) return cmd_pool_replace(sargc, sargv);
     if (!strcmp(sub, "wait")) return cmd_pool_wait(sargc, sargv);
+    if (!strcmp(sub, "attach")) return cmd_pool_attach(sargc, sargv, false);
+    if (!strcmp(sub, "detach")) return cmd_pool_attach(sargc, sargv, true);
     if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
         !strcmp(sub, "clear"))

@@ -200,6 +200,44 @@ int cmd_pool_replace(int argc, char **argv)
     return 0;
 }
 
+int cmd_pool_attach(int argc, char **argv, bool detach)
+{
+    const char *what = detach ? "pool detach" : "pool attach";
+    bool force = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, detach ? "+:" : "+:fs", NULL, what)) != -1) {
+        if (c == 'f') force = true;
+        if (c == 's') fail("%s: -s (sequential rebuild) is not supported yet", what);
+    }
+    want_args(argc, argv, detach ? 2 : 3, detach ? 2 : 3, what,
+              detach ? "pool name and device" : "pool name, existing device and new device");
+    const char *name = argv[optind];
+    set_name(name, what);
+    char b1[PATH_MAX + 64], b2[PATH_MAX + 64];
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    Cairn__Mgmt__PoolAttach at;
+    Cairn__Mgmt__PoolDetach de;
+    if (detach) {
+        cairn__mgmt__pool_detach__init(&de);
+        de.name = (char *)name;
+        de.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DETACH;
+        req.pool_detach = &de;
+    } else {
+        cairn__mgmt__pool_attach__init(&at);
+        at.name = (char *)name;
+        at.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
+        at.new_device = (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what);
+        at.force = force;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH;
+        req.pool_attach = &at;
+    }
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
 /* `pool wait [-t resilver|scrub] POOL`: polls the pool's status until no scan
  * of that kind runs (a poll, not a held request: the daemon's pool table stays
  * free for everyone else meanwhile). */

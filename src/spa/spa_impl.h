@@ -176,6 +176,8 @@ struct spa {
     size_t nretired;
     metaslab_t **retired_ms;        /* their allocators, for the same reason */
     size_t nretired_ms;
+    void **retired_mem;             /* children arrays replaced under readers (attach, detach) */
+    size_t nretired_mem;
     bool sm_condense;               /* write a space map snapshot in the next sync */
     /* Ids (bit v) of removed vdevs whose records or log region the durable space map
      * log or log directory may still hold (dropped at import, rewritten by the first

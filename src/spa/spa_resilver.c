@@ -297,6 +297,186 @@ out:
     return e;
 }
 
+static void retire_mem(spa_t *spa, void *p)
+{
+    spa->retired_mem = cairn_realloc(spa->retired_mem, (spa->nretired_mem + 1) * sizeof(void *));
+    spa->retired_mem[spa->nretired_mem++] = p;
+}
+
+/* A new children array for vd, published under readers that take
+ * vd->children and vd->nchildren without a lock: the array first, with a
+ * spare slot repeating a child so that a reader pairing it with the old, larger
+ * count sees a side twice (harmless) rather than past the end; then the count.
+ * The old array stays allocated until the pool closes. */
+static void set_children(spa_t *spa, vdev_t *vd, vdev_t **kids, uint32_t n)
+{
+    uint32_t cap = CAIRN_MAX(n, vd->nchildren);
+    vdev_t **arr = cairn_zalloc((cap + 1) * sizeof *arr);
+    for (uint32_t i = 0; i <= cap; i++) arr[i] = kids[i < n ? i : n - 1];
+    for (uint32_t i = 0; i < n; i++) {
+        kids[i]->parent = vd;
+        kids[i]->id = i;
+    }
+    vdev_t **old = vd->children;
+    __atomic_store_n(&vd->children, arr, __ATOMIC_RELEASE);
+    __atomic_store_n(&vd->nchildren, n, __ATOMIC_RELEASE);
+    retire_mem(spa, old);
+}
+
+int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
+                    char *err, size_t errlen)
+{
+    if (strlen(new_path) >= SPA_PATH_MAX) {
+        seterr(err, errlen, "device path too long");
+        return -ENAMETOOLONG;
+    }
+    pthread_mutex_lock(&spa->config_lock);
+    int e = 0;
+    vdev_t *leaf = NULL, *nl = NULL;
+    if (spa->readonly) {
+        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        e = -EROFS;
+        goto out;
+    }
+    leaf = leaf_by_path(spa, existing);
+    if (!leaf) {
+        seterr(err, errlen, "no such device '%s' in pool '%s'", existing, spa->name);
+        e = -ENOENT;
+        goto out;
+    }
+    vdev_t *parent = leaf->parent;
+    if (parent->type != VDEV_TYPE_ROOT && parent->type != VDEV_TYPE_MIRROR) {
+        seterr(err, errlen, "can only attach to mirrors and top-level disks");
+        e = -ENOTSUP;
+        goto out;
+    }
+    if (leaf_by_path(spa, new_path)) {
+        seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
+        e = -EEXIST;
+        goto out;
+    }
+    if (parent->type == VDEV_TYPE_MIRROR && parent->nchildren >= VDEV_MAX_CHILDREN) {
+        seterr(err, errlen, "a mirror has at most %d sides", VDEV_MAX_CHILDREN);
+        e = -EINVAL;
+        goto out;
+    }
+    e = open_new_leaf(spa, leaf, new_path, force, &nl, err, errlen);
+    if (e) goto out;
+    vdev_dtl_add(nl, 1, UINT64_MAX);
+    atomic_store(&nl->stale, true);
+    if (parent->type == VDEV_TYPE_ROOT) {
+        /* A disk becomes a 2-way mirror in its place, with its id and space. */
+        vdev_t *m = vdev_alloc(VDEV_TYPE_MIRROR, cairn_random_guid());
+        m->ashift = leaf->ashift;
+        m->asize = leaf->asize;
+        m->alloc_class = leaf->alloc_class;
+        m->id = leaf->id;
+        m->parent = parent;
+        m->children = cairn_zalloc(2 * sizeof(vdev_t *));
+        m->children[0] = leaf;
+        m->children[1] = nl;
+        m->nchildren = 2;
+        leaf->parent = m;
+        leaf->id = 0;
+        nl->parent = m;
+        nl->id = 1;
+        __atomic_store_n(&parent->children[m->id], m, __ATOMIC_RELEASE);
+    } else {
+        vdev_t **kids = cairn_zalloc((parent->nchildren + 1) * sizeof *kids);
+        memcpy(kids, parent->children, parent->nchildren * sizeof *kids);
+        kids[parent->nchildren] = nl;
+        set_children(spa, parent, kids, parent->nchildren + 1);
+        free(kids);
+    }
+    dtl_close(nl, spa_open_txg(spa)); /* writes reach it from here on */
+    vdev_state_refresh(spa->root);
+    e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+    else log_info("spa", "pool %s: %s attached to %s", spa->name, new_path, existing);
+out:
+    pthread_mutex_unlock(&spa->config_lock);
+    if (!e) spa_resilver_check(spa);
+    return e;
+}
+
+int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    int e = 0;
+    vdev_t *leaf = NULL;
+    if (spa->readonly) {
+        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        e = -EROFS;
+        goto out;
+    }
+    leaf = leaf_by_path(spa, path);
+    if (!leaf) {
+        seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
+        e = -ENOENT;
+        goto out;
+    }
+    vdev_t *m = leaf->parent;
+    if (m->type == VDEV_TYPE_REPLACING) {
+        seterr(err, errlen, "cannot detach '%s': it is being replaced", path);
+        e = -EBUSY;
+        goto out;
+    }
+    if (m->type != VDEV_TYPE_MIRROR) {
+        seterr(err, errlen, "only a mirror's side can be detached");
+        e = -ENOTSUP;
+        goto out;
+    }
+    if (!survives_without(m, leaf)) {
+        seterr(err, errlen, "cannot detach '%s': no valid replicas", path);
+        e = -EBUSY;
+        goto out;
+    }
+    if (m->nchildren == 2) {
+        vdev_t *other = m->children[leaf->id == 0 ? 1 : 0];
+        if (other->type != VDEV_TYPE_LEAF) {
+            seterr(err, errlen, "cannot detach '%s': its other side is being replaced", path);
+            e = -EBUSY;
+            goto out;
+        }
+        /* The remaining disk takes the mirror's place, id and space. */
+        other->parent = m->parent;
+        other->id = m->id;
+        other->alloc_class = m->alloc_class;
+        other->asize = m->asize;
+        other->ashift = m->ashift;
+        __atomic_store_n(&m->parent->children[m->id], other, __ATOMIC_RELEASE);
+        m->children[0] = leaf; /* the mirror keeps only the detached side */
+        m->nchildren = 1;
+        spa_vdev_retire(spa, m);
+    } else {
+        vdev_t **kids = cairn_zalloc(m->nchildren * sizeof *kids);
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < m->nchildren; i++)
+            if (m->children[i] != leaf) kids[n++] = m->children[i];
+        set_children(spa, m, kids, n);
+        free(kids);
+        spa_vdev_retire(spa, leaf);
+    }
+    atomic_store(&leaf->stale, false);
+    vdev_state_refresh(spa->root);
+    e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    if (e) {
+        seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+        goto out;
+    }
+    /* After the others carry a config without it, as removal does. */
+    if (vdev_leaf_usable(leaf)) {
+        int ce = spa_label_clear(leaf);
+        if (ce) log_warn("spa", "pool %s: cannot clear the labels of detached %s: %s", spa->name,
+                         path, strerror(-ce));
+    }
+    atomic_store(&leaf->state, VDEV_STATE_UNAVAIL); /* no more I/O from readers that hold it */
+    log_info("spa", "pool %s: %s detached", spa->name, path);
+out:
+    pthread_mutex_unlock(&spa->config_lock);
+    return e;
+}
+
 void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf)
 {
     vdev_t *rep = leaf->parent;

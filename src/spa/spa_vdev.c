@@ -90,6 +90,10 @@ void spa_vdev_fini(spa_t *spa)
     free(spa->retired);
     spa->retired = NULL;
     spa->nretired = 0;
+    for (size_t i = 0; i < spa->nretired_mem; i++) free(spa->retired_mem[i]);
+    free(spa->retired_mem);
+    spa->retired_mem = NULL;
+    spa->nretired_mem = 0;
     for (size_t i = 0; i < spa->nretired_ms; i++) metaslab_destroy(spa->retired_ms[i]);
     free(spa->retired_ms);
     spa->retired_ms = NULL;
