@@ -26,6 +26,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/raidz.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,7 +179,8 @@ typedef struct cfg_write_ctx {
 static void cfg_write_leaf(vdev_t *leaf, void *arg)
 {
     cfg_write_ctx_t *c = arg;
-    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    /* Not an offline leaf (no I/O at all), nor a replaced one (closed). */
+    if (!vdev_leaf_usable(leaf) || !leaf->psize) return;
     int e = 0;
     for (int i = 0; i < 2; i++) {
         int l = c->labels[i];
@@ -273,7 +276,7 @@ typedef struct ub_write_ctx {
 static void ub_write_leaf(vdev_t *leaf, void *arg)
 {
     ub_write_ctx_t *c = arg;
-    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    if (!vdev_leaf_usable(leaf) || !leaf->psize) return;
     int ok = 0;
     for (int l = 0; l < VDEV_LABELS; l++) {
         uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_RING_OFFSET + c->slot_off;

@@ -79,6 +79,7 @@ offline_online() {
         [ "$(leaf_row "$i")" = "OFFLINE 0 0 0" ] || fail "$pool: $i: $(leaf_row "$i")"
     done
     pass "$pool: ${#off[@]} leaves offline, the pool DEGRADED, the last copy kept"
+    local sums; sums=$(cksum "${off[@]}")
 
     put "$pool" d 4
     # Offline is kept in the labels: export and import keep it.
@@ -91,6 +92,8 @@ offline_online() {
     put "$pool" e 2
     pass "$pool: offline survives export and import"
 
+    # Offline means no I/O at all: not data, not labels, not uberblocks.
+    [ "$(cksum "${off[@]}")" = "$sums" ] || fail "$pool: an offline leaf was written"
     for i in "${off[@]}"; do run_ok "$CAIRN" pool online "$pool" "$i"; done
     local r; r=$(resilvered "$pool")
     echo "$pool: $(grep 'scan:' "$LAST_STDOUT")"
@@ -110,7 +113,25 @@ offline_online() {
 offline_online mtank mirror 2 1
 offline_online rtank raidz2 4 2
 
-# ---- replace: the mirror's second disk swapped for a blank file at the same path ----
+# ---- bad input: one line, nothing changed ----
+run_ok "$CAIRN" pool status mtank
+cp "$LAST_STDOUT" "$T/status.before"
+run_fail "$CAIRN" pool offline mtank "$T/mtank/nosuch"
+expect_stderr "no such device"
+truncate -s 32M "$T/small"
+run_fail "$CAIRN" pool replace mtank "$T/mtank/l2" "$T/small"
+expect_stderr "too small"
+run_fail "$CAIRN" pool replace mtank "$T/rtank/l1" "$T/small"
+expect_stderr "no such device"
+run_fail "$CAIRN" pool online -e mtank "$T/mtank/l2"
+run_ok "$CAIRN" pool status mtank
+diff <(grep -v 'scan:' "$T/status.before") <(grep -v 'scan:' "$LAST_STDOUT") >/dev/null \
+    || fail "refused commands changed the pool: $(cat "$LAST_STDOUT")"
+pass "mtank: unknown device, too small a replacement, online -e refused; nothing changed"
+
+# ---- replace: the mirror's second disk offline, then swapped for a blank file at the
+# same path ----
+run_ok "$CAIRN" pool offline mtank "$T/mtank/l2"
 rm -f "$T/mtank/l2"
 truncate -s 256M "$T/mtank/l2"
 put mtank f 4
