@@ -396,7 +396,9 @@ uint64_t spa_open_txg(spa_t *spa);
 void spa_txg_kick(spa_t *spa);
 
 /* A visitor for block enumeration: called once per block pointer reachable,
- * with its bookmark (NULL for the pool's own blocks: space map log, intent log). */
+ * with its bookmark (NULL for the pool's own blocks: space map log, intent log).
+ * Returns 0 to go on, < 0 to stop the walk, > 0 to skip the block's subtree
+ * (the resilver prunes subtrees born before the txgs it rewrites). */
 typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm,
                                 void *arg);
 

@@ -51,6 +51,7 @@ typedef struct scan_ctx {
     rs_leaf_t *leaves;
     size_t nleaves;
     uint32_t *top_of;           /* top-level id of leaves[i] */
+    uint64_t min_birth;         /* the lowest txg any stale leaf missed */
     uint64_t delay_us;          /* resilver throttle (CAIRN_RESILVER_DELAY_US) */
 } scan_ctx_t;
 
@@ -81,7 +82,9 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_
     if (skip) spa->scrub.examined += bp_asize(bp);
     pthread_mutex_unlock(&spa->scrub_lock);
     if (stop) return -ECANCELED;
-    if (skip) return 0;
+    /* Copy-on-write: a block is born no earlier than anything beneath it, so
+     * below a block older than every log there is nothing to resilver. */
+    if (skip) return bp->birth_txg < c->min_birth ? 1 : 0;
     if (c->delay_us) usleep((useconds_t)c->delay_us);
     void *buf = cairn_zalloc(bp->lsize ? bp->lsize : 1);
     uint64_t repaired = 0;
@@ -130,12 +133,14 @@ static void rs_collect_leaf(vdev_t *leaf, void *arg)
     l->ndtl = leaf->ndtl;
     memcpy(l->dtl, leaf->dtl, sizeof l->dtl);
     c->top_of[c->nleaves++] = rc->top;
+    for (uint32_t r = 0; r < l->ndtl; r++) c->min_birth = CAIRN_MIN(c->min_birth, l->dtl[r][0]);
 }
 
 /* Under config_lock: the stale leaves a resilver pass now has to serve. */
 static void rs_collect(spa_t *spa, scan_ctx_t *c)
 {
     c->nleaves = 0;
+    c->min_birth = UINT64_MAX;
     for (uint32_t v = 0; v < spa->ntop; v++) {
         vdev_t *top = spa_top_vdev(spa, v);
         if (!top) continue;
@@ -190,6 +195,7 @@ again:
         pthread_mutex_unlock(&spa->tx.lock);
         e = 0;
         if (spa_upper && spa->upper_open) e = spa_upper->traverse(spa, &mos_root, scrub_visit, &c);
+        if (e > 0) e = 0; /* a skipped subtree (the root's) is no error */
         if (e != -ECANCELED) {
             int e2 = spa_spacemap_visit(spa, scrub_visit, &c);
             if (!e) e = e2;
