@@ -172,7 +172,13 @@ expect_stdout "scan: resilver in progress since"
 expect_stdout "replacing-0"
 expect_stdout "status: One or more devices is currently being resilvered"
 echo "mtank: $(grep -A2 'scan:' "$LAST_STDOUT" | tr '\n\t' '  ')"
-sleep 1
+# The pool serves reads and writes meanwhile (the new file goes to the new disk too:
+# the scrub at the end would repair it otherwise).
+put mtank h 4
+verify_all mtank
+run_ok "$CAIRN" pool status mtank
+expect_stdout "scan: resilver in progress since"
+pass "mtank: reads and writes served during the resilver"
 daemon_kill9
 nfs_daemon_start d1
 r=$(resilvered mtank)
