@@ -390,7 +390,7 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
             built[p->parent]->type == VDEV_TYPE_REPLACING && vd->ops) {
             if (vd->ops->close) vd->ops->close(vd);
             vd->ops = NULL;
-            if (atomic_load(&vd->state) == VDEV_STATE_ONLINE) atomic_store(&vd->state, VDEV_STATE_UNAVAIL);
+            if (atomic_load(&vd->state) == VDEV_STATE_ONLINE) atomic_store(&vd->state, VDEV_STATE_OFFLINE);
         }
     }
     vdev_t *root = built[0];

@@ -20,8 +20,9 @@
  * Blocks born after the log's end go to the leaf by the normal writes.
  *
  * REPLACE. `replace OLD NEW` puts a replacing vdev in OLD's place holding OLD
- * and NEW. I/O goes to NEW alone from then on (vdev_io_child): OLD is closed
- * and not read during the resilver, which reconstructs NEW's contents from
+ * and NEW. I/O goes to NEW alone from then on (vdev_io_child): OLD is out of
+ * service (its device stays open until the pool closes: readers hold leaves
+ * without locks) and not read during the resilver, which reconstructs NEW's contents from
  * the other children as for a failed disk - a simplification against ZFS,
  * which also reads a healthy OLD. When NEW's resilver ends, NEW takes the
  * replacing vdev's place and OLD's labels are cleared (if it is another
@@ -181,21 +182,36 @@ out:
     return e;
 }
 
-/* The leaf opened for NEW; OLD closed first when it is the same device. */
+/* OLD leaves service: no more I/O (its state says so to every path that
+ * checks), but its device stays open - a reader may hold it this very moment -
+ * until the pool closes. A healthy OLD shows OFFLINE, a failed one its state. */
+static void old_out_of_service(vdev_t *old)
+{
+    if (atomic_load(&old->state) == VDEV_STATE_ONLINE) atomic_store(&old->state, VDEV_STATE_OFFLINE);
+    atomic_store(&old->stale, false);
+    old->offline_persist = false;
+}
+
+/* The leaf opened for NEW. When NEW is the very file OLD has open (rewritten in
+ * place: its lock refuses a second open), NEW takes over OLD's open device and
+ * OLD is left with ops that fail every I/O; *took tells the caller. */
 static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, vdev_t **out,
-                         char *err, size_t errlen)
+                         bool *took, char *err, size_t errlen)
 {
     bool same = old->path && !strcmp(old->path, path);
+    *took = false;
     vdev_t *nl = NULL;
     int e = vdev_leaf_open(path, &nl);
-    if (e == -EBUSY && same && old->ops) {
-        /* The old disk, still open: the same file rewritten in place. */
-        if (old->ops->close) old->ops->close(old);
-        old->ops = NULL;
-        atomic_store(&old->state, VDEV_STATE_UNAVAIL);
-        if (nl) vdev_free(nl);
-        nl = NULL;
-        e = vdev_leaf_open(path, &nl);
+    if (e == -EBUSY && same && old->ops && old->ops != &vdev_gone_ops && old->psize) {
+        vdev_free(nl);
+        nl = vdev_alloc(VDEV_TYPE_LEAF, 0);
+        nl->path = cairn_strdup(path);
+        nl->psize = old->psize;
+        nl->leaf_priv = old->leaf_priv;
+        nl->ops = old->ops;
+        atomic_store(&nl->state, VDEV_STATE_ONLINE);
+        *took = true;
+        e = 0;
     }
     if (e) {
         seterr(err, errlen, "cannot open '%s': %s", path,
@@ -210,23 +226,29 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(nl->psize), 1ULL << top->ashift);
     if (nl->psize < VDEV_MIN_LEAF_SIZE || have < need) {
         seterr(err, errlen, "device '%s' is too small", path);
-        vdev_free(nl);
-        return -EOVERFLOW;
+        e = -EOVERFLOW;
     }
-    leaf_scan_ctx_t lc = {.force = force, .err = err, .errlen = errlen};
-    spa_check_new_leaf(nl, &lc);
-    if (lc.error) {
-        spa_config_phys_t *cfg = NULL;
-        /* A label of this very pool (the old disk put back) is no foreign label. */
-        bool ours = spa_label_read_config(nl, &cfg) == 0 && cfg->pool_guid == spa->guid;
-        free(cfg);
-        if (!ours) {
-            vdev_free(nl);
-            return lc.error;
+    if (!e) {
+        leaf_scan_ctx_t lc = {.force = force, .err = err, .errlen = errlen};
+        spa_check_new_leaf(nl, &lc);
+        if (lc.error) {
+            spa_config_phys_t *cfg = NULL;
+            /* A label of this very pool (the old disk put back) is no foreign label. */
+            bool ours = spa_label_read_config(nl, &cfg) == 0 && cfg->pool_guid == spa->guid;
+            free(cfg);
+            if (ours && err) err[0] = 0;
+            else e = lc.error;
         }
-        if (err) err[0] = 0;
     }
-    (void)spa;
+    if (e) {
+        if (*took) { /* the device stays OLD's */
+            nl->ops = NULL;
+            nl->leaf_priv = NULL;
+            *took = false;
+        }
+        vdev_free(nl);
+        return e;
+    }
     *out = nl;
     return 0;
 }
@@ -260,13 +282,15 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
         e = -EBUSY;
         goto out;
     }
-    e = open_new_leaf(spa, old, new_path, force, &nl, err, errlen);
+    bool took = false;
+    e = open_new_leaf(spa, old, new_path, force, &nl, &took, err, errlen);
     if (e) goto out;
-    /* OLD takes no more I/O: close it, unless it is the device NEW opened. */
-    if (old->ops) {
-        if (old->ops->close) old->ops->close(old);
-        old->ops = NULL;
-        if (atomic_load(&old->state) == VDEV_STATE_ONLINE) atomic_store(&old->state, VDEV_STATE_UNAVAIL);
+    old_out_of_service(old);
+    if (took) {
+        /* Its device is NEW's now. leaf_priv stays: a reader that loaded the
+         * old ops just before still finds the device open. */
+        atomic_store(&old->state, VDEV_STATE_UNAVAIL);
+        __atomic_store_n(&old->ops, &vdev_gone_ops, __ATOMIC_RELEASE);
     }
     vdev_t *parent = old->parent;
     uint32_t idx = old->id;
@@ -360,7 +384,8 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
         e = -EINVAL;
         goto out;
     }
-    e = open_new_leaf(spa, leaf, new_path, force, &nl, err, errlen);
+    bool took = false;
+    e = open_new_leaf(spa, leaf, new_path, force, &nl, &took, err, errlen);
     if (e) goto out;
     vdev_dtl_add(nl, 1, UINT64_MAX);
     atomic_store(&nl->stale, true);
@@ -487,17 +512,25 @@ void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf)
     __atomic_store_n(&parent->children[rep->id], leaf, __ATOMIC_RELEASE);
     rep->nchildren = 1; /* OLD only: freed with the pool (a reader may hold rep) */
     spa_vdev_retire(spa, rep);
-    /* OLD, when it is another device and still says it is ours, is free now. */
+    /* OLD, when it is another device that still says it is ours, is free now:
+     * its labels are cleared through the handle the pool still has (it closes
+     * with the pool) or, after an import, a fresh one. */
     if (old->path && leaf->path && strcmp(old->path, leaf->path)) {
         vdev_t *o = NULL;
-        if (vdev_leaf_open(old->path, &o) == 0 && o) {
+        bool own = old->ops && old->ops != &vdev_gone_ops && old->psize;
+        if (own) o = old;
+        else if (vdev_leaf_open(old->path, &o) != 0 && o) {
+            vdev_free(o);
+            o = NULL;
+        }
+        if (o) {
             spa_config_phys_t *cfg = NULL;
             if (spa_label_read_config(o, &cfg) == 0 && cfg->pool_guid == spa->guid &&
                 cfg->leaf_guid == old->guid)
                 spa_label_clear(o);
             free(cfg);
+            if (!own) vdev_free(o);
         }
-        if (o) vdev_free(o);
     }
     log_info("spa", "pool %s: %s replaced by %s", spa->name, old->path ? old->path : "?",
              leaf->path ? leaf->path : "?");

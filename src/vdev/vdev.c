@@ -221,6 +221,15 @@ bool vdev_leaf_usable(const vdev_t *leaf)
     return leaf->ops && leaf->ops->submit && !state_missing(s);
 }
 
+static int gone_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                       vdev_io_done_t done, void *arg)
+{
+    (void)leaf, (void)op, (void)offset, (void)buf, (void)len, (void)done, (void)arg;
+    return -ENXIO;
+}
+
+const vdev_leaf_ops_t vdev_gone_ops = {.submit = gone_submit};
+
 bool vdev_leaf_readable(const vdev_t *leaf)
 {
     return vdev_leaf_usable(leaf) && !atomic_load(&leaf->stale);

@@ -145,8 +145,9 @@ verify_all mtank
 scrub_clean mtank
 pass "mtank: a blank disk in place of l2 was resilvered ($r bytes); data and scrub clean"
 
-# ---- replace two raidz2 leaves: one in place (blank), one by another file ----
-rm -f "$T/rtank/l3"
+# ---- replace two raidz2 leaves: one blanked in place (the same file, which the
+# daemon has open), one by another file ----
+truncate -s 0 "$T/rtank/l3"
 truncate -s 256M "$T/rtank/l3" "$T/rtank/n4"
 run_ok "$CAIRN" pool replace rtank "$T/rtank/l3"
 run_ok "$CAIRN" pool replace rtank "$T/rtank/l4" "$T/rtank/n4"
