@@ -523,6 +523,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         spa->dirty_max_set = true;
     }
     spa->readonly = flags & SPA_IMPORT_READONLY;
+    if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) spa->resilver_since = cfg->reserved[1];
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);

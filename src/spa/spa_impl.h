@@ -199,6 +199,9 @@ struct spa {
     spa_scrub_stat_t scrub;
     bool scrub_stop;
     bool resilver_again;            /* a leaf turned stale while a resilver runs */
+    /* Wall clock second the pending resilver was asked for (0: none), kept in
+     * the labels: after a restart status still says since when. Config lock. */
+    uint64_t resilver_since;
     bool scrub_thread_running;
     pthread_t scrub_thread;
     _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */

@@ -102,6 +102,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     spa_config_phys_t *cfg = cairn_alloc_aligned(CAIRN_P2ROUNDUP(size, (size_t)4096));
     memset(cfg, 0, size);
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
+    cfg->reserved[1] = spa->resilver_since;
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
     cfg->length = size;

@@ -146,6 +146,13 @@ out:
     return e;
 }
 
+/* Under config_lock: a leaf turned stale; the resilver it needs dates from
+ * now unless one is pending already. */
+static void resilver_asked(spa_t *spa)
+{
+    if (!spa->resilver_since) spa->resilver_since = cairn_wallclock_s();
+}
+
 /* A leaf's open-ended log ends at txg. */
 static void dtl_close(vdev_t *leaf, uint64_t txg)
 {
@@ -172,6 +179,7 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
     atomic_store(&leaf->state, VDEV_STATE_ONLINE);
     /* Writes reach it from here on: the txg open now is the last it may have missed. */
     dtl_close(leaf, spa_open_txg(spa));
+    if (leaf->ndtl) resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
@@ -311,6 +319,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     __atomic_store_n(&parent->children[idx], rep, __ATOMIC_RELEASE);
     /* Writes reach NEW from here on (the txg open now is the last it missed). */
     dtl_close(nl, spa_open_txg(spa));
+    resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
@@ -414,6 +423,7 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
         free(kids);
     }
     dtl_close(nl, spa_open_txg(spa)); /* writes reach it from here on */
+    resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));

@@ -149,6 +149,11 @@ static void rs_collect(spa_t *spa, scan_ctx_t *c)
     }
 }
 
+static void any_stale_leaf(vdev_t *leaf, void *arg)
+{
+    if (atomic_load(&leaf->stale) && vdev_leaf_usable(leaf)) *(bool *)arg = true;
+}
+
 /* Under config_lock, after a pass walked every block: each leaf whose log did
  * not grow meanwhile holds everything now. */
 static bool rs_complete(spa_t *spa, scan_ctx_t *c)
@@ -166,6 +171,10 @@ static bool rs_complete(spa_t *spa, scan_ctx_t *c)
         spa_vdev_replace_done(spa, leaf);
     }
     if (changed) {
+        bool more = false;
+        for (uint32_t v = 0; v < spa->ntop && !more; v++)
+            if (spa_top_vdev(spa, v)) vdev_foreach_leaf(spa->root->children[v], any_stale_leaf, &more);
+        if (!more) spa->resilver_since = 0;
         vdev_state_refresh(spa->root);
         int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
         if (e) log_warn("spa", "pool %s: cannot write labels after resilver: %s", spa->name,
@@ -269,6 +278,9 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
     spa->scrub.state = SPA_SCRUB_SCANNING;
     spa->scrub.func = func;
     spa->scrub.start_time = cairn_wallclock_s();
+    pthread_mutex_lock(&spa->config_lock);
+    if (func == SPA_SCAN_RESILVER && spa->resilver_since) spa->scrub.start_time = spa->resilver_since;
+    pthread_mutex_unlock(&spa->config_lock);
     spa->scrub.to_examine = sp.alloc;
     spa->scrub_stop = false;
     if (func == SPA_SCAN_SCRUB) spa_errlog_scrub_begin(spa);

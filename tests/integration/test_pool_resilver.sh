@@ -179,9 +179,12 @@ put mtank h 4
 verify_all mtank
 run_ok "$CAIRN" pool status mtank
 expect_stdout "scan: resilver in progress since"
+since=$(grep -o 'resilver in progress since .*' "$LAST_STDOUT")
 pass "mtank: reads and writes served during the resilver"
 daemon_kill9
-nfs_daemon_start d1
+CAIRN_RESILVER_DELAY_US=20000 nfs_daemon_start d1
+run_ok "$CAIRN" pool status mtank
+grep -qF "$since" "$LAST_STDOUT" || fail "mtank: after restart, not '$since': $(grep scan: "$LAST_STDOUT")"
 r=$(resilvered mtank)
 run_ok "$CAIRN" pool status mtank
 expect_stdout "state: ONLINE"
