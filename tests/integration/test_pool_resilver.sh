@@ -7,7 +7,8 @@
 #  - online: the resilver writes only what the leaf missed (bytes resilvered far
 #    below the data the pool holds), then every file reads back, and a scrub
 #    repairs nothing (so the resilvered leaf holds every copy/column it should).
-#  - replace: a leaf file swapped for a blank one (same path) or for a new file;
+#  - replace: a leaf file swapped for a blank one (same path, even blanked in place),
+#    for a new file, or lost while the pool was exported (imported DEGRADED);
 #    on raidz2 two leaves at once; the tree shows replacing-N meanwhile.
 #  - kill -9 in the middle of a resilver (slowed with CAIRN_RESILVER_DELAY_US):
 #    after restart it goes on and finishes, and the data verifies.
@@ -161,6 +162,25 @@ if grep -q "$T/rtank/l4 " "$LAST_STDOUT"; then fail "rtank: l4 still in the pool
 verify_all rtank
 scrub_clean rtank
 pass "rtank: two raidz2 leaves replaced ($r bytes resilvered); data and scrub clean"
+
+# ---- a disk lost while the pool was exported: imported DEGRADED, then replaced by a
+# blank one at the same path ----
+run_ok "$CAIRN" pool export rtank
+rm -f "$T/rtank/n4"
+run_ok "$CAIRN" pool import -d "$T/rtank" rtank
+run_ok "$CAIRN" pool status rtank
+expect_stdout "state: DEGRADED"
+expect_stdout "action: Replace the device using 'cairn pool replace'"
+[ "$(leaf_row "$T/rtank/n4" | cut -d' ' -f1)" = UNAVAIL ] || fail "rtank: n4: $(leaf_row "$T/rtank/n4")"
+verify_all rtank
+truncate -s 256M "$T/rtank/n4"
+run_ok "$CAIRN" pool replace rtank "$T/rtank/n4"
+r=$(resilvered rtank)
+run_ok "$CAIRN" pool status rtank
+expect_stdout "state: ONLINE"
+verify_all rtank
+scrub_clean rtank
+pass "rtank: a disk missing at import replaced in place ($r bytes resilvered)"
 
 # ---- kill -9 in the middle of a resilver ----
 daemon_stop
