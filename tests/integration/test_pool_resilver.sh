@@ -3,7 +3,8 @@
 # 2-way mirror and a raidz2 (files as disks).
 #  - offline: the leaf shows OFFLINE, the pool DEGRADED with status/action advice;
 #    offlining the last good copy is refused with one line and changes nothing;
-#    offline (without -t) survives export and import.
+#    offline (without -t) survives export and import; offline -t ends at a restart,
+#    after which the leaf resilvers by itself.
 #  - online: the resilver writes only what the leaf missed (bytes resilvered far
 #    below the data the pool holds), then every file reads back, and a scrub
 #    repairs nothing (so the resilvered leaf holds every copy/column it should).
@@ -182,9 +183,19 @@ verify_all rtank
 scrub_clean rtank
 pass "rtank: a disk missing at import replaced in place ($r bytes resilvered)"
 
+# ---- offline -t lasts until the daemon restarts; then the leaf resilvers by itself ----
+run_ok "$CAIRN" pool offline -t mtank "$T/mtank/l2"
+put mtank i 2
+run_ok "$CAIRN" pool status mtank
+[ "$(leaf_row "$T/mtank/l2")" = "OFFLINE 0 0 0" ] || fail "mtank: l2: $(leaf_row "$T/mtank/l2")"
+
 # ---- kill -9 in the middle of a resilver ----
 daemon_stop
 CAIRN_RESILVER_DELAY_US=20000 nfs_daemon_start d1
+r=$(resilvered mtank)
+[ "$(leaf_row "$T/mtank/l2")" = "ONLINE 0 0 0" ] || fail "mtank: after restart l2: $(leaf_row "$T/mtank/l2")"
+[ "$r" -gt 0 ] && [ "$r" -lt $((16 << 20)) ] || fail "mtank: l2 back after offline -t: resilvered $r"
+pass "mtank: offline -t ended with the restart; l2 got only what it missed ($r bytes)"
 rm -f "$T/mtank/l1"
 truncate -s 256M "$T/mtank/l1"
 run_ok "$CAIRN" pool replace mtank "$T/mtank/l1"
