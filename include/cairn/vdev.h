@@ -223,6 +223,10 @@ enum {
     /* Resilver: read from the readable children, then write the block's copy or
      * columns to every stale leaf (counted in repaired_bytes). */
     VDEV_READ_RESILVER = 1 << 3,
+    /* A read that may find nothing valid there (the block after an intent-log
+     * chain's last one): when no copy verifies, no child is charged a checksum
+     * error (raidz never blames without a verified reconstruction anyway). */
+    VDEV_READ_SPECULATIVE = 1 << 4,
 };
 typedef struct vdev_read_result {
     uint64_t repaired_bytes;   /* bytes rewritten on children that returned bad data */

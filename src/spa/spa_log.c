@@ -686,8 +686,9 @@ int spa_log_read_refs(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_
     if (posix_memalign((void **)&buf, CAIRN_IO_ALIGN, CAIRN_P2ROUNDUP(psize, (uint64_t)CAIRN_IO_ALIGN)))
         abort();
     frame_check_t c = {.guid = guid, .seq = seq, .psize = psize};
+    /* A chain ends at the first block that does not verify: no damage there. */
     int e = vdev_read_block(top, dva->offset, buf, psize, frame_verify, &c,
-                            spa->readonly ? VDEV_READ_NOREPAIR : 0, NULL);
+                            VDEV_READ_SPECULATIVE | (spa->readonly ? VDEV_READ_NOREPAIR : 0), NULL);
     if (e) {
         free(buf);
         return -ENOENT;

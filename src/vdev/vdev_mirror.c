@@ -148,7 +148,8 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
     for (unsigned i = 0; i < n; i++) {
         if (status[i] == SIDE_EIO || status[i] == SIDE_BAD) errors++;
         if (status[i] == SIDE_BAD) {
-            sides[i]->stats.checksum_errors++;
+            /* A speculative read that found nothing valid blames no one. */
+            if (good >= 0 || !(flags & VDEV_READ_SPECULATIVE)) sides[i]->stats.checksum_errors++;
             any_bad = true;
         }
     }

@@ -840,6 +840,29 @@ static void test_replacing_child(void **state)
     vdev_free(top);
 }
 
+/* A speculative read that finds no valid copy (an intent-log chain's end)
+ * charges no checksum error; an ordinary one charges every side. */
+static bool verify_never(const void *buf, uint64_t psize, void *arg)
+{
+    (void)buf, (void)psize, (void)arg;
+    return false;
+}
+
+static void test_speculative_read(void **state)
+{
+    (void)state;
+    vdev_t *top = make_top(VDEV_TYPE_MIRROR, 2, 0, 12, false);
+    uint8_t *buf = cairn_alloc_aligned(4096);
+    assert_int_equal(vdev_read_block(top, 0, buf, 4096, verify_never, NULL,
+                                     VDEV_READ_SPECULATIVE | VDEV_READ_NOREPAIR, NULL), -ECKSUM);
+    for (unsigned i = 0; i < 2; i++) assert_int_equal(top->children[i]->stats.checksum_errors, 0);
+    assert_int_equal(vdev_read_block(top, 0, buf, 4096, verify_never, NULL, VDEV_READ_NOREPAIR, NULL),
+                     -ECKSUM);
+    for (unsigned i = 0; i < 2; i++) assert_int_equal(top->children[i]->stats.checksum_errors, 1);
+    free(buf);
+    vdev_free(top);
+}
+
 /* Dirty time logs: ranges merge when they touch, the log only ever covers more. */
 static void test_dtl(void **state)
 {
@@ -1003,6 +1026,7 @@ int main(void)
         cmocka_unit_test(test_stale_resilver),
         cmocka_unit_test(test_replacing_child),
         cmocka_unit_test(test_dtl),
+        cmocka_unit_test(test_speculative_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
