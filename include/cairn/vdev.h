@@ -44,8 +44,10 @@ typedef enum vdev_type {
      * after it - which block pointers name - never shift. No children, no space. */
     VDEV_TYPE_HOLE = 4,
     /* `pool replace` in progress: children OLD and NEW, in place of OLD under its
-     * mirror or raidz. Block I/O goes to NEW only (vdev_io_child): OLD is the disk
-     * being given up, kept in the tree until NEW's resilver ends, then detached. */
+     * mirror or raidz, acting as a mirror of the two: writes go to both, reads to
+     * whichever is readable (OLD while NEW is stale). When NEW's resilver ends OLD
+     * is detached. An OLD that is gone (or the same device as NEW) is simply not
+     * usable. */
     VDEV_TYPE_REPLACING = 5,
 } vdev_type_t;
 
@@ -152,14 +154,16 @@ void vdev_compute_asize(vdev_t *top);
 void vdev_state_refresh(vdev_t *vd);
 vdev_t *vdev_top(vdev_t *vd);                 /* the top-level vdev above (or equal to) vd */
 bool vdev_is_leaf(const vdev_t *vd);
-/* The vdev that block I/O uses for child c of a mirror or raidz: c, or for a
- * replacing vdev its NEW leaf. */
+/* The NEW leaf of a replacing vdev c; c itself for a leaf. */
 static inline vdev_t *vdev_io_child(vdev_t *c)
 {
     return c->type == VDEV_TYPE_REPLACING && c->nchildren ? c->children[c->nchildren - 1] : c;
 }
 /* A leaf that serves reads: usable and not stale. */
 bool vdev_leaf_readable(const vdev_t *leaf);
+/* Child c of a mirror or raidz can serve reads: a readable leaf, or a replacing
+ * vdev with a readable side. */
+bool vdev_child_readable(const vdev_t *c);
 
 /* ---- dirty time logs (src/vdev/vdev.c) ---- */
 /* Adds the txgs [lo, hi] to a leaf's log; past VDEV_DTL_MAX ranges the two

@@ -386,13 +386,6 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
             /* Never read what it may lack, from the first read of the import on. */
             if (vd->ndtl) atomic_store(&vd->stale, true);
         }
-        /* The OLD side of a replacement takes no I/O (spa_resilver.c). */
-        if (p->parent >= 0 && vd->type == VDEV_TYPE_LEAF && vd->id == 0 &&
-            built[p->parent]->type == VDEV_TYPE_REPLACING && vd->ops) {
-            if (vd->ops->close) vd->ops->close(vd);
-            vd->ops = NULL;
-            if (atomic_load(&vd->state) == VDEV_STATE_ONLINE) atomic_store(&vd->state, VDEV_STATE_OFFLINE);
-        }
     }
     vdev_t *root = built[0];
     free(built);

@@ -20,13 +20,14 @@
  * Blocks born after the log's end go to the leaf by the normal writes.
  *
  * REPLACE. `replace OLD NEW` puts a replacing vdev in OLD's place holding OLD
- * and NEW. I/O goes to NEW alone from then on (vdev_io_child): OLD is out of
- * service (its device stays open until the pool closes: readers hold leaves
- * without locks) and not read during the resilver, which reconstructs NEW's contents from
- * the other children as for a failed disk - a simplification against ZFS,
- * which also reads a healthy OLD. When NEW's resilver ends, NEW takes the
- * replacing vdev's place and OLD's labels are cleared (if it is another
- * device). Only a leaf of a mirror or raidz can be replaced or taken offline:
+ * and NEW, a mirror of the two: writes go to both, reads to OLD while NEW is
+ * stale, and the resilver copies NEW's copies or columns from OLD when it
+ * reads, else rebuilds them from the other children. A new disk at OLD's path
+ * (`replace OLD`) means OLD is gone: it is taken out of service at once. When
+ * NEW's resilver ends, NEW takes the replacing vdev's place and OLD's labels
+ * are cleared (if it is another device). A leaf is never closed while the pool
+ * runs (readers hold leaves without locks): OLD's device stays open until the
+ * pool closes. Only a leaf of a mirror or raidz can be replaced or taken offline:
  * a lone disk has no other copy to rebuild from.
  *
  * PERSISTENCE. Offline (without -t), the logs and the replacing vdev are in
@@ -76,15 +77,22 @@ static vdev_t *leaf_by_path(spa_t *spa, const char *path)
     return f.found;
 }
 
-/* Children of top (resolved through replacing vdevs) that cannot serve a read,
- * counting `extra` as one more. */
+/* Whether child c of a mirror or raidz serves reads once leaf `extra` no longer
+ * does (a replacing vdev: while either side does). */
+static bool child_readable_without(const vdev_t *c, const vdev_t *extra)
+{
+    if (c == extra) return false;
+    if (c->type != VDEV_TYPE_REPLACING) return vdev_leaf_readable(c);
+    for (uint32_t j = 0; j < c->nchildren; j++)
+        if (c->children[j] != extra && vdev_leaf_readable(c->children[j])) return true;
+    return false;
+}
+
+/* Children of top that cannot serve a read once `extra` does not. */
 static uint32_t unreadable_children(vdev_t *top, vdev_t *extra)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < top->nchildren; i++) {
-        vdev_t *c = vdev_io_child(top->children[i]);
-        n += c == extra || !vdev_leaf_readable(c);
-    }
+    for (uint32_t i = 0; i < top->nchildren; i++) n += !child_readable_without(top->children[i], extra);
     return n;
 }
 
@@ -284,8 +292,10 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
         goto out;
     }
     vdev_t *top = vdev_top(old);
-    /* OLD gives up its place at once: the others must hold every block. */
-    if (!survives_without(top, old)) {
+    /* A new disk at OLD's path means OLD is gone; otherwise OLD serves (reads
+     * and writes) until NEW is whole, as a side of a mirror would. */
+    bool same = !strcmp(new_path, old_path);
+    if ((same || !vdev_leaf_readable(old)) && !survives_without(top, old)) {
         seterr(err, errlen, "cannot replace '%s': no valid replicas", old_path);
         e = -EBUSY;
         goto out;
@@ -293,7 +303,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     bool took = false;
     e = open_new_leaf(spa, old, new_path, force, &nl, &took, err, errlen);
     if (e) goto out;
-    old_out_of_service(old);
+    if (same) old_out_of_service(old);
     if (took) {
         /* Its device is NEW's now. leaf_priv stays: a reader that loaded the
          * old ops just before still finds the device open. */
@@ -517,6 +527,7 @@ void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf)
     vdev_t *rep = leaf->parent;
     if (!rep || rep->type != VDEV_TYPE_REPLACING || leaf != vdev_io_child(rep)) return;
     vdev_t *parent = rep->parent, *old = rep->children[0];
+    old_out_of_service(old); /* no new I/O; readers that hold it still find it open */
     leaf->parent = parent;
     leaf->id = rep->id;
     __atomic_store_n(&parent->children[rep->id], leaf, __ATOMIC_RELEASE);

@@ -130,10 +130,6 @@ void vdev_state_refresh(vdev_t *vd)
     int st;
     switch (vd->type) {
     case VDEV_TYPE_REPLACING:
-        /* Only NEW serves I/O; until its resilver ends the data it should hold is
-         * not all there, so the replacement is at best DEGRADED. */
-        st = state_missing(vdev_io_child(vd)->state) ? VDEV_STATE_FAULTED : VDEV_STATE_DEGRADED;
-        break;
     case VDEV_TYPE_MIRROR:
         st = missing == vd->nchildren ? VDEV_STATE_FAULTED
              : (missing || degraded)  ? VDEV_STATE_DEGRADED
@@ -233,6 +229,14 @@ const vdev_leaf_ops_t vdev_gone_ops = {.submit = gone_submit};
 bool vdev_leaf_readable(const vdev_t *leaf)
 {
     return vdev_leaf_usable(leaf) && !atomic_load(&leaf->stale);
+}
+
+bool vdev_child_readable(const vdev_t *c)
+{
+    if (c->type != VDEV_TYPE_REPLACING) return vdev_leaf_readable(c);
+    for (uint32_t i = 0; i < c->nchildren; i++)
+        if (vdev_leaf_readable(c->children[i])) return true;
+    return false;
 }
 
 /* ---- dirty time logs ---- */

@@ -47,12 +47,20 @@ static vdev_t **mirror_sides(vdev_t *top, unsigned *n, vdev_t **buf)
         *n = 1;
         return NULL;
     }
-    *n = top->nchildren;
-    /* A side being replaced does its I/O through its NEW leaf. */
+    unsigned nc = top->nchildren;
+    *n = nc;
+    /* A side being replaced is two sides, OLD and NEW: a mirror within the mirror. */
     bool replacing = false;
-    for (unsigned i = 0; i < *n; i++) replacing |= top->children[i]->type == VDEV_TYPE_REPLACING;
+    for (unsigned i = 0; i < nc; i++) replacing |= top->children[i]->type == VDEV_TYPE_REPLACING;
     if (!replacing) return top->children;
-    for (unsigned i = 0; i < *n; i++) buf[i] = vdev_io_child(top->children[i]);
+    unsigned k = 0;
+    for (unsigned i = 0; i < nc; i++) {
+        vdev_t *c = top->children[i];
+        if (c->type != VDEV_TYPE_REPLACING) buf[k++] = c;
+        else
+            for (uint32_t j = 0; j < c->nchildren; j++) buf[k++] = c->children[j];
+    }
+    *n = k;
     return buf;
 }
 
@@ -222,7 +230,7 @@ int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psi
     if (rc) return rc;
     if (top->type == VDEV_TYPE_RAIDZ) return vdev_raidz_write(top, offset, buf, psize);
     unsigned n;
-    vdev_t *side_buf[VDEV_MAX_CHILDREN];
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
     vdev_t **sides = mirror_sides(top, &n, side_buf);
     return mirror_write(top, sides ? sides : &top, n, offset, buf, psize);
 }
@@ -250,7 +258,7 @@ int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int
     int rc = check_block_args(top, offset, len);
     if (rc) return rc;
     unsigned n;
-    vdev_t *side_buf[VDEV_MAX_CHILDREN];
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
     vdev_t **sides = mirror_sides(top, &n, side_buf);
     if (!sides) sides = &top;
     /* The side a lone read of the first block would start at; the next usable
@@ -288,7 +296,7 @@ unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n)
         failed += vdev_raidz_write_many(top, ok, nvalid);
     } else {
         unsigned nsides;
-        vdev_t *side_buf[VDEV_MAX_CHILDREN];
+        vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
         vdev_t **sides = mirror_sides(top, &nsides, side_buf);
         if (!sides) sides = &top;
         vdev_batch_io_t *io = cairn_zalloc(nvalid * nsides * sizeof *io);
@@ -332,7 +340,7 @@ int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
     if (top->type == VDEV_TYPE_RAIDZ)
         return vdev_raidz_read(top, offset, buf, psize, verify, arg, flags, res);
     unsigned n;
-    vdev_t *side_buf[VDEV_MAX_CHILDREN];
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
     vdev_t **sides = mirror_sides(top, &n, side_buf);
     return mirror_read(top, sides ? sides : &top, n, offset, buf, psize, verify, arg, flags, res);
 }

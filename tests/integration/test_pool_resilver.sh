@@ -10,7 +10,8 @@
 #    repairs nothing (so the resilvered leaf holds every copy/column it should).
 #  - replace: a leaf file swapped for a blank one (same path, even blanked in place),
 #    for a new file, or lost while the pool was exported (imported DEGRADED);
-#    on raidz2 two leaves at once; the tree shows replacing-N meanwhile.
+#    on raidz2 two leaves at once; the tree shows replacing-N meanwhile; a healthy
+#    disk replaced by another keeps serving (pool ONLINE) and is freed after.
 #  - kill -9 in the middle of a resilver (slowed with CAIRN_RESILVER_DELAY_US):
 #    after restart it goes on and finishes, and the data verifies.
 # Each pool ends with `cairn check` clean after export.
@@ -223,8 +224,28 @@ verify_all mtank
 scrub_clean mtank
 pass "mtank: resilver killed with -9 resumed after restart and finished ($r bytes)"
 
+# ---- replace a healthy disk by another: the old one serves until the new one is whole ----
+truncate -s 256M "$T/mtank/m2"
+run_ok "$CAIRN" pool replace mtank "$T/mtank/l2" "$T/mtank/m2"
+run_ok "$CAIRN" pool status mtank
+expect_stdout "state: ONLINE"
+expect_stdout "replacing-1"
+[ "$(leaf_row "$T/mtank/l2")" = "ONLINE 0 0 0" ] || fail "mtank: old l2: $(leaf_row "$T/mtank/l2")"
+put mtank j 2
+r=$(resilvered mtank)
+run_ok "$CAIRN" pool status mtank
+if grep -q "$T/mtank/l2 " "$LAST_STDOUT"; then fail "mtank: l2 still in the pool"; fi
+[ "$(leaf_row "$T/mtank/m2")" = "ONLINE 0 0 0" ] || fail "mtank: m2: $(leaf_row "$T/mtank/m2")"
+verify_all mtank
+scrub_clean mtank
+pass "mtank: healthy l2 replaced by m2 while serving ($r bytes resilvered)"
+
 for p in mtank rtank; do
     run_ok "$CAIRN" pool export "$p"
     check_clean "$p" "$T/$p"
 done
 pass "both pools check clean"
+# The replaced disk's labels were cleared: a new pool takes it without -f.
+run_ok "$CAIRN" pool create other "$T/mtank/l2"
+run_ok "$CAIRN" pool destroy other
+pass "the replaced disk is free for reuse"

@@ -809,35 +809,67 @@ static void test_stale_resilver(void **state)
     }
 }
 
-/* A replacing vdev in a raidz child's place: block I/O goes to its NEW leaf,
- * never to OLD. */
+/* A replacing vdev (OLD, NEW) in a raidz child's and in a mirror side's place:
+ * writes go to both, reads never to NEW while it is stale, a resilver read
+ * writes NEW's column or copy (from OLD or by reconstruction), after which NEW
+ * alone, with OLD gone, holds every block. */
 static void test_replacing_child(void **state)
 {
     (void)state;
     cairn_rng_t rng;
     cairn_rng_seed(&rng, 12);
-    vdev_t *top = make_top(VDEV_TYPE_RAIDZ, 4, 1, 12, false);
-    uint64_t sizes[] = {262144, 8192};
-    blk_t b[2];
-    uint64_t off = 0;
-    vdev_t *old = top->children[2];
-    vdev_t *rep = vdev_alloc(VDEV_TYPE_REPLACING, cairn_random_guid());
-    vdev_t *nl = fake_leaf_new(LEAF_SIZE, false);
-    vdev_add_child(rep, old);
-    vdev_add_child(rep, nl);
-    rep->parent = top;
-    rep->id = 2;
-    top->children[2] = rep;
-    unsigned ow = FL(old)->writes, orr = FL(old)->reads;
-    write_blocks(top, &rng, sizes, 2, b, &off);
-    for (unsigned i = 0; i < 2; i++) read_check(top, &b[i], VDEV_READ_SCRUB, NULL);
-    assert_int_equal(FL(old)->writes, ow);
-    assert_int_equal(FL(old)->reads, orr);
-    assert_true(FL(nl)->writes > 0);
-    vdev_state_refresh(top);
-    assert_int_equal(rep->state, VDEV_STATE_DEGRADED);
-    free_blocks(b, 2);
-    vdev_free(top);
+    vdev_t *tops[] = {make_top(VDEV_TYPE_RAIDZ, 4, 1, 12, false),
+                      make_top(VDEV_TYPE_MIRROR, 2, 0, 12, true)};
+    for (unsigned t = 0; t < 2; t++) {
+        vdev_t *top = tops[t];
+        uint64_t sizes[] = {262144, 8192, 65536, 4096};
+        blk_t before[4], during[4];
+        uint64_t off = 0;
+        write_blocks(top, &rng, sizes, 4, before, &off);
+        unsigned idx = top->nchildren - 1;
+        vdev_t *old = top->children[idx];
+        vdev_t *rep = vdev_alloc(VDEV_TYPE_REPLACING, cairn_random_guid());
+        vdev_t *nl = fake_leaf_new(LEAF_SIZE, false);
+        vdev_add_child(rep, old);
+        vdev_add_child(rep, nl);
+        rep->parent = top;
+        rep->id = idx;
+        top->children[idx] = rep;
+        atomic_store(&nl->stale, true);
+        vdev_state_refresh(top);
+        assert_int_equal(top->state, VDEV_STATE_ONLINE); /* OLD still serves */
+
+        unsigned ow = FL(old)->writes;
+        write_blocks(top, &rng, sizes, 4, during, &off);
+        assert_true(FL(old)->writes > ow);
+        assert_true(FL(nl)->writes > 0);
+        unsigned nr = FL(nl)->reads;
+        for (unsigned i = 0; i < 4; i++) {
+            vdev_read_result_t res;
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+            read_check(top, &during[i], 0, NULL);
+        }
+        assert_int_equal(FL(nl)->reads, nr);
+
+        unsigned nw = FL(nl)->writes;
+        for (unsigned i = 0; i < 4; i++) read_check(top, &before[i], VDEV_READ_RESILVER, NULL);
+        assert_true(FL(nl)->writes > nw);
+
+        /* NEW is whole; OLD goes away: everything verifies from NEW and the rest. */
+        atomic_store(&nl->stale, false);
+        old->state = VDEV_STATE_OFFLINE;
+        for (unsigned i = 0; i < 4; i++) {
+            vdev_read_result_t res;
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+            read_check(top, &during[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+        }
+        free_blocks(before, 4);
+        free_blocks(during, 4);
+        vdev_free(top);
+    }
 }
 
 /* A speculative read that finds no valid copy (an intent-log chain's end)
