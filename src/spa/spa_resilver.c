@@ -1,6 +1,6 @@
 /*
  * Taking leaves out of a live pool and making them whole again: offline,
- * online, replace (API in include/cairn/spa.h).
+ * online, replace, attach, detach (API in include/cairn/spa.h).
  *
  * DIRTY TIME LOGS. Every leaf has a dirty time log (vdev_t.dtl): the txgs
  * whose blocks it may lack. A leaf going offline gets [synced + 1, inf): the
@@ -28,10 +28,17 @@
  * are cleared (if it is another device). A leaf is never closed while the pool
  * runs (readers hold leaves without locks): OLD's device stays open until the
  * pool closes. Only a leaf of a mirror or raidz can be replaced or taken offline:
- * a lone disk has no other copy to rebuild from.
+ * a lone disk has no other copy to rebuild from (attach a disk to it, then
+ * detach the old one).
+ *
+ * ATTACH, DETACH. A new mirror side is a stale leaf with the log [1, open txg];
+ * a disk becomes a 2-way mirror in its place, and a 2-way mirror that loses a
+ * side becomes a disk again. Children arrays change under lock-free readers:
+ * set_children publishes the new array before the count.
  *
  * PERSISTENCE. Offline (without -t), the logs and the replacing vdev are in
- * the labels (spa_config_apply_ext, docs/ondisk-format.md), written at every
+ * the labels (the config's per-vdev extension, spa_label.c and
+ * docs/ondisk-format.md; read back in spa_vdev_tree_from_config), written at every
  * change under the config lock. A pool opened with a stale leaf starts a
  * resilver from the beginning; a log left open-ended by a crash or a
  * temporary offline is closed at the first open txg.
@@ -64,7 +71,8 @@ typedef struct leaf_find {
 static void find_leaf(vdev_t *leaf, void *arg)
 {
     leaf_find_t *f = arg;
-    /* The OLD side of a replacement is no longer the device at its path. */
+    /* The OLD side of a replacement is not named: it leaves with the replacement
+     * (and at a reused path the name means NEW). */
     if (leaf->parent && leaf->parent->type == VDEV_TYPE_REPLACING && leaf != vdev_io_child(leaf->parent))
         return;
     if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
@@ -117,8 +125,8 @@ static int leaf_checks(spa_t *spa, const char *path, vdev_t **leafp, char *err, 
     }
     vdev_t *top = vdev_top(leaf);
     if (!top || top == leaf) {
-        seterr(err, errlen, "'%s' is a single-device vdev: there is no other copy of its data",
-               path);
+        seterr(err, errlen, "'%s' is a single-device vdev: there is no other copy of its data "
+               "(attach a new disk to it, then detach it)", path);
         return -ENOTSUP;
     }
     *leafp = leaf;
