@@ -558,6 +558,43 @@ nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path)
     return exp;
 }
 
+/* Whether export path ep covers path p: equal, or ep then '/' then more. */
+static size_t covers(const char *ep, const char *p)
+{
+    size_t n = path_len(ep);
+    if (n == 1 && ep[0] == '/') return 1; /* the export "/" covers everything */
+    if (strncmp(ep, p, n) || (p[n] != '\0' && p[n] != '/')) return 0;
+    return p[n] == '/' ? n + 1 : n;
+}
+
+nfs_export_t *nfs_export_find_covering(nfs_server_t *srv, const char *path, const char **rest)
+{
+    *rest = NULL;
+    pthread_mutex_lock(&srv->exports_lock);
+    for (;;) {
+        nfs_export_t *found = NULL;
+        size_t best = 0;
+        for (size_t i = 0; i < srv->nexports; i++) {
+            nfs_export_t *e = srv->exports[i];
+            size_t c = covers(e->path, path);
+            if (c && (!found || path_len(e->path) > path_len(found->path))) {
+                found = e;
+                best = c;
+            }
+        }
+        if (found && found->suspended) {
+            pthread_cond_wait(&srv->exports_cv, &srv->exports_lock);
+            continue;
+        }
+        if (found) {
+            nfs_export_hold(found);
+            *rest = path + best;
+        }
+        pthread_mutex_unlock(&srv->exports_lock);
+        return found;
+    }
+}
+
 int nfs_export_lookup_fh(nfs_server_t *srv, const void *fh, size_t len, nfs_export_t **out)
 {
     uint64_t guid;

@@ -66,7 +66,7 @@ void nfs_opts_squash(const nfs_export_opts_t *opts, uint32_t flavor, const zpl_c
 typedef struct nfs_mount_entry {
     struct nfs_mount_entry *next;
     char host[64];
-    char path[1024];
+    char path[1025];                  /* MNTPATHLEN + 1 */
 } nfs_mount_entry_t;
 
 struct nfs_server {

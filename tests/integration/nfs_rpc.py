@@ -689,8 +689,39 @@ def mode_verifier():
     print(r.gfixed(8).hex())
 
 
+def mode_mnt(path, want):
+    """MNT of path must answer status want; on success the handle must be the
+    one LOOKUP gives walking the same components from the export's root."""
+    host, nport, mport, pport, exp = ctx()
+    m = Conn(host, mport)
+    st, r = m.call(MOUNT, 3, 1, bytes(X().opaque(path.encode()).b))
+    check(st == 0, "MNT %s accept %r" % (path, st))
+    status = r.gu32()
+    check(status == want, "MNT %s: status %d, want %d" % (path, status, want))
+    m.close()
+    if status != 0:
+        print("mnt %s status %d" % (path, status))
+        return
+    fh = r.gopaque()
+    norm = "/" + "/".join(n for n in path.split("/") if n and n != ".")
+    rest = norm[len(exp):].strip("/") if norm.startswith(exp + "/") else ""
+    if rest and ".." not in rest.split("/"):
+        c = Conn(host, nport)
+        dfh = mount(host, mport, exp)
+        for name in rest.split("/"):
+            if name and name != ".":
+                lst, dfh = lookup(c, dfh, name)
+                check(lst == 0, "LOOKUP %s: %d" % (name, lst))
+        check(dfh == fh, "MNT %s handle differs from LOOKUP's" % path)
+        c.close()
+    print(fh.hex())
+
+
 def main():
     mode = sys.argv[6]
+    if mode == "mnt":
+        mode_mnt(sys.argv[7], int(sys.argv[8]))
+        return
     if mode == "rpc":
         mode_rpc()
     elif mode == "hostile":
