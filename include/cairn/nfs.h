@@ -75,6 +75,11 @@ void nfs_server_ports(nfs_server_t *srv, uint16_t *nfs, uint16_t *mount, uint16_
  *                               at all, rw applies to everyone
  *   root_squash (default) | no_root_squash | all_squash
  *   anonuid=N anongid=N         (default 65534)
+ *   secure | insecure           secure: only clients calling from a privileged
+ *                               port (< 1024) are served (MOUNT: MNT3ERR_ACCES,
+ *                               NFS calls: NFS3ERR_PERM / NFS4ERR_PERM, as Linux
+ *                               nfsd); insecure (the default, unlike Linux, so
+ *                               that unprivileged userspace clients work) any port
  *   sec=sys                     (the only flavour; AUTH_NONE maps to anon)
  *   vers=3 | vers=4 | vers=3:4  which NFS versions serve this share (default both) */
 typedef struct nfs_export_opts nfs_export_opts_t;

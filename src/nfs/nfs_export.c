@@ -309,6 +309,13 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
             squash_set = true;
             opts->squash = tok[0] == 'r' ? NFS_SQUASH_ROOT
                          : tok[0] == 'n' ? NFS_SQUASH_NONE : NFS_SQUASH_ALL;
+        } else if (!strcmp(tok, "secure") || !strcmp(tok, "insecure")) {
+            if (val) {
+                seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
+                rc = -EINVAL;
+                goto out;
+            }
+            opts->secure = tok[0] == 's';
         } else if (!strcmp(tok, "anonuid") || !strcmp(tok, "anongid")) {
             uint32_t v;
             if (!val || !parse_u32(val, &v)) {
@@ -338,7 +345,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
                 goto out;
             }
         } else {
-            seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, sec or vers",
+            seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, secure, insecure, sec or vers",
                    tok);
             rc = -EINVAL;
             goto out;
@@ -403,6 +410,13 @@ static int peer_bytes(const struct sockaddr *sa, uint8_t out[16])
         return AF_INET6;
     }
     return 0;
+}
+
+static unsigned peer_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    if (sa->sa_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    return 65535; /* no port to trust */
 }
 
 static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned bits)
@@ -644,6 +658,10 @@ int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *
     int rc = 0;
     if (!(exp->opts.versions & vbit)) rc = -EACCES;
     if (!rc) rc = nfs_opts_match(&exp->opts, (const struct sockaddr *)&call->peer, writable);
+    /* As Linux nfsd: a client the lists admit, calling from a port any user may
+     * bind, is refused with PERM (the lists' refusal stays ACCES). */
+    if (!rc && exp->opts.secure && peer_port((const struct sockaddr *)&call->peer) >= 1024)
+        rc = -EPERM;
     if (!rc) nfs_opts_squash(&exp->opts, call->flavor, &call->cred, eff);
     /* fs under the lock: a suspended export (only listed by nfs_export_foreach) has none. */
     if (!rc && exp->fs && zpl_fs_readonly(exp->fs)) *writable = false;

@@ -47,6 +47,7 @@ struct nfs_export_opts {
     nfs_squash_t squash;
     uint32_t anonuid, anongid;
     uint32_t versions;                /* bit 3 and/or bit 4 */
+    bool secure;                      /* only privileged source ports (< 1024) */
 };
 
 /* Parses a sharenfs value into opts (without resolving host names). */

@@ -92,8 +92,23 @@ def auth_sys(uid=0, gid=0, machine=b"probe"):
 
 
 class Conn:
-    def __init__(self, host, port):
-        self.s = socket.create_connection((host, port), timeout=20)
+    def __init__(self, host, port, reserved=False):
+        if not reserved:
+            self.s = socket.create_connection((host, port), timeout=20)
+        else:
+            # A privileged source port (we run as root), as kernel clients use.
+            for _ in range(200):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    s.bind(("127.0.0.1", random.randrange(600, 1024)))
+                    s.settimeout(20)
+                    s.connect((host, port))
+                    break
+                except OSError:
+                    s.close()
+            else:
+                fail("no free privileged port")
+            self.s = s
         self.xid = random.randrange(1, 1 << 30)
 
     def send_record(self, payload):
@@ -717,8 +732,41 @@ def mode_mnt(path, want):
     print(fh.hex())
 
 
+def mode_secure():
+    """The export is `secure`: from a port >= 1024, MNT is MNT3ERR_ACCES and NFS
+    calls with a handle NFS3ERR_PERM / NFS4ERR_PERM; from a port < 1024 all work."""
+    host, nport, mport, pport, exp = ctx()
+    mnt = bytes(X().opaque(exp.encode()).b)
+    hi = Conn(host, mport)
+    check(hi.s.getsockname()[1] >= 1024, "ephemeral port below 1024")
+    st, r = hi.call(MOUNT, 3, 1, mnt)
+    status = r.gu32()
+    check(st == 0 and status == 13, "MNT from a high port: %r/%d, want MNT3ERR_ACCES" % (st, status))
+    hi.close()
+    lo = Conn(host, mport, reserved=True)
+    st, r = lo.call(MOUNT, 3, 1, mnt)
+    status = r.gu32()
+    check(st == 0 and status == 0, "MNT from a privileged port: %r/%d" % (st, status))
+    fh = r.gopaque()
+    lo.close()
+    v4 = bytes(X().opaque(b"").u32(0).u32(1).u32(22).opaque(fh).b)  # COMPOUND { PUTFH }
+    for reserved, want3, want4 in ((False, 1, 1), (True, 0, 0)):
+        c = Conn(host, nport, reserved=reserved)
+        status, _ = getattr_status(c, fh)
+        check(status == want3, "GETATTR (reserved port %s): %d, want %d" % (reserved, status, want3))
+        st, r = c.call(NFS, 4, 1, v4)
+        check(st == 0, "COMPOUND accept %r" % (st,))
+        status = r.gu32()
+        check(status == want4, "PUTFH (reserved port %s): %d, want %d" % (reserved, status, want4))
+        c.close()
+    print("secure ok")
+
+
 def main():
     mode = sys.argv[6]
+    if mode == "secure":
+        mode_secure()
+        return
     if mode == "mnt":
         mode_mnt(sys.argv[7], int(sys.argv[8]))
         return
