@@ -27,7 +27,8 @@
  * Access: a client is matched against the option lists with the precedence
  * explicit ro entry > explicit rw entry > ro for everyone > rw for everyone
  * (a bare `ro`/`rw` or `*`). Host names are resolved when the export is made
- * (a name that does not resolve matches nothing and is logged). IPv4-mapped
+ * and at each share refresh (a name that does not resolve then matches nothing
+ * and is logged; `cairn set` refuses it up front: nfs_sharenfs_check_names). IPv4-mapped
  * IPv6 peers match IPv4 entries.
  */
 #include "nfs_srv.h"
@@ -364,6 +365,37 @@ int nfs_sharenfs_check(const char *value, bool *shared, char *err, size_t errlen
     int rc = nfs_opts_parse(value, &o, &sh, err, errlen);
     if (rc == 0) nfs_opts_free(&o);
     if (shared) *shared = sh;
+    return rc;
+}
+
+static int check_names(const nfs_client_match_t *v, size_t n, const char *optname,
+                       bool *has, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].kind != NFS_CLIENT_HOST) continue;
+        *has = true;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int g = getaddrinfo(v[i].host, NULL, &hints, &ai);
+        if (g) {
+            seterr(err, errlen, "bad sharenfs client '%s' in '%s=': host name does not resolve (%s)",
+                   v[i].host, optname, gai_strerror(g));
+            return -EINVAL;
+        }
+        freeaddrinfo(ai);
+    }
+    return 0;
+}
+
+int nfs_sharenfs_check_names(const char *value, bool *has_names, char *err, size_t errlen)
+{
+    nfs_export_opts_t o;
+    bool sh = false, has = false;
+    int rc = nfs_opts_parse(value, &o, &sh, err, errlen);
+    if (rc) return rc;
+    rc = check_names(o.rw, o.nrw, "rw", &has, err, errlen);
+    if (!rc) rc = check_names(o.ro, o.nro, "ro", &has, err, errlen);
+    nfs_opts_free(&o);
+    if (has_names) *has_names = has;
     return rc;
 }
 
