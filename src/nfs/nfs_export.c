@@ -1009,8 +1009,16 @@ size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t
         o->versions = e->opts.versions;
         pthread_mutex_unlock(&e->lock);
         pthread_mutex_lock(&srv->mounts_lock);
-        for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next)
-            if (!strcmp(m->path, e->path)) o->clients++;
+        /* A mount of a directory below the export counts for it, unless a
+         * longer export covers that directory. */
+        for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next) {
+            if (!covers(e->path, m->path)) continue;
+            bool deeper = false;
+            for (size_t k = 0; k < n && !deeper; k++)
+                deeper = path_len(srv->exports[k]->path) > path_len(e->path) &&
+                         covers(srv->exports[k]->path, m->path);
+            if (!deeper) o->clients++;
+        }
         pthread_mutex_unlock(&srv->mounts_lock);
     }
     pthread_mutex_unlock(&srv->exports_lock);

@@ -90,6 +90,15 @@ nfs_client "$(nfs_url /tank/share/.cairn/snapshot/s1/dir/sub)" get f.txt
 [ "$(cat "$LAST_STDOUT")" = deep ] || fail "reading a snapshot's subdirectory: $(cat "$LAST_STDOUT")"
 pass ".cairn/snapshot/NAME mounts the snapshot read-only"
 
+# ---- `cairn share list` counts mounts below an export as its clients ----
+run_ok "$CAIRN" create -o sharenfs=on tank/third
+run_ok "$CAIRN" snapshot tank/third@s
+nfs_rpc /tank/third mnt /tank/third/../third/.cairn/snapshot/s 0
+run_ok "$CAIRN" share list -H
+grep -q '^tank/third	/tank/third	on	3,4	1$' "$LAST_STDOUT" ||
+    fail "share list does not count the snapshot mount: $(cat "$LAST_STDOUT")"
+pass "a mount below an export counts as its client"
+
 # ---- the export's client list applies to its subdirectories ----
 run_ok "$CAIRN" set sharenfs=rw=@10.0.0.0/8 tank/share
 nfs_rpc /tank/share mnt /tank/share/dir/sub "$MNT3ERR_ACCES"
