@@ -180,6 +180,8 @@ typedef struct mgmt_scan {     /* ScrubStatus of the protocol */
     int state;                 /* MGMT_SCAN_* */
     uint64_t start_time, end_time, now;   /* wall clock seconds (now: the daemon's) */
     uint64_t to_examine, scanned, examined, repaired, errors;
+    int func;                  /* 0 scrub, 1 resilver */
+    uint64_t issued;           /* resilver: bytes of blocks read */
 } mgmt_scan_t;
 /* The `scan:` lines (newline-terminated) of a pool's status into buf (~512
  * bytes): rates and time to go while a scrub runs, as zpool prints them. */

@@ -70,18 +70,31 @@ void nfs_server_ports(nfs_server_t *srv, uint16_t *nfs, uint16_t *mount, uint16_
 /* ---- export options: the value of the `sharenfs` property ----
  * "on" (= rw for everyone, root_squash), "off", or a comma-separated list:
  *   rw[=CLIENTS] ro[=CLIENTS]   CLIENTS: colon-separated host names, addresses,
- *                               @CIDR (IPv4/IPv6) or *; a client matching a ro
+ *                               @CIDR (IPv4/IPv6) or *; names are resolved when
+ *                               the share is made and again at every refresh of
+ *                               the shares (any dataset change); a client matching a ro
  *                               list is read-only, one matching rw may write,
  *                               one matching neither is refused; with no list
  *                               at all, rw applies to everyone
  *   root_squash (default) | no_root_squash | all_squash
  *   anonuid=N anongid=N         (default 65534)
+ *   secure | insecure           secure: only clients calling from a privileged
+ *                               port (< 1024) are served (MOUNT: MNT3ERR_ACCES,
+ *                               NFS calls: NFS3ERR_PERM / NFS4ERR_PERM, as Linux
+ *                               nfsd); insecure (the default, unlike Linux, so
+ *                               that unprivileged userspace clients work) any port
  *   sec=sys                     (the only flavour; AUTH_NONE maps to anon)
  *   vers=3 | vers=4 | vers=3:4  which NFS versions serve this share (default both) */
 typedef struct nfs_export_opts nfs_export_opts_t;
 /* Parses and validates a sharenfs value: 0, or -EINVAL with a one-line message
  * naming the offending option. *shared is false for "off". */
 int nfs_sharenfs_check(const char *value, bool *shared, char *err, size_t errlen);
+/* nfs_sharenfs_check, and every host name in the client lists must resolve now
+ * (getaddrinfo): for `cairn set`/`create`, so a typo is refused with one line
+ * instead of silently matching nobody. An export already made keeps working when
+ * a name stops resolving later (it just matches nothing). *has_names (may be
+ * NULL) tells whether the value lists host names at all. */
+int nfs_sharenfs_check_names(const char *value, bool *has_names, char *err, size_t errlen);
 
 /* Exports dataset dsname of pool dp at path (its mountpoint) with options (a
  * sharenfs value other than "off"). Replaces an existing export of the same

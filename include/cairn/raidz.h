@@ -62,8 +62,12 @@ typedef struct vdev_batch_io {
     struct vdev_batch *batch;
 } vdev_batch_io_t;
 
-/* True when a leaf can take I/O (not UNAVAIL/FAULTED, has ops). */
+/* True when a leaf can take I/O (not UNAVAIL/FAULTED/OFFLINE, has ops). */
 bool vdev_leaf_usable(const vdev_t *leaf);
+/* Ops of a leaf whose device another vdev_t took over (a replacement of the
+ * same file): every I/O fails with -ENXIO, close does nothing. A reader that
+ * still holds the old vdev_t never reaches freed state through it. */
+extern const vdev_leaf_ops_t vdev_gone_ops;
 /* Issues every io[] in parallel through leaf->ops->submit and waits for all.
  * Leaves that are not usable get -ENXIO without being tried. Returns the
  * number of I/Os that failed. */

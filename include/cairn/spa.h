@@ -169,21 +169,54 @@ int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *
                                size_t errlen);
 void spa_vdev_remove_log_abort(spa_t *spa);
 
+/* ---- taking leaves out and putting them back (src/spa/spa_resilver.c) ----
+ * Leaves are named by path. A leaf offline takes no I/O; the pool remembers
+ * the txgs it missed (its dirty time log) and, once it is back (online) or
+ * its replacement is in (replace), a resilver writes it the blocks born in
+ * those txgs: scrub's walk, restricted by birth txg, reading each block from
+ * the other children and writing only the stale leaves' copies or columns.
+ * The state (offline, dirty time logs, a replacement in progress) is kept in
+ * the labels, so it survives export, import and crashes; a pool opened with a
+ * leaf to resilver starts the resilver by itself. */
+/* temporary: until the pool is closed (offline -t). Refused when the leaf's
+ * vdev would be left without a good copy of some block. */
+int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, size_t errlen);
+int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen);
+/* new_path NULL or equal to old_path: a new disk in the old one's place. */
+int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
+                     char *err, size_t errlen);
+/* attach: EXISTING (a top-level disk or a mirror's side) gets NEW as one more
+ * mirror side (a disk becomes a 2-way mirror), resilvered from the others.
+ * detach: a mirror side leaves the pool (a 2-way mirror becomes a disk); refused
+ * when no good copy would be left. The detached leaf's labels are cleared; it
+ * stays open until the pool closes (a reader may still hold it). */
+int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
+                    char *err, size_t errlen);
+int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen);
+/* Starts a resilver when a leaf needs one and none runs (import does). */
+void spa_resilver_check(spa_t *spa);
+/* Blocks until no scan of that kind (-1: any) runs. */
+void spa_scan_wait(spa_t *spa, int func);
+
 /* ---- scrub ---- */
 typedef enum spa_scrub_state {
     SPA_SCRUB_NONE = 0, SPA_SCRUB_SCANNING, SPA_SCRUB_FINISHED, SPA_SCRUB_CANCELED,
 } spa_scrub_state_t;
+typedef enum spa_scan_func { SPA_SCAN_SCRUB = 0, SPA_SCAN_RESILVER = 1 } spa_scan_func_t;
 typedef struct spa_scrub_stat {
     spa_scrub_state_t state;
+    spa_scan_func_t func;              /* a scrub, or a resilver (repaired: resilvered) */
     uint64_t start_time, end_time;     /* wall clock seconds */
     uint64_t to_examine;               /* allocated bytes when it started */
     uint64_t examined;                 /* bytes of blocks verified so far */
     uint64_t scanned;                  /* bytes of blocks the walk reached so far
                                         * (examined lags it by the read in flight) */
+    uint64_t issued;                   /* bytes of blocks read (a resilver skips most) */
     uint64_t repaired;                 /* bytes rewritten */
     uint64_t errors;                   /* blocks with no good copy left */
 } spa_scrub_stat_t;
-int spa_scrub_start(spa_t *spa);   /* runs in the background */
+/* Runs in the background; -EBUSY while a scrub or resilver runs. */
+int spa_scrub_start(spa_t *spa);
 int spa_scrub_stop(spa_t *spa);
 void spa_scrub_wait(spa_t *spa);
 void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
@@ -363,7 +396,9 @@ uint64_t spa_open_txg(spa_t *spa);
 void spa_txg_kick(spa_t *spa);
 
 /* A visitor for block enumeration: called once per block pointer reachable,
- * with its bookmark (NULL for the pool's own blocks: space map log, intent log). */
+ * with its bookmark (NULL for the pool's own blocks: space map log, intent log).
+ * Returns 0 to go on, < 0 to stop the walk, > 0 to skip the block's subtree
+ * (the resilver prunes subtrees born before the txgs it rewrites). */
 typedef int (*spa_bp_visitor_t)(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm,
                                 void *arg);
 

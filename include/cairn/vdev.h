@@ -43,6 +43,12 @@ typedef enum vdev_type {
     /* A removed top-level vdev's place: it keeps the id, so the ids of the vdevs
      * after it - which block pointers name - never shift. No children, no space. */
     VDEV_TYPE_HOLE = 4,
+    /* `pool replace` in progress: children OLD and NEW, in place of OLD under its
+     * mirror or raidz, acting as a mirror of the two: writes go to both, reads to
+     * whichever is readable (OLD while NEW is stale). When NEW's resilver ends OLD
+     * is detached. An OLD that is gone (or the same device as NEW) is simply not
+     * usable. */
+    VDEV_TYPE_REPLACING = 5,
 } vdev_type_t;
 
 typedef enum vdev_state {
@@ -50,6 +56,7 @@ typedef enum vdev_state {
     VDEV_STATE_DEGRADED = 1, /* working, with less redundancy than configured */
     VDEV_STATE_FAULTED = 2,  /* too many errors or children lost to serve I/O */
     VDEV_STATE_UNAVAIL = 3,  /* leaf could not be opened */
+    VDEV_STATE_OFFLINE = 4,  /* leaf taken out by the administrator: no I/O at all */
 } vdev_state_t;
 
 enum { VDEV_CLASS_NORMAL = 0, VDEV_CLASS_LOG = 1 };
@@ -62,6 +69,7 @@ enum { VDEV_CLASS_NORMAL = 0, VDEV_CLASS_LOG = 1 };
 #define VDEV_DEFAULT_ASHIFT 12
 #define VDEV_MAX_CHILDREN 255
 #define VDEV_MAX_NPARITY 3
+#define VDEV_DTL_MAX 4          /* ranges a leaf's dirty time log keeps (merged beyond) */
 
 typedef struct vdev_stats {
     _Atomic uint64_t reads, writes, read_bytes, write_bytes;
@@ -124,6 +132,14 @@ struct vdev {
     void *leaf_priv;
     _Atomic int state;      /* vdev_state_t */
     vdev_stats_t stats;
+    /* Resilver (src/spa/spa_resilver.c). A stale leaf takes writes but serves no
+     * reads: it lacks the blocks born in the txgs of its dirty time log (dtl,
+     * inclusive ranges, guarded by the pool's config lock), which the resilver
+     * writes to it (VDEV_READ_RESILVER) before it is made whole again. */
+    _Atomic bool stale;
+    bool offline_persist;   /* offline across restarts (offline without -t) */
+    uint32_t ndtl;
+    uint64_t dtl[VDEV_DTL_MAX][2];
 };
 
 /* ---- tree construction (src/vdev/vdev.c) ---- */
@@ -138,6 +154,23 @@ void vdev_compute_asize(vdev_t *top);
 void vdev_state_refresh(vdev_t *vd);
 vdev_t *vdev_top(vdev_t *vd);                 /* the top-level vdev above (or equal to) vd */
 bool vdev_is_leaf(const vdev_t *vd);
+/* The NEW leaf of a replacing vdev c; c itself for a leaf. */
+static inline vdev_t *vdev_io_child(vdev_t *c)
+{
+    return c->type == VDEV_TYPE_REPLACING && c->nchildren ? c->children[c->nchildren - 1] : c;
+}
+/* A leaf that serves reads: usable and not stale. */
+bool vdev_leaf_readable(const vdev_t *leaf);
+/* Child c of a mirror or raidz can serve reads: a readable leaf, or a replacing
+ * vdev with a readable side. */
+bool vdev_child_readable(const vdev_t *c);
+
+/* ---- dirty time logs (src/vdev/vdev.c) ---- */
+/* Adds the txgs [lo, hi] to a leaf's log; past VDEV_DTL_MAX ranges the two
+ * closest merge (the log may only grow: a txg it names is rewritten, never lost). */
+void vdev_dtl_add(vdev_t *leaf, uint64_t lo, uint64_t hi);
+bool vdev_dtl_contains(const vdev_t *leaf, uint64_t txg);
+bool vdev_dtl_empty(const vdev_t *leaf);
 const char *vdev_state_name(vdev_state_t s); /* "ONLINE", ... */
 const char *vdev_type_name(const vdev_t *vd);/* "mirror", "raidz2", "file", ... */
 /* Calls fn on every leaf under vd, in tree order. */
@@ -191,11 +224,13 @@ enum {
      * caller that only waits (read-ahead), two thread wake-ups less per block.
      * No deadman watches such a read. raidz ignores it. */
     VDEV_READ_NOW = 1 << 2,
-    /* The block may legitimately not be there (the end of an intent-log chain:
-     * a successor never written, a torn tail): when no copy verifies, nobody
-     * is charged a checksum error. Copies that do not verify while another
-     * does are bad copies as ever: counted and repaired. */
-    VDEV_READ_SPECULATIVE = 1 << 3,
+    /* Resilver: read from the readable children, then write the block's copy or
+     * columns to every stale leaf (counted in repaired_bytes). */
+    VDEV_READ_RESILVER = 1 << 3,
+    /* A read that may find nothing valid there (the block after an intent-log
+     * chain's last one): when no copy verifies, no child is charged a checksum
+     * error (raidz never blames without a verified reconstruction anyway). */
+    VDEV_READ_SPECULATIVE = 1 << 4,
 };
 typedef struct vdev_read_result {
     uint64_t repaired_bytes;   /* bytes rewritten on children that returned bad data */

@@ -686,7 +686,7 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
 {
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_DS_SET && !strcmp(req->ds_set->prop, "sharenfs")) {
         char err[ERRLEN] = "";
-        if (nfs_sharenfs_check(req->ds_set->value, NULL, err, sizeof err)) {
+        if (nfs_sharenfs_check_names(req->ds_set->value, NULL, err, sizeof err)) {
             cairnd_set_error(resp, a, -EINVAL, "cannot set property for '%s': %s", req->ds_set->name, err);
             return true;
         }
@@ -695,7 +695,7 @@ bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         for (size_t i = 0; i < req->ds_create->n_props; i++) {
             char err[ERRLEN] = "";
             const Cairn__Mgmt__Property *p = req->ds_create->props[i];
-            if (!strcmp(p->name, "sharenfs") && nfs_sharenfs_check(p->value, NULL, err, sizeof err)) {
+            if (!strcmp(p->name, "sharenfs") && nfs_sharenfs_check_names(p->value, NULL, err, sizeof err)) {
                 cairnd_set_error(resp, a, -EINVAL, "cannot create '%s': %s", req->ds_create->name, err);
                 return true;
             }

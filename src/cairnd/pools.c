@@ -333,6 +333,7 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     if (vd->type == VDEV_TYPE_ROOT) cairn_strlcpy(name, spa_name(spa), sizeof name);
     else if (vdev_is_leaf(vd)) cairn_strlcpy(name, vd->path ? vd->path : "?", sizeof name);
     else snprintf(name, sizeof name, "%s-%u", vdev_type_name(vd), vd->id);
+    s->resilvering = vdev_is_leaf(vd) && atomic_load(&vd->stale);
     s->name = cairnd_arena_strdup(a, name);
     s->type = cairnd_arena_strdup(a, vd->type == VDEV_TYPE_ROOT ? "root" : vdev_type_name(vd));
     s->state = cairnd_arena_strdup(a, vdev_state_name((vdev_state_t)vd->state));
@@ -368,6 +369,8 @@ static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
     s->errors = st.errors;
     s->scanned = st.scanned;
     s->now = cairn_wallclock_s();
+    s->func = st.func;
+    s->issued = st.issued;
     return s;
 }
 
@@ -782,8 +785,13 @@ static void do_scrub(const Cairn__Mgmt__PoolScrub *m, Cairn__Mgmt__Response *res
     if (rc) {
         if (m->stop && rc == -ENOENT)
             set_error(resp, a, rc, "there is no active scrub on '%s'", m->name);
-        else if (!m->stop && rc == -EBUSY)
-            set_error(resp, a, rc, "a scrub is already running on '%s'", m->name);
+        else if (!m->stop && rc == -EBUSY) {
+            spa_scrub_stat_t st;
+            spa_scrub_get(spa, &st);
+            set_error(resp, a, rc, st.func == SPA_SCAN_RESILVER
+                                       ? "a resilver is in progress on '%s'; scrub once it ends"
+                                       : "a scrub is already running on '%s'", m->name);
+        }
         else
             set_error(resp, a, rc, "cannot %s scrub on '%s': %s", m->stop ? "stop" : "start",
                       m->name, strerror(-rc));
@@ -807,6 +815,66 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
                                        : (rc || spa_prop_is_default(spa, name)) ? "default"
                                                                                  : "local");
     pl->props[pl->n_props++] = p;
+}
+
+static void refresh_paths(cache_entry_t *e);
+
+/* offline, online, replace, attach, detach: the pool's own lock orders them with its
+ * syncs. */
+static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a)
+{
+    const char *name;
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE: name = req->pool_offline->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE: name = req->pool_online->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: name = req->pool_attach->name; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: name = req->pool_detach->name; break;
+    default: name = req->pool_replace->name; break;
+    }
+    cache_entry_t *e = find_entry(name);
+    if (!e || !e->spa) {
+        NO_SUCH_POOL(resp, a, name);
+        return;
+    }
+    char err[512] = "";
+    int rc;
+    switch (req->cmd_case) {
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE:
+        rc = spa_vdev_offline(e->spa, req->pool_offline->device, req->pool_offline->temporary, err,
+                              sizeof err);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
+        rc = spa_vdev_online(e->spa, req->pool_online->device, err, sizeof err);
+        break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: {
+        const Cairn__Mgmt__PoolAttach *m = req->pool_attach;
+        if (m->new_device[0] != '/') {
+            set_error(resp, a, -EINVAL, "device paths must be absolute");
+            return;
+        }
+        rc = spa_vdev_attach(e->spa, m->device, m->new_device, m->force, err, sizeof err);
+        if (!rc) refresh_paths(e);
+        break;
+    }
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH:
+        rc = spa_vdev_detach(e->spa, req->pool_detach->device, err, sizeof err);
+        if (!rc) refresh_paths(e);
+        break;
+    default: {
+        const Cairn__Mgmt__PoolReplace *m = req->pool_replace;
+        if (!m->old_device[0] || (m->new_device[0] && m->new_device[0] != '/')) {
+            set_error(resp, a, -EINVAL, "device paths must be absolute");
+            return;
+        }
+        rc = spa_vdev_replace(e->spa, m->old_device, m->new_device[0] ? m->new_device : NULL,
+                              m->force, err, sizeof err);
+        /* The cache file lists NEW from now on, so a restart finds it. */
+        if (!rc) refresh_paths(e);
+        break;
+    }
+    }
+    if (rc) set_error(resp, a, rc, "%s", err[0] ? err : strerror(-rc));
 }
 
 static void do_get(const Cairn__Mgmt__PoolGet *m, Cairn__Mgmt__Response *resp,
@@ -1096,7 +1164,10 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
     case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: writer = true; break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: writer = true; break;
     default: break;
     }
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
@@ -1132,6 +1203,11 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD: do_add(req->pool_add, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE: do_remove(req->pool_remove, resp, a); break;
+    case CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
+    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: do_leaf_change(req, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT: do_iostat(req->pool_iostat, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
     default:

@@ -172,7 +172,11 @@ int cairnd_shares_refresh_report(const char *name, char *why, size_t whylen)
         for (size_t i = 0; i < ne && !same; i++)
             same = !strcmp(wl.v[k].name, cur[i].dataset) && !strcmp(wl.v[k].path, cur[i].path) &&
                    !strcmp(wl.v[k].options, cur[i].options);
-        if (same) continue;
+        /* Host names in the client lists are resolved again (the options swapped
+         * in place), so a client whose address changed is matched by its name. */
+        bool names = false;
+        if (same) nfs_sharenfs_check_names(wl.v[k].options, &names, NULL, 0);
+        if (same && !names) continue;
         char err[512] = "";
         int rc = nfs_server_export(g_srv, wl.v[k].dp, wl.v[k].name, wl.v[k].path,
                                    wl.v[k].options, err, sizeof err);

@@ -52,6 +52,10 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 /* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */
 int cmd_pool_add(int argc, char **argv);
 int cmd_pool_remove(int argc, char **argv);
+int cmd_pool_offline(int argc, char **argv, bool online);
+int cmd_pool_replace(int argc, char **argv);
+int cmd_pool_wait(int argc, char **argv);
+int cmd_pool_attach(int argc, char **argv, bool detach);
 int cmd_pool_iostat(int argc, char **argv);
 
 /* `cairn share ...` (share.c): like dataset_command. */

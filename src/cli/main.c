@@ -73,6 +73,10 @@ static void usage(FILE *f)
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
           "  pool add [-f] POOL log VDEV... | cache DEV...\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
+          "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
+          "  pool replace [-f] POOL OLD [NEW]\n"
+          "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
+          "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
           "  create [-p] [-o prop=val]... FILESYSTEM\n"
@@ -368,7 +372,8 @@ static void print_scan(const Cairn__Mgmt__ScrubStatus *s)
         m = (mgmt_scan_t){.state = (int)s->state, .start_time = s->start_time,
                           .end_time = s->end_time, .now = s->now ? s->now : (uint64_t)time(NULL),
                           .to_examine = s->to_examine, .scanned = s->scanned,
-                          .examined = s->examined, .repaired = s->repaired, .errors = s->errors};
+                          .examined = s->examined, .repaired = s->repaired, .errors = s->errors,
+                          .func = (int)s->func, .issued = s->issued};
     }
     char buf[1024];
     mgmt_scan_format(&m, buf, sizeof buf);
@@ -445,6 +450,7 @@ static void print_tree(const Cairn__Mgmt__VdevStatus *v, size_t indent, size_t w
     printf("\t%*s%-*s  %-8s %5llu %5llu %5llu", (int)indent, "", (int)(width - indent), v->name,
            v->state, (unsigned long long)v->read_errors, (unsigned long long)v->write_errors,
            (unsigned long long)v->checksum_errors);
+    if (v->resilvering) printf("  (resilvering)");
     if (verbose && v->repaired_bytes) {
         char b[32];
         cairn_format_size(v->repaired_bytes, b, sizeof b);
@@ -461,6 +467,37 @@ static void print_tree(const Cairn__Mgmt__VdevStatus *v, size_t indent, size_t w
     for (size_t i = 0; logs && i < v->n_children; i++)
         if (v->children[i]->vclass && !strcmp(v->children[i]->vclass, "log"))
             print_tree(v->children[i], indent + 2, width, verbose);
+}
+
+/* Whether any vdev of the tree is in state st (or, st NULL, resilvering). */
+static bool tree_has(const Cairn__Mgmt__VdevStatus *v, const char *st)
+{
+    if (st ? !strcmp(v->state, st) : v->resilvering) return true;
+    for (size_t i = 0; i < v->n_children; i++)
+        if (tree_has(v->children[i], st)) return true;
+    return false;
+}
+
+/* zpool's advice for a pool that is not whole: what happened, what to do. */
+static void print_advice(const Cairn__Mgmt__PoolStatusResult *p)
+{
+    if (!p->root) return;
+    if (tree_has(p->root, NULL)) {
+        printf("status: One or more devices is currently being resilvered.  The pool will\n"
+               "\tcontinue to function, possibly in a degraded state.\n"
+               "action: Wait for the resilver to complete.\n");
+    } else if (tree_has(p->root, "OFFLINE")) {
+        printf("status: One or more devices has been taken offline by the administrator.\n"
+               "\tSufficient replicas exist for the pool to continue functioning in a\n"
+               "\tdegraded state.\n"
+               "action: Online the device using 'cairn pool online' or replace the device with\n"
+               "\t'cairn pool replace'.\n");
+    } else if (tree_has(p->root, "UNAVAIL") || tree_has(p->root, "FAULTED")) {
+        printf("status: One or more devices could not be used because the label is missing or\n"
+               "\tinvalid.  Sufficient replicas exist for the pool to continue\n"
+               "\tfunctioning in a degraded state.\n"
+               "action: Replace the device using 'cairn pool replace'.\n");
+    }
 }
 
 static int cmd_pool_status(int argc, char **argv)
@@ -493,6 +530,7 @@ static int cmd_pool_status(int argc, char **argv)
         printf(" state: %s\n", p->state);
         if (verbose) printf("    id: %llu\n   txg: %llu\n", (unsigned long long)p->guid,
                             (unsigned long long)p->txg);
+        if (strcmp(p->state, "FAULTED")) print_advice(p);
         print_scan(p->scrub);
         printf("config:\n\n");
         size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;
@@ -806,7 +844,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, attach, detach, wait)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -818,6 +856,12 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "set")) return cmd_pool_set(sargc, sargv);
     if (!strcmp(sub, "add")) return cmd_pool_add(sargc, sargv);
     if (!strcmp(sub, "remove")) return cmd_pool_remove(sargc, sargv);
+    if (!strcmp(sub, "offline")) return cmd_pool_offline(sargc, sargv, false);
+    if (!strcmp(sub, "online")) return cmd_pool_offline(sargc, sargv, true);
+    if (!strcmp(sub, "replace")) return cmd_pool_replace(sargc, sargv);
+    if (!strcmp(sub, "wait")) return cmd_pool_wait(sargc, sargv);
+    if (!strcmp(sub, "attach")) return cmd_pool_attach(sargc, sargv, false);
+    if (!strcmp(sub, "detach")) return cmd_pool_attach(sargc, sargv, true);
     if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
         !strcmp(sub, "clear"))

@@ -117,6 +117,166 @@ int cmd_pool_remove(int argc, char **argv)
     return 0;
 }
 
+/* ---------------------------------------------------------------- offline, online, replace, wait */
+
+/* A device path as the pool knows it: absolute, resolved when it exists (a
+ * removed disk file is named by the path it had). */
+static const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what)
+{
+    if (!dev[0]) fail("%s: empty device name", what);
+    struct stat st;
+    char real[PATH_MAX];
+    if (stat(dev, &st) == 0 && realpath(dev, real)) {
+        snprintf(buf, len, "%s", real);
+        return buf;
+    }
+    if (dev[0] == '/') return dev;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) fail("%s: cannot resolve '%s': %s", what, dev, strerror(errno));
+    snprintf(buf, len, "%s/%s", cwd, dev);
+    return buf;
+}
+
+int cmd_pool_offline(int argc, char **argv, bool online)
+{
+    const char *what = online ? "pool online" : "pool offline";
+    bool temporary = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, online ? "+:e" : "+:t", NULL, what)) != -1) {
+        if (c == 't') temporary = true;
+        if (c == 'e') fail("%s: -e (expand to a grown device) is not supported yet", what);
+    }
+    want_args(argc, argv, 2, 2, what, "pool name and device");
+    const char *name = argv[optind];
+    set_name(name, what);
+    char buf[PATH_MAX + 64];
+    const char *dev = leaf_arg(argv[optind + 1], buf, sizeof buf, what);
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    Cairn__Mgmt__PoolOffline off;
+    Cairn__Mgmt__PoolOnline on;
+    if (online) {
+        cairn__mgmt__pool_online__init(&on);
+        on.name = (char *)name;
+        on.device = (char *)dev;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE;
+        req.pool_online = &on;
+    } else {
+        cairn__mgmt__pool_offline__init(&off);
+        off.name = (char *)name;
+        off.device = (char *)dev;
+        off.temporary = temporary;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE;
+        req.pool_offline = &off;
+    }
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+int cmd_pool_replace(int argc, char **argv)
+{
+    const char *what = "pool replace";
+    bool force = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, "+:f", NULL, what)) != -1)
+        if (c == 'f') force = true;
+    want_args(argc, argv, 2, 3, what, "pool name and device");
+    const char *name = argv[optind];
+    set_name(name, what);
+    char b1[PATH_MAX + 64], b2[PATH_MAX + 64];
+    Cairn__Mgmt__PoolReplace m;
+    cairn__mgmt__pool_replace__init(&m);
+    m.name = (char *)name;
+    m.old_device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
+    m.new_device = optind + 2 < argc ? (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what) : "";
+    m.force = force;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE;
+    req.pool_replace = &m;
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+int cmd_pool_attach(int argc, char **argv, bool detach)
+{
+    const char *what = detach ? "pool detach" : "pool attach";
+    bool force = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, detach ? "+:" : "+:fs", NULL, what)) != -1) {
+        if (c == 'f') force = true;
+        if (c == 's') fail("%s: -s (sequential rebuild) is not supported yet", what);
+    }
+    want_args(argc, argv, detach ? 2 : 3, detach ? 2 : 3, what,
+              detach ? "pool name and device" : "pool name, existing device and new device");
+    const char *name = argv[optind];
+    set_name(name, what);
+    char b1[PATH_MAX + 64], b2[PATH_MAX + 64];
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    Cairn__Mgmt__PoolAttach at;
+    Cairn__Mgmt__PoolDetach de;
+    if (detach) {
+        cairn__mgmt__pool_detach__init(&de);
+        de.name = (char *)name;
+        de.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DETACH;
+        req.pool_detach = &de;
+    } else {
+        cairn__mgmt__pool_attach__init(&at);
+        at.name = (char *)name;
+        at.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
+        at.new_device = (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what);
+        at.force = force;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH;
+        req.pool_attach = &at;
+    }
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+/* `pool wait [-t resilver|scrub] POOL`: polls the pool's status until no scan
+ * of that kind runs (a poll, not a held request: the daemon's pool table stays
+ * free for everyone else meanwhile). */
+int cmd_pool_wait(int argc, char **argv)
+{
+    const char *what = "pool wait";
+    int func = -1;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, "+:t:", NULL, what)) != -1) {
+        if (c != 't') continue;
+        if (!strcmp(optarg, "resilver")) func = 1;
+        else if (!strcmp(optarg, "scrub")) func = 0;
+        else fail("%s: unknown activity '%s' (resilver, scrub)", what, optarg);
+    }
+    want_args(argc, argv, 1, 1, what, "pool name");
+    const char *name = argv[optind];
+    set_name(name, what);
+    for (;;) {
+        Cairn__Mgmt__PoolStatus ps;
+        cairn__mgmt__pool_status__init(&ps);
+        ps.name = (char *)name;
+        Cairn__Mgmt__Request req;
+        cairn__mgmt__request__init(&req);
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
+        req.pool_status = &ps;
+        Cairn__Mgmt__Response *r = call(&req);
+        bool busy = false;
+        if (r->result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS && r->pool_status->n_pools) {
+            const Cairn__Mgmt__ScrubStatus *s = r->pool_status->pools[0]->scrub;
+            busy = s && s->state == CAIRN__MGMT__SCRUB_STATUS__STATE__SCANNING &&
+                   (func < 0 || (int)s->func == func);
+        }
+        cairn__mgmt__response__free_unpacked(r, NULL);
+        if (!busy) return 0;
+        usleep(200 * 1000);
+    }
+}
+
 /* ---------------------------------------------------------------- iostat */
 
 static bool is_number(const char *s)

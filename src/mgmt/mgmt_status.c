@@ -54,11 +54,27 @@ void mgmt_scan_format(const mgmt_scan_t *s, char *buf, size_t len)
         } else {
             snprintf(eta, sizeof eta, "no estimated completion time");
         }
+        if (s->func == 1) {
+            /* A resilver reads only the blocks it rewrites: issued is those. */
+            cairn_format_size(s->issued, b, sizeof b);
+            cairn_format_size(s->issued / secs, irate, sizeof irate);
+        }
         snprintf(buf, len,
-                 "  scan: scrub in progress since %s\n"
+                 "  scan: %s in progress since %s\n"
                  "\t%s scanned at %s/s, %s issued at %s/s, %s total\n"
-                 "\t%s repaired, %.2f%% done, %s\n",
-                 when, a, srate, b, irate, total, rep, pct, eta);
+                 "\t%s %s, %.2f%% done, %s\n",
+                 s->func == 1 ? "resilver" : "scrub", when, a, srate, b, irate, total, rep,
+                 s->func == 1 ? "resilvered" : "repaired", pct, eta);
+        return;
+    }
+    if (s->func == 1) {
+        fmt_time(s->end_time, when, sizeof when);
+        fmt_hms(s->end_time > s->start_time ? s->end_time - s->start_time : 0, hms, sizeof hms);
+        if (s->state == MGMT_SCAN_FINISHED)
+            snprintf(buf, len, "  scan: resilvered %s in %s with %llu errors on %s\n", rep, hms,
+                     (unsigned long long)s->errors, when);
+        else
+            snprintf(buf, len, "  scan: resilver canceled on %s (%s resilvered)\n", when, rep);
         return;
     }
     fmt_time(s->end_time, when, sizeof when);

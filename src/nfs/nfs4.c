@@ -289,9 +289,10 @@ static uint32_t enter_export(nfs4_cx_t *cx, nfs4_cfh_t *f, const char *path)
     if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_NOENT;
     zpl_cred_t eff;
     bool writable = false;
-    if (nfs_export_authorize(exp, cx->call, &eff, &writable) < 0) {
+    int arc = nfs_export_authorize(exp, cx->call, &eff, &writable);
+    if (arc < 0) {
         nfs_export_rele(exp);
-        return NFS4ERR_ACCESS;
+        return arc == -EPERM ? NFS4ERR_PERM : NFS4ERR_ACCESS; /* PERM: secure, high port */
     }
     zpl_node_t *root;
     int rc = zpl_root(nfs_export_fs(exp), &root);
@@ -422,9 +423,10 @@ static uint32_t fh_decode(nfs4_cx_t *cx, const uint8_t *buf, uint32_t len, nfs4_
     if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_STALE;
     zpl_cred_t eff;
     bool writable = false;
-    if (nfs_export_authorize(exp, cx->call, &eff, &writable) < 0) {
+    int arc = nfs_export_authorize(exp, cx->call, &eff, &writable);
+    if (arc < 0) {
         nfs_export_rele(exp);
-        return NFS4ERR_ACCESS;
+        return arc == -EPERM ? NFS4ERR_PERM : NFS4ERR_ACCESS; /* PERM: secure, high port */
     }
     zpl_node_t *node;
     int rc = zpl_fh_to_inode(nfs_export_fs(exp), buf, len, &node);

@@ -27,7 +27,8 @@
  * Access: a client is matched against the option lists with the precedence
  * explicit ro entry > explicit rw entry > ro for everyone > rw for everyone
  * (a bare `ro`/`rw` or `*`). Host names are resolved when the export is made
- * (a name that does not resolve matches nothing and is logged). IPv4-mapped
+ * and at each share refresh (a name that does not resolve then matches nothing
+ * and is logged; `cairn set` refuses it up front: nfs_sharenfs_check_names). IPv4-mapped
  * IPv6 peers match IPv4 entries.
  */
 #include "nfs_srv.h"
@@ -309,6 +310,13 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
             squash_set = true;
             opts->squash = tok[0] == 'r' ? NFS_SQUASH_ROOT
                          : tok[0] == 'n' ? NFS_SQUASH_NONE : NFS_SQUASH_ALL;
+        } else if (!strcmp(tok, "secure") || !strcmp(tok, "insecure")) {
+            if (val) {
+                seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
+                rc = -EINVAL;
+                goto out;
+            }
+            opts->secure = tok[0] == 's';
         } else if (!strcmp(tok, "anonuid") || !strcmp(tok, "anongid")) {
             uint32_t v;
             if (!val || !parse_u32(val, &v)) {
@@ -338,7 +346,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
                 goto out;
             }
         } else {
-            seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, sec or vers",
+            seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, secure, insecure, sec or vers",
                    tok);
             rc = -EINVAL;
             goto out;
@@ -357,6 +365,37 @@ int nfs_sharenfs_check(const char *value, bool *shared, char *err, size_t errlen
     int rc = nfs_opts_parse(value, &o, &sh, err, errlen);
     if (rc == 0) nfs_opts_free(&o);
     if (shared) *shared = sh;
+    return rc;
+}
+
+static int check_names(const nfs_client_match_t *v, size_t n, const char *optname,
+                       bool *has, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].kind != NFS_CLIENT_HOST) continue;
+        *has = true;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int g = getaddrinfo(v[i].host, NULL, &hints, &ai);
+        if (g) {
+            seterr(err, errlen, "bad sharenfs client '%s' in '%s=': host name does not resolve (%s)",
+                   v[i].host, optname, gai_strerror(g));
+            return -EINVAL;
+        }
+        freeaddrinfo(ai);
+    }
+    return 0;
+}
+
+int nfs_sharenfs_check_names(const char *value, bool *has_names, char *err, size_t errlen)
+{
+    nfs_export_opts_t o;
+    bool sh = false, has = false;
+    int rc = nfs_opts_parse(value, &o, &sh, err, errlen);
+    if (rc) return rc;
+    rc = check_names(o.rw, o.nrw, "rw", &has, err, errlen);
+    if (!rc) rc = check_names(o.ro, o.nro, "ro", &has, err, errlen);
+    nfs_opts_free(&o);
+    if (has_names) *has_names = has;
     return rc;
 }
 
@@ -403,6 +442,13 @@ static int peer_bytes(const struct sockaddr *sa, uint8_t out[16])
         return AF_INET6;
     }
     return 0;
+}
+
+static unsigned peer_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    if (sa->sa_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    return 65535; /* no port to trust */
 }
 
 static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned bits)
@@ -558,6 +604,43 @@ nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path)
     return exp;
 }
 
+/* Whether export path ep covers path p: equal, or ep then '/' then more. */
+static size_t covers(const char *ep, const char *p)
+{
+    size_t n = path_len(ep);
+    if (n == 1 && ep[0] == '/') return 1; /* the export "/" covers everything */
+    if (strncmp(ep, p, n) || (p[n] != '\0' && p[n] != '/')) return 0;
+    return p[n] == '/' ? n + 1 : n;
+}
+
+nfs_export_t *nfs_export_find_covering(nfs_server_t *srv, const char *path, const char **rest)
+{
+    *rest = NULL;
+    pthread_mutex_lock(&srv->exports_lock);
+    for (;;) {
+        nfs_export_t *found = NULL;
+        size_t best = 0;
+        for (size_t i = 0; i < srv->nexports; i++) {
+            nfs_export_t *e = srv->exports[i];
+            size_t c = covers(e->path, path);
+            if (c && (!found || path_len(e->path) > path_len(found->path))) {
+                found = e;
+                best = c;
+            }
+        }
+        if (found && found->suspended) {
+            pthread_cond_wait(&srv->exports_cv, &srv->exports_lock);
+            continue;
+        }
+        if (found) {
+            nfs_export_hold(found);
+            *rest = path + best;
+        }
+        pthread_mutex_unlock(&srv->exports_lock);
+        return found;
+    }
+}
+
 int nfs_export_lookup_fh(nfs_server_t *srv, const void *fh, size_t len, nfs_export_t **out)
 {
     uint64_t guid;
@@ -607,6 +690,10 @@ int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *
     int rc = 0;
     if (!(exp->opts.versions & vbit)) rc = -EACCES;
     if (!rc) rc = nfs_opts_match(&exp->opts, (const struct sockaddr *)&call->peer, writable);
+    /* As Linux nfsd: a client the lists admit, calling from a port any user may
+     * bind, is refused with PERM (the lists' refusal stays ACCES). */
+    if (!rc && exp->opts.secure && peer_port((const struct sockaddr *)&call->peer) >= 1024)
+        rc = -EPERM;
     if (!rc) nfs_opts_squash(&exp->opts, call->flavor, &call->cred, eff);
     /* fs under the lock: a suspended export (only listed by nfs_export_foreach) has none. */
     if (!rc && exp->fs && zpl_fs_readonly(exp->fs)) *writable = false;
@@ -922,8 +1009,16 @@ size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t
         o->versions = e->opts.versions;
         pthread_mutex_unlock(&e->lock);
         pthread_mutex_lock(&srv->mounts_lock);
-        for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next)
-            if (!strcmp(m->path, e->path)) o->clients++;
+        /* A mount of a directory below the export counts for it, unless a
+         * longer export covers that directory. */
+        for (nfs_mount_entry_t *m = srv->mounts; m; m = m->next) {
+            if (!covers(e->path, m->path)) continue;
+            bool deeper = false;
+            for (size_t k = 0; k < n && !deeper; k++)
+                deeper = path_len(srv->exports[k]->path) > path_len(e->path) &&
+                         covers(srv->exports[k]->path, m->path);
+            if (!deeper) o->clients++;
+        }
         pthread_mutex_unlock(&srv->mounts_lock);
     }
     pthread_mutex_unlock(&srv->exports_lock);

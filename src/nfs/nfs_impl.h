@@ -152,6 +152,12 @@ nfs_export_t *nfs_export_find_path(nfs_server_t *srv, const char *path);
 /* The same: 0 and *out held, -ENOENT, or -EAGAIN for a suspended export when not
  * waiting (the caller answers "try again later"). */
 int nfs_export_lookup_path(nfs_server_t *srv, const char *path, bool wait, nfs_export_t **out);
+/* The export whose path is the longest prefix of path ending at a component
+ * boundary (MOUNT of a directory below an export), waiting while it is
+ * suspended; *rest points into path after the export's part and its slash ("" for
+ * the export itself). path is canonical: absolute, no "." or ".." or empty
+ * components, no trailing slash. NULL when no export covers it. */
+nfs_export_t *nfs_export_find_covering(nfs_server_t *srv, const char *path, const char **rest);
 /* By the export guid in a Cairn file handle (zpl_fh_export_guid): 0 and *out held;
  * -EBADF: not a Cairn handle; -ESTALE: no such export; -EAGAIN: its export is
  * suspended for a moment (nfs_server_suspend): NFS3ERR_JUKEBOX / NFS4ERR_DELAY. */

@@ -1,7 +1,8 @@
 /*
  * MOUNT protocol (RFC 1813 appendix I, version 3; version 1 for showmount's
- * EXPORT and DUMP): turns an export path into the root file handle, after the
- * same access check every NFS call makes. The mount list (DUMP) is advisory,
+ * EXPORT and DUMP): turns an export path, or the path of a directory below
+ * one, into its file handle, after the same access check every NFS call makes
+ * (the covering export's options apply). The mount list (DUMP) is advisory,
  * as in every implementation: a client that never unmounts stays listed until
  * UMNTALL or a restart.
  */
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 enum {
     MNT3_OK = 0,
@@ -86,6 +88,79 @@ static uint32_t errno_to_mnt(int e)
     }
 }
 
+/* The path made canonical in place, as the name of a place, not by following
+ * anything: "." and empty components go, ".." takes back the previous component
+ * (never above "/"). Whatever export then covers the result decides, with its
+ * own options, so ".." cannot carry a client out of an export's rules. */
+static void canonical_path(char *path)
+{
+    char out[MNTPATHLEN + 2];
+    size_t o = 0;
+    const char *p = path;
+    while (*p) {
+        while (*p == '/') p++;
+        const char *c = p;
+        while (*p && *p != '/') p++;
+        size_t l = (size_t)(p - c);
+        if (l == 0 || (l == 1 && c[0] == '.')) continue;
+        if (l == 2 && c[0] == '.' && c[1] == '.') {
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--;
+            continue;
+        }
+        out[o++] = '/';
+        memcpy(out + o, c, l);
+        o += l;
+    }
+    if (o == 0) out[o++] = '/';
+    out[o] = '\0';
+    memcpy(path, out, o + 1);
+}
+
+/* The directory at rest (components below the export's root) within the
+ * export's filesystem, by lookups: symbolic links are not followed (a link
+ * where a directory should be is ENOTDIR), so nothing leads outside; the
+ * snapshots are reached as NFSv4 reaches them, through .cairn/snapshot/NAME. */
+static int walk_dir(nfs_export_t *exp, const char *rest, zpl_node_t **out)
+{
+    zpl_node_t *n = NULL;
+    int rc = zpl_root(nfs_export_fs(exp), &n);
+    if (rc) return rc;
+    const char *p = rest;
+    while (*p) {
+        const char *c = p;
+        while (*p && *p != '/') p++;
+        size_t l = (size_t)(p - c);
+        if (*p) p++;
+        char name[256];
+        if (l >= sizeof name) {
+            rc = -ENAMETOOLONG;
+            break;
+        }
+        memcpy(name, c, l);
+        name[l] = '\0';
+        zpl_attr_t a;
+        rc = zpl_getattr(n, &a);
+        if (!rc && !S_ISDIR(a.mode)) rc = -ENOTDIR;
+        zpl_node_t *next = NULL;
+        if (!rc) rc = zpl_lookup(n, name, &next);
+        if (rc) break;
+        zpl_node_rele(n);
+        n = next;
+    }
+    if (!rc) {
+        zpl_attr_t a;
+        rc = zpl_getattr(n, &a);
+        if (!rc && !S_ISDIR(a.mode)) rc = -ENOTDIR;
+    }
+    if (rc) {
+        zpl_node_rele(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
 static nfs_accept_t proc_mnt(nfs_call_t *call)
 {
     char path[MNTPATHLEN + 1];
@@ -96,7 +171,13 @@ static nfs_accept_t proc_mnt(nfs_call_t *call)
         nfs_xdr_put_u32(r, MNT3ERR_ACCES);
         return NFS_ACCEPT_SUCCESS;
     }
-    nfs_export_t *exp = nfs_export_find_path(call->srv, path);
+    if (path[0] != '/') {
+        nfs_xdr_put_u32(r, MNT3ERR_NOENT);
+        return NFS_ACCEPT_SUCCESS;
+    }
+    canonical_path(path);
+    const char *rest;
+    nfs_export_t *exp = nfs_export_find_covering(call->srv, path, &rest);
     if (!exp) {
         nfs_xdr_put_u32(r, MNT3ERR_NOENT);
         return NFS_ACCEPT_SUCCESS;
@@ -107,17 +188,17 @@ static nfs_accept_t proc_mnt(nfs_call_t *call)
     probe.prog = NFS_PROG_NFS;
     probe.vers = 3;
     int rc = nfs_export_authorize(exp, &probe, &eff, &writable);
-    zpl_node_t *root = NULL;
+    zpl_node_t *dir = NULL;
     zpl_fh_t fh;
-    if (!rc) rc = zpl_root(nfs_export_fs(exp), &root);
-    if (!rc) rc = zpl_fh_encode(root, &fh);
-    if (root) zpl_node_rele(root);
+    if (!rc) rc = walk_dir(exp, rest, &dir);
+    if (!rc) rc = zpl_fh_encode(dir, &fh);
+    if (dir) zpl_node_rele(dir);
     if (rc) {
         nfs_xdr_put_u32(r, errno_to_mnt(rc));
     } else {
         char host[64];
         client_name(call, host, sizeof host);
-        mount_add(call->srv, host, nfs_export_path(exp));
+        mount_add(call->srv, host, path);
         nfs_xdr_put_u32(r, MNT3_OK);
         nfs_xdr_put_opaque(r, fh.bytes, ZPL_FH_SIZE);
         nfs_xdr_put_u32(r, 1);

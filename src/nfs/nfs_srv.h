@@ -47,6 +47,7 @@ struct nfs_export_opts {
     nfs_squash_t squash;
     uint32_t anonuid, anongid;
     uint32_t versions;                /* bit 3 and/or bit 4 */
+    bool secure;                      /* only privileged source ports (< 1024) */
 };
 
 /* Parses a sharenfs value into opts (without resolving host names). */
@@ -66,7 +67,7 @@ void nfs_opts_squash(const nfs_export_opts_t *opts, uint32_t flavor, const zpl_c
 typedef struct nfs_mount_entry {
     struct nfs_mount_entry *next;
     char host[64];
-    char path[1024];
+    char path[1025];                  /* MNTPATHLEN + 1 */
 } nfs_mount_entry_t;
 
 struct nfs_server {

@@ -523,6 +523,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         spa->dirty_max_set = true;
     }
     spa->readonly = flags & SPA_IMPORT_READONLY;
+    if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) spa->resilver_since = cfg->reserved[1];
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
@@ -589,6 +590,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         return e;
     }
     spa_txg_init(spa, spa->ub.txg + 1);
+    spa_dtl_open_fixup(spa->root, spa->ub.txg + 1);
     e = spa_upper->open(spa, &spa->ub.mos_root);
     if (e) {
         seterr(err, errlen, "pool '%s' cannot be imported: meta object set unreadable (%s)",
@@ -666,6 +668,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
         if (e) log_warn("spa", "pool %s: cannot rewrite labels: %s", spa->name, strerror(-e));
         spa_txg_start(spa);
+        spa_resilver_check(spa); /* one the last run of the pool left unfinished */
     }
     if (spa_health(spa) != VDEV_STATE_ONLINE)
         log_warn("spa", "pool %s imported %s", spa->name, vdev_state_name(spa_health(spa)));

@@ -71,6 +71,18 @@ typedef struct spa_uberblock_phys {
     uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
 } spa_uberblock_phys_t;
 
+/* Per vdev entry, after the vdevs[] array, when the header's reserved[0] is
+ * SPA_CONFIG_EXT_MAGIC: the state of offline and resilver (spa_resilver.c). */
+#define SPA_CONFIG_EXT_MAGIC 0x5458454e52494143ULL  /* "CAIRNEXT" */
+enum { SPA_VDEV_EXT_OFFLINE = 1 << 0 };
+typedef struct spa_vdev_ext_phys {
+    uint32_t flags;         /* SPA_VDEV_EXT_* */
+    uint32_t ndtl;          /* ranges of dtl in use */
+    uint64_t dtl[VDEV_DTL_MAX][2]; /* txgs the leaf may lack, inclusive; end ~0: open */
+    uint64_t reserved;
+} spa_vdev_ext_phys_t;
+_Static_assert(sizeof(spa_vdev_ext_phys_t) == 80, "vdev config extension size");
+
 /* The layouts above are the on-disk format (docs/ondisk-format.md). */
 _Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
 _Static_assert(offsetof(spa_config_phys_t, vdevs) == 552, "config header size");
@@ -164,6 +176,8 @@ struct spa {
     size_t nretired;
     metaslab_t **retired_ms;        /* their allocators, for the same reason */
     size_t nretired_ms;
+    void **retired_mem;             /* children arrays replaced under readers (attach, detach) */
+    size_t nretired_mem;
     bool sm_condense;               /* write a space map snapshot in the next sync */
     /* Ids (bit v) of removed vdevs whose records or log region the durable space map
      * log or log directory may still hold (dropped at import, rewritten by the first
@@ -184,6 +198,10 @@ struct spa {
     pthread_cond_t scrub_cv;
     spa_scrub_stat_t scrub;
     bool scrub_stop;
+    bool resilver_again;            /* a leaf turned stale while a resilver runs */
+    /* Wall clock second the pending resilver was asked for (0: none), kept in
+     * the labels: after a restart status still says since when. Config lock. */
+    uint64_t resilver_since;
     bool scrub_thread_running;
     pthread_t scrub_thread;
     _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */
@@ -301,6 +319,17 @@ int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);
+int spa_scan_start(spa_t *spa, spa_scan_func_t func);
+
+/* spa_resilver.c */
+/* Under config_lock, leaf resilvered: when it is a replacement, its OLD sibling
+ * leaves the tree and it takes the replacing vdev's place. */
+void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf);
+/* spa_vdev.c: a vdev that left the tree, freed with the pool. */
+void spa_vdev_retire(spa_t *spa, vdev_t *vd);
+/* spa_resilver.c, pool open: logs left open-ended (by a crash, or a
+ * temporary offline) end at open_txg; leaves with a log and in service are stale. */
+void spa_dtl_open_fixup(vdev_t *root, uint64_t open_txg);
 
 /* spa_errlog.c */
 void spa_errlog_scrub_begin(spa_t *spa);

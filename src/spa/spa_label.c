@@ -26,6 +26,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/raidz.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,17 @@ uint32_t spa_ub_slot_size(uint32_t ashift)
 size_t spa_config_size(uint32_t nvdevs)
 {
     return sizeof(spa_config_phys_t) + (size_t)nvdevs * sizeof(spa_vdev_phys_t);
+}
+
+static size_t config_size_ext(uint32_t nvdevs)
+{
+    return spa_config_size(nvdevs) + (size_t)nvdevs * sizeof(spa_vdev_ext_phys_t);
+}
+
+static spa_vdev_ext_phys_t *config_ext(const spa_config_phys_t *cfg)
+{
+    if (cfg->reserved[0] != SPA_CONFIG_EXT_MAGIC) return NULL;
+    return (spa_vdev_ext_phys_t *)((uint8_t *)cfg + spa_config_size(cfg->nvdevs));
 }
 
 static void config_checksum(const spa_config_phys_t *cfg, uint8_t out[CAIRN_CHECKSUM_LEN])
@@ -53,11 +66,20 @@ static void count_vdevs(const vdev_t *vd, uint32_t *n)
     for (uint32_t i = 0; i < vd->nchildren; i++) count_vdevs(vd->children[i], n);
 }
 
-static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out, uint32_t *idx)
+static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out,
+                       spa_vdev_ext_phys_t *ext, uint32_t *idx)
 {
     uint32_t me = (*idx)++;
     spa_vdev_phys_t *p = &out[me];
     memset(p, 0, sizeof *p);
+    spa_vdev_ext_phys_t *x = &ext[me];
+    memset(x, 0, sizeof *x);
+    if (vd->type == VDEV_TYPE_LEAF) {
+        if (atomic_load(&vd->state) == VDEV_STATE_OFFLINE && vd->offline_persist)
+            x->flags |= SPA_VDEV_EXT_OFFLINE;
+        x->ndtl = vd->ndtl;
+        memcpy(x->dtl, vd->dtl, vd->ndtl * sizeof vd->dtl[0]);
+    }
     /* Bits 16.. of type: a top-level vdev's allocation class (docs/ondisk-format.md). */
     p->type = (uint32_t)vd->type | (vd->alloc_class << 16);
     p->id = vd->id;
@@ -68,15 +90,19 @@ static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out, u
     p->guid = vd->guid;
     p->asize = vd->asize;
     if (vd->path) cairn_strlcpy(p->path, vd->path, sizeof p->path);
-    for (uint32_t i = 0; i < vd->nchildren; i++) fill_vdevs(vd->children[i], (int32_t)me, out, idx);
+    for (uint32_t i = 0; i < vd->nchildren; i++)
+        fill_vdevs(vd->children[i], (int32_t)me, out, ext, idx);
 }
 
 spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t txg)
 {
     uint32_t n = 0;
     count_vdevs(spa->root, &n);
-    size_t size = spa_config_size(n);
+    size_t size = config_size_ext(n);
     spa_config_phys_t *cfg = cairn_alloc_aligned(CAIRN_P2ROUNDUP(size, (size_t)4096));
+    memset(cfg, 0, size);
+    cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
+    cfg->reserved[1] = spa->resilver_since;
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
     cfg->length = size;
@@ -89,7 +115,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     cfg->txg_timeout_ms = spa->txg_timeout_ms;
     cfg->dirty_max = spa->dirty_max_set ? spa->dirty_max : 0; /* 0: the default */
     uint32_t idx = 0;
-    fill_vdevs(spa->root, -1, cfg->vdevs, &idx);
+    fill_vdevs(spa->root, -1, cfg->vdevs, config_ext(cfg), &idx);
     return cfg;
 }
 
@@ -97,7 +123,9 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
 {
     if (cfg->magic != SPA_CONFIG_MAGIC || cfg->version != SPA_VERSION) return -EINVAL;
     if (cfg->length < sizeof *cfg || cfg->length > bufsize ||
-        cfg->nvdevs == 0 || cfg->nvdevs > 4096 || spa_config_size(cfg->nvdevs) != cfg->length)
+        cfg->nvdevs == 0 || cfg->nvdevs > 4096 ||
+        (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC ? config_size_ext(cfg->nvdevs)
+                                                  : spa_config_size(cfg->nvdevs)) != cfg->length)
         return -EINVAL;
     uint8_t ck[CAIRN_CHECKSUM_LEN];
     config_checksum(cfg, ck);
@@ -109,7 +137,14 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
         const spa_vdev_phys_t *v = &cfg->vdevs[i];
         if ((i == 0) != (v->parent < 0)) return -EINVAL;
         if (v->parent >= (int32_t)i) return -EINVAL;
-        if ((v->type & 0xffff) > VDEV_TYPE_HOLE || (v->type >> 16) > VDEV_CLASS_LOG) return -EINVAL;
+        if ((v->type & 0xffff) > VDEV_TYPE_REPLACING || (v->type >> 16) > VDEV_CLASS_LOG)
+            return -EINVAL;
+        /* A replacement: OLD and NEW leaves, under a mirror or raidz. */
+        if ((v->type & 0xffff) == VDEV_TYPE_REPLACING &&
+            (v->nchildren != 2 || v->parent <= 0 ||
+             ((cfg->vdevs[v->parent].type & 0xffff) != VDEV_TYPE_MIRROR &&
+              (cfg->vdevs[v->parent].type & 0xffff) != VDEV_TYPE_RAIDZ)))
+            return -EINVAL;
         /* A hole is an empty place among the top-level vdevs, nothing else. */
         if ((v->type & 0xffff) == VDEV_TYPE_HOLE && (v->parent != 0 || v->nchildren || v->type >> 16))
             return -EINVAL;
@@ -145,7 +180,8 @@ typedef struct cfg_write_ctx {
 static void cfg_write_leaf(vdev_t *leaf, void *arg)
 {
     cfg_write_ctx_t *c = arg;
-    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    /* Not an offline leaf (no I/O at all), nor a replaced one (closed). */
+    if (!vdev_leaf_usable(leaf) || !leaf->psize) return;
     int e = 0;
     for (int i = 0; i < 2; i++) {
         int l = c->labels[i];
@@ -241,7 +277,7 @@ typedef struct ub_write_ctx {
 static void ub_write_leaf(vdev_t *leaf, void *arg)
 {
     ub_write_ctx_t *c = arg;
-    if (atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL || !leaf->psize) return;
+    if (!vdev_leaf_usable(leaf) || !leaf->psize) return;
     int ok = 0;
     for (int l = 0; l < VDEV_LABELS; l++) {
         uint64_t off = vdev_label_offset(leaf->psize, l) + SPA_LABEL_RING_OFFSET + c->slot_off;
@@ -291,6 +327,7 @@ void spa_uberblock_collect(vdev_t *leaf, uint64_t pool_guid, uint32_t slot_size,
 vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, size_t nfound)
 {
     vdev_t **built = cairn_zalloc(sizeof(vdev_t *) * cfg->nvdevs);
+    const spa_vdev_ext_phys_t *ext = config_ext(cfg);
     for (uint32_t i = 0; i < cfg->nvdevs; i++) {
         const spa_vdev_phys_t *p = &cfg->vdevs[i];
         vdev_t *vd = NULL;
@@ -337,6 +374,17 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
         if (p->parent >= 0) {
             vdev_add_child(built[p->parent], vd);
             vd->id = p->id;
+        }
+        if (ext && vd->type == VDEV_TYPE_LEAF) {
+            const spa_vdev_ext_phys_t *x = &ext[i];
+            for (uint32_t r = 0; r < x->ndtl && r < VDEV_DTL_MAX; r++)
+                vdev_dtl_add(vd, x->dtl[r][0], x->dtl[r][1]);
+            if ((x->flags & SPA_VDEV_EXT_OFFLINE) && atomic_load(&vd->state) == VDEV_STATE_ONLINE) {
+                vd->offline_persist = true;
+                atomic_store(&vd->state, VDEV_STATE_OFFLINE);
+            }
+            /* Never read what it may lack, from the first read of the import on. */
+            if (vd->ndtl) atomic_store(&vd->stale, true);
         }
     }
     vdev_t *root = built[0];

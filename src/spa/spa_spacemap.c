@@ -313,7 +313,8 @@ int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg)
     if (n) memcpy(copy, chain->bps, n * sizeof *copy);
     pthread_mutex_unlock(&spa->tx.lock);
     int err = 0;
-    for (size_t i = 0; i < n && !err; i++) err = visit(spa, &copy[i], NULL, arg);
+    /* > 0 skips a block's subtree: these blocks have none. */
+    for (size_t i = 0; i < n && err >= 0; i++) err = visit(spa, &copy[i], NULL, arg);
     free(copy);
-    return err;
+    return err < 0 ? err : 0;
 }

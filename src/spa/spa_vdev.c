@@ -90,6 +90,10 @@ void spa_vdev_fini(spa_t *spa)
     free(spa->retired);
     spa->retired = NULL;
     spa->nretired = 0;
+    for (size_t i = 0; i < spa->nretired_mem; i++) free(spa->retired_mem[i]);
+    free(spa->retired_mem);
+    spa->retired_mem = NULL;
+    spa->nretired_mem = 0;
     for (size_t i = 0; i < spa->nretired_ms; i++) metaslab_destroy(spa->retired_ms[i]);
     free(spa->retired_ms);
     spa->retired_ms = NULL;
@@ -99,7 +103,7 @@ void spa_vdev_fini(spa_t *spa)
     spa->pending_add = NULL;
 }
 
-static void retire(spa_t *spa, vdev_t *vd)
+void spa_vdev_retire(spa_t *spa, vdev_t *vd)
 {
     spa->retired = cairn_realloc(spa->retired, (spa->nretired + 1) * sizeof *spa->retired);
     spa->retired[spa->nretired++] = vd;
@@ -321,7 +325,7 @@ static int apply_add(spa_t *spa, uint64_t txg)
         __atomic_store_n(&spa->ntop, old_ntop, __ATOMIC_RELEASE);
         __atomic_store_n(&spa->root->nchildren, old_ntop, __ATOMIC_RELEASE);
         for (uint32_t id = old_ntop; id < new_ntop; id++)
-            if (spa->root->children[id]->type == VDEV_TYPE_HOLE) retire(spa, spa->root->children[id]);
+            if (spa->root->children[id]->type == VDEV_TYPE_HOLE) spa_vdev_retire(spa, spa->root->children[id]);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t id = ids[i];
             if (was[id]) __atomic_store_n(&spa->root->children[id], was[id], __ATOMIC_RELEASE);
@@ -334,7 +338,7 @@ static int apply_add(spa_t *spa, uint64_t txg)
                   (unsigned long long)txg, strerror(-e));
     } else {
         for (uint32_t i = 0; i < n; i++) {
-            if (was[ids[i]]) retire(spa, was[ids[i]]);
+            if (was[ids[i]]) spa_vdev_retire(spa, was[ids[i]]);
             log_info("spa", "pool %s: log vdev %u added%s", spa->name, ids[i],
                      was[ids[i]] ? " (in the hole of a removed one)" : "");
         }
@@ -447,7 +451,7 @@ static int apply_remove(spa_t *spa, uint64_t txg)
     while (new_ntop > 1 && spa->root->children[new_ntop - 1]->type == VDEV_TYPE_HOLE) new_ntop--;
     __atomic_store_n(&spa->ntop, new_ntop, __ATOMIC_RELEASE);
     __atomic_store_n(&spa->root->nchildren, new_ntop, __ATOMIC_RELEASE);
-    for (uint32_t i = new_ntop; i < old_ntop; i++) retire(spa, spa->root->children[i]);
+    for (uint32_t i = new_ntop; i < old_ntop; i++) spa_vdev_retire(spa, spa->root->children[i]);
     spa->sm_condense = true;
     vdev_state_refresh(spa->root);
     int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
@@ -458,7 +462,7 @@ static int apply_remove(spa_t *spa, uint64_t txg)
     vdev_foreach_leaf(top, close_leaf, NULL);
     /* Kept (closed) until the pool is freed: a reader may still hold the pointers. */
     retire_ms(spa, ms);
-    retire(spa, top);
+    spa_vdev_retire(spa, top);
     atomic_store(&spa->removing, -1);
     if (id + 1 < old_ntop)
         log_info("spa", "pool %s: log vdev %u leaves a hole: the %u vdev(s) after it keep their ids",

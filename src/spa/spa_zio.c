@@ -463,9 +463,10 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         }
         vdev_read_result_t res = {0};
         int e;
-        if (good >= 0 && !(vflags & VDEV_READ_SCRUB)) break;
+        if (good >= 0 && !(vflags & (VDEV_READ_SCRUB | VDEV_READ_RESILVER))) break;
         if (good >= 0) {
-            /* Scrub: verify the other copies too, into a scratch buffer. */
+            /* Scrub: verify the other copies too, into a scratch buffer; resilver:
+             * each copy's vdev may have stale leaves to write. */
             uint8_t *tmp = zbuf_get(ZBUF_SCRUB, cap);
             e = vdev_read_block(top, bp->dva[c].offset, tmp, bp->psize, verify_cb, (void *)bp,
                                 vflags, &res);
@@ -523,7 +524,8 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
 int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
                          uint64_t *repaired)
 {
-    bool uncached = spa->readonly || (vflags & (VDEV_READ_SCRUB | VDEV_READ_NOREPAIR));
+    bool uncached =
+        spa->readonly || (vflags & (VDEV_READ_SCRUB | VDEV_READ_NOREPAIR | VDEV_READ_RESILVER));
     return block_read_impl(spa, bp, buf, vflags, repaired,
                            uncached ? ARC_POLICY_BYPASS : ARC_POLICY_DEFAULT);
 }

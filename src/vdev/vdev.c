@@ -27,6 +27,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,7 +108,10 @@ void vdev_compute_asize(vdev_t *top)
     top->asize = top->type == VDEV_TYPE_RAIDZ ? min * top->nchildren : min;
 }
 
-static bool state_missing(int s) { return s == VDEV_STATE_UNAVAIL || s == VDEV_STATE_FAULTED; }
+static bool state_missing(int s)
+{
+    return s == VDEV_STATE_UNAVAIL || s == VDEV_STATE_FAULTED || s == VDEV_STATE_OFFLINE;
+}
 
 void vdev_state_refresh(vdev_t *vd)
 {
@@ -125,6 +129,7 @@ void vdev_state_refresh(vdev_t *vd)
     }
     int st;
     switch (vd->type) {
+    case VDEV_TYPE_REPLACING:
     case VDEV_TYPE_MIRROR:
         st = missing == vd->nchildren ? VDEV_STATE_FAULTED
              : (missing || degraded)  ? VDEV_STATE_DEGRADED
@@ -164,6 +169,7 @@ const char *vdev_state_name(vdev_state_t s)
     case VDEV_STATE_DEGRADED: return "DEGRADED";
     case VDEV_STATE_FAULTED: return "FAULTED";
     case VDEV_STATE_UNAVAIL: return "UNAVAIL";
+    case VDEV_STATE_OFFLINE: return "OFFLINE";
     }
     return "UNKNOWN";
 }
@@ -183,6 +189,7 @@ const char *vdev_type_name(const vdev_t *vd)
     case VDEV_TYPE_LEAF:
         return vd->path && strncmp(vd->path, "/dev/", 5) == 0 ? "disk" : "file";
     case VDEV_TYPE_HOLE: return "hole";
+    case VDEV_TYPE_REPLACING: return "replacing";
     }
     return "unknown";
 }
@@ -209,6 +216,74 @@ bool vdev_leaf_usable(const vdev_t *leaf)
     int s = leaf->state;
     return leaf->ops && leaf->ops->submit && !state_missing(s);
 }
+
+static int gone_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                       vdev_io_done_t done, void *arg)
+{
+    (void)leaf, (void)op, (void)offset, (void)buf, (void)len, (void)done, (void)arg;
+    return -ENXIO;
+}
+
+const vdev_leaf_ops_t vdev_gone_ops = {.submit = gone_submit};
+
+bool vdev_leaf_readable(const vdev_t *leaf)
+{
+    return vdev_leaf_usable(leaf) && !atomic_load(&leaf->stale);
+}
+
+bool vdev_child_readable(const vdev_t *c)
+{
+    if (c->type != VDEV_TYPE_REPLACING) return vdev_leaf_readable(c);
+    for (uint32_t i = 0; i < c->nchildren; i++)
+        if (vdev_leaf_readable(c->children[i])) return true;
+    return false;
+}
+
+/* ---- dirty time logs ---- */
+
+void vdev_dtl_add(vdev_t *leaf, uint64_t lo, uint64_t hi)
+{
+    if (lo > hi) return;
+    uint32_t n = leaf->ndtl;
+    uint64_t (*r)[2] = leaf->dtl;
+    /* Insert in order, then merge overlapping or adjacent ranges. */
+    uint32_t at = 0;
+    while (at < n && r[at][0] < lo) at++;
+    uint64_t tmp[VDEV_DTL_MAX + 1][2];
+    memcpy(tmp, r, at * sizeof tmp[0]);
+    tmp[at][0] = lo, tmp[at][1] = hi;
+    memcpy(tmp + at + 1, r + at, (n - at) * sizeof tmp[0]);
+    n++;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (m && tmp[i][0] <= (tmp[m - 1][1] == UINT64_MAX ? UINT64_MAX : tmp[m - 1][1] + 1)) {
+            if (tmp[i][1] > tmp[m - 1][1]) tmp[m - 1][1] = tmp[i][1];
+            continue;
+        }
+        tmp[m][0] = tmp[i][0], tmp[m][1] = tmp[i][1];
+        m++;
+    }
+    while (m > VDEV_DTL_MAX) {
+        /* Too many: close the smallest gap (covers more txgs, loses none). */
+        uint32_t best = 0;
+        for (uint32_t i = 1; i + 1 < m; i++)
+            if (tmp[i + 1][0] - tmp[i][1] < tmp[best + 1][0] - tmp[best][1]) best = i;
+        tmp[best][1] = tmp[best + 1][1];
+        memmove(tmp + best + 1, tmp + best + 2, (m - best - 2) * sizeof tmp[0]);
+        m--;
+    }
+    memcpy(r, tmp, m * sizeof tmp[0]);
+    leaf->ndtl = m;
+}
+
+bool vdev_dtl_contains(const vdev_t *leaf, uint64_t txg)
+{
+    for (uint32_t i = 0; i < leaf->ndtl; i++)
+        if (txg >= leaf->dtl[i][0] && txg <= leaf->dtl[i][1]) return true;
+    return false;
+}
+
+bool vdev_dtl_empty(const vdev_t *leaf) { return leaf->ndtl == 0; }
 
 static void vdev_batch_done(void *arg, int error)
 {

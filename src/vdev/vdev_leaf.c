@@ -19,6 +19,7 @@
  * N devices pays for one cache flush, not N in a row. UNAVAIL leaves are
  * skipped: they hold nothing that could be made durable.
  */
+#include <cairn/raidz.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 #include <cairn/util.h>
@@ -138,7 +139,7 @@ int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf,
 static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
 {
     if (vd->type == VDEV_TYPE_LEAF) {
-        if (vd->state != VDEV_STATE_UNAVAIL && vd->ops)
+        if (vdev_leaf_usable(vd))
             leaf_waiter_submit(w, vd, VDEV_IO_FLUSH, 0, NULL, 0);
         return;
     }
@@ -158,8 +159,7 @@ typedef struct prealloc_range {
 static void leaf_preallocate(vdev_t *leaf, void *arg)
 {
     prealloc_range_t *r = arg;
-    if (!leaf->ops || !leaf->ops->preallocate || atomic_load(&leaf->state) == VDEV_STATE_UNAVAIL)
-        return;
+    if (!leaf->ops || !leaf->ops->preallocate || !vdev_leaf_usable(leaf)) return;
     uint64_t data = vdev_leaf_data_size(leaf->psize);
     if (r->start >= data) return;
     int e = leaf->ops->preallocate(leaf, VDEV_DATA_START + r->start,
@@ -181,7 +181,7 @@ int vdev_preallocate(vdev_t *top, uint64_t offset, uint64_t len)
 
 int vdev_flush_now(vdev_t *vd)
 {
-    if (vd->type != VDEV_TYPE_LEAF || !vd->ops || !vd->ops->io_now || vd->state == VDEV_STATE_UNAVAIL)
+    if (vd->type != VDEV_TYPE_LEAF || !vd->ops || !vd->ops->io_now || !vdev_leaf_usable(vd))
         return vdev_flush(vd);
     return vd->ops->io_now(vd, VDEV_IO_FLUSH, 0, NULL, 0);
 }

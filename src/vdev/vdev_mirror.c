@@ -30,21 +30,38 @@
 #include <cairn/util.h>
 #include <cairn/vdev.h>
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Stands for a leaf that must not be read: never usable. */
+static vdev_t no_leaf = {.type = VDEV_TYPE_LEAF, .state = VDEV_STATE_UNAVAIL};
 
 static bool is_io_aligned(const void *p) { return ((uintptr_t)p & (CAIRN_IO_ALIGN - 1)) == 0; }
 
 /* Which sides of the top-level vdev hold copies: its children, or (NULL)
  * the top-level leaf itself. */
-static vdev_t **mirror_sides(vdev_t *top, unsigned *n)
+static vdev_t **mirror_sides(vdev_t *top, unsigned *n, vdev_t **buf)
 {
     if (top->type == VDEV_TYPE_LEAF) {
         *n = 1;
         return NULL;
     }
-    *n = top->nchildren;
-    return top->children;
+    unsigned nc = top->nchildren;
+    *n = nc;
+    /* A side being replaced is two sides, OLD and NEW: a mirror within the mirror. */
+    bool replacing = false;
+    for (unsigned i = 0; i < nc; i++) replacing |= top->children[i]->type == VDEV_TYPE_REPLACING;
+    if (!replacing) return top->children;
+    unsigned k = 0;
+    for (unsigned i = 0; i < nc; i++) {
+        vdev_t *c = top->children[i];
+        if (c->type != VDEV_TYPE_REPLACING) buf[k++] = c;
+        else
+            for (uint32_t j = 0; j < c->nchildren; j++) buf[k++] = c->children[j];
+    }
+    *n = k;
+    return buf;
 }
 
 /* The side a read of the block at offset tries first: readers spread over the
@@ -71,7 +88,8 @@ static int mirror_write(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset
     return failed < n ? 0 : -EIO;
 }
 
-enum side_status { SIDE_UNTRIED = 0, SIDE_MISSING, SIDE_EIO, SIDE_BAD, SIDE_GOOD };
+/* SIDE_STALE: a leaf under resilver, never read; a resilver read writes it. */
+enum side_status { SIDE_UNTRIED = 0, SIDE_MISSING, SIDE_EIO, SIDE_BAD, SIDE_GOOD, SIDE_STALE };
 
 static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset, void *buf,
                        uint64_t psize, vdev_verify_fn verify, void *arg, int flags,
@@ -94,12 +112,16 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
         vdev_batch_io_t *io = cairn_zalloc(n * sizeof *io);
         for (unsigned i = 0; i < n; i++) {
             copies[i] = cairn_alloc_aligned(len);
-            io[i] = (vdev_batch_io_t){.leaf = sides[i], .op = VDEV_IO_READ, .offset = dev_off,
+            /* A stale side's copy may not be there: not read (the leaf is
+             * given as missing, which the batch skips). */
+            io[i] = (vdev_batch_io_t){.leaf = vdev_leaf_readable(sides[i]) ? sides[i] : &no_leaf,
+                                      .op = VDEV_IO_READ, .offset = dev_off,
                                       .buf = copies[i], .len = len};
         }
         vdev_batch_run(io, n);
         for (unsigned i = 0; i < n; i++) {
-            if (io[i].error == -ENXIO && !vdev_leaf_usable(sides[i])) status[i] = SIDE_MISSING;
+            if (vdev_leaf_usable(sides[i]) && atomic_load(&sides[i]->stale)) status[i] = SIDE_STALE;
+            else if (io[i].error == -ENXIO && !vdev_leaf_usable(sides[i])) status[i] = SIDE_MISSING;
             else if (io[i].error) status[i] = SIDE_EIO;
             else if (!verify || verify(copies[i], psize, arg)) status[i] = SIDE_GOOD;
             else status[i] = SIDE_BAD;
@@ -112,8 +134,8 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
         unsigned start = first_side(offset, n);
         for (unsigned k = 0; k < n && good < 0; k++) {
             unsigned i = (start + k) % n;
-            if (!vdev_leaf_usable(sides[i])) {
-                status[i] = SIDE_MISSING;
+            if (!vdev_leaf_readable(sides[i])) {
+                status[i] = vdev_leaf_usable(sides[i]) ? SIDE_STALE : SIDE_MISSING;
                 continue;
             }
             vdev_batch_io_t io = {.leaf = sides[i], .op = VDEV_IO_READ, .offset = dev_off,
@@ -140,13 +162,22 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
         if (status[i] == SIDE_BAD) sides[i]->stats.checksum_errors++;
     }
 
+    bool resilver = flags & VDEV_READ_RESILVER;
+    unsigned nstale = 0;
+    for (unsigned i = 0; i < n; i++) {
+        /* Sides after the one that verified were never looked at. */
+        if (status[i] == SIDE_UNTRIED && vdev_leaf_usable(sides[i]) && atomic_load(&sides[i]->stale))
+            status[i] = SIDE_STALE;
+        nstale += status[i] == SIDE_STALE;
+    }
     uint64_t repaired = 0;
-    if (good >= 0 && errors && !(flags & VDEV_READ_NOREPAIR)) {
-        const void *src = copies ? copies[good] : rbuf;
+    if (good >= 0 && (errors || (resilver && nstale)) && !(flags & VDEV_READ_NOREPAIR)) {
+        const void *src = copies ? copies[good] : (bounce ? bounce : rbuf);
         vdev_batch_io_t *io = cairn_zalloc(n * sizeof *io);
         unsigned nio = 0;
         for (unsigned i = 0; i < n; i++)
-            if (status[i] == SIDE_EIO || status[i] == SIDE_BAD)
+            if (status[i] == SIDE_EIO || status[i] == SIDE_BAD ||
+                (resilver && status[i] == SIDE_STALE))
                 io[nio++] = (vdev_batch_io_t){.leaf = sides[i], .op = VDEV_IO_WRITE,
                                               .offset = dev_off, .buf = (void *)src, .len = len};
         vdev_batch_run(io, nio);
@@ -199,7 +230,8 @@ int vdev_write_block(vdev_t *top, uint64_t offset, const void *buf, uint64_t psi
     if (rc) return rc;
     if (top->type == VDEV_TYPE_RAIDZ) return vdev_raidz_write(top, offset, buf, psize);
     unsigned n;
-    vdev_t **sides = mirror_sides(top, &n);
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
+    vdev_t **sides = mirror_sides(top, &n, side_buf);
     return mirror_write(top, sides ? sides : &top, n, offset, buf, psize);
 }
 
@@ -226,7 +258,8 @@ int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int
     int rc = check_block_args(top, offset, len);
     if (rc) return rc;
     unsigned n;
-    vdev_t **sides = mirror_sides(top, &n);
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
+    vdev_t **sides = mirror_sides(top, &n, side_buf);
     if (!sides) sides = &top;
     /* The side a lone read of the first block would start at; the next usable
      * one if that is gone. No fallback to other sides here: the caller's
@@ -234,7 +267,7 @@ int vdev_read_run_now(vdev_t *top, uint64_t offset, const struct iovec *iov, int
     unsigned start = first_side(offset, n);
     for (unsigned k = 0; k < n; k++) {
         vdev_t *side = sides[(start + k) % n];
-        if (!vdev_leaf_usable(side)) continue;
+        if (!vdev_leaf_readable(side)) continue;
         if (side->type != VDEV_TYPE_LEAF || !side->ops || !side->ops->readv_now) return -ENOTSUP;
         return side->ops->readv_now(side, VDEV_DATA_START + offset, iov, iovcnt) ? -EIO : 0;
     }
@@ -263,7 +296,8 @@ unsigned vdev_write_blocks(vdev_t *top, vdev_block_write_t *blocks, size_t n)
         failed += vdev_raidz_write_many(top, ok, nvalid);
     } else {
         unsigned nsides;
-        vdev_t **sides = mirror_sides(top, &nsides);
+        vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
+        vdev_t **sides = mirror_sides(top, &nsides, side_buf);
         if (!sides) sides = &top;
         vdev_batch_io_t *io = cairn_zalloc(nvalid * nsides * sizeof *io);
         void **bounce = cairn_zalloc(nvalid * sizeof *bounce);
@@ -306,6 +340,7 @@ int vdev_read_block(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
     if (top->type == VDEV_TYPE_RAIDZ)
         return vdev_raidz_read(top, offset, buf, psize, verify, arg, flags, res);
     unsigned n;
-    vdev_t **sides = mirror_sides(top, &n);
+    vdev_t *side_buf[2 * VDEV_MAX_CHILDREN];
+    vdev_t **sides = mirror_sides(top, &n, side_buf);
     return mirror_read(top, sides ? sides : &top, n, offset, buf, psize, verify, arg, flags, res);
 }

@@ -67,6 +67,7 @@
 #include <cairn/util.h>
 #include <cairn/vdev.h>
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,11 @@ typedef struct rz_col {
     uint8_t state;
     bool needs_repair;
     bool lied; /* returned data that differed from the verified block */
+    bool stale; /* its leaf is under resilver: not read, written by a resilver read */
+    /* A column whose child is being replaced lives on two leaves: `leaf`, which
+     * reads use (OLD while it is readable, else NEW), and leaf2, the other one,
+     * which takes the column's writes too (and a resilver's, when stale). */
+    vdev_t *leaf2;
 } rz_col_t;
 
 typedef struct rz_map {
@@ -127,7 +133,13 @@ static rz_map_t *rz_map_build(vdev_t *top, uint64_t offset, uint64_t psize, uint
     size_t arena = 0, data_off = 0;
     for (unsigned c = 0; c < ncols; c++) {
         rz_col_t *col = &m->col[c];
-        col->leaf = top->children[(s + c) % n];
+        vdev_t *child = top->children[(s + c) % n];
+        col->leaf = child;
+        if (child->type == VDEV_TYPE_REPLACING && child->nchildren == 2) {
+            vdev_t *o = child->children[0], *nw = child->children[1];
+            col->leaf = vdev_leaf_readable(o) ? o : nw;
+            col->leaf2 = col->leaf == o ? nw : o;
+        }
         col->dev_off = VDEV_DATA_START + (((s + c) / n) << a);
         col->len = (c < big ? rows : rows - 1) * S;
         if (c >= p) {
@@ -196,13 +208,27 @@ static rz_map_t *rz_prepare_write(vdev_t *top, uint64_t offset, const void *buf,
     return m;
 }
 
+/* The writes of every column (a column being replaced: to both its leaves). */
 static unsigned rz_add_ios(rz_map_t *m, vdev_batch_io_t *io)
 {
-    for (unsigned c = 0; c < m->ncols; c++)
-        io[c] = (vdev_batch_io_t){.leaf = m->col[c].leaf, .op = VDEV_IO_WRITE,
-                                  .offset = m->col[c].dev_off, .buf = m->col[c].buf,
-                                  .len = m->col[c].len};
-    return m->ncols;
+    unsigned k = 0;
+    for (unsigned c = 0; c < m->ncols; c++) {
+        io[k++] = (vdev_batch_io_t){.leaf = m->col[c].leaf, .op = VDEV_IO_WRITE,
+                                    .offset = m->col[c].dev_off, .buf = m->col[c].buf,
+                                    .len = m->col[c].len};
+        if (m->col[c].leaf2)
+            io[k++] = (vdev_batch_io_t){.leaf = m->col[c].leaf2, .op = VDEV_IO_WRITE,
+                                        .offset = m->col[c].dev_off, .buf = m->col[c].buf,
+                                        .len = m->col[c].len};
+    }
+    return k;
+}
+
+static unsigned rz_nios(const rz_map_t *m)
+{
+    unsigned k = m->ncols;
+    for (unsigned c = 0; c < m->ncols; c++) k += m->col[c].leaf2 != NULL;
+    return k;
 }
 
 int vdev_raidz_write(vdev_t *top, uint64_t offset, const void *buf, uint64_t psize)
@@ -222,7 +248,7 @@ unsigned vdev_raidz_write_many(vdev_t *top, vdev_block_write_t *blocks, size_t n
     unsigned total = 0;
     for (size_t i = 0; i < n; i++) {
         maps[i] = rz_prepare_write(top, blocks[i].offset, blocks[i].buf, blocks[i].psize);
-        total += maps[i]->ncols;
+        total += rz_nios(maps[i]);
     }
     vdev_batch_io_t *io = cairn_zalloc(total * sizeof *io);
     unsigned k = 0;
@@ -232,8 +258,12 @@ unsigned vdev_raidz_write_many(vdev_t *top, vdev_block_write_t *blocks, size_t n
     k = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned failed = 0;
-        for (unsigned c = 0; c < maps[i]->ncols; c++) failed += io[k + c].error != 0;
-        k += maps[i]->ncols;
+        /* A column is lost only when none of its leaves took it. */
+        for (unsigned c = 0; c < maps[i]->ncols; c++) {
+            bool ok = io[k++].error == 0;
+            if (maps[i]->col[c].leaf2) ok |= io[k++].error == 0;
+            failed += !ok;
+        }
         /* Readable as long as no more than p columns are lost. */
         blocks[i].error = failed <= maps[i]->p ? 0 : -EIO;
         nfailed_blocks += blocks[i].error != 0;
@@ -253,8 +283,9 @@ static void rz_read_cols(rz_map_t *m, const bool *want)
     for (unsigned c = 0; c < m->ncols; c++) {
         rz_col_t *col = &m->col[c];
         if (!want[c] || col->state != COL_UNREAD) continue;
-        if (!vdev_leaf_usable(col->leaf)) {
+        if (!vdev_leaf_readable(col->leaf)) {
             col->state = COL_MISSING;
+            col->stale = vdev_leaf_usable(col->leaf);
             continue;
         }
         idx[nio] = c;
@@ -364,8 +395,16 @@ int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
 
     /* Data columns only, unless a data child is known missing or we scrub. */
     bool need_parity = scrub;
-    for (unsigned c = p; c < ncols; c++)
-        if (!vdev_leaf_usable(m->col[c].leaf)) need_parity = true;
+    bool resilver = flags & VDEV_READ_RESILVER, any_stale = false;
+    for (unsigned c = 0; c < ncols; c++) {
+        rz_col_t *col = &m->col[c];
+        bool readable = vdev_leaf_readable(col->leaf);
+        if (!readable && c >= p) need_parity = true;
+        any_stale |= !readable && vdev_leaf_usable(col->leaf);
+        any_stale |= col->leaf2 && vdev_leaf_usable(col->leaf2) && atomic_load(&col->leaf2->stale);
+    }
+    /* A resilver rewrites stale columns, parity ones too: it needs them all. */
+    if (resilver && any_stale) need_parity = true;
     for (unsigned c = 0; c < ncols; c++) want[c] = c >= p || need_parity;
     rz_read_cols(m, want);
 
@@ -375,7 +414,7 @@ int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
     int rc = 0;
     uint8_t *orig = NULL, *regen = NULL;
 
-    if (verified && !scrub) goto out;
+    if (verified && !scrub && !(resilver && any_stale)) goto out;
 
     for (unsigned c = 0; c < ncols; c++) want[c] = true;
     rz_read_cols(m, want);
@@ -418,7 +457,7 @@ int vdev_raidz_read(vdev_t *top, uint64_t offset, void *buf, uint64_t psize, vde
 
 account:;
     uint32_t errors = 0;
-    vdev_batch_io_t *io = cairn_zalloc(ncols * sizeof *io);
+    vdev_batch_io_t *io = cairn_zalloc(2 * ncols * sizeof *io);
     unsigned nio = 0;
     /* Speculative and nothing verified (rz_search failed): no column is known
      * to have lied. */
@@ -427,8 +466,14 @@ account:;
         rz_col_t *col = &m->col[c];
         if (col->state == COL_EIO || col->lied) errors++;
         if (col->lied) col->leaf->stats.checksum_errors++;
-        if (rc == 0 && (col->state == COL_EIO || col->lied))
+        if (rc == 0 && (col->state == COL_EIO || col->lied || (resilver && col->stale)))
             io[nio++] = (vdev_batch_io_t){.leaf = col->leaf, .op = VDEV_IO_WRITE,
+                                          .offset = col->dev_off, .buf = col->buf,
+                                          .len = col->len};
+        /* The replacement's copy of a column read from OLD. */
+        if (rc == 0 && resilver && col->leaf2 && vdev_leaf_usable(col->leaf2) &&
+            atomic_load(&col->leaf2->stale))
+            io[nio++] = (vdev_batch_io_t){.leaf = col->leaf2, .op = VDEV_IO_WRITE,
                                           .offset = col->dev_off, .buf = col->buf,
                                           .len = col->len};
     }

@@ -526,10 +526,15 @@ static int fs_setup_master(zpl_fs_t *fs)
     if (dmu_object_info(fs->os, ZPL_MASTER_OBJ, &oi) != -ENOENT)
         return -EIO;   /* something else lives where the master node must */
     if (fs->snapshot) return -ENOENT;   /* a snapshot of a never-mounted filesystem */
-    dsl_dataset_props_t props;
-    dmu_tx_t *tx;
-    err = op_begin(fs, ZPL_CREATE_SPACE, &props, &tx);
-    if (err) return err;
+    /* The filesystem's first structure is not a change of its contents: it is
+     * made under readonly=on too (a dataset set read-only before it was ever
+     * mounted must still be shareable), so not through op_begin; a read-only
+     * pool still refuses it. */
+    dmu_tx_t *tx = dmu_tx_begin(fs->os);
+    if (dmu_tx_readonly(tx)) {
+        dmu_tx_commit(tx);
+        return -EROFS;
+    }
     uint64_t master = 0;
     err = zap_create(fs->os, &master, tx);
     if (!err && master != ZPL_MASTER_OBJ) err = -EIO;

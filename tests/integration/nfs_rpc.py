@@ -92,8 +92,23 @@ def auth_sys(uid=0, gid=0, machine=b"probe"):
 
 
 class Conn:
-    def __init__(self, host, port):
-        self.s = socket.create_connection((host, port), timeout=20)
+    def __init__(self, host, port, reserved=False):
+        if not reserved:
+            self.s = socket.create_connection((host, port), timeout=20)
+        else:
+            # A privileged source port (we run as root), as kernel clients use.
+            for _ in range(200):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    s.bind(("127.0.0.1", random.randrange(600, 1024)))
+                    s.settimeout(20)
+                    s.connect((host, port))
+                    break
+                except OSError:
+                    s.close()
+            else:
+                fail("no free privileged port")
+            self.s = s
         self.xid = random.randrange(1, 1 << 30)
 
     def send_record(self, payload):
@@ -689,8 +704,72 @@ def mode_verifier():
     print(r.gfixed(8).hex())
 
 
+def mode_mnt(path, want):
+    """MNT of path must answer status want; on success the handle must be the
+    one LOOKUP gives walking the same components from the export's root."""
+    host, nport, mport, pport, exp = ctx()
+    m = Conn(host, mport)
+    st, r = m.call(MOUNT, 3, 1, bytes(X().opaque(path.encode()).b))
+    check(st == 0, "MNT %s accept %r" % (path, st))
+    status = r.gu32()
+    check(status == want, "MNT %s: status %d, want %d" % (path, status, want))
+    m.close()
+    if status != 0:
+        print("mnt %s status %d" % (path, status))
+        return
+    fh = r.gopaque()
+    norm = "/" + "/".join(n for n in path.split("/") if n and n != ".")
+    rest = norm[len(exp):].strip("/") if norm.startswith(exp + "/") else ""
+    if rest and ".." not in rest.split("/"):
+        c = Conn(host, nport)
+        dfh = mount(host, mport, exp)
+        for name in rest.split("/"):
+            if name and name != ".":
+                lst, dfh = lookup(c, dfh, name)
+                check(lst == 0, "LOOKUP %s: %d" % (name, lst))
+        check(dfh == fh, "MNT %s handle differs from LOOKUP's" % path)
+        c.close()
+    print(fh.hex())
+
+
+def mode_secure():
+    """The export is `secure`: from a port >= 1024, MNT is MNT3ERR_ACCES and NFS
+    calls with a handle NFS3ERR_PERM / NFS4ERR_PERM; from a port < 1024 all work."""
+    host, nport, mport, pport, exp = ctx()
+    mnt = bytes(X().opaque(exp.encode()).b)
+    hi = Conn(host, mport)
+    check(hi.s.getsockname()[1] >= 1024, "ephemeral port below 1024")
+    st, r = hi.call(MOUNT, 3, 1, mnt)
+    status = r.gu32()
+    check(st == 0 and status == 13, "MNT from a high port: %r/%d, want MNT3ERR_ACCES" % (st, status))
+    hi.close()
+    lo = Conn(host, mport, reserved=True)
+    st, r = lo.call(MOUNT, 3, 1, mnt)
+    status = r.gu32()
+    check(st == 0 and status == 0, "MNT from a privileged port: %r/%d" % (st, status))
+    fh = r.gopaque()
+    lo.close()
+    v4 = bytes(X().opaque(b"").u32(0).u32(1).u32(22).opaque(fh).b)  # COMPOUND { PUTFH }
+    for reserved, want3, want4 in ((False, 1, 1), (True, 0, 0)):
+        c = Conn(host, nport, reserved=reserved)
+        status, _ = getattr_status(c, fh)
+        check(status == want3, "GETATTR (reserved port %s): %d, want %d" % (reserved, status, want3))
+        st, r = c.call(NFS, 4, 1, v4)
+        check(st == 0, "COMPOUND accept %r" % (st,))
+        status = r.gu32()
+        check(status == want4, "PUTFH (reserved port %s): %d, want %d" % (reserved, status, want4))
+        c.close()
+    print("secure ok")
+
+
 def main():
     mode = sys.argv[6]
+    if mode == "secure":
+        mode_secure()
+        return
+    if mode == "mnt":
+        mode_mnt(sys.argv[7], int(sys.argv[8]))
+        return
     if mode == "rpc":
         mode_rpc()
     elif mode == "hostile":

@@ -699,6 +699,12 @@ int main(int argc, char **argv)
         fclose(f);
         put_file(nfs, p, data, n, 0);
         nfs_destroy_context(nfs);
+    } else if (!strcmp(mode, "symlink") && argc > 4) {
+        struct nfs_context *nfs = connect_ctx(NULL);
+        char p[256];
+        snprintf(p, sizeof p, "/%s", argv[4]);
+        EXPECT(nfs, nfs_symlink(nfs, argv[3], p), 0);
+        nfs_destroy_context(nfs);
     } else if (!strcmp(mode, "mkdir") && argc > 3) {
         struct nfs_context *nfs = connect_ctx(NULL);
         char p[256];

@@ -69,12 +69,33 @@ static void test_finished_and_none(void **state)
     assert_string_equal(buf, "  scan: none requested\n");
 }
 
+static void test_resilver(void **state)
+{
+    (void)state;
+    /* 100 s in: the walk reached 600M and is done with 400M of 1000M, of which
+     * it read only 50M (the blocks the stale leaf missed) and wrote 20M. */
+    mgmt_scan_t s = {.state = MGMT_SCAN_SCANNING, .start_time = T0, .now = T0 + 100,
+                     .to_examine = 1000 * MIB, .scanned = 600 * MIB, .examined = 400 * MIB,
+                     .issued = 50 * MIB, .repaired = 20 * MIB, .func = 1};
+    char buf[1024];
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "  scan: resilver in progress since Thu May 28 20:26:40 2026\n"
+                             "\t600M scanned at 6.00M/s, 50.0M issued at 512K/s, 1000M total\n"
+                             "\t20.0M resilvered, 40.00% done, 00:02:30 to go\n");
+    s.state = MGMT_SCAN_FINISHED;
+    s.end_time = T0 + 3725;
+    mgmt_scan_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "  scan: resilvered 20.0M in 01:02:05 with 0 errors on Thu May 28 "
+                             "21:28:45 2026\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_in_progress),
         cmocka_unit_test(test_no_estimate_yet),
         cmocka_unit_test(test_finished_and_none),
+        cmocka_unit_test(test_resilver),
     };
     return cmocka_run_group_tests(tests, utc, NULL);
 }

@@ -57,7 +57,8 @@ static void test_parse_ok(void **state)
         "on", "off", "rw", "ro", "rw=*", "ro=@10.0.0.0/8", "rw=host.example:@192.168.0.0/16",
         "rw=@fd00::/64", "rw=[fd00::1]:10.1.2.3", "root_squash", "no_root_squash",
         "all_squash,anonuid=1000,anongid=100", "sec=sys", "vers=3", "vers=4", "vers=3:4",
-        "rw=@10.0.0.0/8,ro=*,no_root_squash,vers=3", "rw=127.0.0.1", "ro=::1",
+        "rw=@10.0.0.0/8,ro=*,no_root_squash,vers=3", "rw=127.0.0.1", "ro=::1", "secure",
+        "insecure,rw", "rw,secure,no_root_squash",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char err[256] = "";
@@ -74,7 +75,7 @@ static void test_parse_bad(void **state)
     const struct { const char *v, *msg; } bad[] = {
         {"", "empty"}, {"bogus", "bogus"}, {"rw=", "empty client list"},
         {"rw=a::b:", "client"}, {"ro=@10.0.0.0/33", "10.0.0.0/33"}, {"ro=@::/129", "client"},
-        {"rw=bad host", "bad host"}, {"anonuid=", "anonuid"}, {"anonuid=-1", "anonuid"},
+        {"rw=bad host", "bad host"}, {"secure=1", "secure"}, {"anonuid=", "anonuid"}, {"anonuid=-1", "anonuid"},
         {"anongid=99999999999", "anongid"}, {"sec=krb5", "sec=krb5"}, {"vers=2", "vers=2"},
         {"root_squash,no_root_squash", "more than one"}, {"rw,rw", "twice"},
         {"rw,,ro", "empty option"}, {",rw", "empty option"}, {"root_squash=1", "takes no value"},
@@ -281,11 +282,32 @@ static void test_authorize_and_unexport(void **state)
     zfix_destroy(&f);
 }
 
+/* `cairn set` refuses a host name that does not resolve, with one line naming it;
+ * syntax alone (nfs_sharenfs_check) does not resolve. */
+static void test_check_names(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    bool names = true;
+    assert_int_equal(nfs_sharenfs_check_names("rw=@10.0.0.0/8,ro=127.0.0.1", &names, err, sizeof err), 0);
+    assert_false(names);
+    assert_int_equal(nfs_sharenfs_check_names("rw=localhost:@10.0.0.0/8", &names, err, sizeof err), 0);
+    assert_true(names);
+    assert_int_equal(nfs_sharenfs_check_names("rw=@10.0.0.0/8,ro=no-such-host.invalid", &names, err,
+                                              sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "no-such-host.invalid"));
+    assert_non_null(strstr(err, "does not resolve"));
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(nfs_sharenfs_check("rw=no-such-host.invalid", NULL, err, sizeof err), 0);
+    assert_int_equal(nfs_sharenfs_check_names("rw=", NULL, err, sizeof err), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_check_names),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_squash),
         cmocka_unit_test(test_authorize_and_unexport),

@@ -294,6 +294,83 @@ static void test_heal_raidz1(void **s) { (void)s; run_heal("raidz1", 1); }
 static void test_heal_raidz2(void **s) { (void)s; run_heal("raidz2", 2); }
 static void test_heal_raidz3(void **s) { (void)s; run_heal("raidz3", 3); }
 
+/* Offline leaves, writes, export and import, online: the dirty time logs name
+ * exactly the txgs the leaves missed and survive the export; the resilver
+ * rewrites only blocks born in them (far less than the pool holds), empties
+ * the logs, and a scrub afterwards repairs nothing. One more offline than the
+ * layout survives is refused and changes nothing. */
+static void run_offline_resilver(const char *layout, int noff)
+{
+    fixture_t f;
+    fixture_init(&f, layout, layout_leaves(layout));
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed() + 21);
+    spa_t *spa = create_pool(&f, layout, "");
+    fill_pool(spa, &r, 2);
+    char err[256] = "";
+    uint64_t synced = spa_last_synced_txg(spa);
+    for (int i = 1; i <= noff; i++)
+        assert_int_equal(spa_vdev_offline(spa, f.paths[i], false, err, sizeof err), 0);
+    assert_int_equal(spa_vdev_offline(spa, f.paths[0], false, err, sizeof err), -EBUSY);
+    assert_non_null(strstr(err, "no valid replicas"));
+    vdev_t *top = spa_root_vdev(spa)->children[0];
+    assert_int_equal(atomic_load(&top->children[0]->state), VDEV_STATE_ONLINE);
+    assert_int_equal(spa_health(spa), VDEV_STATE_DEGRADED);
+    for (int i = 1; i <= noff; i++) {
+        vdev_t *l = top->children[i];
+        assert_int_equal(l->ndtl, 1);
+        assert_true(l->dtl[0][0] > synced - 1 && l->dtl[0][1] == UINT64_MAX);
+    }
+    /* A little written while they are out. */
+    for (int s = 0; s < 4; s++)
+        toy_write(spa, s, cairn_rng_next(&r), 65536, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_SHA256, 1);
+    assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    toy_root_phys_t *expect = cairn_zalloc(sizeof *expect);
+    *expect = ((toy_state_t *)spa_get_upper_private(spa))->root;
+    assert_int_equal(spa_export(spa), 0);
+
+    spa = import_pool(&f, 0);
+    top = spa_root_vdev(spa)->children[0];
+    for (int i = 1; i <= noff; i++) {
+        assert_int_equal(atomic_load(&top->children[i]->state), VDEV_STATE_OFFLINE);
+        assert_int_equal(top->children[i]->ndtl, 1);
+    }
+    assert_int_equal(toy_verify(spa, expect), 0);
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    for (int i = 1; i <= noff; i++)
+        assert_int_equal(spa_vdev_online(spa, f.paths[i], err, sizeof err), 0);
+    spa_scan_wait(spa, SPA_SCAN_RESILVER);
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.func, SPA_SCAN_RESILVER);
+    assert_int_equal(st.state, SPA_SCRUB_FINISHED);
+    assert_int_equal(st.errors, 0);
+    assert_true(st.repaired > 0);
+    assert_true(st.repaired < sp.alloc / 8); /* only the missed txgs' blocks */
+    assert_true(st.issued <= st.examined);
+    /* Subtrees born before the logs are not even walked. */
+    assert_true(st.scanned < sp.alloc / 2);
+    for (int i = 1; i <= noff; i++) {
+        assert_int_equal(top->children[i]->ndtl, 0);
+        assert_false(atomic_load(&top->children[i]->stale));
+    }
+    assert_int_equal(spa_health(spa), VDEV_STATE_ONLINE);
+    assert_int_equal(toy_verify(spa, expect), 0);
+    assert_int_equal(spa_scrub_start(spa), 0);
+    spa_scrub_wait(spa);
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.repaired, 0);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(spa_export(spa), 0);
+    check_pool(&f);
+    free(expect);
+    fixture_fini(&f);
+}
+
+static void test_offline_resilver_mirror2(void **s) { (void)s; run_offline_resilver("mirror2", 1); }
+static void test_offline_resilver_raidz2(void **s) { (void)s; run_offline_resilver("raidz2", 2); }
+
 /* Ditto copies on a single disk: a corrupted copy is repaired from the other one. */
 static void test_heal_ditto_single(void **s)
 {
@@ -551,6 +628,8 @@ int main(void)
         cmocka_unit_test(test_heal_raidz2),
         cmocka_unit_test(test_heal_raidz3),
         cmocka_unit_test(test_heal_ditto_single),
+        cmocka_unit_test(test_offline_resilver_mirror2),
+        cmocka_unit_test(test_offline_resilver_raidz2),
         cmocka_unit_test(test_missing_leaf_degraded),
         cmocka_unit_test(test_create_refusals),
         cmocka_unit_test(test_compressed_padding_zeroed),

@@ -740,6 +740,188 @@ static void test_raidz_missing_children(void **state)
     }
 }
 
+/* Offline leaves miss writes; back in service but stale they serve no read (a
+ * normal read never touches them, counts no error, writes nothing to them); a
+ * resilver read writes exactly their copies/columns, after which a scrub finds
+ * every copy and column good. Mirror 3-way with two sides out, raidz2 with two
+ * children out (the missed blocks rebuilt from parity). */
+static void test_stale_resilver(void **state)
+{
+    (void)state;
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, 11);
+    vdev_t *tops[] = {make_top(VDEV_TYPE_MIRROR, 3, 0, 12, false),
+                      make_top(VDEV_TYPE_RAIDZ, 5, 2, 12, true)};
+    for (unsigned t = 0; t < 2; t++) {
+        vdev_t *top = tops[t];
+        uint64_t sizes[] = {4096, 30000, 262144, 9000, 131072};
+        blk_t before[5], during[5];
+        uint64_t off = 0;
+        write_blocks(top, &rng, sizes, 5, before, &off);
+        vdev_t *out[2] = {top->children[1], top->children[2]};
+        for (unsigned k = 0; k < 2; k++) out[k]->state = VDEV_STATE_OFFLINE;
+        vdev_state_refresh(top);
+        assert_int_equal(top->state, VDEV_STATE_DEGRADED);
+        unsigned w0 = FL(out[0])->writes;
+        write_blocks(top, &rng, sizes, 5, during, &off);
+        assert_int_equal(FL(out[0])->writes, w0); /* offline: no I/O */
+
+        for (unsigned k = 0; k < 2; k++) {
+            atomic_store(&out[k]->stale, true);
+            out[k]->state = VDEV_STATE_ONLINE;
+        }
+        unsigned r0 = FL(out[0])->reads + FL(out[1])->reads;
+        w0 = FL(out[0])->writes + FL(out[1])->writes;
+        for (unsigned i = 0; i < 5; i++) {
+            vdev_read_result_t res;
+            read_check(top, &during[i], 0, &res);
+            assert_int_equal(res.errors_found, 0);
+            assert_int_equal(res.repaired_bytes, 0);
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+        }
+        assert_int_equal(FL(out[0])->reads + FL(out[1])->reads, r0);
+        assert_int_equal(FL(out[0])->writes + FL(out[1])->writes, w0);
+
+        /* Resilver the blocks written while they were out: only the stale leaves
+         * are written. */
+        unsigned w_good = FL(top->children[0])->writes;
+        for (unsigned i = 0; i < 5; i++) {
+            vdev_read_result_t res;
+            read_check(top, &during[i], VDEV_READ_RESILVER, &res);
+            assert_int_equal(res.errors_found, 0);
+            assert_true(res.repaired_bytes > 0);
+        }
+        assert_int_equal(FL(top->children[0])->writes, w_good);
+        assert_true(FL(out[0])->writes + FL(out[1])->writes > w0);
+
+        for (unsigned k = 0; k < 2; k++) atomic_store(&out[k]->stale, false);
+        for (unsigned i = 0; i < 5; i++) {
+            vdev_read_result_t res;
+            read_check(top, &during[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+        }
+        free_blocks(before, 5);
+        free_blocks(during, 5);
+        vdev_free(top);
+    }
+}
+
+/* A replacing vdev (OLD, NEW) in a raidz child's and in a mirror side's place:
+ * writes go to both, reads never to NEW while it is stale, a resilver read
+ * writes NEW's column or copy (from OLD or by reconstruction), after which NEW
+ * alone, with OLD gone, holds every block. */
+static void test_replacing_child(void **state)
+{
+    (void)state;
+    cairn_rng_t rng;
+    cairn_rng_seed(&rng, 12);
+    vdev_t *tops[] = {make_top(VDEV_TYPE_RAIDZ, 4, 1, 12, false),
+                      make_top(VDEV_TYPE_MIRROR, 2, 0, 12, true)};
+    for (unsigned t = 0; t < 2; t++) {
+        vdev_t *top = tops[t];
+        uint64_t sizes[] = {262144, 8192, 65536, 4096};
+        blk_t before[4], during[4];
+        uint64_t off = 0;
+        write_blocks(top, &rng, sizes, 4, before, &off);
+        unsigned idx = top->nchildren - 1;
+        vdev_t *old = top->children[idx];
+        vdev_t *rep = vdev_alloc(VDEV_TYPE_REPLACING, cairn_random_guid());
+        vdev_t *nl = fake_leaf_new(LEAF_SIZE, false);
+        vdev_add_child(rep, old);
+        vdev_add_child(rep, nl);
+        rep->parent = top;
+        rep->id = idx;
+        top->children[idx] = rep;
+        atomic_store(&nl->stale, true);
+        vdev_state_refresh(top);
+        assert_int_equal(top->state, VDEV_STATE_ONLINE); /* OLD still serves */
+
+        unsigned ow = FL(old)->writes;
+        write_blocks(top, &rng, sizes, 4, during, &off);
+        assert_true(FL(old)->writes > ow);
+        assert_true(FL(nl)->writes > 0);
+        unsigned nr = FL(nl)->reads;
+        for (unsigned i = 0; i < 4; i++) {
+            vdev_read_result_t res;
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+            read_check(top, &during[i], 0, NULL);
+        }
+        assert_int_equal(FL(nl)->reads, nr);
+
+        unsigned nw = FL(nl)->writes;
+        for (unsigned i = 0; i < 4; i++) read_check(top, &before[i], VDEV_READ_RESILVER, NULL);
+        assert_true(FL(nl)->writes > nw);
+
+        /* NEW is whole; OLD goes away: everything verifies from NEW and the rest. */
+        atomic_store(&nl->stale, false);
+        old->state = VDEV_STATE_OFFLINE;
+        for (unsigned i = 0; i < 4; i++) {
+            vdev_read_result_t res;
+            read_check(top, &before[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+            read_check(top, &during[i], VDEV_READ_SCRUB, &res);
+            assert_int_equal(res.errors_found, 0);
+        }
+        free_blocks(before, 4);
+        free_blocks(during, 4);
+        vdev_free(top);
+    }
+}
+
+/* A speculative read that finds no valid copy (an intent-log chain's end)
+ * charges no checksum error; an ordinary one charges every side. */
+static bool verify_never(const void *buf, uint64_t psize, void *arg)
+{
+    (void)buf, (void)psize, (void)arg;
+    return false;
+}
+
+static void test_speculative_read(void **state)
+{
+    (void)state;
+    vdev_t *top = make_top(VDEV_TYPE_MIRROR, 2, 0, 12, false);
+    uint8_t *buf = cairn_alloc_aligned(4096);
+    assert_int_equal(vdev_read_block(top, 0, buf, 4096, verify_never, NULL,
+                                     VDEV_READ_SPECULATIVE | VDEV_READ_NOREPAIR, NULL), -ECKSUM);
+    for (unsigned i = 0; i < 2; i++) assert_int_equal(top->children[i]->stats.checksum_errors, 0);
+    assert_int_equal(vdev_read_block(top, 0, buf, 4096, verify_never, NULL, VDEV_READ_NOREPAIR, NULL),
+                     -ECKSUM);
+    for (unsigned i = 0; i < 2; i++) assert_int_equal(top->children[i]->stats.checksum_errors, 1);
+    free(buf);
+    vdev_free(top);
+}
+
+/* Dirty time logs: ranges merge when they touch, the log only ever covers more. */
+static void test_dtl(void **state)
+{
+    (void)state;
+    vdev_t *l = vdev_alloc(VDEV_TYPE_LEAF, 1);
+    assert_true(vdev_dtl_empty(l));
+    vdev_dtl_add(l, 10, 20);
+    vdev_dtl_add(l, 21, 25); /* adjacent: one range */
+    assert_int_equal(l->ndtl, 1);
+    assert_true(vdev_dtl_contains(l, 10) && vdev_dtl_contains(l, 25));
+    assert_false(vdev_dtl_contains(l, 9) || vdev_dtl_contains(l, 26));
+    vdev_dtl_add(l, 40, 50);
+    vdev_dtl_add(l, 5, 7);
+    assert_int_equal(l->ndtl, 3);
+    assert_int_equal(l->dtl[0][0], 5);
+    vdev_dtl_add(l, 60, 61);
+    vdev_dtl_add(l, 100, UINT64_MAX);
+    /* Past VDEV_DTL_MAX the closest ranges merge: 5-7 and 10-25 (gap 2). */
+    assert_int_equal(l->ndtl, VDEV_DTL_MAX);
+    for (uint64_t txg = 5; txg <= 25; txg++) assert_true(vdev_dtl_contains(l, txg));
+    assert_true(vdev_dtl_contains(l, 45) && vdev_dtl_contains(l, UINT64_MAX - 1));
+    assert_false(vdev_dtl_contains(l, 30) || vdev_dtl_contains(l, 70));
+    vdev_dtl_add(l, 0, UINT64_MAX);
+    assert_int_equal(l->ndtl, 1);
+    vdev_free(l);
+}
+
 static void count_leaf(vdev_t *leaf, void *arg)
 {
     (void)leaf;
@@ -873,6 +1055,10 @@ int main(void)
         cmocka_unit_test(test_raidz_missing_children),
         cmocka_unit_test(test_tree_and_states),
         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_stale_resilver),
+        cmocka_unit_test(test_replacing_child),
+        cmocka_unit_test(test_dtl),
+        cmocka_unit_test(test_speculative_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
