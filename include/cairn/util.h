@@ -28,6 +28,9 @@ uint64_t cairn_random_guid(void);
 
 /* snprintf into a fixed buffer; always terminates. */
 void cairn_strlcpy(char *dst, const char *src, size_t size);
+/* Formats one line into err (err NULL or errlen 0: nothing), for the functions
+ * that take char *err, size_t errlen and fill it when they fail. */
+void cairn_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* "1.5G"-style human size (base 1024) into buf. */
 void cairn_format_size(uint64_t bytes, char *buf, size_t len);

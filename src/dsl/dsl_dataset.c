@@ -94,20 +94,9 @@
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static dsl_pool_t *pools;
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* A block's size as datasets count it: allocated, all copies, deflated
  * (spa_bp_dsize: raidz parity and padding are not the user's). */
-static uint64_t bp_asize(dsl_pool_t *dp, const cairn_blkptr_t *bp)
+static uint64_t bp_dsize(dsl_pool_t *dp, const cairn_blkptr_t *bp)
 {
     return spa_bp_dsize(dp->spa, bp);
 }
@@ -298,7 +287,7 @@ static void hook_born(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     (void)txg;
     dsl_node_t *n = arg;
     pthread_mutex_lock(&n->dp->stat_lock);
-    n->phys.referenced += bp_asize(n->dp, bp);
+    n->phys.referenced += bp_dsize(n->dp, bp);
     n->phys.comp += bp->psize;
     n->phys.uncomp += bp->lsize;
     if (bp_is_data(bp)) {
@@ -314,7 +303,7 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     (void)os;
     dsl_node_t *n = arg;
     dsl_pool_t *dp = n->dp;
-    uint64_t asize = bp_asize(dp, bp);
+    uint64_t asize = bp_dsize(dp, bp);
     pthread_mutex_lock(&dp->stat_lock);
     n->phys.referenced -= CAIRN_MIN(n->phys.referenced, asize);
     n->phys.comp -= CAIRN_MIN(n->phys.comp, (uint64_t)bp->psize);
@@ -434,7 +423,7 @@ static int dead_replace(dsl_pool_t *dp, dsl_node_t *n, const cairn_blkptr_t *v, 
     n->phys.dead_bytes = n->phys.dead_comp = n->phys.dead_uncomp = 0;
     n->dead_gen = ++dp->dead_gen_seq;
     for (size_t i = 0; i < cnt; i++) {
-        n->phys.dead_bytes += bp_asize(dp, &v[i]);
+        n->phys.dead_bytes += bp_dsize(dp, &v[i]);
         n->phys.dead_comp += v[i].psize;
         n->phys.dead_uncomp += v[i].lsize;
     }
@@ -771,7 +760,7 @@ static uint64_t node_prev_referenced(dsl_pool_t *dp, const dsl_node_t *n)
 static void unique_add(dsl_pool_t *dp, dsl_unique_cache_t *c, const cairn_blkptr_t *bp)
 {
     if (bp->birth_txg > c->lo_txg && bp->birth_txg <= c->hi_txg) {
-        c->bytes += bp_asize(dp, bp);
+        c->bytes += bp_dsize(dp, bp);
         c->logical += bp->lsize;
     }
 }
@@ -1002,7 +991,7 @@ int dsl_space_check_limit(dsl_pool_t *dp, dsl_node_t *n, const char *prop, uint6
         uint64_t cur = (quota ? s.used : s.referenced) + pending;
         if (v < cur) {
             cairn_format_size(cur, have, sizeof(have));
-            seterr(err, errlen, "%s=%s is less than what %s %s now (%s)", prop, want, fn,
+            cairn_seterr(err, errlen, "%s=%s is less than what %s %s now (%s)", prop, want, fn,
                    quota ? "uses" : "references", have);
             return -EINVAL;
         }
@@ -1021,7 +1010,7 @@ int dsl_space_check_limit(dsl_pool_t *dp, dsl_node_t *n, const char *prop, uint6
         char more[32];
         cairn_format_size(avail, have, sizeof(have));
         cairn_format_size(extra, more, sizeof(more));
-        seterr(err, errlen, "%s=%s needs %s more for %s and only %s is available", prop, want,
+        cairn_seterr(err, errlen, "%s=%s needs %s more for %s and only %s is available", prop, want,
                more, fn, have);
         return -ENOSPC;
     }
@@ -1046,20 +1035,20 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
 {
     create_task_t *ct = arg;
     if (dsl_lookup(dp, ct->name)) {
-        seterr(ct->err, ct->errlen, "dataset already exists: %s", ct->name);
+        cairn_seterr(ct->err, ct->errlen, "dataset already exists: %s", ct->name);
         return -EEXIST;
     }
     dsl_node_t *origin = NULL;
     if (ct->clone_of) {
         origin = dsl_lookup(dp, ct->clone_of);
         if (!origin || origin->phys.type != DSL_TYPE_SNAPSHOT) {
-            seterr(ct->err, ct->errlen, "no such snapshot: %s", ct->clone_of);
+            cairn_seterr(ct->err, ct->errlen, "no such snapshot: %s", ct->clone_of);
             return -ENOENT;
         }
     }
     char *slash = strrchr(ct->name, '/');
     if (!slash) {
-        seterr(ct->err, ct->errlen, "cannot create %s: the pool's root dataset exists already",
+        cairn_seterr(ct->err, ct->errlen, "cannot create %s: the pool's root dataset exists already",
                ct->name);
         return -EEXIST;
     }
@@ -1072,14 +1061,14 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
     dsl_node_t *parent = dsl_lookup(dp, pname);
     if (!parent) {
         if (!ct->create_parents) {
-            seterr(ct->err, ct->errlen, "parent does not exist: %s (use -p)", pname);
+            cairn_seterr(ct->err, ct->errlen, "parent does not exist: %s (use -p)", pname);
             err = -ENOENT;
             goto out;
         }
         /* Walk down from the root, creating what is missing. */
         size_t rl = strlen(dp->root->name);
         if (strncmp(pname, dp->root->name, rl) || (pname[rl] && pname[rl] != '/')) {
-            seterr(ct->err, ct->errlen, "no such pool: %s", pname);
+            cairn_seterr(ct->err, ct->errlen, "no such pool: %s", pname);
             err = -ENOENT;
             goto out;
         }
@@ -1095,7 +1084,7 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
                 memcpy(shortn, p, l);
                 shortn[l] = 0;
                 if (cur->phys.type != DSL_TYPE_FILESYSTEM) {
-                    seterr(ct->err, ct->errlen, "parent is not a filesystem: %s", cur->name);
+                    cairn_seterr(ct->err, ct->errlen, "parent is not a filesystem: %s", cur->name);
                     err = -ENOTDIR;
                     break;
                 }
@@ -1108,7 +1097,7 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
         if (err) goto out;
     }
     if (parent->phys.type != DSL_TYPE_FILESYSTEM) {
-        seterr(ct->err, ct->errlen, "parent is not a filesystem: %s", pname);
+        cairn_seterr(ct->err, ct->errlen, "parent is not a filesystem: %s", pname);
         err = -ENOTDIR;
         goto out;
     }
@@ -1135,12 +1124,12 @@ static int task_create(dsl_pool_t *dp, void *arg, uint64_t txg)
             cairn_format_size(avail, a, sizeof(a));
             cairn_format_size(want, w, sizeof(w));
             if (rr && ct->type == DSL_TYPE_VOLUME)
-                seterr(ct->err, ct->errlen,
+                cairn_seterr(ct->err, ct->errlen,
                        "a volume of %s reserves its size and only %s is available (-s makes a "
                        "sparse volume)",
                        w, a);
             else
-                seterr(ct->err, ct->errlen, "%s=%s is more than the %s available",
+                cairn_seterr(ct->err, ct->errlen, "%s=%s is more than the %s available",
                        ct->props[i].name, w, a);
             err = -ENOSPC;
         }
@@ -1216,11 +1205,11 @@ int dsl_dataset_create(dsl_pool_t *dp, const char *name, const dsl_create_opts_t
                        char *err, size_t errlen)
 {
     if (!name_valid(name, false)) {
-        seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
+        cairn_seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
         return -EINVAL;
     }
     if (!opts || (opts->type != DSL_TYPE_FILESYSTEM && opts->type != DSL_TYPE_VOLUME)) {
-        seterr(err, errlen, "cannot create %s: type must be filesystem or volume", name);
+        cairn_seterr(err, errlen, "cannot create %s: type must be filesystem or volume", name);
         return -EINVAL;
     }
     create_task_t ct = {.type = opts->type, .create_parents = opts->create_parents,
@@ -1236,7 +1225,7 @@ int dsl_dataset_create(dsl_pool_t *dp, const char *name, const dsl_create_opts_t
         e = dsl_prop_validate(NULL, DSL_TYPE_VOLUME, "volblocksize", buf, true, norm, sizeof(norm),
                               err, errlen);
         if (!e && (opts->volsize == 0 || opts->volsize % vbs)) {
-            seterr(err, errlen, "bad volsize %" PRIu64 ": must be a nonzero multiple of volblocksize (%u)",
+            cairn_seterr(err, errlen, "bad volsize %" PRIu64 ": must be a nonzero multiple of volblocksize (%u)",
                    opts->volsize, vbs);
             e = -EINVAL;
         }
@@ -1266,11 +1255,11 @@ int dsl_clone(dsl_pool_t *dp, const char *snapname, const char *clonename,
               const dsl_prop_pair_t *props, size_t nprops, char *err, size_t errlen)
 {
     if (!name_valid(snapname, true) || !strchr(snapname, '@')) {
-        seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
+        cairn_seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
         return -EINVAL;
     }
     if (!name_valid(clonename, false)) {
-        seterr(err, errlen, "invalid dataset name: %s", clonename ? clonename : "(null)");
+        cairn_seterr(err, errlen, "invalid dataset name: %s", clonename ? clonename : "(null)");
         return -EINVAL;
     }
     pthread_mutex_lock(&dp->lock);
@@ -1278,7 +1267,7 @@ int dsl_clone(dsl_pool_t *dp, const char *snapname, const char *clonename,
     dsl_type_t type = s ? (dsl_type_t)s->parent->phys.type : DSL_TYPE_FILESYSTEM;
     pthread_mutex_unlock(&dp->lock);
     if (!s) {
-        seterr(err, errlen, "no such snapshot: %s", snapname);
+        cairn_seterr(err, errlen, "no such snapshot: %s", snapname);
         return -ENOENT;
     }
     create_task_t ct = {.type = type, .clone_of = snapname, .err = err, .errlen = errlen};
@@ -1346,13 +1335,13 @@ static int snap_check(dsl_node_t *h, const char *snap, snap_task_t *st)
     if (snap_named(h, snap)) {
         char fn[DSL_NAME_MAX + 1];
         dsl_node_fullname(h, fn, sizeof(fn));
-        seterr(st->err, st->errlen, "snapshot already exists: %s@%s", fn, snap);
+        cairn_seterr(st->err, st->errlen, "snapshot already exists: %s@%s", fn, snap);
         return -EEXIST;
     }
     char fn[DSL_NAME_MAX + 1];
     dsl_node_fullname(h, fn, sizeof(fn));
     if (strlen(fn) + 1 + strlen(snap) > DSL_NAME_MAX) {
-        seterr(st->err, st->errlen, "snapshot name too long: %s@%s", fn, snap);
+        cairn_seterr(st->err, st->errlen, "snapshot name too long: %s@%s", fn, snap);
         return -ENAMETOOLONG;
     }
     return 0;
@@ -1371,7 +1360,7 @@ static int task_snapshot(dsl_pool_t *dp, void *arg, uint64_t txg)
     snap_task_t *st = arg;
     dsl_node_t *h = dsl_lookup(dp, st->fs);
     if (!h || h->phys.type == DSL_TYPE_SNAPSHOT) {
-        seterr(st->err, st->errlen, "no such dataset: %s", st->fs);
+        cairn_seterr(st->err, st->errlen, "no such dataset: %s", st->fs);
         return -ENOENT;
     }
     dsl_node_t **v = NULL;
@@ -1391,7 +1380,7 @@ int dsl_snapshot(dsl_pool_t *dp, const char *snapname, bool recursive, char *err
 {
     const char *at = snapname ? strchr(snapname, '@') : NULL;
     if (!at || !name_valid(snapname, true)) {
-        seterr(err, errlen, "invalid snapshot name: %s (expected DATASET@NAME)",
+        cairn_seterr(err, errlen, "invalid snapshot name: %s (expected DATASET@NAME)",
                snapname ? snapname : "(null)");
         return -EINVAL;
     }
@@ -1423,7 +1412,7 @@ static int snapshot_destroy(dsl_pool_t *dp, dsl_node_t *s, dmu_tx_t *tx, uint64_
     uint64_t freed = 0, freed_uncomp = 0;
     for (size_t i = 0; i < nn; i++) {
         if (nv[i].birth_txg > p) {
-            freed += bp_asize(dp, &nv[i]);
+            freed += bp_dsize(dp, &nv[i]);
             freed_uncomp += nv[i].lsize;
             spa_block_free(dp->spa, txg, &nv[i]);
         } else {
@@ -1485,7 +1474,7 @@ static int destroy_check(dsl_pool_t *dp, dsl_node_t *n, dsl_node_t *top, destroy
     char fn[DSL_NAME_MAX + 1];
     dsl_node_fullname(n, fn, sizeof(fn));
     if (n->holds > 0 && !dt->check_only) {
-        seterr(dt->err, dt->errlen,
+        cairn_seterr(dt->err, dt->errlen,
                "dataset is busy: %s is in use (shared over NFS, a volume behind an iSCSI LUN, "
                "or a mounted snapshot); set sharenfs=off or remove the LUN first",
                fn);
@@ -1502,7 +1491,7 @@ static int destroy_check(dsl_pool_t *dp, dsl_node_t *n, dsl_node_t *top, destroy
             if (!inside || !dt->recursive) {
                 char cn[DSL_NAME_MAX + 1];
                 dsl_node_fullname(c, cn, sizeof(cn));
-                seterr(dt->err, dt->errlen, "snapshot %s has dependent clone %s", fn, cn);
+                cairn_seterr(dt->err, dt->errlen, "snapshot %s has dependent clone %s", fn, cn);
                 return -EBUSY;
             }
         }
@@ -1551,18 +1540,18 @@ static int task_destroy(dsl_pool_t *dp, void *arg, uint64_t txg)
     destroy_task_t *dt = arg;
     dsl_node_t *n = dsl_lookup(dp, dt->name);
     if (!n) {
-        seterr(dt->err, dt->errlen, "no such dataset: %s", dt->name);
+        cairn_seterr(dt->err, dt->errlen, "no such dataset: %s", dt->name);
         return -ENOENT;
     }
     if (n == dp->root) {
-        seterr(dt->err, dt->errlen, "cannot destroy %s: the pool's root dataset (destroy the pool)",
+        cairn_seterr(dt->err, dt->errlen, "cannot destroy %s: the pool's root dataset (destroy the pool)",
                dt->name);
         return -EBUSY;
     }
     int err = destroy_check(dp, n, n, dt);
     if (err) return err;
     if (n->phys.type != DSL_TYPE_SNAPSHOT && !dt->recursive && (n->nchildren || n->nsnaps)) {
-        seterr(dt->err, dt->errlen, "%s has %s (use -r)", dt->name,
+        cairn_seterr(dt->err, dt->errlen, "%s has %s (use -r)", dt->name,
                n->nchildren ? "children" : "snapshots");
         return -EEXIST;
     }
@@ -1574,7 +1563,7 @@ static int task_destroy(dsl_pool_t *dp, void *arg, uint64_t txg)
         if (o && is_descendant(o, n)) {
             char cn[DSL_NAME_MAX + 1];
             dsl_node_fullname(c, cn, sizeof(cn));
-            seterr(dt->err, dt->errlen, "cannot destroy %s: clone %s depends on it", dt->name, cn);
+            cairn_seterr(dt->err, dt->errlen, "cannot destroy %s: clone %s depends on it", dt->name, cn);
             return -EBUSY;
         }
     }
@@ -1590,7 +1579,7 @@ int dsl_dataset_destroy(dsl_pool_t *dp, const char *name, bool recursive, bool f
                         size_t errlen)
 {
     if (!name_valid(name, true)) {
-        seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
+        cairn_seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
         return -EINVAL;
     }
     destroy_task_t dt = {.recursive = recursive, .force = force, .err = err, .errlen = errlen};
@@ -1602,7 +1591,7 @@ int dsl_dataset_destroy_check(dsl_pool_t *dp, const char *name, bool recursive, 
                               size_t errlen)
 {
     if (!name_valid(name, true)) {
-        seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
+        cairn_seterr(err, errlen, "invalid dataset name: %s", name ? name : "(null)");
         return -EINVAL;
     }
     destroy_task_t dt = {.recursive = recursive, .check_only = true, .err = err,
@@ -1625,11 +1614,11 @@ static int task_rename(dsl_pool_t *dp, void *arg, uint64_t txg)
     rename_task_t *rt = arg;
     dsl_node_t *n = dsl_lookup(dp, rt->from);
     if (!n) {
-        seterr(rt->err, rt->errlen, "no such dataset: %s", rt->from);
+        cairn_seterr(rt->err, rt->errlen, "no such dataset: %s", rt->from);
         return -ENOENT;
     }
     if (dsl_lookup(dp, rt->to)) {
-        seterr(rt->err, rt->errlen, "dataset already exists: %s", rt->to);
+        cairn_seterr(rt->err, rt->errlen, "dataset already exists: %s", rt->to);
         return -EEXIST;
     }
     /* Every refusal before anything changes (dsl_dataset_rename_check stops there). */
@@ -1638,28 +1627,28 @@ static int task_rename(dsl_pool_t *dp, void *arg, uint64_t txg)
     if (n->phys.type == DSL_TYPE_SNAPSHOT) {
         const char *a1 = strchr(rt->from, '@'), *a2 = strchr(rt->to, '@');
         if (!a2 || a1 - rt->from != a2 - rt->to || strncmp(rt->from, rt->to, (size_t)(a1 - rt->from))) {
-            seterr(rt->err, rt->errlen, "a snapshot can only be renamed to a snapshot of the same dataset");
+            cairn_seterr(rt->err, rt->errlen, "a snapshot can only be renamed to a snapshot of the same dataset");
             return -EINVAL;
         }
     } else {
         char pname[DSL_NAME_MAX + 1];
         if (strchr(rt->to, '@') || !slash || n == dp->root) {
-            seterr(rt->err, rt->errlen, "cannot rename %s to %s", rt->from, rt->to);
+            cairn_seterr(rt->err, rt->errlen, "cannot rename %s to %s", rt->from, rt->to);
             return -EINVAL;
         }
         cairn_strlcpy(pname, rt->to, sizeof(pname));
         pname[slash - rt->to] = 0;
         np = dsl_lookup(dp, pname);
         if (!np) {
-            seterr(rt->err, rt->errlen, "no such parent (or another pool): %s", pname);
+            cairn_seterr(rt->err, rt->errlen, "no such parent (or another pool): %s", pname);
             return -ENOENT;
         }
         if (np->phys.type != DSL_TYPE_FILESYSTEM) {
-            seterr(rt->err, rt->errlen, "parent is not a filesystem: %s", pname);
+            cairn_seterr(rt->err, rt->errlen, "parent is not a filesystem: %s", pname);
             return -ENOTDIR;
         }
         if (is_descendant(np, n)) {
-            seterr(rt->err, rt->errlen, "cannot move %s below itself", rt->from);
+            cairn_seterr(rt->err, rt->errlen, "cannot move %s below itself", rt->from);
             return -EINVAL;
         }
     }
@@ -1693,12 +1682,12 @@ int dsl_dataset_rename(dsl_pool_t *dp, const char *oldname, const char *newname,
                        size_t errlen)
 {
     if (!name_valid(oldname, true) || !name_valid(newname, true)) {
-        seterr(err, errlen, "invalid dataset name: %s", name_valid(oldname, true) ? newname : oldname);
+        cairn_seterr(err, errlen, "invalid dataset name: %s", name_valid(oldname, true) ? newname : oldname);
         return -EINVAL;
     }
     size_t l1 = strcspn(oldname, "/@"), l2 = strcspn(newname, "/@");
     if (l1 != l2 || strncmp(oldname, newname, l1)) {
-        seterr(err, errlen, "cannot rename across pools: %s -> %s", oldname, newname);
+        cairn_seterr(err, errlen, "cannot rename across pools: %s -> %s", oldname, newname);
         return -EXDEV;
     }
     rename_task_t rt = {.err = err, .errlen = errlen};
@@ -1711,12 +1700,12 @@ int dsl_dataset_rename_check(dsl_pool_t *dp, const char *oldname, const char *ne
                              char *err, size_t errlen)
 {
     if (!name_valid(oldname, true) || !name_valid(newname, true)) {
-        seterr(err, errlen, "invalid dataset name: %s", name_valid(oldname, true) ? newname : oldname);
+        cairn_seterr(err, errlen, "invalid dataset name: %s", name_valid(oldname, true) ? newname : oldname);
         return -EINVAL;
     }
     size_t l1 = strcspn(oldname, "/@"), l2 = strcspn(newname, "/@");
     if (l1 != l2 || strncmp(oldname, newname, l1)) {
-        seterr(err, errlen, "cannot rename across pools: %s -> %s", oldname, newname);
+        cairn_seterr(err, errlen, "cannot rename across pools: %s -> %s", oldname, newname);
         return -EXDEV;
     }
     rename_task_t rt = {.check_only = true, .err = err, .errlen = errlen};
@@ -1740,14 +1729,14 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     rollback_task_t *rt = arg;
     dsl_node_t *s = dsl_lookup(dp, rt->name);
     if (!s || s->phys.type != DSL_TYPE_SNAPSHOT) {
-        seterr(rt->err, rt->errlen, "no such snapshot: %s", rt->name);
+        cairn_seterr(rt->err, rt->errlen, "no such snapshot: %s", rt->name);
         return -ENOENT;
     }
     dsl_node_t *h = s->parent;
     if (h->holds > 0 && !rt->check_only) {
         char hn[DSL_NAME_MAX + 1];
         dsl_node_fullname(h, hn, sizeof(hn));
-        seterr(rt->err, rt->errlen,
+        cairn_seterr(rt->err, rt->errlen,
                "dataset is busy: %s is in use (shared over NFS or a volume behind an iSCSI "
                "LUN) and cannot be rolled back under its clients; set sharenfs=off or remove "
                "the LUN, roll back, then share it again",
@@ -1758,7 +1747,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     while (h->snaps[idx] != s) idx++;
     if (idx + 1 < h->nsnaps) {
         if (!rt->destroy_newer) {
-            seterr(rt->err, rt->errlen, "%s is not the most recent snapshot (use -r to destroy newer ones)",
+            cairn_seterr(rt->err, rt->errlen, "%s is not the most recent snapshot (use -r to destroy newer ones)",
                    rt->name);
             return -EEXIST;
         }
@@ -1767,7 +1756,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
             if ((x->holds && !rt->check_only) || x->phys.num_clones) {
                 char fn[DSL_NAME_MAX + 1];
                 dsl_node_fullname(x, fn, sizeof(fn));
-                seterr(rt->err, rt->errlen, "cannot destroy newer snapshot %s: %s", fn,
+                cairn_seterr(rt->err, rt->errlen, "cannot destroy newer snapshot %s: %s", fn,
                        x->holds ? "busy" : "it has clones");
                 return -EBUSY;
             }
@@ -1805,7 +1794,7 @@ static int task_rollback(dsl_pool_t *dp, void *arg, uint64_t txg)
     uint64_t back = 0, back_uncomp = 0;
     for (size_t i = 0; i < dn; i++)
         if (dv[i].birth_txg > h->phys.origin_txg) {
-            back += bp_asize(dp, &dv[i]);
+            back += bp_dsize(dp, &dv[i]);
             back_uncomp += dv[i].lsize;
         }
     free(dv);
@@ -1829,7 +1818,7 @@ int dsl_rollback(dsl_pool_t *dp, const char *snapname, bool destroy_newer, char 
                  size_t errlen)
 {
     if (!snapname || !strchr(snapname, '@') || !name_valid(snapname, true)) {
-        seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
+        cairn_seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
         return -EINVAL;
     }
     rollback_task_t rt = {.destroy_newer = destroy_newer, .err = err, .errlen = errlen};
@@ -1841,7 +1830,7 @@ int dsl_rollback_check(dsl_pool_t *dp, const char *snapname, bool destroy_newer,
                        size_t errlen)
 {
     if (!snapname || !strchr(snapname, '@') || !name_valid(snapname, true)) {
-        seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
+        cairn_seterr(err, errlen, "not a snapshot name: %s", snapname ? snapname : "(null)");
         return -EINVAL;
     }
     rollback_task_t rt = {.destroy_newer = destroy_newer, .check_only = true, .err = err,
@@ -1901,7 +1890,7 @@ int dsl_dataset_list(dsl_pool_t *dp, const char *name, bool recursive, unsigned 
     dsl_node_t *start = name ? dsl_lookup(dp, name) : dp->root;
     if (!start) {
         pthread_mutex_unlock(&dp->lock);
-        seterr(err, errlen, "no such dataset: %s", name);
+        cairn_seterr(err, errlen, "no such dataset: %s", name);
         return -ENOENT;
     }
     dsl_node_t **v = NULL;

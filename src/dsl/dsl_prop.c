@@ -110,17 +110,6 @@ static const prop_desc_t *prop_find(const char *name)
 
 static bool is_user_prop(const char *name) { return name && strchr(name, ':') != NULL; }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---------------- local values in memory ---------------- */
 
 const char *dsl_prop_local(const dsl_node_t *n, const char *name)
@@ -219,7 +208,7 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
                       bool create, char *norm, size_t normlen, char *err, size_t errlen)
 {
     if (!name || !*name || !value) {
-        seterr(err, errlen, "missing property name or value");
+        cairn_seterr(err, errlen, "missing property name or value");
         return -EINVAL;
     }
     if (is_user_prop(name)) {
@@ -228,12 +217,12 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
             ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
                  *p == '.' || *p == ':';
         if (!ok) {
-            seterr(err, errlen, "invalid user property name '%s': use module:name with lowercase letters, digits, '_', '-', '.', ':'",
+            cairn_seterr(err, errlen, "invalid user property name '%s': use module:name with lowercase letters, digits, '_', '-', '.', ':'",
                    name);
             return -EINVAL;
         }
         if (strlen(value) >= DSL_PROP_VALUE_MAX) {
-            seterr(err, errlen, "value of %s is too long (at most %d bytes)", name, DSL_PROP_VALUE_MAX - 1);
+            cairn_seterr(err, errlen, "value of %s is too long (at most %d bytes)", name, DSL_PROP_VALUE_MAX - 1);
             return -E2BIG;
         }
         cairn_strlcpy(norm, value, normlen);
@@ -241,29 +230,29 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
     }
     for (size_t i = 0; unimplemented[i]; i++)
         if (!strcmp(unimplemented[i], name)) {
-            seterr(err, errlen, "property %s is not implemented yet", name);
+            cairn_seterr(err, errlen, "property %s is not implemented yet", name);
             return -ENOTSUP;
         }
     const prop_desc_t *d = prop_find(name);
     if (!d) {
-        seterr(err, errlen, "unknown property: %s", name);
+        cairn_seterr(err, errlen, "unknown property: %s", name);
         return -EINVAL;
     }
     if (d->kind == PK_STAT) {
-        seterr(err, errlen, "property %s is read-only", name);
+        cairn_seterr(err, errlen, "property %s is read-only", name);
         return -EINVAL;
     }
     if (type == DSL_TYPE_SNAPSHOT) {
-        seterr(err, errlen, "property %s cannot be set on a snapshot", name);
+        cairn_seterr(err, errlen, "property %s cannot be set on a snapshot", name);
         return -EINVAL;
     }
     if (!(d->types & (1u << type))) {
-        seterr(err, errlen, "property %s does not apply to %s", name,
+        cairn_seterr(err, errlen, "property %s does not apply to %s", name,
                type == DSL_TYPE_VOLUME ? "volumes" : "filesystems");
         return -EINVAL;
     }
     if (d->createonly && !create) {
-        seterr(err, errlen, "property %s can only be set when the dataset is created", name);
+        cairn_seterr(err, errlen, "property %s can only be set when the dataset is created", name);
         return -EINVAL;
     }
     uint64_t v = 0;
@@ -273,16 +262,16 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
                                        !strcmp(name, "reservation") || !strcmp(name, "refreservation"))) {
             v = 0;
         } else if (cairn_parse_size(value, &v) != 0) {
-            seterr(err, errlen, "bad %s value '%s': expected a size like 128K, 10G%s", name, value,
+            cairn_seterr(err, errlen, "bad %s value '%s': expected a size like 128K, 10G%s", name, value,
                    strstr(name, "quota") || strstr(name, "reserv") ? " or none" : "");
             return -EINVAL;
         }
         if (!strcmp(name, "recordsize") && (!is_p2(v) || v < 512 || v > 1024 * 1024)) {
-            seterr(err, errlen, "bad recordsize '%s': must be a power of two from 512 to 1M", value);
+            cairn_seterr(err, errlen, "bad recordsize '%s': must be a power of two from 512 to 1M", value);
             return -EINVAL;
         }
         if (!strcmp(name, "volblocksize") && (!is_p2(v) || v < 512 || v > 128 * 1024)) {
-            seterr(err, errlen, "bad volblocksize '%s': must be a power of two from 512 to 128K", value);
+            cairn_seterr(err, errlen, "bad volblocksize '%s': must be a power of two from 512 to 128K", value);
             return -EINVAL;
         }
         if (!strcmp(name, "volsize")) {
@@ -290,7 +279,7 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
             const char *lv = n ? dsl_prop_local(n, "volblocksize") : NULL;
             if (lv) vbs = strtoull(lv, NULL, 10);
             if (v == 0 || (n && v % vbs)) {
-                seterr(err, errlen, "bad volsize '%s': must be a nonzero multiple of volblocksize (%" PRIu64 ")",
+                cairn_seterr(err, errlen, "bad volsize '%s': must be a nonzero multiple of volblocksize (%" PRIu64 ")",
                        value, vbs);
                 return -EINVAL;
             }
@@ -301,7 +290,7 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
         char *end;
         unsigned long long x = strtoull(value, &end, 10);
         if (*end || end == value || x < 1 || x > 3) {
-            seterr(err, errlen, "bad copies value '%s': must be 1, 2 or 3", value);
+            cairn_seterr(err, errlen, "bad copies value '%s': must be 1, 2 or 3", value);
             return -EINVAL;
         }
         snprintf(norm, normlen, "%llu", x);
@@ -312,7 +301,7 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
             char allowed[256];
             cairn_strlcpy(allowed, d->values, sizeof(allowed));
             if (!strcmp(name, "compression")) cairn_strlcpy(allowed, "off|on|lzjb|lz4|gzip|gzip-1..9|zle", sizeof(allowed));
-            seterr(err, errlen, "bad %s value '%s': allowed are %s", name, value, allowed);
+            cairn_seterr(err, errlen, "bad %s value '%s': allowed are %s", name, value, allowed);
             return -EINVAL;
         }
         cairn_strlcpy(norm, value, normlen);
@@ -320,11 +309,11 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
     case PK_TEXT:
         if (!strcmp(name, "mountpoint")) {
             if (strcmp(value, "none") && strcmp(value, "legacy") && value[0] != '/') {
-                seterr(err, errlen, "bad mountpoint '%s': must be an absolute path, none or legacy", value);
+                cairn_seterr(err, errlen, "bad mountpoint '%s': must be an absolute path, none or legacy", value);
                 return -EINVAL;
             }
             if (strlen(value) > DSL_NAME_MAX) {
-                seterr(err, errlen, "bad mountpoint: longer than %d bytes", DSL_NAME_MAX);
+                cairn_seterr(err, errlen, "bad mountpoint: longer than %d bytes", DSL_NAME_MAX);
                 return -EINVAL;
             }
             /* No trailing slash, so inherited paths join cleanly. */
@@ -335,14 +324,14 @@ int dsl_prop_validate(dsl_node_t *n, dsl_type_t type, const char *name, const ch
         }
         /* sharenfs: off, on or an option string. */
         if (strlen(value) >= 1024 || strchr(value, '\n') || !*value) {
-            seterr(err, errlen, "bad sharenfs value: off, on or an option string of at most 1023 bytes");
+            cairn_seterr(err, errlen, "bad sharenfs value: off, on or an option string of at most 1023 bytes");
             return -EINVAL;
         }
         cairn_strlcpy(norm, value, normlen);
         return 0;
     default: break;
     }
-    seterr(err, errlen, "property %s cannot be set", name);
+    cairn_seterr(err, errlen, "property %s cannot be set", name);
     return -EINVAL;
 }
 
@@ -501,17 +490,17 @@ int dsl_prop_get(dsl_pool_t *dp, const char *dsname, const char *prop, dsl_prop_
     if (!prop || (!prop_find(prop) && !is_user_prop(prop))) {
         for (size_t i = 0; prop && unimplemented[i]; i++)
             if (!strcmp(unimplemented[i], prop)) {
-                seterr(err, errlen, "property %s is not implemented yet", prop);
+                cairn_seterr(err, errlen, "property %s is not implemented yet", prop);
                 return -ENOTSUP;
             }
-        seterr(err, errlen, "unknown property: %s", prop ? prop : "(null)");
+        cairn_seterr(err, errlen, "unknown property: %s", prop ? prop : "(null)");
         return -EINVAL;
     }
     pthread_mutex_lock(&dp->lock);
     dsl_node_t *n = dsl_lookup(dp, dsname);
     int e;
     if (!n) {
-        seterr(err, errlen, "no such dataset: %s", dsname);
+        cairn_seterr(err, errlen, "no such dataset: %s", dsname);
         e = -ENOENT;
     } else {
         e = prop_fill(dp, n, prop, out);
@@ -523,7 +512,7 @@ int dsl_prop_get(dsl_pool_t *dp, const char *dsname, const char *prop, dsl_prop_
             out->source = DSL_SRC_NONE;
             e = 0;
         } else if (e == -ENOENT) {
-            seterr(err, errlen, "property %s does not apply to %s", prop, dsname);
+            cairn_seterr(err, errlen, "property %s does not apply to %s", prop, dsname);
             e = -EINVAL;
         }
     }
@@ -544,7 +533,7 @@ int dsl_prop_get_all(dsl_pool_t *dp, const char *dsname,
     dsl_node_t *n = dsl_lookup(dp, dsname);
     if (!n) {
         pthread_mutex_unlock(&dp->lock);
-        seterr(err, errlen, "no such dataset: %s", dsname);
+        cairn_seterr(err, errlen, "no such dataset: %s", dsname);
         return -ENOENT;
     }
     size_t cap = CAIRN_ARRAY_SIZE(props) + 8, cnt = 0;
@@ -594,7 +583,7 @@ static int task_set(dsl_pool_t *dp, void *arg, uint64_t txg)
     set_task_t *st = arg;
     dsl_node_t *n = dsl_lookup(dp, st->ds);
     if (!n) {
-        seterr(st->err, st->errlen, "no such dataset: %s", st->ds);
+        cairn_seterr(st->err, st->errlen, "no such dataset: %s", st->ds);
         return -ENOENT;
     }
     /* A smaller volsize alone would hide the blocks beyond the new end, still
@@ -604,7 +593,7 @@ static int task_set(dsl_pool_t *dp, void *arg, uint64_t txg)
         const char *old = dsl_prop_local(n, "volsize");
         uint64_t oldv = old ? strtoull(old, NULL, 10) : 0, newv = strtoull(st->value, NULL, 10);
         if (newv < oldv) {
-            seterr(st->err, st->errlen,
+            cairn_seterr(st->err, st->errlen,
                    "shrinking volsize from %" PRIu64 " to %" PRIu64 " destroys the data beyond "
                    "the new end and needs force",
                    oldv, newv);
@@ -642,7 +631,7 @@ static int prop_set(dsl_pool_t *dp, const char *dsname, const char *prop, const 
     char *norm = cairn_zalloc(DSL_PROP_VALUE_MAX);
     int e;
     if (!n) {
-        seterr(err, errlen, "no such dataset: %s", dsname ? dsname : "(null)");
+        cairn_seterr(err, errlen, "no such dataset: %s", dsname ? dsname : "(null)");
         e = -ENOENT;
     } else {
         e = dsl_prop_validate(n, (dsl_type_t)n->phys.type, prop, value, false, norm,
@@ -679,20 +668,20 @@ int dsl_prop_inherit(dsl_pool_t *dp, const char *dsname, const char *prop, char 
                      size_t errlen)
 {
     if (!prop || (!is_user_prop(prop) && !prop_find(prop))) {
-        seterr(err, errlen, "unknown property: %s", prop ? prop : "(null)");
+        cairn_seterr(err, errlen, "unknown property: %s", prop ? prop : "(null)");
         return -EINVAL;
     }
     const prop_desc_t *d = prop_find(prop);
     if (d && d->kind == PK_STAT) {
-        seterr(err, errlen, "property %s is read-only", prop);
+        cairn_seterr(err, errlen, "property %s is read-only", prop);
         return -EINVAL;
     }
     if (d && d->createonly) {
-        seterr(err, errlen, "property %s can only be set when the dataset is created", prop);
+        cairn_seterr(err, errlen, "property %s can only be set when the dataset is created", prop);
         return -EINVAL;
     }
     if (d && !strcmp(prop, "volsize")) {
-        seterr(err, errlen, "property volsize cannot be inherited");
+        cairn_seterr(err, errlen, "property volsize cannot be inherited");
         return -EINVAL;
     }
     pthread_mutex_lock(&dp->lock);
@@ -700,11 +689,11 @@ int dsl_prop_inherit(dsl_pool_t *dp, const char *dsname, const char *prop, char 
     bool snap = n && n->phys.type == DSL_TYPE_SNAPSHOT;
     pthread_mutex_unlock(&dp->lock);
     if (!n) {
-        seterr(err, errlen, "no such dataset: %s", dsname ? dsname : "(null)");
+        cairn_seterr(err, errlen, "no such dataset: %s", dsname ? dsname : "(null)");
         return -ENOENT;
     }
     if (snap) {
-        seterr(err, errlen, "property %s cannot be changed on a snapshot", prop);
+        cairn_seterr(err, errlen, "property %s cannot be changed on a snapshot", prop);
         return -EINVAL;
     }
     set_task_t st = {.prop = prop, .value = NULL, .err = err, .errlen = errlen};

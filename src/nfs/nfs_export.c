@@ -35,6 +35,7 @@
 #include "nlm_impl.h"
 
 #include <cairn/log.h>
+#include <cairn/util.h>
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -60,15 +61,6 @@ struct nfs_export {
     pthread_mutex_t lock;             /* opts, fs */
     nfs_export_opts_t opts;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ------------------------------------------------------------ option parsing */
 
@@ -157,7 +149,7 @@ static int parse_client_list(const char *list, nfs_client_match_t **out, size_t 
 {
     size_t len = strlen(list);
     if (len == 0) {
-        seterr(err, errlen, "bad sharenfs option '%s=': empty client list", optname);
+        cairn_seterr(err, errlen, "bad sharenfs option '%s=': empty client list", optname);
         return -EINVAL;
     }
     nfs_client_match_t *v = NULL;
@@ -207,7 +199,7 @@ static int parse_client_list(const char *list, nfs_client_match_t **out, size_t 
         if (!best) {
             const char *colon = strchr(start, ':');
             int l = colon ? (int)(colon - start) : (int)strlen(start);
-            seterr(err, errlen, "bad sharenfs client '%.*s' in '%s=': expected a host name, address, @CIDR or *",
+            cairn_seterr(err, errlen, "bad sharenfs client '%.*s' in '%s=': expected a host name, address, @CIDR or *",
                    l, start, optname);
             free(v);
             return -EINVAL;
@@ -223,7 +215,7 @@ static int parse_client_list(const char *list, nfs_client_match_t **out, size_t 
         if (pos == len) break;
         pos++; /* the colon */
         if (pos == len) {
-            seterr(err, errlen, "bad sharenfs option '%s=%s': empty client name", optname, list);
+            cairn_seterr(err, errlen, "bad sharenfs option '%s=%s': empty client name", optname, list);
             free(v);
             return -EINVAL;
         }
@@ -251,7 +243,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
     opts->squash = NFS_SQUASH_ROOT;
     *shared = true;
     if (!value || !*value) {
-        seterr(err, errlen, "bad sharenfs value: empty (use on, off or options)");
+        cairn_seterr(err, errlen, "bad sharenfs value: empty (use on, off or options)");
         return -EINVAL;
     }
     if (!strcmp(value, "off")) {
@@ -260,7 +252,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
     }
     if (!strcmp(value, "on")) return 0;
     if (strlen(value) > 1023) {
-        seterr(err, errlen, "bad sharenfs value: longer than 1023 bytes");
+        cairn_seterr(err, errlen, "bad sharenfs value: longer than 1023 bytes");
         return -EINVAL;
     }
     char *copy = strdup(value);
@@ -270,7 +262,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
     char *save = NULL;
     /* Empty options ("rw,,ro") are an error: strtok would hide them. */
     if (value[0] == ',' || value[strlen(value) - 1] == ',' || strstr(value, ",,")) {
-        seterr(err, errlen, "bad sharenfs value '%s': empty option", value);
+        cairn_seterr(err, errlen, "bad sharenfs value '%s': empty option", value);
         rc = -EINVAL;
         goto out;
     }
@@ -284,7 +276,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
         if (!strcmp(tok, "rw") || !strcmp(tok, "ro")) {
             bool rw = tok[1] == 'w';
             if (rw ? opts->rw_given : opts->ro_given) {
-                seterr(err, errlen, "bad sharenfs value: '%s' given twice", tok);
+                cairn_seterr(err, errlen, "bad sharenfs value: '%s' given twice", tok);
                 rc = -EINVAL;
                 goto out;
             }
@@ -298,12 +290,12 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
         } else if (!strcmp(tok, "root_squash") || !strcmp(tok, "no_root_squash") ||
                    !strcmp(tok, "all_squash")) {
             if (val) {
-                seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
+                cairn_seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
                 rc = -EINVAL;
                 goto out;
             }
             if (squash_set) {
-                seterr(err, errlen, "bad sharenfs value: more than one of root_squash, no_root_squash, all_squash");
+                cairn_seterr(err, errlen, "bad sharenfs value: more than one of root_squash, no_root_squash, all_squash");
                 rc = -EINVAL;
                 goto out;
             }
@@ -312,7 +304,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
                          : tok[0] == 'n' ? NFS_SQUASH_NONE : NFS_SQUASH_ALL;
         } else if (!strcmp(tok, "secure") || !strcmp(tok, "insecure")) {
             if (val) {
-                seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
+                cairn_seterr(err, errlen, "bad sharenfs option '%s=%s': takes no value", tok, val);
                 rc = -EINVAL;
                 goto out;
             }
@@ -320,7 +312,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
         } else if (!strcmp(tok, "anonuid") || !strcmp(tok, "anongid")) {
             uint32_t v;
             if (!val || !parse_u32(val, &v)) {
-                seterr(err, errlen, "bad sharenfs option '%s%s%s': expected %s=NUMBER", tok,
+                cairn_seterr(err, errlen, "bad sharenfs option '%s%s%s': expected %s=NUMBER", tok,
                        val ? "=" : "", val ? val : "", tok);
                 rc = -EINVAL;
                 goto out;
@@ -329,7 +321,7 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
             else opts->anongid = v;
         } else if (!strcmp(tok, "sec")) {
             if (!val || strcmp(val, "sys")) {
-                seterr(err, errlen, "bad sharenfs option 'sec=%s': only sec=sys is supported",
+                cairn_seterr(err, errlen, "bad sharenfs option 'sec=%s': only sec=sys is supported",
                        val ? val : "");
                 rc = -EINVAL;
                 goto out;
@@ -340,13 +332,13 @@ int nfs_opts_parse(const char *value, nfs_export_opts_t *opts, bool *shared, cha
             else if (val && (!strcmp(val, "3:4") || !strcmp(val, "4:3")))
                 opts->versions = 1u << 3 | 1u << 4;
             else {
-                seterr(err, errlen, "bad sharenfs option 'vers=%s': expected vers=3, vers=4 or vers=3:4",
+                cairn_seterr(err, errlen, "bad sharenfs option 'vers=%s': expected vers=3, vers=4 or vers=3:4",
                        val ? val : "");
                 rc = -EINVAL;
                 goto out;
             }
         } else {
-            seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, secure, insecure, sec or vers",
+            cairn_seterr(err, errlen, "bad sharenfs option '%s': expected rw, ro, root_squash, no_root_squash, all_squash, anonuid, anongid, secure, insecure, sec or vers",
                    tok);
             rc = -EINVAL;
             goto out;
@@ -377,7 +369,7 @@ static int check_names(const nfs_client_match_t *v, size_t n, const char *optnam
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
         int g = getaddrinfo(v[i].host, NULL, &hints, &ai);
         if (g) {
-            seterr(err, errlen, "bad sharenfs client '%s' in '%s=': host name does not resolve (%s)",
+            cairn_seterr(err, errlen, "bad sharenfs client '%s' in '%s=': host name does not resolve (%s)",
                    v[i].host, optname, gai_strerror(g));
             return -EINVAL;
         }
@@ -750,11 +742,11 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
                       const char *options, char *err, size_t errlen)
 {
     if (!path || path[0] != '/' || strlen(path) >= sizeof(((nfs_export_t *)0)->path)) {
-        seterr(err, errlen, "bad export path '%s': must be absolute", path ? path : "");
+        cairn_seterr(err, errlen, "bad export path '%s': must be absolute", path ? path : "");
         return -EINVAL;
     }
     if (strlen(dsname) >= 256) {
-        seterr(err, errlen, "dataset name too long");
+        cairn_seterr(err, errlen, "dataset name too long");
         return -EINVAL;
     }
     nfs_export_opts_t opts;
@@ -762,7 +754,7 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
     int rc = nfs_opts_parse(options, &opts, &shared, err, errlen);
     if (rc) return rc;
     if (!shared) {
-        seterr(err, errlen, "sharenfs is off for %s", dsname);
+        cairn_seterr(err, errlen, "sharenfs is off for %s", dsname);
         return -EINVAL;
     }
     nfs_opts_resolve(&opts);
@@ -777,7 +769,7 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
         if (e != old && path_len(e->path) == path_len(path) &&
             !strncmp(e->path, path, path_len(path))) {
             pthread_mutex_unlock(&srv->exports_lock);
-            seterr(err, errlen, "path %s is already exported by %s", path, e->dataset);
+            cairn_seterr(err, errlen, "path %s is already exported by %s", path, e->dataset);
             nfs_opts_free(&opts);
             return -EEXIST;
         }
@@ -802,7 +794,7 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
     zpl_fs_t *fs = NULL;
     rc = zpl_mount(dp, dsname, &fs);
     if (rc < 0) {
-        seterr(err, errlen, "cannot mount %s: %s", dsname, strerror(-rc));
+        cairn_seterr(err, errlen, "cannot mount %s: %s", dsname, strerror(-rc));
         nfs_opts_free(&opts);
         nfs_export_rele(old);
         return rc;

@@ -53,17 +53,6 @@ uint64_t spa_default_dirty_max(void)
     return CAIRN_MIN(CAIRN_MAX(v, SPA_DIRTY_MAX_FLOOR), SPA_DIRTY_MAX_CEILING);
 }
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 void spa_register_upper(const spa_upper_ops_t *ops) { spa_upper = ops; }
 void spa_set_upper_private(spa_t *spa, void *priv) { spa->upper_priv = priv; }
 void *spa_get_upper_private(spa_t *spa) { return spa->upper_priv; }
@@ -116,24 +105,24 @@ static bool spa_name_valid(const char *name, char *err, size_t errlen)
 {
     size_t n = strlen(name);
     if (n == 0 || n >= SPA_NAME_MAX) {
-        seterr(err, errlen, "pool name must be 1 to %d characters", SPA_NAME_MAX - 1);
+        cairn_seterr(err, errlen, "pool name must be 1 to %d characters", SPA_NAME_MAX - 1);
         return false;
     }
     if (!isalpha((unsigned char)name[0])) {
-        seterr(err, errlen, "pool name '%s' must begin with a letter", name);
+        cairn_seterr(err, errlen, "pool name '%s' must begin with a letter", name);
         return false;
     }
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)name[i];
         if (!isalnum(c) && c != '_' && c != '-' && c != '.' && c != ':') {
-            seterr(err, errlen, "pool name '%s' has an invalid character '%c'", name, c);
+            cairn_seterr(err, errlen, "pool name '%s' has an invalid character '%c'", name, c);
             return false;
         }
     }
     static const char *reserved[] = {"mirror", "raidz", "log", "cache", "spare", "draid"};
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(reserved); i++) {
         if (!strncmp(name, reserved[i], strlen(reserved[i]))) {
-            seterr(err, errlen, "pool name '%s' is reserved (begins with '%s')", name, reserved[i]);
+            cairn_seterr(err, errlen, "pool name '%s' is reserved (begins with '%s')", name, reserved[i]);
             return false;
         }
     }
@@ -154,51 +143,51 @@ static int validate_spec(const spa_vdev_spec_t *s, int depth, leaf_check_t **lea
     switch (s->type) {
     case VDEV_TYPE_ROOT:
         if (depth != 0 || s->nchildren == 0) {
-            seterr(err, errlen, "a pool needs at least one device");
+            cairn_seterr(err, errlen, "a pool needs at least one device");
             return -EINVAL;
         }
         break;
     case VDEV_TYPE_MIRROR:
-        if (depth != 1) { seterr(err, errlen, "mirror can only be a top-level vdev"); return -EINVAL; }
+        if (depth != 1) { cairn_seterr(err, errlen, "mirror can only be a top-level vdev"); return -EINVAL; }
         if (s->nchildren < 2) {
-            seterr(err, errlen, "mirror needs at least 2 devices, got %u", s->nchildren);
+            cairn_seterr(err, errlen, "mirror needs at least 2 devices, got %u", s->nchildren);
             return -EINVAL;
         }
         break;
     case VDEV_TYPE_RAIDZ:
-        if (depth != 1) { seterr(err, errlen, "raidz can only be a top-level vdev"); return -EINVAL; }
+        if (depth != 1) { cairn_seterr(err, errlen, "raidz can only be a top-level vdev"); return -EINVAL; }
         if (s->nparity < 1 || s->nparity > VDEV_MAX_NPARITY) {
-            seterr(err, errlen, "raidz parity must be 1, 2 or 3, got %u", s->nparity);
+            cairn_seterr(err, errlen, "raidz parity must be 1, 2 or 3, got %u", s->nparity);
             return -EINVAL;
         }
         if (s->nchildren < s->nparity + 2) {
-            seterr(err, errlen, "raidz%u needs at least %u devices, got %u", s->nparity,
+            cairn_seterr(err, errlen, "raidz%u needs at least %u devices, got %u", s->nparity,
                    s->nparity + 2, s->nchildren);
             return -EINVAL;
         }
         break;
     case VDEV_TYPE_LEAF: {
         if (depth < 1 || depth > 2 || !s->path || !*s->path) {
-            seterr(err, errlen, "invalid device in vdev specification");
+            cairn_seterr(err, errlen, "invalid device in vdev specification");
             return -EINVAL;
         }
         if (strlen(s->path) >= SPA_PATH_MAX) {
-            seterr(err, errlen, "device path too long: %.40s...", s->path);
+            cairn_seterr(err, errlen, "device path too long: %.40s...", s->path);
             return -ENAMETOOLONG;
         }
         const char *real = !strncmp(s->path, "fault:", 6) ? s->path + 6 : s->path;
         struct stat st;
         if (stat(real, &st)) {
-            seterr(err, errlen, "cannot open '%s': %s", s->path, strerror(errno));
+            cairn_seterr(err, errlen, "cannot open '%s': %s", s->path, strerror(errno));
             return -errno;
         }
         if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-            seterr(err, errlen, "'%s' is not a file or block device", s->path);
+            cairn_seterr(err, errlen, "'%s' is not a file or block device", s->path);
             return -EINVAL;
         }
         for (size_t i = 0; i < *n; i++) {
             if ((*leaves)[i].dev == st.st_dev && (*leaves)[i].ino == st.st_ino) {
-                seterr(err, errlen, "device '%s' is listed more than once", s->path);
+                cairn_seterr(err, errlen, "device '%s' is listed more than once", s->path);
                 return -EINVAL;
             }
         }
@@ -207,13 +196,13 @@ static int validate_spec(const spa_vdev_spec_t *s, int depth, leaf_check_t **lea
         return 0;
     }
     default:
-        seterr(err, errlen, "unknown vdev type %d", (int)s->type);
+        cairn_seterr(err, errlen, "unknown vdev type %d", (int)s->type);
         return -EINVAL;
     }
     for (uint32_t i = 0; i < s->nchildren; i++) {
         const spa_vdev_spec_t *c = &s->children[i];
         if (s->type != VDEV_TYPE_ROOT && c->type != VDEV_TYPE_LEAF) {
-            seterr(err, errlen, "%s vdevs can only contain devices",
+            cairn_seterr(err, errlen, "%s vdevs can only contain devices",
                    s->type == VDEV_TYPE_MIRROR ? "mirror" : "raidz");
             return -EINVAL;
         }
@@ -231,7 +220,7 @@ vdev_t *spa_build_tree(const spa_vdev_spec_t *s, uint32_t ashift, int *errp, cha
         vd = NULL;
         int e = vdev_leaf_open(s->path, &vd);
         if (e) {
-            seterr(err, errlen, "cannot open '%s': %s", s->path,
+            cairn_seterr(err, errlen, "cannot open '%s': %s", s->path,
                    e == -EBUSY ? "device is in use by another pool or process" : strerror(-e));
             *errp = e;
             if (vd) vdev_free(vd);
@@ -262,14 +251,14 @@ void spa_check_new_leaf(vdev_t *leaf, void *arg)
     if (leaf->psize < VDEV_MIN_LEAF_SIZE) {
         char sz[32];
         cairn_format_size(VDEV_MIN_LEAF_SIZE, sz, sizeof sz);
-        seterr(c->err, c->errlen, "device '%s' is too small (minimum %s)", leaf->path, sz);
+        cairn_seterr(c->err, c->errlen, "device '%s' is too small (minimum %s)", leaf->path, sz);
         c->error = -EINVAL;
         return;
     }
     spa_config_phys_t *cfg = NULL;
     if (spa_label_read_config(leaf, &cfg) == 0) {
         if (cfg->state != SPA_STATE_DESTROYED && !c->force) {
-            seterr(c->err, c->errlen, "device '%s' is part of %s pool '%s'; use -f to override",
+            cairn_seterr(c->err, c->errlen, "device '%s' is part of %s pool '%s'; use -f to override",
                    leaf->path, cfg->state == SPA_STATE_EXPORTED ? "exported" : "active", cfg->name);
             c->error = -EEXIST;
         }
@@ -293,13 +282,13 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
 {
     *out = NULL;
     if (!spa_upper) {
-        seterr(err, errlen, "internal error: no upper layer registered");
+        cairn_seterr(err, errlen, "internal error: no upper layer registered");
         return -EINVAL;
     }
     if (!spa_name_valid(name, err, errlen)) return -EINVAL;
     uint32_t ashift = opts && opts->ashift ? opts->ashift : VDEV_DEFAULT_ASHIFT;
     if (ashift < 9 || ashift > 16) {
-        seterr(err, errlen, "ashift must be between 9 and 16, got %u", ashift);
+        cairn_seterr(err, errlen, "ashift must be between 9 and 16, got %u", ashift);
         return -EINVAL;
     }
     leaf_check_t *leaves = NULL;
@@ -312,16 +301,16 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
         const spa_vdev_spec_t *c = &root->children[i];
         if (c->vclass == VDEV_CLASS_NORMAL) nnormal++;
         else if (c->vclass != VDEV_CLASS_LOG || c->type == VDEV_TYPE_RAIDZ) {
-            seterr(err, errlen, "a log vdev is a device or a mirror");
+            cairn_seterr(err, errlen, "a log vdev is a device or a mirror");
             return -EINVAL;
         }
     }
     if (!nnormal) {
-        seterr(err, errlen, "a pool needs at least one vdev besides its log devices");
+        cairn_seterr(err, errlen, "a pool needs at least one vdev besides its log devices");
         return -EINVAL;
     }
     if (root->nchildren > 32) {
-        seterr(err, errlen, "a pool can have at most 32 top-level vdevs");
+        cairn_seterr(err, errlen, "a pool can have at most 32 top-level vdevs");
         return -EINVAL;
     }
 
@@ -353,7 +342,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     /* Everything checked: from here on devices are written. */
     e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
     if (e) {
-        seterr(err, errlen, "cannot write labels: %s", strerror(-e));
+        cairn_seterr(err, errlen, "cannot write labels: %s", strerror(-e));
         spa_free(spa);
         return e;
     }
@@ -366,7 +355,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
         e = spa_txg_wait_synced(spa, 1);
     }
     if (e) {
-        seterr(err, errlen, "cannot initialise pool: %s", strerror(-e));
+        cairn_seterr(err, errlen, "cannot initialise pool: %s", strerror(-e));
         spa_abandon(spa);
         return e;
     }
@@ -534,7 +523,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa->ub_slot_size = spa_ub_slot_size(spa->ashift);
     vdev_state_refresh(spa->root);
     if (atomic_load(&spa->root->state) == VDEV_STATE_FAULTED) {
-        seterr(err, errlen, "pool '%s' cannot be imported: too many devices are missing",
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: too many devices are missing",
                spa->name);
         return -ENXIO;
     }
@@ -549,7 +538,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         const char *path = top->path;
         for (uint32_t k = 0; !path && k < top->nchildren; k++) path = top->children[k]->path;
         if (!(flags & (SPA_IMPORT_MISSING_LOG | SPA_IMPORT_READONLY))) {
-            seterr(err, errlen, "pool '%s' cannot be imported: log device '%s' is missing; "
+            cairn_seterr(err, errlen, "pool '%s' cannot be imported: log device '%s' is missing; "
                    "import with -m to drop the records only it holds", spa->name,
                    path ? path : "?");
             return -ENXIO;
@@ -572,20 +561,20 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     }
     if (found < 0) {
         free(g.list);
-        seterr(err, errlen, "pool '%s' cannot be imported: no valid uberblock found", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: no valid uberblock found", spa->name);
         return -ECKSUM;
     }
     spa->ub = g.list[found];
     free(g.list);
     int e = spa_spacemap_load(spa);
     if (e) {
-        seterr(err, errlen, "pool '%s' cannot be imported: space map log unreadable (%s)",
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: space map log unreadable (%s)",
                spa->name, strerror(-e));
         return e;
     }
     e = spa_log_load(spa);
     if (e) {
-        seterr(err, errlen, "pool '%s' cannot be imported: intent-log directory unreadable (%s)",
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: intent-log directory unreadable (%s)",
                spa->name, strerror(-e));
         return e;
     }
@@ -593,7 +582,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa_dtl_open_fixup(spa->root, spa->ub.txg + 1);
     e = spa_upper->open(spa, &spa->ub.mos_root);
     if (e) {
-        seterr(err, errlen, "pool '%s' cannot be imported: meta object set unreadable (%s)",
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: meta object set unreadable (%s)",
                spa->name, strerror(-e));
         return e;
     }
@@ -606,7 +595,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
 {
     *out = NULL;
     if (!spa_upper) {
-        seterr(err, errlen, "internal error: no upper layer registered");
+        cairn_seterr(err, errlen, "internal error: no upper layer registered");
         return -EINVAL;
     }
     scanned_t s = {0};
@@ -624,7 +613,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         }
         if (guid && c->pool_guid != guid) {
             if (!name || !best || strcmp(best->name, c->name) == 0) {
-                seterr(err, errlen, "more than one pool %s%s found; name it by guid",
+                cairn_seterr(err, errlen, "more than one pool %s%s found; name it by guid",
                        name ? "named " : "", name ? name : "");
                 scan_free(&s);
                 return -EEXIST;
@@ -636,16 +625,16 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
     }
     if (!best) {
         if (s.nbusy)
-            seterr(err, errlen, "no %s%s%s found; %zu device(s) are in use by another process "
+            cairn_seterr(err, errlen, "no %s%s%s found; %zu device(s) are in use by another process "
                    "(e.g. '%s'): is the pool imported elsewhere?", name ? "pool named '" : "pool",
                    name ? name : "", name ? "'" : "", s.nbusy, s.busy_path);
         else
-            seterr(err, errlen, name ? "no pool named '%s' found" : "no pool found%s", name ? name : "");
+            cairn_seterr(err, errlen, name ? "no pool named '%s' found" : "no pool found%s", name ? name : "");
         scan_free(&s);
         return -ENOENT;
     }
     if (best->state == SPA_STATE_ACTIVE && !(flags & (SPA_IMPORT_FORCE | SPA_IMPORT_READONLY))) {
-        seterr(err, errlen, "pool '%s' was not exported and may be in use by another daemon; "
+        cairn_seterr(err, errlen, "pool '%s' was not exported and may be in use by another daemon; "
                "use -f to import it anyway", best->name);
         scan_free(&s);
         return -EBUSY;
@@ -879,21 +868,21 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
     bool known = false;
     for (const char *const *p = spa_props; *p; p++) if (!strcmp(*p, prop)) known = true;
     if (!known) {
-        seterr(err, errlen, "unknown pool property '%s'", prop);
+        cairn_seterr(err, errlen, "unknown pool property '%s'", prop);
         return -ENOENT;
     }
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         return -EROFS;
     }
     if (!strcmp(prop, "comment")) {
         if (strlen(value) >= SPA_COMMENT_MAX) {
-            seterr(err, errlen, "comment is too long (at most %d characters)", SPA_COMMENT_MAX - 1);
+            cairn_seterr(err, errlen, "comment is too long (at most %d characters)", SPA_COMMENT_MAX - 1);
             return -EINVAL;
         }
         for (const char *c = value; *c; c++) {
             if (!isprint((unsigned char)*c)) {
-                seterr(err, errlen, "comment must be printable text");
+                cairn_seterr(err, errlen, "comment must be printable text");
                 return -EINVAL;
             }
         }
@@ -902,23 +891,23 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
         char *end;
         unsigned long v = strtoul(value, &end, 10);
         if (*end || !*value || v < 1 || v > 300) {
-            seterr(err, errlen, "txg_timeout must be a number of seconds from 1 to 300");
+            cairn_seterr(err, errlen, "txg_timeout must be a number of seconds from 1 to 300");
             return -EINVAL;
         }
         spa->txg_timeout_ms = v * 1000;
     } else if (!strcmp(prop, "dirty_max")) {
         uint64_t v;
         if (cairn_parse_size(value, &v) || v < 16 * CAIRN_MIB || v > 64 * CAIRN_GIB) {
-            seterr(err, errlen, "dirty_max must be a size from 16M to 64G");
+            cairn_seterr(err, errlen, "dirty_max must be a size from 16M to 64G");
             return -EINVAL;
         }
         spa->dirty_max = v;
         spa->dirty_max_set = true;
     } else {
-        seterr(err, errlen, "pool property '%s' is read-only", prop);
+        cairn_seterr(err, errlen, "pool property '%s' is read-only", prop);
         return -EROFS;
     }
     int e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
-    if (e) seterr(err, errlen, "cannot write labels: %s", strerror(-e));
+    if (e) cairn_seterr(err, errlen, "cannot write labels: %s", strerror(-e));
     return e;
 }

@@ -52,17 +52,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 typedef struct leaf_find {
     const char *path;
     vdev_t *found;
@@ -115,17 +104,17 @@ static bool survives_without(vdev_t *top, vdev_t *leaf)
 static int leaf_checks(spa_t *spa, const char *path, vdev_t **leafp, char *err, size_t errlen)
 {
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         return -EROFS;
     }
     vdev_t *leaf = leaf_by_path(spa, path);
     if (!leaf) {
-        seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
+        cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
         return -ENOENT;
     }
     vdev_t *top = vdev_top(leaf);
     if (!top || top == leaf) {
-        seterr(err, errlen, "'%s' is a single-device vdev: there is no other copy of its data "
+        cairn_seterr(err, errlen, "'%s' is a single-device vdev: there is no other copy of its data "
                "(attach a new disk to it, then detach it)", path);
         return -ENOTSUP;
     }
@@ -144,7 +133,7 @@ int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, si
         leaf->offline_persist = !temporary;
     } else {
         if (!survives_without(vdev_top(leaf), leaf)) {
-            seterr(err, errlen, "cannot offline '%s': no valid replicas", path);
+            cairn_seterr(err, errlen, "cannot offline '%s': no valid replicas", path);
             e = -EBUSY;
             goto out;
         }
@@ -155,7 +144,7 @@ int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, si
         vdev_state_refresh(spa->root);
     }
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
-    if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+    if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s offline%s", spa->name, path, temporary ? " (temporary)" : "");
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -185,7 +174,7 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
     int st = atomic_load(&leaf->state);
     if (st != VDEV_STATE_OFFLINE) {
         if (st == VDEV_STATE_ONLINE) goto out;
-        seterr(err, errlen, "cannot online '%s': the device is %s; replace it", path,
+        cairn_seterr(err, errlen, "cannot online '%s': the device is %s; replace it", path,
                vdev_state_name((vdev_state_t)st));
         e = -ENXIO;
         goto out;
@@ -198,7 +187,7 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
     if (leaf->ndtl) resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
-    if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+    if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s online", spa->name, path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -238,7 +227,7 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
         e = 0;
     }
     if (e) {
-        seterr(err, errlen, "cannot open '%s': %s", path,
+        cairn_seterr(err, errlen, "cannot open '%s': %s", path,
                e == -EBUSY ? "device is in use by another pool or process" : strerror(-e));
         if (nl) vdev_free(nl);
         return e;
@@ -249,7 +238,7 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     uint64_t need = top->type == VDEV_TYPE_RAIDZ ? top->asize / top->nchildren : top->asize;
     uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(nl->psize), 1ULL << top->ashift);
     if (nl->psize < VDEV_MIN_LEAF_SIZE || have < need) {
-        seterr(err, errlen, "device '%s' is too small", path);
+        cairn_seterr(err, errlen, "device '%s' is too small", path);
         e = -EOVERFLOW;
     }
     if (!e) {
@@ -282,7 +271,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
 {
     if (!new_path) new_path = old_path;
     if (strlen(new_path) >= SPA_PATH_MAX) {
-        seterr(err, errlen, "device path too long");
+        cairn_seterr(err, errlen, "device path too long");
         return -ENAMETOOLONG;
     }
     pthread_mutex_lock(&spa->config_lock);
@@ -290,12 +279,12 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     int e = leaf_checks(spa, old_path, &old, err, errlen);
     if (e) goto out;
     if (old->parent->type == VDEV_TYPE_REPLACING) {
-        seterr(err, errlen, "'%s' is already being replaced", old_path);
+        cairn_seterr(err, errlen, "'%s' is already being replaced", old_path);
         e = -EBUSY;
         goto out;
     }
     if (strcmp(new_path, old_path) && leaf_by_path(spa, new_path)) {
-        seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
+        cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
         e = -EEXIST;
         goto out;
     }
@@ -304,7 +293,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
      * and writes) until NEW is whole, as a side of a mirror would. */
     bool same = !strcmp(new_path, old_path);
     if ((same || !vdev_leaf_readable(old)) && !survives_without(top, old)) {
-        seterr(err, errlen, "cannot replace '%s': no valid replicas", old_path);
+        cairn_seterr(err, errlen, "cannot replace '%s': no valid replicas", old_path);
         e = -EBUSY;
         goto out;
     }
@@ -340,7 +329,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
-    if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+    if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: replacing %s with %s", spa->name, old_path, new_path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -378,36 +367,36 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
                     char *err, size_t errlen)
 {
     if (strlen(new_path) >= SPA_PATH_MAX) {
-        seterr(err, errlen, "device path too long");
+        cairn_seterr(err, errlen, "device path too long");
         return -ENAMETOOLONG;
     }
     pthread_mutex_lock(&spa->config_lock);
     int e = 0;
     vdev_t *leaf = NULL, *nl = NULL;
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         e = -EROFS;
         goto out;
     }
     leaf = leaf_by_path(spa, existing);
     if (!leaf) {
-        seterr(err, errlen, "no such device '%s' in pool '%s'", existing, spa->name);
+        cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", existing, spa->name);
         e = -ENOENT;
         goto out;
     }
     vdev_t *parent = leaf->parent;
     if (parent->type != VDEV_TYPE_ROOT && parent->type != VDEV_TYPE_MIRROR) {
-        seterr(err, errlen, "can only attach to mirrors and top-level disks");
+        cairn_seterr(err, errlen, "can only attach to mirrors and top-level disks");
         e = -ENOTSUP;
         goto out;
     }
     if (leaf_by_path(spa, new_path)) {
-        seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
+        cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
         e = -EEXIST;
         goto out;
     }
     if (parent->type == VDEV_TYPE_MIRROR && parent->nchildren >= VDEV_MAX_CHILDREN) {
-        seterr(err, errlen, "a mirror has at most %d sides", VDEV_MAX_CHILDREN);
+        cairn_seterr(err, errlen, "a mirror has at most %d sides", VDEV_MAX_CHILDREN);
         e = -EINVAL;
         goto out;
     }
@@ -444,7 +433,7 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
     resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
-    if (e) seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+    if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s attached to %s", spa->name, new_path, existing);
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -458,36 +447,36 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
     int e = 0;
     vdev_t *leaf = NULL;
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         e = -EROFS;
         goto out;
     }
     leaf = leaf_by_path(spa, path);
     if (!leaf) {
-        seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
+        cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
         e = -ENOENT;
         goto out;
     }
     vdev_t *m = leaf->parent;
     if (m->type == VDEV_TYPE_REPLACING) {
-        seterr(err, errlen, "cannot detach '%s': it is being replaced", path);
+        cairn_seterr(err, errlen, "cannot detach '%s': it is being replaced", path);
         e = -EBUSY;
         goto out;
     }
     if (m->type != VDEV_TYPE_MIRROR) {
-        seterr(err, errlen, "only a mirror's side can be detached");
+        cairn_seterr(err, errlen, "only a mirror's side can be detached");
         e = -ENOTSUP;
         goto out;
     }
     if (!survives_without(m, leaf)) {
-        seterr(err, errlen, "cannot detach '%s': no valid replicas", path);
+        cairn_seterr(err, errlen, "cannot detach '%s': no valid replicas", path);
         e = -EBUSY;
         goto out;
     }
     if (m->nchildren == 2) {
         vdev_t *other = m->children[leaf->id == 0 ? 1 : 0];
         if (other->type != VDEV_TYPE_LEAF) {
-            seterr(err, errlen, "cannot detach '%s': its other side is being replaced", path);
+            cairn_seterr(err, errlen, "cannot detach '%s': its other side is being replaced", path);
             e = -EBUSY;
             goto out;
         }
@@ -514,7 +503,7 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) {
-        seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
+        cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
         goto out;
     }
     /* After the others carry a config without it, as removal does. */

@@ -66,17 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 void spa_vdev_reserve(spa_t *spa)
 {
     uint32_t cap = CAIRN_MAX(spa->root->nchildren, (uint32_t)SPA_MAX_TOP);
@@ -193,11 +182,11 @@ static void clear_leaf_label(vdev_t *leaf, void *arg)
 int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen)
 {
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         return -EROFS;
     }
     if (!root || root->type != VDEV_TYPE_ROOT || !root->nchildren) {
-        seterr(err, errlen, "no vdevs given");
+        cairn_seterr(err, errlen, "no vdevs given");
         return -EINVAL;
     }
     int e = spa_validate_spec(root, err, errlen);
@@ -205,12 +194,12 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
     for (uint32_t i = 0; i < root->nchildren; i++) {
         const spa_vdev_spec_t *c = &root->children[i];
         if (c->vclass != VDEV_CLASS_LOG) {
-            seterr(err, errlen, "adding data vdevs to a pool is not supported yet; only 'log' "
+            cairn_seterr(err, errlen, "adding data vdevs to a pool is not supported yet; only 'log' "
                    "vdevs and 'cache' devices can be added");
             return -ENOTSUP;
         }
         if (c->type != VDEV_TYPE_LEAF && c->type != VDEV_TYPE_MIRROR) {
-            seterr(err, errlen, "a log vdev is a device or a mirror");
+            cairn_seterr(err, errlen, "a log vdev is a device or a mirror");
             return -EINVAL;
         }
         /* A device of this pool would otherwise fail to open as "in use". */
@@ -220,7 +209,7 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
             path_find_t f = {.path = leaf->path};
             vdev_foreach_leaf(spa->root, find_leaf, &f);
             if (f.found) {
-                seterr(err, errlen, "device '%s' is already in pool '%s'", leaf->path, spa->name);
+                cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", leaf->path, spa->name);
                 return -EEXIST;
             }
         }
@@ -229,7 +218,7 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
     uint32_t room = free_ids(spa);
     pthread_mutex_unlock(&spa->config_lock);
     if (root->nchildren > room) {
-        seterr(err, errlen, "a pool can have at most %d top-level vdevs", SPA_MAX_TOP);
+        cairn_seterr(err, errlen, "a pool can have at most %d top-level vdevs", SPA_MAX_TOP);
         return -EINVAL;
     }
     /* Open and check every device before anything is written. */
@@ -261,14 +250,14 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
         pthread_mutex_unlock(&spa->config_lock);
         for (uint32_t i = 0; i < n; i++) vdev_free(tops[i]);
         free(tops);
-        seterr(err, errlen, "another change to pool '%s' is in progress", spa->name);
+        cairn_seterr(err, errlen, "another change to pool '%s' is in progress", spa->name);
         return -EBUSY;
     }
     spa->pending_add = tops;
     pthread_mutex_unlock(&spa->config_lock);
     e = config_change_wait(spa);
     if (e) {
-        seterr(err, errlen, "cannot add to pool '%s': %s", spa->name, strerror(-e));
+        cairn_seterr(err, errlen, "cannot add to pool '%s': %s", spa->name, strerror(-e));
         return e;
     }
     return 0;
@@ -352,7 +341,7 @@ static int apply_add(spa_t *spa, uint64_t txg)
 int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t errlen)
 {
     if (spa->readonly) {
-        seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
+        cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         return -EROFS;
     }
     /* Find it: a top-level vdev by its status name, or a leaf by path. */
@@ -370,17 +359,17 @@ int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t er
         found = f.found;
     }
     if (!found) {
-        seterr(err, errlen, "cannot remove '%s': no such device in pool '%s'", name, spa->name);
+        cairn_seterr(err, errlen, "cannot remove '%s': no such device in pool '%s'", name, spa->name);
         return -ENOENT;
     }
     vdev_t *top = vdev_top(found);
     if (top->alloc_class != VDEV_CLASS_LOG) {
-        seterr(err, errlen, "cannot remove '%s': removing a data vdev is not supported "
+        cairn_seterr(err, errlen, "cannot remove '%s': removing a data vdev is not supported "
                "(only log and cache devices can be removed)", name);
         return -ENOTSUP;
     }
     if (found != top) {
-        seterr(err, errlen, "cannot remove '%s': it is one side of log vdev '%s-%u'; remove "
+        cairn_seterr(err, errlen, "cannot remove '%s': it is one side of log vdev '%s-%u'; remove "
                "the mirror as a whole", name, vdev_type_name(top), top->id);
         return -ENOTSUP;
     }
@@ -388,13 +377,13 @@ int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t er
     bool scrubbing = spa->scrub.state == SPA_SCRUB_SCANNING;
     pthread_mutex_unlock(&spa->scrub_lock);
     if (scrubbing) {
-        seterr(err, errlen, "cannot remove '%s': a scrub of pool '%s' is running", name,
+        cairn_seterr(err, errlen, "cannot remove '%s': a scrub of pool '%s' is running", name,
                spa->name);
         return -EBUSY;
     }
     int32_t none = -1;
     if (!atomic_compare_exchange_strong(&spa->removing, &none, (int32_t)top->id)) {
-        seterr(err, errlen, "cannot remove '%s': another removal is in progress", name);
+        cairn_seterr(err, errlen, "cannot remove '%s': another removal is in progress", name);
         return -EBUSY;
     }
     log_info("spa", "pool %s: removing log vdev %u (%s): no new log blocks there", spa->name,
@@ -411,14 +400,14 @@ int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *
     int e = spa_txg_wait_synced(spa, 0);
     uint64_t os_id = 0;
     if (!e && spa_log_vdev_in_use(spa, id, &os_id)) {
-        seterr(err, errlen, "cannot remove '%s': the intent log of object set %llu still has "
+        cairn_seterr(err, errlen, "cannot remove '%s': the intent log of object set %llu still has "
                "records on it (open or mount that dataset so they replay, then retry)", name,
                (unsigned long long)os_id);
         spa_vdev_remove_log_abort(spa);
         return -EBUSY;
     }
     if (e) {
-        seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
+        cairn_seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
         spa_vdev_remove_log_abort(spa);
         return e;
     }
@@ -427,7 +416,7 @@ int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *
     pthread_mutex_unlock(&spa->config_lock);
     e = config_change_wait(spa);
     if (e) {
-        seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
+        cairn_seterr(err, errlen, "cannot remove '%s': %s", name, strerror(-e));
         return e;
     }
     log_info("spa", "pool %s: log vdev %u (%s) removed", spa->name, id, name);

@@ -2,6 +2,7 @@
 #include <cairn/util.h>
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,3 +173,12 @@ void cairn_copy_nontemporal(void *dst, const void *src, size_t n)
 #else
 void cairn_copy_nontemporal(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 #endif
+
+void cairn_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
