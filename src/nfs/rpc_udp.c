@@ -82,7 +82,11 @@ static void serve_one(nfs_server_t *srv, int fd, uint16_t port)
     /* Where it was sent: rpcbind answers with that address, the reply leaves from it. */
     struct sockaddr_storage local = {0};
     socklen_t llen = 0;
-    uint8_t reply_ctl[64] = {0};
+    /* Aligned for the struct cmsghdr written into it, as ctl above. */
+    union {
+        uint8_t b[64];
+        struct cmsghdr align;
+    } reply_ctl = {{0}};
     size_t reply_ctl_len = 0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
         if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
@@ -93,7 +97,7 @@ static void serve_one(nfs_server_t *srv, int fd, uint16_t port)
             s->sin_addr = pi.ipi_addr;
             s->sin_port = htons(port);
             llen = sizeof *s;
-            struct cmsghdr *out = (struct cmsghdr *)reply_ctl;
+            struct cmsghdr *out = (struct cmsghdr *)reply_ctl.b;
             out->cmsg_level = IPPROTO_IP;
             out->cmsg_type = IP_PKTINFO;
             out->cmsg_len = CMSG_LEN(sizeof pi);
@@ -108,7 +112,7 @@ static void serve_one(nfs_server_t *srv, int fd, uint16_t port)
             s->sin6_addr = pi.ipi6_addr;
             s->sin6_port = htons(port);
             llen = sizeof *s;
-            struct cmsghdr *out = (struct cmsghdr *)reply_ctl;
+            struct cmsghdr *out = (struct cmsghdr *)reply_ctl.b;
             out->cmsg_level = IPPROTO_IPV6;
             out->cmsg_type = IPV6_PKTINFO;
             out->cmsg_len = CMSG_LEN(sizeof pi);
@@ -144,7 +148,7 @@ static void serve_one(nfs_server_t *srv, int fd, uint16_t port)
         struct iovec out[2] = {{hdr + 4, hlen - 4}, {res.buf, res.len}};
         struct msghdr om = {.msg_name = &peer, .msg_namelen = mh.msg_namelen, .msg_iov = out,
                             .msg_iovlen = res.len ? 2 : 1,
-                            .msg_control = reply_ctl_len ? reply_ctl : NULL,
+                            .msg_control = reply_ctl_len ? reply_ctl.b : NULL,
                             .msg_controllen = reply_ctl_len};
         if (sendmsg(fd, &om, MSG_DONTWAIT) < 0)
             log_debug(SUB, "UDP reply not sent: %s", strerror(errno));
