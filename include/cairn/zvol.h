@@ -116,6 +116,9 @@ int zvol_write_same(zvol_t *zv, uint64_t off, uint64_t nblocks, const void *bloc
  * off) of the first differing byte. flags: FUA. */
 int zvol_compare_and_write(zvol_t *zv, uint64_t off, uint64_t len, const void *expected,
                            const void *newdata, int flags, uint64_t *miscompare_off);
+/* ORWRITE: stores the bitwise OR of `data` and the range's current bytes,
+ * atomically with respect to every other writer of the range. flags: FUA. */
+int zvol_or_write(zvol_t *zv, uint64_t off, uint64_t len, const void *data, int flags);
 /* EXTENDED COPY within a target: copies len bytes from src at src_off to dst at
  * dst_off (src may be dst; overlapping ranges copy as memmove). Both volumes
  * must be in the same process; their block sizes may differ but offsets and len

@@ -491,6 +491,8 @@ const scsi_op_t scsi_ops[] = {
      "PRE-FETCH(10)"},
     {0x35, -1, 10, PRC_WRITE, 0, U(0x35, 0x06, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0),
      sbc_sync_cache, "SYNCHRONIZE CACHE(10)"},
+    {0x37, -1, 10, PRC_READ, 0, U(0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0), sbc_read_defect_data,
+     "READ DEFECT DATA(10)"},
     {0x41, -1, 10, PRC_WRITE, 0, U(0x41, 0x08, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0),
      sbc_write_same, "WRITE SAME(10)"},
     {0x42, -1, 10, PRC_WRITE, 0, U(0x42, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0), sbc_unmap, "UNMAP"},
@@ -532,6 +534,9 @@ const scsi_op_t scsi_ops[] = {
     {0x8a, -1, 16, PRC_WRITE, OPF_MEMORY,
      U(0x8a, 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE(16)"},
+    {0x8b, -1, 16, PRC_WRITE, 0,
+     U(0x8b, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
+     sbc_or_write, "ORWRITE(16)"},
     {0x8e, -1, 16, PRC_WRITE, 0,
      U(0x8e, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_write, "WRITE AND VERIFY(16)"},
@@ -570,6 +575,8 @@ const scsi_op_t scsi_ops[] = {
      sbc_write, "WRITE AND VERIFY(12)"},
     {0xaf, -1, 12, PRC_READ, 0, U(0xaf, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0),
      sbc_verify, "VERIFY(12)"},
+    {0xb7, -1, 12, PRC_READ, 0, U(0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0),
+     sbc_read_defect_data, "READ DEFECT DATA(12)"},
 };
 #undef U
 const size_t scsi_nops = sizeof(scsi_ops) / sizeof(scsi_ops[0]);
@@ -602,7 +609,7 @@ static uint64_t xfer_blocks(const uint8_t *cdb)
     case 0x08: case 0x0a: return cdb[4] ? cdb[4] : 256;
     case 0x28: case 0x2a: case 0x2e: case 0x2f: return be16(cdb + 7);
     case 0xa8: case 0xaa: case 0xae: case 0xaf: return be32(cdb + 6);
-    case 0x88: case 0x8a: case 0x8e: case 0x8f: return be32(cdb + 10);
+    case 0x88: case 0x8a: case 0x8b: case 0x8e: case 0x8f: return be32(cdb + 10);
     case 0x89: return cdb[13];
     default: return 0;
     }
@@ -622,7 +629,7 @@ static int cdb_transfer_bs(const uint8_t *cdb, uint8_t cdb_len, uint32_t bs, scs
     scsi_dir_t d = SCSI_DIR_READ;
     switch (cdb[0]) {
     case 0x08: case 0x28: case 0xa8: case 0x88: n = xfer_blocks(cdb) * bs; break;
-    case 0x0a: case 0x2a: case 0xaa: case 0x8a: case 0x2e: case 0xae: case 0x8e:
+    case 0x0a: case 0x2a: case 0xaa: case 0x8a: case 0x8b: case 0x2e: case 0xae: case 0x8e:
         n = xfer_blocks(cdb) * bs;
         d = SCSI_DIR_WRITE;
         break;
@@ -641,10 +648,10 @@ static int cdb_transfer_bs(const uint8_t *cdb, uint8_t cdb_len, uint32_t bs, scs
     case 0x83: n = be32(cdb + 10); d = SCSI_DIR_WRITE; break;
     case 0x03: case 0x12: n = cdb[0] == 0x12 ? be16(cdb + 3) : cdb[4]; break;
     case 0x1a: n = cdb[4]; break;
-    case 0x5a: case 0x5e: n = be16(cdb + 7); break;
+    case 0x37: case 0x5a: case 0x5e: n = be16(cdb + 7); break;
     case 0x25: n = 8; break;
     case 0x9e: case 0x84: n = be32(cdb + 10); break;
-    case 0xa0: case 0xa3: n = be32(cdb + 6); break;
+    case 0xa0: case 0xa3: case 0xb7: n = be32(cdb + 6); break;
     default: n = 0; break;
     }
     if (n == 0) d = SCSI_DIR_NONE;

@@ -250,6 +250,8 @@ void sbc_get_lba_status(scsi_ctx_t *c);
 void sbc_unmap(scsi_ctx_t *c);
 void sbc_write_same(scsi_ctx_t *c);
 void sbc_compare_and_write(scsi_ctx_t *c);
+void sbc_or_write(scsi_ctx_t *c);
+void sbc_read_defect_data(scsi_ctx_t *c);
 void sbc_xcopy(scsi_ctx_t *c);
 void sbc_receive_copy_results(scsi_ctx_t *c);
 /* Limits reported in VPD 0xB0 and enforced by the commands. */

@@ -462,6 +462,47 @@ void sbc_compare_and_write(scsi_ctx_t *c)
     else scsi_respond(c, NULL, 0, 0);
 }
 
+/* ORWRITE(16): the Data-Out is ORed into the range, atomically (SBC-4 5.8;
+ * no ORWgeneration processing, so ORPROTECT must be 0 and BMOP/PREVIOUS
+ * GENERATION fields of ORWRITE(32) never arrive). */
+void sbc_or_write(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    uint64_t lba, n;
+    int lb;
+    rw_fields(c->cdb, &lba, &n, &lb);
+    if (write_protected(c)) return;
+    if (!range_ok(lu, lba, n)) {
+        lba_out_of_range(c);
+        return;
+    }
+    uint32_t bs = lu_bs(lu);
+    if (n * bs > SBC_MAX_TRANSFER_BYTES) {
+        bad_cdb(c, lb, -1);
+        return;
+    }
+    uint32_t bytes = (uint32_t)(n * bs);
+    if (!data_out_ok(c, bytes, lb)) return;
+    int e = bytes ? zvol_or_write(lu->zv, lba * bs, bytes, c->cmd->data_out,
+                                  write_flags(lu, c->cdb[1] & 0x08))
+                  : 0;
+    if (e) scsi_zvol_error(c, e, true);
+    else scsi_respond(c, NULL, 0, 0);
+}
+
+/* READ DEFECT DATA(10)/(12): a volume has no medium of its own, so it has
+ * neither a primary nor a grown defect list. The header says so (PLISTV and
+ * GLISTV zero, an empty list) in whatever format was asked for. */
+void sbc_read_defect_data(scsi_ctx_t *c)
+{
+    uint8_t b[8] = {0};
+    bool ten = c->cdb[0] == 0x37;
+    uint8_t format = (ten ? c->cdb[2] : c->cdb[1]) & 0x07;
+    b[1] = format;
+    uint32_t alloc = ten ? be16(c->cdb + 7) : be32(c->cdb + 6);
+    scsi_respond(c, b, ten ? 4 : 8, alloc);
+}
+
 /* ------------------------------------------------------ EXTENDED COPY */
 
 static void copy_sense(scsi_ctx_t *c, uint8_t key, uint8_t asc, uint8_t ascq)

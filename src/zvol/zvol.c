@@ -50,15 +50,15 @@
  * record (different or overlapping bytes) never lose each other's bytes, but a
  * multi-record write is atomic per record only, not as a whole. Plain writes
  * therefore need no lock among themselves. What needs more is
- * compare_and_write (read, compare and write must not interleave with another
- * writer of the range) and a forced shrink (no write may land beyond the new
+ * compare_and_write and or_write (read, merge and write must not interleave
+ * with another writer of the range) and a forced shrink (no write may land beyond the new
  * end after it freed it). For those there are range locks: ZVOL_NSTRIPES
  * reader-writer locks striped over 64 KiB regions of the byte space. Every
  * writer (write, unmap, write_same, copy's destination) holds the stripes of
- * its range shared; compare_and_write holds them exclusive; shrink holds all
+ * its range shared; compare_and_write and or_write hold them exclusive; shrink holds all
  * of them exclusive. Two overlapping ranges always share a stripe, stripes
  * are taken in ascending index order, so there is no deadlock; unrelated
- * ranges may share a stripe, which costs only for compare_and_write. A large
+ * ranges may share a stripe, which costs only for those two. A large
  * durable write logged as pointers to directly written blocks (do_write_direct)
  * also holds its stripes exclusively, from the change until its records are
  * queued in the log: such a record carries the bytes of this write, not the
@@ -692,11 +692,18 @@ int zvol_write_same(zvol_t *zv, uint64_t off, uint64_t nblocks, const void *bloc
     return err;
 }
 
-int zvol_compare_and_write(zvol_t *zv, uint64_t off, uint64_t len, const void *expected,
-                           const void *newdata, int flags, uint64_t *miscompare_off)
+/* What a read-modify-write does with the range's current bytes: fills `out`
+ * with the bytes to store, or returns an error (nothing is written). */
+typedef int (*zvol_merge_fn)(const uint8_t *cur, uint8_t *out, uint64_t len, const void *arg,
+                             uint64_t *detail);
+
+/* Reads [off, off+len), lets `merge` decide the new bytes and writes them, with
+ * the range's stripes held exclusively throughout so no other writer of the
+ * range interleaves (COMPARE AND WRITE and ORWRITE are atomic this way). */
+static int read_modify_write(zvol_t *zv, uint64_t off, uint64_t len, int flags,
+                             zvol_merge_fn merge, const void *arg, uint64_t *detail)
 {
     zvol_state_t *zs = zv->zs;
-    if (!expected || !newdata) return -EINVAL;
     if (len > 16u * ZVOL_CHUNK) return -EINVAL;
     zvol_props_t p;
     zvol_rl_t rl;
@@ -706,24 +713,57 @@ int zvol_compare_and_write(zvol_t *zv, uint64_t off, uint64_t len, const void *e
         rl_exit(zs, &rl);
         return 0;
     }
-    uint8_t *cur = cairn_alloc_aligned(len);
+    uint8_t *cur = cairn_alloc_aligned(2 * len);
+    uint8_t *out = cur + len;
     uint64_t txg = 0;
     err = dmu_read(zs->os, zs->obj, off, len, cur);
-    if (!err) {
-        const uint8_t *e = expected;
-        if (memcmp(cur, e, len) != 0) {
-            uint64_t i = 0;
-            while (cur[i] == e[i]) i++;
-            if (miscompare_off) *miscompare_off = i;
-            err = -EILSEQ;
-        } else {
-            err = do_change(zs, &p, off, len, newdata, &txg);
-        }
-    }
+    if (!err) err = merge(cur, out, len, arg, detail);
+    if (!err) err = do_change(zs, &p, off, len, out, &txg);
     rl_exit(zs, &rl);
     free(cur);
     if (!err && txg && wants_durable(&p, flags)) err = wait_durable(zs, txg);
     return err;
+}
+
+typedef struct {
+    const uint8_t *expected, *newdata;
+} caw_arg_t;
+
+static int merge_compare(const uint8_t *cur, uint8_t *out, uint64_t len, const void *arg,
+                         uint64_t *miscompare_off)
+{
+    const caw_arg_t *a = arg;
+    if (memcmp(cur, a->expected, len) != 0) {
+        uint64_t i = 0;
+        while (cur[i] == a->expected[i]) i++;
+        if (miscompare_off) *miscompare_off = i;
+        return -EILSEQ;
+    }
+    memcpy(out, a->newdata, len);
+    return 0;
+}
+
+int zvol_compare_and_write(zvol_t *zv, uint64_t off, uint64_t len, const void *expected,
+                           const void *newdata, int flags, uint64_t *miscompare_off)
+{
+    if (!expected || !newdata) return -EINVAL;
+    caw_arg_t a = {expected, newdata};
+    return read_modify_write(zv, off, len, flags, merge_compare, &a, miscompare_off);
+}
+
+static int merge_or(const uint8_t *cur, uint8_t *out, uint64_t len, const void *arg,
+                    uint64_t *unused)
+{
+    (void)unused;
+    const uint8_t *mask = arg;
+    for (uint64_t i = 0; i < len; i++) out[i] = cur[i] | mask[i];
+    return 0;
+}
+
+int zvol_or_write(zvol_t *zv, uint64_t off, uint64_t len, const void *data, int flags)
+{
+    if (!data) return -EINVAL;
+    return read_modify_write(zv, off, len, flags, merge_or, data, NULL);
 }
 
 int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint64_t len,
