@@ -1105,41 +1105,69 @@ static void proc_commit(ctx_t *c)
     if (n) zpl_node_rele(n);
 }
 
+static void proc_remove_file(ctx_t *c) { proc_remove(c, false); }
+static void proc_rmdir(ctx_t *c) { proc_remove(c, true); }
+static void proc_readdir_names(ctx_t *c) { proc_readdir(c, false); }
+static void proc_readdirplus(ctx_t *c) { proc_readdir(c, true); }
+
+/* The procedure table, indexed by RFC 1813's procedure numbers. READS_ONLY
+ * marks the procedures that change nothing and are cheap, the ones worth
+ * trying on the I/O thread (nfs_impl.h): READDIR and READDIRPLUS change
+ * nothing either, but a large directory's reply is long work that other
+ * clients would wait behind. NULL has no handler: it answers nothing. */
+enum { NFS3_READS_ONLY = 1 };
+typedef struct nfs3_proc {
+    const char *name;
+    void (*run)(ctx_t *c);
+    unsigned flags;
+} nfs3_proc_t;
+
+static const nfs3_proc_t nfs3_procs[] = {
+    [NFSPROC3_NULL] = {"NULL", NULL, NFS3_READS_ONLY},
+    [NFSPROC3_GETATTR] = {"GETATTR", proc_getattr, NFS3_READS_ONLY},
+    [NFSPROC3_SETATTR] = {"SETATTR", proc_setattr, 0},
+    [NFSPROC3_LOOKUP] = {"LOOKUP", proc_lookup, NFS3_READS_ONLY},
+    [NFSPROC3_ACCESS] = {"ACCESS", proc_access, NFS3_READS_ONLY},
+    [NFSPROC3_READLINK] = {"READLINK", proc_readlink, NFS3_READS_ONLY},
+    [NFSPROC3_READ] = {"READ", proc_read, NFS3_READS_ONLY},
+    [NFSPROC3_WRITE] = {"WRITE", proc_write, 0},
+    [NFSPROC3_CREATE] = {"CREATE", proc_create, 0},
+    [NFSPROC3_MKDIR] = {"MKDIR", proc_mkdir, 0},
+    [NFSPROC3_SYMLINK] = {"SYMLINK", proc_symlink, 0},
+    [NFSPROC3_MKNOD] = {"MKNOD", proc_mknod, 0},
+    [NFSPROC3_REMOVE] = {"REMOVE", proc_remove_file, 0},
+    [NFSPROC3_RMDIR] = {"RMDIR", proc_rmdir, 0},
+    [NFSPROC3_RENAME] = {"RENAME", proc_rename, 0},
+    [NFSPROC3_LINK] = {"LINK", proc_link, 0},
+    [NFSPROC3_READDIR] = {"READDIR", proc_readdir_names, 0},
+    [NFSPROC3_READDIRPLUS] = {"READDIRPLUS", proc_readdirplus, 0},
+    [NFSPROC3_FSSTAT] = {"FSSTAT", proc_fsstat, 0},
+    [NFSPROC3_FSINFO] = {"FSINFO", proc_fsinfo, 0},
+    [NFSPROC3_PATHCONF] = {"PATHCONF", proc_pathconf, 0},
+    [NFSPROC3_COMMIT] = {"COMMIT", proc_commit, 0},
+};
+#define NFS3_NPROCS (sizeof(nfs3_procs) / sizeof(nfs3_procs[0]))
+
+bool nfs3_proc_reads_only(uint32_t proc)
+{
+    return proc < NFS3_NPROCS && (nfs3_procs[proc].flags & NFS3_READS_ONLY);
+}
+
 nfs_accept_t nfs3_program(nfs_call_t *call)
 {
-    if (call->proc == 0) return NFS_ACCEPT_SUCCESS;
-    if (call->proc > 21) return NFS_ACCEPT_PROC_UNAVAIL;
-    ctx_t c = {.call = call, .a = &call->args, .r = call->res};
+    if (call->proc >= NFS3_NPROCS) return NFS_ACCEPT_PROC_UNAVAIL;
+    const nfs3_proc_t *p = &nfs3_procs[call->proc];
+    if (!p->run) return NFS_ACCEPT_SUCCESS;
     /* Only the calls that change nothing may run without waiting (rpc_server.c
      * sends nothing else here with memory_only; this keeps it so). */
-    if (call->memory_only && !nfs3_proc_reads_only(call->proc)) {
+    if (call->memory_only && !(p->flags & NFS3_READS_ONLY)) {
         call->would_block = true;
         return NFS_ACCEPT_SUCCESS;
     }
-    switch (call->proc) {
-    case 1: proc_getattr(&c); break;
-    case 2: proc_setattr(&c); break;
-    case 3: proc_lookup(&c); break;
-    case 4: proc_access(&c); break;
-    case 5: proc_readlink(&c); break;
-    case 6: proc_read(&c); break;
-    case 7: proc_write(&c); break;
-    case 8: proc_create(&c); break;
-    case 9: proc_mkdir(&c); break;
-    case 10: proc_symlink(&c); break;
-    case 11: proc_mknod(&c); break;
-    case 12: proc_remove(&c, false); break;
-    case 13: proc_remove(&c, true); break;
-    case 14: proc_rename(&c); break;
-    case 15: proc_link(&c); break;
-    case 16: proc_readdir(&c, false); break;
-    case 17: proc_readdir(&c, true); break;
-    case 18: proc_fsstat(&c); break;
-    case 19: proc_fsinfo(&c); break;
-    case 20: proc_pathconf(&c); break;
-    case 21: proc_commit(&c); break;
-    }
+    ctx_t c = {.call = call, .a = &call->args, .r = call->res};
+    p->run(&c);
     bool garbage = call->args.err;
+    if (garbage) log_debug("nfs", "NFSv3 %s: arguments do not decode", p->name);
     if (c.exp) nfs_export_rele(c.exp);
     return garbage ? NFS_ACCEPT_GARBAGE_ARGS : NFS_ACCEPT_SUCCESS;
 }

@@ -129,15 +129,20 @@ typedef struct nfs_call {
 
 typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);
 
-/* NFSv3 procedures that change nothing on the server, the ones worth running
- * on the I/O thread: NULL, GETATTR, LOOKUP, ACCESS, READLINK, READ (whose
- * atime update is the one change, and it stops for it). READDIR and
- * READDIRPLUS are left out: a large directory's reply is long work that other
- * clients would wait behind. */
-static inline bool nfs3_proc_reads_only(uint32_t proc)
-{
-    return proc == 0 || proc == 1 || proc == 3 || proc == 4 || proc == 5 || proc == 6;
-}
+/* RFC 1813's procedure numbers. */
+enum nfs3_procnum {
+    NFSPROC3_NULL, NFSPROC3_GETATTR, NFSPROC3_SETATTR, NFSPROC3_LOOKUP, NFSPROC3_ACCESS,
+    NFSPROC3_READLINK, NFSPROC3_READ, NFSPROC3_WRITE, NFSPROC3_CREATE, NFSPROC3_MKDIR,
+    NFSPROC3_SYMLINK, NFSPROC3_MKNOD, NFSPROC3_REMOVE, NFSPROC3_RMDIR, NFSPROC3_RENAME,
+    NFSPROC3_LINK, NFSPROC3_READDIR, NFSPROC3_READDIRPLUS, NFSPROC3_FSSTAT, NFSPROC3_FSINFO,
+    NFSPROC3_PATHCONF, NFSPROC3_COMMIT
+};
+
+/* NFSv3 procedures that change nothing on the server and are cheap, the ones
+ * worth running on the I/O thread: NULL, GETATTR, LOOKUP, ACCESS, READLINK,
+ * READ (whose atime update is the one change, and it stops for it); the
+ * table in nfs3.c says which. */
+bool nfs3_proc_reads_only(uint32_t proc);
 
 /* A stable id of the connection while it lives (for session/connection binding). */
 uint64_t nfs_conn_id(const nfs_conn_t *conn);
