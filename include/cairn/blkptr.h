@@ -66,6 +66,13 @@ static inline uint64_t cairn_dva_asize(const cairn_dva_t *d)
 {
     return (uint64_t)d->asize << CAIRN_SECTOR_SHIFT;
 }
+/* Bytes the block takes on its vdevs, all copies together (raw, not deflated). */
+static inline uint64_t cairn_bp_asize(const cairn_blkptr_t *bp)
+{
+    uint64_t s = 0;
+    for (int c = 0; c < bp->ncopies && c < CAIRN_MAX_COPIES; c++) s += cairn_dva_asize(&bp->dva[c]);
+    return s;
+}
 /* Two pointers name the same block when their first DVA matches. */
 static inline bool cairn_bp_same_block(const cairn_blkptr_t *a, const cairn_blkptr_t *b)
 {

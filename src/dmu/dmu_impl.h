@@ -322,7 +322,6 @@ void dnode_set_bonus_locked(dnode_t *dn, uint64_t txg, const void *buf, uint32_t
 int dnode_free_object_locked(dnode_t *dn, uint64_t txg);
 /* Adds a ready-made record to the meta-dnode in syncing context (replacing any). */
 void dnode_sync_put_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, uint8_t *data);
-uint64_t bp_asize(const cairn_blkptr_t *bp);
 void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 /* A block leaves / joins os's tree in txg (syncing context): through the hooks. */
 void dmu_kill_bp(objset_t *os, uint64_t txg, const cairn_blkptr_t *bp);

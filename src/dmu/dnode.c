@@ -207,13 +207,6 @@ void dmu_buf_free(void *p, size_t size)
     free(p);
 }
 
-uint64_t bp_asize(const cairn_blkptr_t *bp)
-{
-    uint64_t s = 0;
-    for (int i = 0; i < CAIRN_MAX_COPIES; i++) s += cairn_dva_asize(&bp->dva[i]);
-    return s;
-}
-
 void dmu_free_bp(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (!cairn_bp_is_hole(bp) && bp->birth_txg != 0) {
@@ -1336,7 +1329,7 @@ static void mark_ind_dirty(dnode_t *dn, dn_ind_t *ind)
 static void free_sync_bp(dnode_t *dn, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (cairn_bp_is_hole(bp)) return;
-    dn->wused -= CAIRN_MIN(dn->wused, bp_asize(bp));
+    dn->wused -= CAIRN_MIN(dn->wused, cairn_bp_asize(bp));
     dmu_kill_bp(dn->os, txg, bp);
 }
 
@@ -1597,7 +1590,7 @@ static int set_child_bp(dnode_t *dn, uint64_t txg, unsigned level, uint64_t id,
     if (cairn_bp_is_hole(slot) && cairn_bp_is_hole(bp)) return 0;
     free_sync_bp(dn, txg, slot);
     *slot = *bp;
-    dn->wused += bp_asize(bp);
+    dn->wused += cairn_bp_asize(bp);
     dmu_born_bp(dn->os, txg, bp);
     return 0;
 }

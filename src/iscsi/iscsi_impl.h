@@ -2,6 +2,7 @@
 #ifndef CAIRN_ISCSI_IMPL_H
 #define CAIRN_ISCSI_IMPL_H
 
+#include <cairn/endian.h>
 #include <cairn/iscsi.h>
 
 #include <stdbool.h>
@@ -84,24 +85,13 @@ typedef struct iscsi_bhs_info {
     uint32_t ahs_bytes, data_padded;
 } iscsi_bhs_info_t;
 
-static inline uint32_t iscsi_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline void iscsi_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
-}
-static inline uint16_t iscsi_get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static inline void iscsi_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static inline uint64_t iscsi_get64(const uint8_t *p)
-{
-    return (uint64_t)iscsi_get32(p) << 32 | iscsi_get32(p + 4);
-}
-static inline void iscsi_put64(uint8_t *p, uint64_t v)
-{
-    iscsi_put32(p, (uint32_t)(v >> 32)); iscsi_put32(p + 4, (uint32_t)v);
-}
+/* PDUs are big-endian (RFC 7143). */
+#define iscsi_get16 cairn_get_be16
+#define iscsi_get32 cairn_get_be32
+#define iscsi_get64 cairn_get_be64
+#define iscsi_put16 cairn_put_be16
+#define iscsi_put32 cairn_put_be32
+#define iscsi_put64 cairn_put_be64
 
 /* Decodes the common BHS fields. -EPROTO for an opcode an initiator never
  * sends (a target opcode or an unassigned one is still decoded: the caller

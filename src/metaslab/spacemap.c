@@ -60,6 +60,7 @@
  * unaligned or wrapping extent, so no input can make it read past the buffer
  * or hand back a record the allocator would misinterpret.
  */
+#include <cairn/endian.h>
 #include <cairn/metaslab.h>
 #include <cairn/spacemap.h>
 #include <cairn/util.h>
@@ -79,27 +80,12 @@ enum {
 #define SM_SECTORS_SHIFT 28
 #define SM_SECTOR ((uint64_t)1 << SPACEMAP_SECTOR_SHIFT)
 
-static inline uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;   /* little-endian host (types.h asserts it) */
-}
-static inline uint32_t get_le32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline uint16_t get_le16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-static inline void put_le64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static inline void put_le32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static inline void put_le16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+#define get_le64 cairn_get_le64
+#define get_le32 cairn_get_le32
+#define get_le16 cairn_get_le16
+#define put_le64 cairn_put_le64
+#define put_le32 cairn_put_le32
+#define put_le16 cairn_put_le16
 
 bool spacemap_record_valid(const spacemap_record_t *rec)
 {

@@ -11,6 +11,7 @@
 #ifndef SCSI_IMPL_H
 #define SCSI_IMPL_H
 
+#include <cairn/endian.h>
 #include <cairn/scsi.h>
 
 #include <pthread.h>
@@ -158,17 +159,15 @@ const scsi_op_t *scsi_op_find(uint8_t opcode, int sa, bool *opcode_known);
 int scsi_op_sa(const uint8_t *cdb);   /* the SA the opcode carries, -1 for none */
 
 /* ---- helpers ---- */
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static inline uint32_t be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]; }
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
-static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static inline void put24(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 16); put16(p + 1, (uint16_t)v); }
-static inline void put32(uint8_t *p, uint32_t v) { put16(p, (uint16_t)(v >> 16)); put16(p + 2, (uint16_t)v); }
-static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)(v >> 32)); put32(p + 4, (uint32_t)v); }
+/* SCSI is big-endian throughout. */
+#define be16 cairn_get_be16
+#define be24 cairn_get_be24
+#define be32 cairn_get_be32
+#define be64 cairn_get_be64
+#define put16 cairn_put_be16
+#define put24 cairn_put_be24
+#define put32 cairn_put_be32
+#define put64 cairn_put_be64
 
 /* Sense shorthands. field_byte < 0: no sense-key-specific field pointer;
  * bit < 0: no bit pointer. */

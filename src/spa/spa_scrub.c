@@ -30,13 +30,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t bp_asize(const cairn_blkptr_t *bp)
-{
-    uint64_t s = 0;
-    for (int c = 0; c < bp->ncopies && c < CAIRN_MAX_COPIES; c++) s += cairn_dva_asize(&bp->dva[c]);
-    return s;
-}
-
 /* What a resilver pass writes: per top-level vdev, the txgs that any of its
  * stale leaves missed (the union of their dirty time logs, taken when the pass
  * starts), and the leaves with the logs they had then. */
@@ -76,10 +69,10 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_
     scan_ctx_t *c = arg;
     pthread_mutex_lock(&spa->scrub_lock);
     bool stop = spa->scrub_stop;
-    spa->scrub.scanned += bp_asize(bp);
+    spa->scrub.scanned += cairn_bp_asize(bp);
     bool skip = c->func == SPA_SCAN_RESILVER && !rs_needs(c, bp);
     /* A resilver issues only the blocks it rewrites; what it skips is done too. */
-    if (skip) spa->scrub.examined += bp_asize(bp);
+    if (skip) spa->scrub.examined += cairn_bp_asize(bp);
     pthread_mutex_unlock(&spa->scrub_lock);
     if (stop) return -ECANCELED;
     /* Copy-on-write: a block is born no earlier than anything beneath it, so
@@ -93,8 +86,8 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_
                                  &repaired);
     free(buf);
     pthread_mutex_lock(&spa->scrub_lock);
-    spa->scrub.examined += bp_asize(bp);
-    spa->scrub.issued += bp_asize(bp);
+    spa->scrub.examined += cairn_bp_asize(bp);
+    spa->scrub.issued += cairn_bp_asize(bp);
     spa->scrub.repaired += repaired;
     if (e) spa->scrub.errors++;
     pthread_mutex_unlock(&spa->scrub_lock);

@@ -96,6 +96,7 @@
  */
 #include "zap_impl.h"
 
+#include <cairn/endian.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -130,12 +131,13 @@ void zap_test_set_hash_bits(unsigned bits)
 
 /* ---------------- little helpers ---------------- */
 
-static inline uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static inline void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+/* ZAP blocks are little-endian on disk (docs/ondisk-format.md). */
+#define get16 cairn_get_le16
+#define get32 cairn_get_le32
+#define get64 cairn_get_le64
+#define put16 cairn_put_le16
+#define put32 cairn_put_le32
+#define put64 cairn_put_le64
 
 /* Byte ranges of one block to hand to dmu_write. */
 typedef struct span {

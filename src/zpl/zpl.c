@@ -101,6 +101,7 @@
  */
 #include "zpl_impl.h"
 
+#include <cairn/endian.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -1982,13 +1983,9 @@ int zpl_fsync(zpl_node_t *n)
 #define FH_MAGIC1 'Z'
 #define FH_VERSION 1
 
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
+/* Handles carry their numbers little-endian, whatever the host. */
+#define put64 cairn_put_le64
+#define get64 cairn_get_le64
 
 int zpl_fh_encode(zpl_node_t *n, zpl_fh_t *fh)
 {
