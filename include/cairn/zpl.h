@@ -250,6 +250,28 @@ int zpl_read_spans(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *n
 /* Writes all of buf or nothing; -EFBIG past ZPL_MAX_FILE_SIZE. */
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
               zpl_wcc_t *wcc);
+/* Where data (hole false) or a hole (hole true) begins at or after off, as
+ * lseek SEEK_DATA / SEEK_HOLE: at record granularity (a small hole inside a
+ * record reads as zeros but counts as data); the end of file is a hole.
+ * -ENXIO when off is at or past the end of file, or no data follows it. */
+int zpl_seek(zpl_node_t *n, uint64_t off, bool hole, uint64_t *out);
+/* Punches a hole (fallocate PUNCH_HOLE|KEEP_SIZE): [off, off + len) reads as
+ * zeros and the records wholly inside it are freed (the dataset's used space
+ * drops when the txg syncs); the size does not change and the range is cut
+ * at the end of file. Logged and durable before it returns. */
+int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
+/* fallocate mode 0 as copy-on-write can honour it: checks that len bytes
+ * would fit now (-ENOSPC, -EDQUOT) and extends the size to off + len if it
+ * is smaller. Nothing is reserved: every later write allocates new blocks
+ * anyway, and can still fail for space. Durable before it returns. */
+int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
+/* Copies up to len bytes of src from soff to dst at doff inside the daemon
+ * (the pool shares no blocks between files, so the data is read and written
+ * again; holes of the source stay holes and are not read). Stops short at the
+ * end of src; *copied says how far it got, also on error. dst is durable when
+ * it returns. -EXDEV across filesystems. */
+int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                   uint64_t *copied);
 /* Makes everything written to the filesystem so far durable (NFS COMMIT). */
 int zpl_fsync(zpl_node_t *n);
 int zpl_commit(zpl_fs_t *fs);

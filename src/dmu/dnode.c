@@ -1280,6 +1280,49 @@ bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
     return wait;
 }
 
+/* Whether record blkid holds data as readers see it now: a block, or a dirty
+ * record that is not all zeros (a zero record becomes a hole when it syncs,
+ * so it is reported as one already). dn->lock held. */
+static int record_has_data(dnode_t *dn, uint64_t blkid, bool *data)
+{
+    const uint8_t *src = NULL;
+    cairn_blkptr_t bp;
+    int err = 0;
+    pthread_mutex_t *shard = &dn->shard_lock[dn_shard(blkid)];
+    pthread_mutex_lock(shard);
+    int k = dn_lookup(dn, UINT64_MAX, blkid, &src, &bp, &err);
+    *data = k == LK_BP || (k == LK_DATA && !buf_is_zero(src, dn->cur.datablksz));
+    pthread_mutex_unlock(shard);
+    return err;
+}
+
+/* Walks the records from *off's one; the space past the last record written
+ * is one endless hole. Record by record: a lookup is a few map probes, and
+ * an indirect block read once serves 1024 records. */
+int dnode_next_impl(dnode_t *dn, bool hole, uint64_t *off)
+{
+    dn_rlock(dn);
+    int err = 0;
+    if (dn->cur.type == DNODE_TYPE_FREE) {
+        err = -ENOENT;
+    } else if (!(dn->cur.flags & DNODE_FLAG_WRITTEN)) {
+        err = hole ? 0 : -ENXIO;
+    } else {
+        uint32_t rs = dn->cur.datablksz;
+        uint64_t end = dn->cur.maxblkid + 1;
+        uint64_t b = *off / rs;
+        for (; b < end; b++) {
+            bool data;
+            err = record_has_data(dn, b, &data);
+            if (err || data != hole) break;
+        }
+        if (!err && b == end && !hole) err = -ENXIO;
+        if (!err && b * rs > *off) *off = b * rs;
+    }
+    dn_unlock(dn);
+    return err;
+}
+
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
     return dn_read(dn, off, len, buf, false, NULL);

@@ -1955,6 +1955,148 @@ out:
     return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 
+/* ------------------------------------------------------------------ */
+/* holes and space (NFSv4.2 SEEK, ALLOCATE, DEALLOCATE, COPY)          */
+
+/* The checks every data operation makes on n (locked): -ESTALE, -EISDIR, -EINVAL. */
+static int regular_file_check(const zpl_node_t *n)
+{
+    if (n->dead) return -ESTALE;
+    if (S_ISDIR(n->phys.mode)) return -EISDIR;
+    if (!S_ISREG(n->phys.mode)) return -EINVAL;
+    return 0;
+}
+
+int zpl_seek(zpl_node_t *n, uint64_t off, bool hole, uint64_t *out)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    pthread_rwlock_rdlock(&n->lock);
+    int err = regular_file_check(n);
+    uint64_t size = n->phys.size;
+    if (!err && off >= size) err = -ENXIO;
+    uint64_t pos = off;
+    if (!err) err = hole ? dmu_next_hole(n->fs->os, n->obj, &pos)
+                         : dmu_next_data(n->fs->os, n->obj, &pos);
+    pthread_rwlock_unlock(&n->lock);
+    if (err) return err;
+    /* Records extend past the size to their end, and the size may end in a
+     * hole no record covers: the end of file is where the last hole begins. */
+    if (hole) pos = CAIRN_MIN(pos, size);
+    else if (pos >= size) return -ENXIO;
+    *out = pos;
+    return 0;
+}
+
+int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (off > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - off) return -EFBIG;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    int err = op_begin(fs, 0, &props, &tx);
+    if (err) return err;
+    bool logged = false;
+    pthread_mutex_lock(&n->data_lock);
+    pthread_rwlock_wrlock(&n->lock);
+    err = regular_file_check(n);
+    if (err) goto out;
+    wcc_pre(n, wcc);
+    /* Nothing lies past the size: the range is cut there. */
+    uint64_t end = CAIRN_MIN(off + len, n->phys.size);
+    if (off < end) {
+        err = dmu_free_range(fs->os, n->obj, off, end - off, tx);
+        if (err) goto out;
+        touch(n, true, now_ns());
+        err = phys_write(n, tx);
+        logged = !err && zil_wanted(&props);
+        if (logged) {
+            zil_log(fs->zil, &(zil_rec_t){.type = ZIL_REC_FREE, .txg = dmu_tx_txg(tx),
+                                          .obj = n->obj, .off = off, .len = end - off});
+            zpl_zil_log_setattr(n, false, tx);
+        }
+    }
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
+    /* Durable before the reply, like a setattr: a client never resends it. */
+    return op_end_logged(fs, &props, tx, true, err, logged);
+}
+
+int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (off > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - off) return -EFBIG;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    /* Copy-on-write cannot set blocks aside for later writes: the space is
+     * checked now (quota, reservation, pool) and nothing is reserved. */
+    int err = op_begin(fs, len ? len : 1, &props, &tx);
+    if (err) return err;
+    bool logged = false;
+    pthread_mutex_lock(&n->data_lock);
+    pthread_rwlock_wrlock(&n->lock);
+    err = regular_file_check(n);
+    if (err) goto out;
+    wcc_pre(n, wcc);
+    if (off + len > n->phys.size) {
+        n->phys.size = off + len;
+        touch(n, true, now_ns());
+        err = phys_write(n, tx);
+        logged = !err && zil_wanted(&props);
+        if (logged) zpl_zil_log_setattr(n, true, tx);
+    }
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
+    return op_end_logged(fs, &props, tx, true, err, logged);
+}
+
+/* Most bytes a copy moves through memory at once. */
+#define ZPL_COPY_CHUNK (1024 * 1024u)
+
+int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                   uint64_t *copied)
+{
+    *copied = 0;
+    if (src->kind != ZPL_NODE_REAL || dst->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (zpl_node_fs(src) != zpl_node_fs(dst) && zpl_fs_parent(zpl_node_fs(src)) != zpl_node_fs(dst))
+        return -EXDEV;
+    if (doff > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - doff) return -EFBIG;
+    uint8_t *buf = malloc(CAIRN_MIN((uint64_t)ZPL_COPY_CHUNK, CAIRN_MAX(len, 1)));
+    if (!buf) return -ENOMEM;
+    int err = 0;
+    while (*copied < len) {
+        uint64_t pos = soff + *copied;
+        size_t want = (size_t)CAIRN_MIN((uint64_t)ZPL_COPY_CHUNK, len - *copied), got = 0;
+        bool eof = false;
+        /* A hole of the source stays a hole: the DMU stores the zero records
+         * written for it as holes, so only the read of it costs anything,
+         * and that is skipped for a chunk wholly inside a hole. */
+        uint64_t data = pos;
+        err = zpl_seek(src, pos, false, &data);
+        if (err == -ENXIO || (!err && data >= pos + want)) {
+            zpl_attr_t sa;
+            err = zpl_getattr(src, &sa);
+            if (err) break;
+            got = pos >= sa.size ? 0 : (size_t)CAIRN_MIN((uint64_t)want, sa.size - pos);
+            memset(buf, 0, got);
+        } else if (!err) {
+            err = zpl_read(src, pos, want, buf, &got, &eof);
+        }
+        if (err || got == 0) break;
+        err = zpl_write(dst, doff + *copied, got, buf, 0, NULL);
+        if (err) break;
+        *copied += got;
+    }
+    free(buf);
+    if (!err && *copied) err = zpl_fsync(dst);
+    return err;
+}
+
 int zpl_commit(zpl_fs_t *fs)
 {
     if (fs->snapshot) return 0;
