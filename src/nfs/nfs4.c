@@ -504,6 +504,9 @@ static uint32_t need_writable(nfs4_cfh_t *f)
     return NFS4_OK;
 }
 
+uint32_t nfs4_need_writable(nfs4_cfh_t *f) { return need_writable(f); }
+uint32_t nfs4_owner_perm(nfs4_cfh_t *f, uint32_t want) { return perm_owner_override(f, want); }
+
 uint32_t nfs4_durable(nfs4_cfh_t *f)
 {
     if (f->kind != NFS4_FH_REAL || nfs_export_sync_disabled(f->exp)) return NFS4_OK;
@@ -1315,7 +1318,7 @@ static uint32_t dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_WANT_DELEGATION:
         return NFS4ERR_NOTSUPP;
     default:
-        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42) return NFS4ERR_NOTSUPP;
+        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42) return nfs42_dispatch(cx, op);
         return NFS4ERR_OP_ILLEGAL;
     }
 }
@@ -1352,8 +1355,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     size_t numres_pos = r->pos;
     nfs_xdr_put_u32(r, 0);
     if (r->err) return NFS_ACCEPT_SYSTEM_ERR;
-    /* 4.2 (RFC 7862) is 4.1 plus optional operations: served as 4.1, its new
-     * operations answer NOTSUPP, so a client asking for 4.2 works. */
+    /* 4.2 (RFC 7862) is 4.1 plus optional operations (nfs42.c). */
     if (minor > 2) {
         patch_u32(r, start, NFS4ERR_MINOR_VERS_MISMATCH);
         return NFS_ACCEPT_SUCCESS;

@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""NFSv4.2 operations (RFC 7862) through a raw client (nfs4_rpc.Client speaking
+minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
+
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER ops
+      a file with data in records 0 and 8 (record = 128 KiB) and a hole between:
+      SEEK finds each, the hole at the end of file (sr_eof), NXIO at the end,
+      UNION_NOTSUPP for an unknown content type; READ_PLUS sends data and hole
+      segments with the right bytes; ALLOCATE extends the size (and is NOSPC
+      for more than the pool holds, changing nothing); DEALLOCATE turns a record
+      into a hole (SEEK, READ see it), zeroes part of one, ignores what lies
+      past the end of file and keeps the size; COPY (count 0: to the end) makes a
+      byte-identical copy with the holes kept, copies a range, and refuses
+      overlapping ranges of one file, ranges past the source's end (INVAL), a
+      directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE). Errors: bad
+      stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
+      length 0 (INVAL), past the largest offset (FBIG), no handle. CLONE and
+      OFFLOAD_STATUS are NOTSUPP; in minor versions 0 and 1 SEEK is OP_ILLEGAL
+      and the 4.2 attributes are not supported, in 4.2 they are.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER mkfile NAME
+      creates NAME with one record of data.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER rofs NAME
+      EXPORT is read-only: ALLOCATE, DEALLOCATE and COPY into NAME are ROFS;
+      SEEK and READ_PLUS work.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER fill NAME MIB
+      writes MIB MiB of random bytes to NAME (FILE_SYNC).
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch NAME MIB
+      DEALLOCATEs all of NAME: it reads as zeros, keeps its size, SEEK finds no
+      data, and its space_used falls below one record (polled: the space is
+      given back when the txg syncs).
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch-crash NAME
+      writes records 0..3 (FILE_SYNC), DEALLOCATEs records 1-2 and ALLOCATEs up
+      to 6 records, then prints "punched" and waits to be killed with the daemon.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch-verify NAME
+      after the daemon's kill -9 and restart (same OWNER): records 0 and 3 hold
+      their bytes, 1-2 read as zeros and are a hole, the size is 6 records.
+
+Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
+"""
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nfs_rpc import X, check, fail  # noqa: E402
+from nfs4_rpc import (OK, INVAL, ILLEGAL, Client, Op, op_close, op_read,  # noqa: E402
+                      op_write, put_stateid, putfh, op_lookup_path, OP_GETATTR,
+                      OP_PUTROOTFH, OP_SAVEFH)
+
+OP_ALLOCATE, OP_COPY, OP_DEALLOCATE, OP_OFFLOAD_STATUS = 59, 60, 62, 67
+OP_READ_PLUS, OP_SEEK, OP_CLONE = 68, 69, 71
+NXIO, ISDIR, FBIG, NOSPC, ROFS = 6, 21, 27, 28, 30
+NOTSUPP, NOFILEHANDLE, BAD_STATEID, OPENMODE = 10004, 10020, 10025, 10038
+WRONG_TYPE, UNION_NOTSUPP = 10083, 10090
+DATA, HOLE = 0, 1
+RS = 128 * 1024
+ANON = (0, bytes(12))
+FATTR4_SIZE, FATTR4_SPACE_USED = 4, 45
+FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE = 78, 79
+
+
+def rnd(seed, n=RS):
+    return random.Random(seed).randbytes(n)
+
+
+# ---------------------------------------------------------------- operations
+
+def op_seek(sid, off, what):
+    x = X()
+    put_stateid(x, sid)
+    x.u64(off).u32(what)
+    return Op(OP_SEEK, x.b, lambda r, st: (bool(r.gu32()), r.gu64()) if st == OK else None)
+
+
+def op_fallocate(num, sid, off, length):
+    x = X()
+    put_stateid(x, sid)
+    x.u64(off).u64(length)
+    return Op(num, x.b)
+
+
+def op_read_plus(sid, off, count):
+    x = X()
+    put_stateid(x, sid)
+    x.u64(off).u32(count)
+
+    def parse(r, st):
+        if st != OK:
+            return None
+        eof = bool(r.gu32())
+        segs = []
+        for _ in range(r.gu32()):
+            kind = r.gu32()
+            if kind == DATA:
+                segs.append(("data", r.gu64(), r.gopaque()))
+            elif kind == HOLE:
+                segs.append(("hole", r.gu64(), r.gu64()))
+            else:
+                fail("READ_PLUS: segment of type %d" % kind)
+        return eof, segs
+    return Op(OP_READ_PLUS, x.b, parse)
+
+
+def op_copy(src_sid, dst_sid, soff, doff, count):
+    x = X()
+    put_stateid(x, src_sid)
+    put_stateid(x, dst_sid)
+    x.u64(soff).u64(doff).u64(count).u32(0).u32(1).u32(0)
+
+    def parse(r, st):
+        if st != OK:
+            return None
+        check(r.gu32() == 0, "COPY answered with a callback id: not synchronous")
+        count, committed, _ = r.gu64(), r.gu32(), r.gfixed(8)
+        consecutive, synchronous = r.gu32(), r.gu32()
+        check(synchronous == 1, "COPY says it was not synchronous")
+        return count, committed
+    return Op(OP_COPY, x.b, parse)
+
+
+def op_getattr(*bits):
+    words = [0, 0, 0]
+    for b in bits:
+        words[b // 32] |= 1 << (b % 32)
+    x = X().u32(3).u32(words[0]).u32(words[1]).u32(words[2])
+    return Op(OP_GETATTR, x.b,
+              lambda r, st: ([r.gu32() for _ in range(r.gu32())], X(r.gopaque()))
+              if st == OK else None)
+
+
+def supported_attrs(cl):
+    words, vals = cl.ok([Op(OP_PUTROOTFH), op_getattr(0)], "GETATTR supported_attrs")[-1]
+    sup = [vals.gu32() for _ in range(vals.gu32())]
+    return {w * 32 + b for w, v in enumerate(sup) for b in range(32) if v >> b & 1}
+
+
+def u64_attr(cl, fh, bit):
+    words, vals = cl.ok([putfh(fh), op_getattr(bit)], "GETATTR %d" % bit)[-1]
+    return vals.gu64()
+
+
+def status_of(cl, ops):
+    status, res = cl.compound(ops)
+    return status
+
+
+def expect(cl, ops, want, what):
+    st = status_of(cl, ops)
+    check(st == want, "%s: status %d, not %d" % (what, st, want))
+
+
+# ---------------------------------------------------------------- helpers
+
+def ctx():
+    a = sys.argv
+    return a[1], int(a[2]), a[3], a[4]
+
+
+def connect(owner, minor=2):
+    host, port, _, _ = ctx()
+    cl = Client(host, port, owner)
+    cl.minor = minor
+    cl.connect()
+    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    return cl
+
+
+def open_file(cl, exp, name, create=True, access=3):
+    st, sid, fh = cl.open(exp, name, create, access)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    return sid, fh
+
+
+def seek(cl, fh, sid, off, what):
+    return cl.ok([putfh(fh), op_seek(sid, off, what)], "SEEK %d from %d" % (what, off))[-1]
+
+
+def read(cl, fh, sid, off, count):
+    out = b""
+    while count:
+        eof, data = cl.ok([putfh(fh), op_read(sid, off, min(count, 1 << 20))], "READ")[-1]
+        out += data
+        off += len(data)
+        count -= len(data)
+        if eof or not data:
+            break
+    return out
+
+
+def write(cl, fh, sid, off, data):
+    for i in range(0, len(data), 1 << 20):
+        cl.ok([putfh(fh), op_write(sid, off + i, data[i:i + (1 << 20)])], "WRITE")
+
+
+def fallocate(cl, fh, sid, num, off, length):
+    return status_of(cl, [putfh(fh), op_fallocate(num, sid, off, length)])
+
+
+def lookup_fh(cl, path):
+    from nfs4_rpc import op_getfh
+    return cl.ok(op_lookup_path(path) + [op_getfh()], "LOOKUP %s" % path)[-1]
+
+
+def unknown(sid):
+    """A stateid of this server's boot that it never handed out."""
+    return (1, sid[1][:8] + b"\xff\xff\xff\xf0")
+
+
+def poll(cond, what, tries=240):
+    """Waits (bounded) for a condition that becomes true when a txg syncs."""
+    for _ in range(tries):
+        if cond():
+            return
+        time.sleep(0.5)
+    fail(what)
+
+
+# ---------------------------------------------------------------- modes
+
+def check_seek(cl, fh, sid):
+    check(seek(cl, fh, sid, 0, DATA) == (False, 0), "SEEK_DATA 0")
+    check(seek(cl, fh, sid, 0, HOLE) == (False, RS), "SEEK_HOLE 0: the end of record 0")
+    check(seek(cl, fh, sid, RS + 7, DATA) == (False, 8 * RS), "SEEK_DATA inside the hole")
+    check(seek(cl, fh, sid, 8 * RS + 5, DATA) == (False, 8 * RS + 5), "SEEK_DATA inside data")
+    check(seek(cl, fh, sid, 8 * RS, HOLE) == (True, 9 * RS),
+          "SEEK_HOLE in the last record: the end of file, with sr_eof")
+    expect(cl, [putfh(fh), op_seek(sid, 9 * RS, DATA)], NXIO, "SEEK_DATA at the end of file")
+    expect(cl, [putfh(fh), op_seek(sid, 1 << 40, HOLE)], NXIO, "SEEK_HOLE past the end")
+    expect(cl, [putfh(fh), op_seek(sid, 0, 7)], UNION_NOTSUPP, "SEEK of content type 7")
+
+
+def check_read_plus(cl, fh, sid, a, b):
+    eof, segs = cl.ok([putfh(fh), op_read_plus(sid, 0, 9 * RS)], "READ_PLUS 0")[-1]
+    check(not eof, "READ_PLUS of the first 1 MiB says eof")
+    check(segs == [("data", 0, a), ("hole", RS, 7 * RS)],
+          "READ_PLUS 0: %r" % [(s[0], s[1], len(s[2]) if s[0] == "data" else s[2]) for s in segs])
+    eof, segs = cl.ok([putfh(fh), op_read_plus(sid, 7 * RS, 2 * RS)], "READ_PLUS 7")[-1]
+    check(eof and segs == [("hole", 7 * RS, RS), ("data", 8 * RS, b)],
+          "READ_PLUS of the last two records: eof %r, %r" % (eof, [s[:2] for s in segs]))
+    eof, segs = cl.ok([putfh(fh), op_read_plus(sid, 9 * RS, 10)], "READ_PLUS at EOF")[-1]
+    check(eof and segs == [], "READ_PLUS at the end of file: eof %r, %r" % (eof, segs))
+
+
+def check_allocate(cl, fh, sid):
+    check(fallocate(cl, fh, sid, OP_ALLOCATE, 9 * RS, RS) == OK, "ALLOCATE past the end")
+    check(u64_attr(cl, fh, FATTR4_SIZE) == 10 * RS, "ALLOCATE did not extend the size")
+    check(seek(cl, fh, sid, 9 * RS, DATA) == (True, 10 * RS),
+          "SEEK_DATA in the allocated tail: no data, sr_eof")
+    check(fallocate(cl, fh, sid, OP_ALLOCATE, 0, RS) == OK, "ALLOCATE inside the file")
+    st = fallocate(cl, fh, sid, OP_ALLOCATE, 0, 1 << 50)
+    check(st == NOSPC, "ALLOCATE of 1 PiB: %d, not NOSPC" % st)
+    check(u64_attr(cl, fh, FATTR4_SIZE) == 10 * RS, "a refused ALLOCATE changed the size")
+    check(fallocate(cl, fh, sid, OP_ALLOCATE, 0, 0) == INVAL, "ALLOCATE of length 0")
+    check(fallocate(cl, fh, sid, OP_ALLOCATE, 1 << 63, 1) == FBIG, "ALLOCATE past 2^63")
+    check(fallocate(cl, fh, ANON, OP_ALLOCATE, 0, 1) == OK, "ALLOCATE, anonymous stateid")
+    check(fallocate(cl, fh, (0xffffffff, b"\xff" * 12), OP_ALLOCATE, 0, 1) == OK,
+          "ALLOCATE, all-ones stateid (taken as the anonymous one, as Linux nfsd does)")
+
+
+def check_deallocate(cl, fh, sid, b):
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, 0, RS) == OK, "DEALLOCATE record 0")
+    check(seek(cl, fh, sid, 0, DATA) == (False, 8 * RS), "SEEK_DATA after punching record 0")
+    check(read(cl, fh, sid, 0, RS) == bytes(RS), "record 0 after the punch")
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, 8 * RS + 100, 50) == OK, "DEALLOCATE 50 bytes")
+    want = b[:100] + bytes(50) + b[150:]
+    check(read(cl, fh, sid, 8 * RS, RS) == want, "record 8 after punching 50 bytes in it")
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, 20 * RS, RS) == OK, "DEALLOCATE past the end")
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, 9 * RS, 1 << 40) == OK, "DEALLOCATE to far away")
+    check(u64_attr(cl, fh, FATTR4_SIZE) == 10 * RS, "DEALLOCATE changed the size")
+    return want
+
+
+def check_errors(cl, exp, fh, sid):
+    bad = unknown(sid)
+    expect(cl, [putfh(fh), op_seek(bad, 0, DATA)], BAD_STATEID, "SEEK, unknown stateid")
+    expect(cl, [putfh(fh), op_fallocate(OP_DEALLOCATE, bad, 0, 1)], BAD_STATEID,
+           "DEALLOCATE, unknown stateid")
+    expect(cl, [putfh(fh), op_read_plus(bad, 0, 1)], BAD_STATEID, "READ_PLUS, unknown stateid")
+    rsid, rfh = open_file(cl, exp, "readonly", True, access=1)
+    expect(cl, [putfh(rfh), op_fallocate(OP_DEALLOCATE, rsid, 0, 1)], OPENMODE,
+           "DEALLOCATE through a read-only open")
+    expect(cl, [putfh(rfh), op_fallocate(OP_ALLOCATE, rsid, 0, 1)], OPENMODE,
+           "ALLOCATE through a read-only open")
+    cl.ok([putfh(rfh), op_close(rsid)], "CLOSE readonly")
+    dfh = lookup_fh(cl, exp)
+    for op in (op_seek(ANON, 0, DATA), op_fallocate(OP_ALLOCATE, ANON, 0, 1),
+               op_fallocate(OP_DEALLOCATE, ANON, 0, 1), op_read_plus(ANON, 0, 1)):
+        expect(cl, [putfh(dfh), op], ISDIR, "operation %d on a directory" % op.num)
+    expect(cl, [op_seek(ANON, 0, DATA)], NOFILEHANDLE, "SEEK without a file handle")
+    return dfh
+
+
+def check_copy(cl, exp, fh, sid, dfh, size):
+    dsid, dst = open_file(cl, exp, "copy")
+    res = cl.ok([putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, dsid, 0, 0, 0)],
+                "COPY to the end")[-1]
+    check(res == (size, 2), "COPY count 0: %r, not (%d, FILE_SYNC4)" % (res, size))
+    check(read(cl, dst, dsid, 0, size) == read(cl, fh, sid, 0, size), "the copy's bytes")
+    check(seek(cl, dst, dsid, 0, DATA) == (False, 8 * RS), "the copy keeps the source's holes")
+    res = cl.ok([putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, dsid, 8 * RS, RS, 100)],
+                "COPY 100 bytes")[-1]
+    check(res[0] == 100, "COPY of 100 bytes copied %d" % res[0])
+    check(read(cl, dst, dsid, RS, 100) == read(cl, fh, sid, 8 * RS, 100), "COPY of a range")
+    for soff, count, what in ((size + 1, 1, "from past the end"), (size - 10, 11, "past the end")):
+        expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, dsid, soff, 0, count)],
+               INVAL, "COPY " + what)
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), op_copy(sid, sid, 0, RS // 2, RS)], INVAL,
+           "COPY of overlapping ranges of one file")
+    expect(cl, [putfh(dfh), Op(OP_SAVEFH), putfh(dst), op_copy(ANON, dsid, 0, 0, 1)],
+           WRONG_TYPE, "COPY from a directory")
+    expect(cl, [putfh(dst), op_copy(ANON, dsid, 0, 0, 1)], NOFILEHANDLE, "COPY without SAVEFH")
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, unknown(sid), 0, 0, 1)],
+           BAD_STATEID, "COPY, unknown destination stateid")
+    cl.ok([putfh(dst), op_close(dsid)], "CLOSE copy")
+
+
+def check_minor_versions(cl, fh):
+    expect(cl, [putfh(fh), Op(OP_CLONE, X().b)], NOTSUPP, "CLONE")
+    expect(cl, [Op(OP_OFFLOAD_STATUS, X().u32(0).fixed(bytes(12)).b)], NOTSUPP, "OFFLOAD_STATUS")
+    check({FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} <= supported_attrs(cl),
+          "4.2 does not list space_freed and change_attr_type")
+    words, vals = cl.ok([putfh(fh), op_getattr(FATTR4_CHANGE_ATTR_TYPE)], "change_attr_type")[-1]
+    check(vals.gu32() == 0, "change_attr_type is not MONOTONIC_INCR")
+    c1 = connect(ctx()[3] + "-v41", minor=1)
+    expect(c1, [putfh(fh), op_seek(ANON, 0, DATA)], ILLEGAL, "SEEK in minor version 1")
+    check(not {FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} & supported_attrs(c1),
+          "4.1 lists the 4.2 attributes")
+    c1.goodbye()
+    c0 = Client(ctx()[0], ctx()[1], "v40")
+    c0.minor = 0
+    status, res = c0.compound([Op(OP_PUTROOTFH), op_seek(ANON, 0, DATA)], session=False)
+    check(status == ILLEGAL, "SEEK in minor version 0: %d" % status)
+
+
+def mode_ops():
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, "sparse")
+    a, b = rnd("a"), rnd("b")
+    write(cl, fh, sid, 0, a)
+    write(cl, fh, sid, 8 * RS, b)
+    check_seek(cl, fh, sid)
+    check_read_plus(cl, fh, sid, a, b)
+    check_allocate(cl, fh, sid)
+    check_deallocate(cl, fh, sid, b)
+    dfh = check_errors(cl, exp, fh, sid)
+    check_copy(cl, exp, fh, sid, dfh, 10 * RS)
+    check_minor_versions(cl, fh)
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("ops ok")
+
+
+def mode_mkfile(name):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, name)
+    write(cl, fh, sid, 0, rnd(name))
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("mkfile ok")
+
+
+def mode_rofs(name):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    fh = lookup_fh(cl, exp + "/" + name)
+    for op in (op_fallocate(OP_ALLOCATE, ANON, 0, 1), op_fallocate(OP_DEALLOCATE, ANON, 0, 1)):
+        expect(cl, [putfh(fh), op], ROFS, "operation %d on a read-only export" % op.num)
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), op_copy(ANON, ANON, 0, RS, 1)], ROFS,
+           "COPY into a read-only export")
+    check(seek(cl, fh, ANON, 0, HOLE) == (True, RS), "SEEK on a read-only export")
+    eof, segs = cl.ok([putfh(fh), op_read_plus(ANON, 0, RS)], "READ_PLUS read-only")[-1]
+    check(eof and segs == [("data", 0, rnd(name))], "READ_PLUS on a read-only export")
+    cl.goodbye()
+    print("rofs ok")
+
+
+def mode_fill(name, mib):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, name)
+    write(cl, fh, sid, 0, os.urandom(mib << 20))
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("fill ok")
+
+
+def mode_punch(name, mib):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, name, create=False)
+    poll(lambda: u64_attr(cl, fh, FATTR4_SPACE_USED) >= mib << 20,
+         "space_used never reached the %d MiB written" % mib)
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, 0, mib << 20) == OK, "DEALLOCATE all")
+    check(u64_attr(cl, fh, FATTR4_SIZE) == mib << 20, "DEALLOCATE changed the size")
+    check(read(cl, fh, sid, 0, mib << 20) == bytes(mib << 20), "the punched file's bytes")
+    check(seek(cl, fh, sid, 0, DATA)[0], "SEEK_DATA found data in a punched file")
+    poll(lambda: u64_attr(cl, fh, FATTR4_SPACE_USED) < RS,
+         "space_used never fell after DEALLOCATE")
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("punch ok")
+
+
+def mode_punch_crash(name):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, name)
+    for i in range(4):
+        write(cl, fh, sid, i * RS, rnd("%s:%d" % (name, i)))
+    check(fallocate(cl, fh, sid, OP_DEALLOCATE, RS, 2 * RS) == OK, "DEALLOCATE records 1-2")
+    check(fallocate(cl, fh, sid, OP_ALLOCATE, 0, 6 * RS) == OK, "ALLOCATE to 6 records")
+    print("punched")
+    sys.stdout.flush()
+    time.sleep(600)
+
+
+def mode_punch_verify(name):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    sid, fh = open_file(cl, exp, name, create=False, access=1)
+    check(u64_attr(cl, fh, FATTR4_SIZE) == 6 * RS, "the ALLOCATEd size did not survive")
+    for i in range(4):
+        want = bytes(RS) if i in (1, 2) else rnd("%s:%d" % (name, i))
+        check(read(cl, fh, sid, i * RS, RS) == want, "record %d after the crash" % i)
+    check(seek(cl, fh, sid, RS, DATA) == (False, 3 * RS), "the punched hole after the crash")
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("punch-verify ok")
+
+
+def main():
+    mode, args = sys.argv[5], sys.argv[6:]
+    modes = {"ops": mode_ops, "mkfile": mode_mkfile, "rofs": mode_rofs,
+             "punch-crash": mode_punch_crash, "punch-verify": mode_punch_verify}
+    if mode in ("fill", "punch"):
+        (mode_fill if mode == "fill" else mode_punch)(args[0], int(args[1]))
+    elif mode in modes:
+        modes[mode](*args)
+    else:
+        fail("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
