@@ -269,7 +269,8 @@ int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
  * (the pool shares no blocks between files, so the data is read and written
  * again; holes of the source stay holes and are not read). Stops short at the
  * end of src; *copied says how far it got, also on error. dst is durable when
- * it returns. -EXDEV across filesystems. */
+ * it returns. -EXDEV across filesystems. Overlapping ranges of one file are
+ * the caller's to refuse (NFS: INVAL). */
 int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
                    uint64_t *copied);
 /* Makes everything written to the filesystem so far durable (NFS COMMIT). */

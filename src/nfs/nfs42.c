@@ -16,7 +16,8 @@
  * Every other 4.2 operation (COPY_NOTIFY, OFFLOAD_CANCEL/STATUS - there are no
  * asynchronous copies to ask about - IO_ADVISE, LAYOUTERROR/STATS,
  * WRITE_SAME, CLONE) is NFS4ERR_NOTSUPP, as RFC 7862 allows for optional
- * operations. The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0
+ * operations, and so are RFC 8276's GETXATTR, SETXATTR, LISTXATTRS and
+ * REMOVEXATTR (the attribute xattr_support says FALSE). The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0
  * and 4.1 these operation numbers do not exist (NFS4ERR_OP_ILLEGAL).
  *
  * Stateids are checked like READ's and WRITE's (nfs4_check_io_stateid), except

@@ -61,6 +61,7 @@ void nfs4_supported_attrs(uint32_t minor, nfs4_bitmap_t *out)
     if (minor >= 2) {
         nfs4_bm_set(out, FATTR4_SPACE_FREED);
         nfs4_bm_set(out, FATTR4_CHANGE_ATTR_TYPE);
+        nfs4_bm_set(out, FATTR4_XATTR_SUPPORT);
     }
 }
 
@@ -173,6 +174,8 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
     case FATTR4_SPACE_FREED: nfs_xdr_put_u64(x, a->used); return true;
     /* The ZPL bumps `change` with every change: NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR. */
     case FATTR4_CHANGE_ATTR_TYPE: nfs_xdr_put_u32(x, 0); return true;
+    /* RFC 8276: no extended attributes (GETXATTR & co. are NOTSUPP). */
+    case FATTR4_XATTR_SUPPORT: nfs_xdr_put_u32(x, 0); return true;
     default:
         return false;   /* unsupported, or write-only (time_*_set) */
     }

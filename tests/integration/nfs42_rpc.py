@@ -15,8 +15,9 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE). Errors: bad
       stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
       length 0 (INVAL), past the largest offset (FBIG), no handle. CLONE and
-      OFFLOAD_STATUS are NOTSUPP; in minor versions 0 and 1 SEEK is OP_ILLEGAL
-      and the 4.2 attributes are not supported, in 4.2 they are.
+      OFFLOAD_STATUS are NOTSUPP, so is GETXATTR (xattr_support is FALSE); in
+      minor versions 0 and 1 SEEK is OP_ILLEGAL and the 4.2 attributes are not
+      supported, in 4.2 they are.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER mkfile NAME
       creates NAME with one record of data.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER rofs NAME
@@ -57,7 +58,8 @@ DATA, HOLE = 0, 1
 RS = 128 * 1024
 ANON = (0, bytes(12))
 FATTR4_SIZE, FATTR4_SPACE_USED = 4, 45
-FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE = 78, 79
+FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE, FATTR4_XATTR_SUPPORT = 78, 79, 82
+OP_GETXATTR = 72
 
 
 def rnd(seed, n=RS):
@@ -320,8 +322,11 @@ def check_minor_versions(cl, fh):
     expect(cl, [Op(OP_OFFLOAD_STATUS, X().u32(0).fixed(bytes(12)).b)], NOTSUPP, "OFFLOAD_STATUS")
     check({FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} <= supported_attrs(cl),
           "4.2 does not list space_freed and change_attr_type")
-    words, vals = cl.ok([putfh(fh), op_getattr(FATTR4_CHANGE_ATTR_TYPE)], "change_attr_type")[-1]
+    words, vals = cl.ok([putfh(fh), op_getattr(FATTR4_CHANGE_ATTR_TYPE, FATTR4_XATTR_SUPPORT)],
+                        "change_attr_type, xattr_support")[-1]
     check(vals.gu32() == 0, "change_attr_type is not MONOTONIC_INCR")
+    check(vals.gu32() == 0, "xattr_support is not FALSE")
+    expect(cl, [putfh(fh), Op(OP_GETXATTR, X().opaque(b"user.a").b)], NOTSUPP, "GETXATTR")
     c1 = connect(ctx()[3] + "-v41", minor=1)
     expect(c1, [putfh(fh), op_seek(ANON, 0, DATA)], ILLEGAL, "SEEK in minor version 1")
     check(not {FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} & supported_attrs(c1),
