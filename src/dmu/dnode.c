@@ -1296,9 +1296,42 @@ static int record_has_data(dnode_t *dn, uint64_t blkid, bool *data)
     return err;
 }
 
+/* Whether any live slot holds dirty records. dn->lock held. */
+static bool dn_has_dirty_records(dnode_t *dn)
+{
+    bool any = false;
+    for (int i = 0; i < 4 && !any; i++) {
+        dn_slot_t *s = dn->slots[i];
+        for (int sh = 0; s && sh < DN_SHARDS && !any; sh++) {
+            pthread_mutex_lock(&dn->shard_lock[sh]);
+            any = s->recs[sh].count != 0;
+            pthread_mutex_unlock(&dn->shard_lock[sh]);
+        }
+    }
+    return any;
+}
+
+/* Whether the block tree has no level-1 indirect block over record blkid: its
+ * 1024 records are all holes there. dn->lock held. */
+static int tree_l1_is_hole(dnode_t *dn, uint64_t blkid, bool *hole)
+{
+    unsigned nl = dn->phys.nlevels;
+    *hole = false;
+    if (nl < 2 || blkid >= tree_capacity(nl)) return 0;
+    int err = 0;
+    pthread_mutex_lock(&dn->ind_lock);
+    dn_ind_t *ind = get_ind(dn, nl, &dn->phys.root, 1, blkid >> DN_EPB_SHIFT, false, &err);
+    pthread_mutex_unlock(&dn->ind_lock);
+    *hole = !err && !ind;
+    return err;
+}
+
 /* Walks the records from *off's one; the space past the last record written
- * is one endless hole. Record by record: a lookup is a few map probes, and
- * an indirect block read once serves 1024 records. */
+ * is one endless hole. Record by record (a lookup is a few map probes, and an
+ * indirect block read once serves 1024 records), except that a search for
+ * data skips 1024 records at a time where the tree has no indirect block and
+ * no dirty record could lie (none at all), so a file with data far apart
+ * costs a lookup per 1024 records of hole. */
 int dnode_next_impl(dnode_t *dn, bool hole, uint64_t *off)
 {
     dn_rlock(dn);
@@ -1311,11 +1344,21 @@ int dnode_next_impl(dnode_t *dn, bool hole, uint64_t *off)
         uint32_t rs = dn->cur.datablksz;
         uint64_t end = dn->cur.maxblkid + 1;
         uint64_t b = *off / rs;
-        for (; b < end; b++) {
-            bool data;
+        bool skip_holes = !hole && !dn_has_dirty_records(dn);
+        bool check_l1 = true;
+        while (b < end) {
+            bool data, l1_hole = false;
+            if (skip_holes && check_l1 && (err = tree_l1_is_hole(dn, b, &l1_hole))) break;
+            if (l1_hole) {
+                b = ((b >> DN_EPB_SHIFT) + 1) << DN_EPB_SHIFT;
+                continue;
+            }
             err = record_has_data(dn, b, &data);
             if (err || data != hole) break;
+            b++;
+            check_l1 = (b & (DN_EPB - 1)) == 0;
         }
+        if (b > end) b = end;
         if (!err && b == end && !hole) err = -ENXIO;
         if (!err && b * rs > *off) *off = b * rs;
     }

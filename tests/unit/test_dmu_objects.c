@@ -646,6 +646,15 @@ static void test_next_data_and_hole(void **state)
     check_next_layout(os, obj, false);
     assert_int_equal(dmu_objset_sync(os), 0);
     check_next_layout(os, obj, false);
+    /* Data 5000 records on, beyond level-1 indirect blocks that are holes
+     * (skipped whole once nothing is dirty). */
+    write_pat(os, obj, 5000 * 4096, 4096);
+    assert_int_equal(next(os, obj, false, 101 * 4096), 5000 * 4096);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    assert_int_equal(next(os, obj, false, 101 * 4096), 5000 * 4096);
+    assert_int_equal(next(os, obj, false, 3000 * 4096 + 1), 5000 * 4096);
+    assert_int_equal(next(os, obj, true, 5000 * 4096), 5001 * 4096);
+    assert_int_equal(next(os, obj, false, 5001 * 4096), UINT64_MAX);
     dmu_objset_close(os);
     test_pool_remove(&f);
 }
