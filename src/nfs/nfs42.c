@@ -43,6 +43,11 @@ enum { NFS4ERR_UNION_NOTSUPP = 10090 };
 enum { NL4_NAME = 1, NL4_URL = 2, NL4_NETADDR = 3 };
 enum { FILE_SYNC4 = 2 };
 
+/* Most bytes one COPY moves: a synchronous copy holds a worker thread until
+ * it is done, and the client's RPC timer runs meanwhile. A shorter count is a
+ * legal answer; copy_file_range returns it and its caller asks for the rest. */
+#define NFS42_COPY_MAX (64ull << 20)
+
 /* ---------------------------------------------------------------- checks */
 
 /* The current file may be read through sid. */
@@ -307,6 +312,7 @@ static uint32_t op_copy(nfs4_cx_t *cx)
         return regular_or_wrong_type(st);
     if ((st = need_changeable(cx, &dst_sid))) return regular_or_wrong_type(st);
     if ((st = copy_range_check(cx, soff, doff, &count))) return st;
+    if (count > NFS42_COPY_MAX) count = NFS42_COPY_MAX;
     uint64_t copied = 0;
     int rc = count ? zpl_copy_range(cx->saved.node, soff, cx->cur.node, doff, count, &copied) : 0;
     /* What was copied stands (like a short WRITE); an error with nothing

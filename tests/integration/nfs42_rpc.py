@@ -12,7 +12,8 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       past the end of file and keeps the size; COPY (count 0: to the end) makes a
       byte-identical copy with the holes kept, copies a range, and refuses
       overlapping ranges of one file, ranges past the source's end (INVAL), a
-      directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE). Errors: bad
+      directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE); one COPY
+      moves at most 64 MiB (a short count the client asks again after). Errors: bad
       stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
       length 0 (INVAL), past the largest offset (FBIG), no handle. CLONE and
       OFFLOAD_STATUS are NOTSUPP, so is GETXATTR (xattr_support is FALSE); in
@@ -315,6 +316,17 @@ def check_copy(cl, exp, fh, sid, dfh, size):
     expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, unknown(sid), 0, 0, 1)],
            BAD_STATEID, "COPY, unknown destination stateid")
     cl.ok([putfh(dst), op_close(dsid)], "CLOSE copy")
+    # One COPY moves at most 64 MiB (a sparse 100 MiB source: cheap to copy).
+    hsid, hfh = open_file(cl, exp, "sparse100")
+    check(fallocate(cl, hfh, hsid, OP_ALLOCATE, 0, 100 << 20) == OK, "ALLOCATE 100 MiB")
+    csid, cfh = open_file(cl, exp, "copy100")
+    res = cl.ok([putfh(hfh), Op(OP_SAVEFH), putfh(cfh), op_copy(hsid, csid, 0, 0, 0)],
+                "COPY of 100 MiB")[-1]
+    check(res[0] == 64 << 20, "COPY of 100 MiB copied %d bytes, not 64 MiB" % res[0])
+    check(u64_attr(cl, cfh, FATTR4_SIZE) == 64 << 20, "the 64 MiB copy's size")
+    check(seek(cl, cfh, csid, 0, DATA)[0], "the copy of a hole has data")
+    cl.ok([putfh(hfh), op_close(hsid)], "CLOSE sparse100")
+    cl.ok([putfh(cfh), op_close(csid)], "CLOSE copy100")
 
 
 def check_minor_versions(cl, fh):
