@@ -118,23 +118,19 @@ static uint32_t op_seek(nfs4_cx_t *cx)
     bool hole = what == NFS4_CONTENT_HOLE;
     uint64_t pos = 0;
     int rc = zpl_seek(cx->cur.node, off, hole, &pos);
-    bool eof = false;
-    if (rc == -ENXIO && !hole) {
+    zpl_attr_t a;
+    if ((rc == 0 || rc == -ENXIO) && zpl_getattr(cx->cur.node, &a) == 0) {
         /* RFC 7862 15.11.3: past the end of file is NXIO; no data after an
-         * offset inside the file is OK with sr_eof set. */
-        zpl_attr_t a;
-        rc = zpl_getattr(cx->cur.node, &a);
-        if (rc == 0 && off >= a.size) rc = -ENXIO;
-        pos = a.size;
-        eof = true;
+         * offset inside the file is OK with sr_eof set (and the size). */
+        if (rc == -ENXIO && !hole && off < a.size) {
+            rc = 0;
+            pos = a.size;
+        }
+    } else if (rc == 0) {
+        rc = -ESTALE; /* removed meanwhile */
     }
     if (rc < 0) return nfs4_errno_to_status(rc);
-    if (hole) {
-        zpl_attr_t a;
-        rc = zpl_getattr(cx->cur.node, &a);
-        if (rc < 0) return nfs4_errno_to_status(rc);
-        eof = pos >= a.size;
-    }
+    bool eof = pos >= a.size;
     nfs_xdr_put_u32(cx->r, eof);
     nfs_xdr_put_u64(cx->r, pos);
     return NFS4_OK;
