@@ -8,6 +8,8 @@
  *                    and the file's whole attribute block
  *   SETATTR          mode, owner, times: the whole attribute block
  *   TRUNCATE         a size change: the new size (off) and attribute block
+ *   FREE + SETATTR   a punched hole (zpl_deallocate): the range, then the
+ *                    attribute block
  *   CREATE           obj = directory, arg[0] = the new object, arg[1] = its mode,
  *                    arg[2] = its record size (0: a directory), name, name2 = a
  *                    symlink target too long to live in the attribute block
