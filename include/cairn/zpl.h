@@ -232,6 +232,25 @@ typedef int (*zpl_readdir_fn)(void *arg, const char *name, uint64_t ino, uint32_
                               uint64_t cookie);
 int zpl_readdir(zpl_node_t *dir, uint64_t cookie, zpl_readdir_fn fn, void *arg, bool *eof);
 
+/* ---- extended attributes ----
+ * Names of 1..255 bytes, values of up to 8 KiB (-E2BIG beyond), kept in the
+ * dataset with the node (snapshots keep them as they were). A set or remove
+ * changes ctime and the change counter and is durable when it returns. */
+typedef enum zpl_xattr_how {
+    ZPL_XATTR_EITHER = 0,         /* create or replace */
+    ZPL_XATTR_CREATE = 1,         /* -EEXIST if it exists */
+    ZPL_XATTR_REPLACE = 2,        /* -ENODATA unless it exists */
+} zpl_xattr_how_t;
+/* The value of name: -ENODATA when absent; -ERANGE (and *len) when longer than cap. */
+int zpl_getxattr(zpl_node_t *n, const char *name, void *buf, size_t cap, size_t *len);
+int zpl_setxattr(zpl_node_t *n, const char *name, const void *val, size_t len,
+                 zpl_xattr_how_t how, zpl_wcc_t *wcc);
+int zpl_removexattr(zpl_node_t *n, const char *name, zpl_wcc_t *wcc); /* -ENODATA */
+/* Names from after cookie (0: the start); fn returns non-zero to stop before
+ * taking the name, and the listing resumes from the last taken name's cookie. */
+typedef int (*zpl_listxattr_fn)(void *arg, const char *name, uint64_t cookie);
+int zpl_listxattr(zpl_node_t *n, uint64_t cookie, zpl_listxattr_fn fn, void *arg, bool *eof);
+
 /* ---- data ---- */
 enum { ZPL_IO_SYNC = 1 << 0 };    /* write: durable before returning (FILE_SYNC) */
 /* Reads up to len bytes; holes read as zeros; *eof when the end of file is reached. */

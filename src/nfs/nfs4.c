@@ -61,6 +61,8 @@
 enum {
     ACCESS4_READ = 1, ACCESS4_LOOKUP = 2, ACCESS4_MODIFY = 4, ACCESS4_EXTEND = 8,
     ACCESS4_DELETE = 0x10, ACCESS4_EXECUTE = 0x20,
+    /* RFC 8276, minor version 2: extended attributes */
+    ACCESS4_XAREAD = 0x40, ACCESS4_XAWRITE = 0x80, ACCESS4_XALIST = 0x100,
 };
 
 /* ---------------------------------------------------------------- entry points */
@@ -695,9 +697,11 @@ static uint32_t op_access(nfs4_cx_t *cx)
     if (st) return st;
     uint32_t all = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND |
                    ACCESS4_DELETE | ACCESS4_EXECUTE;
+    if (cx->minor >= 2) all |= ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
     uint32_t supported = want & all, granted = 0;
     if (cx->cur.kind == NFS4_FH_PSEUDO) {
-        granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE);
+        granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE |
+                               ACCESS4_XAREAD | ACCESS4_XALIST);
     } else {
         zpl_attr_t a;
         int rc = zpl_getattr(cx->cur.node, &a);
@@ -707,7 +711,8 @@ static uint32_t op_access(nfs4_cx_t *cx)
                         ZPL_ACCESS_READ | ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC, &g);
         if (rc < 0) return nfs4_errno_to_status(rc);
         bool w = (g & ZPL_ACCESS_WRITE) && need_writable(&cx->cur) == NFS4_OK;
-        if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ;
+        if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST;
+        if (w) granted |= ACCESS4_XAWRITE;
         if (S_ISDIR(a.mode)) {
             if (g & ZPL_ACCESS_EXEC) granted |= ACCESS4_LOOKUP;
             if (w) granted |= ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE;

@@ -16,8 +16,12 @@
  * Every other 4.2 operation (COPY_NOTIFY, OFFLOAD_CANCEL/STATUS - there are no
  * asynchronous copies to ask about - IO_ADVISE, LAYOUTERROR/STATS,
  * WRITE_SAME, CLONE) is NFS4ERR_NOTSUPP, as RFC 7862 allows for optional
- * operations, and so are RFC 8276's GETXATTR, SETXATTR, LISTXATTRS and
- * REMOVEXATTR (the attribute xattr_support says FALSE). The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0
+ * operations.
+ *
+ * Extended attributes (RFC 8276: GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR)
+ * are the ZPL's (zpl_getxattr & co.: kept in the dataset with the node, values
+ * up to 8 KiB); reading them takes read permission, changing them write
+ * permission on a writable export, as ACCESS's XAREAD/XAWRITE/XALIST say. The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0
  * and 4.1 these operation numbers do not exist (NFS4ERR_OP_ILLEGAL).
  *
  * Stateids are checked like READ's and WRITE's (nfs4_check_io_stateid), except
@@ -36,10 +40,12 @@ enum nfs42_op {
     OP4_IO_ADVISE = 63, OP4_LAYOUTERROR = 64, OP4_LAYOUTSTATS = 65, OP4_OFFLOAD_CANCEL = 66,
     OP4_OFFLOAD_STATUS = 67, OP4_READ_PLUS = 68, OP4_SEEK = 69, OP4_WRITE_SAME = 70,
     OP4_CLONE = 71,
+    OP4_GETXATTR = 72, OP4_SETXATTR = 73, OP4_LISTXATTRS = 74, OP4_REMOVEXATTR = 75,
 };
 
 enum { NFS4_CONTENT_DATA = 0, NFS4_CONTENT_HOLE = 1 };
-enum { NFS4ERR_UNION_NOTSUPP = 10090 };
+enum { NFS4ERR_UNION_NOTSUPP = 10090, NFS4ERR_NOXATTR = 10095, NFS4ERR_XATTR2BIG = 10096 };
+enum { SETXATTR4_EITHER = 0, SETXATTR4_CREATE = 1, SETXATTR4_REPLACE = 2 };
 enum { NL4_NAME = 1, NL4_URL = 2, NL4_NETADDR = 3 };
 enum { FILE_SYNC4 = 2 };
 
@@ -47,6 +53,8 @@ enum { FILE_SYNC4 = 2 };
  * it is done, and the client's RPC timer runs meanwhile. A shorter count is a
  * legal answer; copy_file_range returns it and its caller asks for the rest. */
 #define NFS42_COPY_MAX (64ull << 20)
+/* Largest extended attribute value (the ZPL keeps up to ZAP_VALUE_MAX). */
+#define NFS42_XATTR_MAX 8192u
 
 /* ---------------------------------------------------------------- checks */
 
@@ -323,6 +331,141 @@ static uint32_t op_copy(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
+/* ---------------------------------------------------------------- xattrs */
+
+static uint32_t xattr_status(int rc)
+{
+    switch (rc) {
+    case -ENODATA: return NFS4ERR_NOXATTR;
+    case -E2BIG: case -ERANGE: return NFS4ERR_XATTR2BIG;
+    default: return nfs4_errno_to_status(rc);
+    }
+}
+
+/* xattrkey4 into name[ZPL_NAME_MAX + 1]. */
+static uint32_t xattr_name_get(nfs4_cx_t *cx, char *name)
+{
+    uint32_t len;
+    const uint8_t *p = nfs_xdr_get_opaque(cx->a, &len, NFS4_OPAQUE_LIMIT);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    if (len == 0 || memchr(p, 0, len)) return NFS4ERR_INVAL;
+    if (len > ZPL_NAME_MAX) return NFS4ERR_NAMETOOLONG;
+    memcpy(name, p, len);
+    name[len] = 0;
+    return NFS4_OK;
+}
+
+/* The current object's extended attributes may be read (or changed). */
+static uint32_t xattr_access(nfs4_cx_t *cx, bool change)
+{
+    if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
+    if (cx->cur.kind != NFS4_FH_REAL) return change ? NFS4ERR_ROFS : NFS4ERR_NOXATTR;
+    if (change) {
+        uint32_t st = nfs4_need_writable(&cx->cur);
+        if (st) return st;
+    }
+    return nfs4_perm(&cx->cur, cx->cur.node, change ? ZPL_ACCESS_WRITE : ZPL_ACCESS_READ);
+}
+
+static uint32_t op_getxattr(nfs4_cx_t *cx)
+{
+    char name[ZPL_NAME_MAX + 1];
+    uint32_t st = xattr_name_get(cx, name);
+    if (st) return st;
+    if ((st = xattr_access(cx, false))) return st;
+    uint8_t *val = malloc(NFS42_XATTR_MAX);
+    if (!val) return NFS4ERR_RESOURCE;
+    size_t len = 0;
+    int rc = zpl_getxattr(cx->cur.node, name, val, NFS42_XATTR_MAX, &len);
+    if (rc == 0) nfs_xdr_put_opaque(cx->r, val, (uint32_t)len);
+    free(val);
+    return rc < 0 ? xattr_status(rc) : NFS4_OK;
+}
+
+static uint32_t op_setxattr(nfs4_cx_t *cx)
+{
+    uint32_t option = nfs_xdr_get_u32(cx->a);
+    char name[ZPL_NAME_MAX + 1];
+    uint32_t st = xattr_name_get(cx, name);
+    if (st) return st;
+    uint32_t len;
+    const uint8_t *val = nfs_xdr_get_opaque(cx->a, &len, NFS4_MAX_IO);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    if (option > SETXATTR4_REPLACE) return NFS4ERR_INVAL;
+    if ((st = xattr_access(cx, true))) return st;
+    if (len > NFS42_XATTR_MAX) return NFS4ERR_XATTR2BIG;
+    zpl_wcc_t wcc;
+    int rc = zpl_setxattr(cx->cur.node, name, val, len, (zpl_xattr_how_t)option, &wcc);
+    if (rc < 0) return xattr_status(rc);
+    nfs4_put_cinfo(cx->r, &wcc);
+    return NFS4_OK;
+}
+
+static uint32_t op_removexattr(nfs4_cx_t *cx)
+{
+    char name[ZPL_NAME_MAX + 1];
+    uint32_t st = xattr_name_get(cx, name);
+    if (st) return st;
+    if ((st = xattr_access(cx, true))) return st;
+    zpl_wcc_t wcc;
+    int rc = zpl_removexattr(cx->cur.node, name, &wcc);
+    if (rc < 0) return xattr_status(rc);
+    nfs4_put_cinfo(cx->r, &wcc);
+    return NFS4_OK;
+}
+
+/* LISTXATTRS: names encoded while they fit in lxa_maxcount bytes of result. */
+typedef struct xattr_list {
+    nfs_xdr_t *r;
+    uint32_t room;                    /* bytes left for names */
+    uint32_t n;
+    uint64_t cookie;                  /* of the last name taken */
+} xattr_list_t;
+
+static int list_cb(void *arg, const char *name, uint64_t cookie)
+{
+    xattr_list_t *l = arg;
+    uint32_t len = (uint32_t)strlen(name), need = 4 + ((len + 3) & ~3u);
+    if (need > l->room) return 1;
+    nfs_xdr_put_opaque(l->r, name, len);
+    l->room -= need;
+    l->n++;
+    l->cookie = cookie;
+    return 0;
+}
+
+static uint32_t op_listxattrs(nfs4_cx_t *cx)
+{
+    uint64_t cookie = nfs_xdr_get_u64(cx->a);
+    uint32_t maxcount = nfs_xdr_get_u32(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t st = xattr_access(cx, false);
+    if (st == NFS4ERR_NOXATTR) st = NFS4_OK; /* the pseudo-root: none */
+    if (st) return st;
+    /* cookie, the array's count and eof around the names */
+    const uint32_t fixed = 8 + 4 + 4;
+    if (maxcount < fixed) return NFS4ERR_TOOSMALL;
+    size_t start = cx->r->pos;
+    nfs_xdr_put_u64(cx->r, 0);        /* lxr_cookie, patched */
+    nfs_xdr_put_u32(cx->r, 0);        /* number of names, patched */
+    xattr_list_t l = {.r = cx->r, .room = maxcount - fixed, .cookie = cookie};
+    bool eof = true;
+    int rc = cx->cur.kind == NFS4_FH_REAL
+                 ? zpl_listxattr(cx->cur.node, cookie, list_cb, &l, &eof) : 0;
+    if (rc == 0 && !eof && l.n == 0) rc = -ERANGE;  /* not even one name fits */
+    if (rc < 0) {
+        nfs_xdr_truncate(cx->r, start);
+        return rc == -ERANGE ? NFS4ERR_TOOSMALL : nfs4_errno_to_status(rc);
+    }
+    nfs_xdr_put_u32(cx->r, eof);
+    if (cx->r->err) return NFS4ERR_RESOURCE;
+    uint8_t *p = cx->r->buf + start;
+    patch_be32(p, (uint32_t)(l.cookie >> 32));
+    patch_be32(p + 4, (uint32_t)l.cookie);
+    patch_be32(p + 8, l.n);
+    return NFS4_OK;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 uint32_t nfs42_dispatch(nfs4_cx_t *cx, uint32_t op)
@@ -333,6 +476,10 @@ uint32_t nfs42_dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_SEEK: return op_seek(cx);
     case OP4_READ_PLUS: return op_read_plus(cx);
     case OP4_COPY: return op_copy(cx);
+    case OP4_GETXATTR: return op_getxattr(cx);
+    case OP4_SETXATTR: return op_setxattr(cx);
+    case OP4_LISTXATTRS: return op_listxattrs(cx);
+    case OP4_REMOVEXATTR: return op_removexattr(cx);
     default: return NFS4ERR_NOTSUPP;
     }
 }

@@ -174,8 +174,8 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
     case FATTR4_SPACE_FREED: nfs_xdr_put_u64(x, a->used); return true;
     /* The ZPL bumps `change` with every change: NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR. */
     case FATTR4_CHANGE_ATTR_TYPE: nfs_xdr_put_u32(x, 0); return true;
-    /* RFC 8276: no extended attributes (GETXATTR & co. are NOTSUPP). */
-    case FATTR4_XATTR_SUPPORT: nfs_xdr_put_u32(x, 0); return true;
+    /* RFC 8276 extended attributes (nfs42.c). */
+    case FATTR4_XATTR_SUPPORT: nfs_xdr_put_u32(x, 1); return true;
     default:
         return false;   /* unsupported, or write-only (time_*_set) */
     }

@@ -281,6 +281,8 @@ static int entry_get(objset_t *os, uint64_t dir, const char *name, uint64_t *val
 /* Frees a node whose last link went (mode: its type bits; a directory is a ZAP). */
 static int free_node(objset_t *os, uint64_t obj, uint32_t mode, dmu_tx_t *tx)
 {
+    int err = zpl_xattr_free(os, obj, tx);
+    if (err) return err;
     return S_ISDIR(mode) ? zap_destroy(os, obj, tx) : dmu_object_free(os, obj, tx);
 }
 

@@ -16,14 +16,18 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       moves at most 64 MiB (a short count the client asks again after). Errors: bad
       stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
       length 0 (INVAL), past the largest offset (FBIG), no handle. CLONE and
-      OFFLOAD_STATUS are NOTSUPP, so is GETXATTR (xattr_support is FALSE); in
-      minor versions 0 and 1 SEEK is OP_ILLEGAL and the 4.2 attributes are not
-      supported, in 4.2 they are.
+      OFFLOAD_STATUS are NOTSUPP; in minor versions 0 and 1 SEEK and GETXATTR are
+      OP_ILLEGAL and the 4.2 attributes are not supported, in 4.2 they are.
+      Extended attributes (RFC 8276) on a file and a directory: SETXATTR's
+      CREATE/REPLACE/EITHER rules (EXIST, NOXATTR), values with any bytes up to
+      8 KiB (XATTR2BIG beyond), bad names (INVAL, NAMETOOLONG), LISTXATTRS
+      whole and in pieces by cookie (TOOSMALL when no name fits), REMOVEXATTR,
+      ACCESS granting XAREAD/XAWRITE/XALIST.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER mkfile NAME
-      creates NAME with one record of data.
+      creates NAME with one record of data and the extended attribute k = v.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER rofs NAME
-      EXPORT is read-only: ALLOCATE, DEALLOCATE and COPY into NAME are ROFS;
-      SEEK and READ_PLUS work.
+      EXPORT is read-only: ALLOCATE, DEALLOCATE, COPY into NAME, SETXATTR and
+      REMOVEXATTR are ROFS; SEEK, READ_PLUS and GETXATTR work.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER fill NAME MIB
       writes MIB MiB of random bytes to NAME (FILE_SYNC).
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch NAME MIB
@@ -31,11 +35,13 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       data, and its space_used falls below one record (polled: the space is
       given back when the txg syncs).
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch-crash NAME
-      writes records 0..3 (FILE_SYNC), DEALLOCATEs records 1-2 and ALLOCATEs up
-      to 6 records, then prints "punched" and waits to be killed with the daemon.
+      sets an extended attribute, writes records 0..3 (FILE_SYNC), DEALLOCATEs
+      records 1-2 and ALLOCATEs up to 6 records, then prints "punched" and waits
+      to be killed with the daemon.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch-verify NAME
       after the daemon's kill -9 and restart (same OWNER): records 0 and 3 hold
-      their bytes, 1-2 read as zeros and are a hole, the size is 6 records.
+      their bytes, 1-2 read as zeros and are a hole, the size is 6 records, the
+      extended attribute is there.
 
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
@@ -60,7 +66,9 @@ RS = 128 * 1024
 ANON = (0, bytes(12))
 FATTR4_SIZE, FATTR4_SPACE_USED = 4, 45
 FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE, FATTR4_XATTR_SUPPORT = 78, 79, 82
-OP_GETXATTR = 72
+OP_GETXATTR, OP_SETXATTR, OP_LISTXATTRS, OP_REMOVEXATTR, OP_ACCESS = 72, 73, 74, 75, 3
+EXIST, NAMETOOLONG, TOOSMALL, NOXATTR, XATTR2BIG = 17, 63, 10005, 10095, 10096
+SX_EITHER, SX_CREATE, SX_REPLACE = 0, 1, 2
 
 
 def rnd(seed, n=RS):
@@ -151,6 +159,30 @@ def status_of(cl, ops):
 def expect(cl, ops, want, what):
     st = status_of(cl, ops)
     check(st == want, "%s: status %d, not %d" % (what, st, want))
+
+
+def op_getxattr(name):
+    return Op(OP_GETXATTR, X().opaque(name).b, lambda r, st: r.gopaque() if st == OK else None)
+
+
+def op_setxattr(how, name, value):
+    return Op(OP_SETXATTR, X().u32(how).opaque(name).opaque(value).b,
+              lambda r, st: (r.gu32(), r.gu64(), r.gu64()) if st == OK else None)
+
+
+def op_removexattr(name):
+    return Op(OP_REMOVEXATTR, X().opaque(name).b,
+              lambda r, st: (r.gu32(), r.gu64(), r.gu64()) if st == OK else None)
+
+
+def op_listxattrs(cookie, maxcount):
+    def parse(r, st):
+        if st != OK:
+            return None
+        cookie = r.gu64()
+        names = [r.gopaque() for _ in range(r.gu32())]
+        return cookie, names, bool(r.gu32())
+    return Op(OP_LISTXATTRS, X().u64(cookie).u32(maxcount).b, parse)
 
 
 # ---------------------------------------------------------------- helpers
@@ -337,10 +369,10 @@ def check_minor_versions(cl, fh):
     words, vals = cl.ok([putfh(fh), op_getattr(FATTR4_CHANGE_ATTR_TYPE, FATTR4_XATTR_SUPPORT)],
                         "change_attr_type, xattr_support")[-1]
     check(vals.gu32() == 0, "change_attr_type is not MONOTONIC_INCR")
-    check(vals.gu32() == 0, "xattr_support is not FALSE")
-    expect(cl, [putfh(fh), Op(OP_GETXATTR, X().opaque(b"user.a").b)], NOTSUPP, "GETXATTR")
+    check(vals.gu32() == 1, "xattr_support is not TRUE")
     c1 = connect(ctx()[3] + "-v41", minor=1)
     expect(c1, [putfh(fh), op_seek(ANON, 0, DATA)], ILLEGAL, "SEEK in minor version 1")
+    expect(c1, [putfh(fh), op_getxattr(b"a")], ILLEGAL, "GETXATTR in minor version 1")
     check(not {FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} & supported_attrs(c1),
           "4.1 lists the 4.2 attributes")
     c1.goodbye()
@@ -348,6 +380,43 @@ def check_minor_versions(cl, fh):
     c0.minor = 0
     status, res = c0.compound([Op(OP_PUTROOTFH), op_seek(ANON, 0, DATA)], session=False)
     check(status == ILLEGAL, "SEEK in minor version 0: %d" % status)
+
+
+def check_xattrs(cl, exp, fh):
+    expect(cl, [putfh(fh), op_getxattr(b"a")], NOXATTR, "GETXATTR of a missing name")
+    cinfo = cl.ok([putfh(fh), op_setxattr(SX_CREATE, b"a", b"one")], "SETXATTR CREATE a")[-1]
+    check(cinfo[2] > cinfo[1], "SETXATTR's change_info did not move: %r" % (cinfo,))
+    expect(cl, [putfh(fh), op_setxattr(SX_CREATE, b"a", b"x")], EXIST, "SETXATTR CREATE existing")
+    expect(cl, [putfh(fh), op_setxattr(SX_REPLACE, b"b", b"x")], NOXATTR,
+           "SETXATTR REPLACE missing")
+    cl.ok([putfh(fh), op_setxattr(SX_EITHER, b"b", b"\0two\xff")], "SETXATTR EITHER b")
+    cl.ok([putfh(fh), op_setxattr(SX_REPLACE, b"a", b"uno")], "SETXATTR REPLACE a")
+    check(cl.ok([putfh(fh), op_getxattr(b"a")], "GETXATTR a")[-1] == b"uno", "the value of a")
+    check(cl.ok([putfh(fh), op_getxattr(b"b")], "GETXATTR b")[-1] == b"\0two\xff", "value of b")
+    cookie, names, eof = cl.ok([putfh(fh), op_listxattrs(0, 4096)], "LISTXATTRS")[-1]
+    check(eof and sorted(names) == [b"a", b"b"], "LISTXATTRS: %r eof %r" % (names, eof))
+    cookie, first, eof = cl.ok([putfh(fh), op_listxattrs(0, 16 + 8)], "LISTXATTRS small")[-1]
+    check(len(first) == 1 and not eof, "LISTXATTRS with room for one: %r eof %r" % (first, eof))
+    cookie, rest, eof = cl.ok([putfh(fh), op_listxattrs(cookie, 16 + 8)], "LISTXATTRS on")[-1]
+    check(eof and sorted(first + rest) == [b"a", b"b"], "LISTXATTRS resumed: %r" % (rest,))
+    expect(cl, [putfh(fh), op_listxattrs(0, 10)], TOOSMALL, "LISTXATTRS of 10 bytes")
+    expect(cl, [putfh(fh), op_setxattr(SX_EITHER, b"big", bytes(8193))], XATTR2BIG,
+           "SETXATTR of 8193 bytes")
+    cl.ok([putfh(fh), op_setxattr(SX_EITHER, b"max", bytes(8192))], "SETXATTR of 8192 bytes")
+    expect(cl, [putfh(fh), op_setxattr(SX_EITHER, b"", b"x")], INVAL, "SETXATTR of no name")
+    expect(cl, [putfh(fh), op_setxattr(SX_EITHER, b"n" * 256, b"x")], NAMETOOLONG,
+           "SETXATTR of a 256-byte name")
+    expect(cl, [putfh(fh), op_setxattr(7, b"a", b"x")], INVAL, "SETXATTR option 7")
+    cl.ok([putfh(fh), op_removexattr(b"a")], "REMOVEXATTR a")
+    expect(cl, [putfh(fh), op_removexattr(b"a")], NOXATTR, "REMOVEXATTR of a missing name")
+    expect(cl, [putfh(fh), op_getxattr(b"a")], NOXATTR, "GETXATTR of a removed name")
+    dfh = lookup_fh(cl, exp)
+    cl.ok([putfh(dfh), op_setxattr(SX_EITHER, b"d", b"dir")], "SETXATTR on a directory")
+    check(cl.ok([putfh(dfh), op_getxattr(b"d")], "GETXATTR dir")[-1] == b"dir", "dir's xattr")
+    access = cl.ok([putfh(fh), Op(OP_ACCESS, X().u32(0x1c0).b,
+                                  lambda r, st: (r.gu32(), r.gu32()))], "ACCESS xattr bits")[-1]
+    check(access == (0x1c0, 0x1c0), "ACCESS XAREAD|XAWRITE|XALIST: %r" % (access,))
+    expect(cl, [op_getxattr(b"a")], NOFILEHANDLE, "GETXATTR without a file handle")
 
 
 def mode_ops():
@@ -364,6 +433,7 @@ def mode_ops():
     dfh = check_errors(cl, exp, fh, sid)
     check_copy(cl, exp, fh, sid, dfh, 10 * RS)
     check_minor_versions(cl, fh)
+    check_xattrs(cl, exp, fh)
     cl.ok([putfh(fh), op_close(sid)], "CLOSE")
     cl.goodbye()
     print("ops ok")
@@ -374,6 +444,7 @@ def mode_mkfile(name):
     cl = connect(owner)
     sid, fh = open_file(cl, exp, name)
     write(cl, fh, sid, 0, rnd(name))
+    cl.ok([putfh(fh), op_setxattr(SX_EITHER, b"k", b"v")], "SETXATTR")
     cl.ok([putfh(fh), op_close(sid)], "CLOSE")
     cl.goodbye()
     print("mkfile ok")
@@ -387,6 +458,9 @@ def mode_rofs(name):
         expect(cl, [putfh(fh), op], ROFS, "operation %d on a read-only export" % op.num)
     expect(cl, [putfh(fh), Op(OP_SAVEFH), op_copy(ANON, ANON, 0, RS, 1)], ROFS,
            "COPY into a read-only export")
+    expect(cl, [putfh(fh), op_setxattr(SX_EITHER, b"k", b"w")], ROFS, "SETXATTR read-only")
+    expect(cl, [putfh(fh), op_removexattr(b"k")], ROFS, "REMOVEXATTR on a read-only export")
+    check(cl.ok([putfh(fh), op_getxattr(b"k")], "GETXATTR ro")[-1] == b"v", "xattr read-only")
     check(seek(cl, fh, ANON, 0, HOLE) == (True, RS), "SEEK on a read-only export")
     eof, segs = cl.ok([putfh(fh), op_read_plus(ANON, 0, RS)], "READ_PLUS read-only")[-1]
     check(eof and segs == [("data", 0, rnd(name))], "READ_PLUS on a read-only export")
@@ -425,6 +499,8 @@ def mode_punch_crash(name):
     _, _, exp, owner = ctx()
     cl = connect(owner)
     sid, fh = open_file(cl, exp, name)
+    # First: a SETXATTR waits for its txg, so what follows is in the intent log only.
+    cl.ok([putfh(fh), op_setxattr(SX_EITHER, b"kept", b"after the crash")], "SETXATTR")
     for i in range(4):
         write(cl, fh, sid, i * RS, rnd("%s:%d" % (name, i)))
     check(fallocate(cl, fh, sid, OP_DEALLOCATE, RS, 2 * RS) == OK, "DEALLOCATE records 1-2")
@@ -443,6 +519,8 @@ def mode_punch_verify(name):
         want = bytes(RS) if i in (1, 2) else rnd("%s:%d" % (name, i))
         check(read(cl, fh, sid, i * RS, RS) == want, "record %d after the crash" % i)
     check(seek(cl, fh, sid, RS, DATA) == (False, 3 * RS), "the punched hole after the crash")
+    check(cl.ok([putfh(fh), op_getxattr(b"kept")], "GETXATTR")[-1] == b"after the crash",
+          "the extended attribute set before the crash")
     cl.ok([putfh(fh), op_close(sid)], "CLOSE")
     cl.goodbye()
     print("punch-verify ok")
