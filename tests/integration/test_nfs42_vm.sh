@@ -9,9 +9,11 @@
 #  - `fallocate -l` (mode 0) extends a file's size without writing data;
 #  - copy_file_range(2) (perl's syscall 326) and `cp --reflink=auto` copy 4 MiB
 #    with identical bytes;
-#  - /proc/self/mountstats shows the client really sent ALLOCATE, DEALLOCATE, SEEK and
-#    COPY (none fell back to 4.1 behaviour), and a WRITE byte count for the copies far
-#    below what they copied (the data never crossed the wire).
+#  - user.* extended attributes: set, get, list, remove (perl's syscall);
+#  - /proc/self/mountstats shows the client really sent ALLOCATE, DEALLOCATE, SEEK,
+#    COPY and the four xattr operations (none fell back to 4.1 behaviour), and a WRITE
+#    byte count for the copies far below what they copied (the data never crossed the
+#    wire).
 # The guest kernel (Debian 6.1) is built without CONFIG_NFS_V4_2_READ_PLUS, so READ_PLUS
 # is tested only through the raw client (test_nfs42_rpc.sh). Exits 77 (skip) only
 # when the VM image cannot be built on this machine.
@@ -97,8 +99,29 @@ echo "WRITE bytes sent during the copies: $((w1 - w0))"
 [ $((w1 - w0)) -lt 1048576 ] || fail "the copies sent $((w1 - w0)) bytes of WRITE"
 echo "PASS: copy"
 
-grep -E "^[[:space:]]*(ALLOCATE|DEALLOCATE|SEEK|COPY|CLONE|READ_PLUS|WRITE):" /proc/self/mountstats
-for op in ALLOCATE DEALLOCATE SEEK COPY; do
+# ---- extended attributes (perl's syscall: setxattr 188, getxattr 191, listxattr 194,
+# removexattr 197; the guest has no setfattr) ----
+echo data > xa || fail "create xa"
+got=$(perl -e 'my ($f, $color, $blue, $shape, $round) = (shift, "user.color", "blue",
+        "user.shape", "round");   # syscall wants variables, not constants
+    syscall(188, $f, $color, $blue, 4, 0) == 0 or die "setxattr: $!\n";
+    syscall(188, $f, $shape, $round, 5, 0) == 0 or die "setxattr 2: $!\n";
+    my $buf = "\0" x 64;
+    my $n = syscall(191, $f, $color, $buf, 64);
+    die "getxattr: $!\n" if $n < 0;
+    my $l = "\0" x 256;
+    my $m = syscall(194, $f, $l, 256);
+    die "listxattr: $!\n" if $m < 0;
+    syscall(197, $f, $shape) == 0 or die "removexattr: $!\n";
+    my $g = syscall(191, $f, $shape, $buf, 64);
+    print substr($buf, 0, $n), " ", join(",", sort grep { length } split /\0/, substr($l, 0, $m)),
+        " ", ($g < 0 && $!{ENODATA} ? "removed" : "still-there"), "\n"' xa 2>&1)
+echo "xattrs: $got"
+[ "$got" = "blue user.color,user.shape removed" ] || fail "extended attributes: $got"
+echo "PASS: xattrs"
+
+grep -E "^[[:space:]]*(ALLOCATE|DEALLOCATE|SEEK|COPY|CLONE|READ_PLUS|WRITE|[A-Z]*XATTRS?):" /proc/self/mountstats
+for op in ALLOCATE DEALLOCATE SEEK COPY SETXATTR GETXATTR LISTXATTRS REMOVEXATTR; do
     n=$(awk -v op="$op:" '$1 == op { print $2; exit }' /proc/self/mountstats)
     [ "${n:-0}" -gt 0 ] || fail "the client sent no $op"
 done
@@ -112,8 +135,8 @@ rc=0
 VM_NFS_PORT=$NFS_PORT VM_ISCSI_PORT=0 "$VM_DIR/run-vm.sh" "$GUEST" >"$T/vm.out" 2>&1 || rc=$?
 cat "$T/vm.out"
 [ "$rc" -eq 0 ] || fail "the guest failed (rc $rc)"
-for what in punch seek allocate copy "4.2 operations sent" "NFSv4.2 guest"; do
+for what in punch seek allocate copy xattrs "4.2 operations sent" "NFSv4.2 guest"; do
     grep -q "PASS: $what" "$T/vm.out" || fail "no pass line for $what"
 done
-pass "Linux kernel client, vers=4.2: fallocate -p frees space, SEEK_DATA/HOLE, fallocate -l, copy_file_range and cp --reflink=auto copy on the server"
+pass "Linux kernel client, vers=4.2: fallocate -p frees space, SEEK_DATA/HOLE, fallocate -l, copy_file_range and cp --reflink=auto copy on the server, user xattrs"
 daemon_stop
