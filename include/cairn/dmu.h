@@ -142,6 +142,14 @@ int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void 
  * they need no device and hands the rest to its workers; false is a forecast
  * (the ARC may let go of a record meanwhile), never a lock. */
 bool dmu_write_would_wait(objset_t *os, uint64_t obj, uint64_t off, uint64_t len);
+/* Where data or a hole begins at or after *off, at record granularity (a
+ * record is data if it has a block, or is dirty and not all zeros; a record
+ * freed or never written is a hole), as readers see the object now, before
+ * and after its txg syncs. dmu_next_data: -ENXIO when no data lies at or after
+ * *off. dmu_next_hole always finds one: past the last record written the
+ * object is one endless hole. *off is moved forward only. */
+int dmu_next_data(objset_t *os, uint64_t obj, uint64_t *off);
+int dmu_next_hole(objset_t *os, uint64_t obj, uint64_t *off);
 /* Turns whole records in the range into holes and zeroes partial ones. */
 int dmu_free_range(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, dmu_tx_t *tx);
 

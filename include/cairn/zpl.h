@@ -232,6 +232,25 @@ typedef int (*zpl_readdir_fn)(void *arg, const char *name, uint64_t ino, uint32_
                               uint64_t cookie);
 int zpl_readdir(zpl_node_t *dir, uint64_t cookie, zpl_readdir_fn fn, void *arg, bool *eof);
 
+/* ---- extended attributes ----
+ * Names of 1..255 bytes, values of up to 8 KiB (-E2BIG beyond), kept in the
+ * dataset with the node (snapshots keep them as they were). A set or remove
+ * changes ctime and the change counter and is durable when it returns. */
+typedef enum zpl_xattr_how {
+    ZPL_XATTR_EITHER = 0,         /* create or replace */
+    ZPL_XATTR_CREATE = 1,         /* -EEXIST if it exists */
+    ZPL_XATTR_REPLACE = 2,        /* -ENODATA unless it exists */
+} zpl_xattr_how_t;
+/* The value of name: -ENODATA when absent; -ERANGE (and *len) when longer than cap. */
+int zpl_getxattr(zpl_node_t *n, const char *name, void *buf, size_t cap, size_t *len);
+int zpl_setxattr(zpl_node_t *n, const char *name, const void *val, size_t len,
+                 zpl_xattr_how_t how, zpl_wcc_t *wcc);
+int zpl_removexattr(zpl_node_t *n, const char *name, zpl_wcc_t *wcc); /* -ENODATA */
+/* Names from after cookie (0: the start); fn returns non-zero to stop before
+ * taking the name, and the listing resumes from the last taken name's cookie. */
+typedef int (*zpl_listxattr_fn)(void *arg, const char *name, uint64_t cookie);
+int zpl_listxattr(zpl_node_t *n, uint64_t cookie, zpl_listxattr_fn fn, void *arg, bool *eof);
+
 /* ---- data ---- */
 enum { ZPL_IO_SYNC = 1 << 0 };    /* write: durable before returning (FILE_SYNC) */
 /* Reads up to len bytes; holes read as zeros; *eof when the end of file is reached. */
@@ -250,6 +269,29 @@ int zpl_read_spans(zpl_node_t *n, uint64_t off, size_t len, void *buf, size_t *n
 /* Writes all of buf or nothing; -EFBIG past ZPL_MAX_FILE_SIZE. */
 int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flags,
               zpl_wcc_t *wcc);
+/* Where data (hole false) or a hole (hole true) begins at or after off, as
+ * lseek SEEK_DATA / SEEK_HOLE: at record granularity (a small hole inside a
+ * record reads as zeros but counts as data); the end of file is a hole.
+ * -ENXIO when off is at or past the end of file, or no data follows it. */
+int zpl_seek(zpl_node_t *n, uint64_t off, bool hole, uint64_t *out);
+/* Punches a hole (fallocate PUNCH_HOLE|KEEP_SIZE): [off, off + len) reads as
+ * zeros and the records wholly inside it are freed (the dataset's used space
+ * drops when the txg syncs); the size does not change and the range is cut
+ * at the end of file. Logged and durable before it returns. */
+int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
+/* fallocate mode 0 as copy-on-write can honour it: checks that len bytes
+ * would fit now (-ENOSPC, -EDQUOT) and extends the size to off + len if it
+ * is smaller. Nothing is reserved: every later write allocates new blocks
+ * anyway, and can still fail for space. Durable before it returns. */
+int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
+/* Copies up to len bytes of src from soff to dst at doff inside the daemon
+ * (the pool shares no blocks between files, so the data is read and written
+ * again; holes of the source stay holes and are not read). Stops short at the
+ * end of src; *copied says how far it got, also on error. dst is durable when
+ * it returns. -EXDEV across filesystems. Overlapping ranges of one file are
+ * the caller's to refuse (NFS: INVAL). */
+int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                   uint64_t *copied);
 /* Makes everything written to the filesystem so far durable (NFS COMMIT). */
 int zpl_fsync(zpl_node_t *n);
 int zpl_commit(zpl_fs_t *fs);

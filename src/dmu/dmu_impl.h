@@ -295,6 +295,8 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx);
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);
+/* dmu_next_data / dmu_next_hole (see dmu.h). */
+int dnode_next_impl(dnode_t *dn, bool hole, uint64_t *off);
 /* The same from memory only (dirty records, the ARC): -EWOULDBLOCK when a data
  * record would have to come from a device. Metadata may still be read. */
 int dnode_read_memory_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);

@@ -267,6 +267,25 @@ int dmu_read_spans(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void 
     return err;
 }
 
+static int next_content(objset_t *os, uint64_t obj, bool hole, uint64_t *off)
+{
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    int err = dnode_next_impl(dn, hole, off);
+    dnode_rele(dn);
+    return err;
+}
+
+int dmu_next_data(objset_t *os, uint64_t obj, uint64_t *off)
+{
+    return next_content(os, obj, false, off);
+}
+
+int dmu_next_hole(objset_t *os, uint64_t obj, uint64_t *off)
+{
+    return next_content(os, obj, true, off);
+}
+
 bool dmu_write_would_wait(objset_t *os, uint64_t obj, uint64_t off, uint64_t len)
 {
     if (spa_tx_would_throttle(os->dp->spa)) return true;

@@ -1273,6 +1273,92 @@ bool dnode_write_would_read(dnode_t *dn, uint64_t off, uint64_t len)
     return wait;
 }
 
+/* Whether record blkid holds data as readers see it now: a block, or a dirty
+ * record that is not all zeros (a zero record becomes a hole when it syncs,
+ * so it is reported as one already). dn->lock held. */
+static int record_has_data(dnode_t *dn, uint64_t blkid, bool *data)
+{
+    const uint8_t *src = NULL;
+    cairn_blkptr_t bp;
+    int err = 0;
+    pthread_mutex_t *shard = &dn->shard_lock[dn_shard(blkid)];
+    pthread_mutex_lock(shard);
+    int k = dn_lookup(dn, UINT64_MAX, blkid, &src, &bp, &err);
+    *data = k == LK_BP || (k == LK_DATA && !buf_is_zero(src, dn->cur.datablksz));
+    pthread_mutex_unlock(shard);
+    return err;
+}
+
+/* Whether any live slot holds dirty records. dn->lock held. */
+static bool dn_has_dirty_records(dnode_t *dn)
+{
+    bool any = false;
+    for (int i = 0; i < 4 && !any; i++) {
+        dn_slot_t *s = dn->slots[i];
+        for (int sh = 0; s && sh < DN_SHARDS && !any; sh++) {
+            pthread_mutex_lock(&dn->shard_lock[sh]);
+            any = s->recs[sh].count != 0;
+            pthread_mutex_unlock(&dn->shard_lock[sh]);
+        }
+    }
+    return any;
+}
+
+/* Whether the block tree has no level-1 indirect block over record blkid: its
+ * 1024 records are all holes there. dn->lock held. */
+static int tree_l1_is_hole(dnode_t *dn, uint64_t blkid, bool *hole)
+{
+    unsigned nl = dn->phys.nlevels;
+    *hole = false;
+    if (nl < 2 || blkid >= tree_capacity(nl)) return 0;
+    int err = 0;
+    pthread_mutex_lock(&dn->ind_lock);
+    dn_ind_t *ind = get_ind(dn, nl, &dn->phys.root, 1, blkid >> DN_EPB_SHIFT, false, &err);
+    pthread_mutex_unlock(&dn->ind_lock);
+    *hole = !err && !ind;
+    return err;
+}
+
+/* Walks the records from *off's one; the space past the last record written
+ * is one endless hole. Record by record (a lookup is a few map probes, and an
+ * indirect block read once serves 1024 records), except that a search for
+ * data skips 1024 records at a time where the tree has no indirect block and
+ * no dirty record could lie (none at all), so a file with data far apart
+ * costs a lookup per 1024 records of hole. */
+int dnode_next_impl(dnode_t *dn, bool hole, uint64_t *off)
+{
+    dn_rlock(dn);
+    int err = 0;
+    if (dn->cur.type == DNODE_TYPE_FREE) {
+        err = -ENOENT;
+    } else if (!(dn->cur.flags & DNODE_FLAG_WRITTEN)) {
+        err = hole ? 0 : -ENXIO;
+    } else {
+        uint32_t rs = dn->cur.datablksz;
+        uint64_t end = dn->cur.maxblkid + 1;
+        uint64_t b = *off / rs;
+        bool skip_holes = !hole && !dn_has_dirty_records(dn);
+        bool check_l1 = true;
+        while (b < end) {
+            bool data, l1_hole = false;
+            if (skip_holes && check_l1 && (err = tree_l1_is_hole(dn, b, &l1_hole))) break;
+            if (l1_hole) {
+                b = ((b >> DN_EPB_SHIFT) + 1) << DN_EPB_SHIFT;
+                continue;
+            }
+            err = record_has_data(dn, b, &data);
+            if (err || data != hole) break;
+            b++;
+            check_l1 = (b & (DN_EPB - 1)) == 0;
+        }
+        if (b > end) b = end;
+        if (!err && b == end && !hole) err = -ENXIO;
+        if (!err && b * rs > *off) *off = b * rs;
+    }
+    dn_unlock(dn);
+    return err;
+}
+
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf)
 {
     return dn_read(dn, off, len, buf, false, NULL);

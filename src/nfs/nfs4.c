@@ -61,6 +61,8 @@
 enum {
     ACCESS4_READ = 1, ACCESS4_LOOKUP = 2, ACCESS4_MODIFY = 4, ACCESS4_EXTEND = 8,
     ACCESS4_DELETE = 0x10, ACCESS4_EXECUTE = 0x20,
+    /* RFC 8276, minor version 2: extended attributes */
+    ACCESS4_XAREAD = 0x40, ACCESS4_XAWRITE = 0x80, ACCESS4_XALIST = 0x100,
 };
 
 /* ---------------------------------------------------------------- entry points */
@@ -504,6 +506,9 @@ static uint32_t need_writable(nfs4_cfh_t *f)
     return NFS4_OK;
 }
 
+uint32_t nfs4_need_writable(nfs4_cfh_t *f) { return need_writable(f); }
+uint32_t nfs4_owner_perm(nfs4_cfh_t *f, uint32_t want) { return perm_owner_override(f, want); }
+
 uint32_t nfs4_durable(nfs4_cfh_t *f)
 {
     if (f->kind != NFS4_FH_REAL || nfs_export_sync_disabled(f->exp)) return NFS4_OK;
@@ -692,9 +697,11 @@ static uint32_t op_access(nfs4_cx_t *cx)
     if (st) return st;
     uint32_t all = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND |
                    ACCESS4_DELETE | ACCESS4_EXECUTE;
+    if (cx->minor >= 2) all |= ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
     uint32_t supported = want & all, granted = 0;
     if (cx->cur.kind == NFS4_FH_PSEUDO) {
-        granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE);
+        granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE |
+                               ACCESS4_XAREAD | ACCESS4_XALIST);
     } else {
         zpl_attr_t a;
         int rc = zpl_getattr(cx->cur.node, &a);
@@ -704,7 +711,8 @@ static uint32_t op_access(nfs4_cx_t *cx)
                         ZPL_ACCESS_READ | ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC, &g);
         if (rc < 0) return nfs4_errno_to_status(rc);
         bool w = (g & ZPL_ACCESS_WRITE) && need_writable(&cx->cur) == NFS4_OK;
-        if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ;
+        if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST;
+        if (w) granted |= ACCESS4_XAWRITE;
         if (S_ISDIR(a.mode)) {
             if (g & ZPL_ACCESS_EXEC) granted |= ACCESS4_LOOKUP;
             if (w) granted |= ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE;
@@ -1315,7 +1323,7 @@ static uint32_t dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_WANT_DELEGATION:
         return NFS4ERR_NOTSUPP;
     default:
-        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42) return NFS4ERR_NOTSUPP;
+        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42) return nfs42_dispatch(cx, op);
         return NFS4ERR_OP_ILLEGAL;
     }
 }
@@ -1352,8 +1360,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     size_t numres_pos = r->pos;
     nfs_xdr_put_u32(r, 0);
     if (r->err) return NFS_ACCEPT_SYSTEM_ERR;
-    /* 4.2 (RFC 7862) is 4.1 plus optional operations: served as 4.1, its new
-     * operations answer NOTSUPP, so a client asking for 4.2 works. */
+    /* 4.2 (RFC 7862) is 4.1 plus optional operations (nfs42.c). */
     if (minor > 2) {
         patch_u32(r, start, NFS4ERR_MINOR_VERS_MISMATCH);
         return NFS_ACCEPT_SUCCESS;

@@ -58,6 +58,11 @@ void nfs4_supported_attrs(uint32_t minor, nfs4_bitmap_t *out)
     for (size_t i = 0; i < sizeof supported_list / sizeof supported_list[0]; i++)
         nfs4_bm_set(out, supported_list[i]);
     if (minor >= 1) nfs4_bm_set(out, FATTR4_SUPPATTR_EXCLCREAT);
+    if (minor >= 2) {
+        nfs4_bm_set(out, FATTR4_SPACE_FREED);
+        nfs4_bm_set(out, FATTR4_CHANGE_ATTR_TYPE);
+        nfs4_bm_set(out, FATTR4_XATTR_SUPPORT);
+    }
 }
 
 void nfs4_exclcreat_attrs(nfs4_bitmap_t *out)
@@ -165,6 +170,12 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
         nfs4_exclcreat_attrs(&bm);
         nfs4_bitmap_put(x, &bm);
         return true;
+    /* Removing the object would free what its blocks hold. */
+    case FATTR4_SPACE_FREED: nfs_xdr_put_u64(x, a->used); return true;
+    /* The ZPL bumps `change` with every change: NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR. */
+    case FATTR4_CHANGE_ATTR_TYPE: nfs_xdr_put_u32(x, 0); return true;
+    /* RFC 8276 extended attributes (nfs42.c). */
+    case FATTR4_XATTR_SUPPORT: nfs_xdr_put_u32(x, 1); return true;
     default:
         return false;   /* unsupported, or write-only (time_*_set) */
     }

@@ -61,6 +61,10 @@ void nfs4_cfh_set_real(nfs4_cfh_t *f, nfs_export_t *exp, zpl_node_t *node,
                        const zpl_cred_t *cred, bool writable);
 uint32_t nfs4_perm(nfs4_cfh_t *f, zpl_node_t *n, uint32_t want);
 uint32_t nfs4_durable(nfs4_cfh_t *f);
+/* NFS4ERR_ROFS unless f is a writable export's real file. */
+uint32_t nfs4_need_writable(nfs4_cfh_t *f);
+/* Mode bits for I/O without an open stateid (the owner always passes). */
+uint32_t nfs4_owner_perm(nfs4_cfh_t *f, uint32_t want);
 void nfs4_put_stateid(nfs_xdr_t *x, const nfs4_stateid_t *s);
 void nfs4_get_stateid(nfs_xdr_t *x, nfs4_stateid_t *s);
 void nfs4_put_cinfo(nfs_xdr_t *x, const zpl_wcc_t *wcc);
@@ -96,5 +100,8 @@ void nfs4_slot_done(nfs4_cx_t *cx, const nfs_xdr_t *r, size_t start, size_t len)
 /* Gives back a slot SEQUENCE took on the I/O thread as it was before, for a
  * COMPOUND that goes to a worker, whose SEQUENCE then takes it for real. */
 void nfs4_slot_undo(nfs4_cx_t *cx);
+
+/* nfs42.c: the NFSv4.2 operations (minor version 2 only). */
+uint32_t nfs42_dispatch(nfs4_cx_t *cx, uint32_t op);
 
 #endif

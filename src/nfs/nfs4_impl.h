@@ -34,7 +34,8 @@ enum nfs4_op {
     OP4_LAYOUTCOMMIT = 49, OP4_LAYOUTGET = 50, OP4_LAYOUTRETURN = 51, OP4_SECINFO_NO_NAME = 52,
     OP4_SEQUENCE = 53, OP4_SET_SSV = 54, OP4_TEST_STATEID = 55, OP4_WANT_DELEGATION = 56,
     OP4_DESTROY_CLIENTID = 57, OP4_RECLAIM_COMPLETE = 58,
-    OP4_LAST_42 = 71,                 /* 4.2's optional operations end here */
+    OP4_LAST_42 = 75,                 /* 4.2's optional operations (with RFC 8276's
+                                       * xattr ones) end here */
     OP4_ILLEGAL = 10044,
 };
 
@@ -190,6 +191,8 @@ enum {
     FATTR4_TIME_DELTA = 51, FATTR4_TIME_METADATA = 52, FATTR4_TIME_MODIFY = 53,
     FATTR4_TIME_MODIFY_SET = 54, FATTR4_MOUNTED_ON_FILEID = 55,
     FATTR4_SUPPATTR_EXCLCREAT = 75,
+    /* 4.2 (RFC 7862 12.2) */
+    FATTR4_SPACE_FREED = 78, FATTR4_CHANGE_ATTR_TYPE = 79, FATTR4_XATTR_SUPPORT = 82,
 };
 
 #define NFS4_BITMAP_WORDS 3

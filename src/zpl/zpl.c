@@ -595,7 +595,8 @@ static int unlinked_drain(zpl_fs_t *fs)
     for (size_t i = 0; i < n && !err; i++) {
         char name[24];
         snprintf(name, sizeof(name), "%llx", (unsigned long long)objs[i]);
-        err = dmu_object_free(fs->os, objs[i], tx);
+        err = zpl_xattr_free(fs->os, objs[i], tx);
+        if (!err) err = dmu_object_free(fs->os, objs[i], tx);
         if (err == -ENOENT) err = 0;   /* freed by intent-log replay */
         if (!err) err = zap_remove(fs->os, fs->unlinked_obj, name, tx);
     }
@@ -627,6 +628,7 @@ static int fs_open(dsl_pool_t *dp, const char *dsname, zpl_fs_t **out)
     pthread_mutex_init(&fs->rename_lock, NULL);
     pthread_mutex_init(&fs->snap_lock, NULL);
     pthread_mutex_init(&fs->unlinked_lock, NULL);
+    pthread_mutex_init(&fs->xattr_lock, NULL);
     fs->nbuckets = 256;
     fs->buckets = cairn_zalloc(fs->nbuckets * sizeof(*fs->buckets));
     atomic_store(&fs->link_max, ZPL_LINK_MAX_DEFAULT);
@@ -710,6 +712,7 @@ static void fs_destroy(zpl_fs_t *fs)
     pthread_mutex_destroy(&fs->rename_lock);
     pthread_mutex_destroy(&fs->snap_lock);
     pthread_mutex_destroy(&fs->unlinked_lock);
+    pthread_mutex_destroy(&fs->xattr_lock);
     free(fs);
 }
 
@@ -858,7 +861,8 @@ void zpl_open_rele(zpl_node_t *n)
     if (n->opens == 0 && n->phys.nlink == 0 && !n->dead) {
         char name[24];
         unlinked_name(n->obj, name);
-        err = dmu_object_free(fs->os, n->obj, tx);
+        err = zpl_xattr_free(fs->os, n->obj, tx);
+        if (!err) err = dmu_object_free(fs->os, n->obj, tx);
         if (!err) err = zap_remove(fs->os, fs->unlinked_obj, name, tx);
         if (!err) node_kill(n);
     }
@@ -1403,7 +1407,8 @@ static int drop_link(zpl_node_t *n, dmu_tx_t *tx, int64_t now)
         return phys_write(n, tx);
     }
     if (dir || n->phys.nlink <= 1) {
-        int err = dir ? zap_destroy(fs->os, n->obj, tx) : dmu_object_free(fs->os, n->obj, tx);
+        int err = zpl_xattr_free(fs->os, n->obj, tx);
+        if (!err) err = dir ? zap_destroy(fs->os, n->obj, tx) : dmu_object_free(fs->os, n->obj, tx);
         if (err) return err;
         n->phys.nlink = 0;
         node_kill(n);
@@ -1956,6 +1961,148 @@ out:
     return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 
+/* ------------------------------------------------------------------ */
+/* holes and space (NFSv4.2 SEEK, ALLOCATE, DEALLOCATE, COPY)          */
+
+/* The checks every data operation makes on n (locked): -ESTALE, -EISDIR, -EINVAL. */
+static int regular_file_check(const zpl_node_t *n)
+{
+    if (n->dead) return -ESTALE;
+    if (S_ISDIR(n->phys.mode)) return -EISDIR;
+    if (!S_ISREG(n->phys.mode)) return -EINVAL;
+    return 0;
+}
+
+int zpl_seek(zpl_node_t *n, uint64_t off, bool hole, uint64_t *out)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    pthread_rwlock_rdlock(&n->lock);
+    int err = regular_file_check(n);
+    uint64_t size = n->phys.size;
+    if (!err && off >= size) err = -ENXIO;
+    uint64_t pos = off;
+    if (!err) err = hole ? dmu_next_hole(n->fs->os, n->obj, &pos)
+                         : dmu_next_data(n->fs->os, n->obj, &pos);
+    pthread_rwlock_unlock(&n->lock);
+    if (err) return err;
+    /* Records extend past the size to their end, and the size may end in a
+     * hole no record covers: the end of file is where the last hole begins. */
+    if (hole) pos = CAIRN_MIN(pos, size);
+    else if (pos >= size) return -ENXIO;
+    *out = pos;
+    return 0;
+}
+
+int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (off > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - off) return -EFBIG;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    int err = op_begin(fs, 0, &props, &tx);
+    if (err) return err;
+    bool logged = false;
+    pthread_mutex_lock(&n->data_lock);
+    pthread_rwlock_wrlock(&n->lock);
+    err = regular_file_check(n);
+    if (err) goto out;
+    wcc_pre(n, wcc);
+    /* Nothing lies past the size: the range is cut there. */
+    uint64_t end = CAIRN_MIN(off + len, n->phys.size);
+    if (off < end) {
+        err = dmu_free_range(fs->os, n->obj, off, end - off, tx);
+        if (err) goto out;
+        touch(n, true, now_ns());
+        err = phys_write(n, tx);
+        logged = !err && zil_wanted(&props);
+        if (logged) {
+            zil_log(fs->zil, &(zil_rec_t){.type = ZIL_REC_FREE, .txg = dmu_tx_txg(tx),
+                                          .obj = n->obj, .off = off, .len = end - off});
+            zpl_zil_log_setattr(n, false, tx);
+        }
+    }
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
+    /* Durable before the reply, like a setattr: a client never resends it. */
+    return op_end_logged(fs, &props, tx, true, err, logged);
+}
+
+int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
+{
+    if (n->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (off > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - off) return -EFBIG;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    /* Copy-on-write cannot set blocks aside for later writes: the space is
+     * checked now (quota, reservation, pool) and nothing is reserved. */
+    int err = op_begin(fs, len ? len : 1, &props, &tx);
+    if (err) return err;
+    bool logged = false;
+    pthread_mutex_lock(&n->data_lock);
+    pthread_rwlock_wrlock(&n->lock);
+    err = regular_file_check(n);
+    if (err) goto out;
+    wcc_pre(n, wcc);
+    if (off + len > n->phys.size) {
+        n->phys.size = off + len;
+        touch(n, true, now_ns());
+        err = phys_write(n, tx);
+        logged = !err && zil_wanted(&props);
+        if (logged) zpl_zil_log_setattr(n, true, tx);
+    }
+    wcc_post(n, wcc);
+out:
+    pthread_rwlock_unlock(&n->lock);
+    pthread_mutex_unlock(&n->data_lock);
+    return op_end_logged(fs, &props, tx, true, err, logged);
+}
+
+/* Most bytes a copy moves through memory at once. */
+#define ZPL_COPY_CHUNK (1024 * 1024u)
+
+int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                   uint64_t *copied)
+{
+    *copied = 0;
+    if (src->kind != ZPL_NODE_REAL || dst->kind != ZPL_NODE_REAL) return -EISDIR;
+    if (zpl_node_fs(src) != zpl_node_fs(dst) && zpl_fs_parent(zpl_node_fs(src)) != zpl_node_fs(dst))
+        return -EXDEV;
+    if (doff > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - doff) return -EFBIG;
+    uint8_t *buf = malloc(CAIRN_MIN((uint64_t)ZPL_COPY_CHUNK, CAIRN_MAX(len, 1)));
+    if (!buf) return -ENOMEM;
+    int err = 0;
+    while (*copied < len) {
+        uint64_t pos = soff + *copied;
+        size_t want = (size_t)CAIRN_MIN((uint64_t)ZPL_COPY_CHUNK, len - *copied), got = 0;
+        bool eof = false;
+        /* A hole of the source stays a hole: the DMU stores the zero records
+         * written for it as holes, so only the read of it costs anything,
+         * and that is skipped for a chunk wholly inside a hole. */
+        uint64_t data = pos;
+        err = zpl_seek(src, pos, false, &data);
+        if (err == -ENXIO || (!err && data >= pos + want)) {
+            zpl_attr_t sa;
+            err = zpl_getattr(src, &sa);
+            if (err) break;
+            got = pos >= sa.size ? 0 : (size_t)CAIRN_MIN((uint64_t)want, sa.size - pos);
+            memset(buf, 0, got);
+        } else if (!err) {
+            err = zpl_read(src, pos, want, buf, &got, &eof);
+        }
+        if (err || got == 0) break;
+        err = zpl_write(dst, doff + *copied, got, buf, 0, NULL);
+        if (err) break;
+        *copied += got;
+    }
+    free(buf);
+    if (!err && *copied) err = zpl_fsync(dst);
+    return err;
+}
+
 int zpl_commit(zpl_fs_t *fs)
 {
     if (fs->snapshot) return 0;
@@ -1974,6 +2121,182 @@ int zpl_fsync(zpl_node_t *n)
         if (dead) return -ESTALE;
     }
     return zpl_commit(n->fs);
+}
+
+/* ------------------------------------------------------------------ */
+/* extended attributes                                                 */
+
+/*
+ * A node's extended attributes are a ZAP of its own (name -> value, values
+ * up to ZAP_VALUE_MAX bytes), found through the dataset's xattr index: a ZAP
+ * named XATTR_INDEX in the master node mapping object numbers (hex) to those
+ * ZAPs. Both are made at the first set. Whoever frees a node frees its
+ * attribute ZAP and index entry in the same transaction (zpl_xattr_free), so
+ * a reused object number starts without attributes. Changes are not in the
+ * intent log: each is a barrier whose txg syncs before it returns.
+ */
+#define XATTR_INDEX "XATTR_INDEX"
+
+static void xattr_key(uint64_t obj, char key[24])
+{
+    snprintf(key, 24, "%llx", (unsigned long long)obj);
+}
+
+/* obj's attribute ZAP: 0, or -ENOENT when it has none. */
+static int xattr_zap(objset_t *os, uint64_t obj, uint64_t *zobj, uint64_t *index)
+{
+    uint64_t idx;
+    int err = zap_lookup_u64(os, ZPL_MASTER_OBJ, XATTR_INDEX, &idx);
+    if (err) return err;
+    if (index) *index = idx;
+    char key[24];
+    xattr_key(obj, key);
+    return zap_lookup_u64(os, idx, key, zobj);
+}
+
+int zpl_xattr_free(objset_t *os, uint64_t obj, dmu_tx_t *tx)
+{
+    uint64_t zobj = 0, idx = 0;
+    int err = xattr_zap(os, obj, &zobj, &idx);
+    if (err == -ENOENT) return 0;
+    char key[24];
+    xattr_key(obj, key);
+    if (!err) err = zap_destroy(os, zobj, tx);
+    if (!err) err = zap_remove(os, idx, key, tx);
+    return err;
+}
+
+/* n's attribute ZAP, made (with the index) if it has none yet. n locked. */
+static int xattr_zap_create(zpl_node_t *n, uint64_t *zobj, dmu_tx_t *tx)
+{
+    zpl_fs_t *fs = n->fs;
+    int err = xattr_zap(fs->os, n->obj, zobj, NULL);
+    if (err != -ENOENT) return err;
+    pthread_mutex_lock(&fs->xattr_lock);
+    uint64_t idx = 0;
+    err = zap_lookup_u64(fs->os, ZPL_MASTER_OBJ, XATTR_INDEX, &idx);
+    if (err == -ENOENT) {
+        err = zap_create(fs->os, &idx, tx);
+        if (!err) err = zap_add_u64(fs->os, ZPL_MASTER_OBJ, XATTR_INDEX, idx, tx);
+    }
+    pthread_mutex_unlock(&fs->xattr_lock);
+    char key[24];
+    xattr_key(n->obj, key);
+    if (!err) err = zap_create(fs->os, zobj, tx);
+    if (!err) err = zap_add_u64(fs->os, idx, key, *zobj, tx);
+    return err;
+}
+
+static int xattr_name_check(const char *name)
+{
+    size_t len = strnlen(name, ZAP_NAME_MAX + 1);
+    if (len == 0) return -EINVAL;
+    return len > ZAP_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+int zpl_getxattr(zpl_node_t *n, const char *name, void *buf, size_t cap, size_t *len)
+{
+    int err = xattr_name_check(name);
+    if (err) return err;
+    if (n->kind != ZPL_NODE_REAL) return -ENODATA;
+    pthread_rwlock_rdlock(&n->lock);
+    uint64_t zobj;
+    uint32_t vlen = 0;
+    err = n->dead ? -ESTALE : xattr_zap(n->fs->os, n->obj, &zobj, NULL);
+    if (!err) err = zap_lookup(n->fs->os, zobj, name, buf, (uint32_t)CAIRN_MIN(cap, ZAP_VALUE_MAX),
+                               &vlen);
+    pthread_rwlock_unlock(&n->lock);
+    if (err == -ENOENT) return -ENODATA;
+    if (err) return err;
+    *len = vlen;
+    return vlen > cap ? -ERANGE : 0;
+}
+
+int zpl_setxattr(zpl_node_t *n, const char *name, const void *val, size_t len,
+                 zpl_xattr_how_t how, zpl_wcc_t *wcc)
+{
+    int err = xattr_name_check(name);
+    if (err) return err;
+    if (len > ZAP_VALUE_MAX) return -E2BIG;
+    if (n->kind != ZPL_NODE_REAL) return -EROFS;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, len + strlen(name) + 1, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&n->lock);
+    uint64_t zobj = 0;
+    err = n->dead ? -ESTALE : xattr_zap_create(n, &zobj, tx);
+    if (!err) {
+        wcc_pre(n, wcc);
+        uint8_t probe;
+        uint32_t vlen;
+        int found = zap_lookup(fs->os, zobj, name, &probe, 0, &vlen);
+        if (found && found != -ENOENT) err = found;
+        else if (how == ZPL_XATTR_CREATE && found == 0) err = -EEXIST;
+        else if (how == ZPL_XATTR_REPLACE && found == -ENOENT) err = -ENODATA;
+    }
+    if (!err) err = zap_update(fs->os, zobj, name, val, (uint32_t)len, tx);
+    if (!err) {
+        touch(n, false, now_ns());
+        err = phys_write(n, tx);
+        wcc_post(n, wcc);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    return op_end_logged(fs, &props, tx, true, err, false);
+}
+
+int zpl_removexattr(zpl_node_t *n, const char *name, zpl_wcc_t *wcc)
+{
+    int err = xattr_name_check(name);
+    if (err) return err;
+    if (n->kind != ZPL_NODE_REAL) return -EROFS;
+    zpl_fs_t *fs = n->fs;
+    dsl_dataset_props_t props;
+    dmu_tx_t *tx;
+    err = op_begin(fs, 0, &props, &tx);
+    if (err) return err;
+    pthread_rwlock_wrlock(&n->lock);
+    uint64_t zobj = 0;
+    err = n->dead ? -ESTALE : xattr_zap(fs->os, n->obj, &zobj, NULL);
+    if (!err) {
+        wcc_pre(n, wcc);
+        err = zap_remove(fs->os, zobj, name, tx);
+    }
+    if (err == -ENOENT) err = -ENODATA;
+    if (!err) {
+        touch(n, false, now_ns());
+        err = phys_write(n, tx);
+        wcc_post(n, wcc);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    return op_end_logged(fs, &props, tx, true, err, false);
+}
+
+int zpl_listxattr(zpl_node_t *n, uint64_t cookie, zpl_listxattr_fn fn, void *arg, bool *eof)
+{
+    *eof = true;
+    if (n->kind != ZPL_NODE_REAL) return 0;
+    pthread_rwlock_rdlock(&n->lock);
+    uint64_t zobj;
+    int err = n->dead ? -ESTALE : xattr_zap(n->fs->os, n->obj, &zobj, NULL);
+    if (err == -ENOENT) err = 0;
+    else if (!err) {
+        zap_entry_t *e = malloc(sizeof *e);
+        zap_cursor_t zc;
+        zap_cursor_init(&zc, n->fs->os, zobj, cookie);
+        while (e && (err = zap_cursor_next(&zc, e)) == 1) {
+            if (fn(arg, e->name, e->next_cookie)) {
+                *eof = false;
+                break;
+            }
+        }
+        if (err == 1) err = 0;
+        if (!e) err = -ENOMEM;
+        free(e);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    return err;
 }
 
 /* ------------------------------------------------------------------ */

@@ -99,6 +99,10 @@ struct zpl_fs {
     pthread_mutex_t unlinked_lock;
     uint64_t unlinked_obj;
 
+    /* The xattr index (zpl.c, "extended attributes"): xattr_lock guards its
+     * creation. */
+    pthread_mutex_t xattr_lock;
+
     struct zilog *zil;            /* the intent log (src/zil); NULL for snapshots */
 };
 
@@ -159,5 +163,8 @@ void zpl_zil_log_rename(zpl_node_t *sdir, const char *sname, zpl_node_t *tdir, c
 void zpl_zil_log_setattr(zpl_node_t *n, bool size_changed, dmu_tx_t *tx);
 /* The replay function of a filesystem's log (arg: the zpl_fs_t being mounted). */
 int zpl_zil_replay(void *arg, zilog_t *zl, const zil_rec_t *rec);
+/* Frees the extended attributes of object obj (its attribute ZAP and index
+ * entry), if it has any: whoever frees a node calls it in the same transaction. */
+int zpl_xattr_free(objset_t *os, uint64_t obj, dmu_tx_t *tx);
 
 #endif

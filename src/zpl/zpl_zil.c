@@ -8,6 +8,8 @@
  *                    and the file's whole attribute block
  *   SETATTR          mode, owner, times: the whole attribute block
  *   TRUNCATE         a size change: the new size (off) and attribute block
+ *   FREE + SETATTR   a punched hole (zpl_deallocate): the range, then the
+ *                    attribute block
  *   CREATE           obj = directory, arg[0] = the new object, arg[1] = its mode,
  *                    arg[2] = its record size (0: a directory), name, name2 = a
  *                    symlink target too long to live in the attribute block
@@ -279,6 +281,8 @@ static int entry_get(objset_t *os, uint64_t dir, const char *name, uint64_t *val
 /* Frees a node whose last link went (mode: its type bits; a directory is a ZAP). */
 static int free_node(objset_t *os, uint64_t obj, uint32_t mode, dmu_tx_t *tx)
 {
+    int err = zpl_xattr_free(os, obj, tx);
+    if (err) return err;
     return S_ISDIR(mode) ? zap_destroy(os, obj, tx) : dmu_object_free(os, obj, tx);
 }
 

@@ -52,6 +52,7 @@ OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_DESTROY_SESSION = 42, 43, 44
 OP_SEQUENCE, OP_DESTROY_CLIENTID, OP_RECLAIM_COMPLETE = 53, 57, 58
 OP_GETATTR, OP_REMOVE, OP_RENAME, OP_SAVEFH = 9, 28, 29, 32
 OK, DENIED, GRACE, STALE_CLIENTID, INVAL = 0, 10010, 10013, 10022, 22
+OP_ILLEGAL, ILLEGAL = 10044, 10044   # the operation number and status
 BADSESSION, COMPLETE_ALREADY, CLIENTID_BUSY = 10052, 10054, 10074
 READ_LT, WRITE_LT = 1, 2
 FILE_SYNC4 = 2
@@ -176,12 +177,13 @@ class Client:
         self.clientid = None
         self.sessionid = None
         self.seqid = 0
+        self.minor = 1
 
     def compound(self, ops, session=True):
         """Sends ops (after SEQUENCE when session); returns (status, [(status, value)])
         for the operations given, SEQUENCE's own result first when it failed."""
         allops = ([op_seq(self.sessionid, self.seqid + 1)] if session else []) + ops
-        x = X().opaque(b"").u32(1).u32(len(allops))
+        x = X().opaque(b"").u32(self.minor).u32(len(allops))
         for op in allops:
             x.u32(op.num).fixed(op.args)
         accept, r = self.c.call(NFS, 4, 1, bytes(x.b))
@@ -191,7 +193,8 @@ class Client:
         res = []
         for op in allops[:r.gu32()]:
             num, st = r.gu32(), r.gu32()
-            check(num == op.num, "result for op %d where %d was sent" % (num, op.num))
+            check(num == op.num or (num, st) == (OP_ILLEGAL, ILLEGAL),
+                  "result for op %d where %d was sent" % (num, op.num))
             res.append((st, op.parse(r, st) if op.parse else None))
         if session:
             if res and res[0][0] == OK:

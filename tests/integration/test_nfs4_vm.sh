@@ -2,8 +2,8 @@
 # NFSv4.1 and 4.2 through the Linux kernel's own client: a Debian guest under qemu
 # (../shared/vm) mounts Cairn's share, writes a file with dd (fsync), remounts so
 # nothing comes from its cache, reads it back and compares checksums, lists the
-# directory and unmounts, once per minor version (4.2 is served as 4.1 with its new
-# operations answering NOTSUPP); then everyday file operations over 4.1. Exits 77 (skip) only when the VM image cannot be
+# directory and unmounts, once per minor version (4.2's own operations: test_nfs42_vm.sh);
+# then everyday file operations over 4.1. Exits 77 (skip) only when the VM image cannot be
 # built on this machine.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

@@ -2,7 +2,8 @@
  * DMU object tests on a real pool over sparse temp files: records of every
  * size, sparse offsets past 4 GiB, partial records, holes, free_range, object
  * free and number reuse, bonus buffers, compression, persistence across
- * export/import, block enumeration, and which writes would first read a
+ * export/import, block enumeration, where data and holes begin (dmu_next_data,
+ * dmu_next_hole), and which writes would first read a
  * record from a device (dmu_write_would_wait).
  */
 #include <stdarg.h>
@@ -592,6 +593,72 @@ static void test_copy_nontemporal(void **state)
     free(want);
 }
 
+/* Where dmu_next_data / dmu_next_hole land from off (UINT64_MAX: -ENXIO). */
+static uint64_t next(objset_t *os, uint64_t obj, bool hole, uint64_t off)
+{
+    int err = hole ? dmu_next_hole(os, obj, &off) : dmu_next_data(os, obj, &off);
+    if (err == -ENXIO) return UINT64_MAX;
+    assert_int_equal(err, 0);
+    return off;
+}
+
+/* Records 0, 3 and 100 written (4 KiB records), the rest holes: the same answers
+ * from dirty records, after the sync, after a free (open and synced), and for a
+ * record written with zeros (a hole once synced, and already before). */
+static void check_next_layout(objset_t *os, uint64_t obj, bool rec3)
+{
+    const uint64_t RS = 4096;
+    assert_int_equal(next(os, obj, false, 0), 0);
+    assert_int_equal(next(os, obj, false, 17), 17);
+    assert_int_equal(next(os, obj, true, 0), RS);
+    assert_int_equal(next(os, obj, false, RS), rec3 ? 3 * RS : 100 * RS);
+    assert_int_equal(next(os, obj, true, 3 * RS + 5), rec3 ? 4 * RS : 3 * RS + 5);
+    assert_int_equal(next(os, obj, false, 4 * RS), 100 * RS);
+    assert_int_equal(next(os, obj, true, 100 * RS), 101 * RS); /* past the last record */
+    assert_int_equal(next(os, obj, false, 101 * RS), UINT64_MAX);
+    assert_int_equal(next(os, obj, true, 1ull << 40), 1ull << 40);
+}
+
+static void test_next_data_and_hole(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "dmu_next", 256 * CAIRN_MIB);
+    assert_int_equal(dmu_objset_create(f.spa, "fs", NULL), 0);
+    objset_t *os;
+    assert_int_equal(dmu_objset_open(f.spa, "fs", &os), 0);
+    uint64_t obj = alloc_obj(os, 4096, CAIRN_COMPRESS_OFF);
+    assert_int_equal(next(os, obj, false, 0), UINT64_MAX); /* never written */
+    assert_int_equal(next(os, obj, true, 5), 5);
+    write_pat(os, obj, 0, 4096);
+    write_pat(os, obj, 3 * 4096, 4096);
+    write_pat(os, obj, 100 * 4096, 4096);
+    uint8_t zeros[4096] = {0};
+    dmu_tx_t *tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_write(os, obj, 50 * 4096, 4096, zeros, tx), 0);
+    dmu_tx_commit(tx);
+    check_next_layout(os, obj, true);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    check_next_layout(os, obj, true);
+    tx = dmu_tx_begin(os);
+    assert_int_equal(dmu_free_range(os, obj, 3 * 4096, 4096, tx), 0);
+    dmu_tx_commit(tx);
+    check_next_layout(os, obj, false);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    check_next_layout(os, obj, false);
+    /* Data 5000 records on, beyond level-1 indirect blocks that are holes
+     * (skipped whole once nothing is dirty). */
+    write_pat(os, obj, 5000 * 4096, 4096);
+    assert_int_equal(next(os, obj, false, 101 * 4096), 5000 * 4096);
+    assert_int_equal(dmu_objset_sync(os), 0);
+    assert_int_equal(next(os, obj, false, 101 * 4096), 5000 * 4096);
+    assert_int_equal(next(os, obj, false, 3000 * 4096 + 1), 5000 * 4096);
+    assert_int_equal(next(os, obj, true, 5000 * 4096), 5001 * 4096);
+    assert_int_equal(next(os, obj, false, 5001 * 4096), UINT64_MAX);
+    dmu_objset_close(os);
+    test_pool_remove(&f);
+}
+
 int main(void)
 {
     dmu_init();
@@ -599,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_freed_buffers_reused),
         cmocka_unit_test(test_records_and_persistence),
         cmocka_unit_test(test_free_range_holes_and_reuse),
+        cmocka_unit_test(test_next_data_and_hole),
         cmocka_unit_test(test_largest_offsets),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_traverse),
