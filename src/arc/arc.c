@@ -68,6 +68,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/bufpool.h>
 #include <cairn/codec.h>
 #include <cairn/util.h>
 #include <pthread.h>
@@ -716,6 +717,9 @@ void arc_set_max(uint64_t bytes)
     evict_locked(0);
     trim_ghosts_locked();
     pthread_mutex_unlock(&A.lock);
+    /* The buffers the ARC drops are kept for its next blocks, within its bound
+     * and an eighth more for buffers lent to senders or in flight. */
+    cairn_bufpool_set_limit(bytes + bytes / 8);
 }
 
 uint64_t arc_get_max(void)

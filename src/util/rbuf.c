@@ -1,4 +1,5 @@
 /* Reference-counted buffers and spans; see include/cairn/rbuf.h. */
+#include <cairn/bufpool.h>
 #include <cairn/rbuf.h>
 #include <cairn/util.h>
 
@@ -7,11 +8,14 @@
 
 cairn_rbuf_t *cairn_rbuf_new(const void *src, uint32_t size)
 {
-    cairn_rbuf_t *b = malloc(sizeof(*b) + size);
+    size_t alloc = sizeof(cairn_rbuf_t) + size;
+    /* Small buffers need no page alignment: malloc's own bins serve them. */
+    cairn_rbuf_t *b = alloc < CAIRN_BUFPOOL_MIN ? malloc(alloc) : cairn_bufpool_alloc(alloc);
     if (!b) abort();
     atomic_init(&b->refs, 1);
     b->size = size;
     b->head = 0;
+    b->alloc = (uint32_t)alloc;
     if (src) memcpy(b->data, src, size);
     return b;
 }
@@ -20,13 +24,14 @@ cairn_rbuf_t *cairn_rbuf_new_aligned(uint32_t size, size_t cap)
 {
     _Static_assert(sizeof(cairn_rbuf_t) <= CAIRN_IO_ALIGN, "the header fits before the data");
     if (cap < size) abort();
-    void *mem = NULL;
-    if (posix_memalign(&mem, CAIRN_IO_ALIGN, CAIRN_IO_ALIGN + cap)) abort();
+    size_t alloc = CAIRN_IO_ALIGN + cap;
+    void *mem = cairn_bufpool_alloc(alloc);
     /* The header ends where the aligned data starts. */
     cairn_rbuf_t *b = (cairn_rbuf_t *)((uint8_t *)mem + CAIRN_IO_ALIGN - sizeof(*b));
     atomic_init(&b->refs, 1);
     b->size = size;
     b->head = (uint32_t)(CAIRN_IO_ALIGN - sizeof(*b));
+    b->alloc = (uint32_t)alloc;
     return b;
 }
 
@@ -34,7 +39,7 @@ void cairn_rbuf_rele(cairn_rbuf_t *b)
 {
     /* acq_rel: the freeing thread must see every other holder's reads done. */
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-        free((uint8_t *)b - b->head);
+        cairn_bufpool_free((uint8_t *)b - b->head, b->alloc);
 }
 
 void cairn_spans_add(cairn_spans_t *s, size_t pos, const void *data, size_t len, cairn_rbuf_t *buf)
