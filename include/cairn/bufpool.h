@@ -12,8 +12,8 @@
  * here, per size class, serve the next buffer of that class on any thread.
  *
  * Bounded: chunks handed out plus chunks kept never exceed the limit (the ARC
- * sets it to arc_max plus an eighth for lent and in-flight buffers); a chunk
- * freed beyond it goes back to malloc. cairn_bufpool_trim() gives back every
+ * sets it to its target, arc_max or less, plus an eighth for lent and in-flight
+ * buffers); a chunk freed beyond it goes back to malloc. cairn_bufpool_trim() gives back every
  * kept chunk (and the heap's free pages to the kernel) under memory pressure.
  *
  * Classes: every multiple of 4 KiB up to 256 KiB (a 128 KiB block plus the
