@@ -3,7 +3,8 @@
  * Proves: size classes (every page up to 256 KiB, eight per doubling above,
  * nothing outside the pooled range); chunks are page-aligned and a freed chunk
  * serves the next request of its class, from any thread; the bound (handed out
- * plus kept) holds, lowering it and trimming give kept chunks back; concurrent
+ * plus kept) holds, lowering it and trimming give kept chunks back, and a
+ * chunk whose memory went back serves again whole; concurrent
  * users never get a chunk someone else holds; rbufs of every kind give their
  * memory back to the pool.
  */
@@ -113,6 +114,31 @@ static void test_bound(void **state)
     cairn_bufpool_set_limit(64 * MIB);
 }
 
+/* A chunk whose memory went back (freed over the limit) serves again, whole and writable. */
+static void test_released_chunks_serve_again(void **state)
+{
+    (void)state;
+    cairn_bufpool_trim();
+    cairn_bufpool_set_limit(0);
+    enum { N = 8 };
+    uint8_t *p[N];
+    for (int round = 0; round < 3; round++) {
+        cairn_bufpool_stats_t s0 = stats();
+        for (int i = 0; i < N; i++) {
+            p[i] = cairn_bufpool_alloc(200 * KIB);
+            memset(p[i], 0x40 + i, 200 * KIB);
+        }
+        for (int i = 0; i < N; i++)
+            for (size_t o = 0; o < 200 * KIB; o += 4096) assert_int_equal(p[i][o], 0x40 + i);
+        for (int i = 0; i < N; i++) cairn_bufpool_free(p[i], 200 * KIB);
+        cairn_bufpool_stats_t s = stats();
+        assert_int_equal(s.kept, 0);
+        assert_int_equal(s.released - s0.released, N);
+        assert_int_equal(s.fresh - s0.fresh, N);
+    }
+    cairn_bufpool_set_limit(64 * MIB);
+}
+
 #define THREADS 4
 #define ROUNDS 4000
 
@@ -191,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_size_classes),
         cmocka_unit_test(test_reuse_and_alignment),
         cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_released_chunks_serve_again),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_rbufs_use_the_pool),
     };

@@ -12,9 +12,11 @@
 #   cold    export + import (the ARC empty), nfs-cat again
 #   cold2   export + import, nfs-cat a second time (memory the first cold read
 #           took is available to reuse)
+#   fresh   cairnd restarted (the pool comes back from its cache), nfs-cat: the
+#           first fill of an empty process, no memory to reuse
 # Environment: GIB (1), ARC (arc_max; default 8G as nfs-throughput.sh, so the file
 # fits; "auto" leaves arc_max unset), BENCH_DIR (/var/tmp/cairn-nfs-faults),
-# PERF=1 records a perf profile of cairnd over the warm and cold reads
+# PERF=1 records a perf profile of cairnd over each phase
 # (BENCH_DIR/perf-*.data, top lines printed).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,10 +41,13 @@ P=$((30000 + RANDOM % 20000))
     [ "$ARC" = auto ] || echo "arc_max = $ARC"
 } >"$S/c.conf"
 export CAIRN_SOCKET=$S/sock
-"$BUILD/cairnd" --config "$S/c.conf" --foreground 2>"$S/log" &
-CPID=$!
+start_cairnd() {
+    "$BUILD/cairnd" --config "$S/c.conf" --foreground 2>>"$S/log" &
+    CPID=$!
+    for _ in $(seq 100); do "$BUILD/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
+}
+start_cairnd
 trap 'kill $CPID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
-for _ in $(seq 100); do "$BUILD/cairn" pool list >/dev/null 2>&1 && break; sleep 0.1; done
 "$BUILD/cairn" pool create tank "$S/pool.img"
 "$BUILD/cairn" create -o sharenfs=no_root_squash -o compression=lz4 -o checksum=fletcher4 tank/b
 URL="nfs://127.0.0.1/tank/b/f?nfsport=$P&mountport=$((P + 1))&version=3"
@@ -55,7 +60,7 @@ phase() { # NAME COMMAND...
     local name=$1 f0 c0 f1 c1 pd=
     shift
     read -r f0 c0 < <(stat_of)
-    if [ "${PERF:-0}" = 1 ] && [ "$name" != write ]; then
+    if [ "${PERF:-0}" = 1 ]; then
         perf record -q -g -p "$CPID" -o "$BENCH_DIR/perf-$name.data" 2>/dev/null & pd=$!
         sleep 0.5
     fi
@@ -72,9 +77,13 @@ cold
 phase cold nfs-cat "$URL"
 cold
 phase cold2 nfs-cat "$URL"
+kill "$CPID"; wait "$CPID" 2>/dev/null || true
+start_cairnd
+for _ in $(seq 100); do "$BUILD/cairn" list tank/b >/dev/null 2>&1 && break; sleep 0.1; done
+phase fresh nfs-cat "$URL"
 "$BUILD/cairn" arcstat 2>/dev/null | head -5 || true
 if [ "${PERF:-0}" = 1 ]; then
-    for n in warm cold; do
+    for n in write warm cold fresh; do
         echo "== perf $n (self, top 12)"
         perf report -i "$BENCH_DIR/perf-$n.data" --no-children --sort sym --stdio 2>/dev/null |
             grep -E '^ +[0-9]' | head -12
