@@ -29,7 +29,7 @@ typedef struct cairn_rbuf {
     atomic_uint refs;
     uint32_t size;
     uint32_t head;          /* bytes of the allocation before this header */
-    uint32_t alloc;         /* bytes of the allocation (from the buffer pool) */
+    uint32_t alloc;         /* bytes of the allocation from the buffer pool; 0: malloc's */
     uint8_t data[];
 } cairn_rbuf_t;
 
