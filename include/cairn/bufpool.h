@@ -19,9 +19,10 @@
  * Classes: every multiple of 4 KiB up to 256 KiB (a 128 KiB block plus the
  * page of its header wastes nothing), then eight per doubling up to
  * CAIRN_BUFPOOL_MAX; smaller and larger requests go straight to malloc.
- * Under AddressSanitizer a kept chunk is poisoned, and a handed-out chunk's
- * bytes past the size asked for stay poisoned, so a use after free or an
- * overflow into the class's slack is still reported.
+ * Under AddressSanitizer a kept chunk is poisoned (all but the word linking it
+ * to the next, which LeakSanitizer must be able to follow), and a handed-out
+ * chunk's bytes past the size asked for stay poisoned, so a use after free or
+ * an overflow into the class's slack is still reported.
  */
 #ifndef CAIRN_BUFPOOL_H
 #define CAIRN_BUFPOOL_H

@@ -131,7 +131,9 @@ void cairn_bufpool_free(void *p, size_t size)
         f->next = P.free[c];
         P.free[c] = f;
         P.st.kept += cs;
-        POISON(p, cs);
+        /* All but the link: LeakSanitizer does not look for pointers in poisoned
+         * memory, and would call every chunk behind the first one leaked. */
+        POISON((uint8_t *)p + sizeof *f, cs - sizeof *f);
     } else {
         P.st.released++;
     }
