@@ -42,7 +42,8 @@ typedef enum arc_cache_policy {
 /* Whether a policy keeps blocks of this type (bp->type). */
 bool arc_policy_allows(arc_cache_policy_t pol, uint8_t type);
 
-/* Default arc_max when nothing configures it. */
+/* arc_max of a process that sets none (a library user, a test); cairnd sizes it
+ * from the machine (arc_default_max). */
 #define ARC_DEFAULT_MAX (256 * CAIRN_MIB)
 
 /* ---- the read path (called by the SPA) ---- */
@@ -119,9 +120,40 @@ void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp);
 void arc_purge_pool(uint64_t pool_guid);
 
 /* ---- sizing ---- */
-/* Sets arc_max (bytes, >= 1 MiB); shrinks at once if needed. */
+/* Sets arc_max (bytes, >= 1 MiB) and the target with it; shrinks at once if needed. */
 void arc_set_max(uint64_t bytes);
+/* Sets the target c (memory pressure), at most arc_max and at least 1 MiB;
+ * shrinks at once if needed. arc_set_max() sets both. */
+void arc_set_target(uint64_t bytes);
+/* The current target c: arc_max, or less under memory pressure. */
 uint64_t arc_get_max(void);
+
+/* Sizing from the machine (src/arc/arc_size.c): the figures below are pure
+ * functions of what arc_memory_read() found, so they are tested without one. */
+#define ARC_MAX_FLOOR (64 * CAIRN_MIB)
+typedef struct arc_memory {
+    uint64_t total;     /* MemTotal */
+    uint64_t available; /* MemAvailable */
+    uint64_t cg_limit;  /* the cgroup's memory.max; 0: no limit */
+    uint64_t cg_usage;  /* the cgroup's memory.current */
+} arc_memory_t;
+/* Reads meminfo (/proc/meminfo) and, when cgroup_dir is given, its memory.max and
+ * memory.current (cgroup v2) or else memory.limit_in_bytes and memory.usage_in_bytes
+ * (v1); missing files or "max": no limit. 0, or -errno when meminfo cannot be read
+ * or has no MemTotal. */
+int arc_memory_read(const char *meminfo, const char *cgroup_dir, arc_memory_t *out);
+/* arc_max when the configuration sets none: half of the memory the process may
+ * use (the machine's, or its cgroup's limit if lower), at least ARC_MAX_FLOOR. */
+uint64_t arc_default_max(const arc_memory_t *m);
+/* Memory the system keeps free before the ARC gives way: 1/32 of it, >= 64 MiB. */
+uint64_t arc_memory_reserve(const arc_memory_t *m);
+/* What the process could still take: MemAvailable, or less when its cgroup is nearer its limit. */
+uint64_t arc_memory_available(const arc_memory_t *m);
+/* The next target for an ARC of target c and bound c_max: below the reserve it
+ * shrinks by the shortfall (at least 1/32 of c, to no less than
+ * min(c_max, ARC_MAX_FLOOR)); with twice the reserve free it grows back toward
+ * c_max by at most 1/32 of c_max a step; otherwise c. */
+uint64_t arc_pressure_target(uint64_t c, uint64_t c_max, const arc_memory_t *m);
 
 /* ---- L2ARC: cache devices ---- */
 /* Attaches a cache device (a file or block device) to a pool. create: format it

@@ -64,7 +64,7 @@ typedef struct cairnd_config {
     mgmt_listen_t nfs, mount, portmap, iscsi;
     int log_level;                  /* cairn_log_level_t */
     uint32_t txg_timeout;           /* seconds */
-    uint64_t arc_max;               /* bytes of the ARC (all pools) */
+    uint64_t arc_max;               /* bytes of the ARC (all pools); 0: half the memory */
     /* Connection caps of the front ends (include/cairn/connlimit.h). */
     uint32_t nfs_max_conns, nfs_max_conns_per_client;
     uint32_t nfs_idle_timeout;      /* seconds without a request before a close */

@@ -13,6 +13,10 @@
  * before it is shared (by whoever allocated it) and never after - the ARC
  * fills a buffer, then publishes it; a rewritten or freed block gets a new
  * buffer or none, never new bytes in the old one.
+ *
+ * The memory comes from the buffer pool (cairn/bufpool.h): a released
+ * buffer's pages serve the next buffer of its size class on any thread
+ * instead of going back to malloc's per-thread arenas.
  */
 #ifndef CAIRN_RBUF_H
 #define CAIRN_RBUF_H
@@ -25,7 +29,7 @@ typedef struct cairn_rbuf {
     atomic_uint refs;
     uint32_t size;
     uint32_t head;          /* bytes of the allocation before this header */
-    uint32_t pad;
+    uint32_t alloc;         /* bytes of the allocation from the buffer pool; 0: malloc's */
     uint8_t data[];
 } cairn_rbuf_t;
 

@@ -68,6 +68,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/bufpool.h>
 #include <cairn/codec.h>
 #include <cairn/util.h>
 #include <pthread.h>
@@ -102,9 +103,9 @@ static struct {
     arc_hdr_t **buckets;
     size_t nbuckets, count;
     arc_list_t list[ST_COUNT];
-    uint64_t c, p, decomp_size;
+    uint64_t c, c_max, p, decomp_size; /* c: the target, c_max (arc_max) or less under pressure */
     arc_stats_t st; /* counters only; sizes are filled from the lists */
-} A = {.lock = PTHREAD_MUTEX_INITIALIZER, .c = ARC_DEFAULT_MAX, .p = 0};
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER, .c = ARC_DEFAULT_MAX, .c_max = ARC_DEFAULT_MAX, .p = 0};
 
 /* ---------------- buffers ---------------- */
 
@@ -707,15 +708,39 @@ size_t arc_l2_candidates(uint64_t guid, arc_l2_cand_t *out, size_t max, uint64_t
 
 /* ---------------- sizing and statistics ---------------- */
 
+/* Under A.lock: makes c the target and evicts down to it. */
+static void set_target_locked(uint64_t c)
+{
+    A.c = c;
+    if (A.p > A.c) A.p = A.c;
+    evict_locked(0);
+    trim_ghosts_locked();
+}
+
+/* The buffers the ARC drops are kept for its next blocks, within its target and
+ * an eighth more for buffers lent to senders or in flight. */
+static void bound_buffer_pool(uint64_t c) { cairn_bufpool_set_limit(c + c / 8); }
+
 void arc_set_max(uint64_t bytes)
 {
     if (bytes < CAIRN_MIB) bytes = CAIRN_MIB;
     pthread_mutex_lock(&A.lock);
-    A.c = bytes;
-    if (A.p > A.c) A.p = A.c;
-    evict_locked(0);
-    trim_ghosts_locked();
+    A.c_max = bytes;
+    set_target_locked(bytes);
     pthread_mutex_unlock(&A.lock);
+    bound_buffer_pool(bytes);
+}
+
+void arc_set_target(uint64_t bytes)
+{
+    pthread_mutex_lock(&A.lock);
+    uint64_t c = CAIRN_MIN(CAIRN_MAX(bytes, (uint64_t)CAIRN_MIB), A.c_max);
+    bool shrinks = c < A.c;
+    set_target_locked(c);
+    pthread_mutex_unlock(&A.lock);
+    bound_buffer_pool(c);
+    /* Under pressure the memory must reach the kernel, not wait in the heap. */
+    if (shrinks) cairn_bufpool_trim();
 }
 
 uint64_t arc_get_max(void)
@@ -730,7 +755,8 @@ void arc_get_stats(arc_stats_t *out)
 {
     pthread_mutex_lock(&A.lock);
     *out = A.st;
-    out->c = out->c_max = A.c;
+    out->c = A.c;
+    out->c_max = A.c_max;
     out->p = A.p;
     out->mru_size = A.list[ST_MRU].size;
     out->mfu_size = A.list[ST_MFU].size;

@@ -1,6 +1,14 @@
 /*
- * cairnd's side of the ARC: arc_max from the configuration, the pools' cache
+ * cairnd's side of the ARC: arc_max from the configuration or the machine, the
+ * watch that lowers the ARC's target under memory pressure, the pools' cache
  * devices, and the arcstat request.
+ *
+ * Sizing (the policy is src/arc/arc_size.c): with no arc_max configured, half
+ * of the memory cairnd may use (MemTotal, or its cgroup's memory.max when
+ * lower). Either way a thread samples /proc/meminfo and the cgroup once a
+ * second and moves the target (arc_set_target) down when memory runs short and
+ * back toward arc_max when it is free again; `cairn arcstat` shows the target
+ * (c) and `cairn pool iostat`'s ARC figures arc_max beside it.
  *
  * Cache devices are not in a pool's labels (they hold only verified copies,
  * and the pool must import without them), so the daemon remembers them in
@@ -13,6 +21,7 @@
 #include "cairnd.h"
 
 #include <cairn/arc.h>
+#include <cairn/bufpool.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -59,9 +68,97 @@ static void recs_add(uint64_t guid, const char *path)
     g_recs[g_nrecs++] = (l2_rec_t){.guid = guid, .path = cairn_strdup(path)};
 }
 
+#define MEMINFO "/proc/meminfo"
+#define PRESSURE_INTERVAL_S 1
+
+/* The directory of cairnd's memory cgroup, "" when there is none to read: the v2
+ * hierarchy's when it has the memory controller, else v1's memory hierarchy. */
+static char g_cgroup_dir[MGMT_PATH_MAX + 32];
+
+static void find_cgroup_dir(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[MGMT_PATH_MAX], v1[sizeof g_cgroup_dir] = "", probe[sizeof g_cgroup_dir + 16];
+    g_cgroup_dir[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *rest = strchr(line, ':'), *path = rest ? strchr(rest + 1, ':') : NULL;
+        if (!path) continue;
+        *path++ = '\0';
+        if (!strcmp(rest + 1, "")) { /* "0::/path": v2 */
+            snprintf(g_cgroup_dir, sizeof g_cgroup_dir, "/sys/fs/cgroup%s", path);
+            snprintf(probe, sizeof probe, "%s/memory.max", g_cgroup_dir);
+            if (access(probe, R_OK)) g_cgroup_dir[0] = '\0';
+        } else if (!strcmp(rest + 1, "memory")) {
+            snprintf(v1, sizeof v1, "/sys/fs/cgroup/memory%s", path);
+        }
+    }
+    if (f) fclose(f);
+    if (!g_cgroup_dir[0]) cairn_strlcpy(g_cgroup_dir, v1, sizeof g_cgroup_dir);
+}
+
+static int read_memory(arc_memory_t *m)
+{
+    return arc_memory_read(MEMINFO, g_cgroup_dir[0] ? g_cgroup_dir : NULL, m);
+}
+
+static void *pressure_watch(void *arg)
+{
+    uint64_t c_max = (uint64_t)(uintptr_t)arg;
+    bool squeezed = false;
+    for (;;) {
+        sleep(PRESSURE_INTERVAL_S);
+        arc_memory_t m;
+        if (read_memory(&m)) continue;
+        uint64_t c = arc_get_max(), next = arc_pressure_target(c, c_max, &m);
+        if (next == c) {
+            /* At its floor already: what the pool keeps for the ARC can go still. */
+            if (arc_memory_available(&m) < arc_memory_reserve(&m)) cairn_bufpool_trim();
+            continue;
+        }
+        arc_set_target(next);
+        if (next < c && !squeezed)
+            log_info(SUB, "memory is short (%" PRIu64 " MiB available): ARC target lowered to %" PRIu64 " MiB",
+                     arc_memory_available(&m) >> 20, next >> 20);
+        else if (next == c_max && squeezed)
+            log_info(SUB, "memory is free again: ARC target back at arc_max (%" PRIu64 " MiB)", c_max >> 20);
+        squeezed = next < c_max;
+    }
+    return NULL;
+}
+
+/* arc_max: the configured one, or half of what the machine lets cairnd use. */
+static uint64_t choose_arc_max(uint64_t configured)
+{
+    arc_memory_t m;
+    if (configured) return configured;
+    if (read_memory(&m)) {
+        log_warn(SUB, "cannot read %s: arc_max %" PRIu64 " MiB", MEMINFO, (uint64_t)ARC_DEFAULT_MAX >> 20);
+        return ARC_DEFAULT_MAX;
+    }
+    uint64_t max = arc_default_max(&m);
+    bool cgroup = m.cg_limit && m.cg_limit < m.total;
+    log_info(SUB, "arc_max %" PRIu64 " MiB: half of %" PRIu64 " MiB%s", max >> 20,
+             (cgroup ? m.cg_limit : m.total) >> 20, cgroup ? " (the cgroup's memory limit)" : "");
+    return max;
+}
+
+static void start_pressure_watch(uint64_t c_max)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, pressure_watch, (void *)(uintptr_t)c_max)) {
+        log_warn(SUB, "cannot start the memory pressure watch: the ARC keeps arc_max");
+        return;
+    }
+    pthread_detach(t);
+}
+
 void cairnd_arc_init(const char *state_dir, uint64_t arc_max)
 {
+    find_cgroup_dir();
+    arc_max = choose_arc_max(arc_max);
     arc_set_max(arc_max);
+    start_pressure_watch(arc_max);
     snprintf(g_l2_path, sizeof g_l2_path, "%s/l2arc.cache", state_dir);
     FILE *f = fopen(g_l2_path, "r");
     if (!f) return;

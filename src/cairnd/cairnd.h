@@ -40,7 +40,8 @@ size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap);
 bool cairnd_handle_dataset(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a);
 
-/* The ARC (arc.c): arc_max and the remembered cache devices (STATE_DIR/l2arc.cache);
+/* The ARC (arc.c): arc_max (0: sized from the machine) and its shrinking under memory
+ * pressure, the remembered cache devices (STATE_DIR/l2arc.cache);
  * cache devices of a new pool (formats them; -errno with err on failure); re-attach
  * a pool's remembered devices when it opens; forget them when it is destroyed;
  * the arcstat request (false when req is not one). */

@@ -73,9 +73,9 @@ static void human(uint64_t v, char *buf, size_t len)
 
 static void header(void)
 {
-    printf("%8s %6s %6s %6s %4s %6s %6s %5s %5s %7s %7s %7s %7s %6s %6s %6s %7s\n", "time",
+    printf("%8s %6s %6s %6s %4s %6s %6s %5s %5s %7s %7s %7s %7s %7s %6s %6s %6s %7s\n", "time",
            "read", "hit", "miss", "hit%", "mfuh", "mruh", "mrug", "mfug", "size", "c", "p",
-           "dsize", "l2read", "l2hit", "l2feed", "l2size");
+           "cmax", "dsize", "l2read", "l2hit", "l2feed", "l2size");
 }
 
 /* One line: counters are deltas over secs (totals when prev is NULL). */
@@ -83,13 +83,14 @@ static void line(const Cairn__Mgmt__ArcStats *s, const Cairn__Mgmt__ArcStats *pr
 {
 #define D(f) ((uint64_t)((prev ? (double)(s->f - prev->f) : (double)s->f) / (prev ? secs : 1.0)))
     uint64_t hits = D(hits), miss = D(misses), reads = hits + miss;
-    char t[16], sz[4][16], a[8][16];
+    char t[16], sz[5][16], a[8][16];
     time_t now = time(NULL);
     strftime(t, sizeof t, "%H:%M:%S", localtime(&now));
     human(s->size, sz[0], 16);
     human(s->c, sz[1], 16);
     human(s->p, sz[2], 16);
     human(s->decompressed_size, sz[3], 16);
+    human(s->c_max, sz[4], 16); /* c is below it while memory is short */
     human(reads, a[0], 16);
     human(hits, a[1], 16);
     human(miss, a[2], 16);
@@ -100,10 +101,10 @@ static void line(const Cairn__Mgmt__ArcStats *s, const Cairn__Mgmt__ArcStats *pr
     human(D(l2_feed_bytes), a[7], 16);
     char l2[16];
     human(s->l2_size, l2, sizeof l2);
-    printf("%8s %6s %6s %6s %4u %6s %6s %5llu %5llu %7s %7s %7s %7s %6s %6s %6s %7s\n", t, a[0],
-           a[1], a[2], reads ? (unsigned)(hits * 100 / reads) : 0, a[3], a[4],
+    printf("%8s %6s %6s %6s %4u %6s %6s %5llu %5llu %7s %7s %7s %7s %7s %6s %6s %6s %7s\n", t,
+           a[0], a[1], a[2], reads ? (unsigned)(hits * 100 / reads) : 0, a[3], a[4],
            (unsigned long long)D(mru_ghost_hits), (unsigned long long)D(mfu_ghost_hits), sz[0],
-           sz[1], sz[2], sz[3], a[5], a[6], a[7], l2);
+           sz[1], sz[2], sz[4], sz[3], a[5], a[6], a[7], l2);
     fflush(stdout);
 #undef D
 }

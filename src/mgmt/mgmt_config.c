@@ -33,7 +33,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     mgmt_parse_listen(CAIRN_DEFAULT_ISCSI_LISTEN, &cfg->iscsi);
     cfg->log_level = CAIRN_LOG_INFO;
     cfg->txg_timeout = CAIRN_DEFAULT_TXG_TIMEOUT;
-    cfg->arc_max = 256 * CAIRN_MIB;
+    cfg->arc_max = 0; /* from the machine (cairnd_arc_init) */
     cfg->nfs_max_conns = NFS_DEFAULT_MAX_CONNS;
     cfg->nfs_max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->nfs_idle_timeout = NFS_DEFAULT_IDLE_TIMEOUT_S;

@@ -1,0 +1,200 @@
+/*
+ * The data buffer pool; the why is in include/cairn/bufpool.h.
+ *
+ * Each class keeps a LIFO stack of free chunks, linked through their first
+ * bytes: the chunk freed last is the one whose pages are most likely still
+ * in the CPU's cache. One mutex guards everything; it is taken once per
+ * block-sized buffer (thousands a second at most), not per byte.
+ *
+ * New chunks come from posix_memalign: the heap (dmu_tune_malloc keeps
+ * buffers of these sizes out of mmap), so a chunk given back over the limit
+ * can still be merged by malloc into a chunk of another class.
+ */
+#include <cairn/bufpool.h>
+#include <cairn/util.h>
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define PAGE_CLASSES 64u                   /* 4 KiB .. 256 KiB, one per page */
+#define PAGE_CLASS_MAX (PAGE_CLASSES * 4096u)
+#define STEPS_PER_DOUBLING 8u
+#define DOUBLINGS 6u                       /* 256 KiB .. 16 MiB */
+#define NCLASSES (PAGE_CLASSES + DOUBLINGS * STEPS_PER_DOUBLING)
+#define DEFAULT_LIMIT (288ull * 1024 * 1024) /* the default arc_max and an eighth */
+
+_Static_assert(CAIRN_BUFPOOL_MAX == PAGE_CLASS_MAX << DOUBLINGS, "classes reach the maximum");
+
+typedef struct free_chunk {
+    struct free_chunk *next;
+} free_chunk_t;
+
+static struct {
+    pthread_mutex_t lock;
+    free_chunk_t *free[NCLASSES];
+    cairn_bufpool_stats_t st;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .st = {.limit = DEFAULT_LIMIT}};
+
+static bool pooled(size_t size) { return size >= CAIRN_BUFPOOL_MIN && size <= CAIRN_BUFPOOL_MAX; }
+
+/* The bytes the chunks of class c hold. */
+static size_t class_bytes(unsigned c)
+{
+    if (c < PAGE_CLASSES) return (c + 1) * (size_t)4096;
+    unsigned e = 18 + (c - PAGE_CLASSES) / STEPS_PER_DOUBLING; /* 2^18 = 256 KiB */
+    size_t k = (c - PAGE_CLASSES) % STEPS_PER_DOUBLING + 1;
+    return ((size_t)1 << e) + k * (((size_t)1 << e) / STEPS_PER_DOUBLING);
+}
+
+/* The class of a pooled size: its index and the bytes its chunks hold. */
+static unsigned class_of(size_t size, size_t *class_size)
+{
+    unsigned c;
+    if (size <= PAGE_CLASS_MAX) {
+        c = (unsigned)((size + 4095) / 4096) - 1;
+    } else {
+        unsigned e = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^e < size <= 2^(e+1) */
+        size_t base = (size_t)1 << e, step = base / STEPS_PER_DOUBLING;
+        size_t k = (size - base + step - 1) / step; /* 1..8 */
+        c = PAGE_CLASSES + (e - 18) * STEPS_PER_DOUBLING + (unsigned)(k - 1);
+    }
+    *class_size = class_bytes(c);
+    return c;
+}
+
+size_t cairn_bufpool_class_size(size_t size)
+{
+    size_t cs = size;
+    if (pooled(size)) class_of(size, &cs);
+    return cs;
+}
+
+static void *fresh_chunk(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, CAIRN_IO_ALIGN, bytes)) abort();
+    return p;
+}
+
+void *cairn_bufpool_alloc(size_t size)
+{
+    if (!pooled(size)) return fresh_chunk(size ? size : 1);
+    size_t cs;
+    unsigned c = class_of(size, &cs);
+    pthread_mutex_lock(&P.lock);
+    free_chunk_t *f = P.free[c];
+    if (f) {
+        UNPOISON(f, sizeof *f);
+        P.free[c] = f->next;
+        P.st.kept -= cs;
+        P.st.reused++;
+    } else {
+        P.st.fresh++;
+    }
+    P.st.in_use += cs;
+    pthread_mutex_unlock(&P.lock);
+    void *p = f ? (void *)f : fresh_chunk(cs);
+    UNPOISON(p, size);
+    POISON((uint8_t *)p + size, cs - size); /* the class's slack is nobody's */
+    return p;
+}
+
+/* Under P.lock: whether a free chunk of cs bytes may be kept. */
+static bool room_to_keep(size_t cs) { return P.st.in_use + P.st.kept + cs <= P.st.limit; }
+
+void cairn_bufpool_free(void *p, size_t size)
+{
+    if (!p) return;
+    if (!pooled(size)) {
+        free(p);
+        return;
+    }
+    size_t cs;
+    unsigned c = class_of(size, &cs);
+    pthread_mutex_lock(&P.lock);
+    P.st.in_use -= cs;
+    bool keep = room_to_keep(cs);
+    if (keep) {
+        free_chunk_t *f = p;
+        UNPOISON(f, sizeof *f);
+        f->next = P.free[c];
+        P.free[c] = f;
+        P.st.kept += cs;
+        /* All but the link: LeakSanitizer does not look for pointers in poisoned
+         * memory, and would call every chunk behind the first one leaked. */
+        POISON((uint8_t *)p + sizeof *f, cs - sizeof *f);
+    } else {
+        P.st.released++;
+    }
+    pthread_mutex_unlock(&P.lock);
+    if (!keep) {
+        UNPOISON(p, cs);
+        free(p);
+    }
+}
+
+/* Under P.lock: unlinks kept chunks, largest classes first, until at most
+ * target bytes are kept; returns the list of what goes (freed outside the lock). */
+static free_chunk_t *shed_locked(uint64_t target)
+{
+    free_chunk_t *out = NULL;
+    for (unsigned c = NCLASSES; c-- > 0 && P.st.kept > target;) {
+        size_t cs = class_bytes(c);
+        while (P.free[c] && P.st.kept > target) {
+            free_chunk_t *f = P.free[c];
+            UNPOISON(f, cs);
+            P.free[c] = f->next;
+            P.st.kept -= cs;
+            P.st.released++;
+            f->next = out;
+            out = f;
+        }
+    }
+    return out;
+}
+
+static void free_list(free_chunk_t *f)
+{
+    while (f) {
+        free_chunk_t *n = f->next;
+        free(f);
+        f = n;
+    }
+}
+
+void cairn_bufpool_set_limit(uint64_t bytes)
+{
+    pthread_mutex_lock(&P.lock);
+    P.st.limit = bytes;
+    uint64_t room = bytes > P.st.in_use ? bytes - P.st.in_use : 0;
+    free_chunk_t *gone = shed_locked(room);
+    pthread_mutex_unlock(&P.lock);
+    free_list(gone);
+}
+
+void cairn_bufpool_trim(void)
+{
+    pthread_mutex_lock(&P.lock);
+    free_chunk_t *gone = shed_locked(0);
+    pthread_mutex_unlock(&P.lock);
+    free_list(gone);
+    malloc_trim(0);
+}
+
+void cairn_bufpool_get_stats(cairn_bufpool_stats_t *out)
+{
+    pthread_mutex_lock(&P.lock);
+    *out = P.st;
+    pthread_mutex_unlock(&P.lock);
+}
