@@ -5,7 +5,8 @@
  * while cached it moves to the frequency list (MFU). What either list evicts
  * leaves a ghost behind: a header with the block's identity and size but no
  * data, on the MRU-ghost or MFU-ghost list. The cache holds at most c bytes
- * (arc_max) of data; p is the target share of the MRU. Ghosts steer p: a miss
+ * of data (arc_max, or less while memory is short: arc_set_target, driven by
+ * cairnd's watch of the machine's memory); p is the target share of the MRU. Ghosts steer p: a miss
  * that finds its block on the MRU ghost list means the MRU was evicted too
  * early, so p grows (by the block's size, more when the other ghost list is the
  * bigger one); a hit on the MFU ghost list shrinks p the same way. Eviction
