@@ -43,4 +43,18 @@ int cairn_parse_size(const char *s, uint64_t *out);
  * a multiple of 64, else plain memcpy. Ordered before the next lock release. */
 void cairn_copy_nontemporal(void *dst, const void *src, size_t n);
 
+/* ThreadSanitizer cannot see the ordering a kernel ring gives: what a thread
+ * wrote into a request before queueing it to io_uring is visible to the thread
+ * that reaps its completion. These two tell it so, on the request's address;
+ * in every other build they are nothing. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define CAIRN_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#define CAIRN_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#else
+#define CAIRN_TSAN_RELEASE(p) ((void)(p))
+#define CAIRN_TSAN_ACQUIRE(p) ((void)(p))
+#endif
+
 #endif

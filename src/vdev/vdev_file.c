@@ -192,6 +192,7 @@ static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
         io_uring_prep_fsync(sqe, fl->fd, IORING_FSYNC_DATASYNC);
         break;
     }
+    CAIRN_TSAN_RELEASE(io);
     io_uring_sqe_set_data(sqe, io);
     int rc;
     /* The SQ tail is already published, so a failed enter only delays the I/O until the
@@ -291,6 +292,7 @@ static void file_leaf_deadman(vdev_t *leaf, file_leaf_t *fl)
         c->magic = FILE_CANCEL_MAGIC;
         c->io = io;
         io_uring_prep_cancel(sqe, io, 0);
+        CAIRN_TSAN_RELEASE(c);
         io_uring_sqe_set_data(sqe, c);
         io->cancel_sent = true;
         io_uring_submit(&fl->ring);
@@ -345,6 +347,7 @@ static void *file_leaf_completer(void *arg)
             continue;
         }
         void *data = io_uring_cqe_get_data(cqe);
+        if (data) CAIRN_TSAN_ACQUIRE(data);
         int res = cqe->res;
         io_uring_cqe_seen(&fl->ring, cqe);
         if (data == &fl->ring) break; /* close's stop marker */
