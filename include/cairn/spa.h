@@ -225,6 +225,46 @@ void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
  * in ZFS). */
 void spa_clear_errors(spa_t *spa);
 
+/* ---- fault management (src/spa/spa_fault.c) ----
+ * A leaf with more than `errors` I/O or checksum errors within `window_s`
+ * seconds (ZFS's defaults: 10 in 600 s), or whose device is gone (ENXIO),
+ * becomes FAULTED: no more I/O, the txgs it misses in its dirty time log, its
+ * vdev DEGRADED. Only when the vdev keeps a readable copy of every block
+ * without it: otherwise it stays in use as DEGRADED ("too many errors"). A
+ * write a leaf failed puts that txg in its log, so a resilver rewrites it.
+ * Process-wide policy (cairnd.conf fault_errors, fault_window). */
+void spa_fault_set_policy(uint32_t errors, uint32_t window_s);
+/* `pool clear POOL [DEV]`: resets the error counts of DEV (NULL: every leaf,
+ * and the pool's data error count) and reopens a FAULTED leaf that answers a
+ * read of its label again: it takes I/O again and resilvers what it missed.
+ * A named leaf that does not answer stays FAULTED and is an error. */
+int spa_vdev_clear(spa_t *spa, const char *path, char *err, size_t errlen);
+
+/* ---- events (src/spa/spa_events.c) ----
+ * A bounded process-wide ring of what happened to the pools' devices and
+ * scans, read by `cairn pool events`. Classes as zpool names them, with
+ * "cairn" for "zfs": ereport.fs.cairn.io|checksum, resource.fs.cairn.statechange,
+ * sysevent.fs.cairn.{resilver,scrub}_{start,finish}, vdev_attach, vdev_remove,
+ * vdev_spare, vdev_clear. */
+#define SPA_EVENTS_MAX 1024
+typedef struct spa_event {
+    uint64_t seq;            /* 1, 2, ...: order of posting */
+    uint64_t time_ns;        /* wall clock */
+    char pool[SPA_NAME_MAX];
+    char cls[64];
+    char detail[320];        /* key=value pairs: vdev=PATH state=... offset=... size=... */
+} spa_event_t;
+void spa_event_post(const char *pool, const char *cls, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies up to max events posted after sequence number `after` (of pool, or
+ * every pool when NULL or empty) into out; with wait_ms, first waits that long
+ * at most for one to be posted. Returns how many were copied. */
+size_t spa_events_read(uint64_t after, const char *pool, spa_event_t *out, size_t max,
+                       uint32_t wait_ms);
+uint64_t spa_events_last_seq(void);
+/* Forgets every event kept; returns how many. */
+size_t spa_events_clear(void);
+
 /* ---- the persistent error log (src/spa/spa_errlog.c) ----
  * Blocks no copy of which could be read, by bookmark: what `pool status -v`
  * names. The layer above adds an entry when its read of a block fails for

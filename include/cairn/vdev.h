@@ -79,6 +79,38 @@ typedef struct vdev_stats {
 
 typedef struct vdev vdev_t;
 
+/*
+ * Error windows (src/vdev/vdev_health.c): the times of a leaf's most recent
+ * errors, so that "more than N errors within T seconds" - the rule that turns
+ * a failing disk FAULTED - is a question about the last N + 1 of them.
+ */
+#define VDEV_ERRWIN_MAX 64       /* errors remembered: thresholds go up to VDEV_ERRWIN_MAX - 1 */
+typedef struct vdev_errwin {
+    uint64_t t_ms[VDEV_ERRWIN_MAX]; /* ring of error times, oldest overwritten */
+    uint32_t next, count;
+} vdev_errwin_t;
+/* Records an error at now_ms; true when more than threshold errors (threshold
+ * clamped to VDEV_ERRWIN_MAX - 1) fell within the last window_ms. */
+bool vdev_errwin_note(vdev_errwin_t *w, uint64_t now_ms, uint32_t threshold, uint64_t window_ms);
+void vdev_errwin_reset(vdev_errwin_t *w);
+
+/* What went wrong on a leaf, as the layer above hears of it. */
+typedef enum vdev_error_kind {
+    VDEV_ERR_READ = 0,
+    VDEV_ERR_WRITE = 1,
+    VDEV_ERR_CHECKSUM = 2, /* data returned that did not verify */
+    VDEV_ERR_FLUSH = 3     /* a cache flush: completed writes may be lost (a write error) */
+} vdev_error_kind_t;
+
+/* Set by the layer above on a tree's root vdev (vdev_set_hooks): how it hears
+ * of leaf errors without the vdev layer knowing it. Called from any I/O
+ * thread, possibly with a leaf's I/O in flight: it must not wait for I/O. */
+typedef struct vdev_hooks {
+    void (*leaf_error)(void *arg, vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset,
+                       uint64_t size, int error);
+    void *arg;
+} vdev_hooks_t;
+
 /* Leaf I/O operations. Offsets and lengths are absolute device bytes. */
 typedef enum vdev_io_op { VDEV_IO_READ = 0, VDEV_IO_WRITE = 1, VDEV_IO_FLUSH = 2 } vdev_io_op_t;
 /* Completion: error is 0 or a negative errno. Called from a completion thread. */
@@ -140,6 +172,14 @@ struct vdev {
     bool offline_persist;   /* offline across restarts (offline without -t) */
     uint32_t ndtl;
     uint64_t dtl[VDEV_DTL_MAX][2];
+    /* Fault management (src/spa/spa_fault.c, under its fault lock). */
+    vdev_errwin_t errwin;
+    uint64_t fault_from;     /* FAULTED by errors: first txg it may lack (0: not pending) */
+    uint64_t missed_from;    /* a write failed: first txg it may lack (0: none) */
+    bool fault_persist;      /* FAULTED, kept so in the labels until clear/online/replace */
+    bool fault_announced;    /* its state change has been posted and written */
+    /* root only: the layer above's hooks (NULL: none) */
+    _Atomic(const vdev_hooks_t *) hooks;
 };
 
 /* ---- tree construction (src/vdev/vdev.c) ---- */
@@ -164,6 +204,13 @@ bool vdev_leaf_readable(const vdev_t *leaf);
 /* Child c of a mirror or raidz can serve reads: a readable leaf, or a replacing
  * vdev with a readable side. */
 bool vdev_child_readable(const vdev_t *c);
+
+/* Installs (or, NULL, removes) hooks on a tree's root. */
+void vdev_set_hooks(vdev_t *root, const vdev_hooks_t *hooks);
+/* Counts an error on a leaf (its stats) and tells the root's hooks; offset and
+ * size are the leaf's device bytes concerned. error: negative errno (-ECKSUM for
+ * data that did not verify). */
+void vdev_note_error(vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset, uint64_t size, int error);
 
 /* ---- dirty time logs (src/vdev/vdev.c) ---- */
 /* Adds the txgs [lo, hi] to a leaf's log; past VDEV_DTL_MAX ranges the two

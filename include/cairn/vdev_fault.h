@@ -95,8 +95,10 @@ int vdev_file_test_lose_next(vdev_t *leaf);
  * with file_path the part after the prefix. Returns 0 and the leaf, or a negative
  * errno and *out == NULL (vdev_leaf_open then builds the UNAVAIL leaf). */
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out);
-/* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats. */
-void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error);
+/* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats (a
+ * failed one through vdev_note_error; a failed flush counts against writes:
+ * completed writes may be lost). offset: the I/O's device offset. */
+void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error);
 /* Internal to the vdev layer: the bytes of a submit_writev's pieces, or -EINVAL
  * when they break vdev.h's rules for it (none, more than IOV_MAX, one empty or
  * not a multiple of 512), so every leaf refuses the same writes. */

@@ -303,6 +303,13 @@ void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, co
 }
 
 #define set_error cairnd_set_error
+/* An absolute path, or a test's fault-injecting leaf on one ("fault:/...", vdev.h). */
+static bool device_path_ok(const char *p)
+{
+    if (!strncmp(p, "fault:", 6)) p += 6;
+    return p[0] == '/';
+}
+
 #define NO_SUCH_POOL(resp, a, name) set_error(resp, a, -ENOENT, "no such pool '%s'", name)
 
 static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t *dp)
@@ -333,7 +340,10 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     if (vd->type == VDEV_TYPE_ROOT) cairn_strlcpy(name, spa_name(spa), sizeof name);
     else if (vdev_is_leaf(vd)) cairn_strlcpy(name, vd->path ? vd->path : "?", sizeof name);
     else snprintf(name, sizeof name, "%s-%u", vdev_type_name(vd), vd->id);
-    s->resilvering = vdev_is_leaf(vd) && atomic_load(&vd->stale);
+    /* A stale leaf out of service (FAULTED, OFFLINE) waits; it is not being resilvered. */
+    int st = atomic_load(&vd->state);
+    s->resilvering = vdev_is_leaf(vd) && atomic_load(&vd->stale) &&
+                     (st == VDEV_STATE_ONLINE || st == VDEV_STATE_DEGRADED);
     s->name = cairnd_arena_strdup(a, name);
     s->type = cairnd_arena_strdup(a, vd->type == VDEV_TYPE_ROOT ? "root" : vdev_type_name(vd));
     s->state = cairnd_arena_strdup(a, vdev_state_name((vdev_state_t)vd->state));
@@ -467,7 +477,7 @@ static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__Vdev
         return NULL;
     }
     if (s->type == VDEV_TYPE_LEAF) {
-        if (!m->path || m->path[0] != '/') {
+        if (!m->path || !device_path_ok(m->path)) {
             snprintf(err, errlen, "device paths must be absolute ('%s')", m->path ? m->path : "");
             return NULL;
         }
@@ -849,7 +859,7 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: {
         const Cairn__Mgmt__PoolAttach *m = req->pool_attach;
-        if (m->new_device[0] != '/') {
+        if (!device_path_ok(m->new_device)) {
             set_error(resp, a, -EINVAL, "device paths must be absolute");
             return;
         }
@@ -863,7 +873,7 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     default: {
         const Cairn__Mgmt__PoolReplace *m = req->pool_replace;
-        if (!m->old_device[0] || (m->new_device[0] && m->new_device[0] != '/')) {
+        if (!device_path_ok(m->old_device) || (m->new_device[0] && !device_path_ok(m->new_device))) {
             set_error(resp, a, -EINVAL, "device paths must be absolute");
             return;
         }
@@ -1154,6 +1164,71 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
     resp->pool_iostat = st;
 }
 
+/* `pool clear POOL [DEV]`: error counts, and FAULTED devices that answer again. */
+static void do_clear(const Cairn__Mgmt__PoolClear *m, Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
+{
+    spa_t *spa = find_pool(m->name);
+    if (!spa) {
+        NO_SUCH_POOL(resp, a, m->name);
+        return;
+    }
+    char err[512] = "";
+    int rc = spa_vdev_clear(spa, m->device && m->device[0] ? m->device : NULL, err, sizeof err);
+    if (rc) set_error(resp, a, rc, "%s", err[0] ? err : strerror(-rc));
+}
+
+/* The most events one answer carries; a follower asks again for the rest. */
+#define EVENTS_PER_ANSWER 256
+
+/* `pool events`: read from the engine's ring without the pools lock, since a
+ * follower waits here for the next event and must not hold up an export. */
+static void do_events(const Cairn__Mgmt__PoolEvents *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    if (m->name && m->name[0]) {
+        pthread_rwlock_rdlock(&g_lock);
+        bool known = find_pool(m->name) != NULL;
+        pthread_rwlock_unlock(&g_lock);
+        if (!known) {
+            NO_SUCH_POOL(resp, a, m->name);
+            return;
+        }
+    }
+    Cairn__Mgmt__PoolEventList *l = cairnd_arena_alloc(a, sizeof *l);
+    cairn__mgmt__pool_event_list__init(l);
+    resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_EVENTS;
+    resp->events = l;
+    if (m->clear) {
+        l->cleared = spa_events_clear();
+        l->last = spa_events_last_seq();
+        return;
+    }
+    spa_event_t *ev = malloc(EVENTS_PER_ANSWER * sizeof *ev);
+    if (!ev) {
+        set_error(resp, a, -ENOMEM, "out of memory");
+        return;
+    }
+    uint32_t wait_ms = m->wait_ms > 5000 ? 5000 : m->wait_ms;
+    /* Where the next ask resumes: after the last event sent, or (none sent)
+     * after what had been posted before this read looked, so none is missed. */
+    uint64_t before = spa_events_last_seq();
+    size_t n = spa_events_read(m->after, m->name, ev, EVENTS_PER_ANSWER, wait_ms);
+    uint64_t last = n ? ev[n - 1].seq : before;
+    l->last = last > m->after ? last : m->after;
+    l->events = cairnd_arena_alloc(a, (n ? n : 1) * sizeof *l->events);
+    for (size_t i = 0; i < n; i++) {
+        Cairn__Mgmt__PoolEvent *e = cairnd_arena_alloc(a, sizeof *e);
+        cairn__mgmt__pool_event__init(e);
+        e->seq = ev[i].seq;
+        e->time_ns = ev[i].time_ns;
+        e->pool = cairnd_arena_strdup(a, ev[i].pool);
+        e->eclass = cairnd_arena_strdup(a, ev[i].cls);
+        e->detail = cairnd_arena_strdup(a, ev[i].detail);
+        l->events[l->n_events++] = e;
+    }
+    free(ev);
+}
+
 void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
@@ -1169,6 +1244,10 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
     case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: writer = true; break;
     default: break;
+    }
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS) {
+        do_events(req->pool_events, resp, a);
+        return;
     }
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
         Cairn__Mgmt__Pong *p = cairnd_arena_alloc(a, sizeof *p);
@@ -1193,12 +1272,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT: do_import(req->pool_import, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB: do_scrub(req->pool_scrub, resp, a); break;
-    case CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR: {
-        spa_t *spa = find_pool(req->pool_clear->name);
-        if (spa) spa_clear_errors(spa);
-        else NO_SUCH_POOL(resp, a, req->pool_clear->name);
-        break;
-    }
+    case CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR: do_clear(req->pool_clear, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_GET: do_get(req->pool_get, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_SET: do_set(req->pool_set, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ADD: do_add(req->pool_add, resp, a); break;

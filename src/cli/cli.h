@@ -42,6 +42,9 @@ int cmd_arcstat(int argc, char **argv);
 void cli_cache_section(int *argc, char **argv, Cairn__Mgmt__PoolCreate *pc, const char *what);
 void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc);
 
+/* The prefix of a fault-injecting test leaf's path (vdev_leaf_open). */
+#define CLI_FAULT_PREFIX "fault:"
+
 /* Shared by the pool commands (main.c). */
 void set_name(const char *name, const char *what);           /* a valid pool name, or fail */
 Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s);
@@ -51,12 +54,17 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 
 /* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */
 int cmd_pool_add(int argc, char **argv);
+/* A device path as the pool knows it (absolute, resolved when it exists), in buf or dev. */
+const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what);
 int cmd_pool_remove(int argc, char **argv);
 int cmd_pool_offline(int argc, char **argv, bool online);
 int cmd_pool_replace(int argc, char **argv);
 int cmd_pool_wait(int argc, char **argv);
 int cmd_pool_attach(int argc, char **argv, bool detach);
 int cmd_pool_iostat(int argc, char **argv);
+/* `pool events`, `pool clear` (pool_events.c; argv[0] is the subcommand). */
+int cmd_pool_events(int argc, char **argv);
+int cmd_pool_clear(int argc, char **argv);
 
 /* `cairn share ...` (share.c): like dataset_command. */
 int share_command(const char *cmd, int argc, char **argv);

@@ -67,7 +67,8 @@ static void usage(FILE *f)
           "  pool import -d DIR [-d DIR]... [-f] [-m] [POOL]\n"
           "  pool destroy POOL\n"
           "  pool scrub [-s] POOL\n"
-          "  pool clear POOL\n"
+          "  pool clear POOL [DEV]\n"
+          "  pool events [-f] [-c] [-H] [POOL]\n"
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
@@ -224,10 +225,14 @@ void spec_msg_free(Cairn__Mgmt__VdevSpec *m)
 void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen)
 {
     if (s->type == VDEV_TYPE_LEAF) {
-        char buf[PATH_MAX];
-        if (!realpath(s->path, buf)) fail("cannot open '%s': %s", s->path, strerror(errno));
+        /* A test's fault-injecting leaf (include/cairn/vdev.h): "fault:" then the file. */
+        size_t pre = strncmp(s->path, CLI_FAULT_PREFIX, strlen(CLI_FAULT_PREFIX)) ? 0
+                                                                                   : strlen(CLI_FAULT_PREFIX);
+        char buf[PATH_MAX + 16];
+        memcpy(buf, s->path, pre);
+        if (!realpath(s->path + pre, buf + pre)) fail("cannot open '%s': %s", s->path, strerror(errno));
         struct stat st;
-        if (stat(buf, &st)) fail("cannot open '%s': %s", s->path, strerror(errno));
+        if (stat(buf + pre, &st)) fail("cannot open '%s': %s", s->path, strerror(errno));
         if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
             fail("'%s' is not a file or block device", s->path);
         for (size_t i = 0; i < *nseen; i++)
@@ -451,6 +456,9 @@ static void print_tree(const Cairn__Mgmt__VdevStatus *v, size_t indent, size_t w
            v->state, (unsigned long long)v->read_errors, (unsigned long long)v->write_errors,
            (unsigned long long)v->checksum_errors);
     if (v->resilvering) printf("  (resilvering)");
+    /* A leaf taken out (or kept in, DEGRADED) by fault management. */
+    if (!v->n_children && (!strcmp(v->state, "FAULTED") || !strcmp(v->state, "DEGRADED")))
+        printf("  too many errors");
     if (verbose && v->repaired_bytes) {
         char b[32];
         cairn_format_size(v->repaired_bytes, b, sizeof b);
@@ -478,6 +486,15 @@ static bool tree_has(const Cairn__Mgmt__VdevStatus *v, const char *st)
     return false;
 }
 
+/* Whether a leaf of the tree is in state st. */
+static bool leaf_has(const Cairn__Mgmt__VdevStatus *v, const char *st)
+{
+    if (!v->n_children) return !strcmp(v->state, st);
+    for (size_t i = 0; i < v->n_children; i++)
+        if (leaf_has(v->children[i], st)) return true;
+    return false;
+}
+
 /* zpool's advice for a pool that is not whole: what happened, what to do. */
 static void print_advice(const Cairn__Mgmt__PoolStatusResult *p)
 {
@@ -492,6 +509,17 @@ static void print_advice(const Cairn__Mgmt__PoolStatusResult *p)
                "\tdegraded state.\n"
                "action: Online the device using 'cairn pool online' or replace the device with\n"
                "\t'cairn pool replace'.\n");
+    } else if (leaf_has(p->root, "FAULTED")) {
+        printf("status: One or more devices are faulted in response to persistent errors.\n"
+               "\tSufficient replicas exist for the pool to continue functioning in a\n"
+               "\tdegraded state.\n"
+               "action: Replace the faulted device, or use 'cairn pool clear' to mark the device\n"
+               "\trepaired.\n");
+    } else if (leaf_has(p->root, "DEGRADED")) {
+        printf("status: One or more devices has experienced an unrecoverable error.  An\n"
+               "\tattempt was made to correct the error.  Applications are unaffected.\n"
+               "action: Determine if the device needs to be replaced, and clear the errors\n"
+               "\tusing 'cairn pool clear' or replace the device with 'cairn pool replace'.\n");
     } else if (tree_has(p->root, "UNAVAIL") || tree_has(p->root, "FAULTED")) {
         printf("status: One or more devices could not be used because the label is missing or\n"
                "\tinvalid.  Sufficient replicas exist for the pool to continue\n"
@@ -554,7 +582,7 @@ static int cmd_pool_simple(int argc, char **argv, const char *sub)
     char what[64];
     snprintf(what, sizeof what, "pool %s", sub);
     bool flag = false;
-    const char *opts = !strcmp(sub, "scrub") ? ":s" : (!strcmp(sub, "clear") ? ":" : ":f");
+    const char *opts = !strcmp(sub, "scrub") ? ":s" : ":f";
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, opts, NULL, what)) != -1) flag = true;
@@ -566,7 +594,6 @@ static int cmd_pool_simple(int argc, char **argv, const char *sub)
     Cairn__Mgmt__PoolExport ex;
     Cairn__Mgmt__PoolDestroy de;
     Cairn__Mgmt__PoolScrub sc;
-    Cairn__Mgmt__PoolClear cl;
     if (!strcmp(sub, "export")) {
         cairn__mgmt__pool_export__init(&ex);
         ex.name = name;
@@ -579,17 +606,12 @@ static int cmd_pool_simple(int argc, char **argv, const char *sub)
         de.force = flag;
         req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY;
         req.pool_destroy = &de;
-    } else if (!strcmp(sub, "scrub")) {
+    } else {
         cairn__mgmt__pool_scrub__init(&sc);
         sc.name = name;
         sc.stop = flag;
         req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB;
         req.pool_scrub = &sc;
-    } else {
-        cairn__mgmt__pool_clear__init(&cl);
-        cl.name = name;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR;
-        req.pool_clear = &cl;
     }
     cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
@@ -844,7 +866,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, attach, detach, wait)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, events, get, set, add, remove, offline, online, replace, attach, detach, wait)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -863,8 +885,9 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "attach")) return cmd_pool_attach(sargc, sargv, false);
     if (!strcmp(sub, "detach")) return cmd_pool_attach(sargc, sargv, true);
     if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
-    if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
-        !strcmp(sub, "clear"))
+    if (!strcmp(sub, "events")) return cmd_pool_events(sargc, sargv);
+    if (!strcmp(sub, "clear")) return cmd_pool_clear(sargc, sargv);
+    if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub"))
         return cmd_pool_simple(sargc, sargv, sub);
     fail("pool: unknown subcommand '%s'", sub);
 }

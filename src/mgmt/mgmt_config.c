@@ -41,6 +41,8 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
+    cfg->fault_errors = 10; /* zed's checksum and io SERD defaults: 10 in 10 minutes */
+    cfg->fault_window = 600;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -138,6 +140,9 @@ static const num_setting_t num_settings[] = {
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),
      1, 65536, "connections"},
     {"iscsi_login_timeout", offsetof(cairnd_config_t, iscsi_login_timeout), 1, 3600, "seconds"},
+    /* The error window remembers VDEV_ERRWIN_MAX - 1 errors at most. */
+    {"fault_errors", offsetof(cairnd_config_t, fault_errors), 1, 63, "errors"},
+    {"fault_window", offsetof(cairnd_config_t, fault_window), 1, 86400, "seconds"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)

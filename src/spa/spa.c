@@ -81,12 +81,14 @@ static spa_t *spa_alloc(const char *name)
     pthread_mutex_init(&spa->scrub_lock, NULL);
     pthread_cond_init(&spa->scrub_cv, NULL);
     pthread_mutex_init(&spa->errlog_lock, NULL);
+    spa_fault_init(spa);
     return spa;
 }
 
 static void spa_free(spa_t *spa)
 {
     if (!spa) return;
+    spa_fault_stop(spa);
     spa_metaslabs_fini(spa);
     spa_log_fini(spa);
     if (spa->root) vdev_free(spa->root);
@@ -98,6 +100,7 @@ static void spa_free(spa_t *spa)
     pthread_cond_destroy(&spa->scrub_cv);
     spa_errlog_fini(spa);
     pthread_mutex_destroy(&spa->errlog_lock);
+    spa_fault_fini(spa);
     free(spa);
 }
 
@@ -352,6 +355,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     if (!e) {
         spa->upper_open = true;
         spa_txg_start(spa);
+        spa_fault_start(spa);
         e = spa_txg_wait_synced(spa, 1);
     }
     if (e) {
@@ -657,6 +661,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
         if (e) log_warn("spa", "pool %s: cannot rewrite labels: %s", spa->name, strerror(-e));
         spa_txg_start(spa);
+        spa_fault_start(spa);
         spa_resilver_check(spa); /* one the last run of the pool left unfinished */
     }
     if (spa_health(spa) != VDEV_STATE_ONLINE)
@@ -672,6 +677,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
 static int spa_shutdown(spa_t *spa, int state)
 {
     spa_scrub_fini(spa);
+    spa_fault_stop(spa); /* what it decided reaches the labels before the last write */
     int err = 0;
     if (!spa->readonly) {
         err = spa_txg_wait_synced(spa, 0);

@@ -74,7 +74,7 @@ typedef struct spa_uberblock_phys {
 /* Per vdev entry, after the vdevs[] array, when the header's reserved[0] is
  * SPA_CONFIG_EXT_MAGIC: the state of offline and resilver (spa_resilver.c). */
 #define SPA_CONFIG_EXT_MAGIC 0x5458454e52494143ULL  /* "CAIRNEXT" */
-enum { SPA_VDEV_EXT_OFFLINE = 1 << 0 };
+enum { SPA_VDEV_EXT_OFFLINE = 1 << 0, SPA_VDEV_EXT_FAULTED = 1 << 1, SPA_VDEV_EXT_DEGRADED = 1 << 2 };
 typedef struct spa_vdev_ext_phys {
     uint32_t flags;         /* SPA_VDEV_EXT_* */
     uint32_t ndtl;          /* ranges of dtl in use */
@@ -212,6 +212,12 @@ struct spa {
     uint64_t held_synced_txg;       /* frees released up to here before the hold */
     _Atomic uint64_t data_errors;   /* blocks read with no good copy */
 
+    /* fault management (spa_fault.c) */
+    pthread_mutex_t fault_lock;     /* leaves' error windows and pending faults (after config_lock) */
+    taskq_t *fault_tq;              /* applies faults under the config lock; NULL: not started */
+    bool fault_queued;              /* a fault_apply task is pending */
+    vdev_hooks_t hooks;
+
     /* the error log (spa_errlog.c) */
     pthread_mutex_t errlog_lock;
     spa_errlist_t errlog_last;      /* stored in the pool */
@@ -330,6 +336,22 @@ void spa_vdev_retire(spa_t *spa, vdev_t *vd);
 /* spa_resilver.c, pool open: logs left open-ended (by a crash, or a
  * temporary offline) end at open_txg; leaves with a log and in service are stale. */
 void spa_dtl_open_fixup(vdev_t *root, uint64_t open_txg);
+
+/* spa_resilver.c, shared with fault management (spa_fault.c). Config lock. */
+bool spa_vdev_survives_without(vdev_t *top, vdev_t *leaf);
+vdev_t *spa_leaf_by_path(spa_t *spa, const char *path); /* NULL: no such leaf (OLD of a replacement neither) */ /* a good copy of every block is left */
+void spa_resilver_asked(spa_t *spa);               /* a leaf turned stale: resilver since now */
+void spa_dtl_close(vdev_t *leaf, uint64_t txg);    /* its open-ended log ends at txg */
+
+/* spa_fault.c */
+void spa_fault_init(spa_t *spa);
+void spa_fault_start(spa_t *spa);    /* a writable pool: errors reach fault management */
+void spa_fault_stop(spa_t *spa);     /* before the tree is freed; idempotent */
+void spa_fault_fini(spa_t *spa);
+/* Under config_lock: a FAULTED leaf answers again (online, clear): it takes
+ * I/O and, when it missed txgs, is stale and resilvered. -ENXIO and an error
+ * message when it does not answer. */
+int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
 
 /* spa_errlog.c */
 void spa_errlog_scrub_begin(spa_t *spa);

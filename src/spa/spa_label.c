@@ -77,6 +77,10 @@ static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out,
     if (vd->type == VDEV_TYPE_LEAF) {
         if (atomic_load(&vd->state) == VDEV_STATE_OFFLINE && vd->offline_persist)
             x->flags |= SPA_VDEV_EXT_OFFLINE;
+        if (atomic_load(&vd->state) == VDEV_STATE_FAULTED && vd->fault_persist)
+            x->flags |= SPA_VDEV_EXT_FAULTED;
+        if (atomic_load(&vd->state) == VDEV_STATE_DEGRADED && vd->fault_persist)
+            x->flags |= SPA_VDEV_EXT_DEGRADED;
         x->ndtl = vd->ndtl;
         memcpy(x->dtl, vd->dtl, vd->ndtl * sizeof vd->dtl[0]);
     }
@@ -382,6 +386,13 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
             if ((x->flags & SPA_VDEV_EXT_OFFLINE) && atomic_load(&vd->state) == VDEV_STATE_ONLINE) {
                 vd->offline_persist = true;
                 atomic_store(&vd->state, VDEV_STATE_OFFLINE);
+            }
+            /* Faulted by errors: out of service until clear, online or replace. */
+            if ((x->flags & (SPA_VDEV_EXT_FAULTED | SPA_VDEV_EXT_DEGRADED)) &&
+                atomic_load(&vd->state) == VDEV_STATE_ONLINE) {
+                vd->fault_persist = vd->fault_announced = true;
+                atomic_store(&vd->state, (x->flags & SPA_VDEV_EXT_FAULTED) ? VDEV_STATE_FAULTED
+                                                                            : VDEV_STATE_DEGRADED);
             }
             /* Never read what it may lack, from the first read of the import on. */
             if (vd->ndtl) atomic_store(&vd->stale, true);

@@ -67,7 +67,7 @@ static void find_leaf(vdev_t *leaf, void *arg)
     if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
 }
 
-static vdev_t *leaf_by_path(spa_t *spa, const char *path)
+vdev_t *spa_leaf_by_path(spa_t *spa, const char *path)
 {
     leaf_find_t f = {.path = path};
     vdev_foreach_leaf(spa->root, find_leaf, &f);
@@ -94,7 +94,7 @@ static uint32_t unreadable_children(vdev_t *top, vdev_t *extra)
 }
 
 /* Whether top still has a good copy of every block without leaf. */
-static bool survives_without(vdev_t *top, vdev_t *leaf)
+bool spa_vdev_survives_without(vdev_t *top, vdev_t *leaf)
 {
     if (top->type == VDEV_TYPE_MIRROR) return unreadable_children(top, leaf) < top->nchildren;
     if (top->type == VDEV_TYPE_RAIDZ) return unreadable_children(top, leaf) <= top->nparity;
@@ -107,7 +107,7 @@ static int leaf_checks(spa_t *spa, const char *path, vdev_t **leafp, char *err, 
         cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
         return -EROFS;
     }
-    vdev_t *leaf = leaf_by_path(spa, path);
+    vdev_t *leaf = spa_leaf_by_path(spa, path);
     if (!leaf) {
         cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
         return -ENOENT;
@@ -132,7 +132,7 @@ int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, si
         if (leaf->offline_persist == !temporary) goto out; /* nothing to change */
         leaf->offline_persist = !temporary;
     } else {
-        if (!survives_without(vdev_top(leaf), leaf)) {
+        if (!spa_vdev_survives_without(vdev_top(leaf), leaf)) {
             cairn_seterr(err, errlen, "cannot offline '%s': no valid replicas", path);
             e = -EBUSY;
             goto out;
@@ -146,6 +146,7 @@ int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, si
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s offline%s", spa->name, path, temporary ? " (temporary)" : "");
+    if (!e) spa_event_post(spa->name, "resource.fs.cairn.statechange", "vdev=%s state=OFFLINE", path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
     return e;
@@ -153,13 +154,13 @@ out:
 
 /* Under config_lock: a leaf turned stale; the resilver it needs dates from
  * now unless one is pending already. */
-static void resilver_asked(spa_t *spa)
+void spa_resilver_asked(spa_t *spa)
 {
     if (!spa->resilver_since) spa->resilver_since = cairn_wallclock_s();
 }
 
 /* A leaf's open-ended log ends at txg. */
-static void dtl_close(vdev_t *leaf, uint64_t txg)
+void spa_dtl_close(vdev_t *leaf, uint64_t txg)
 {
     for (uint32_t i = 0; i < leaf->ndtl; i++)
         if (leaf->dtl[i][1] == UINT64_MAX) leaf->dtl[i][1] = CAIRN_MAX(txg, leaf->dtl[i][0]);
@@ -172,6 +173,11 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
     int e = leaf_checks(spa, path, &leaf, err, errlen);
     if (e) goto out;
     int st = atomic_load(&leaf->state);
+    if (st == VDEV_STATE_FAULTED || st == VDEV_STATE_DEGRADED) {
+        e = spa_fault_reopen(spa, leaf, err, errlen); /* failed: back if it answers */
+        if (e) goto out;
+        goto back_in_service;
+    }
     if (st != VDEV_STATE_OFFLINE) {
         if (st == VDEV_STATE_ONLINE) goto out;
         cairn_seterr(err, errlen, "cannot online '%s': the device is %s; replace it", path,
@@ -183,12 +189,14 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
     if (leaf->ndtl) atomic_store(&leaf->stale, true); /* before it takes reads */
     atomic_store(&leaf->state, VDEV_STATE_ONLINE);
     /* Writes reach it from here on: the txg open now is the last it may have missed. */
-    dtl_close(leaf, spa_open_txg(spa));
-    if (leaf->ndtl) resilver_asked(spa);
+    spa_dtl_close(leaf, spa_open_txg(spa));
+    if (leaf->ndtl) spa_resilver_asked(spa);
+back_in_service:
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s online", spa->name, path);
+    if (!e) spa_event_post(spa->name, "resource.fs.cairn.statechange", "vdev=%s state=ONLINE", path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
     if (!e) spa_resilver_check(spa);
@@ -283,7 +291,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
         e = -EBUSY;
         goto out;
     }
-    if (strcmp(new_path, old_path) && leaf_by_path(spa, new_path)) {
+    if (strcmp(new_path, old_path) && spa_leaf_by_path(spa, new_path)) {
         cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
         e = -EEXIST;
         goto out;
@@ -292,7 +300,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     /* A new disk at OLD's path means OLD is gone; otherwise OLD serves (reads
      * and writes) until NEW is whole, as a side of a mirror would. */
     bool same = !strcmp(new_path, old_path);
-    if ((same || !vdev_leaf_readable(old)) && !survives_without(top, old)) {
+    if ((same || !vdev_leaf_readable(old)) && !spa_vdev_survives_without(top, old)) {
         cairn_seterr(err, errlen, "cannot replace '%s': no valid replicas", old_path);
         e = -EBUSY;
         goto out;
@@ -325,12 +333,13 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     atomic_store(&nl->stale, true);
     __atomic_store_n(&parent->children[idx], rep, __ATOMIC_RELEASE);
     /* Writes reach NEW from here on (the txg open now is the last it missed). */
-    dtl_close(nl, spa_open_txg(spa));
-    resilver_asked(spa);
+    spa_dtl_close(nl, spa_open_txg(spa));
+    spa_resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: replacing %s with %s", spa->name, old_path, new_path);
+    if (!e) spa_event_post(spa->name, "sysevent.fs.cairn.vdev_attach", "vdev=%s replacing=%s", new_path, old_path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
     if (!e) spa_resilver_check(spa);
@@ -378,7 +387,7 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
         e = -EROFS;
         goto out;
     }
-    leaf = leaf_by_path(spa, existing);
+    leaf = spa_leaf_by_path(spa, existing);
     if (!leaf) {
         cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", existing, spa->name);
         e = -ENOENT;
@@ -390,7 +399,7 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
         e = -ENOTSUP;
         goto out;
     }
-    if (leaf_by_path(spa, new_path)) {
+    if (spa_leaf_by_path(spa, new_path)) {
         cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", new_path, spa->name);
         e = -EEXIST;
         goto out;
@@ -429,12 +438,13 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
         set_children(spa, parent, kids, parent->nchildren + 1);
         free(kids);
     }
-    dtl_close(nl, spa_open_txg(spa)); /* writes reach it from here on */
-    resilver_asked(spa);
+    spa_dtl_close(nl, spa_open_txg(spa)); /* writes reach it from here on */
+    spa_resilver_asked(spa);
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
     else log_info("spa", "pool %s: %s attached to %s", spa->name, new_path, existing);
+    if (!e) spa_event_post(spa->name, "sysevent.fs.cairn.vdev_attach", "vdev=%s to=%s", new_path, existing);
 out:
     pthread_mutex_unlock(&spa->config_lock);
     if (!e) spa_resilver_check(spa);
@@ -451,7 +461,7 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
         e = -EROFS;
         goto out;
     }
-    leaf = leaf_by_path(spa, path);
+    leaf = spa_leaf_by_path(spa, path);
     if (!leaf) {
         cairn_seterr(err, errlen, "no such device '%s' in pool '%s'", path, spa->name);
         e = -ENOENT;
@@ -468,7 +478,7 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
         e = -ENOTSUP;
         goto out;
     }
-    if (!survives_without(m, leaf)) {
+    if (!spa_vdev_survives_without(m, leaf)) {
         cairn_seterr(err, errlen, "cannot detach '%s': no valid replicas", path);
         e = -EBUSY;
         goto out;
@@ -514,6 +524,7 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
     }
     atomic_store(&leaf->state, VDEV_STATE_UNAVAIL); /* no more I/O from readers that hold it */
     log_info("spa", "pool %s: %s detached", spa->name, path);
+    spa_event_post(spa->name, "sysevent.fs.cairn.vdev_remove", "vdev=%s", path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
     return e;
@@ -552,6 +563,8 @@ void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf)
     }
     log_info("spa", "pool %s: %s replaced by %s", spa->name, old->path ? old->path : "?",
              leaf->path ? leaf->path : "?");
+    spa_event_post(spa->name, "sysevent.fs.cairn.vdev_remove", "vdev=%s replaced_by=%s",
+                   old->path ? old->path : "?", leaf->path ? leaf->path : "?");
 }
 
 static void any_stale(vdev_t *leaf, void *arg)
@@ -562,8 +575,9 @@ static void any_stale(vdev_t *leaf, void *arg)
 static void open_fixup(vdev_t *leaf, void *arg)
 {
     uint64_t txg = *(uint64_t *)arg;
-    if (atomic_load(&leaf->state) == VDEV_STATE_OFFLINE || !leaf->ndtl) return;
-    dtl_close(leaf, txg);
+    int st = atomic_load(&leaf->state);
+    if (st == VDEV_STATE_OFFLINE || st == VDEV_STATE_FAULTED || !leaf->ndtl) return;
+    spa_dtl_close(leaf, txg);
     atomic_store(&leaf->stale, true);
 }
 

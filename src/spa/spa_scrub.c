@@ -234,6 +234,14 @@ again:
     spa->scrub.state = finished ? SPA_SCRUB_FINISHED : SPA_SCRUB_CANCELED;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
+    spa_event_post(spa->name,
+                   c.func == SPA_SCAN_RESILVER ? "sysevent.fs.cairn.resilver_finish"
+                                               : "sysevent.fs.cairn.scrub_finish",
+                   "state=%s examined=%llu %s=%llu errors=%llu",
+                   spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
+                   (unsigned long long)spa->scrub.examined,
+                   c.func == SPA_SCAN_RESILVER ? "resilvered" : "repaired",
+                   (unsigned long long)spa->scrub.repaired, (unsigned long long)spa->scrub.errors);
     log_info("spa", "pool %s: %s %s: %llu bytes examined, %llu %s, %llu errors", spa->name,
              c.func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
              spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
@@ -282,6 +290,10 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
     pthread_create(&spa->scrub_thread, NULL, scrub_thread, spa);
     pthread_setname_np(spa->scrub_thread, func == SPA_SCAN_RESILVER ? "spa_resilver" : "spa_scrub");
     pthread_mutex_unlock(&spa->scrub_lock);
+    spa_event_post(spa->name,
+                   func == SPA_SCAN_RESILVER ? "sysevent.fs.cairn.resilver_start"
+                                             : "sysevent.fs.cairn.scrub_start",
+                   "to_examine=%llu", (unsigned long long)sp.alloc);
     return 0;
 }
 

@@ -41,6 +41,11 @@
  * sync writes in flight) is not done; a vectored write's gathered buffer
  * becomes the held write itself.
  *
+ * A daemon under test has no caller of the C API: there a leaf fails every
+ * I/O with EIO while a file named like its file plus ".eio" exists (one
+ * access() per I/O: tests only), so an integration test can make a disk die
+ * and come back (fault management, spares).
+ *
  * Locks: the registry lock (list of open leaves, counters aside) is taken
  * before a leaf's lock, never after. A leaf's lock covers its held writes,
  * injections and flags, and is held across its file I/O so that a flush or a
@@ -55,6 +60,7 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -241,6 +247,16 @@ static int fault_do_flush(fault_leaf_t *fl)
     return rc;
 }
 
+/* The switch a test flips from outside the process: while a file named like
+ * the leaf's file plus ".eio" exists, every I/O of the leaf fails with EIO - a
+ * disk that stopped answering, under a running daemon. */
+static bool fault_switch_on(const fault_leaf_t *fl)
+{
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "%s.eio", fl->file_path) >= sizeof p) return false;
+    return access(p, F_OK) == 0;
+}
+
 static void fault_io_run(void *arg)
 {
     fault_io_t *io = arg;
@@ -248,14 +264,14 @@ static void fault_io_run(void *arg)
     vdev_t *vd = fl->vd;
     int rc;
     pthread_mutex_lock(&fl->lock);
-    if (fl->frozen) rc = -EIO;
+    if (fl->frozen || fault_switch_on(fl)) rc = -EIO;
     else if (io->op == VDEV_IO_READ) rc = fault_do_read(fl, io->offset, io->buf, io->len);
     else if (io->op == VDEV_IO_WRITE)
         rc = fault_do_write(fl, io->offset, io->buf, io->len, io->owns_buf ? &io->buf : NULL);
     else rc = fault_do_flush(fl);
     pthread_mutex_unlock(&fl->lock);
 
-    vdev_leaf_account(vd, io->op, io->len, rc);
+    vdev_leaf_account(vd, io->op, io->offset, io->len, rc);
     vdev_io_done_t done = io->done;
     void *done_arg = io->arg;
     if (io->owns_buf) free(io->buf); /* NULL when it became a held write */

@@ -17,7 +17,10 @@
  *
  * vdev_flush() issues one FLUSH per leaf before waiting for any, so a pool of
  * N devices pays for one cache flush, not N in a row. UNAVAIL leaves are
- * skipped: they hold nothing that could be made durable.
+ * skipped: they hold nothing that could be made durable. A leaf whose flush
+ * fails fails the flush only when its mirror or raidz cannot do without it:
+ * one failing disk must not stop a redundant pool's syncs (the failure is
+ * counted as the leaf's write error, and the pool records what it missed).
  */
 #include <cairn/raidz.h>
 #include <cairn/vdev.h>
@@ -28,6 +31,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 uint64_t vdev_label_offset(uint64_t leaf_psize, int l)
 {
@@ -52,32 +56,6 @@ ssize_t vdev_writev_len(const struct iovec *iov, int iovcnt)
         len += iov[i].iov_len;
     }
     return (ssize_t)len;
-}
-
-void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, size_t len, int error)
-{
-    switch (op) {
-    case VDEV_IO_READ:
-        if (error) {
-            leaf->stats.read_errors++;
-        } else {
-            leaf->stats.reads++;
-            leaf->stats.read_bytes += len;
-        }
-        break;
-    case VDEV_IO_WRITE:
-        if (error) {
-            leaf->stats.write_errors++;
-        } else {
-            leaf->stats.writes++;
-            leaf->stats.write_bytes += len;
-        }
-        break;
-    case VDEV_IO_FLUSH:
-        /* A failed flush means completed writes may be lost: count it against writes. */
-        if (error) leaf->stats.write_errors++;
-        break;
-    }
 }
 
 /* Counts outstanding I/Os and remembers the first error, for callers that wait. */
@@ -136,17 +114,6 @@ int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf,
     return leaf_waiter_wait(&w);
 }
 
-static void vdev_flush_submit_all(vdev_t *vd, leaf_waiter_t *w)
-{
-    if (vd->type == VDEV_TYPE_LEAF) {
-        if (vdev_leaf_usable(vd))
-            leaf_waiter_submit(w, vd, VDEV_IO_FLUSH, 0, NULL, 0);
-        return;
-    }
-    for (uint32_t c = 0; c < vd->nchildren; c++)
-        if (vd->children[c]) vdev_flush_submit_all(vd->children[c], w);
-}
-
 /* The leaf range holding [offset, offset + len) of top's space: the same range
  * on a single leaf or a mirror side; on raidz (see vdev_raidz.c) top-level
  * sector t lies on child t % n at child sector t / n, and a block's columns
@@ -186,10 +153,83 @@ int vdev_flush_now(vdev_t *vd)
     return vd->ops->io_now(vd, VDEV_IO_FLUSH, 0, NULL, 0);
 }
 
+/* One leaf's flush in a tree-wide flush. */
+typedef struct flush_one {
+    leaf_waiter_t *w;
+    vdev_t *leaf;
+    int error;
+    bool sent;
+} flush_one_t;
+
+typedef struct flush_all {
+    leaf_waiter_t w;
+    flush_one_t *one;
+    size_t n;
+} flush_all_t;
+
+static void flush_one_done(void *arg, int error)
+{
+    flush_one_t *f = arg;
+    f->error = error;
+    leaf_waiter_done(f->w, error);
+}
+
+static void flush_count_leaf(vdev_t *leaf, void *arg)
+{
+    (void)leaf;
+    (*(size_t *)arg)++;
+}
+
+static void flush_send_leaf(vdev_t *leaf, void *arg)
+{
+    flush_all_t *fa = arg;
+    flush_one_t *f = &fa->one[fa->n++];
+    *f = (flush_one_t){.w = &fa->w, .leaf = leaf};
+    if (!vdev_leaf_usable(leaf)) return;
+    f->sent = true;
+    pthread_mutex_lock(&fa->w.lock);
+    fa->w.pending++;
+    pthread_mutex_unlock(&fa->w.lock);
+    int rc = leaf->ops->submit(leaf, VDEV_IO_FLUSH, 0, NULL, 0, flush_one_done, f);
+    if (rc < 0) flush_one_done(f, rc);
+}
+
+/* Whether vd's data is durable although some leaves failed their flush: a
+ * mirror needs one side flushed, raidz all but nparity children, the root
+ * every top-level vdev. A leaf that took no flush (out of service) counts as
+ * failed. */
+static bool flushed_enough(const vdev_t *vd, const flush_all_t *fa)
+{
+    if (vd->type == VDEV_TYPE_LEAF) {
+        for (size_t i = 0; i < fa->n; i++)
+            if (fa->one[i].leaf == vd) return fa->one[i].sent && !fa->one[i].error;
+        return false;
+    }
+    if (vd->type == VDEV_TYPE_HOLE) return true;
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < vd->nchildren; i++) ok += flushed_enough(vd->children[i], fa);
+    switch (vd->type) {
+    case VDEV_TYPE_MIRROR:
+    case VDEV_TYPE_REPLACING: return ok > 0;
+    case VDEV_TYPE_RAIDZ: return ok + vd->nparity >= vd->nchildren;
+    default: return ok == vd->nchildren;
+    }
+}
+
 int vdev_flush(vdev_t *vd)
 {
-    leaf_waiter_t w;
-    leaf_waiter_init(&w);
-    vdev_flush_submit_all(vd, &w);
-    return leaf_waiter_wait(&w);
+    flush_all_t fa = {.n = 0};
+    size_t nleaves = 0;
+    vdev_foreach_leaf(vd, flush_count_leaf, &nleaves);
+    flush_one_t stack_one[16];
+    fa.one = nleaves <= 16 ? stack_one : cairn_zalloc(nleaves * sizeof *fa.one);
+    leaf_waiter_init(&fa.w);
+    vdev_foreach_leaf(vd, flush_send_leaf, &fa);
+    int err = leaf_waiter_wait(&fa.w);
+    /* A leaf that failed its flush is charged a write error (the pool records
+     * what it may have lost); the flush fails only when redundancy does not
+     * cover it. */
+    if (err && flushed_enough(vd, &fa)) err = 0;
+    if (fa.one != stack_one) free(fa.one);
+    return err;
 }

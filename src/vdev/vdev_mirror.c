@@ -159,7 +159,7 @@ static int mirror_read(vdev_t *top, vdev_t **sides, unsigned n, uint64_t offset,
         if (status[i] == SIDE_BAD) any_bad = true;
         if (!charge) continue;
         if (status[i] == SIDE_EIO || status[i] == SIDE_BAD) errors++;
-        if (status[i] == SIDE_BAD) sides[i]->stats.checksum_errors++;
+        if (status[i] == SIDE_BAD) vdev_note_error(sides[i], VDEV_ERR_CHECKSUM, dev_off, len, -ECKSUM);
     }
 
     bool resilver = flags & VDEV_READ_RESILVER;

@@ -465,7 +465,7 @@ account:;
     for (unsigned c = 0; c < ncols && charge; c++) {
         rz_col_t *col = &m->col[c];
         if (col->state == COL_EIO || col->lied) errors++;
-        if (col->lied) col->leaf->stats.checksum_errors++;
+        if (col->lied) vdev_note_error(col->leaf, VDEV_ERR_CHECKSUM, col->dev_off, col->len, -ECKSUM);
         if (rc == 0 && (col->state == COL_EIO || col->lied || (resilver && col->stale)))
             io[nio++] = (vdev_batch_io_t){.leaf = col->leaf, .op = VDEV_IO_WRITE,
                                           .offset = col->dev_off, .buf = col->buf,

@@ -1,0 +1,73 @@
+/*
+ * Leaf health: counting a leaf's errors and telling the layer above.
+ *
+ * Every error a leaf shows - an I/O the device failed, data it returned that
+ * did not verify - goes through vdev_note_error(): it counts the error in the
+ * leaf's stats (what `pool status` shows) and hands it to the hooks the pool
+ * installed on the tree's root, which post the event and decide whether the
+ * disk is failing. The vdev layer itself never changes a leaf's state on an
+ * error: whether a mirror can do without a side is the pool's judgement.
+ *
+ * The error window is that judgement's arithmetic, kept here (and unit-tested
+ * alone) because it is pure: "more than N errors within T" holds exactly when
+ * the error N before the newest one is at most T old, so a ring of the last
+ * N + 1 times answers it whatever the rate of errors, in constant space.
+ */
+#include <cairn/vdev.h>
+#include <cairn/vdev_fault.h>
+
+#include <stdatomic.h>
+#include <string.h>
+
+void vdev_errwin_reset(vdev_errwin_t *w) { memset(w, 0, sizeof *w); }
+
+bool vdev_errwin_note(vdev_errwin_t *w, uint64_t now_ms, uint32_t threshold, uint64_t window_ms)
+{
+    if (threshold > VDEV_ERRWIN_MAX - 1) threshold = VDEV_ERRWIN_MAX - 1;
+    w->t_ms[w->next] = now_ms;
+    w->next = (w->next + 1) % VDEV_ERRWIN_MAX;
+    if (w->count < VDEV_ERRWIN_MAX) w->count++;
+    if (w->count <= threshold) return false;
+    /* The (threshold + 1)-th newest error: the oldest of the ones that must fit. */
+    uint32_t back = (w->next + VDEV_ERRWIN_MAX - 1 - threshold) % VDEV_ERRWIN_MAX;
+    uint64_t oldest = w->t_ms[back];
+    return now_ms >= oldest && now_ms - oldest <= window_ms;
+}
+
+void vdev_set_hooks(vdev_t *root, const vdev_hooks_t *hooks) { atomic_store(&root->hooks, hooks); }
+
+void vdev_note_error(vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset, uint64_t size, int error)
+{
+    switch (kind) {
+    case VDEV_ERR_READ: leaf->stats.read_errors++; break;
+    case VDEV_ERR_WRITE:
+    case VDEV_ERR_FLUSH: leaf->stats.write_errors++; break;
+    case VDEV_ERR_CHECKSUM: leaf->stats.checksum_errors++; break;
+    }
+    vdev_t *root = leaf;
+    while (root->parent) root = root->parent;
+    const vdev_hooks_t *h = atomic_load(&root->hooks);
+    if (h && h->leaf_error) h->leaf_error(h->arg, leaf, kind, offset, size, error);
+}
+
+void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error)
+{
+    if (error) {
+        vdev_note_error(leaf, op == VDEV_IO_READ    ? VDEV_ERR_READ
+                              : op == VDEV_IO_WRITE ? VDEV_ERR_WRITE
+                                                    : VDEV_ERR_FLUSH,
+                        offset, len, error);
+        return;
+    }
+    switch (op) {
+    case VDEV_IO_READ:
+        leaf->stats.reads++;
+        leaf->stats.read_bytes += len;
+        break;
+    case VDEV_IO_WRITE:
+        leaf->stats.writes++;
+        leaf->stats.write_bytes += len;
+        break;
+    case VDEV_IO_FLUSH: break;
+    }
+}
