@@ -1323,7 +1323,8 @@ static uint32_t dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_WANT_DELEGATION:
         return NFS4ERR_NOTSUPP;
     default:
-        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42) return nfs42_dispatch(cx, op);
+        if (cx->minor >= 2 && op > OP4_RECLAIM_COMPLETE && op <= OP4_LAST_42)
+            return nfs42_dispatch(cx, op);
         return NFS4ERR_OP_ILLEGAL;
     }
 }

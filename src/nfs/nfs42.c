@@ -9,9 +9,10 @@
  *               size kept; logged and durable before the reply
  *   READ_PLUS   READ that sends holes as (offset, length) instead of zeros
  *   COPY        intra-server and synchronous: the daemon reads and writes the
- *               data itself (zpl_copy_range), nothing crosses the wire. The
- *               pool shares no blocks between files, so this is a copy, not a
- *               clone, and CLONE answers NFS4ERR_NOTSUPP.
+ *               data itself (zpl_copy_range), nothing crosses the wire; at
+ *               most NFS42_COPY_MAX bytes per call. The pool shares no blocks
+ *               between files, so this is a copy, not a clone, and CLONE
+ *               answers NFS4ERR_NOTSUPP.
  *
  * Every other 4.2 operation (COPY_NOTIFY, OFFLOAD_CANCEL/STATUS - there are no
  * asynchronous copies to ask about - IO_ADVISE, LAYOUTERROR/STATS,
@@ -21,13 +22,15 @@
  * Extended attributes (RFC 8276: GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR)
  * are the ZPL's (zpl_getxattr & co.: kept in the dataset with the node, values
  * up to 8 KiB); reading them takes read permission, changing them write
- * permission on a writable export, as ACCESS's XAREAD/XAWRITE/XALIST say. The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0
- * and 4.1 these operation numbers do not exist (NFS4ERR_OP_ILLEGAL).
+ * permission on a writable export, as ACCESS's XAREAD/XAWRITE/XALIST say.
+ *
+ * The dispatcher (nfs4.c) sends only minor version 2 here: in 4.0 and 4.1
+ * these operation numbers do not exist (NFS4ERR_OP_ILLEGAL).
  *
  * Stateids are checked like READ's and WRITE's (nfs4_check_io_stateid), except
  * that ALLOCATE and DEALLOCATE take the all-ones stateid as the anonymous one,
- * as Linux nfsd does: they change no bytes a reader could see differently, and
- * the share reservations are still checked.
+ * as Linux nfsd does (pynfs ALLOC3 expects it): an open that denies writing
+ * still refuses them, as it refuses anonymous WRITEs.
  */
 #include "nfs4_compound.h"
 #include "nfs_srv.h"

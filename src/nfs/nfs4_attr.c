@@ -170,7 +170,7 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
         nfs4_exclcreat_attrs(&bm);
         nfs4_bitmap_put(x, &bm);
         return true;
-    /* Removing the object would free what its blocks hold. */
+    /* Removing the object's last link would free what its blocks hold. */
     case FATTR4_SPACE_FREED: nfs_xdr_put_u64(x, a->used); return true;
     /* The ZPL bumps `change` with every change: NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR. */
     case FATTR4_CHANGE_ATTR_TYPE: nfs_xdr_put_u32(x, 0); return true;
