@@ -957,6 +957,28 @@ static void refresh_paths(cache_entry_t *e)
     cache_write();
 }
 
+/* `pool add -n`: the checks of a real add (the CLI prints the layout), no change.
+ * Cache devices are only checked to exist and be unused by this pool. */
+static void do_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, const Cairn__Mgmt__PoolAdd *m,
+                           Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
+{
+    char err[512] = "";
+    for (size_t i = 0; i < m->n_cache_devices; i++) {
+        if (access(m->cache_devices[i], F_OK)) {
+            set_error(resp, a, -ENOENT, "cannot add to '%s': cannot open '%s': %s", m->name,
+                      m->cache_devices[i], strerror(errno));
+            return;
+        }
+        if (cairnd_arc_is_device(spa, m->cache_devices[i])) {
+            set_error(resp, a, -EEXIST, "cannot add to '%s': '%s' is already a cache device",
+                      m->name, m->cache_devices[i]);
+            return;
+        }
+    }
+    int rc = root ? spa_vdev_add_dry_run(spa, root, m->force, err, sizeof err) : 0;
+    if (rc) set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
+}
+
 static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
                    cairnd_arena_t *a)
 {
@@ -979,6 +1001,10 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         set_error(resp, a, -EINVAL, "cannot add to '%s': no vdevs given", m->name);
         return;
     }
+    if (m->dry_run) {
+        do_add_dry_run(e->spa, root, m, resp, a);
+        return;
+    }
     /* Cache devices first: they can be taken back if the log vdevs fail. */
     int rc = cairnd_arc_add_devices(e->spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
     if (rc) {
@@ -998,7 +1024,7 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
         return;
     }
-    log_info(SUB, "pool '%s': log vdevs added", m->name);
+    log_info(SUB, "pool '%s': vdevs added", m->name);
 }
 
 static void do_remove(const Cairn__Mgmt__PoolRemove *m, Cairn__Mgmt__Response *resp,

@@ -71,7 +71,7 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
-          "  pool add [-f] POOL log VDEV... | cache DEV...\n"
+          "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
           "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
           "  pool replace [-f] POOL OLD [NEW]\n"

@@ -706,6 +706,13 @@ void spa_abandon(spa_t *spa)
 
 /* ---------------- space and properties ---------------- */
 
+void spa_deflate_init_top(spa_t *spa, uint32_t id, vdev_t *top)
+{
+    if (id >= SPA_DEFLATE_VDEVS) return;
+    uint64_t a = top->type == VDEV_TYPE_HOLE ? 0 : vdev_psize_to_asize(top, 128 * 1024);
+    atomic_store(&spa->deflate[id], a ? (uint32_t)((128 * 1024 << 9) / a) : 512);
+}
+
 /* The worst ratio of allocated to logical bytes over the top-level vdevs, per
  * block size class: raidz parity and padding, sector rounding. Estimates of
  * what dirty data will allocate use it, so they are never low. */
@@ -713,11 +720,7 @@ void spa_space_estimate_init(spa_t *spa)
 {
     /* Deflation follows ZFS: a vdev's ratio is that of a 128 KiB block, the
      * common record; smaller blocks pay their padding in full. */
-    for (uint32_t i = 0; i < spa->ntop && i < SPA_DEFLATE_VDEVS; i++) {
-        vdev_t *top = spa->root->children[i];
-        uint64_t a = top->type == VDEV_TYPE_HOLE ? 0 : vdev_psize_to_asize(top, 128 * 1024);
-        atomic_store(&spa->deflate[i], a ? (uint32_t)((128 * 1024 << 9) / a) : 512);
-    }
+    for (uint32_t i = 0; i < spa->ntop; i++) spa_deflate_init_top(spa, i, spa->root->children[i]);
     /* Estimates are of deflated bytes (what the dataset layer counts), from
      * above: the worst vdev for each size. */
     for (uint32_t c = 0; c < CAIRN_ARRAY_SIZE(spa->asize_ratio); c++) {

@@ -307,6 +307,8 @@ static inline vdev_t *spa_top_vdev(const spa_t *spa, uint32_t v)
 }
 void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
 void spa_space_estimate_init(spa_t *spa);        /* after the tree is built (spa.c) */
+/* The deflation ratio of top-level vdev id (spa.c), set before its first block. */
+void spa_deflate_init_top(spa_t *spa, uint32_t id, vdev_t *top);
 void spa_vdev_sync_changes(spa_t *spa, uint64_t txg); /* start of spa_sync() */
 void spa_vdev_fini(spa_t *spa);
 /* spa_log.c, for removal: drop the region of log vdev v (syncing context). */
@@ -316,6 +318,9 @@ int spa_log_vdev_in_use(spa_t *spa, uint32_t v, uint64_t *os_id);
 /* spa_label.c: zeroes the config areas of a removed leaf's labels. */
 int spa_label_clear(vdev_t *leaf);
 int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
+/* The same, but first all four labels of the leaves under first (NULL-terminated
+ * top-level vdevs joining the pool), flushed, then every leaf as usual. */
+int spa_config_write_new_first_locked(spa_t *spa, spa_pool_state_t state, vdev_t *const *first);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);
