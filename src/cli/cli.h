@@ -51,6 +51,11 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 
 /* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */
 int cmd_pool_add(int argc, char **argv);
+/* history.c: the command line sent with every request (cairnd records it in the
+ * pool's history when the command changed the pool), and `pool history`. */
+void cli_history_init(int argc, char **argv);
+void cli_history_attach(Cairn__Mgmt__Request *req);
+int cmd_pool_history(int argc, char **argv);
 int cmd_pool_remove(int argc, char **argv);
 int cmd_pool_offline(int argc, char **argv, bool online);
 int cmd_pool_replace(int argc, char **argv);

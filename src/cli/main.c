@@ -78,6 +78,7 @@ static void usage(FILE *f)
           "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
+          "  pool history [-l] POOL\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
           "  create [-p] [-o prop=val]... FILESYSTEM\n"
           "  create [-p] [-s] [-b BLOCKSIZE] [-o prop=val]... -V SIZE VOLUME\n"
@@ -119,8 +120,11 @@ static int connect_daemon(bool quiet)
 }
 
 /* Sends req, returns the response (exits on transport or command failure). */
-static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, bool allow_error)
+static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *orig, bool allow_error)
 {
+    Cairn__Mgmt__Request withline = *orig;
+    cli_history_attach(&withline);
+    const Cairn__Mgmt__Request *req = &withline;
     size_t len = cairn__mgmt__request__get_packed_size(req);
     uint8_t *buf = cairn_zalloc(len + 1);
     cairn__mgmt__request__pack(req, buf);
@@ -833,6 +837,7 @@ int main(int argc, char **argv)
     if (!*g_socket) fail("empty socket path");
     if (i >= argc) fail("missing command (see cairn --help)");
     const char *cmd = argv[i];
+    cli_history_init(argc - i, argv + i);
     if (!strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
@@ -844,7 +849,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, attach, detach, wait)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, get, set, add, remove, offline, online, replace, attach, detach, wait, history)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -863,6 +868,7 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "attach")) return cmd_pool_attach(sargc, sargv, false);
     if (!strcmp(sub, "detach")) return cmd_pool_attach(sargc, sargv, true);
     if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
+    if (!strcmp(sub, "history")) return cmd_pool_history(sargc, sargv);
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub") ||
         !strcmp(sub, "clear"))
         return cmd_pool_simple(sargc, sargv, sub);

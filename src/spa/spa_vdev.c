@@ -408,10 +408,10 @@ static int apply_add(spa_t *spa, uint64_t txg)
     } else {
         for (uint32_t i = 0; i < n; i++) {
             if (was[ids[i]]) spa_vdev_retire(spa, was[ids[i]]);
-            log_info("spa", "pool %s: %s vdev %u (%s) added in txg %llu%s", spa->name,
+            log_info("spa", "pool %s: %s vdev %u added%s: %s, txg %llu", spa->name,
                      tops[i]->alloc_class == VDEV_CLASS_LOG ? "log" : "data", ids[i],
-                     vdev_type_name(tops[i]), (unsigned long long)txg,
-                     was[ids[i]] ? " (in the hole of a removed one)" : "");
+                     was[ids[i]] ? " (in the hole of a removed one)" : "",
+                     vdev_type_name(tops[i]), (unsigned long long)txg);
         }
     }
     free(tops);
