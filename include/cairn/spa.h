@@ -162,6 +162,14 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
 int spa_vdev_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
                          size_t errlen);
 
+/* ---- growing (src/spa/spa_expand.c) ----
+ * A top-level vdev grows, in whole steps, when all its leaves grew (the smallest
+ * governs): at once with the pool property autoexpand=on, or when asked here
+ * (`pool online -e`, DEV one of its leaves); returns once the growth (if any) is
+ * durable. expandsize: the bytes the pool could grow by now and has not. */
+int spa_vdev_expand(spa_t *spa, const char *path, char *err, size_t errlen);
+uint64_t spa_expandsize(spa_t *spa);
+
 /* ---- redundancy of top-level vdevs (src/spa/spa_replication.c, pure) ---- */
 typedef struct spa_replication {
     vdev_type_t type;     /* VDEV_TYPE_LEAF (a single disk), MIRROR or RAIDZ */

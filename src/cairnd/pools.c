@@ -317,6 +317,7 @@ static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t 
     r->free = sp.free;
     r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
     r->guid = spa_guid(spa);
+    r->expandsize = spa_expandsize(spa);
     dsl_prop_t *prop = cairn_zalloc(sizeof *prop);
     char err[256];
     bool have = dp && dsl_prop_get(dp, spa_name(spa), "compressratio", prop, err, sizeof err) == 0;
@@ -487,7 +488,7 @@ static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__Vdev
 
 static const char *const g_readonly_props[] = {"size", "alloc", "free", "capacity",
                                                 "health", "guid", "ashift", "logregion",
-                                                "logused", NULL};
+                                                "logused", "expandsize", NULL};
 static bool prop_readonly(const char *name)
 {
     for (const char *const *p = g_readonly_props; *p; p++)
@@ -846,6 +847,8 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
         rc = spa_vdev_online(e->spa, req->pool_online->device, err, sizeof err);
+        if (!rc && req->pool_online->expand)
+            rc = spa_vdev_expand(e->spa, req->pool_online->device, err, sizeof err);
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: {
         const Cairn__Mgmt__PoolAttach *m = req->pool_attach;

@@ -73,7 +73,7 @@ static void usage(FILE *f)
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
           "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
-          "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
+          "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
           "  pool replace [-f] POOL OLD [NEW]\n"
           "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
@@ -341,8 +341,10 @@ static int cmd_pool_list(int argc, char **argv)
     Cairn__Mgmt__Response *r = call(&req);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST) fail("unexpected response");
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
-    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH"};
-    mgmt_table_t *t = mgmt_table_new(7, hdr, 0x3e);
+    /* EXPANDSZ last: scripts that cut the columns before it keep working. */
+    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH",
+                                      "EXPANDSZ"};
+    mgmt_table_t *t = mgmt_table_new(8, hdr, 0xbe);
     for (size_t i = 0; i < r->pool_list->n_rows; i++) {
         Cairn__Mgmt__PoolRow *row = r->pool_list->rows[i];
         char size[32], alloc[32], freeb[32], cap[32];
@@ -357,7 +359,9 @@ static int cmd_pool_list(int argc, char **argv)
                       sizeof ratio);
         size_t rl = strlen(ratio);
         if (exact && rl > 1 && ratio[rl - 1] == 'x') ratio[rl - 1] = '\0';
-        const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health};
+        char expand[32] = "-"; /* as zpool: a dash when nothing waits */
+        if (row->expandsize || exact) mgmt_format_size(row->expandsize, exact, expand, sizeof expand);
+        const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health, expand};
         mgmt_table_add_row(t, cells);
     }
     if (lo.mode == MGMT_OUT_HUMAN && mgmt_table_rows(t) == 0) printf("no pools available\n");

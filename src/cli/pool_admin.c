@@ -203,12 +203,12 @@ static const char *leaf_arg(const char *dev, char *buf, size_t len, const char *
 int cmd_pool_offline(int argc, char **argv, bool online)
 {
     const char *what = online ? "pool online" : "pool offline";
-    bool temporary = false;
+    bool temporary = false, expand = false;
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, online ? "+:e" : "+:t", NULL, what)) != -1) {
         if (c == 't') temporary = true;
-        if (c == 'e') fail("%s: -e (expand to a grown device) is not supported yet", what);
+        if (c == 'e') expand = true;
     }
     want_args(argc, argv, 2, 2, what, "pool name and device");
     const char *name = argv[optind];
@@ -223,6 +223,7 @@ int cmd_pool_offline(int argc, char **argv, bool online)
         cairn__mgmt__pool_online__init(&on);
         on.name = (char *)name;
         on.device = (char *)dev;
+        on.expand = expand;
         req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE;
         req.pool_online = &on;
     } else {

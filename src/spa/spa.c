@@ -513,6 +513,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     }
     spa->readonly = flags & SPA_IMPORT_READONLY;
     if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) spa->resilver_since = cfg->reserved[1];
+    spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
@@ -822,7 +823,8 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
-    "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused", NULL,
+    "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused",
+    "autoexpand", "expandsize", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -845,6 +847,9 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "dirty_max")) snprintf(buf, len, "%llu", (unsigned long long)spa->dirty_max);
     else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
     else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
+    else if (!strcmp(prop, "autoexpand")) snprintf(buf, len, "%s", spa->autoexpand ? "on" : "off");
+    else if (!strcmp(prop, "expandsize"))
+        snprintf(buf, len, "%llu", (unsigned long long)spa_expandsize(spa));
     else if (!strcmp(prop, "logregion") || !strcmp(prop, "logused")) {
         /* The intent log's share: logregion is the part of alloc that the
          * normal vdevs set aside for it (given back when the log idles),
@@ -863,6 +868,7 @@ bool spa_prop_is_default(spa_t *spa, const char *prop)
     if (!strcmp(prop, "comment")) return !spa->comment[0];
     if (!strcmp(prop, "txg_timeout")) return spa->txg_timeout_ms == SPA_DEFAULT_TXG_TIMEOUT_MS;
     if (!strcmp(prop, "dirty_max")) return !spa->dirty_max_set;
+    if (!strcmp(prop, "autoexpand")) return !spa->autoexpand;
     return false;
 }
 
@@ -906,6 +912,15 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
         }
         spa->dirty_max = v;
         spa->dirty_max_set = true;
+    } else if (!strcmp(prop, "autoexpand")) {
+        if (strcmp(value, "on") && strcmp(value, "off")) {
+            cairn_seterr(err, errlen, "autoexpand must be 'on' or 'off'");
+            return -EINVAL;
+        }
+        /* Under the config lock: the sync thread reads it there (spa_expand.c). */
+        pthread_mutex_lock(&spa->config_lock);
+        spa->autoexpand = !strcmp(value, "on");
+        pthread_mutex_unlock(&spa->config_lock);
     } else {
         cairn_seterr(err, errlen, "pool property '%s' is read-only", prop);
         return -EROFS;

@@ -551,5 +551,6 @@ void spa_vdev_sync_changes(spa_t *spa, uint64_t txg)
         spa->config_change_err = e;
         spa->config_done_seq = spa->config_change_seq;
     }
+    spa_expand_sync(spa, txg);
     pthread_mutex_unlock(&spa->config_lock);
 }
