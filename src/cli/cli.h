@@ -56,6 +56,8 @@ int cmd_pool_add(int argc, char **argv);
 void cli_history_init(int argc, char **argv);
 void cli_history_attach(Cairn__Mgmt__Request *req);
 int cmd_pool_history(int argc, char **argv);
+/* `pool list -v`: a row per vdev of pool under its pool's row (pool_admin.c). */
+void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact);
 int cmd_pool_remove(int argc, char **argv);
 int cmd_pool_offline(int argc, char **argv, bool online);
 int cmd_pool_replace(int argc, char **argv);

@@ -61,7 +61,7 @@ static void usage(FILE *f)
     fputs("usage: cairn [--socket PATH] COMMAND ...\n"
           "  pool create [-f] [-o prop=val]... POOL VDEV...\n"
           "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH... | cache PATH...\n"
-          "  pool list [-H] [-p] [--json] [POOL]\n"
+          "  pool list [-v] [-H] [-p] [--json] [POOL]\n"
           "  pool status [-v] [POOL]\n"
           "  pool export POOL\n"
           "  pool import -d DIR [-d DIR]... [-f] [-m] [POOL]\n"
@@ -324,9 +324,13 @@ static int cmd_pool_list(int argc, char **argv)
 {
     const char *what = "pool list";
     list_opts_t lo = {0};
+    bool verbose = false;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
+    while ((c = next_opt(argc, argv, ":vHp", g_list_longopts, what)) != -1) {
+        if (c == 'v') verbose = true;
+        else parse_list_opts(c, &lo);
+    }
     want_args(argc, argv, 0, 1, what, "");
     Cairn__Mgmt__PoolList pl;
     cairn__mgmt__pool_list__init(&pl);
@@ -363,6 +367,7 @@ static int cmd_pool_list(int argc, char **argv)
         if (row->expandsize || exact) mgmt_format_size(row->expandsize, exact, expand, sizeof expand);
         const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health, expand};
         mgmt_table_add_row(t, cells);
+        if (verbose) cli_pool_list_vdevs(t, row->name, exact);
     }
     if (lo.mode == MGMT_OUT_HUMAN && mgmt_table_rows(t) == 0) printf("no pools available\n");
     else mgmt_table_print(t, stdout, lo.mode, "pools");

@@ -341,6 +341,51 @@ int cmd_pool_wait(int argc, char **argv)
     }
 }
 
+static Cairn__Mgmt__Response *fetch(const char *pool);
+
+/* ---------------------------------------------------------------- list -v */
+
+static void list_vdev_row(mgmt_table_t *t, const Cairn__Mgmt__VdevIostat *v, int depth, bool exact)
+{
+    char name[PATH_MAX + 16], size[32] = "-", alloc[32] = "-", freeb[32] = "-", cap[32] = "-";
+    snprintf(name, sizeof name, "%*s%s", exact ? 0 : 2 * depth, "", v->name);
+    if (depth == 1) { /* capacity belongs to top-level vdevs, not to mirror sides */
+        uint64_t fr = v->size > v->alloc ? v->size - v->alloc : 0;
+        mgmt_format_size(v->size, exact, size, sizeof size);
+        mgmt_format_size(v->alloc, exact, alloc, sizeof alloc);
+        mgmt_format_size(fr, exact, freeb, sizeof freeb);
+        unsigned pct = v->size ? (unsigned)(v->alloc * 100 / v->size) : 0;
+        snprintf(cap, sizeof cap, exact ? "%u" : "%u%%", pct);
+    }
+    const char *cells[] = {name, size, alloc, freeb, cap, "-", "-", "-"};
+    mgmt_table_add_row(t, cells);
+    for (size_t i = 0; i < v->n_children; i++) list_vdev_row(t, v->children[i], depth + 1, exact);
+}
+
+void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact)
+{
+    Cairn__Mgmt__Response *r = fetch(pool);
+    for (size_t p = 0; p < r->pool_iostat->n_pools; p++) {
+        const Cairn__Mgmt__VdevIostat *root = r->pool_iostat->pools[p]->root;
+        /* Data vdevs, then the log and cache sections, as pool status orders them. */
+        static const char *const order[] = {"", "log", "cache"};
+        for (int sct = 0; sct < 3; sct++) {
+            bool header = false;
+            for (size_t i = 0; i < root->n_children; i++) {
+                const Cairn__Mgmt__VdevIostat *v = root->children[i];
+                if (strcmp(v->vclass, order[sct])) continue;
+                if (sct && !header) {
+                    const char *cells[] = {sct == 1 ? "logs" : "cache", "-", "-", "-", "-", "-", "-", "-"};
+                    mgmt_table_add_row(t, cells);
+                    header = true;
+                }
+                list_vdev_row(t, v, 1, exact);
+            }
+        }
+    }
+    cairn__mgmt__response__free_unpacked(r, NULL);
+}
+
 /* ---------------------------------------------------------------- iostat */
 
 static bool is_number(const char *s)

@@ -3,8 +3,8 @@
 #  1. A mirror pool filled to ~90% over NFS gets a second mirror while an NFS client
 #     keeps writing FILE_SYNC records: the writer goes on, the new mirror takes most of
 #     the data written after the add (per-vdev alloc of `pool iostat -v`), size grows by
-#     the new vdev, `pool status` shows it, every acknowledged record verifies, and the
-#     exported pool checks clean and imports again with the data.
+#     the new vdev, `pool status` and `pool list -v` show it, every acknowledged record
+#     verifies, and the exported pool checks clean and imports again with the data.
 #  2. raidz2 added to a raidz2 pool: size and dataset avail grow by the data share
 #     (deflated), check clean.
 #  3. Refusals: mismatched redundancy without -f (accepted with -f), a device in use by
@@ -73,6 +73,9 @@ nrec=$(wc -l <"$T/acks")
 run_ok "$CAIRN" pool status tank
 grep -q "mirror-1" "$LAST_STDOUT" || fail "pool status lacks the new mirror: $(cat "$LAST_STDOUT")"
 grep -q "$T/m/d" "$LAST_STDOUT" || fail "pool status lacks the new leaf: $(cat "$LAST_STDOUT")"
+run_ok "$CAIRN" pool list -v -H -p tank
+awk -F'\t' '$1 == "mirror-1" && $2 > 300 * 1048576 { found = 1 } END { exit !found }' "$LAST_STDOUT" ||
+    fail "pool list -v lacks the new mirror's capacity: $(cat "$LAST_STDOUT")"
 size1=$(pool_size tank)
 [ "$size1" -ge $((size0 * 19 / 10)) ] || fail "pool size $size1 after adding a mirror like the first ($size0)"
 # The writer's records after the add and more data: where did they land?
