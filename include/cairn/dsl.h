@@ -231,4 +231,30 @@ int dsl_pool_config_list(dsl_pool_t *dp, const char *prefix,
                          void (*fn)(const char *key, const void *val, uint32_t len, void *arg),
                          void *arg);
 
+/* ---- the pool's command history (src/dsl/dsl_history.c) ----
+ * Administrative commands that changed the pool, with their time, in a bounded
+ * ring in the pool (oldest dropped first; the first record, the pool's
+ * creation, kept). log() returns when the record is on disk. */
+typedef void (*dsl_history_fn)(uint64_t when, const char *line, const char *info, void *arg);
+int dsl_history_log(dsl_pool_t *dp, uint64_t when, const char *line, const char *info);
+/* fn for every record, oldest first; *dropped: records dropped so far. */
+int dsl_history_walk(dsl_pool_t *dp, dsl_history_fn fn, void *arg, uint64_t *dropped);
+
+/* The ring itself, on any store (the unit test's memory, the MOS object). Byte
+ * offsets in the store: header at 0, first record at FIRST_OFF, ring at RING_OFF. */
+#define DSL_HISTORY_FIRST_OFF 4096
+#define DSL_HISTORY_FIRST_MAX 4096
+#define DSL_HISTORY_RING_OFF 8192
+#define DSL_HISTORY_RING ((uint64_t)1024 * 1024 - DSL_HISTORY_RING_OFF) /* 1 MiB in all */
+typedef struct dsl_history_io {
+    int (*read)(void *arg, uint64_t off, void *buf, uint64_t len);  /* zeros past the end */
+    int (*write)(void *arg, uint64_t off, const void *buf, uint64_t len);
+    void *arg;
+    uint64_t ring_size; /* for a new store: a multiple of 8, at least 4096 */
+} dsl_history_io_t;
+int dsl_history_ring_append(const dsl_history_io_t *io, uint64_t when, const char *line,
+                            const char *info);
+int dsl_history_ring_walk(const dsl_history_io_t *io, dsl_history_fn fn, void *arg,
+                          uint64_t *dropped);
+
 #endif

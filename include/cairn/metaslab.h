@@ -45,6 +45,10 @@ typedef struct metaslab_stats {
 int metaslab_create(uint32_t vdev_id, uint64_t asize, uint32_t ashift, uint32_t defer_txgs,
                     metaslab_t **out);
 void metaslab_destroy(metaslab_t *ms);   /* NULL is fine */
+/* The vdev grew: [old size, asize) becomes free space (records nothing: the
+ * space beyond the old size was never in the log, and the pool's config says
+ * how big the vdev is). -EINVAL if asize is below the current size. */
+int metaslab_grow(metaslab_t *ms, uint64_t asize);
 
 uint32_t metaslab_vdev_id(const metaslab_t *ms);
 uint32_t metaslab_ashift(const metaslab_t *ms);

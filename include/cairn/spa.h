@@ -150,11 +150,39 @@ const char *const *spa_prop_names(void);
 
 /* ---- changing the vdev tree of a live pool (src/spa/spa_vdev.c) ----
  * Both kinds of change take effect in the next txg and return once it is durable. */
-/* Adds root's children (log-class devices or mirrors only, for now) as new top-level
- * vdevs, in the holes removed log vdevs left first; the intent log uses them for its
- * new blocks. Checks every device before
- * writing anything (force: devices labelled by another pool). */
+/* Adds root's children as new top-level vdevs, in the holes removed log vdevs left
+ * first: data vdevs (a disk, a mirror, a raidz) take new blocks by their share of
+ * the pool's free space from that txg on; log vdevs (a disk or a mirror) serve the
+ * intent log. Checks every device before writing anything (size, labels of this or
+ * another pool) and refuses data vdevs whose redundancy differs from the pool's
+ * (spa_replication_check); force: devices labelled by another pool and mismatched
+ * redundancy are accepted. */
 int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen);
+/* Every check spa_vdev_add() makes, and nothing written (`pool add -n`). */
+int spa_vdev_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
+                         size_t errlen);
+
+/* ---- growing (src/spa/spa_expand.c) ----
+ * A top-level vdev grows, in whole steps, when all its leaves grew (the smallest
+ * governs): at once with the pool property autoexpand=on, or when asked here
+ * (`pool online -e`, DEV one of its leaves); returns once the growth (if any) is
+ * durable. expandsize: the bytes the pool could grow by now and has not. */
+int spa_vdev_expand(spa_t *spa, const char *path, char *err, size_t errlen);
+uint64_t spa_expandsize(spa_t *spa);
+
+/* ---- redundancy of top-level vdevs (src/spa/spa_replication.c, pure) ---- */
+typedef struct spa_replication {
+    vdev_type_t type;     /* VDEV_TYPE_LEAF (a single disk), MIRROR or RAIDZ */
+    uint32_t nparity;     /* RAIDZ */
+    uint32_t width;       /* children of a mirror or raidz; 1 for a disk */
+} spa_replication_t;
+/* "a 2-way mirror", "a 6-wide raidz2", "a single disk". */
+void spa_replication_describe(const spa_replication_t *r, char *buf, size_t len);
+/* 0 when every new vdev (add) has the kind, parity and width of every existing
+ * data vdev (pool) and of the other new ones; else -EINVAL and a one-line err
+ * naming both sides. */
+int spa_replication_check(const spa_replication_t *pool, size_t npool,
+                          const spa_replication_t *add, size_t nadd, char *err, size_t errlen);
 /* Removing a log vdev, any of them, named by leaf path or as `pool status` names a
  * mirror ("mirror-2"), in two steps around the intent logs moving off it (the vdevs
  * after it keep their ids: a hole takes its place, see src/spa/spa_vdev.c):

@@ -189,6 +189,12 @@ void vdev_add_child(vdev_t *parent, vdev_t *child);  /* sets child->id and paren
 void vdev_free(vdev_t *vd);
 /* Computes asize of a top-level vdev from its leaves' sizes (smallest leaf governs). */
 void vdev_compute_asize(vdev_t *top);
+/* What vdev_compute_asize() would set for a top-level vdev from its leaves' psize
+ * now, without setting it (a grown leaf: the space an expansion would give). */
+uint64_t vdev_asize_of(vdev_t *top);
+/* A leaf's device size as the device reports it now (a file that grew, a LUN that
+ * was resized), without changing leaf->psize. */
+int vdev_leaf_probe_size(const vdev_t *leaf, uint64_t *size);
 /* Recomputes states bottom-up from leaf states: a mirror is DEGRADED while a side is
  * missing and FAULTED when none is left; raidz tolerates nparity missing children. */
 void vdev_state_refresh(vdev_t *vd);

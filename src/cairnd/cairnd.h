@@ -94,6 +94,12 @@ void cairnd_shares_renamed(const char *name, const char *new_name);
 void cairnd_shares_unexport_tree(const char *name);
 void cairnd_shares_pool_closing(dsl_pool_t *dp);
 void cairnd_handle_share_list(Cairn__Mgmt__Response *resp, cairnd_arena_t *a);
+/* The pool's command history (history.c), with the pool table locked: record req's
+ * command line in the pool it changed when it worked; the `pool history` request
+ * (false when req is not one). */
+void cairnd_history_record(const Cairn__Mgmt__Request *req, const Cairn__Mgmt__Response *resp);
+bool cairnd_handle_history(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                           cairnd_arena_t *a);
 /* Pool table read-locked around cairnd_shares_refresh (pools.c). */
 void cairnd_pools_refresh_shares(void);
 

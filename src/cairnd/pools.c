@@ -324,6 +324,7 @@ static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t 
     r->free = sp.free;
     r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
     r->guid = spa_guid(spa);
+    r->expandsize = spa_expandsize(spa);
     dsl_prop_t *prop = cairn_zalloc(sizeof *prop);
     char err[256];
     bool have = dp && dsl_prop_get(dp, spa_name(spa), "compressratio", prop, err, sizeof err) == 0;
@@ -497,7 +498,7 @@ static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__Vdev
 
 static const char *const g_readonly_props[] = {"size", "alloc", "free", "capacity",
                                                 "health", "guid", "ashift", "logregion",
-                                                "logused", NULL};
+                                                "logused", "expandsize", NULL};
 static bool prop_readonly(const char *name)
 {
     for (const char *const *p = g_readonly_props; *p; p++)
@@ -856,6 +857,8 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE:
         rc = spa_vdev_online(e->spa, req->pool_online->device, err, sizeof err);
+        if (!rc && req->pool_online->expand)
+            rc = spa_vdev_expand(e->spa, req->pool_online->device, err, sizeof err);
         break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH: {
         const Cairn__Mgmt__PoolAttach *m = req->pool_attach;
@@ -967,6 +970,28 @@ static void refresh_paths(cache_entry_t *e)
     cache_write();
 }
 
+/* `pool add -n`: the checks of a real add (the CLI prints the layout), no change.
+ * Cache devices are only checked to exist and be unused by this pool. */
+static void do_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, const Cairn__Mgmt__PoolAdd *m,
+                           Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
+{
+    char err[512] = "";
+    for (size_t i = 0; i < m->n_cache_devices; i++) {
+        if (access(m->cache_devices[i], F_OK)) {
+            set_error(resp, a, -ENOENT, "cannot add to '%s': cannot open '%s': %s", m->name,
+                      m->cache_devices[i], strerror(errno));
+            return;
+        }
+        if (cairnd_arc_is_device(spa, m->cache_devices[i])) {
+            set_error(resp, a, -EEXIST, "cannot add to '%s': '%s' is already a cache device",
+                      m->name, m->cache_devices[i]);
+            return;
+        }
+    }
+    int rc = root ? spa_vdev_add_dry_run(spa, root, m->force, err, sizeof err) : 0;
+    if (rc) set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
+}
+
 static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
                    cairnd_arena_t *a)
 {
@@ -989,6 +1014,10 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         set_error(resp, a, -EINVAL, "cannot add to '%s': no vdevs given", m->name);
         return;
     }
+    if (m->dry_run) {
+        do_add_dry_run(e->spa, root, m, resp, a);
+        return;
+    }
     /* Cache devices first: they can be taken back if the log vdevs fail. */
     int rc = cairnd_arc_add_devices(e->spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
     if (rc) {
@@ -1008,7 +1037,7 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
         return;
     }
-    log_info(SUB, "pool '%s': log vdevs added", m->name);
+    log_info(SUB, "pool '%s': vdevs added", m->name);
 }
 
 static void do_remove(const Cairn__Mgmt__PoolRemove *m, Cairn__Mgmt__Response *resp,
@@ -1288,8 +1317,10 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         if (cairnd_handle_dataset(req, resp, a)) break;
         if (cairnd_handle_arc(req, resp, a)) break;
         if (cairnd_handle_iscsi(req, resp, a)) break;
+        if (cairnd_handle_history(req, resp, a)) break;
         set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
+    cairnd_history_record(req, resp);
     pthread_rwlock_unlock(&g_lock);
 }
 

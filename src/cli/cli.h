@@ -56,6 +56,13 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 int cmd_pool_add(int argc, char **argv);
 /* A device path as the pool knows it (absolute, resolved when it exists), in buf or dev. */
 const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what);
+/* history.c: the command line sent with every request (cairnd records it in the
+ * pool's history when the command changed the pool), and `pool history`. */
+void cli_history_init(int argc, char **argv);
+void cli_history_attach(Cairn__Mgmt__Request *req);
+int cmd_pool_history(int argc, char **argv);
+/* `pool list -v`: a row per vdev of pool under its pool's row (pool_admin.c). */
+void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact);
 int cmd_pool_remove(int argc, char **argv);
 int cmd_pool_offline(int argc, char **argv, bool online);
 int cmd_pool_replace(int argc, char **argv);

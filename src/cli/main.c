@@ -61,7 +61,7 @@ static void usage(FILE *f)
     fputs("usage: cairn [--socket PATH] COMMAND ...\n"
           "  pool create [-f] [-o prop=val]... POOL VDEV...\n"
           "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH... | cache PATH...\n"
-          "  pool list [-H] [-p] [--json] [POOL]\n"
+          "  pool list [-v] [-H] [-p] [--json] [POOL]\n"
           "  pool status [-v] [POOL]\n"
           "  pool export POOL\n"
           "  pool import -d DIR [-d DIR]... [-f] [-m] [POOL]\n"
@@ -72,13 +72,14 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
-          "  pool add [-f] POOL log VDEV... | cache DEV...\n"
+          "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
-          "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
+          "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
           "  pool replace [-f] POOL OLD [NEW]\n"
           "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
+          "  pool history [-l] POOL\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
           "  create [-p] [-o prop=val]... FILESYSTEM\n"
           "  create [-p] [-s] [-b BLOCKSIZE] [-o prop=val]... -V SIZE VOLUME\n"
@@ -120,8 +121,11 @@ static int connect_daemon(bool quiet)
 }
 
 /* Sends req, returns the response (exits on transport or command failure). */
-static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *req, bool allow_error)
+static Cairn__Mgmt__Response *call_fd(int fd, const Cairn__Mgmt__Request *orig, bool allow_error)
 {
+    Cairn__Mgmt__Request withline = *orig;
+    cli_history_attach(&withline);
+    const Cairn__Mgmt__Request *req = &withline;
     size_t len = cairn__mgmt__request__get_packed_size(req);
     uint8_t *buf = cairn_zalloc(len + 1);
     cairn__mgmt__request__pack(req, buf);
@@ -325,9 +329,13 @@ static int cmd_pool_list(int argc, char **argv)
 {
     const char *what = "pool list";
     list_opts_t lo = {0};
+    bool verbose = false;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
+    while ((c = next_opt(argc, argv, ":vHp", g_list_longopts, what)) != -1) {
+        if (c == 'v') verbose = true;
+        else parse_list_opts(c, &lo);
+    }
     want_args(argc, argv, 0, 1, what, "");
     Cairn__Mgmt__PoolList pl;
     cairn__mgmt__pool_list__init(&pl);
@@ -342,8 +350,10 @@ static int cmd_pool_list(int argc, char **argv)
     Cairn__Mgmt__Response *r = call(&req);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST) fail("unexpected response");
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
-    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH"};
-    mgmt_table_t *t = mgmt_table_new(7, hdr, 0x3e);
+    /* EXPANDSZ last: scripts that cut the columns before it keep working. */
+    static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH",
+                                      "EXPANDSZ"};
+    mgmt_table_t *t = mgmt_table_new(8, hdr, 0xbe);
     for (size_t i = 0; i < r->pool_list->n_rows; i++) {
         Cairn__Mgmt__PoolRow *row = r->pool_list->rows[i];
         char size[32], alloc[32], freeb[32], cap[32];
@@ -358,8 +368,11 @@ static int cmd_pool_list(int argc, char **argv)
                       sizeof ratio);
         size_t rl = strlen(ratio);
         if (exact && rl > 1 && ratio[rl - 1] == 'x') ratio[rl - 1] = '\0';
-        const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health};
+        char expand[32] = "-"; /* as zpool: a dash when nothing waits */
+        if (row->expandsize || exact) mgmt_format_size(row->expandsize, exact, expand, sizeof expand);
+        const char *cells[] = {row->name, size, alloc, freeb, cap, ratio, row->health, expand};
         mgmt_table_add_row(t, cells);
+        if (verbose) cli_pool_list_vdevs(t, row->name, exact);
     }
     if (lo.mode == MGMT_OUT_HUMAN && mgmt_table_rows(t) == 0) printf("no pools available\n");
     else mgmt_table_print(t, stdout, lo.mode, "pools");
@@ -855,6 +868,7 @@ int main(int argc, char **argv)
     if (!*g_socket) fail("empty socket path");
     if (i >= argc) fail("missing command (see cairn --help)");
     const char *cmd = argv[i];
+    cli_history_init(argc - i, argv + i);
     if (!strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
@@ -866,7 +880,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "iscsi")) return iscsi_command(argc - i, argv + i);
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, events, get, set, add, remove, offline, online, replace, attach, detach, wait)");
+    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, events, history, get, set, add, remove, offline, online, replace, attach, detach, wait)");
     const char *sub = argv[i + 1];
     int sargc = argc - i - 1;
     char **sargv = argv + i + 1;
@@ -887,6 +901,7 @@ int main(int argc, char **argv)
     if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
     if (!strcmp(sub, "events")) return cmd_pool_events(sargc, sargv);
     if (!strcmp(sub, "clear")) return cmd_pool_clear(sargc, sargv);
+    if (!strcmp(sub, "history")) return cmd_pool_history(sargc, sargv);
     if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub"))
         return cmd_pool_simple(sargc, sargv, sub);
     fail("pool: unknown subcommand '%s'", sub);

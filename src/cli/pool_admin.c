@@ -1,11 +1,13 @@
 /*
  * `cairn pool add`, `pool remove` and `pool iostat`.
  *
- * add: the words after the pool name are the create grammar's sections; a
- * `cache DEV...` section is taken out first (as for create), the rest must be
- * `log VDEV...`. Adding data vdevs is refused here, before the daemon is
- * asked, because the engine cannot do it yet: the message says so instead of
- * letting a plain path look like a typo.
+ * add: the words after the pool name are the create grammar's: data vdevs (a
+ * device, `mirror DEV...`, `raidzN DEV...`), then the sections; a `cache
+ * DEV...` section is taken out first (as for create). The daemon checks the
+ * devices and the redundancy (-f accepts a mismatch). -n asks it for the same
+ * checks without the change, then prints the layout the pool would have: the
+ * tree `pool status` reports, the new vdevs after it (unnumbered: their ids
+ * are given when they join).
  *
  * remove: DEV is a log or cache device path (made absolute when it exists,
  * sent as given otherwise, so a device that vanished can still be named), or
@@ -31,6 +33,68 @@
 
 /* ---------------------------------------------------------------- add */
 
+/* The status tree of one pool (the caller frees the response). */
+static Cairn__Mgmt__Response *pool_status_of(const char *name, const char *what)
+{
+    Cairn__Mgmt__PoolStatus ps;
+    cairn__mgmt__pool_status__init(&ps);
+    ps.name = (char *)name;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
+    req.pool_status = &ps;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS || !r->pool_status->n_pools ||
+        !r->pool_status->pools[0]->root)
+        fail("%s: unexpected answer from cairnd", what);
+    return r;
+}
+
+static void print_status_vdev(const Cairn__Mgmt__VdevStatus *v, int depth, bool want_log)
+{
+    if (depth == 1 && (v->vclass[0] != 0) != want_log) return;
+    printf("\t%*s%s\n", 2 * depth, "", v->name);
+    for (size_t i = 0; i < v->n_children; i++) print_status_vdev(v->children[i], depth + 1, want_log);
+}
+
+static void print_spec_vdev(const spa_vdev_spec_t *s, bool want_log)
+{
+    if ((s->vclass == VDEV_CLASS_LOG) != want_log) return;
+    if (s->type == VDEV_TYPE_LEAF) {
+        printf("\t  %s\n", s->path);
+        return;
+    }
+    if (s->type == VDEV_TYPE_RAIDZ) printf("\t  raidz%u\n", s->nparity);
+    else printf("\t  mirror\n");
+    for (uint32_t i = 0; i < s->nchildren; i++) printf("\t    %s\n", s->children[i].path);
+}
+
+/* `pool add -n`: the pool's tree as it would be, data vdevs, then logs, then cache. */
+static void print_add_layout(const char *name, const spa_vdev_spec_t *root,
+                             const Cairn__Mgmt__PoolCreate *cache, const char *what)
+{
+    Cairn__Mgmt__Response *r = pool_status_of(name, what);
+    const Cairn__Mgmt__PoolStatusResult *p = r->pool_status->pools[0];
+    printf("would update '%s' to the following configuration:\n\n\t%s\n", name, p->name);
+    for (int want_log = 0; want_log < 2; want_log++) {
+        bool any = false;
+        for (size_t i = 0; i < p->root->n_children; i++)
+            any |= (p->root->children[i]->vclass[0] != 0) == want_log;
+        for (uint32_t i = 0; root && i < root->nchildren; i++)
+            any |= (root->children[i].vclass == VDEV_CLASS_LOG) == want_log;
+        if (want_log && any) printf("\tlogs\n");
+        for (size_t i = 0; i < p->root->n_children; i++)
+            print_status_vdev(p->root->children[i], 1, want_log);
+        for (uint32_t i = 0; root && i < root->nchildren; i++)
+            print_spec_vdev(&root->children[i], want_log);
+    }
+    if (p->n_cache || cache->n_cache_devices) printf("\tcache\n");
+    for (size_t i = 0; i < p->n_cache; i++) printf("\t  %s\n", p->cache[i]->name);
+    for (size_t i = 0; i < cache->n_cache_devices; i++) printf("\t  %s\n", cache->cache_devices[i]);
+    fflush(stdout);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+}
+
 int cmd_pool_add(int argc, char **argv)
 {
     const char *what = "pool add";
@@ -38,12 +102,14 @@ int cmd_pool_add(int argc, char **argv)
     cairn__mgmt__pool_add__init(&pa);
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, "+:f", NULL, what)) != -1)
+    while ((c = next_opt(argc, argv, "+:fn", NULL, what)) != -1) {
         if (c == 'f') pa.force = true;
+        if (c == 'n') pa.dry_run = true;
+    }
     if (optind >= argc) fail("%s: missing pool name", what);
     const char *name = argv[optind++];
     set_name(name, what);
-    if (optind >= argc) fail("%s: missing vdevs (log VDEV..., cache DEV...)", what);
+    if (optind >= argc) fail("%s: missing vdevs (VDEV..., log VDEV..., cache DEV...)", what);
     int nwords = argc - optind;
     Cairn__Mgmt__PoolCreate pc; /* the create path's parsing of the cache section */
     cairn__mgmt__pool_create__init(&pc);
@@ -55,10 +121,6 @@ int cmd_pool_add(int argc, char **argv)
         char err[512];
         if (mgmt_vdev_spec_parse(nwords, argv + optind, &root, err, sizeof err))
             fail("%s: %s", what, err);
-        for (uint32_t i = 0; i < root->nchildren; i++)
-            if (root->children[i].vclass != VDEV_CLASS_LOG)
-                fail("%s: adding data vdevs to a pool is not supported yet; only 'log' vdevs "
-                     "and 'cache' devices can be added", what);
         resolve_leaves(root, &seen, &given, &nseen);
         pa.root = spec_to_msg(root);
     }
@@ -72,6 +134,7 @@ int cmd_pool_add(int argc, char **argv)
     req.pool_add = &pa;
     Cairn__Mgmt__Response *r = call(&req);
     cairn__mgmt__response__free_unpacked(r, NULL);
+    if (pa.dry_run) print_add_layout(name, root, &pc, what);
     if (pa.root) spec_msg_free(pa.root);
     mgmt_vdev_spec_free(root);
     cli_cache_section_free(&pc);
@@ -148,12 +211,12 @@ const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what)
 int cmd_pool_offline(int argc, char **argv, bool online)
 {
     const char *what = online ? "pool online" : "pool offline";
-    bool temporary = false;
+    bool temporary = false, expand = false;
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, online ? "+:e" : "+:t", NULL, what)) != -1) {
         if (c == 't') temporary = true;
-        if (c == 'e') fail("%s: -e (expand to a grown device) is not supported yet", what);
+        if (c == 'e') expand = true;
     }
     want_args(argc, argv, 2, 2, what, "pool name and device");
     const char *name = argv[optind];
@@ -168,6 +231,7 @@ int cmd_pool_offline(int argc, char **argv, bool online)
         cairn__mgmt__pool_online__init(&on);
         on.name = (char *)name;
         on.device = (char *)dev;
+        on.expand = expand;
         req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE;
         req.pool_online = &on;
     } else {
@@ -283,6 +347,51 @@ int cmd_pool_wait(int argc, char **argv)
         if (!busy) return 0;
         usleep(200 * 1000);
     }
+}
+
+static Cairn__Mgmt__Response *fetch(const char *pool);
+
+/* ---------------------------------------------------------------- list -v */
+
+static void list_vdev_row(mgmt_table_t *t, const Cairn__Mgmt__VdevIostat *v, int depth, bool exact)
+{
+    char name[PATH_MAX + 16], size[32] = "-", alloc[32] = "-", freeb[32] = "-", cap[32] = "-";
+    snprintf(name, sizeof name, "%*s%s", exact ? 0 : 2 * depth, "", v->name);
+    if (depth == 1) { /* capacity belongs to top-level vdevs, not to mirror sides */
+        uint64_t fr = v->size > v->alloc ? v->size - v->alloc : 0;
+        mgmt_format_size(v->size, exact, size, sizeof size);
+        mgmt_format_size(v->alloc, exact, alloc, sizeof alloc);
+        mgmt_format_size(fr, exact, freeb, sizeof freeb);
+        unsigned pct = v->size ? (unsigned)(v->alloc * 100 / v->size) : 0;
+        snprintf(cap, sizeof cap, exact ? "%u" : "%u%%", pct);
+    }
+    const char *cells[] = {name, size, alloc, freeb, cap, "-", "-", "-"};
+    mgmt_table_add_row(t, cells);
+    for (size_t i = 0; i < v->n_children; i++) list_vdev_row(t, v->children[i], depth + 1, exact);
+}
+
+void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact)
+{
+    Cairn__Mgmt__Response *r = fetch(pool);
+    for (size_t p = 0; p < r->pool_iostat->n_pools; p++) {
+        const Cairn__Mgmt__VdevIostat *root = r->pool_iostat->pools[p]->root;
+        /* Data vdevs, then the log and cache sections, as pool status orders them. */
+        static const char *const order[] = {"", "log", "cache"};
+        for (int sct = 0; sct < 3; sct++) {
+            bool header = false;
+            for (size_t i = 0; i < root->n_children; i++) {
+                const Cairn__Mgmt__VdevIostat *v = root->children[i];
+                if (strcmp(v->vclass, order[sct])) continue;
+                if (sct && !header) {
+                    const char *cells[] = {sct == 1 ? "logs" : "cache", "-", "-", "-", "-", "-", "-", "-"};
+                    mgmt_table_add_row(t, cells);
+                    header = true;
+                }
+                list_vdev_row(t, v, 1, exact);
+            }
+        }
+    }
+    cairn__mgmt__response__free_unpacked(r, NULL);
 }
 
 /* ---------------------------------------------------------------- iostat */

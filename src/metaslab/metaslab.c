@@ -113,6 +113,19 @@ int metaslab_create(uint32_t vdev_id, uint64_t asize, uint32_t ashift, uint32_t 
     return 0;
 }
 
+int metaslab_grow(metaslab_t *ms, uint64_t asize)
+{
+    pthread_mutex_lock(&ms->lock);
+    uint64_t size = CAIRN_P2ALIGN(asize, ms->unit);
+    int e = size < ms->size ? -EINVAL : 0;
+    if (!e && size > ms->size) {
+        range_tree_add(ms->free_tree, ms->size, size - ms->size);
+        ms->size = size;
+    }
+    pthread_mutex_unlock(&ms->lock);
+    return e;
+}
+
 void metaslab_destroy(metaslab_t *ms)
 {
     if (!ms)

@@ -517,6 +517,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     }
     spa->readonly = flags & SPA_IMPORT_READONLY;
     if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) spa->resilver_since = cfg->reserved[1];
+    spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
@@ -712,6 +713,13 @@ void spa_abandon(spa_t *spa)
 
 /* ---------------- space and properties ---------------- */
 
+void spa_deflate_init_top(spa_t *spa, uint32_t id, vdev_t *top)
+{
+    if (id >= SPA_DEFLATE_VDEVS) return;
+    uint64_t a = top->type == VDEV_TYPE_HOLE ? 0 : vdev_psize_to_asize(top, 128 * 1024);
+    atomic_store(&spa->deflate[id], a ? (uint32_t)((128 * 1024 << 9) / a) : 512);
+}
+
 /* The worst ratio of allocated to logical bytes over the top-level vdevs, per
  * block size class: raidz parity and padding, sector rounding. Estimates of
  * what dirty data will allocate use it, so they are never low. */
@@ -719,11 +727,7 @@ void spa_space_estimate_init(spa_t *spa)
 {
     /* Deflation follows ZFS: a vdev's ratio is that of a 128 KiB block, the
      * common record; smaller blocks pay their padding in full. */
-    for (uint32_t i = 0; i < spa->ntop && i < SPA_DEFLATE_VDEVS; i++) {
-        vdev_t *top = spa->root->children[i];
-        uint64_t a = top->type == VDEV_TYPE_HOLE ? 0 : vdev_psize_to_asize(top, 128 * 1024);
-        atomic_store(&spa->deflate[i], a ? (uint32_t)((128 * 1024 << 9) / a) : 512);
-    }
+    for (uint32_t i = 0; i < spa->ntop; i++) spa_deflate_init_top(spa, i, spa->root->children[i]);
     /* Estimates are of deflated bytes (what the dataset layer counts), from
      * above: the worst vdev for each size. */
     for (uint32_t c = 0; c < CAIRN_ARRAY_SIZE(spa->asize_ratio); c++) {
@@ -825,7 +829,8 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
-    "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused", NULL,
+    "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused",
+    "autoexpand", "expandsize", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -848,6 +853,9 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "dirty_max")) snprintf(buf, len, "%llu", (unsigned long long)spa->dirty_max);
     else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
     else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
+    else if (!strcmp(prop, "autoexpand")) snprintf(buf, len, "%s", spa->autoexpand ? "on" : "off");
+    else if (!strcmp(prop, "expandsize"))
+        snprintf(buf, len, "%llu", (unsigned long long)spa_expandsize(spa));
     else if (!strcmp(prop, "logregion") || !strcmp(prop, "logused")) {
         /* The intent log's share: logregion is the part of alloc that the
          * normal vdevs set aside for it (given back when the log idles),
@@ -866,6 +874,7 @@ bool spa_prop_is_default(spa_t *spa, const char *prop)
     if (!strcmp(prop, "comment")) return !spa->comment[0];
     if (!strcmp(prop, "txg_timeout")) return spa->txg_timeout_ms == SPA_DEFAULT_TXG_TIMEOUT_MS;
     if (!strcmp(prop, "dirty_max")) return !spa->dirty_max_set;
+    if (!strcmp(prop, "autoexpand")) return !spa->autoexpand;
     return false;
 }
 
@@ -909,6 +918,15 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
         }
         spa->dirty_max = v;
         spa->dirty_max_set = true;
+    } else if (!strcmp(prop, "autoexpand")) {
+        if (strcmp(value, "on") && strcmp(value, "off")) {
+            cairn_seterr(err, errlen, "autoexpand must be 'on' or 'off'");
+            return -EINVAL;
+        }
+        /* Under the config lock: the sync thread reads it there (spa_expand.c). */
+        pthread_mutex_lock(&spa->config_lock);
+        spa->autoexpand = !strcmp(value, "on");
+        pthread_mutex_unlock(&spa->config_lock);
     } else {
         cairn_seterr(err, errlen, "pool property '%s' is read-only", prop);
         return -EROFS;

@@ -184,6 +184,12 @@ struct spa {
      * sync): a vdev added in that sync must not take such an id, or a crash before
      * its uberblock would replay the old vdev's records onto the new one. */
     uint32_t stale_ids;
+    /* Growing vdevs whose leaves grew (spa_expand.c), config lock. */
+    bool autoexpand;                /* pool property, kept in the labels */
+    uint32_t pending_expand;        /* top-level vdevs asked to grow (bit v): online -e */
+    int expand_err;                 /* the last asked expansion's result */
+    uint64_t expand_probe_ns;       /* leaves were last asked their size */
+    _Atomic uint64_t expand_due_ns; /* the same, by the waiting sync thread */
 
     /* intent-log region and directory (spa_log.c) */
     void *log;
@@ -313,8 +319,18 @@ static inline vdev_t *spa_top_vdev(const spa_t *spa, uint32_t v)
 }
 void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
 void spa_space_estimate_init(spa_t *spa);        /* after the tree is built (spa.c) */
+/* The deflation ratio of top-level vdev id (spa.c), set before its first block. */
+void spa_deflate_init_top(spa_t *spa, uint32_t id, vdev_t *top);
 void spa_vdev_sync_changes(spa_t *spa, uint64_t txg); /* start of spa_sync() */
 void spa_vdev_fini(spa_t *spa);
+/* spa_expand.c, sync thread with the config lock: notices grown leaves, grows
+ * top-level vdevs (autoexpand, online -e). */
+void spa_expand_sync(spa_t *spa, uint64_t txg);
+/* The waiting sync thread, once per txg_timeout: a leaf grew, a txg should run. */
+bool spa_expand_due(spa_t *spa, uint64_t now);
+/* Label config header, reserved[SPA_CONFIG_FLAGS_WORD]: pool flags. */
+#define SPA_CONFIG_FLAGS_WORD 15
+#define SPA_CONFIG_FLAG_AUTOEXPAND (1ULL << 0)
 /* spa_log.c, for removal: drop the region of log vdev v (syncing context). */
 void spa_log_drop_vdev(spa_t *spa, uint32_t v);
 /* spa_log.c: -EBUSY when a chain in the directory still reaches vdev v. */
@@ -322,6 +338,9 @@ int spa_log_vdev_in_use(spa_t *spa, uint32_t v, uint64_t *os_id);
 /* spa_label.c: zeroes the config areas of a removed leaf's labels. */
 int spa_label_clear(vdev_t *leaf);
 int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
+/* The same, but first all four labels of the leaves under first (NULL-terminated
+ * top-level vdevs joining the pool), flushed, then every leaf as usual. */
+int spa_config_write_new_first_locked(spa_t *spa, spa_pool_state_t state, vdev_t *const *first);
 
 /* spa_scrub.c */
 void spa_scrub_fini(spa_t *spa);

@@ -15,9 +15,11 @@
  * leaf is enough to learn the pool's shape. A removed log vdev that was not
  * the last stays in the tree as a hole entry, so every top-level vdev keeps
  * the id block pointers know it by. It changes rarely (create, export,
- * property change) and is written in two rounds, front labels then back
+ * property change, add) and is written in two rounds, front labels then back
  * labels, with a flush between: a crash can tear at most one round, and the
- * config with the highest config_txg that verifies wins.
+ * config with the highest config_txg that verifies wins. Leaves that join the
+ * pool (pool add) get all four labels first, so a config naming them is never
+ * durable before they carry it.
  *
  * The uberblock of txg T goes to slot T % nslots of every label of every leaf,
  * after all the blocks of T are flushed; it is itself sealed with sha256. At
@@ -107,6 +109,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     memset(cfg, 0, size);
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
     cfg->reserved[1] = spa->resilver_since;
+    cfg->reserved[SPA_CONFIG_FLAGS_WORD] = spa->autoexpand ? SPA_CONFIG_FLAG_AUTOEXPAND : 0;
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
     cfg->length = size;
@@ -221,8 +224,35 @@ int spa_label_clear(vdev_t *leaf)
 
 int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state)
 {
+    return spa_config_write_new_first_locked(spa, state, NULL);
+}
+
+/* All four labels of the leaves of the new top-level vdevs, flushed. */
+static int write_new_leaves(spa_config_phys_t *cfg, vdev_t *const *first)
+{
+    int err = 0;
+    for (; first && *first; first++) {
+        cfg_write_ctx_t c = {.cfg = cfg, .labels = {0, 1}};
+        vdev_foreach_leaf(*first, cfg_write_leaf, &c);
+        c.labels[0] = 2;
+        c.labels[1] = 3;
+        vdev_foreach_leaf(*first, cfg_write_leaf, &c);
+        int e = vdev_flush(*first);
+        if (c.nfail) err = -EIO;
+        else if (e && !err) err = e;
+    }
+    return err;
+}
+
+int spa_config_write_new_first_locked(spa_t *spa, spa_pool_state_t state, vdev_t *const *first)
+{
     spa->config_txg++;
     spa_config_phys_t *cfg = spa_config_build(spa, state, spa->config_txg);
+    int enew = write_new_leaves(cfg, first);
+    if (enew) {
+        free(cfg);
+        return enew;
+    }
     cfg_write_ctx_t c = {.cfg = cfg, .labels = {0, 1}};
     vdev_foreach_leaf(spa->root, cfg_write_leaf, &c); /* front labels */
     int err = vdev_flush(spa->root);

@@ -232,6 +232,8 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
         return true;
     /* An idle intent log gives its free chunks back in a txg of its own. */
     if (spa_log_shrink_due(spa, now)) return true;
+    /* A grown device: its labels move and the vdev may grow (spa_expand.c). */
+    if (!tx->failed && spa_expand_due(spa, now)) return true;
     if (!tx->touched[t & 3]) return false;
     if (open_dirty_reaches(spa, 1, 4)) return true;
     if (tx->stop) return true;

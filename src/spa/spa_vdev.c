@@ -1,5 +1,5 @@
 /*
- * Live changes to a pool's vdev tree: adding log vdevs, removing a log vdev
+ * Live changes to a pool's vdev tree: adding data and log vdevs, removing a log vdev
  * (API in include/cairn/spa.h, "changing the vdev tree").
  *
  * WHERE A CHANGE HAPPENS. Everything that walks the tree by top-level id -
@@ -25,9 +25,18 @@
  * the top-level vdevs skips holes (spa_top_vdev() gives NULL for one, the
  * allocator slot is NULL), and a DVA naming a hole reads as a bad pointer.
  *
- * ADDING a log vdev writes the new config (new leaves included) before the
- * txg's uberblock; the intent-log region claims the vdev in the same txg
- * (spa_log.c), and it takes new log blocks once that txg is durable. A new
+ * ADDING a vdev writes the new config (new leaves included) before the txg's
+ * uberblock, the new leaves' labels first (all four, flushed) and then the old
+ * leaves', so every config that names the vdev finds its leaves labelled. A
+ * data vdev gets its allocator (all free) and its deflation ratio before it
+ * becomes visible, and takes blocks from that txg's sync on; the rotor
+ * (spa_zio.c) gives each vdev a run proportional to its share of the free
+ * space, so an empty vdev takes most new writes until the vdevs even out. Its
+ * allocations go to the pool-wide space map log like any vdev's, so it needs no
+ * space map object of its own. New data vdevs must match the redundancy of the
+ * pool's (kind, raidz parity, width: spa_replication.c) unless forced. A log
+ * vdev is claimed by the intent-log region in the same txg (spa_log.c), and it
+ * takes new log blocks once that txg is durable. A new
  * vdev fills the lowest hole, else a new slot at the end, as ZFS does, so
  * adding and removing log devices never runs out of ids - except ids that
  * stale_ids names (spa_impl.h): the durable space map log or log directory
@@ -179,7 +188,41 @@ static void clear_leaf_label(vdev_t *leaf, void *arg)
 
 /* ---------------- adding ---------------- */
 
-int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen)
+/* The redundancy of a top-level vdev, spec or live. */
+static spa_replication_t spec_replication(const spa_vdev_spec_t *s)
+{
+    return (spa_replication_t){.type = s->type, .nparity = s->nparity,
+                               .width = s->type == VDEV_TYPE_LEAF ? 1 : s->nchildren};
+}
+
+static spa_replication_t top_replication(const vdev_t *top)
+{
+    return (spa_replication_t){.type = top->type, .nparity = top->nparity,
+                               .width = vdev_is_leaf(top) ? 1 : top->nchildren};
+}
+
+/* New data vdevs must match the pool's (spa_replication.c), unless forced. */
+static int check_data_replication(spa_t *spa, const spa_vdev_spec_t *root, char *err,
+                                  size_t errlen)
+{
+    spa_replication_t have[SPA_MAX_TOP], add[SPA_MAX_TOP];
+    size_t nhave = 0, nadd = 0;
+    pthread_mutex_lock(&spa->config_lock);
+    for (uint32_t i = 0; i < spa->ntop; i++) {
+        vdev_t *top = spa_top_vdev(spa, i);
+        if (top && top->alloc_class == VDEV_CLASS_NORMAL) have[nhave++] = top_replication(top);
+    }
+    pthread_mutex_unlock(&spa->config_lock);
+    for (uint32_t i = 0; i < root->nchildren && nadd < SPA_MAX_TOP; i++)
+        if (root->children[i].vclass == VDEV_CLASS_NORMAL)
+            add[nadd++] = spec_replication(&root->children[i]);
+    return spa_replication_check(have, nhave, add, nadd, err, errlen);
+}
+
+/* What the words ask for, before any device is opened: classes and shapes, no
+ * device twice or already in this pool, room for the new ids, the redundancy. */
+static int check_add_spec(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
+                          size_t errlen)
 {
     if (spa->readonly) {
         cairn_seterr(err, errlen, "pool '%s' is imported read-only", spa->name);
@@ -193,12 +236,7 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
     if (e) return e;
     for (uint32_t i = 0; i < root->nchildren; i++) {
         const spa_vdev_spec_t *c = &root->children[i];
-        if (c->vclass != VDEV_CLASS_LOG) {
-            cairn_seterr(err, errlen, "adding data vdevs to a pool is not supported yet; only 'log' "
-                   "vdevs and 'cache' devices can be added");
-            return -ENOTSUP;
-        }
-        if (c->type != VDEV_TYPE_LEAF && c->type != VDEV_TYPE_MIRROR) {
+        if (c->vclass == VDEV_CLASS_LOG && c->type != VDEV_TYPE_LEAF && c->type != VDEV_TYPE_MIRROR) {
             cairn_seterr(err, errlen, "a log vdev is a device or a mirror");
             return -EINVAL;
         }
@@ -221,10 +259,28 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
         cairn_seterr(err, errlen, "a pool can have at most %d top-level vdevs", SPA_MAX_TOP);
         return -EINVAL;
     }
-    /* Open and check every device before anything is written. */
+    return force ? 0 : check_data_replication(spa, root, err, errlen);
+}
+
+static void free_tops(vdev_t **tops, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (tops[i]) vdev_free(tops[i]);
+    free(tops);
+}
+
+/* Opens and checks every device (size, labels) and builds the new top-level
+ * vdevs, writing nothing. NULL-terminated array, or NULL and err. */
+static vdev_t **prepare_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, int *errp,
+                            char *err, size_t errlen)
+{
+    int e = check_add_spec(spa, root, force, err, errlen);
+    if (e) {
+        *errp = e;
+        return NULL;
+    }
     vdev_t **tops = cairn_zalloc(sizeof(vdev_t *) * (root->nchildren + 1));
-    uint32_t n = 0;
-    for (; n < root->nchildren && !e; n++) {
+    for (uint32_t n = 0; n < root->nchildren && !e; n++) {
         tops[n] = spa_build_tree(&root->children[n], spa->ashift, &e, err, errlen);
         if (!tops[n]) {
             if (!e) e = -EIO;
@@ -241,15 +297,31 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
         }
     }
     if (e) {
-        for (uint32_t i = 0; i < root->nchildren; i++) if (tops[i]) vdev_free(tops[i]);
-        free(tops);
-        return e;
+        free_tops(tops, root->nchildren);
+        *errp = e;
+        return NULL;
     }
+    return tops;
+}
+
+int spa_vdev_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
+                         size_t errlen)
+{
+    int e = 0;
+    vdev_t **tops = prepare_add(spa, root, force, &e, err, errlen);
+    if (tops) free_tops(tops, root->nchildren);
+    return e;
+}
+
+int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err, size_t errlen)
+{
+    int e = 0;
+    vdev_t **tops = prepare_add(spa, root, force, &e, err, errlen);
+    if (!tops) return e;
     pthread_mutex_lock(&spa->config_lock);
     if (spa->pending_add || spa->pending_remove >= 0) {
         pthread_mutex_unlock(&spa->config_lock);
-        for (uint32_t i = 0; i < n; i++) vdev_free(tops[i]);
-        free(tops);
+        free_tops(tops, root->nchildren);
         cairn_seterr(err, errlen, "another change to pool '%s' is in progress", spa->name);
         return -EBUSY;
     }
@@ -295,6 +367,8 @@ static int apply_add(spa_t *spa, uint64_t txg)
         int e = metaslab_create(id, top->asize, top->ashift, SPA_DEFER_TXGS, &spa->ms[id]);
         if (e) log_error("spa", "pool %s: cannot set up allocator for vdev %u: %s", spa->name, id,
                          strerror(-e));
+        /* Its deflation before its first block: a block's dsize must never change. */
+        spa_deflate_init_top(spa, id, top);
         if (id < old_ntop) was[id] = spa->root->children[id];
         /* Allocator first, then the vdev: a reader that sees the vdev sees its allocator. */
         __atomic_store_n(&spa->root->children[id], top, __ATOMIC_RELEASE);
@@ -309,7 +383,10 @@ static int apply_add(spa_t *spa, uint64_t txg)
     __atomic_store_n(&spa->root->nchildren, new_ntop, __ATOMIC_RELEASE);
     __atomic_store_n(&spa->ntop, new_ntop, __ATOMIC_RELEASE);
     vdev_state_refresh(spa->root);
-    int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    spa_space_estimate_init(spa); /* the worst raidz ratio may be the new vdev's */
+    /* The new leaves are labelled before any old leaf names them: a crash in
+     * between finds either the old config or a new one whose every leaf is there. */
+    int e = spa_config_write_new_first_locked(spa, SPA_STATE_ACTIVE, tops);
     if (e) {
         __atomic_store_n(&spa->ntop, old_ntop, __ATOMIC_RELEASE);
         __atomic_store_n(&spa->root->nchildren, old_ntop, __ATOMIC_RELEASE);
@@ -320,16 +397,21 @@ static int apply_add(spa_t *spa, uint64_t txg)
             if (was[id]) __atomic_store_n(&spa->root->children[id], was[id], __ATOMIC_RELEASE);
             metaslab_destroy(spa->ms[id]);
             spa->ms[id] = NULL;
+            /* A label it got names a pool it never joined. */
+            vdev_foreach_leaf(tops[i], clear_leaf_label, spa->name);
             vdev_free(tops[i]);
         }
         vdev_state_refresh(spa->root);
-        log_error("spa", "pool %s: adding log vdevs failed in txg %llu: labels: %s", spa->name,
+        spa_space_estimate_init(spa);
+        log_error("spa", "pool %s: adding vdevs failed in txg %llu: labels: %s", spa->name,
                   (unsigned long long)txg, strerror(-e));
     } else {
         for (uint32_t i = 0; i < n; i++) {
             if (was[ids[i]]) spa_vdev_retire(spa, was[ids[i]]);
-            log_info("spa", "pool %s: log vdev %u added%s", spa->name, ids[i],
-                     was[ids[i]] ? " (in the hole of a removed one)" : "");
+            log_info("spa", "pool %s: %s vdev %u added%s: %s, txg %llu", spa->name,
+                     tops[i]->alloc_class == VDEV_CLASS_LOG ? "log" : "data", ids[i],
+                     was[ids[i]] ? " (in the hole of a removed one)" : "",
+                     vdev_type_name(tops[i]), (unsigned long long)txg);
         }
     }
     free(tops);
@@ -469,5 +551,6 @@ void spa_vdev_sync_changes(spa_t *spa, uint64_t txg)
         spa->config_change_err = e;
         spa->config_done_seq = spa->config_change_seq;
     }
+    spa_expand_sync(spa, txg);
     pthread_mutex_unlock(&spa->config_lock);
 }

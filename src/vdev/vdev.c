@@ -81,16 +81,16 @@ void vdev_compute_asize(vdev_t *top)
         top->asize = sum;
         return;
     }
+    top->asize = vdev_asize_of(top);
+}
+
+uint64_t vdev_asize_of(vdev_t *top)
+{
+    if (top->type == VDEV_TYPE_ROOT) return 0;
     if (top->ashift == 0) top->ashift = VDEV_DEFAULT_ASHIFT;
-    if (top->type == VDEV_TYPE_HOLE) {
-        top->asize = 0;
-        return;
-    }
+    if (top->type == VDEV_TYPE_HOLE) return 0;
     uint64_t unit = 1ULL << top->ashift;
-    if (top->type == VDEV_TYPE_LEAF) {
-        top->asize = CAIRN_P2ALIGN(vdev_data_size_of(top->psize), unit);
-        return;
-    }
+    if (top->type == VDEV_TYPE_LEAF) return CAIRN_P2ALIGN(vdev_data_size_of(top->psize), unit);
     /* Missing leaves (psize 0) do not shrink the vdev: the smallest leaf
      * present governs; a replacement must be at least that big. */
     uint64_t min = UINT64_MAX;
@@ -100,12 +100,9 @@ void vdev_compute_asize(vdev_t *top)
         if (c->psize == 0) continue;
         min = CAIRN_MIN(min, vdev_data_size_of(c->psize));
     }
-    if (min == UINT64_MAX) {
-        top->asize = 0;
-        return;
-    }
+    if (min == UINT64_MAX) return 0;
     min = CAIRN_P2ALIGN(min, unit);
-    top->asize = top->type == VDEV_TYPE_RAIDZ ? min * top->nchildren : min;
+    return top->type == VDEV_TYPE_RAIDZ ? min * top->nchildren : min;
 }
 
 static bool state_missing(int s)

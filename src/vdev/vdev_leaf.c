@@ -28,10 +28,16 @@
 #include <cairn/util.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t vdev_label_offset(uint64_t leaf_psize, int l)
 {
@@ -232,4 +238,25 @@ int vdev_flush(vdev_t *vd)
     if (err && flushed_enough(vd, &fa)) err = 0;
     if (fa.one != stack_one) free(fa.one);
     return err;
+}
+
+int vdev_leaf_probe_size(const vdev_t *leaf, uint64_t *size)
+{
+    if (!leaf->path) return -ENOENT;
+    /* A fault-injecting leaf names the file it wraps after the prefix. */
+    const char *path = !strncmp(leaf->path, "fault:", 6) ? leaf->path + 6 : leaf->path;
+    struct stat st;
+    if (stat(path, &st) < 0) return -errno;
+    if (S_ISREG(st.st_mode)) {
+        *size = (uint64_t)st.st_size;
+        return 0;
+    }
+    if (!S_ISBLK(st.st_mode)) return -ENODEV;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    uint64_t bytes = 0;
+    int e = ioctl(fd, BLKGETSIZE64, &bytes) < 0 ? -errno : 0;
+    close(fd);
+    if (!e) *size = bytes;
+    return e;
 }

@@ -216,7 +216,7 @@ run_ok "$CAIRN" snapshot tank/text@counted   # a task: its txg holds the writes 
 run_ok "$CAIRN" get -H -o value compressratio tank
 ratio=$(cat "$LAST_STDOUT")
 run_ok "$CAIRN" pool list tank
-expect_stdout '^NAME +SIZE +ALLOC +FREE +CAP +RATIO +HEALTH$'
+expect_stdout '^NAME +SIZE +ALLOC +FREE +CAP +RATIO +HEALTH +EXPANDSZ$'
 run_ok "$CAIRN" pool list -H tank
 [ "$(cut -f6 "$LAST_STDOUT")" = "$ratio" ] || fail "pool list RATIO $(cut -f6 "$LAST_STDOUT"), root compressratio $ratio"
 [ "${ratio%%.*}" -ge 3 ] || fail "8 MiB of repeated words under gzip give a pool ratio of only $ratio"

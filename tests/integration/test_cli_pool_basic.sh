@@ -16,11 +16,11 @@ run_ok "$CAIRN" pool create -o comment=third p3 raidz2 "$T/p3/a" "$T/p3/b" "$T/p
 pass "create single, mirror, raidz2"
 
 run_ok "$CAIRN" pool list
-expect_stdout '^NAME +SIZE +ALLOC +FREE +CAP +RATIO +HEALTH$'
-expect_stdout '^p1 .* 1\.00x +ONLINE$'   # RATIO: the root dataset's compressratio
-for p in p1 p2 p3; do expect_stdout "^$p .*ONLINE$"; done
+expect_stdout '^NAME +SIZE +ALLOC +FREE +CAP +RATIO +HEALTH +EXPANDSZ$'
+expect_stdout '^p1 .* 1\.00x +ONLINE +-$'   # RATIO: the root dataset's compressratio
+for p in p1 p2 p3; do expect_stdout "^$p .*ONLINE +-$"; done
 run_ok "$CAIRN" pool list -H -p p2
-awk -F'\t' 'NF != 7 || $1 != "p2" || $2 !~ /^[0-9]+$/ || $2 < 64*1024*1024 || $6 != "1.00" || $7 != "ONLINE" { exit 1 }' \
+awk -F'\t' 'NF != 8 || $1 != "p2" || $2 !~ /^[0-9]+$/ || $2 < 64*1024*1024 || $6 != "1.00" || $7 != "ONLINE" || $8 != "0" { exit 1 }' \
     "$LAST_STDOUT" || fail "pool list -H -p: $(cat "$LAST_STDOUT")"
 [ "$(wc -l <"$LAST_STDOUT")" -eq 1 ] || fail "pool list -H printed a header or extra rows"
 run_ok "$CAIRN" pool list --json

@@ -101,7 +101,7 @@ for r in $(seq 1 "$scrub_rounds"); do
     wait_unlocked "$T"/cm/*
     daemon_start d1
     run_ok "$CAIRN" pool list -H crashm
-    expect_stdout '^crashm	.*ONLINE$'
+    expect_stdout '^crashm	.*ONLINE	-$'
     echo "scrub round $r: killed after $ms ms ($state); pool back after restart"
 done
 run_ok "$CAIRN" pool scrub crashm

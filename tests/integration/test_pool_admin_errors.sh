@@ -4,7 +4,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-sparse_files "$T/p" 256M a b other
+sparse_files "$T/p" 256M a b c other
 sparse_files "$T/l" 128M l1 l2 l3 l4
 truncate -s 16M "$T/l/tiny"
 daemon_start d1
@@ -33,8 +33,10 @@ refuse() { # refuse MESSAGE CMD...: fails with MESSAGE, changes nothing
 }
 
 # pool add
-refuse "adding data vdevs to a pool is not supported yet" "$CAIRN" pool add zl "$T/p/b"
-refuse "adding data vdevs to a pool is not supported yet" "$CAIRN" pool add zl mirror "$T/p/b" "$T/l/l4"
+refuse "mismatched replication level: pool uses a single disk and new vdev is a 2-way mirror" \
+    "$CAIRN" pool add zl mirror "$T/p/b" "$T/l/l4"
+refuse "mismatched replication level: pool uses a single disk and new vdev is a 3-wide raidz1" \
+    "$CAIRN" pool add zl raidz1 "$T/p/b" "$T/l/l4" "$T/p/c"
 refuse "a log vdev is a device or a mirror" "$CAIRN" pool add zl log raidz1 "$T/p/b" "$T/l/l4" "$T/l/tiny"
 refuse "'log' must be followed" "$CAIRN" pool add zl log
 refuse "is already in pool 'zl'" "$CAIRN" pool add zl log "$T/l/l1"

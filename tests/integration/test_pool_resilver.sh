@@ -126,11 +126,12 @@ run_fail "$CAIRN" pool replace mtank "$T/mtank/l2" "$T/small"
 expect_stderr "too small"
 run_fail "$CAIRN" pool replace mtank "$T/rtank/l1" "$T/small"
 expect_stderr "no such device"
-run_fail "$CAIRN" pool online -e mtank "$T/mtank/l2"
+run_fail "$CAIRN" pool online -e mtank "$T/mtank/nosuch"
+expect_stderr "no such device"
 run_ok "$CAIRN" pool status mtank
 diff <(grep -v 'scan:' "$T/status.before") <(grep -v 'scan:' "$LAST_STDOUT") >/dev/null \
     || fail "refused commands changed the pool: $(cat "$LAST_STDOUT")"
-pass "mtank: unknown device, too small a replacement, online -e refused; nothing changed"
+pass "mtank: unknown device, too small a replacement, online -e of an unknown device refused; nothing changed"
 
 # ---- replace: the mirror's second disk offline, then swapped for a blank file at the
 # same path ----

@@ -1,0 +1,102 @@
+/*
+ * `cairn pool history [-l] POOL`, and the command line every request carries
+ * so that cairnd can record it in the pool's history (src/cairnd/history.c
+ * decides which requests are history; the CLI sends the line always).
+ *
+ * The line is "cairn" and the words after the global options, quoted when a
+ * word has blanks or quotes, so it reads as something one could type again.
+ * The long form (-l) adds who ran it where: user name, uid and host, as
+ * `zpool history -l` does.
+ */
+#include "cli.h"
+
+#include <cairn/util.h>
+
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_line[4096];
+static char g_info[256];
+
+static void append_word(const char *w)
+{
+    size_t n = strlen(g_line);
+    bool quote = !*w || strpbrk(w, " \t\n'\"\\$") != NULL;
+    if (!quote) {
+        snprintf(g_line + n, sizeof g_line - n, " %s", w);
+        return;
+    }
+    /* Single quotes, with ' written as '\'' (the shell's way). */
+    n += (size_t)snprintf(g_line + n, sizeof g_line - n, " '");
+    for (const char *c = w; *c && n + 5 < sizeof g_line; c++) {
+        if (*c == '\'') n += (size_t)snprintf(g_line + n, sizeof g_line - n, "'\\''");
+        else g_line[n++] = *c == '\n' ? ' ' : *c;
+    }
+    g_line[n] = 0;
+    snprintf(g_line + n, sizeof g_line - n, "'");
+}
+
+void cli_history_init(int argc, char **argv)
+{
+    cairn_strlcpy(g_line, "cairn", sizeof g_line);
+    for (int i = 0; i < argc; i++) append_word(argv[i]);
+    uid_t uid = getuid();
+    struct passwd *pw = getpwuid(uid);
+    char host[128] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    snprintf(g_info, sizeof g_info, "user %s (uid %u) on %s", pw ? pw->pw_name : "?",
+             (unsigned)uid, host);
+}
+
+void cli_history_attach(Cairn__Mgmt__Request *req)
+{
+    req->history_line = g_line;
+    req->history_info = g_info;
+}
+
+int cmd_pool_history(int argc, char **argv)
+{
+    const char *what = "pool history";
+    bool longform = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, "+:l", NULL, what)) != -1)
+        if (c == 'l') longform = true;
+    want_args(argc, argv, 1, 1, what, "pool name");
+    const char *name = argv[optind];
+    set_name(name, what);
+    Cairn__Mgmt__PoolHistory ph;
+    cairn__mgmt__pool_history__init(&ph);
+    ph.name = (char *)name;
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_HISTORY;
+    req.pool_history = &ph;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_HISTORY || !r->pool_history)
+        fail("%s: unexpected answer from cairnd", what);
+    const Cairn__Mgmt__PoolHistoryResult *h = r->pool_history;
+    printf("History for '%s':\n", name);
+    for (size_t i = 0; i < h->n_entries; i++) {
+        const Cairn__Mgmt__HistoryEntry *e = h->entries[i];
+        time_t t = (time_t)e->time;
+        struct tm tm;
+        char when[32];
+        localtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%d.%H:%M:%S", &tm);
+        if (longform && e->info[0]) printf("%s %s [%s]\n", when, e->line, e->info);
+        else printf("%s %s\n", when, e->line);
+        /* Where older records were dropped: after the first, which is always kept. */
+        if (i == 0 && h->dropped)
+            printf("... %llu older records dropped (the history keeps 1 MiB) ...\n",
+                   (unsigned long long)h->dropped);
+    }
+    fflush(stdout);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
