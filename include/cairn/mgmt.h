@@ -182,6 +182,9 @@ typedef struct mgmt_scan {     /* ScrubStatus of the protocol */
     uint64_t to_examine, scanned, examined, repaired, errors;
     int func;                  /* 0 scrub, 1 resilver */
     uint64_t issued;           /* resilver: bytes of blocks read */
+    uint64_t run_start;        /* this run of the scan (0: start_time), and the counters */
+    uint64_t run_scanned, run_examined, run_issued; /* then: rates and ETA are this run's */
+    bool sequential;           /* a sequential rebuild */
 } mgmt_scan_t;
 /* The `scan:` lines (newline-terminated) of a pool's status into buf (~512
  * bytes): rates and time to go while a scrub runs, as zpool prints them. */

@@ -214,6 +214,9 @@ typedef struct spa_scrub_stat {
     uint64_t issued;                   /* bytes of blocks read (a resilver skips most) */
     uint64_t repaired;                 /* bytes rewritten */
     uint64_t errors;                   /* blocks with no good copy left */
+    bool resumed;                      /* went on from where an earlier run of the pool left it */
+    uint64_t run_start;                /* wall clock second this run of it began */
+    uint64_t run_scanned, run_examined, run_issued; /* the counters when this run began */
 } spa_scrub_stat_t;
 /* Runs in the background; -EBUSY while a scrub or resilver runs. */
 int spa_scrub_start(spa_t *spa);
@@ -411,9 +414,13 @@ typedef struct spa_upper_ops {
      * changed). Called by the sync thread. */
     int (*sync)(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root);
     /* Call visit for every block pointer reachable from mos_root, each shared block
-     * once, including the MOS root itself. Holes are not visited. */
-    int (*traverse)(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
-                    void *arg);
+     * once, including the MOS root itself. Holes are not visited. The walk goes
+     * in bookmark order by object set and object; from (NULL: the start) resumes
+     * it at that object set and object (level and blkid ignored) in a newer
+     * tree: every block not visited by a walk that reached `from` is visited
+     * (a resumed scan, spa_scrub.c). Blocks before it may be skipped. */
+    int (*traverse)(spa_t *spa, const cairn_blkptr_t *mos_root, const spa_bookmark_t *from,
+                    spa_bp_visitor_t visit, void *arg);
     /* Pool closing: release everything. */
     void (*close)(spa_t *spa);
 } spa_upper_ops_t;

@@ -371,6 +371,11 @@ static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
     s->now = cairn_wallclock_s();
     s->func = st.func;
     s->issued = st.issued;
+    s->run_start = st.run_start;
+    s->run_scanned = st.run_scanned;
+    s->run_examined = st.run_examined;
+    s->run_issued = st.run_issued;
+    s->resumed = st.resumed;
     return s;
 }
 

@@ -373,7 +373,10 @@ static void print_scan(const Cairn__Mgmt__ScrubStatus *s)
                           .end_time = s->end_time, .now = s->now ? s->now : (uint64_t)time(NULL),
                           .to_examine = s->to_examine, .scanned = s->scanned,
                           .examined = s->examined, .repaired = s->repaired, .errors = s->errors,
-                          .func = (int)s->func, .issued = s->issued};
+                          .func = (int)s->func, .issued = s->issued,
+                          .run_start = s->run_start, .run_scanned = s->run_scanned,
+                          .run_examined = s->run_examined, .run_issued = s->run_issued,
+                          .sequential = s->sequential};
     }
     char buf[1024];
     mgmt_scan_format(&m, buf, sizeof buf);

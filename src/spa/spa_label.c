@@ -103,6 +103,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     memset(cfg, 0, size);
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
     cfg->reserved[1] = spa->resilver_since;
+    memcpy(&cfg->reserved[SPA_CONFIG_SCAN_WORD], &spa->scan_saved, sizeof spa->scan_saved);
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
     cfg->length = size;

@@ -12,6 +12,18 @@
  * tree is reallocated and overwritten under it. That costs free space freed
  * during a scrub until the scrub ends, never correctness.
  *
+ * RESUMING. A scan's position and counters are made durable every
+ * SCAN_CHECKPOINT_NS (and when the pool closes) in the config (spa_scan_phys_t,
+ * docs/ondisk-format.md 1.2), after a flush of every leaf so that the copies a
+ * resilver rewrote are durable before the position says so. The position is
+ * the object the walk is in: the layer above walks in bookmark order and no
+ * block moves to an earlier position (spa_upper_ops_t.traverse), so a scan
+ * opened again (after a crash or an import) walks the newer tree from there and
+ * still reaches every block it had not. A resilver pass covers the blocks born
+ * up to pass_txg (synced when the pass began, kept in the record): a stale
+ * leaf whose dirty time log ends at or before it is whole once the pass ends;
+ * a log that grew since ends later and gets another pass from the start.
+ *
  * The offline check imports the pool read-only (nothing is ever written), reads
  * and verifies every copy of every block, and compares the set of extents the
  * blocks occupy with the allocated set rebuilt from the space map log: any
@@ -46,6 +58,9 @@ typedef struct rs_leaf {
     uint64_t dtl[VDEV_DTL_MAX][2];
 } rs_leaf_t;
 
+/* How often a running scan makes its position durable. */
+#define SCAN_CHECKPOINT_NS (2ULL * 1000000000ULL)
+
 typedef struct scan_ctx {
     spa_scan_func_t func;
     rs_leaf_t *leaves;
@@ -53,7 +68,61 @@ typedef struct scan_ctx {
     uint32_t *top_of;           /* top-level id of leaves[i] */
     uint64_t min_birth;         /* the lowest txg any stale leaf missed */
     uint64_t delay_us;          /* resilver throttle (CAIRN_RESILVER_DELAY_US) */
+    spa_bookmark_t pos;         /* the walk's position: every block before is done */
+    uint64_t pass_txg;          /* the pass covers the blocks born up to this txg */
+    bool resuming;              /* the first pass goes on from a saved position */
+    uint64_t checkpoint_ns;     /* when the position was last made durable */
+    unsigned checkpoints;
 } scan_ctx_t;
+
+static uint64_t scan_phys_func(spa_scan_func_t func)
+{
+    return func == SPA_SCAN_RESILVER ? SPA_SCAN_PHYS_RESILVER : SPA_SCAN_PHYS_SCRUB;
+}
+
+/* Makes the scan's position and counters durable: every leaf flushed first
+ * (what the scan rewrote is on disk), then the config with the record. */
+static void scan_checkpoint(spa_t *spa, scan_ctx_t *c)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    spa_scan_phys_t r = {
+        .func = scan_phys_func(c->func), .pass_txg = c->pass_txg,
+        .objset = c->pos.objset, .object = c->pos.object, .start_time = st.start_time,
+        .to_examine = st.to_examine, .scanned = st.scanned, .examined = st.examined,
+        .issued = st.issued, .repaired = st.repaired, .errors = st.errors,
+    };
+    c->checkpoint_ns = cairn_now_ns();
+    int e = vdev_flush(spa->root);
+    if (!e) {
+        pthread_mutex_lock(&spa->config_lock);
+        spa->scan_saved = r;
+        e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+        pthread_mutex_unlock(&spa->config_lock);
+    }
+    if (e) {
+        log_warn("spa", "pool %s: cannot save the scan's position: %s", spa->name, strerror(-e));
+        return;
+    }
+    /* The first of a run says where a restart would go on; the rest are routine. */
+    cairn_log(c->checkpoints++ ? CAIRN_LOG_DEBUG : CAIRN_LOG_INFO, "spa", "pool %s: %s checkpoint at objset %llu object %llu (%llu bytes examined)",
+        spa->name, c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
+        (unsigned long long)r.objset, (unsigned long long)r.object,
+        (unsigned long long)r.examined);
+}
+
+/* The scan ended (finished, or stopped by the administrator): nothing to resume. */
+static void scan_record_clear(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->scan_saved.func) {
+        memset(&spa->scan_saved, 0, sizeof spa->scan_saved);
+        int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+        if (e) log_warn("spa", "pool %s: cannot write labels after a scan: %s", spa->name,
+                        strerror(-e));
+    }
+    pthread_mutex_unlock(&spa->config_lock);
+}
 
 /* Whether a resilver pass must rewrite the block: one of its copies lies on a
  * top-level vdev with a stale leaf that missed the block's birth txg. */
@@ -74,6 +143,11 @@ static bool rs_needs(const scan_ctx_t *c, const cairn_blkptr_t *bp)
 static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     scan_ctx_t *c = arg;
+    if (bm) { /* the walk goes by object set, then object (spa_upper_ops_t.traverse) */
+        if (bm->objset != c->pos.objset) c->pos = (spa_bookmark_t){bm->objset, bm->object, 0, 0};
+        else c->pos.object = CAIRN_MAX(c->pos.object, bm->object);
+    }
+    if (cairn_now_ns() - c->checkpoint_ns >= SCAN_CHECKPOINT_NS) scan_checkpoint(spa, c);
     pthread_mutex_lock(&spa->scrub_lock);
     bool stop = spa->scrub_stop;
     spa->scrub.scanned += bp_asize(bp);
@@ -154,17 +228,25 @@ static void any_stale_leaf(vdev_t *leaf, void *arg)
     if (atomic_load(&leaf->stale) && vdev_leaf_usable(leaf)) *(bool *)arg = true;
 }
 
+/* Whether every txg a leaf's log names is at most txg. A log only grows by
+ * txgs not yet synced, so a log that ends by the pass's txg is the one the
+ * pass began with (or was resumed with). */
+static bool dtl_ends_by(const vdev_t *leaf, uint64_t txg)
+{
+    for (uint32_t r = 0; r < leaf->ndtl; r++)
+        if (leaf->dtl[r][1] > txg) return false;
+    return true;
+}
+
 /* Under config_lock, after a pass walked every block: each leaf whose log did
- * not grow meanwhile holds everything now. */
+ * not grow since the pass began holds everything now. */
 static bool rs_complete(spa_t *spa, scan_ctx_t *c)
 {
     bool changed = false;
     for (size_t i = 0; i < c->nleaves; i++) {
         rs_leaf_t *l = &c->leaves[i];
         vdev_t *leaf = l->leaf;
-        if (!atomic_load(&leaf->stale) || leaf->ndtl != l->ndtl ||
-            memcmp(leaf->dtl, l->dtl, l->ndtl * sizeof l->dtl[0]))
-            continue;
+        if (!atomic_load(&leaf->stale) || !dtl_ends_by(leaf, c->pass_txg)) continue;
         leaf->ndtl = 0;
         atomic_store(&leaf->stale, false);
         changed = true;
@@ -183,39 +265,77 @@ static bool rs_complete(spa_t *spa, scan_ctx_t *c)
     return changed;
 }
 
+/* The first pass of a scan opened again: where the saved record left it. */
+static void scan_resume_from(spa_t *spa, scan_ctx_t *c, const spa_scan_phys_t *rp)
+{
+    spa_scan_phys_t r = *rp;
+    c->pos = (spa_bookmark_t){r.objset, r.object, 0, 0};
+    c->pass_txg = r.pass_txg;
+    log_info("spa", "pool %s: %s resumed at objset %llu object %llu (%llu bytes examined, %llu "
+             "issued before)", spa->name, c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
+             (unsigned long long)r.objset, (unsigned long long)r.object,
+             (unsigned long long)r.examined, (unsigned long long)r.issued);
+}
+
+/* One walk of every block from c->pos on: the layer above's, then the pool's own. */
+static int scan_walk(spa_t *spa, scan_ctx_t *c)
+{
+    pthread_mutex_lock(&spa->tx.lock);
+    cairn_blkptr_t mos_root = spa->ub.mos_root;
+    pthread_mutex_unlock(&spa->tx.lock);
+    int e = 0;
+    if (c->pos.objset != SPA_SCAN_POS_POOL && spa_upper && spa->upper_open)
+        e = spa_upper->traverse(spa, &mos_root, &c->pos, scrub_visit, c);
+    if (e > 0) e = 0; /* a skipped subtree (the root's) is no error */
+    if (e == -ECANCELED) return e;
+    c->pos = (spa_bookmark_t){SPA_SCAN_POS_POOL, 0, 0, 0};
+    int e2 = spa_spacemap_visit(spa, scrub_visit, c);
+    if (!e) e = e2;
+    e2 = spa_log_visit(spa, scrub_visit, c);
+    return e ? e : e2;
+}
+
+static bool scan_stopping(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->scrub_lock);
+    bool stop = spa->scrub_stop;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    return stop;
+}
+
 static void *scrub_thread(void *arg)
 {
     spa_t *spa = arg;
-    scan_ctx_t c = {.func = spa->scrub.func};
-    const char *d = getenv("CAIRN_RESILVER_DELAY_US");
-    if (c.func == SPA_SCAN_RESILVER && d) c.delay_us = strtoull(d, NULL, 10);
+    scan_ctx_t c = {.func = spa->scrub.func, .checkpoint_ns = cairn_now_ns()};
+    /* Tests slow a scan down to catch it in progress. */
+    const char *d = getenv(c.func == SPA_SCAN_RESILVER ? "CAIRN_RESILVER_DELAY_US"
+                                                       : "CAIRN_SCRUB_DELAY_US");
+    if (d) c.delay_us = strtoull(d, NULL, 10);
+    pthread_mutex_lock(&spa->scrub_lock);
+    c.resuming = spa->scan_resuming;
+    spa_scan_phys_t resume = spa->scan_resume;
+    spa->scan_resuming = false;
+    pthread_mutex_unlock(&spa->scrub_lock);
     int e = 0;
 again:
     for (int pass = 0;; pass++) {
+        if (c.resuming) {
+            scan_resume_from(spa, &c, &resume);
+            c.resuming = false;
+        } else {
+            if (pass && c.func == SPA_SCAN_RESILVER)
+                spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
+            c.pos = (spa_bookmark_t){0, 0, 0, 0};
+            c.pass_txg = spa_last_synced_txg(spa);
+        }
         if (c.func == SPA_SCAN_RESILVER) {
-            if (pass) spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
             pthread_mutex_lock(&spa->config_lock);
             rs_collect(spa, &c);
             pthread_mutex_unlock(&spa->config_lock);
             if (!c.nleaves) break;
         }
-        pthread_mutex_lock(&spa->tx.lock);
-        cairn_blkptr_t mos_root = spa->ub.mos_root;
-        pthread_mutex_unlock(&spa->tx.lock);
-        e = 0;
-        if (spa_upper && spa->upper_open) e = spa_upper->traverse(spa, &mos_root, scrub_visit, &c);
-        if (e > 0) e = 0; /* a skipped subtree (the root's) is no error */
-        if (e != -ECANCELED) {
-            int e2 = spa_spacemap_visit(spa, scrub_visit, &c);
-            if (!e) e = e2;
-            e2 = spa_log_visit(spa, scrub_visit, &c);
-            if (!e) e = e2;
-        }
-        if (c.func != SPA_SCAN_RESILVER || e) break;
-        pthread_mutex_lock(&spa->scrub_lock);
-        bool stop = spa->scrub_stop;
-        pthread_mutex_unlock(&spa->scrub_lock);
-        if (stop) break;
+        e = scan_walk(spa, &c);
+        if (c.func != SPA_SCAN_RESILVER || e || scan_stopping(spa)) break;
         pthread_mutex_lock(&spa->config_lock);
         rs_complete(spa, &c);
         pthread_mutex_unlock(&spa->config_lock);
@@ -230,7 +350,13 @@ again:
         goto again;
     }
     spa->resilver_again = false;
+    int closing = spa->scan_closing;
     pthread_mutex_unlock(&spa->scrub_lock);
+    /* Stopped because the pool closes: it goes on from here when opened again
+     * (a power cut, SPA_SCAN_CLOSE_ABANDON, writes nothing more). Otherwise the
+     * scan is over. */
+    if (!finished && closing == SPA_SCAN_CLOSE_SAVE) scan_checkpoint(spa, &c);
+    else if (!closing) scan_record_clear(spa);
     free(c.leaves);
     free(c.top_of);
     atomic_fetch_sub(&spa->hold_frees, 1);
@@ -241,12 +367,14 @@ again:
     spa->scrub.state = finished ? SPA_SCRUB_FINISHED : SPA_SCRUB_CANCELED;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
-    log_info("spa", "pool %s: %s %s: %llu bytes examined, %llu %s, %llu errors", spa->name,
+    log_info("spa", "pool %s: %s %s: %llu bytes examined, %llu %s, %llu errors; %llu bytes issued "
+             "(%llu in this run)", spa->name,
              c.func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
              spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
              (unsigned long long)spa->scrub.examined, (unsigned long long)spa->scrub.repaired,
              c.func == SPA_SCAN_RESILVER ? "resilvered" : "repaired",
-             (unsigned long long)spa->scrub.errors);
+             (unsigned long long)spa->scrub.errors, (unsigned long long)spa->scrub.issued,
+             (unsigned long long)(spa->scrub.issued - spa->scrub.run_issued));
     return NULL;
 }
 
@@ -278,18 +406,53 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
     spa->scrub.state = SPA_SCRUB_SCANNING;
     spa->scrub.func = func;
     spa->scrub.start_time = cairn_wallclock_s();
+    spa->scrub.to_examine = sp.alloc;
     pthread_mutex_lock(&spa->config_lock);
     if (func == SPA_SCAN_RESILVER && spa->resilver_since) spa->scrub.start_time = spa->resilver_since;
+    /* A scan of this kind the pool's last run left unfinished goes on. */
+    const spa_scan_phys_t *r = &spa->scan_saved;
+    spa->scan_resuming = (r->func & SPA_SCAN_PHYS_FUNC_MASK) == scan_phys_func(func);
+    if (spa->scan_resuming) {
+        spa->scan_resume = *r;
+        spa->scrub.start_time = r->start_time;
+        spa->scrub.to_examine = CAIRN_MAX(r->to_examine, r->examined);
+        spa->scrub.scanned = r->scanned;
+        spa->scrub.examined = r->examined;
+        spa->scrub.issued = r->issued;
+        spa->scrub.repaired = r->repaired;
+        spa->scrub.errors = r->errors;
+        spa->scrub.resumed = true;
+    }
     pthread_mutex_unlock(&spa->config_lock);
-    spa->scrub.to_examine = sp.alloc;
+    /* Rates and the time left are this run's (a resumed scan's earlier bytes took
+     * an unknown time). */
+    spa->scrub.run_start = cairn_wallclock_s();
+    spa->scrub.run_scanned = spa->scrub.scanned;
+    spa->scrub.run_issued = spa->scrub.issued;
+    spa->scrub.run_examined = spa->scrub.examined;
     spa->scrub_stop = false;
-    if (func == SPA_SCAN_SCRUB) spa_errlog_scrub_begin(spa);
+    if (func == SPA_SCAN_SCRUB) spa_errlog_scrub_begin(spa, spa->scan_resuming);
     atomic_fetch_add(&spa->hold_frees, 1);
     spa->scrub_thread_running = true;
     pthread_create(&spa->scrub_thread, NULL, scrub_thread, spa);
     pthread_setname_np(spa->scrub_thread, func == SPA_SCAN_RESILVER ? "spa_resilver" : "spa_scrub");
     pthread_mutex_unlock(&spa->scrub_lock);
     return 0;
+}
+
+void spa_scan_resume_saved(spa_t *spa)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    if (st.state == SPA_SCRUB_SCANNING) return; /* the resilver took the record */
+    pthread_mutex_lock(&spa->config_lock);
+    uint64_t func = spa->scan_saved.func & SPA_SCAN_PHYS_FUNC_MASK;
+    /* A resilver record with nothing left to resilver: its end was not recorded. */
+    if (func == SPA_SCAN_PHYS_RESILVER) memset(&spa->scan_saved, 0, sizeof spa->scan_saved);
+    pthread_mutex_unlock(&spa->config_lock);
+    if (func != SPA_SCAN_PHYS_SCRUB) return;
+    int e = spa_scan_start(spa, SPA_SCAN_SCRUB);
+    if (e && e != -EBUSY) log_warn("spa", "pool %s: cannot resume the scrub: %s", spa->name, strerror(-e));
 }
 
 int spa_scrub_start(spa_t *spa) { return spa_scan_start(spa, SPA_SCAN_SCRUB); }
@@ -328,9 +491,10 @@ void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out)
     pthread_mutex_unlock(&spa->scrub_lock);
 }
 
-void spa_scrub_fini(spa_t *spa)
+void spa_scrub_fini(spa_t *spa, bool save)
 {
     pthread_mutex_lock(&spa->scrub_lock);
+    spa->scan_closing = save ? SPA_SCAN_CLOSE_SAVE : SPA_SCAN_CLOSE_ABANDON;
     spa->scrub_stop = true;
     bool running = spa->scrub_thread_running;
     spa->scrub_thread_running = false;
@@ -413,7 +577,7 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     check_ctx_t c = {.rep = rep};
     c.referenced = cairn_zalloc(sizeof(range_tree_t *) * spa->ntop);
     for (uint32_t i = 0; i < spa->ntop; i++) c.referenced[i] = range_tree_create();
-    e = spa_upper->traverse(spa, &spa->ub.mos_root, check_visit, &c);
+    e = spa_upper->traverse(spa, &spa->ub.mos_root, NULL, check_visit, &c);
     if (!e) e = spa_spacemap_visit(spa, check_visit, &c);
     if (!e) e = spa_log_visit(spa, check_visit, &c);
     if (!e) spa_log_add_region_refs(spa, c.referenced, rep);
