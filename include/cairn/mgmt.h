@@ -73,6 +73,9 @@ typedef struct cairnd_config {
     uint32_t nlm_client_portmap;    /* port of client hosts' portmappers (NLM callbacks); 0: 111 */
     uint32_t iscsi_max_conns, iscsi_max_conns_per_client;
     uint32_t iscsi_login_timeout;   /* seconds a connection has to complete its login */
+    /* How a scan yields to client I/O (spa_scan_throttle_t): the window, and the
+     * pause before each block a resilver / scrub issues while clients are busy. */
+    uint32_t scan_idle_ms, resilver_delay_ms, scrub_delay_ms;
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);

@@ -218,6 +218,18 @@ typedef struct spa_scrub_stat {
     uint64_t run_start;                /* wall clock second this run of it began */
     uint64_t run_scanned, run_examined, run_issued; /* the counters when this run began */
 } spa_scrub_stat_t;
+/* How scans yield to client I/O, process-wide (cairnd.conf's scan_idle_ms,
+ * resilver_delay_ms, scrub_delay_ms): a scan issues one block at a time, and
+ * while a pool served a client read or took client writes within the last
+ * idle_ms it pauses resilver_delay_ms (scrub_delay_ms) before each block it
+ * reads. A delay of 0 never pauses. */
+#define SPA_SCAN_IDLE_MS_DEFAULT 50
+#define SPA_RESILVER_DELAY_MS_DEFAULT 2
+#define SPA_SCRUB_DELAY_MS_DEFAULT 4
+typedef struct spa_scan_throttle {
+    uint32_t idle_ms, resilver_delay_ms, scrub_delay_ms;
+} spa_scan_throttle_t;
+void spa_set_scan_throttle(const spa_scan_throttle_t *t);
 /* Runs in the background; -EBUSY while a scrub or resilver runs. */
 int spa_scrub_start(spa_t *spa);
 int spa_scrub_stop(spa_t *spa);

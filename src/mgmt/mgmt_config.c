@@ -12,6 +12,7 @@
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
 #include <cairn/nfs.h>
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <ctype.h>
@@ -41,6 +42,9 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
+    cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
+    cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
+    cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -138,6 +142,10 @@ static const num_setting_t num_settings[] = {
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),
      1, 65536, "connections"},
     {"iscsi_login_timeout", offsetof(cairnd_config_t, iscsi_login_timeout), 1, 3600, "seconds"},
+    /* Scans yielding to clients: 0 turns the pause off. */
+    {"scan_idle_ms", offsetof(cairnd_config_t, scan_idle_ms), 0, 60000, "milliseconds"},
+    {"resilver_delay_ms", offsetof(cairnd_config_t, resilver_delay_ms), 0, 1000, "milliseconds"},
+    {"scrub_delay_ms", offsetof(cairnd_config_t, scrub_delay_ms), 0, 1000, "milliseconds"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)

@@ -228,6 +228,7 @@ struct spa {
     spa_scan_phys_t scan_saved;
     bool scrub_thread_running;
     pthread_t scrub_thread;
+    _Atomic uint64_t last_client_io_ns; /* a client read reached the disks or dirtied data */
     _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */
     /* Bytes freed and still in their defer window as of the last sync: while
      * nonzero the sync thread runs (empty) txgs of its own, so freed space
@@ -342,6 +343,13 @@ int spa_label_clear(vdev_t *leaf);
 int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
 
 /* spa_scrub.c */
+/* Set in the scan's own thread: its reads are no client I/O (the throttle). */
+extern __thread bool spa_in_scan_thread;
+static inline void spa_client_io(spa_t *spa)
+{
+    if (!spa_in_scan_thread) atomic_store_explicit(&spa->last_client_io_ns, cairn_now_ns(),
+                                                   memory_order_relaxed);
+}
 /* Stops the scan as the pool closes; save: its position is made durable, to
  * go on when the pool opens again (else nothing is written: a power cut). */
 enum { SPA_SCAN_CLOSE_NONE = 0, SPA_SCAN_CLOSE_SAVE, SPA_SCAN_CLOSE_ABANDON };

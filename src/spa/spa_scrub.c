@@ -58,6 +58,34 @@ typedef struct rs_leaf {
     uint64_t dtl[VDEV_DTL_MAX][2];
 } rs_leaf_t;
 
+__thread bool spa_in_scan_thread;
+
+/* THROTTLE. A scan issues one block at a time (its only I/O in flight) and,
+ * while clients are busy (a client read reached the disks or client writes
+ * dirtied data within idle_ms: spa_client_io), pauses before each block, so
+ * that clients keep most of the disks; an idle pool is scanned at full speed. */
+static _Atomic uint32_t throttle_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
+static _Atomic uint32_t throttle_resilver_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
+static _Atomic uint32_t throttle_scrub_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
+
+void spa_set_scan_throttle(const spa_scan_throttle_t *t)
+{
+    atomic_store(&throttle_idle_ms, t->idle_ms);
+    atomic_store(&throttle_resilver_ms, t->resilver_delay_ms);
+    atomic_store(&throttle_scrub_ms, t->scrub_delay_ms);
+}
+
+/* Before the scan issues a block: the test delay, then the pause while clients are busy. */
+static void scan_throttle(spa_t *spa, spa_scan_func_t func, uint64_t test_delay_us)
+{
+    if (test_delay_us) usleep((useconds_t)test_delay_us);
+    uint32_t pause_ms = atomic_load(func == SPA_SCAN_RESILVER ? &throttle_resilver_ms
+                                                              : &throttle_scrub_ms);
+    uint64_t last = atomic_load_explicit(&spa->last_client_io_ns, memory_order_relaxed);
+    uint64_t idle_ns = (uint64_t)atomic_load(&throttle_idle_ms) * 1000000ULL;
+    if (pause_ms && last && cairn_now_ns() - last < idle_ns) usleep(pause_ms * 1000u);
+}
+
 /* How often a running scan makes its position durable. */
 #define SCAN_CHECKPOINT_NS (2ULL * 1000000000ULL)
 
@@ -159,7 +187,7 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_
     /* Copy-on-write: a block is born no earlier than anything beneath it, so
      * below a block older than every log there is nothing to resilver. */
     if (skip) return bp->birth_txg < c->min_birth ? 1 : 0;
-    if (c->delay_us) usleep((useconds_t)c->delay_us);
+    scan_throttle(spa, c->func, c->delay_us);
     void *buf = cairn_zalloc(bp->lsize ? bp->lsize : 1);
     uint64_t repaired = 0;
     int e = spa_block_read_flags(spa, bp, buf,
@@ -306,6 +334,7 @@ static bool scan_stopping(spa_t *spa)
 static void *scrub_thread(void *arg)
 {
     spa_t *spa = arg;
+    spa_in_scan_thread = true;
     scan_ctx_t c = {.func = spa->scrub.func, .checkpoint_ns = cairn_now_ns()};
     /* Tests slow a scan down to catch it in progress. */
     const char *d = getenv(c.func == SPA_SCAN_RESILVER ? "CAIRN_RESILVER_DELAY_US"
