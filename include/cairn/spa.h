@@ -182,16 +182,19 @@ void spa_vdev_remove_log_abort(spa_t *spa);
  * vdev would be left without a good copy of some block. */
 int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, size_t errlen);
 int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen);
-/* new_path NULL or equal to old_path: a new disk in the old one's place. */
+/* new_path NULL or equal to old_path: a new disk in the old one's place.
+ * sequential (replace -s, attach -s): NEW is filled by a sequential rebuild
+ * (spa_rebuild.c) followed by a scrub; only in a mirror, and refused while a
+ * resilver runs. */
 int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
-                     char *err, size_t errlen);
+                     bool sequential, char *err, size_t errlen);
 /* attach: EXISTING (a top-level disk or a mirror's side) gets NEW as one more
  * mirror side (a disk becomes a 2-way mirror), resilvered from the others.
  * detach: a mirror side leaves the pool (a 2-way mirror becomes a disk); refused
  * when no good copy would be left. The detached leaf's labels are cleared; it
  * stays open until the pool closes (a reader may still hold it). */
 int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
-                    char *err, size_t errlen);
+                    bool sequential, char *err, size_t errlen);
 int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen);
 /* Starts a resilver when a leaf needs one and none runs (import does). */
 void spa_resilver_check(spa_t *spa);
@@ -215,6 +218,7 @@ typedef struct spa_scrub_stat {
     uint64_t repaired;                 /* bytes rewritten */
     uint64_t errors;                   /* blocks with no good copy left */
     bool resumed;                      /* went on from where an earlier run of the pool left it */
+    bool sequential;                   /* a sequential rebuild (attach/replace -s) */
     uint64_t run_start;                /* wall clock second this run of it began */
     uint64_t run_scanned, run_examined, run_issued; /* the counters when this run began */
 } spa_scrub_stat_t;
@@ -235,6 +239,8 @@ int spa_scrub_start(spa_t *spa);
 int spa_scrub_stop(spa_t *spa);
 void spa_scrub_wait(spa_t *spa);
 void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
+/* The last sequential rebuild since the pool was opened (state NONE: none). */
+void spa_rebuild_get(spa_t *spa, spa_scrub_stat_t *out);
 /* Resets the error counters of every vdev and the count of data errors (not
  * the error log below: only a scrub that finds a block good takes it off, as
  * in ZFS). */

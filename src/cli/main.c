@@ -74,8 +74,8 @@ static void usage(FILE *f)
           "  pool add [-f] POOL log VDEV... | cache DEV...\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
           "  pool offline [-t] POOL DEV | pool online POOL DEV\n"
-          "  pool replace [-f] POOL OLD [NEW]\n"
-          "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
+          "  pool replace [-f] [-s] POOL OLD [NEW]\n"
+          "  pool attach [-f] [-s] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
           "  arcstat [-v] [INTERVAL [COUNT]]\n"
@@ -534,6 +534,8 @@ static int cmd_pool_status(int argc, char **argv)
         if (verbose) printf("    id: %llu\n   txg: %llu\n", (unsigned long long)p->guid,
                             (unsigned long long)p->txg);
         if (strcmp(p->state, "FAULTED")) print_advice(p);
+        /* A sequential rebuild's line, then the scrub that verifies it. */
+        if (p->rebuild) print_scan(p->rebuild);
         print_scan(p->scrub);
         printf("config:\n\n");
         size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;

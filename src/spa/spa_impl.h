@@ -222,6 +222,8 @@ struct spa {
     uint64_t resilver_since;
     int scan_closing;               /* SPA_SCAN_CLOSE_*: the pool closes, the scan stops */
     bool scan_resuming;             /* the scan starting goes on from scan_resume */
+    bool rebuild_asked;             /* (config_lock) the next resilver copies mirrors sequentially */
+    spa_scrub_stat_t rebuild_last;  /* (scrub_lock) the last sequential rebuild, once finished */
     spa_scan_phys_t scan_resume;
     /* The scan's persistent record (config_lock): the last checkpoint, or the
      * one read at open until the scan resumes. */
@@ -342,6 +344,16 @@ int spa_log_vdev_in_use(spa_t *spa, uint32_t v, uint64_t *os_id);
 int spa_label_clear(vdev_t *leaf);
 int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
 
+/* spa_rebuild.c: the sequential rebuild of mirror top-level vdev top_id:
+ * its allocated space from byte `from` on copied from a readable side to the
+ * leaves dst. progress is called after each chunk with the offset copied up
+ * to and the bytes copied (0 when the chunk failed; *errors counts those); a
+ * negative return stops the copy and is returned. */
+typedef int (*spa_rebuild_progress_fn)(spa_t *spa, uint32_t top_id, uint64_t offset,
+                                       uint64_t bytes, void *arg);
+int spa_rebuild_top(spa_t *spa, uint32_t top_id, uint64_t from, vdev_t *const *dst, size_t ndst,
+                    spa_rebuild_progress_fn progress, void *arg, uint64_t *errors);
+
 /* spa_scrub.c */
 /* Set in the scan's own thread: its reads are no client I/O (the throttle). */
 extern __thread bool spa_in_scan_thread;
@@ -364,6 +376,9 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func);
 void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf);
 /* spa_vdev.c: a vdev that left the tree, freed with the pool. */
 void spa_vdev_retire(spa_t *spa, vdev_t *vd);
+/* spa_resilver.c: the resilver began (or resumed) / ended; hook points. */
+void spa_resilver_began(spa_t *spa, bool resumed, bool sequential);
+void spa_resilver_ended(spa_t *spa, bool finished, const spa_scrub_stat_t *st);
 /* spa_resilver.c, pool open: logs left open-ended (by a crash, or a
  * temporary offline) end at open_txg; leaves with a log and in service are stale. */
 void spa_dtl_open_fixup(vdev_t *root, uint64_t open_txg);

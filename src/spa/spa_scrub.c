@@ -101,6 +101,9 @@ typedef struct scan_ctx {
     bool resuming;              /* the first pass goes on from a saved position */
     uint64_t checkpoint_ns;     /* when the position was last made durable */
     unsigned checkpoints;
+    spa_scan_phys_t resume;     /* where the first pass goes on (resuming) */
+    bool sequential;            /* a resilver copying mirrors in offset order */
+    bool rebuilt;               /* a sequential pass made leaves whole: a scrub follows */
 } scan_ctx_t;
 
 static uint64_t scan_phys_func(spa_scan_func_t func)
@@ -115,7 +118,8 @@ static void scan_checkpoint(spa_t *spa, scan_ctx_t *c)
     spa_scrub_stat_t st;
     spa_scrub_get(spa, &st);
     spa_scan_phys_t r = {
-        .func = scan_phys_func(c->func), .pass_txg = c->pass_txg,
+        .func = scan_phys_func(c->func) | (c->sequential ? SPA_SCAN_PHYS_SEQUENTIAL : 0),
+        .pass_txg = c->pass_txg,
         .objset = c->pos.objset, .object = c->pos.object, .start_time = st.start_time,
         .to_examine = st.to_examine, .scanned = st.scanned, .examined = st.examined,
         .issued = st.issued, .repaired = st.repaired, .errors = st.errors,
@@ -133,10 +137,11 @@ static void scan_checkpoint(spa_t *spa, scan_ctx_t *c)
         return;
     }
     /* The first of a run says where a restart would go on; the rest are routine. */
-    cairn_log(c->checkpoints++ ? CAIRN_LOG_DEBUG : CAIRN_LOG_INFO, "spa", "pool %s: %s checkpoint at objset %llu object %llu (%llu bytes examined)",
-        spa->name, c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
-        (unsigned long long)r.objset, (unsigned long long)r.object,
-        (unsigned long long)r.examined);
+    cairn_log(c->checkpoints++ ? CAIRN_LOG_DEBUG : CAIRN_LOG_INFO, "spa",
+              "pool %s: %s checkpoint at %s %llu %s %llu (%llu bytes examined)", spa->name,
+              c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub", c->sequential ? "vdev" : "objset",
+              (unsigned long long)r.objset, c->sequential ? "offset" : "object",
+              (unsigned long long)r.object, (unsigned long long)r.examined);
 }
 
 /* The scan ended (finished, or stopped by the administrator): nothing to resume. */
@@ -299,9 +304,10 @@ static void scan_resume_from(spa_t *spa, scan_ctx_t *c, const spa_scan_phys_t *r
     spa_scan_phys_t r = *rp;
     c->pos = (spa_bookmark_t){r.objset, r.object, 0, 0};
     c->pass_txg = r.pass_txg;
-    log_info("spa", "pool %s: %s resumed at objset %llu object %llu (%llu bytes examined, %llu "
+    log_info("spa", "pool %s: %s resumed at %s %llu %s %llu (%llu bytes examined, %llu "
              "issued before)", spa->name, c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
-             (unsigned long long)r.objset, (unsigned long long)r.object,
+             c->sequential ? "vdev" : "objset", (unsigned long long)r.objset,
+             c->sequential ? "offset" : "object", (unsigned long long)r.object,
              (unsigned long long)r.examined, (unsigned long long)r.issued);
 }
 
@@ -331,45 +337,139 @@ static bool scan_stopping(spa_t *spa)
     return stop;
 }
 
+/* Tests slow a scan down to catch it in progress. */
+static uint64_t test_delay_us(spa_scan_func_t func)
+{
+    const char *d = getenv(func == SPA_SCAN_RESILVER ? "CAIRN_RESILVER_DELAY_US"
+                                                     : "CAIRN_SCRUB_DELAY_US");
+    return d ? strtoull(d, NULL, 10) : 0;
+}
+
+static int rebuild_progress(spa_t *spa, uint32_t top_id, uint64_t offset, uint64_t bytes,
+                            void *arg)
+{
+    scan_ctx_t *c = arg;
+    c->pos = (spa_bookmark_t){top_id, offset, 0, 0};
+    pthread_mutex_lock(&spa->scrub_lock);
+    bool stop = spa->scrub_stop;
+    spa->scrub.scanned += bytes;
+    spa->scrub.examined += bytes;
+    spa->scrub.issued += bytes;
+    spa->scrub.repaired += bytes;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    if (stop) return -ECANCELED;
+    if (cairn_now_ns() - c->checkpoint_ns >= SCAN_CHECKPOINT_NS) scan_checkpoint(spa, c);
+    scan_throttle(spa, c->func, c->delay_us);
+    return 0;
+}
+
+/* A sequential rebuild pass: each top-level vdev with stale leaves copied in
+ * id and offset order from c->pos (objset: the vdev, object: the offset), then
+ * the intent log's blocks by the walk (spa_rebuild.c says why). */
+static int rebuild_walk(spa_t *spa, scan_ctx_t *c, uint64_t *copy_errors)
+{
+    vdev_t **dst = cairn_zalloc((c->nleaves + 1) * sizeof *dst);
+    int e = 0;
+    for (uint32_t v = 0; v < spa->ntop && !e; v++) {
+        if (c->pos.objset != v && (c->pos.objset > v || c->pos.objset == SPA_SCAN_POS_POOL))
+            continue; /* copied before the restart */
+        size_t n = 0;
+        for (size_t i = 0; i < c->nleaves; i++)
+            if (c->top_of[i] == v) dst[n++] = c->leaves[i].leaf;
+        if (!n) continue;
+        uint64_t from = c->pos.objset == v ? c->pos.object : 0, errs = 0;
+        e = spa_rebuild_top(spa, v, from, dst, n, rebuild_progress, c, &errs);
+        *copy_errors += errs;
+    }
+    free(dst);
+    if (e) return e;
+    c->pos = (spa_bookmark_t){SPA_SCAN_POS_POOL, 0, 0, 0};
+    return spa_log_visit(spa, scrub_visit, c);
+}
+
+/* Passes until every stale leaf is whole (a resilver) or one walk (a scrub). */
+static int scan_passes(spa_t *spa, scan_ctx_t *c)
+{
+    int e = 0;
+    for (int pass = 0;; pass++) {
+        if (c->resuming) {
+            scan_resume_from(spa, c, &c->resume);
+            c->resuming = false;
+        } else {
+            if (pass && c->func == SPA_SCAN_RESILVER)
+                spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
+            c->pos = (spa_bookmark_t){0, 0, 0, 0};
+            c->pass_txg = spa_last_synced_txg(spa);
+        }
+        if (c->func == SPA_SCAN_RESILVER) {
+            pthread_mutex_lock(&spa->config_lock);
+            rs_collect(spa, c);
+            pthread_mutex_unlock(&spa->config_lock);
+            if (!c->nleaves) break;
+        }
+        uint64_t copy_errors = 0;
+        e = c->sequential ? rebuild_walk(spa, c, &copy_errors) : scan_walk(spa, c);
+        if (c->func != SPA_SCAN_RESILVER || e || scan_stopping(spa)) break;
+        if (copy_errors) {
+            /* A side it could not read: the block walk rebuilds from any good copy. */
+            log_warn("spa", "pool %s: sequential rebuild failed on %llu chunks; resilvering by "
+                     "the block walk", spa->name, (unsigned long long)copy_errors);
+            c->sequential = false;
+            continue;
+        }
+        pthread_mutex_lock(&spa->config_lock);
+        rs_complete(spa, c);
+        pthread_mutex_unlock(&spa->config_lock);
+        if (c->sequential) c->rebuilt = true;
+        /* Another pass when a leaf's log grew or a leaf turned stale meanwhile. */
+    }
+    return e;
+}
+
+/* A finished sequential rebuild turns into the scrub that verifies it, in
+ * this thread: its record says scrub (a crash from here resumes the scrub),
+ * its summary stays for `pool status`. */
+static void rebuild_to_scrub(spa_t *spa, scan_ctx_t *c)
+{
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    pthread_mutex_lock(&spa->scrub_lock);
+    spa->rebuild_last = spa->scrub;
+    spa->rebuild_last.state = SPA_SCRUB_FINISHED;
+    spa->rebuild_last.end_time = cairn_wallclock_s();
+    spa_scrub_stat_t r = spa->rebuild_last;
+    memset(&spa->scrub, 0, sizeof spa->scrub);
+    spa->scrub.state = SPA_SCRUB_SCANNING;
+    spa->scrub.func = SPA_SCAN_SCRUB;
+    spa->scrub.start_time = spa->scrub.run_start = cairn_wallclock_s();
+    spa->scrub.to_examine = sp.alloc;
+    spa_errlog_scrub_begin(spa, false);
+    pthread_cond_broadcast(&spa->scrub_cv); /* `pool wait -t resilver` is over */
+    pthread_mutex_unlock(&spa->scrub_lock);
+    log_info("spa", "pool %s: resilver finished (sequential): %llu bytes resilvered, %llu "
+             "errors; a scrub verifies it", spa->name, (unsigned long long)r.repaired,
+             (unsigned long long)r.errors);
+    *c = (scan_ctx_t){.func = SPA_SCAN_SCRUB, .delay_us = test_delay_us(SPA_SCAN_SCRUB),
+                      .checkpoint_ns = c->checkpoint_ns, .leaves = c->leaves,
+                      .top_of = c->top_of};
+    scan_checkpoint(spa, c);
+}
+
 static void *scrub_thread(void *arg)
 {
     spa_t *spa = arg;
     spa_in_scan_thread = true;
-    scan_ctx_t c = {.func = spa->scrub.func, .checkpoint_ns = cairn_now_ns()};
-    /* Tests slow a scan down to catch it in progress. */
-    const char *d = getenv(c.func == SPA_SCAN_RESILVER ? "CAIRN_RESILVER_DELAY_US"
-                                                       : "CAIRN_SCRUB_DELAY_US");
-    if (d) c.delay_us = strtoull(d, NULL, 10);
     pthread_mutex_lock(&spa->scrub_lock);
-    c.resuming = spa->scan_resuming;
-    spa_scan_phys_t resume = spa->scan_resume;
+    scan_ctx_t c = {.func = spa->scrub.func, .sequential = spa->scrub.sequential,
+                    .checkpoint_ns = cairn_now_ns(), .resuming = spa->scan_resuming,
+                    .resume = spa->scan_resume};
     spa->scan_resuming = false;
     pthread_mutex_unlock(&spa->scrub_lock);
+    c.delay_us = test_delay_us(c.func);
+    if (c.func == SPA_SCAN_RESILVER) spa_resilver_began(spa, c.resuming, c.sequential);
     int e = 0;
 again:
-    for (int pass = 0;; pass++) {
-        if (c.resuming) {
-            scan_resume_from(spa, &c, &resume);
-            c.resuming = false;
-        } else {
-            if (pass && c.func == SPA_SCAN_RESILVER)
-                spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
-            c.pos = (spa_bookmark_t){0, 0, 0, 0};
-            c.pass_txg = spa_last_synced_txg(spa);
-        }
-        if (c.func == SPA_SCAN_RESILVER) {
-            pthread_mutex_lock(&spa->config_lock);
-            rs_collect(spa, &c);
-            pthread_mutex_unlock(&spa->config_lock);
-            if (!c.nleaves) break;
-        }
-        e = scan_walk(spa, &c);
-        if (c.func != SPA_SCAN_RESILVER || e || scan_stopping(spa)) break;
-        pthread_mutex_lock(&spa->config_lock);
-        rs_complete(spa, &c);
-        pthread_mutex_unlock(&spa->config_lock);
-        /* Another pass when a leaf's log grew or a leaf turned stale meanwhile. */
-    }
+    e = scan_passes(spa, &c);
     pthread_mutex_lock(&spa->scrub_lock);
     bool finished = !(spa->scrub_stop || e == -ECANCELED);
     if (c.func == SPA_SCAN_RESILVER && finished && !e && spa->resilver_again) {
@@ -379,6 +479,15 @@ again:
         goto again;
     }
     spa->resilver_again = false;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    if (c.func == SPA_SCAN_RESILVER && c.rebuilt && finished && !e) {
+        spa_scrub_stat_t st;
+        spa_scrub_get(spa, &st);
+        spa_resilver_ended(spa, true, &st);
+        rebuild_to_scrub(spa, &c);
+        goto again;
+    }
+    pthread_mutex_lock(&spa->scrub_lock);
     int closing = spa->scan_closing;
     pthread_mutex_unlock(&spa->scrub_lock);
     /* Stopped because the pool closes: it goes on from here when opened again
@@ -394,17 +503,27 @@ again:
     if (c.func == SPA_SCAN_SCRUB) spa_errlog_scrub_end(spa, finished);
     spa->scrub.end_time = cairn_wallclock_s();
     spa->scrub.state = finished ? SPA_SCRUB_FINISHED : SPA_SCRUB_CANCELED;
+    spa_scrub_stat_t final = spa->scrub;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
-    log_info("spa", "pool %s: %s %s: %llu bytes examined, %llu %s, %llu errors; %llu bytes issued "
-             "(%llu in this run)", spa->name,
+    if (c.func == SPA_SCAN_RESILVER) spa_resilver_ended(spa, finished, &final);
+    log_info("spa", "pool %s: %s%s %s: %llu bytes examined, %llu %s, %llu errors; %llu bytes "
+             "issued (%llu in this run)", spa->name,
              c.func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
+             c.sequential ? " (sequential)" : "",
              spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
              (unsigned long long)spa->scrub.examined, (unsigned long long)spa->scrub.repaired,
              c.func == SPA_SCAN_RESILVER ? "resilvered" : "repaired",
              (unsigned long long)spa->scrub.errors, (unsigned long long)spa->scrub.issued,
              (unsigned long long)(spa->scrub.issued - spa->scrub.run_issued));
     return NULL;
+}
+
+void spa_rebuild_get(spa_t *spa, spa_scrub_stat_t *out)
+{
+    pthread_mutex_lock(&spa->scrub_lock);
+    *out = spa->rebuild_last;
+    pthread_mutex_unlock(&spa->scrub_lock);
 }
 
 int spa_scan_start(spa_t *spa, spa_scan_func_t func)
@@ -451,6 +570,12 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
         spa->scrub.repaired = r->repaired;
         spa->scrub.errors = r->errors;
         spa->scrub.resumed = true;
+    }
+    if (func == SPA_SCAN_RESILVER) {
+        spa->scrub.sequential = spa->scan_resuming ? (r->func & SPA_SCAN_PHYS_SEQUENTIAL) != 0
+                                                   : spa->rebuild_asked;
+        spa->rebuild_asked = false;
+        memset(&spa->rebuild_last, 0, sizeof spa->rebuild_last); /* superseded */
     }
     pthread_mutex_unlock(&spa->config_lock);
     /* Rates and the time left are this run's (a resumed scan's earlier bytes took
