@@ -9,10 +9,12 @@
 #     between the daemon's "attached" and "resilver finished (sequential)" log lines;
 #     the same for the healing resilver (`attach` without -s).
 #  3. Client throughput during a resilver: an NFS client writes CLIENT_MB into the
-#     two-way mirror, once on the idle pool and once right after `pool replace` of a
-#     side started a (healing) resilver; the run counts only if the resilver was still
-#     in progress when the client finished.
+#     two-way mirror and reads CLIENT_MB of the pool's files back, once on the idle
+#     pool and once right after `pool replace` of a side started a (healing) resilver
+#     (default throttle settings); the run counts only if the resilver was still in
+#     progress when the client finished.
 # Each figure is the median of RUNS runs. DIR should be on a real disk, not tmpfs.
+# DATA_MB must be at least twice CLIENT_MB (the reads take two sets of files).
 # Usage: tools/bench/resilver.sh [DIR] [DATA_MB] [CLIENT_MB] [RUNS]
 set -euo pipefail
 DIR=${1:-/var/tmp}; DATA=${2:-512}; CLIENT=${3:-256}; RUNS=${4:-3}
@@ -32,7 +34,7 @@ start_daemon() {
     local p=$((20000 + RANDOM % 20000))
     export CAIRN_SOCKET="$W/state/cairnd.sock"
     mkdir -p "$W/state"
-    "$CAIRND" --foreground --state-dir "$W/state" --socket "$CAIRN_SOCKET" \
+    "$CAIRND" --foreground --config "$W/cairnd.conf" --state-dir "$W/state" --socket "$CAIRN_SOCKET" \
         --nfs-listen "127.0.0.1:$p" --mount-listen "127.0.0.1:$((p + 1))" \
         --portmap-listen "127.0.0.1:$((p + 2))" --iscsi-listen "127.0.0.1:$((p + 3))" \
         2>>"$W/daemon.log" &
@@ -46,8 +48,8 @@ url() { echo "nfs://127.0.0.1/bench/fs?nfsport=$NFSPORT&mountport=$MOUNTPORT&ver
 
 # new_pool: a one-disk pool with DATA MiB of incompressible files in bench/fs.
 new_pool() {
-    rm -f "$W"/d*; truncate -s "$DISK" "$W/d1" "$W/d2" "$W/d3"
-    "$CAIRN" pool create bench "$W/d1"
+    rm -f "$W"/leaf*; truncate -s "$DISK" "$W/leaf1" "$W/leaf2" "$W/leaf3"
+    "$CAIRN" pool create bench "$W/leaf1"
     "$CAIRN" create -o sharenfs=no_root_squash -o compression=off bench/fs
     local i
     for i in $(seq 1 $((DATA / 64))); do "$NFSCLIENT" "$(url)" putfile "f$i" "$W/src64"; done
@@ -64,6 +66,8 @@ log_secs() {
     echo "$(date -d "$b" +%s.%N) - $(date -d "$a" +%s.%N)" | bc -l
 }
 
+# A small ARC: client reads reach the disks.
+printf 'arc_max = 16M\n' >"$W/cairnd.conf"
 head -c $((64 << 20)) /dev/urandom >"$W/src64"
 head -c $((CLIENT << 20)) /dev/urandom >"$W/client"
 
@@ -84,15 +88,18 @@ printf 'device copy (dd 1 MiB direct)   %8.0f MB/s\n' "$DEV"
 printf 'device write (fio 1 MiB direct) %8.0f MB/s\n' "$(printf '%s\n' "${fio_rates[@]}" | median)"
 
 # ---- 2. rebuild and resilver rates, idle pool ----
-for mode in -s ""; do
+for mode in sequential healing; do
     rates=()
     for _ in $(seq "$RUNS"); do
         start_daemon
         new_pool
         "$CAIRN" pool wait bench >/dev/null 2>&1 || true
         from=$(($(wc -l <"$W/daemon.log") + 1))
-        "$CAIRN" pool attach $mode bench "$W/d1" "$W/d2"
-        if [ "$mode" = -s ]; then end='resilver finished \(sequential\)'; else end='resilver finished:'; fi
+        if [ "$mode" = sequential ]; then
+            "$CAIRN" pool attach -s bench "$W/leaf1" "$W/leaf2"; end='resilver finished \(sequential\)'
+        else
+            "$CAIRN" pool attach bench "$W/leaf1" "$W/leaf2"; end='resilver finished:'
+        fi
         secs=$(log_secs 'attached to' "$end" "$from")
         line=$(tail -n +"$from" "$W/daemon.log" | grep -m1 -E "$end")
         bytes=$(sed -E 's/.*[:,] ([0-9]+) bytes resilvered.*|.* ([0-9]+) resilvered.*/\1\2/' <<<"$line")
@@ -102,36 +109,53 @@ for mode in -s ""; do
     done
     r=$(printf '%s\n' "${rates[@]}" | median)
     printf 'resilver %-10s %8.0f MB/s  = %3.0f%% of the device copy (%d MiB of data)\n' \
-        "${mode:+sequential}${mode:-healing}" "$r" "$(echo "100 * $r / $DEV" | bc -l)" "$DATA"
+        "$mode" "$r" "$(echo "100 * $r / $DEV" | bc -l)" "$DATA"
 done
 
-# ---- 3. client writes with and without a resilver ----
-idle=(); busy=(); skipped=0
+# ---- 3. client writes and reads with and without a resilver ----
+# Reads: CLIENT MiB of the pool's files from file number $1 on (the idle and the
+# busy run read different ones; the ARC is 16 MiB), read back whole with nfs-cat.
+read_files() {
+    local i
+    for i in $(seq "$1" $(($1 + CLIENT / 64 - 1))); do
+        nfs-cat "nfs://127.0.0.1/bench/fs/f$i?nfsport=$NFSPORT&mountport=$MOUNTPORT&version=3" >/dev/null
+    done
+}
+resilvering() { "$CAIRN" pool status bench | grep -q 'resilver in progress'; }
+declare -A R=()
+skipped=0
 for _ in $(seq "$RUNS"); do
     start_daemon
     new_pool
-    "$CAIRN" pool attach bench "$W/d1" "$W/d2"
+    "$CAIRN" pool attach bench "$W/leaf1" "$W/leaf2"
     "$CAIRN" pool wait -t resilver bench
     t0=$(now); "$NFSCLIENT" "$(url)" putfile idle "$W/client"; t1=$(now)
-    idle+=("$(echo "$CLIENT / ($t1 - $t0)" | bc -l)")
-    "$CAIRN" pool replace bench "$W/d2" "$W/d3"
+    R[write_idle]+="$(echo "$CLIENT / ($t1 - $t0)" | bc -l) "
+    t0=$(now); read_files 1; t1=$(now)
+    R[read_idle]+="$(echo "$CLIENT / ($t1 - $t0)" | bc -l) "
+    "$CAIRN" pool replace bench "$W/leaf2" "$W/leaf3"
     t0=$(now); "$NFSCLIENT" "$(url)" putfile busy "$W/client"; t1=$(now)
-    if "$CAIRN" pool status bench | grep -q 'resilver in progress'; then
-        busy+=("$(echo "$CLIENT / ($t1 - $t0)" | bc -l)")
+    w=$(echo "$CLIENT / ($t1 - $t0)" | bc -l)
+    t0=$(now); read_files $((CLIENT / 64 + 1)); t1=$(now)
+    r=$(echo "$CLIENT / ($t1 - $t0)" | bc -l)
+    if resilvering; then
+        R[write_busy]+="$w "; R[read_busy]+="$r "
     else
         skipped=$((skipped + 1))
     fi
     "$CAIRN" pool wait -t resilver bench
     stop_daemon
 done
-i=$(printf '%s\n' "${idle[@]}" | median)
-printf 'client NFS writes, idle pool     %8.0f MB/s\n' "$i"
-if [ "${#busy[@]}" -gt 0 ]; then
-    b=$(printf '%s\n' "${busy[@]}" | median)
-    printf 'client NFS writes, resilvering   %8.0f MB/s  = %3.0f%% (%d runs; %d where the resilver ended first)\n' \
-        "$b" "$(echo "100 * $b / $i" | bc -l)" "${#busy[@]}" "$skipped"
-else
-    echo "client NFS writes, resilvering: every resilver ended before the client; raise DATA_MB"
-fi
+for op in write read; do
+    i=$(tr ' ' '\n' <<<"${R[${op}_idle]}" | grep . | median)
+    printf 'client NFS %-5s idle pool      %8.0f MB/s\n' "$op" "$i"
+    if [ -n "${R[${op}_busy]:-}" ]; then
+        b=$(tr ' ' '\n' <<<"${R[${op}_busy]}" | grep . | median)
+        printf 'client NFS %-5s resilvering    %8.0f MB/s  = %3.0f%% (%d runs skipped: the resilver ended first)\n' \
+            "$op" "$b" "$(echo "100 * $b / $i" | bc -l)" "$skipped"
+    else
+        echo "client NFS $op, resilvering: every resilver ended before the client; raise DATA_MB"
+    fi
+done
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /cpu: /'
 echo "cpus: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); runs: $RUNS; dir: $DIR"
