@@ -18,6 +18,10 @@
  * any time into their reserved region: the scan thread resilvers them by the
  * block walk (spa_log_visit) after the copy.
  *
+ * The copy reads chunk k while a writer thread writes chunk k - 1 (two
+ * buffers): about the longer of the reads and the writes, not their sum. The
+ * position reported (and checkpointed) is the end of the last chunk written.
+ *
  * Only mirrors: a raidz column cannot be copied from another column; it is
  * rebuilt from parity by the healing resilver, and `-s` is refused there.
  */
@@ -30,7 +34,7 @@
 #include <string.h>
 
 /* Bytes per copy I/O: large enough to stream, small enough to yield often. */
-#define REBUILD_CHUNK (1024 * 1024u)
+#define REBUILD_CHUNK (4 * 1024 * 1024u)
 
 static int add_extent(void *arg, uint64_t start, uint64_t size)
 {
@@ -38,16 +42,29 @@ static int add_extent(void *arg, uint64_t start, uint64_t size)
     return 0;
 }
 
+/* The copy is a two-stage pipeline: this thread reads chunk k while a writer
+ * thread writes chunk k - 1 to the new sides, so a copy takes about the longer
+ * of its reads and its writes rather than their sum. Two buffers alternate. */
 typedef struct rebuild_copy {
     spa_t *spa;
     vdev_t *top;
     vdev_t *const *dst;
     size_t ndst;
     uint64_t from;
-    void *buf;
     spa_rebuild_progress_fn progress;
     void *arg;
     uint64_t errors;
+    void *buf[2];
+    unsigned next;              /* the buffer the next read fills */
+    /* The writer: one chunk handed over at a time. */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    pthread_t writer;
+    bool have, busy, quit;      /* a chunk waits / is being written / no more chunks */
+    unsigned wbuf;
+    uint64_t woff;
+    uint32_t wlen;
+    int werr;                   /* the result of the last chunk written */
 } rebuild_copy_t;
 
 typedef struct src_find {
@@ -66,21 +83,65 @@ static void find_source(vdev_t *leaf, void *arg)
     if (vdev_leaf_readable(leaf) && f->n < CAIRN_ARRAY_SIZE(f->found)) f->found[f->n++] = leaf;
 }
 
-/* One chunk: read from the first source that answers, written to every new side. */
-static int copy_chunk(rebuild_copy_t *rc, uint64_t offset, uint32_t len)
+/* A chunk from the first source that answers. */
+static int read_chunk(rebuild_copy_t *rc, uint64_t offset, uint32_t len, void *buf)
 {
     src_find_t f = {.dst = rc->dst, .ndst = rc->ndst};
     vdev_foreach_leaf(rc->top, find_source, &f);
     int e = -ENXIO;
     for (size_t i = 0; i < f.n && e; i++)
-        e = vdev_leaf_io_sync(f.found[i], VDEV_IO_READ, VDEV_DATA_START + offset, rc->buf, len);
-    if (e) return e;
+        e = vdev_leaf_io_sync(f.found[i], VDEV_IO_READ, VDEV_DATA_START + offset, buf, len);
+    return e;
+}
+
+static int write_chunk(rebuild_copy_t *rc, uint64_t offset, uint32_t len, void *buf)
+{
+    int e = 0;
     for (size_t i = 0; i < rc->ndst; i++) {
         if (!vdev_leaf_usable(rc->dst[i])) continue;
-        int we = vdev_leaf_io_sync(rc->dst[i], VDEV_IO_WRITE, VDEV_DATA_START + offset, rc->buf, len);
+        int we = vdev_leaf_io_sync(rc->dst[i], VDEV_IO_WRITE, VDEV_DATA_START + offset, buf, len);
         if (we) e = we;
     }
     return e;
+}
+
+static void *writer_thread(void *arg)
+{
+    rebuild_copy_t *rc = arg;
+    pthread_mutex_lock(&rc->lock);
+    for (;;) {
+        while (!rc->have && !rc->quit) pthread_cond_wait(&rc->cv, &rc->lock);
+        if (!rc->have) break;
+        rc->have = false;
+        rc->busy = true;
+        pthread_mutex_unlock(&rc->lock);
+        int e = write_chunk(rc, rc->woff, rc->wlen, rc->buf[rc->wbuf]);
+        pthread_mutex_lock(&rc->lock);
+        rc->werr = e;
+        rc->busy = false;
+        pthread_cond_broadcast(&rc->cv);
+    }
+    pthread_mutex_unlock(&rc->lock);
+    return NULL;
+}
+
+/* Waits for the chunk in the writer's hands; reports it. <0: stop the copy. */
+static int chunk_written(rebuild_copy_t *rc)
+{
+    pthread_mutex_lock(&rc->lock);
+    while (rc->have || rc->busy) pthread_cond_wait(&rc->cv, &rc->lock);
+    uint64_t off = rc->woff;
+    uint32_t len = rc->wlen;
+    int e = rc->werr;
+    rc->wlen = 0;
+    pthread_mutex_unlock(&rc->lock);
+    if (!len) return 0; /* nothing was handed over */
+    if (e) {
+        rc->errors++;
+        log_warn("spa", "pool %s: sequential rebuild cannot copy vdev %u offset %llu: %s",
+                 rc->spa->name, rc->top->id, (unsigned long long)off, strerror(-e));
+    }
+    return rc->progress(rc->spa, rc->top->id, off + len, e ? 0 : len, rc->arg);
 }
 
 static int copy_extent(void *arg, uint64_t start, uint64_t size)
@@ -90,15 +151,27 @@ static int copy_extent(void *arg, uint64_t start, uint64_t size)
     if (end <= rc->from) return 0;
     for (uint64_t off = CAIRN_MAX(start, rc->from); off < end;) {
         uint32_t len = (uint32_t)CAIRN_MIN((uint64_t)REBUILD_CHUNK, end - off);
-        int e = copy_chunk(rc, off, len);
+        unsigned b = rc->next;
+        int e = read_chunk(rc, off, len, rc->buf[b]);
+        int r = chunk_written(rc); /* the previous chunk, written meanwhile */
+        if (r < 0) return r;
         if (e) {
             rc->errors++;
-            log_warn("spa", "pool %s: sequential rebuild cannot copy vdev %u offset %llu: %s",
+            log_warn("spa", "pool %s: sequential rebuild cannot read vdev %u offset %llu: %s",
                      rc->spa->name, rc->top->id, (unsigned long long)off, strerror(-e));
+            r = rc->progress(rc->spa, rc->top->id, off + len, 0, rc->arg);
+            if (r < 0) return r;
+        } else {
+            pthread_mutex_lock(&rc->lock);
+            rc->wbuf = b;
+            rc->woff = off;
+            rc->wlen = len;
+            rc->have = true;
+            pthread_cond_broadcast(&rc->cv);
+            pthread_mutex_unlock(&rc->lock);
+            rc->next ^= 1;
         }
         off += len;
-        int r = rc->progress(rc->spa, rc->top->id, off, e ? 0 : len, rc->arg);
-        if (r < 0) return r;
     }
     return 0;
 }
@@ -116,9 +189,24 @@ int spa_rebuild_top(spa_t *spa, uint32_t top_id, uint64_t from, vdev_t *const *d
     int e = spa_txg_wait_synced(spa, 0);
     rebuild_copy_t rc = {.spa = spa, .top = top, .dst = dst, .ndst = ndst, .from = from,
                          .progress = progress, .arg = arg};
-    rc.buf = cairn_alloc_aligned(REBUILD_CHUNK);
+    rc.buf[0] = cairn_alloc_aligned(REBUILD_CHUNK);
+    rc.buf[1] = cairn_alloc_aligned(REBUILD_CHUNK);
+    pthread_mutex_init(&rc.lock, NULL);
+    pthread_cond_init(&rc.cv, NULL);
+    pthread_create(&rc.writer, NULL, writer_thread, &rc);
+    pthread_setname_np(rc.writer, "spa_rebuild_wr");
     if (!e) e = range_tree_walk(copy, copy_extent, &rc);
-    free(rc.buf);
+    int r = chunk_written(&rc); /* the last one */
+    if (!e) e = r;
+    pthread_mutex_lock(&rc.lock);
+    rc.quit = true;
+    pthread_cond_broadcast(&rc.cv);
+    pthread_mutex_unlock(&rc.lock);
+    pthread_join(rc.writer, NULL);
+    pthread_cond_destroy(&rc.cv);
+    pthread_mutex_destroy(&rc.lock);
+    free(rc.buf[0]);
+    free(rc.buf[1]);
     range_tree_destroy(copy);
     *errors = rc.errors;
     return e;

@@ -387,6 +387,16 @@ static int rebuild_walk(spa_t *spa, scan_ctx_t *c, uint64_t *copy_errors)
     return spa_log_visit(spa, scrub_visit, c);
 }
 
+/* Only a mirror's side can be copied from a sibling (a raidz column cannot). */
+static bool rebuild_possible(spa_t *spa, const scan_ctx_t *c)
+{
+    for (size_t i = 0; i < c->nleaves; i++) {
+        vdev_t *top = spa_top_vdev(spa, c->top_of[i]);
+        if (!top || top->type != VDEV_TYPE_MIRROR) return false;
+    }
+    return true;
+}
+
 /* Passes until every stale leaf is whole (a resilver) or one walk (a scrub). */
 static int scan_passes(spa_t *spa, scan_ctx_t *c)
 {
@@ -406,6 +416,11 @@ static int scan_passes(spa_t *spa, scan_ctx_t *c)
             rs_collect(spa, c);
             pthread_mutex_unlock(&spa->config_lock);
             if (!c->nleaves) break;
+        }
+        if (c->sequential && !rebuild_possible(spa, c)) {
+            log_warn("spa", "pool %s: a stale leaf outside a mirror: resilvering by the block "
+                     "walk, not sequentially", spa->name);
+            c->sequential = false;
         }
         uint64_t copy_errors = 0;
         e = c->sequential ? rebuild_walk(spa, c, &copy_errors) : scan_walk(spa, c);

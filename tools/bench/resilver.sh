@@ -67,7 +67,8 @@ log_secs() {
 }
 
 # A small ARC: client reads reach the disks.
-printf 'arc_max = 16M\n' >"$W/cairnd.conf"
+# BENCH_CONF: more cairnd.conf lines, e.g. BENCH_CONF='resilver_delay_ms = 10'.
+printf 'arc_max = 16M\n%s\n' "${BENCH_CONF:-}" >"$W/cairnd.conf"
 head -c $((64 << 20)) /dev/urandom >"$W/src64"
 head -c $((CLIENT << 20)) /dev/urandom >"$W/client"
 
@@ -129,15 +130,17 @@ for _ in $(seq "$RUNS"); do
     new_pool
     "$CAIRN" pool attach bench "$W/leaf1" "$W/leaf2"
     "$CAIRN" pool wait -t resilver bench
-    t0=$(now); "$NFSCLIENT" "$(url)" putfile idle "$W/client"; t1=$(now)
-    R[write_idle]+="$(echo "$CLIENT / ($t1 - $t0)" | bc -l) "
+    # Reads first: a write's txg sync would still be running under them.
     t0=$(now); read_files 1; t1=$(now)
     R[read_idle]+="$(echo "$CLIENT / ($t1 - $t0)" | bc -l) "
+    t0=$(now); "$NFSCLIENT" "$(url)" putfile idle "$W/client"; t1=$(now)
+    R[write_idle]+="$(echo "$CLIENT / ($t1 - $t0)" | bc -l) "
+    sleep 6 # the write's txg synced (txg_timeout 5 s)
     "$CAIRN" pool replace bench "$W/leaf2" "$W/leaf3"
-    t0=$(now); "$NFSCLIENT" "$(url)" putfile busy "$W/client"; t1=$(now)
-    w=$(echo "$CLIENT / ($t1 - $t0)" | bc -l)
     t0=$(now); read_files $((CLIENT / 64 + 1)); t1=$(now)
     r=$(echo "$CLIENT / ($t1 - $t0)" | bc -l)
+    t0=$(now); "$NFSCLIENT" "$(url)" putfile busy "$W/client"; t1=$(now)
+    w=$(echo "$CLIENT / ($t1 - $t0)" | bc -l)
     if resilvering; then
         R[write_busy]+="$w "; R[read_busy]+="$r "
     else
