@@ -60,7 +60,8 @@ typedef struct rs_leaf {
 
 __thread bool spa_in_scan_thread;
 
-/* THROTTLE. A scan issues one block at a time (its only I/O in flight) and,
+/* THROTTLE. A scan issues one block at a time (a sequential rebuild: one chunk
+ * read while the last is written) and,
  * while clients are busy (a client read reached the disks or client writes
  * dirtied data within idle_ms: spa_client_io), pauses before each block, so
  * that clients keep most of the disks; an idle pool is scanned at full speed. */
@@ -95,7 +96,7 @@ typedef struct scan_ctx {
     size_t nleaves;
     uint32_t *top_of;           /* top-level id of leaves[i] */
     uint64_t min_birth;         /* the lowest txg any stale leaf missed */
-    uint64_t delay_us;          /* resilver throttle (CAIRN_RESILVER_DELAY_US) */
+    uint64_t delay_us;          /* tests: CAIRN_RESILVER_DELAY_US / CAIRN_SCRUB_DELAY_US */
     spa_bookmark_t pos;         /* the walk's position: every block before is done */
     uint64_t pass_txg;          /* the pass covers the blocks born up to this txg */
     bool resuming;              /* the first pass goes on from a saved position */

@@ -13,7 +13,8 @@
 #     pool and once right after `pool replace` of a side started a (healing) resilver
 #     (default throttle settings); the run counts only if the resilver was still in
 #     progress when the client finished.
-# Each figure is the median of RUNS runs. DIR should be on a real disk, not tmpfs.
+# Each figure is the median of RUNS runs. BENCH_PARTS (default "device rebuild client")
+# picks the parts to run; rebuild and client need device's figure only for the ratio. DIR should be on a real disk, not tmpfs.
 # DATA_MB must be at least twice CLIENT_MB (the reads take two sets of files).
 # Usage: tools/bench/resilver.sh [DIR] [DATA_MB] [CLIENT_MB] [RUNS]
 set -euo pipefail
@@ -72,7 +73,12 @@ printf 'arc_max = 16M\n%s\n' "${BENCH_CONF:-}" >"$W/cairnd.conf"
 head -c $((64 << 20)) /dev/urandom >"$W/src64"
 head -c $((CLIENT << 20)) /dev/urandom >"$W/client"
 
+PARTS=${BENCH_PARTS:-device rebuild client}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+DEV=0
+
 # ---- 1. the device ----
+if part device; then
 dd_rates=(); fio_rates=()
 for _ in $(seq "$RUNS"); do
     head -c $((DATA << 20)) /dev/urandom >"$W/a"; sync
@@ -87,9 +93,10 @@ done
 DEV=$(printf '%s\n' "${dd_rates[@]}" | median)
 printf 'device copy (dd 1 MiB direct)   %8.0f MB/s\n' "$DEV"
 printf 'device write (fio 1 MiB direct) %8.0f MB/s\n' "$(printf '%s\n' "${fio_rates[@]}" | median)"
+fi
 
 # ---- 2. rebuild and resilver rates, idle pool ----
-for mode in sequential healing; do
+part rebuild && for mode in sequential healing; do
     rates=()
     for _ in $(seq "$RUNS"); do
         start_daemon
@@ -110,7 +117,7 @@ for mode in sequential healing; do
     done
     r=$(printf '%s\n' "${rates[@]}" | median)
     printf 'resilver %-10s %8.0f MB/s  = %3.0f%% of the device copy (%d MiB of data)\n' \
-        "$mode" "$r" "$(echo "100 * $r / $DEV" | bc -l)" "$DATA"
+        "$mode" "$r" "$(echo "if ($DEV > 0) 100 * $r / $DEV else 0" | bc -l)" "$DATA"
 done
 
 # ---- 3. client writes and reads with and without a resilver ----
@@ -125,7 +132,7 @@ read_files() {
 resilvering() { "$CAIRN" pool status bench | grep -q 'resilver in progress'; }
 declare -A R=()
 skipped=0
-for _ in $(seq "$RUNS"); do
+part client && for _ in $(seq "$RUNS"); do
     start_daemon
     new_pool
     "$CAIRN" pool attach bench "$W/leaf1" "$W/leaf2"
@@ -149,7 +156,7 @@ for _ in $(seq "$RUNS"); do
     "$CAIRN" pool wait -t resilver bench
     stop_daemon
 done
-for op in write read; do
+part client && for op in write read; do
     i=$(tr ' ' '\n' <<<"${R[${op}_idle]}" | grep . | median)
     printf 'client NFS %-5s idle pool      %8.0f MB/s\n' "$op" "$i"
     if [ -n "${R[${op}_busy]:-}" ]; then
