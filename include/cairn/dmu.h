@@ -162,6 +162,9 @@ int dmu_bonus_read(objset_t *os, uint64_t obj, void *buf, uint32_t cap, uint32_t
  * root (what the SPA's traverse callback does): each before its subtree, holes
  * never. A visitor returning < 0 stops the walk (returned), > 0 skips the subtree. */
 int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg);
+/* The same walk resumed at from's object set and object (spa_upper_ops_t.traverse). */
+int dmu_traverse_pool_from(spa_t *spa, const spa_bookmark_t *from, spa_bp_visitor_t visit,
+                           void *arg);
 
 /* ======== extensions for the DSL (datasets, snapshots, clones) ========
  *

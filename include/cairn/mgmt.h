@@ -76,6 +76,9 @@ typedef struct cairnd_config {
     /* Fault management: a device with more than fault_errors I/O or checksum
      * errors within fault_window seconds is FAULTED (spa_fault_set_policy). */
     uint32_t fault_errors, fault_window;
+    /* How a scan yields to client I/O (spa_scan_throttle_t): the window, and the
+     * pause before each block a resilver / scrub issues while clients are busy. */
+    uint32_t scan_idle_ms, resilver_delay_ms, scrub_delay_ms;
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);
@@ -185,6 +188,9 @@ typedef struct mgmt_scan {     /* ScrubStatus of the protocol */
     uint64_t to_examine, scanned, examined, repaired, errors;
     int func;                  /* 0 scrub, 1 resilver */
     uint64_t issued;           /* resilver: bytes of blocks read */
+    uint64_t run_start;        /* this run of the scan (0: start_time), and the counters */
+    uint64_t run_scanned, run_examined, run_issued; /* then: rates and ETA are this run's */
+    bool sequential;           /* a sequential rebuild */
 } mgmt_scan_t;
 /* The `scan:` lines (newline-terminated) of a pool's status into buf (~512
  * bytes): rates and time to go while a scrub runs, as zpool prints them. */

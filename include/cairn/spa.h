@@ -210,16 +210,19 @@ void spa_vdev_remove_log_abort(spa_t *spa);
  * vdev would be left without a good copy of some block. */
 int spa_vdev_offline(spa_t *spa, const char *path, bool temporary, char *err, size_t errlen);
 int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen);
-/* new_path NULL or equal to old_path: a new disk in the old one's place. */
+/* new_path NULL or equal to old_path: a new disk in the old one's place.
+ * sequential (replace -s, attach -s): NEW is filled by a sequential rebuild
+ * (spa_rebuild.c) followed by a scrub; only in a mirror, and refused while a
+ * resilver runs. */
 int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
-                     char *err, size_t errlen);
+                     bool sequential, char *err, size_t errlen);
 /* attach: EXISTING (a top-level disk or a mirror's side) gets NEW as one more
  * mirror side (a disk becomes a 2-way mirror), resilvered from the others.
  * detach: a mirror side leaves the pool (a 2-way mirror becomes a disk); refused
  * when no good copy would be left. The detached leaf's labels are cleared; it
  * stays open until the pool closes (a reader may still hold it). */
 int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
-                    char *err, size_t errlen);
+                    bool sequential, char *err, size_t errlen);
 int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen);
 /* Starts a resilver when a leaf needs one and none runs (import does). */
 void spa_resilver_check(spa_t *spa);
@@ -242,12 +245,30 @@ typedef struct spa_scrub_stat {
     uint64_t issued;                   /* bytes of blocks read (a resilver skips most) */
     uint64_t repaired;                 /* bytes rewritten */
     uint64_t errors;                   /* blocks with no good copy left */
+    bool resumed;                      /* went on from where an earlier run of the pool left it */
+    bool sequential;                   /* a sequential rebuild (attach/replace -s) */
+    uint64_t run_start;                /* wall clock second this run of it began */
+    uint64_t run_scanned, run_examined, run_issued; /* the counters when this run began */
 } spa_scrub_stat_t;
+/* How scans yield to client I/O, process-wide (cairnd.conf's scan_idle_ms,
+ * resilver_delay_ms, scrub_delay_ms): a scan issues one block at a time, and
+ * while a pool served a client read or took client writes within the last
+ * idle_ms it pauses resilver_delay_ms (scrub_delay_ms) before each block it
+ * reads. A delay of 0 never pauses. */
+#define SPA_SCAN_IDLE_MS_DEFAULT 50
+#define SPA_RESILVER_DELAY_MS_DEFAULT 2
+#define SPA_SCRUB_DELAY_MS_DEFAULT 4
+typedef struct spa_scan_throttle {
+    uint32_t idle_ms, resilver_delay_ms, scrub_delay_ms;
+} spa_scan_throttle_t;
+void spa_set_scan_throttle(const spa_scan_throttle_t *t);
 /* Runs in the background; -EBUSY while a scrub or resilver runs. */
 int spa_scrub_start(spa_t *spa);
 int spa_scrub_stop(spa_t *spa);
 void spa_scrub_wait(spa_t *spa);
 void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out);
+/* The last sequential rebuild since the pool was opened (state NONE: none). */
+void spa_rebuild_get(spa_t *spa, spa_scrub_stat_t *out);
 /* Resets the error counters of every vdev and the count of data errors (not
  * the error log below: only a scrub that finds a block good takes it off, as
  * in ZFS). */
@@ -479,9 +500,13 @@ typedef struct spa_upper_ops {
      * changed). Called by the sync thread. */
     int (*sync)(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root);
     /* Call visit for every block pointer reachable from mos_root, each shared block
-     * once, including the MOS root itself. Holes are not visited. */
-    int (*traverse)(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
-                    void *arg);
+     * once, including the MOS root itself. Holes are not visited. The walk goes
+     * in bookmark order by object set and object; from (NULL: the start) resumes
+     * it at that object set and object (level and blkid ignored) in a newer
+     * tree: every block not visited by a walk that reached `from` is visited
+     * (a resumed scan, spa_scrub.c). Blocks before it may be skipped. */
+    int (*traverse)(spa_t *spa, const cairn_blkptr_t *mos_root, const spa_bookmark_t *from,
+                    spa_bp_visitor_t visit, void *arg);
     /* Pool closing: release everything. */
     void (*close)(spa_t *spa);
 } spa_upper_ops_t;

@@ -411,6 +411,8 @@ int main(int argc, char **argv)
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
+    spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
+                                                 cfg.scrub_delay_ms});
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     cairnd_pools_import_cached();
     /* A front end that cannot listen (a taken port, a bad address) stops the

@@ -365,10 +365,9 @@ static Cairn__Mgmt__VdevStatus *vdev_status(cairnd_arena_t *a, spa_t *spa, vdev_
     return s;
 }
 
-static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
+static Cairn__Mgmt__ScrubStatus *scan_status(cairnd_arena_t *a, const spa_scrub_stat_t *stp)
 {
-    spa_scrub_stat_t st;
-    spa_scrub_get(spa, &st);
+    spa_scrub_stat_t st = *stp;
     Cairn__Mgmt__ScrubStatus *s = cairnd_arena_alloc(a, sizeof *s);
     cairn__mgmt__scrub_status__init(s);
     s->state = (Cairn__Mgmt__ScrubStatus__State)st.state;
@@ -382,7 +381,28 @@ static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
     s->now = cairn_wallclock_s();
     s->func = st.func;
     s->issued = st.issued;
+    s->run_start = st.run_start;
+    s->run_scanned = st.run_scanned;
+    s->run_examined = st.run_examined;
+    s->run_issued = st.run_issued;
+    s->resumed = st.resumed;
+    s->sequential = st.sequential;
     return s;
+}
+
+static Cairn__Mgmt__ScrubStatus *scrub_status(cairnd_arena_t *a, spa_t *spa)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    return scan_status(a, &st);
+}
+
+/* The last sequential rebuild, when one finished since import (a scrub follows it). */
+static Cairn__Mgmt__ScrubStatus *rebuild_status(cairnd_arena_t *a, spa_t *spa)
+{
+    spa_scrub_stat_t st;
+    spa_rebuild_get(spa, &st);
+    return st.state == SPA_SCRUB_NONE ? NULL : scan_status(a, &st);
 }
 
 /* Entries named in one `pool status -v` answer: enough for any operator, and
@@ -548,6 +568,7 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         r->state = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
         r->guid = spa_guid(spa);
         r->scrub = scrub_status(a, spa);
+        r->rebuild = rebuild_status(a, spa);
         r->root = vdev_status(a, spa, spa_root_vdev(spa));
         r->txg = spa_last_synced_txg(spa);
         r->n_cache = cairnd_arc_cache_status(spa, a, &r->cache);
@@ -866,7 +887,8 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
             set_error(resp, a, -EINVAL, "device paths must be absolute");
             return;
         }
-        rc = spa_vdev_attach(e->spa, m->device, m->new_device, m->force, err, sizeof err);
+        rc = spa_vdev_attach(e->spa, m->device, m->new_device, m->force, m->sequential, err,
+                             sizeof err);
         if (!rc) refresh_paths(e);
         break;
     }
@@ -881,7 +903,7 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
             return;
         }
         rc = spa_vdev_replace(e->spa, m->old_device, m->new_device[0] ? m->new_device : NULL,
-                              m->force, err, sizeof err);
+                              m->force, m->sequential, err, sizeof err);
         /* The cache file lists NEW from now on, so a restart finds it. */
         if (!rc) refresh_paths(e);
         break;

@@ -75,8 +75,8 @@ static void usage(FILE *f)
           "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
           "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
-          "  pool replace [-f] POOL OLD [NEW]\n"
-          "  pool attach [-f] POOL EXISTING NEW | pool detach POOL DEV\n"
+          "  pool replace [-f] [-s] POOL OLD [NEW]\n"
+          "  pool attach [-f] [-s] POOL EXISTING NEW | pool detach POOL DEV\n"
           "  pool wait [-t resilver|scrub] POOL\n"
           "  pool iostat [-v] [-H] [-p] [--json] [POOL] [INTERVAL [COUNT]]\n"
           "  pool history [-l] POOL\n"
@@ -391,7 +391,10 @@ static void print_scan(const Cairn__Mgmt__ScrubStatus *s)
                           .end_time = s->end_time, .now = s->now ? s->now : (uint64_t)time(NULL),
                           .to_examine = s->to_examine, .scanned = s->scanned,
                           .examined = s->examined, .repaired = s->repaired, .errors = s->errors,
-                          .func = (int)s->func, .issued = s->issued};
+                          .func = (int)s->func, .issued = s->issued,
+                          .run_start = s->run_start, .run_scanned = s->run_scanned,
+                          .run_examined = s->run_examined, .run_issued = s->run_issued,
+                          .sequential = s->sequential};
     }
     char buf[1024];
     mgmt_scan_format(&m, buf, sizeof buf);
@@ -572,6 +575,8 @@ static int cmd_pool_status(int argc, char **argv)
         if (verbose) printf("    id: %llu\n   txg: %llu\n", (unsigned long long)p->guid,
                             (unsigned long long)p->txg);
         if (strcmp(p->state, "FAULTED")) print_advice(p);
+        /* A sequential rebuild's line, then the scrub that verifies it. */
+        if (p->rebuild) print_scan(p->rebuild);
         print_scan(p->scrub);
         printf("config:\n\n");
         size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;

@@ -249,11 +249,13 @@ int cmd_pool_offline(int argc, char **argv, bool online)
 int cmd_pool_replace(int argc, char **argv)
 {
     const char *what = "pool replace";
-    bool force = false;
+    bool force = false, sequential = false;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, "+:f", NULL, what)) != -1)
+    while ((c = next_opt(argc, argv, "+:fs", NULL, what)) != -1) {
         if (c == 'f') force = true;
+        if (c == 's') sequential = true;
+    }
     want_args(argc, argv, 2, 3, what, "pool name and device");
     const char *name = argv[optind];
     set_name(name, what);
@@ -264,6 +266,7 @@ int cmd_pool_replace(int argc, char **argv)
     m.old_device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
     m.new_device = optind + 2 < argc ? (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what) : "";
     m.force = force;
+    m.sequential = sequential;
     Cairn__Mgmt__Request req;
     cairn__mgmt__request__init(&req);
     req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE;
@@ -275,12 +278,12 @@ int cmd_pool_replace(int argc, char **argv)
 int cmd_pool_attach(int argc, char **argv, bool detach)
 {
     const char *what = detach ? "pool detach" : "pool attach";
-    bool force = false;
+    bool force = false, sequential = false;
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, detach ? "+:" : "+:fs", NULL, what)) != -1) {
         if (c == 'f') force = true;
-        if (c == 's') fail("%s: -s (sequential rebuild) is not supported yet", what);
+        if (c == 's') sequential = true;
     }
     want_args(argc, argv, detach ? 2 : 3, detach ? 2 : 3, what,
               detach ? "pool name and device" : "pool name, existing device and new device");
@@ -303,6 +306,7 @@ int cmd_pool_attach(int argc, char **argv, bool detach)
         at.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
         at.new_device = (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what);
         at.force = force;
+        at.sequential = sequential;
         req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH;
         req.pool_attach = &at;
     }

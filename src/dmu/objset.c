@@ -505,7 +505,22 @@ static int dmu_pool_sync(spa_t *spa, uint64_t txg, cairn_blkptr_t *mos_root)
     return 0;
 }
 
-/* ---------------- enumeration ---------------- */
+/* ---------------- enumeration ----------------
+ *
+ * Order (what a resumed scan relies on): the MOS first, object by object,
+ * then every user object set in ascending id, each object by object. Ids only
+ * grow (a new object set, snapshot or clone takes an id above every existing
+ * one), and a block never moves to another object or object set position, so
+ * a walk that stopped at (object set X, object O) and resumes there in a newer
+ * tree reaches every block it had not reached: blocks before that position
+ * were visited, or are new. The walk may start at such a position (`from`):
+ * object sets below X and objects below O are neither visited nor read, save
+ * the MOS directory, read quietly to find the object sets. */
+
+typedef struct dir_list {
+    dir_entry_phys_t *v;
+    size_t n, cap;
+} dir_list_t;
 
 typedef struct trav {
     spa_t *spa;
@@ -513,10 +528,23 @@ typedef struct trav {
     void *arg;
     uint64_t min_txg;      /* skip blocks (and their subtrees) born at or before */
     uint64_t objset;       /* the object set walked (bookmarks) */
+    uint64_t from_object;  /* objects below are skipped (a resumed walk) */
+    uint64_t only_object;  /* when not 0: only this object is walked */
+    dir_list_t *dirs;      /* when set: the MOS directory's entries are collected */
 } trav_t;
 
 /* A leaf record's contents: blkid is the record's index in its object. */
 typedef int (*trav_leaf_fn)(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c);
+
+/* Whether block blkid at `level` of the meta-dnode holds only dnodes below
+ * `from` (a resumed walk passed them). Conservative on overflow. */
+static bool meta_subtree_passed(uint64_t blkid, unsigned level, uint64_t from)
+{
+    unsigned shift = level * DN_EPB_SHIFT;
+    uint64_t recs_passed = from / DN_PER_BLOCK; /* records wholly below from */
+    if (!from || shift >= 64 || blkid + 1 > (recs_passed >> shift)) return false;
+    return ((blkid + 1) << shift) <= recs_passed;
+}
 
 /* Visits bp then its subtree; <0 from the visitor aborts, >0 skips the subtree.
  * bp is block blkid of the given level of object `object`. */
@@ -524,6 +552,7 @@ static int trav_tree(trav_t *t, const cairn_blkptr_t *bp, uint64_t object, unsig
                      uint64_t blkid, trav_leaf_fn leaf, void *c)
 {
     if (cairn_bp_is_hole(bp) || bp->birth_txg <= t->min_txg) return 0;
+    if (object == 0 && meta_subtree_passed(blkid, level, t->from_object)) return 0;
     spa_bookmark_t bm = {t->objset, object, (int64_t)level, blkid};
     int r = t->visit(t->spa, bp, &bm, t->arg);
     if (r < 0) return r;
@@ -553,54 +582,57 @@ static int trav_dnode(trav_t *t, const dnode_phys_t *dnp, uint64_t object, trav_
     return trav_tree(t, &dnp->root, object, nl - 1, 0, leaf, c);
 }
 
-static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, uint64_t objset, bool is_mos,
-                                uint64_t min_txg, spa_bp_visitor_t visit, void *arg);
-
 static int trav_dir_leaf(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c)
 {
     (void)c;
     (void)blkid;
     const dir_entry_phys_t *es = data;
+    dir_list_t *l = t->dirs;
     for (uint32_t i = 0; i < size / DIR_ENTRY_SIZE; i++) {
         if (!(es[i].flags & DIR_ENTRY_USED) || cairn_bp_is_hole(&es[i].root)) continue;
-        int r = traverse_objset_from(t->spa, &es[i].root, es[i].id, false, 0, t->visit, t->arg);
-        if (r < 0) return r;
+        if (l->n == l->cap) {
+            l->cap = l->cap ? l->cap * 2 : 16;
+            l->v = cairn_realloc(l->v, l->cap * sizeof *l->v);
+        }
+        l->v[l->n++] = es[i];
     }
     return 0;
 }
 
 static int trav_dnode_leaf(trav_t *t, const void *data, uint32_t size, uint64_t blkid, void *c)
 {
-    bool is_mos = *(bool *)c;
+    (void)c;
     const dnode_phys_t *dns = data;
     uint64_t per = size / DNODE_SIZE;
     for (uint32_t i = 0; i < per; i++) {
-        if (dns[i].type == DNODE_TYPE_FREE) continue;
-        bool dir = is_mos && dns[i].type == DNODE_TYPE_DIRECTORY;
-        int r = trav_dnode(t, &dns[i], blkid * per + i, dir ? trav_dir_leaf : NULL, NULL);
+        uint64_t obj = blkid * per + i;
+        if (dns[i].type == DNODE_TYPE_FREE || obj < t->from_object) continue;
+        if (t->only_object && obj != t->only_object) continue;
+        bool dir = t->dirs && obj == DIR_OBJECT && dns[i].type == DNODE_TYPE_DIRECTORY;
+        int r = trav_dnode(t, &dns[i], obj, dir ? trav_dir_leaf : NULL, NULL);
         if (r < 0) return r;
     }
     return 0;
 }
 
-static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, uint64_t objset, bool is_mos,
-                                uint64_t min_txg, spa_bp_visitor_t visit, void *arg)
+/* Walks one object set from object from_object on: its root block, its
+ * meta-dnode and its objects. */
+static int traverse_objset_from(trav_t *t, const cairn_blkptr_t *bp, bool is_mos)
 {
-    trav_t t = {spa, visit, arg, min_txg, objset};
-    if (cairn_bp_is_hole(bp) || bp->birth_txg <= min_txg) return 0;
-    spa_bookmark_t bm = {objset, 0, -1, 0};
-    int r = visit(spa, bp, &bm, arg);
+    if (cairn_bp_is_hole(bp) || bp->birth_txg <= t->min_txg) return 0;
+    spa_bookmark_t bm = {t->objset, 0, -1, 0};
+    int r = t->visit(t->spa, bp, &bm, t->arg);
     if (r) return r < 0 ? r : 0;
     if (bp->lsize != OBJSET_PHYS_SIZE) return 0;
     objset_phys_t *osp = dmu_buf_alloc(OBJSET_PHYS_SIZE);
-    if (spa_block_read(spa, bp, osp) != 0 || osp->magic != OBJSET_MAGIC) {
+    if (spa_block_read(t->spa, bp, osp) != 0 || osp->magic != OBJSET_MAGIC) {
         free(osp);
         return 0;
     }
     /* The object set's own id, which the walk from a bare root pointer
      * (dmu_traverse_objset) does not know otherwise. */
-    t.objset = is_mos ? 0 : osp->id;
-    r = trav_dnode(&t, &osp->meta, 0, trav_dnode_leaf, &is_mos);
+    t->objset = is_mos ? 0 : osp->id;
+    r = trav_dnode(t, &osp->meta, 0, trav_dnode_leaf, NULL);
     free(osp);
     return r;
 }
@@ -608,7 +640,8 @@ static int traverse_objset_from(spa_t *spa, const cairn_blkptr_t *bp, uint64_t o
 int dmu_traverse_objset(spa_t *spa, const cairn_blkptr_t *root, uint64_t min_txg,
                         spa_bp_visitor_t visit, void *arg)
 {
-    return traverse_objset_from(spa, root, 0, false, min_txg, visit, arg);
+    trav_t t = {.spa = spa, .visit = visit, .arg = arg, .min_txg = min_txg};
+    return traverse_objset_from(&t, root, false);
 }
 
 /* Snapshots and clones share blocks, but the SPA wants each block once: the
@@ -631,13 +664,43 @@ static int dedup_visitor(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmar
     return w->visit(spa, bp, bm, w->arg);
 }
 
-static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root, spa_bp_visitor_t visit,
-                             void *arg)
+static int visit_nothing(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
+    (void)spa, (void)bp, (void)bm, (void)arg;
+    return 0;
+}
+
+static int dir_entry_cmp(const void *a, const void *b)
+{
+    const dir_entry_phys_t *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root,
+                             const spa_bookmark_t *from, spa_bp_visitor_t visit, void *arg)
+{
+    spa_bookmark_t start = from ? *from : (spa_bookmark_t){0, 0, 0, 0};
+    /* The object sets, from the directory (read, not visited). */
+    dir_list_t dirs = {0};
+    trav_t quiet = {.spa = spa, .visit = visit_nothing, .only_object = DIR_OBJECT, .dirs = &dirs};
+    traverse_objset_from(&quiet, mos_root, true);
+    qsort(dirs.v, dirs.n, sizeof *dirs.v, dir_entry_cmp);
+
     dedup_walk_t w = {.visit = visit, .arg = arg};
     dmu_map_init(&w.seen);
-    int r = traverse_objset_from(spa, mos_root, 0, true, 0, dedup_visitor, &w);
+    int r = 0;
+    if (start.objset == 0) {
+        trav_t t = {.spa = spa, .visit = dedup_visitor, .arg = &w, .from_object = start.object};
+        r = traverse_objset_from(&t, mos_root, true);
+    }
+    for (size_t i = 0; i < dirs.n && r >= 0; i++) {
+        if (dirs.v[i].id < start.objset) continue;
+        trav_t t = {.spa = spa, .visit = dedup_visitor, .arg = &w, .objset = dirs.v[i].id,
+                    .from_object = dirs.v[i].id == start.objset ? start.object : 0};
+        r = traverse_objset_from(&t, &dirs.v[i].root, false);
+    }
     dmu_map_fini(&w.seen);
+    free(dirs.v);
     return r;
 }
 
@@ -1082,6 +1145,12 @@ int dmu_objset_sync(objset_t *os) { return spa_txg_wait_synced(os->dp->spa, 0); 
 
 int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg)
 {
+    return dmu_traverse_pool_from(spa, NULL, visit, arg);
+}
+
+int dmu_traverse_pool_from(spa_t *spa, const spa_bookmark_t *from, spa_bp_visitor_t visit,
+                           void *arg)
+{
     dmu_pool_t *dp = dmu_pool(spa);
     if (!dp) return -ENXIO;
     /* The sync thread replaces the root; take a stable copy. */
@@ -1089,7 +1158,7 @@ int dmu_traverse_pool(spa_t *spa, spa_bp_visitor_t visit, void *arg)
     pthread_mutex_lock(&dp->lock);
     cairn_blkptr_t root = dp->mos->root_bp;
     pthread_mutex_unlock(&dp->lock);
-    return dmu_pool_traverse(spa, &root, visit, arg);
+    return dmu_pool_traverse(spa, &root, from, visit, arg);
 }
 
 /* ---------------- space the live txgs will allocate ---------------- */

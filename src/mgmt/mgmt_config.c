@@ -12,6 +12,7 @@
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
 #include <cairn/nfs.h>
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <ctype.h>
@@ -43,6 +44,9 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
     cfg->fault_errors = 10; /* zed's checksum and io SERD defaults: 10 in 10 minutes */
     cfg->fault_window = 600;
+    cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
+    cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
+    cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -143,6 +147,10 @@ static const num_setting_t num_settings[] = {
     /* The error window remembers VDEV_ERRWIN_MAX - 1 errors at most. */
     {"fault_errors", offsetof(cairnd_config_t, fault_errors), 1, 63, "errors"},
     {"fault_window", offsetof(cairnd_config_t, fault_window), 1, 86400, "seconds"},
+    /* Scans yielding to clients: 0 turns the pause off. */
+    {"scan_idle_ms", offsetof(cairnd_config_t, scan_idle_ms), 0, 60000, "milliseconds"},
+    {"resilver_delay_ms", offsetof(cairnd_config_t, resilver_delay_ms), 0, 1000, "milliseconds"},
+    {"scrub_delay_ms", offsetof(cairnd_config_t, scrub_delay_ms), 0, 1000, "milliseconds"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)

@@ -516,7 +516,10 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         spa->dirty_max_set = true;
     }
     spa->readonly = flags & SPA_IMPORT_READONLY;
-    if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) spa->resilver_since = cfg->reserved[1];
+    if (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC) {
+        spa->resilver_since = cfg->reserved[1];
+        memcpy(&spa->scan_saved, &cfg->reserved[SPA_CONFIG_SCAN_WORD], sizeof spa->scan_saved);
+    }
     spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
@@ -664,6 +667,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         spa_txg_start(spa);
         spa_fault_start(spa);
         spa_resilver_check(spa); /* one the last run of the pool left unfinished */
+        spa_scan_resume_saved(spa);
     }
     if (spa_health(spa) != VDEV_STATE_ONLINE)
         log_warn("spa", "pool %s imported %s", spa->name, vdev_state_name(spa_health(spa)));
@@ -677,7 +681,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
 
 static int spa_shutdown(spa_t *spa, int state)
 {
-    spa_scrub_fini(spa);
+    spa_scrub_fini(spa, !spa->readonly);
     spa_fault_stop(spa); /* what it decided reaches the labels before the last write */
     int err = 0;
     if (!spa->readonly) {
@@ -700,7 +704,7 @@ int spa_close(spa_t *spa) { return spa_shutdown(spa, -1); }
 
 void spa_abandon(spa_t *spa)
 {
-    spa_scrub_fini(spa);
+    spa_scrub_fini(spa, false);
     pthread_mutex_lock(&spa->tx.lock);
     spa->tx.failed = true; /* the sync thread writes nothing more */
     pthread_mutex_unlock(&spa->tx.lock);

@@ -160,10 +160,14 @@ int spa_errlog_load(spa_t *spa, const void *buf, size_t len)
     return 0;
 }
 
-void spa_errlog_scrub_begin(spa_t *spa)
+void spa_errlog_scrub_begin(spa_t *spa, bool resumed)
 {
     pthread_mutex_lock(&spa->errlog_lock);
     list_clear(&spa->errlog_scrub);
+    /* What the interrupted run found is in `last` only: kept (an entry healed
+     * since stays until the next scrub that runs whole). */
+    for (size_t i = 0; resumed && i < spa->errlog_last.n; i++)
+        list_insert(&spa->errlog_scrub, &spa->errlog_last.v[i]);
     spa->errlog_scrubbing = true;
     pthread_mutex_unlock(&spa->errlog_lock);
 }

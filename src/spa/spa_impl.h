@@ -83,6 +83,24 @@ typedef struct spa_vdev_ext_phys {
 } spa_vdev_ext_phys_t;
 _Static_assert(sizeof(spa_vdev_ext_phys_t) == 80, "vdev config extension size");
 
+/* A scan in progress, in the config header's reserved[2..13] when reserved[0]
+ * is SPA_CONFIG_EXT_MAGIC, so that a scrub or resilver goes on where it was
+ * after a crash or an export (spa_scrub.c). All zero: none. */
+#define SPA_CONFIG_SCAN_WORD 2
+enum { SPA_SCAN_PHYS_NONE = 0, SPA_SCAN_PHYS_SCRUB = 1, SPA_SCAN_PHYS_RESILVER = 2 };
+enum { SPA_SCAN_PHYS_FUNC_MASK = 0xff, SPA_SCAN_PHYS_SEQUENTIAL = 1 << 8 };
+/* The resume position past the blocks of the layer above: the pool's own. */
+#define SPA_SCAN_POS_POOL UINT64_MAX
+typedef struct spa_scan_phys {
+    uint64_t func;           /* SPA_SCAN_PHYS_* | flags */
+    uint64_t pass_txg;       /* the pass covers blocks born up to this txg */
+    uint64_t objset, object; /* resume here: every block before was scanned */
+    uint64_t start_time;     /* wall clock second the scan began */
+    uint64_t to_examine, scanned, examined, issued, repaired, errors;
+    uint64_t reserved;
+} spa_scan_phys_t;
+_Static_assert(sizeof(spa_scan_phys_t) == 12 * 8, "scan record fits reserved[2..13]");
+
 /* The layouts above are the on-disk format (docs/ondisk-format.md). */
 _Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
 _Static_assert(offsetof(spa_config_phys_t, vdevs) == 552, "config header size");
@@ -208,8 +226,17 @@ struct spa {
     /* Wall clock second the pending resilver was asked for (0: none), kept in
      * the labels: after a restart status still says since when. Config lock. */
     uint64_t resilver_since;
+    int scan_closing;               /* SPA_SCAN_CLOSE_*: the pool closes, the scan stops */
+    bool scan_resuming;             /* the scan starting goes on from scan_resume */
+    bool rebuild_asked;             /* (config_lock) the next resilver copies mirrors sequentially */
+    spa_scrub_stat_t rebuild_last;  /* (scrub_lock) the last sequential rebuild, once finished */
+    spa_scan_phys_t scan_resume;
+    /* The scan's persistent record (config_lock): the last checkpoint, or the
+     * one read at open until the scan resumes. */
+    spa_scan_phys_t scan_saved;
     bool scrub_thread_running;
     pthread_t scrub_thread;
+    _Atomic uint64_t last_client_io_ns; /* a client read reached the disks or dirtied data */
     _Atomic uint64_t hold_frees;    /* >0: deferred frees are not released (scrub running) */
     /* Bytes freed and still in their defer window as of the last sync: while
      * nonzero the sync thread runs (empty) txgs of its own, so freed space
@@ -342,8 +369,30 @@ int spa_config_write_all_locked(spa_t *spa, spa_pool_state_t state);
  * top-level vdevs joining the pool), flushed, then every leaf as usual. */
 int spa_config_write_new_first_locked(spa_t *spa, spa_pool_state_t state, vdev_t *const *first);
 
+/* spa_rebuild.c: the sequential rebuild of mirror top-level vdev top_id:
+ * its allocated space from byte `from` on copied from a readable side to the
+ * leaves dst. progress is called after each chunk with the offset copied up
+ * to and the bytes copied (0 when the chunk failed; *errors counts those); a
+ * negative return stops the copy and is returned. */
+typedef int (*spa_rebuild_progress_fn)(spa_t *spa, uint32_t top_id, uint64_t offset,
+                                       uint64_t bytes, void *arg);
+int spa_rebuild_top(spa_t *spa, uint32_t top_id, uint64_t from, vdev_t *const *dst, size_t ndst,
+                    spa_rebuild_progress_fn progress, void *arg, uint64_t *errors);
+
 /* spa_scrub.c */
-void spa_scrub_fini(spa_t *spa);
+/* Set in the scan's own thread: its reads are no client I/O (the throttle). */
+extern __thread bool spa_in_scan_thread;
+static inline void spa_client_io(spa_t *spa)
+{
+    if (!spa_in_scan_thread) atomic_store_explicit(&spa->last_client_io_ns, cairn_now_ns(),
+                                                   memory_order_relaxed);
+}
+/* Stops the scan as the pool closes; save: its position is made durable, to
+ * go on when the pool opens again (else nothing is written: a power cut). */
+enum { SPA_SCAN_CLOSE_NONE = 0, SPA_SCAN_CLOSE_SAVE, SPA_SCAN_CLOSE_ABANDON };
+void spa_scrub_fini(spa_t *spa, bool save);
+/* Pool open, after the resilver check: a scrub the last run left unfinished goes on. */
+void spa_scan_resume_saved(spa_t *spa);
 int spa_scan_start(spa_t *spa, spa_scan_func_t func);
 
 /* spa_resilver.c */
@@ -352,6 +401,9 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func);
 void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf);
 /* spa_vdev.c: a vdev that left the tree, freed with the pool. */
 void spa_vdev_retire(spa_t *spa, vdev_t *vd);
+/* spa_resilver.c: the resilver began (or resumed) / ended; hook points. */
+void spa_resilver_began(spa_t *spa, bool resumed, bool sequential);
+void spa_resilver_ended(spa_t *spa, bool finished, const spa_scrub_stat_t *st);
 /* spa_resilver.c, pool open: logs left open-ended (by a crash, or a
  * temporary offline) end at open_txg; leaves with a log and in service are stale. */
 void spa_dtl_open_fixup(vdev_t *root, uint64_t open_txg);
@@ -373,7 +425,9 @@ void spa_fault_fini(spa_t *spa);
 int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
 
 /* spa_errlog.c */
-void spa_errlog_scrub_begin(spa_t *spa);
+/* resumed: the scrub goes on from a saved position, what it found before
+ * (in `last` now) stays known. */
+void spa_errlog_scrub_begin(spa_t *spa, bool resumed);
 void spa_errlog_scrub_end(spa_t *spa, bool finished);
 void spa_errlog_fini(spa_t *spa);
 

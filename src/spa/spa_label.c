@@ -110,6 +110,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
     cfg->reserved[1] = spa->resilver_since;
     cfg->reserved[SPA_CONFIG_FLAGS_WORD] = spa->autoexpand ? SPA_CONFIG_FLAG_AUTOEXPAND : 0;
+    memcpy(&cfg->reserved[SPA_CONFIG_SCAN_WORD], &spa->scan_saved, sizeof spa->scan_saved);
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
     cfg->length = size;

@@ -36,6 +36,11 @@
  * side becomes a disk again. Children arrays change under lock-free readers:
  * set_children publishes the new array before the count.
  *
+ * SEQUENTIAL REBUILD. replace -s and attach -s ask (rebuild_asked) that the
+ * resilver they start copy the mirror's allocated space in offset order
+ * (spa_rebuild.c) rather than walk block pointers; the scan thread runs a
+ * scrub after it. A raidz column cannot be copied from a sibling: refused.
+ *
  * PERSISTENCE. Offline (without -t), the logs and the replacing vdev are in
  * the labels (the config's per-vdev extension, spa_label.c and
  * docs/ondisk-format.md; read back in spa_vdev_tree_from_config), written at every
@@ -274,9 +279,24 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     return 0;
 }
 
-int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
-                     char *err, size_t errlen)
+/* Refuses -s while a resilver runs (its own pass would take the new leaf). */
+static int sequential_checks(spa_t *spa, bool sequential, char *err, size_t errlen)
 {
+    if (!sequential) return 0;
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    if (st.state == SPA_SCRUB_SCANNING && st.func == SPA_SCAN_RESILVER) {
+        cairn_seterr(err, errlen, "cannot use -s while a resilver runs: wait for it or omit -s");
+        return -EBUSY;
+    }
+    return 0;
+}
+
+int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, bool force,
+                     bool sequential, char *err, size_t errlen)
+{
+    int se = sequential_checks(spa, sequential, err, errlen);
+    if (se) return se;
     if (!new_path) new_path = old_path;
     if (strlen(new_path) >= SPA_PATH_MAX) {
         cairn_seterr(err, errlen, "device path too long");
@@ -297,6 +317,12 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
         goto out;
     }
     vdev_t *top = vdev_top(old);
+    if (sequential && top->type != VDEV_TYPE_MIRROR) {
+        cairn_seterr(err, errlen, "cannot replace '%s' with -s: a sequential rebuild needs a mirror, "
+                     "and '%s' is in a %s", old_path, old_path, vdev_type_name(top));
+        e = -ENOTSUP;
+        goto out;
+    }
     /* A new disk at OLD's path means OLD is gone; otherwise OLD serves (reads
      * and writes) until NEW is whole, as a side of a mirror would. */
     bool same = !strcmp(new_path, old_path);
@@ -335,10 +361,12 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     /* Writes reach NEW from here on (the txg open now is the last it missed). */
     spa_dtl_close(nl, spa_open_txg(spa));
     spa_resilver_asked(spa);
+    spa->rebuild_asked = sequential;
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
-    else log_info("spa", "pool %s: replacing %s with %s", spa->name, old_path, new_path);
+    else log_info("spa", "pool %s: replacing %s with %s%s", spa->name, old_path, new_path,
+                  sequential ? " (sequential rebuild)" : "");
     if (!e) spa_event_post(spa->name, "sysevent.fs.cairn.vdev_attach", "vdev=%s replacing=%s", new_path, old_path);
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -373,8 +401,10 @@ static void set_children(spa_t *spa, vdev_t *vd, vdev_t **kids, uint32_t n)
 }
 
 int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool force,
-                    char *err, size_t errlen)
+                    bool sequential, char *err, size_t errlen)
 {
+    int se = sequential_checks(spa, sequential, err, errlen);
+    if (se) return se;
     if (strlen(new_path) >= SPA_PATH_MAX) {
         cairn_seterr(err, errlen, "device path too long");
         return -ENAMETOOLONG;
@@ -440,10 +470,12 @@ int spa_vdev_attach(spa_t *spa, const char *existing, const char *new_path, bool
     }
     spa_dtl_close(nl, spa_open_txg(spa)); /* writes reach it from here on */
     spa_resilver_asked(spa);
+    spa->rebuild_asked = sequential;
     vdev_state_refresh(spa->root);
     e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
     if (e) cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
-    else log_info("spa", "pool %s: %s attached to %s", spa->name, new_path, existing);
+    else log_info("spa", "pool %s: %s attached to %s%s", spa->name, new_path, existing,
+                  sequential ? " (sequential rebuild)" : "");
     if (!e) spa_event_post(spa->name, "sysevent.fs.cairn.vdev_attach", "vdev=%s to=%s", new_path, existing);
 out:
     pthread_mutex_unlock(&spa->config_lock);
@@ -607,4 +639,19 @@ void spa_resilver_check(spa_t *spa)
     int e = spa_scan_start(spa, SPA_SCAN_RESILVER);
     if (e && e != -EBUSY)
         log_warn("spa", "pool %s: cannot start a resilver: %s", spa->name, strerror(-e));
+}
+
+/* Hook points of the resilver's life, called by the scan thread (spa_scrub.c)
+ * without locks: as it begins (resumed: going on from a saved position after a
+ * restart or an import) and as it ends (finished: every stale leaf it served is
+ * whole; else stopped by the pool's close). Leaves made whole pass through
+ * spa_vdev_replace_done first. Events and spares hang here. */
+void spa_resilver_began(spa_t *spa, bool resumed, bool sequential)
+{
+    (void)spa, (void)resumed, (void)sequential;
+}
+
+void spa_resilver_ended(spa_t *spa, bool finished, const spa_scrub_stat_t *st)
+{
+    (void)spa, (void)finished, (void)st;
 }

@@ -12,6 +12,18 @@
  * tree is reallocated and overwritten under it. That costs free space freed
  * during a scrub until the scrub ends, never correctness.
  *
+ * RESUMING. A scan's position and counters are made durable every
+ * SCAN_CHECKPOINT_NS (and when the pool closes) in the config (spa_scan_phys_t,
+ * docs/ondisk-format.md 1.2), after a flush of every leaf so that the copies a
+ * resilver rewrote are durable before the position says so. The position is
+ * the object the walk is in: the layer above walks in bookmark order and no
+ * block moves to an earlier position (spa_upper_ops_t.traverse), so a scan
+ * opened again (after a crash or an import) walks the newer tree from there and
+ * still reaches every block it had not. A resilver pass covers the blocks born
+ * up to pass_txg (synced when the pass began, kept in the record): a stale
+ * leaf whose dirty time log ends at or before it is whole once the pass ends;
+ * a log that grew since ends later and gets another pass from the start.
+ *
  * The offline check imports the pool read-only (nothing is ever written), reads
  * and verifies every copy of every block, and compares the set of extents the
  * blocks occupy with the allocated set rebuilt from the space map log: any
@@ -39,14 +51,105 @@ typedef struct rs_leaf {
     uint64_t dtl[VDEV_DTL_MAX][2];
 } rs_leaf_t;
 
+__thread bool spa_in_scan_thread;
+
+/* THROTTLE. A scan issues one block at a time (a sequential rebuild: one chunk
+ * read while the last is written) and,
+ * while clients are busy (a client read reached the disks or client writes
+ * dirtied data within idle_ms: spa_client_io), pauses before each block, so
+ * that clients keep most of the disks; an idle pool is scanned at full speed. */
+static _Atomic uint32_t throttle_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
+static _Atomic uint32_t throttle_resilver_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
+static _Atomic uint32_t throttle_scrub_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
+
+void spa_set_scan_throttle(const spa_scan_throttle_t *t)
+{
+    atomic_store(&throttle_idle_ms, t->idle_ms);
+    atomic_store(&throttle_resilver_ms, t->resilver_delay_ms);
+    atomic_store(&throttle_scrub_ms, t->scrub_delay_ms);
+}
+
+/* Before the scan issues a block: the test delay, then the pause while clients are busy. */
+static void scan_throttle(spa_t *spa, spa_scan_func_t func, uint64_t test_delay_us)
+{
+    if (test_delay_us) usleep((useconds_t)test_delay_us);
+    uint32_t pause_ms = atomic_load(func == SPA_SCAN_RESILVER ? &throttle_resilver_ms
+                                                              : &throttle_scrub_ms);
+    uint64_t last = atomic_load_explicit(&spa->last_client_io_ns, memory_order_relaxed);
+    uint64_t idle_ns = (uint64_t)atomic_load(&throttle_idle_ms) * 1000000ULL;
+    if (pause_ms && last && cairn_now_ns() - last < idle_ns) usleep(pause_ms * 1000u);
+}
+
+/* How often a running scan makes its position durable. */
+#define SCAN_CHECKPOINT_NS (2ULL * 1000000000ULL)
+
 typedef struct scan_ctx {
     spa_scan_func_t func;
     rs_leaf_t *leaves;
     size_t nleaves;
     uint32_t *top_of;           /* top-level id of leaves[i] */
     uint64_t min_birth;         /* the lowest txg any stale leaf missed */
-    uint64_t delay_us;          /* resilver throttle (CAIRN_RESILVER_DELAY_US) */
+    uint64_t delay_us;          /* tests: CAIRN_RESILVER_DELAY_US / CAIRN_SCRUB_DELAY_US */
+    spa_bookmark_t pos;         /* the walk's position: every block before is done */
+    uint64_t pass_txg;          /* the pass covers the blocks born up to this txg */
+    bool resuming;              /* the first pass goes on from a saved position */
+    uint64_t checkpoint_ns;     /* when the position was last made durable */
+    unsigned checkpoints;
+    spa_scan_phys_t resume;     /* where the first pass goes on (resuming) */
+    bool sequential;            /* a resilver copying mirrors in offset order */
+    bool rebuilt;               /* a sequential pass made leaves whole: a scrub follows */
 } scan_ctx_t;
+
+static uint64_t scan_phys_func(spa_scan_func_t func)
+{
+    return func == SPA_SCAN_RESILVER ? SPA_SCAN_PHYS_RESILVER : SPA_SCAN_PHYS_SCRUB;
+}
+
+/* Makes the scan's position and counters durable: every leaf flushed first
+ * (what the scan rewrote is on disk), then the config with the record. */
+static void scan_checkpoint(spa_t *spa, scan_ctx_t *c)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    spa_scan_phys_t r = {
+        .func = scan_phys_func(c->func) | (c->sequential ? SPA_SCAN_PHYS_SEQUENTIAL : 0),
+        .pass_txg = c->pass_txg,
+        .objset = c->pos.objset, .object = c->pos.object, .start_time = st.start_time,
+        .to_examine = st.to_examine, .scanned = st.scanned, .examined = st.examined,
+        .issued = st.issued, .repaired = st.repaired, .errors = st.errors,
+    };
+    c->checkpoint_ns = cairn_now_ns();
+    int e = vdev_flush(spa->root);
+    if (!e) {
+        pthread_mutex_lock(&spa->config_lock);
+        spa->scan_saved = r;
+        e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+        pthread_mutex_unlock(&spa->config_lock);
+    }
+    if (e) {
+        log_warn("spa", "pool %s: cannot save the scan's position: %s", spa->name, strerror(-e));
+        return;
+    }
+    /* The first of a run says where a restart would go on; the rest are routine. */
+    cairn_log(c->checkpoints++ ? CAIRN_LOG_DEBUG : CAIRN_LOG_INFO, "spa",
+              "pool %s: %s checkpoint at %s %llu %s %llu (%llu bytes examined)", spa->name,
+              c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub", c->sequential ? "vdev" : "objset",
+              (unsigned long long)r.objset, c->sequential ? "offset" : "object",
+              (unsigned long long)r.object, (unsigned long long)r.examined);
+}
+
+/* The scan ended (finished, or stopped by the administrator): nothing to resume. */
+static void scan_record_clear(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->scan_saved.func) {
+        memset(&spa->scan_saved, 0, sizeof spa->scan_saved);
+        int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+        if (e) log_warn("spa", "pool %s: cannot write labels after a scan: %s", spa->name,
+                        strerror(-e));
+    }
+    pthread_mutex_unlock(&spa->config_lock);
+}
 
 /* Whether a resilver pass must rewrite the block: one of its copies lies on a
  * top-level vdev with a stale leaf that missed the block's birth txg. */
@@ -67,6 +170,11 @@ static bool rs_needs(const scan_ctx_t *c, const cairn_blkptr_t *bp)
 static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     scan_ctx_t *c = arg;
+    if (bm) { /* the walk goes by object set, then object (spa_upper_ops_t.traverse) */
+        if (bm->objset != c->pos.objset) c->pos = (spa_bookmark_t){bm->objset, bm->object, 0, 0};
+        else c->pos.object = CAIRN_MAX(c->pos.object, bm->object);
+    }
+    if (cairn_now_ns() - c->checkpoint_ns >= SCAN_CHECKPOINT_NS) scan_checkpoint(spa, c);
     pthread_mutex_lock(&spa->scrub_lock);
     bool stop = spa->scrub_stop;
     spa->scrub.scanned += cairn_bp_asize(bp);
@@ -78,7 +186,7 @@ static int scrub_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_
     /* Copy-on-write: a block is born no earlier than anything beneath it, so
      * below a block older than every log there is nothing to resilver. */
     if (skip) return bp->birth_txg < c->min_birth ? 1 : 0;
-    if (c->delay_us) usleep((useconds_t)c->delay_us);
+    scan_throttle(spa, c->func, c->delay_us);
     void *buf = cairn_zalloc(bp->lsize ? bp->lsize : 1);
     uint64_t repaired = 0;
     int e = spa_block_read_flags(spa, bp, buf,
@@ -147,17 +255,25 @@ static void any_stale_leaf(vdev_t *leaf, void *arg)
     if (atomic_load(&leaf->stale) && vdev_leaf_usable(leaf)) *(bool *)arg = true;
 }
 
+/* Whether every txg a leaf's log names is at most txg. A log only grows by
+ * txgs not yet synced, so a log that ends by the pass's txg is the one the
+ * pass began with (or was resumed with). */
+static bool dtl_ends_by(const vdev_t *leaf, uint64_t txg)
+{
+    for (uint32_t r = 0; r < leaf->ndtl; r++)
+        if (leaf->dtl[r][1] > txg) return false;
+    return true;
+}
+
 /* Under config_lock, after a pass walked every block: each leaf whose log did
- * not grow meanwhile holds everything now. */
+ * not grow since the pass began holds everything now. */
 static bool rs_complete(spa_t *spa, scan_ctx_t *c)
 {
     bool changed = false;
     for (size_t i = 0; i < c->nleaves; i++) {
         rs_leaf_t *l = &c->leaves[i];
         vdev_t *leaf = l->leaf;
-        if (!atomic_load(&leaf->stale) || leaf->ndtl != l->ndtl ||
-            memcmp(leaf->dtl, l->dtl, l->ndtl * sizeof l->dtl[0]))
-            continue;
+        if (!atomic_load(&leaf->stale) || !dtl_ends_by(leaf, c->pass_txg)) continue;
         leaf->ndtl = 0;
         atomic_store(&leaf->stale, false);
         changed = true;
@@ -176,44 +292,193 @@ static bool rs_complete(spa_t *spa, scan_ctx_t *c)
     return changed;
 }
 
+/* The first pass of a scan opened again: where the saved record left it. */
+static void scan_resume_from(spa_t *spa, scan_ctx_t *c, const spa_scan_phys_t *rp)
+{
+    spa_scan_phys_t r = *rp;
+    c->pos = (spa_bookmark_t){r.objset, r.object, 0, 0};
+    c->pass_txg = r.pass_txg;
+    log_info("spa", "pool %s: %s resumed at %s %llu %s %llu (%llu bytes examined, %llu "
+             "issued before)", spa->name, c->func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
+             c->sequential ? "vdev" : "objset", (unsigned long long)r.objset,
+             c->sequential ? "offset" : "object", (unsigned long long)r.object,
+             (unsigned long long)r.examined, (unsigned long long)r.issued);
+}
+
+/* One walk of every block from c->pos on: the layer above's, then the pool's own. */
+static int scan_walk(spa_t *spa, scan_ctx_t *c)
+{
+    pthread_mutex_lock(&spa->tx.lock);
+    cairn_blkptr_t mos_root = spa->ub.mos_root;
+    pthread_mutex_unlock(&spa->tx.lock);
+    int e = 0;
+    if (c->pos.objset != SPA_SCAN_POS_POOL && spa_upper && spa->upper_open)
+        e = spa_upper->traverse(spa, &mos_root, &c->pos, scrub_visit, c);
+    if (e > 0) e = 0; /* a skipped subtree (the root's) is no error */
+    if (e == -ECANCELED) return e;
+    c->pos = (spa_bookmark_t){SPA_SCAN_POS_POOL, 0, 0, 0};
+    int e2 = spa_spacemap_visit(spa, scrub_visit, c);
+    if (!e) e = e2;
+    e2 = spa_log_visit(spa, scrub_visit, c);
+    return e ? e : e2;
+}
+
+static bool scan_stopping(spa_t *spa)
+{
+    pthread_mutex_lock(&spa->scrub_lock);
+    bool stop = spa->scrub_stop;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    return stop;
+}
+
+/* Tests slow a scan down to catch it in progress. */
+static uint64_t test_delay_us(spa_scan_func_t func)
+{
+    const char *d = getenv(func == SPA_SCAN_RESILVER ? "CAIRN_RESILVER_DELAY_US"
+                                                     : "CAIRN_SCRUB_DELAY_US");
+    return d ? strtoull(d, NULL, 10) : 0;
+}
+
+static int rebuild_progress(spa_t *spa, uint32_t top_id, uint64_t offset, uint64_t bytes,
+                            void *arg)
+{
+    scan_ctx_t *c = arg;
+    c->pos = (spa_bookmark_t){top_id, offset, 0, 0};
+    pthread_mutex_lock(&spa->scrub_lock);
+    bool stop = spa->scrub_stop;
+    spa->scrub.scanned += bytes;
+    spa->scrub.examined += bytes;
+    spa->scrub.issued += bytes;
+    spa->scrub.repaired += bytes;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    if (stop) return -ECANCELED;
+    if (cairn_now_ns() - c->checkpoint_ns >= SCAN_CHECKPOINT_NS) scan_checkpoint(spa, c);
+    scan_throttle(spa, c->func, c->delay_us);
+    return 0;
+}
+
+/* A sequential rebuild pass: each top-level vdev with stale leaves copied in
+ * id and offset order from c->pos (objset: the vdev, object: the offset), then
+ * the intent log's blocks by the walk (spa_rebuild.c says why). */
+static int rebuild_walk(spa_t *spa, scan_ctx_t *c, uint64_t *copy_errors)
+{
+    vdev_t **dst = cairn_zalloc((c->nleaves + 1) * sizeof *dst);
+    int e = 0;
+    for (uint32_t v = 0; v < spa->ntop && !e; v++) {
+        if (c->pos.objset != v && (c->pos.objset > v || c->pos.objset == SPA_SCAN_POS_POOL))
+            continue; /* copied before the restart */
+        size_t n = 0;
+        for (size_t i = 0; i < c->nleaves; i++)
+            if (c->top_of[i] == v) dst[n++] = c->leaves[i].leaf;
+        if (!n) continue;
+        uint64_t from = c->pos.objset == v ? c->pos.object : 0, errs = 0;
+        e = spa_rebuild_top(spa, v, from, dst, n, rebuild_progress, c, &errs);
+        *copy_errors += errs;
+    }
+    free(dst);
+    if (e) return e;
+    c->pos = (spa_bookmark_t){SPA_SCAN_POS_POOL, 0, 0, 0};
+    return spa_log_visit(spa, scrub_visit, c);
+}
+
+/* Only a mirror's side can be copied from a sibling (a raidz column cannot). */
+static bool rebuild_possible(spa_t *spa, const scan_ctx_t *c)
+{
+    for (size_t i = 0; i < c->nleaves; i++) {
+        vdev_t *top = spa_top_vdev(spa, c->top_of[i]);
+        if (!top || top->type != VDEV_TYPE_MIRROR) return false;
+    }
+    return true;
+}
+
+/* Passes until every stale leaf is whole (a resilver) or one walk (a scrub). */
+static int scan_passes(spa_t *spa, scan_ctx_t *c)
+{
+    int e = 0;
+    for (int pass = 0;; pass++) {
+        if (c->resuming) {
+            scan_resume_from(spa, c, &c->resume);
+            c->resuming = false;
+        } else {
+            if (pass && c->func == SPA_SCAN_RESILVER)
+                spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
+            c->pos = (spa_bookmark_t){0, 0, 0, 0};
+            c->pass_txg = spa_last_synced_txg(spa);
+        }
+        if (c->func == SPA_SCAN_RESILVER) {
+            pthread_mutex_lock(&spa->config_lock);
+            rs_collect(spa, c);
+            pthread_mutex_unlock(&spa->config_lock);
+            if (!c->nleaves) break;
+        }
+        if (c->sequential && !rebuild_possible(spa, c)) {
+            log_warn("spa", "pool %s: a stale leaf outside a mirror: resilvering by the block "
+                     "walk, not sequentially", spa->name);
+            c->sequential = false;
+        }
+        uint64_t copy_errors = 0;
+        e = c->sequential ? rebuild_walk(spa, c, &copy_errors) : scan_walk(spa, c);
+        if (c->func != SPA_SCAN_RESILVER || e || scan_stopping(spa)) break;
+        if (copy_errors) {
+            /* A side it could not read: the block walk rebuilds from any good copy. */
+            log_warn("spa", "pool %s: sequential rebuild failed on %llu chunks; resilvering by "
+                     "the block walk", spa->name, (unsigned long long)copy_errors);
+            c->sequential = false;
+            continue;
+        }
+        pthread_mutex_lock(&spa->config_lock);
+        rs_complete(spa, c);
+        pthread_mutex_unlock(&spa->config_lock);
+        if (c->sequential) c->rebuilt = true;
+        /* Another pass when a leaf's log grew or a leaf turned stale meanwhile. */
+    }
+    return e;
+}
+
+/* A finished sequential rebuild turns into the scrub that verifies it, in
+ * this thread: its record says scrub (a crash from here resumes the scrub),
+ * its summary stays for `pool status`. */
+static void rebuild_to_scrub(spa_t *spa, scan_ctx_t *c)
+{
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    pthread_mutex_lock(&spa->scrub_lock);
+    spa->rebuild_last = spa->scrub;
+    spa->rebuild_last.state = SPA_SCRUB_FINISHED;
+    spa->rebuild_last.end_time = cairn_wallclock_s();
+    spa_scrub_stat_t r = spa->rebuild_last;
+    memset(&spa->scrub, 0, sizeof spa->scrub);
+    spa->scrub.state = SPA_SCRUB_SCANNING;
+    spa->scrub.func = SPA_SCAN_SCRUB;
+    spa->scrub.start_time = spa->scrub.run_start = cairn_wallclock_s();
+    spa->scrub.to_examine = sp.alloc;
+    spa_errlog_scrub_begin(spa, false);
+    pthread_cond_broadcast(&spa->scrub_cv); /* `pool wait -t resilver` is over */
+    pthread_mutex_unlock(&spa->scrub_lock);
+    log_info("spa", "pool %s: resilver finished (sequential): %llu bytes resilvered, %llu "
+             "errors; a scrub verifies it", spa->name, (unsigned long long)r.repaired,
+             (unsigned long long)r.errors);
+    *c = (scan_ctx_t){.func = SPA_SCAN_SCRUB, .delay_us = test_delay_us(SPA_SCAN_SCRUB),
+                      .checkpoint_ns = c->checkpoint_ns, .leaves = c->leaves,
+                      .top_of = c->top_of};
+    scan_checkpoint(spa, c);
+}
+
 static void *scrub_thread(void *arg)
 {
     spa_t *spa = arg;
-    scan_ctx_t c = {.func = spa->scrub.func};
-    const char *d = getenv("CAIRN_RESILVER_DELAY_US");
-    if (c.func == SPA_SCAN_RESILVER && d) c.delay_us = strtoull(d, NULL, 10);
+    spa_in_scan_thread = true;
+    pthread_mutex_lock(&spa->scrub_lock);
+    scan_ctx_t c = {.func = spa->scrub.func, .sequential = spa->scrub.sequential,
+                    .checkpoint_ns = cairn_now_ns(), .resuming = spa->scan_resuming,
+                    .resume = spa->scan_resume};
+    spa->scan_resuming = false;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    c.delay_us = test_delay_us(c.func);
+    if (c.func == SPA_SCAN_RESILVER) spa_resilver_began(spa, c.resuming, c.sequential);
     int e = 0;
 again:
-    for (int pass = 0;; pass++) {
-        if (c.func == SPA_SCAN_RESILVER) {
-            if (pass) spa_txg_wait_synced(spa, 0); /* the newest blocks of new logs */
-            pthread_mutex_lock(&spa->config_lock);
-            rs_collect(spa, &c);
-            pthread_mutex_unlock(&spa->config_lock);
-            if (!c.nleaves) break;
-        }
-        pthread_mutex_lock(&spa->tx.lock);
-        cairn_blkptr_t mos_root = spa->ub.mos_root;
-        pthread_mutex_unlock(&spa->tx.lock);
-        e = 0;
-        if (spa_upper && spa->upper_open) e = spa_upper->traverse(spa, &mos_root, scrub_visit, &c);
-        if (e > 0) e = 0; /* a skipped subtree (the root's) is no error */
-        if (e != -ECANCELED) {
-            int e2 = spa_spacemap_visit(spa, scrub_visit, &c);
-            if (!e) e = e2;
-            e2 = spa_log_visit(spa, scrub_visit, &c);
-            if (!e) e = e2;
-        }
-        if (c.func != SPA_SCAN_RESILVER || e) break;
-        pthread_mutex_lock(&spa->scrub_lock);
-        bool stop = spa->scrub_stop;
-        pthread_mutex_unlock(&spa->scrub_lock);
-        if (stop) break;
-        pthread_mutex_lock(&spa->config_lock);
-        rs_complete(spa, &c);
-        pthread_mutex_unlock(&spa->config_lock);
-        /* Another pass when a leaf's log grew or a leaf turned stale meanwhile. */
-    }
+    e = scan_passes(spa, &c);
     pthread_mutex_lock(&spa->scrub_lock);
     bool finished = !(spa->scrub_stop || e == -ECANCELED);
     if (c.func == SPA_SCAN_RESILVER && finished && !e && spa->resilver_again) {
@@ -224,6 +489,21 @@ again:
     }
     spa->resilver_again = false;
     pthread_mutex_unlock(&spa->scrub_lock);
+    if (c.func == SPA_SCAN_RESILVER && c.rebuilt && finished && !e) {
+        spa_scrub_stat_t st;
+        spa_scrub_get(spa, &st);
+        spa_resilver_ended(spa, true, &st);
+        rebuild_to_scrub(spa, &c);
+        goto again;
+    }
+    pthread_mutex_lock(&spa->scrub_lock);
+    int closing = spa->scan_closing;
+    pthread_mutex_unlock(&spa->scrub_lock);
+    /* Stopped because the pool closes: it goes on from here when opened again
+     * (a power cut, SPA_SCAN_CLOSE_ABANDON, writes nothing more). Otherwise the
+     * scan is over. */
+    if (!finished && closing == SPA_SCAN_CLOSE_SAVE) scan_checkpoint(spa, &c);
+    else if (!closing) scan_record_clear(spa);
     free(c.leaves);
     free(c.top_of);
     atomic_fetch_sub(&spa->hold_frees, 1);
@@ -232,23 +512,35 @@ again:
     if (c.func == SPA_SCAN_SCRUB) spa_errlog_scrub_end(spa, finished);
     spa->scrub.end_time = cairn_wallclock_s();
     spa->scrub.state = finished ? SPA_SCRUB_FINISHED : SPA_SCRUB_CANCELED;
+    spa_scrub_stat_t final = spa->scrub;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
     spa_event_post(spa->name,
                    c.func == SPA_SCAN_RESILVER ? "sysevent.fs.cairn.resilver_finish"
                                                : "sysevent.fs.cairn.scrub_finish",
                    "state=%s examined=%llu %s=%llu errors=%llu",
-                   spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
-                   (unsigned long long)spa->scrub.examined,
+                   final.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
+                   (unsigned long long)final.examined,
                    c.func == SPA_SCAN_RESILVER ? "resilvered" : "repaired",
-                   (unsigned long long)spa->scrub.repaired, (unsigned long long)spa->scrub.errors);
-    log_info("spa", "pool %s: %s %s: %llu bytes examined, %llu %s, %llu errors", spa->name,
+                   (unsigned long long)final.repaired, (unsigned long long)final.errors);
+    if (c.func == SPA_SCAN_RESILVER) spa_resilver_ended(spa, finished, &final);
+    log_info("spa", "pool %s: %s%s %s: %llu bytes examined, %llu %s, %llu errors; %llu bytes "
+             "issued (%llu in this run)", spa->name,
              c.func == SPA_SCAN_RESILVER ? "resilver" : "scrub",
+             c.sequential ? " (sequential)" : "",
              spa->scrub.state == SPA_SCRUB_FINISHED ? "finished" : "canceled",
              (unsigned long long)spa->scrub.examined, (unsigned long long)spa->scrub.repaired,
              c.func == SPA_SCAN_RESILVER ? "resilvered" : "repaired",
-             (unsigned long long)spa->scrub.errors);
+             (unsigned long long)spa->scrub.errors, (unsigned long long)spa->scrub.issued,
+             (unsigned long long)(spa->scrub.issued - spa->scrub.run_issued));
     return NULL;
+}
+
+void spa_rebuild_get(spa_t *spa, spa_scrub_stat_t *out)
+{
+    pthread_mutex_lock(&spa->scrub_lock);
+    *out = spa->rebuild_last;
+    pthread_mutex_unlock(&spa->scrub_lock);
 }
 
 int spa_scan_start(spa_t *spa, spa_scan_func_t func)
@@ -279,12 +571,38 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
     spa->scrub.state = SPA_SCRUB_SCANNING;
     spa->scrub.func = func;
     spa->scrub.start_time = cairn_wallclock_s();
+    spa->scrub.to_examine = sp.alloc;
     pthread_mutex_lock(&spa->config_lock);
     if (func == SPA_SCAN_RESILVER && spa->resilver_since) spa->scrub.start_time = spa->resilver_since;
+    /* A scan of this kind the pool's last run left unfinished goes on. */
+    const spa_scan_phys_t *r = &spa->scan_saved;
+    spa->scan_resuming = (r->func & SPA_SCAN_PHYS_FUNC_MASK) == scan_phys_func(func);
+    if (spa->scan_resuming) {
+        spa->scan_resume = *r;
+        spa->scrub.start_time = r->start_time;
+        spa->scrub.to_examine = CAIRN_MAX(r->to_examine, r->examined);
+        spa->scrub.scanned = r->scanned;
+        spa->scrub.examined = r->examined;
+        spa->scrub.issued = r->issued;
+        spa->scrub.repaired = r->repaired;
+        spa->scrub.errors = r->errors;
+        spa->scrub.resumed = true;
+    }
+    if (func == SPA_SCAN_RESILVER) {
+        spa->scrub.sequential = spa->scan_resuming ? (r->func & SPA_SCAN_PHYS_SEQUENTIAL) != 0
+                                                   : spa->rebuild_asked;
+        spa->rebuild_asked = false;
+        memset(&spa->rebuild_last, 0, sizeof spa->rebuild_last); /* superseded */
+    }
     pthread_mutex_unlock(&spa->config_lock);
-    spa->scrub.to_examine = sp.alloc;
+    /* Rates and the time left are this run's (a resumed scan's earlier bytes took
+     * an unknown time). */
+    spa->scrub.run_start = cairn_wallclock_s();
+    spa->scrub.run_scanned = spa->scrub.scanned;
+    spa->scrub.run_issued = spa->scrub.issued;
+    spa->scrub.run_examined = spa->scrub.examined;
     spa->scrub_stop = false;
-    if (func == SPA_SCAN_SCRUB) spa_errlog_scrub_begin(spa);
+    if (func == SPA_SCAN_SCRUB) spa_errlog_scrub_begin(spa, spa->scan_resuming);
     atomic_fetch_add(&spa->hold_frees, 1);
     spa->scrub_thread_running = true;
     pthread_create(&spa->scrub_thread, NULL, scrub_thread, spa);
@@ -295,6 +613,21 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
                                              : "sysevent.fs.cairn.scrub_start",
                    "to_examine=%llu", (unsigned long long)sp.alloc);
     return 0;
+}
+
+void spa_scan_resume_saved(spa_t *spa)
+{
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    if (st.state == SPA_SCRUB_SCANNING) return; /* the resilver took the record */
+    pthread_mutex_lock(&spa->config_lock);
+    uint64_t func = spa->scan_saved.func & SPA_SCAN_PHYS_FUNC_MASK;
+    /* A resilver record with nothing left to resilver: its end was not recorded. */
+    if (func == SPA_SCAN_PHYS_RESILVER) memset(&spa->scan_saved, 0, sizeof spa->scan_saved);
+    pthread_mutex_unlock(&spa->config_lock);
+    if (func != SPA_SCAN_PHYS_SCRUB) return;
+    int e = spa_scan_start(spa, SPA_SCAN_SCRUB);
+    if (e && e != -EBUSY) log_warn("spa", "pool %s: cannot resume the scrub: %s", spa->name, strerror(-e));
 }
 
 int spa_scrub_start(spa_t *spa) { return spa_scan_start(spa, SPA_SCAN_SCRUB); }
@@ -333,9 +666,10 @@ void spa_scrub_get(spa_t *spa, spa_scrub_stat_t *out)
     pthread_mutex_unlock(&spa->scrub_lock);
 }
 
-void spa_scrub_fini(spa_t *spa)
+void spa_scrub_fini(spa_t *spa, bool save)
 {
     pthread_mutex_lock(&spa->scrub_lock);
+    spa->scan_closing = save ? SPA_SCAN_CLOSE_SAVE : SPA_SCAN_CLOSE_ABANDON;
     spa->scrub_stop = true;
     bool running = spa->scrub_thread_running;
     spa->scrub_thread_running = false;
@@ -418,7 +752,7 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     check_ctx_t c = {.rep = rep};
     c.referenced = cairn_zalloc(sizeof(range_tree_t *) * spa->ntop);
     for (uint32_t i = 0; i < spa->ntop; i++) c.referenced[i] = range_tree_create();
-    e = spa_upper->traverse(spa, &spa->ub.mos_root, check_visit, &c);
+    e = spa_upper->traverse(spa, &spa->ub.mos_root, NULL, check_visit, &c);
     if (!e) e = spa_spacemap_visit(spa, check_visit, &c);
     if (!e) e = spa_log_visit(spa, check_visit, &c);
     if (!e) spa_log_add_region_refs(spa, c.referenced, rep);

@@ -148,6 +148,7 @@ void spa_tx_rele(spa_t *spa, uint64_t txg)
 void spa_dirty_add(spa_t *spa, uint64_t txg, int64_t delta, uint64_t space)
 {
     spa_txg_state_t *tx = &spa->tx;
+    if (delta > 0) spa_client_io(spa);
     pthread_mutex_lock(&tx->lock);
     uint64_t *d = &tx->dirty[txg & 3];
     uint64_t before = *d;

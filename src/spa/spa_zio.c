@@ -436,6 +436,7 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
             return 0;
     }
     if (spa->readonly) vflags |= VDEV_READ_NOREPAIR;
+    if (!(vflags & (VDEV_READ_SCRUB | VDEV_READ_RESILVER))) spa_client_io(spa);
     /* A read-ahead's thread only waits for its block: read it in that thread
      * (VDEV_READ_NOW), sparing the ring's completion thread two wake-ups per
      * block - most of a cold stream's context switches. */

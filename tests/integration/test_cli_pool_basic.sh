@@ -166,6 +166,10 @@ run_fail_d "$CAIRND" --foreground --config "$T/bad.conf"
 expect_stderr "^cairnd: $T/bad.conf:2: unknown setting 'bogus_key'"
 run_fail_d "$CAIRND" --foreground --state-dir "$T/d4" --nfs-listen 1.2.3.4:70000
 expect_stderr 'nfs_listen'
+printf 'state_dir = %s\nresilver_delay_ms = soon\n' "$T/d4" >"$T/bad.conf"
+run_fail_d "$CAIRND" --foreground --config "$T/bad.conf"
+expect_stderr "^cairnd: $T/bad.conf:2: bad resilver_delay_ms 'soon' .want milliseconds, 0..1000.$"
+[ "$(wc -l <"$LAST_STDERR")" -eq 1 ] || fail "a bad throttle setting: more than one line: $(cat "$LAST_STDERR")"
 pass "config errors"
 
 # A front end that cannot listen stops the start with one line (NFS and iSCSI alike).

@@ -385,6 +385,74 @@ static int cmp_dva(const void *a, const void *b)
     return 0;
 }
 
+/* Positions of the data records a walk visits, in walk order. */
+typedef struct pos_seen {
+    spa_bookmark_t *v;
+    size_t n, cap;
+    spa_bookmark_t last; /* the walk's position: object set, highest object in it */
+    bool ordered;
+} pos_seen_t;
+
+static int pos_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
+{
+    (void)spa;
+    pos_seen_t *s = arg;
+    if (bm->objset < s->last.objset ||
+        (bm->objset == s->last.objset && bm->object && bm->object < s->last.object))
+        s->ordered = false;
+    if (bm->objset != s->last.objset) s->last = (spa_bookmark_t){bm->objset, 0, 0, 0};
+    if (bm->object > s->last.object) s->last.object = bm->object;
+    if (bp->type != CAIRN_BT_DATA || bm->level != 0) return 0;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = *bm;
+    return 0;
+}
+
+/* The pool walk goes by object set id, then object; resumed at a position it
+ * visits every data record at or after it and none before. */
+static void test_traverse_resume(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    test_pool_make(&f, "dmu_traverse_resume", 256 * CAIRN_MIB);
+    objset_t *osa, *osb;
+    assert_int_equal(dmu_objset_create(f.spa, "a", NULL), 0);
+    assert_int_equal(dmu_objset_create(f.spa, "b", NULL), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "a", &osa), 0);
+    assert_int_equal(dmu_objset_open(f.spa, "b", &osb), 0);
+    for (int i = 0; i < 70; i++) { /* three dnode blocks in each */
+        write_pat(osa, alloc_obj(osa, 1024, CAIRN_COMPRESS_OFF), 0, 1024);
+        write_pat(osb, alloc_obj(osb, 1024, CAIRN_COMPRESS_OFF), 0, 2048);
+    }
+    assert_int_equal(dmu_objset_sync(osa), 0);
+
+    pos_seen_t all = {.ordered = true};
+    assert_int_equal(dmu_traverse_pool(f.spa, pos_visit, &all), 0);
+    assert_true(all.ordered);
+    assert_int_equal(all.n, 70 + 140);
+    /* Resume in the first user object set, in its second dnode block. */
+    uint64_t first = all.v[0].objset;
+    spa_bookmark_t from = {first, 40, 0, 0};
+    pos_seen_t part = {.ordered = true};
+    assert_int_equal(dmu_traverse_pool_from(f.spa, &from, pos_visit, &part), 0);
+    assert_true(part.ordered);
+    size_t want = 0;
+    for (size_t i = 0; i < all.n; i++)
+        want += all.v[i].objset > first || all.v[i].object >= 40;
+    assert_int_equal(part.n, want);
+    for (size_t i = 0; i < part.n; i++)
+        assert_true(part.v[i].objset > first || part.v[i].object >= 40);
+    free(all.v);
+    free(part.v);
+    dmu_objset_close(osa);
+    dmu_objset_close(osb);
+    test_pool_check(&f);
+    test_pool_remove(&f);
+}
+
 static void test_traverse(void **state)
 {
     (void)state;
@@ -670,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_largest_offsets),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_traverse),
+        cmocka_unit_test(test_traverse_resume),
         cmocka_unit_test(test_objset_list),
         cmocka_unit_test(test_write_would_wait),
         cmocka_unit_test(test_copy_nontemporal),

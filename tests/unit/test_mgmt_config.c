@@ -7,6 +7,7 @@
 
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
+#include <cairn/spa.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -118,6 +119,27 @@ static void test_shipped_conf(void **state)
     assert_int_equal(c.iscsi_max_conns, d.iscsi_max_conns);
     assert_int_equal(c.iscsi_max_conns_per_client, d.iscsi_max_conns_per_client);
     assert_int_equal(c.iscsi_login_timeout, d.iscsi_login_timeout);
+    assert_int_equal(c.scan_idle_ms, d.scan_idle_ms);
+    assert_int_equal(c.resilver_delay_ms, d.resilver_delay_ms);
+    assert_int_equal(c.scrub_delay_ms, d.scrub_delay_ms);
+}
+
+/* The scan throttle: defaults, values taken, 0 allowed (no pause), bounds refused. */
+static void test_scan_throttle_settings(void **state)
+{
+    (void)state;
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/scan.conf", g_dir);
+    write_file(path, "scan_idle_ms = 200\nresilver_delay_ms = 0\nscrub_delay_ms = 10\n");
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(c.scan_idle_ms, SPA_SCAN_IDLE_MS_DEFAULT);
+    assert_int_equal(c.resilver_delay_ms, SPA_RESILVER_DELAY_MS_DEFAULT);
+    assert_int_equal(c.scrub_delay_ms, SPA_SCRUB_DELAY_MS_DEFAULT);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_int_equal(c.scan_idle_ms, 200);
+    assert_int_equal(c.resilver_delay_ms, 0);
+    assert_int_equal(c.scrub_delay_ms, 10);
 }
 
 /* The connection settings: parsed, bounded, and a per-client cap never above its
@@ -193,6 +215,9 @@ static void test_bad_lines(void **state)
     expect_bad("iscsi_max_connections_per_client = 0\n", "1",
                "iscsi_max_connections_per_client");
     expect_bad("iscsi_login_timeout = 3601\n", "1", "iscsi_login_timeout '3601' (want seconds");
+    expect_bad("resilver_delay_ms = 1001\n", "1", "bad resilver_delay_ms '1001' (want milliseconds");
+    expect_bad("scrub_delay_ms = 2ms\n", "1", "bad scrub_delay_ms '2ms'");
+    expect_bad("scan_idle_ms = -1\n", "1", "bad scan_idle_ms '-1'");
     expect_bad("just words\n", "1", "key = value");
     expect_bad("state_dir =\n", "1", "missing value");
     expect_bad(" = /x\n", "1", "missing key");
@@ -234,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_shipped_conf), cmocka_unit_test(test_bad_lines),
         cmocka_unit_test(test_missing_file), cmocka_unit_test(test_listen_parse),
         cmocka_unit_test(test_connection_settings),
+        cmocka_unit_test(test_scan_throttle_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

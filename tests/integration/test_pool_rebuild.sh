@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Sequential rebuild (`pool attach -s`, `pool replace -s`) on mirrors with data:
+#  - a disk becomes a 2-way mirror by attach -s: status shows the rebuild as
+#    "resilvered ... (sequential)" and the scrub that follows by itself; the scrub
+#    repairs nothing, and with the old disk offline every file reads back from
+#    the new side alone;
+#  - replace -s of a mirror side by a new file, the same checks;
+#  - kill -9 in the middle of a sequential rebuild (slowed with
+#    CAIRN_RESILVER_DELAY_US): after restart it goes on from its saved offset;
+#  - refused with one line on raidz, and while a resilver runs; nothing changed.
+# The pool ends with `cairn check` clean.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/nfs_lib.sh"
+
+LOG="$T/d1.daemon.log"
+nfs_daemon_start d1
+
+put() {
+    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
+    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
+}
+
+verify_all() {
+    local f name
+    for f in "$T/$1".*; do
+        name=${f##*/$1.}
+        nfs-cat "nfs://127.0.0.1/$1/fs/$name?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3" \
+            >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
+        cmp -s "$f" "$T/readback" || fail "$1: $name differs"
+    done
+}
+
+log_mark() { wc -l <"$LOG"; }
+log_wait() {
+    local from=$1 pat=$2 i line
+    for i in $(seq 1 1200); do
+        line=$(tail -n +"$((from + 1))" "$LOG" | grep -a -m1 -E "$pat" || true)
+        [ -n "$line" ] && { echo "$line"; return 0; }
+        sleep 0.1
+    done
+    fail "no log line '$pat' within 120 s: $(tail -n 5 "$LOG")"
+}
+
+# rebuilt POOL: waits for the rebuild and the scrub after it; both lines in status,
+# the scrub clean. Prints the bytes the rebuild copied.
+rebuilt() {
+    run_ok "$CAIRN" pool wait -t resilver "$1"
+    wait_scrub "$1" 300
+    local r
+    r=$(sed -n 's/.*scan: resilvered \([^ ]*\) (sequential) in .* with 0 errors on .*/\1/p' "$LAST_STDOUT")
+    [ -n "$r" ] || fail "$1: no sequential rebuild line in: $(cat "$LAST_STDOUT")"
+    grep -q 'scan: scrub repaired 0 in .* with 0 errors' "$LAST_STDOUT" \
+        || fail "$1: the scrub after the rebuild: $(grep scan: "$LAST_STDOUT")"
+    numfmt --from=iec "$r"
+}
+
+pool=tank
+dir="$T/$pool"
+sparse_files "$dir" 256M l1 l2 l3 m2
+run_ok "$CAIRN" pool create "$pool" "$dir/l1"
+run_ok "$CAIRN" create -o sharenfs=no_root_squash "$pool/fs"
+for f in a b c d; do put "$pool" "$f" 8; done
+run_ok "$CAIRN" snapshot "$pool/fs@one"
+put "$pool" e 4
+
+# ---- attach -s: a disk becomes a mirror ----
+mark=$(log_mark)
+run_ok "$CAIRN" pool attach -s "$pool" "$dir/l1" "$dir/l2"
+log_wait "$mark" "attached to .* \(sequential rebuild\)" >/dev/null
+r=$(rebuilt "$pool")
+[ "$r" -gt $((30 << 20)) ] || fail "$pool: the rebuild copied only $r bytes"
+run_ok "$CAIRN" pool status "$pool"
+expect_stdout "state: ONLINE"
+expect_stdout "mirror-0"
+log_wait "$mark" "resilver finished \(sequential\)" >/dev/null
+# The new side alone serves every file.
+run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
+verify_all "$pool"
+run_ok "$CAIRN" pool online "$pool" "$dir/l1"
+run_ok "$CAIRN" pool wait -t resilver "$pool"
+pass "$pool: attach -s rebuilt l2 sequentially ($r bytes), a scrub verified it, l2 alone serves the data"
+
+# ---- replace -s of a mirror side ----
+put "$pool" f 4
+run_ok "$CAIRN" pool replace -s "$pool" "$dir/l2" "$dir/m2"
+r=$(rebuilt "$pool")
+run_ok "$CAIRN" pool status "$pool"
+expect_stdout "state: ONLINE"
+if grep -q "$dir/l2 " "$LAST_STDOUT"; then fail "$pool: l2 still in the pool"; fi
+run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
+verify_all "$pool"
+run_ok "$CAIRN" pool online "$pool" "$dir/l1"
+run_ok "$CAIRN" pool wait -t resilver "$pool"
+pass "$pool: replace -s put m2 in l2's place ($r bytes), scrub clean, m2 alone serves the data"
+
+# ---- kill -9 in the middle of a sequential rebuild ----
+daemon_stop
+CAIRN_RESILVER_DELAY_US=150000 nfs_daemon_start d1
+mark=$(log_mark)
+run_ok "$CAIRN" pool attach -s "$pool" "$dir/l1" "$dir/l3"
+run_ok "$CAIRN" pool status "$pool"
+expect_stdout "scan: resilver .sequential. in progress since"
+log_wait "$mark" "resilver checkpoint at vdev 0 offset" >/dev/null
+daemon_kill9
+mark=$(log_mark)
+nfs_daemon_start d1
+line=$(log_wait "$mark" "resilver resumed at vdev 0 offset")
+off=$(sed -E 's/.*offset ([0-9]+) .*/\1/' <<<"$line")
+[ "$off" -gt 0 ] || fail "$pool: the rebuild resumed at offset 0: $line"
+r=$(rebuilt "$pool")
+run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
+run_ok "$CAIRN" pool offline "$pool" "$dir/m2"
+verify_all "$pool"
+run_ok "$CAIRN" pool online "$pool" "$dir/l1"
+run_ok "$CAIRN" pool online "$pool" "$dir/m2"
+run_ok "$CAIRN" pool wait -t resilver "$pool"
+pass "$pool: a sequential rebuild killed with -9 resumed at offset $off and l3 alone serves the data"
+
+# ---- refusals: one line, nothing changed ----
+sparse_files "$T/r" 256M r1 r2 r3 n1
+run_ok "$CAIRN" pool create rz raidz1 "$T/r/r1" "$T/r/r2" "$T/r/r3"
+run_ok "$CAIRN" pool status rz
+cp "$LAST_STDOUT" "$T/rz.before"
+run_fail "$CAIRN" pool replace -s rz "$T/r/r2" "$T/r/n1"
+expect_stderr "cannot replace '$T/r/r2' with -s: a sequential rebuild needs a mirror, and '$T/r/r2' is in a raidz1"
+[ "$(wc -l <"$LAST_STDERR")" -eq 1 ] || fail "more than one line: $(cat "$LAST_STDERR")"
+run_fail "$CAIRN" pool attach -s rz "$T/r/r2" "$T/r/n1"
+expect_stderr "can only attach to mirrors and top-level disks"
+run_ok "$CAIRN" pool status rz
+diff "$T/rz.before" "$LAST_STDOUT" >/dev/null || fail "rz changed: $(cat "$LAST_STDOUT")"
+pass "raidz: replace -s and attach -s refused with one line"
+
+run_ok "$CAIRN" pool destroy rz
+run_ok "$CAIRN" pool export "$pool"
+check_clean "$pool" "$dir"
+pass "$pool: check clean"
