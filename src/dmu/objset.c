@@ -684,7 +684,7 @@ static int dmu_pool_traverse(spa_t *spa, const cairn_blkptr_t *mos_root,
     dir_list_t dirs = {0};
     trav_t quiet = {.spa = spa, .visit = visit_nothing, .only_object = DIR_OBJECT, .dirs = &dirs};
     traverse_objset_from(&quiet, mos_root, true);
-    qsort(dirs.v, dirs.n, sizeof *dirs.v, dir_entry_cmp);
+    if (dirs.n) qsort(dirs.v, dirs.n, sizeof *dirs.v, dir_entry_cmp);
 
     dedup_walk_t w = {.visit = visit, .arg = arg};
     dmu_map_init(&w.seen);

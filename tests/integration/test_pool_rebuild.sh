@@ -101,6 +101,11 @@ mark=$(log_mark)
 run_ok "$CAIRN" pool attach -s "$pool" "$dir/l1" "$dir/l3"
 run_ok "$CAIRN" pool status "$pool"
 expect_stdout "scan: resilver .sequential. in progress since"
+# Another -s while a resilver runs: one line, nothing attached.
+run_fail "$CAIRN" pool attach -s "$pool" "$dir/l1" "$dir/l2"
+expect_stderr "^cairn: cannot use -s while a resilver runs: wait for it or omit -s$"
+run_ok "$CAIRN" pool status "$pool"
+if grep -q "$dir/l2 " "$LAST_STDOUT"; then fail "$pool: a refused attach -s attached l2"; fi
 log_wait "$mark" "resilver checkpoint at vdev 0 offset" >/dev/null
 daemon_kill9
 mark=$(log_mark)
