@@ -6,7 +6,8 @@
 #     the new vdev, `pool status` and `pool list -v` show it, every acknowledged record
 #     verifies, and the exported pool checks clean and imports again with the data.
 #  2. raidz2 added to a raidz2 pool: size and dataset avail grow by the data share
-#     (deflated), check clean.
+#     (deflated); a mirror forced in beside them: a file's `used` is its size wherever
+#     its blocks landed; check clean.
 #  3. Refusals: mismatched redundancy without -f (accepted with -f), a device in use by
 #     another pool, a device already in this pool, a missing path, a too small device,
 #     and -n, which prints the layout and changes nothing.
@@ -174,10 +175,20 @@ run_ok "$CAIRN" pool status rz
 grep -q "raidz2-1" "$LAST_STDOUT" || fail "no raidz2-1 in status: $(cat "$LAST_STDOUT")"
 run_fail "$CAIRN" pool add rz raidz1 "$T/r/y" "$T/r/z" "$T/r/w"
 expect_stderr "pool uses a 4-wide raidz2 and new vdev is a 3-wide raidz1"
+# A mirror forced into the raidz2 pool: every vdev deflates its own way, so a file's
+# `used` is its size wherever its blocks landed.
+run_ok "$CAIRN" pool add -f rz mirror "$T/r/y" "$T/r/z"
+used0=$("$CAIRN" get -H -p -o value used rz/fs)
+nfs_client "$URL" fill f3 $((96 * MIB))
+sleep 6
+used1=$("$CAIRN" get -H -p -o value used rz/fs)
+d=$((used1 - used0))
+[ "$d" -ge $((95 * MIB)) ] && [ "$d" -le $((100 * MIB)) ] ||
+    fail "96 MiB written over raidz2 and mirror vdevs counted $d bytes"
 run_ok "$CAIRN" pool export rz
 check_clean rz "$T/z"
 run_ok "$CAIRN" pool import -d "$T/z" rz
-pass "raidz2 added to a raidz2 pool: size x2, available +$grow, check clean"
+pass "raidz2 added to a raidz2 pool: size x2, available +$grow; with a mirror forced in, 96 MiB count $d; check clean"
 run_ok "$CAIRN" pool destroy rz
 
 # ---------------------------------------------------------------- 4. kill -9 around the add
