@@ -318,7 +318,7 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     memcpy(sid, s->id, sizeof sid);
     nfs_conn_t *conn = s->back_conn;
     nfs_conn_hold(conn);
-    uint32_t seqid = s->cb_seqid + 1;
+    uint32_t seqid = s->cb_seqid + 1, minor = s->cb_minor;
     nfs_xdr_t x;
     nfs_xdr_init_encode(&x, 512);
     pthread_mutex_lock(&cb->lock);
@@ -330,7 +330,7 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     nfs4_unlock(st);
 
     nfs_xdr_put_u32(&x, 0);                           /* tag */
-    nfs_xdr_put_u32(&x, c->minor);
+    nfs_xdr_put_u32(&x, minor);
     nfs_xdr_put_u32(&x, 0);                           /* callback_ident */
     nfs_xdr_put_u32(&x, 2);
     nfs_xdr_put_u32(&x, OP_CB_SEQUENCE);

@@ -345,6 +345,7 @@ struct nfs4_session {
     uint32_t cb_prog;
     nfs4_cb_sec_t cb_sec;
     uint32_t cb_seqid;
+    uint32_t cb_minor;                /* the minor version the client speaks (CB_COMPOUND's) */
 };
 
 struct nfs4_client {

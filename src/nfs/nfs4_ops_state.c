@@ -382,6 +382,7 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
      * callbacks go out on it (nfs4_callback.c). No persistence, no RDMA. */
     s->cb_prog = cb_prog;
     s->cb_sec = cb_sec;
+    s->cb_minor = cx->minor;
     flags &= CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
     if (flags) {
         s->back_wanted = true;

@@ -28,6 +28,11 @@
       connection the server makes; DELEGRETURN lets the other OPEN through.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostread NAME DATA
+      another client (the host, beside a kernel client holding a delegation): OPEN
+      NAME for write (read), retrying while DELAY (bounded), then WRITE DATA at 0
+      (READ, which must start with DATA); prints how many DELAYs it saw.
 
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
@@ -491,8 +496,39 @@ def mode_none(name):
     print("none ok")
 
 
+def host_open(b, exp, name, access):
+    delays = 0
+    for _ in range(240):
+        st, o, fh = b.open(exp, name, access=access)
+        if st != DELAY:
+            break
+        delays += 1
+        time.sleep(0.5)
+    check(st == OK, "the host's OPEN of %s: %d" % (name, st))
+    return o, fh, delays
+
+
+def mode_host_io(name, data, write):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner, back=False).connect()
+    o, fh, delays = host_open(b, exp, name, 2 if write else 1)
+    if write:
+        b.ok([putfh(fh), op_write(o["sid"], 0, data.encode())], "the host's WRITE")
+    else:
+        got = b.ok([putfh(fh), op_read(o["sid"], 0, 4096)], "the host's READ")[-1][1]
+        # The holder may write more once its delegation is back: what it wrote
+        # under the delegation must be there, first.
+        check(got.startswith(data.encode()), "the host reads %r, not %r first" % (got, data))
+    b.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    b.goodbye()
+    print("delays %d" % delays)
+
+
 def main():
     mode = sys.argv[5]
+    if mode in ("hostwrite", "hostread"):
+        mode_host_io(sys.argv[6], sys.argv[7], mode == "hostwrite")
+        return
     if mode == "recall":
         mode_recall(sys.argv[6])
     elif mode == "write":
