@@ -502,14 +502,18 @@ static void run_job(nfs4_cb_t *cb, const cb_job_t *j)
         return;
     }
     bool ok = callback_40(cb, c, j);
-    if (j->kind != CB_JOB_PROBE) return;
+    if (ok && j->kind != CB_JOB_PROBE) return;
+    /* A probe's verdict, or a recall that found the path down: no new
+     * delegations until the client gives a callback address that answers
+     * (RENEW tells it CB_PATH_DOWN meanwhile). */
     pthread_mutex_lock(&st->lock);
     c = nfs4_client_by_id(st, j->clientid, &status);
     if (c) c->cb_up = ok;
     nfs4_unlock(st);
     if (!ok)
-        log_info(SUB, "client %016llx: its callback address does not answer CB_NULL; "
-                 "no delegations for it", (unsigned long long)j->clientid);
+        log_info(SUB, "client %016llx: its callback address does not answer %s; "
+                 "no delegations for it", (unsigned long long)j->clientid,
+                 j->kind == CB_JOB_PROBE ? "CB_NULL" : "CB_RECALL");
 }
 
 static void *cb_thread(void *arg)

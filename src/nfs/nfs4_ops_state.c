@@ -227,6 +227,11 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
     pthread_mutex_lock(&cx->st->lock);
     nfs4_client_t *c;
     uint32_t status = client_of(cx, clientid, &c);
+    /* Renewed, but a client holding delegations it cannot be called back
+     * about is told so (RFC 7530 16.29.5), and may give a new address. */
+    if (status == NFS4_OK && !c->cb_up)
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext)
+            if (s->type == NFS4_STID_DELEG && !s->revoked) status = NFS4ERR_CB_PATH_DOWN;
     nfs4_unlock(cx->st);
     return status;
 }
