@@ -21,6 +21,9 @@
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER v3 NAME
       a holds a read delegation; an NFSv3 WRITE to the file is JUKEBOX and recalls it;
       after a's DELEGRETURN the v3 WRITE succeeds.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER nlm NAME
+      a holds a read delegation; an NLM exclusive LOCK (NFSv3 locking) is
+      DENIED_GRACE_PERIOD and recalls it; after a's DELEGRETURN the LOCK is granted.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER v40 NAME
       a 4.0 client gives SETCLIENTID a callback address it listens on; the server
       probes it with CB_NULL, the client's OPEN for read gets a read delegation, a 4.1
@@ -387,6 +390,27 @@ def mode_v3(name):
     print("v3 ok")
 
 
+def mode_nlm(name):
+    from nlm_rpc import GRACE as NLM_GRACE, GRANTED, Owner
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"locked data")
+    b.goodbye()
+    o, fh = read_delegation(a, exp, name)
+    nlm = Owner(Conn(host, port), "nlmhost", 4242)
+    st = nlm.lock(fh, True, 0, 100)
+    check(st == NLM_GRACE, "NLM LOCK under a read delegation: %d, not DENIED_GRACE_PERIOD" % st)
+    a.answer_recall(o["dsid"], fh)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st = nlm.lock(fh, True, 0, 100)
+    check(st == GRANTED, "NLM LOCK after the return: %d" % st)
+    check(nlm.unlock(fh, 0, 100) == GRANTED, "NLM UNLOCK")
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    print("nlm ok")
+
+
 def compound40(conn, ops):
     x = X().opaque(b"").u32(0).u32(len(ops))
     for op in ops:
@@ -537,6 +561,8 @@ def main():
         mode_revoke(sys.argv[6], int(sys.argv[7]))
     elif mode == "v3":
         mode_v3(sys.argv[6])
+    elif mode == "nlm":
+        mode_nlm(sys.argv[6])
     elif mode == "v40":
         mode_v40(sys.argv[6])
     elif mode == "none":

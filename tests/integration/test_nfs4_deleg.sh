@@ -8,7 +8,8 @@
 #     opens under it (CLAIM_DELEG_CUR_FH) before returning it, and its data is there;
 #   - a client that ignores the recall loses the delegation a lease later (SEQUENCE
 #     flags it, the stateid answers DELEG_REVOKED until FREE_STATEID);
-#   - an NFSv3 WRITE is JUKEBOX and recalls the delegation;
+#   - an NFSv3 WRITE is JUKEBOX and an NLM LOCK DENIED_GRACE_PERIOD while they recall
+#     the delegation;
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
 #   - with nfs_delegations = 0 no delegation is granted.
 set -euo pipefail
@@ -41,6 +42,9 @@ pass "an unreturned delegation is revoked a lease after its recall (DELEG_REVOKE
 
 deleg_rpc /tank/share "v3-$$" v3 f-v3
 pass "an NFSv3 WRITE is JUKEBOX while the delegation is recalled, then succeeds"
+
+deleg_rpc /tank/share "nlm-$$" nlm f-nlm
+pass "an NLM LOCK is DENIED_GRACE_PERIOD while the delegation is recalled, then granted"
 
 deleg_rpc /tank/share "v40-$$" v40 f-v40
 pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new connection"
