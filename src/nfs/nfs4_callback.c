@@ -304,6 +304,39 @@ static uint8_t *wait_reply(nfs4_cb_t *cb, size_t *len)
     return r;
 }
 
+/* Reserves an xid whose reply nfs4_cb_reply keeps for wait_reply. */
+static uint32_t expect_reply(nfs4_cb_t *cb)
+{
+    pthread_mutex_lock(&cb->lock);
+    uint32_t xid = cb->next_xid++;
+    cb->waiting = true;
+    cb->wait_xid = xid;
+    pthread_mutex_unlock(&cb->lock);
+    return xid;
+}
+
+/* Sends a call on a back channel and waits for its answer (NULL: none). */
+static uint8_t *back_channel_call(nfs4_cb_t *cb, nfs_conn_t *conn, nfs_xdr_t *x, size_t *len)
+{
+    if (!x->err && nfs_conn_send_call(conn, x) == 0) return wait_reply(cb, len);
+    pthread_mutex_lock(&cb->lock);
+    cb->waiting = false;
+    pthread_mutex_unlock(&cb->lock);
+    return NULL;
+}
+
+static void put_cb_sequence(nfs_xdr_t *x, const uint8_t sid[NFS4_SESSIONID_SIZE], uint32_t seqid)
+{
+    nfs_xdr_put_u32(x, OP_CB_SEQUENCE);
+    nfs_xdr_put_fixed(x, sid, NFS4_SESSIONID_SIZE);
+    nfs_xdr_put_u32(x, seqid);
+    nfs_xdr_put_u32(x, 0);                            /* slot */
+    nfs_xdr_put_u32(x, 0);                            /* highest slot */
+    nfs_xdr_put_u32(x, 0);                            /* cachethis */
+    nfs_xdr_put_u32(x, 0);                            /* referring call lists */
+}
+
+/* CB_RECALL over c's back channel; the lock is held on entry and dropped. */
 static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
 {
     nfs4_server_t *st = cb->st;
@@ -318,38 +351,19 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     memcpy(sid, s->id, sizeof sid);
     nfs_conn_t *conn = s->back_conn;
     nfs_conn_hold(conn);
-    uint32_t seqid = s->cb_seqid + 1, minor = s->cb_minor;
+    uint32_t seqid = s->cb_seqid + 1, xid = expect_reply(cb);
     nfs_xdr_t x;
     nfs_xdr_init_encode(&x, 512);
-    pthread_mutex_lock(&cb->lock);
-    uint32_t xid = cb->next_xid++;
-    cb->waiting = true;
-    cb->wait_xid = xid;
-    pthread_mutex_unlock(&cb->lock);
     put_call_header(&x, xid, s->cb_prog, CB_COMPOUND, &s->cb_sec);
-    nfs4_unlock(st);
-
     nfs_xdr_put_u32(&x, 0);                           /* tag */
-    nfs_xdr_put_u32(&x, minor);
+    nfs_xdr_put_u32(&x, s->cb_minor);
+    nfs4_unlock(st);
     nfs_xdr_put_u32(&x, 0);                           /* callback_ident */
     nfs_xdr_put_u32(&x, 2);
-    nfs_xdr_put_u32(&x, OP_CB_SEQUENCE);
-    nfs_xdr_put_fixed(&x, sid, NFS4_SESSIONID_SIZE);
-    nfs_xdr_put_u32(&x, seqid);
-    nfs_xdr_put_u32(&x, 0);                           /* slot */
-    nfs_xdr_put_u32(&x, 0);                           /* highest slot */
-    nfs_xdr_put_u32(&x, 0);                           /* cachethis */
-    nfs_xdr_put_u32(&x, 0);                           /* referring call lists */
+    put_cb_sequence(&x, sid, seqid);
     put_cb_recall(&x, j);
     size_t len = 0;
-    uint8_t *rep = NULL;
-    bool sent = !x.err && nfs_conn_send_call(conn, &x) == 0;
-    if (!sent) {
-        pthread_mutex_lock(&cb->lock);
-        cb->waiting = false;
-        pthread_mutex_unlock(&cb->lock);
-    }
-    rep = sent ? wait_reply(cb, &len) : NULL;
+    uint8_t *rep = back_channel_call(cb, conn, &x, &len);
     nfs_xdr_free(&x);
 
     uint32_t status = NFS4ERR_SERVERFAULT, seq_status = NFS4ERR_SERVERFAULT;
@@ -357,6 +371,8 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
         nfs_xdr_t r;
         nfs_xdr_init_decode(&r, rep, len);
         if (reply_accepted(&r, xid)) status = compound_status(&r, true, &seq_status);
+        log_debug(SUB, "client %016llx: CB_RECALL answered %u (CB_SEQUENCE %u)",
+                  (unsigned long long)j->clientid, status, seq_status);
     }
     pthread_mutex_lock(&st->lock);
     nfs4_session_t *now = nfs4_session_find(st, sid);
@@ -369,9 +385,6 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     nfs4_unlock(st);
     nfs_conn_put(conn);
     free(rep);
-    if (rep)
-        log_debug(SUB, "client %016llx: CB_RECALL answered %u (CB_SEQUENCE %u)",
-                  (unsigned long long)j->clientid, status, seq_status);
 }
 
 /* ---------------------------------------------------------------- 4.0 */
