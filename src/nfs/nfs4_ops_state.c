@@ -584,6 +584,10 @@ uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx)
     if (s && back) {
         s->back_wanted = true;
         nfs4_cb_bind(s, cx->call->conn);
+        /* Recalls that found the channel down go again on the new one. */
+        for (nfs4_stid_t *d = s->client->stids; d; d = d->cnext)
+            if (d->type == NFS4_STID_DELEG && d->recalled && !d->revoked)
+                nfs4_cb_recall(cx->st, d);
     }
     nfs4_unlock(cx->st);
     if (!s) return NFS4ERR_BADSESSION;

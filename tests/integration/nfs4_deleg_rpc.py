@@ -18,6 +18,11 @@
       OPEN for write is DELAY until (polling, bounded) a's delegation is revoked, a
       lease after the recall; a's SEQUENCE then flags RECALLABLE_STATE_REVOKED, its
       READ with the delegation's stateid is DELEG_REVOKED, and FREE_STATEID clears it.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER rebind NAME
+      a holds a read delegation and leaves the CB_RECALL b's OPEN causes unanswered:
+      the server gives up on its back channel (SEQUENCE flags CB_PATH_DOWN_SESSION);
+      a binds its connection again (BIND_CONN_TO_SESSION) and gets the recall again,
+      answers it and returns the delegation; b's OPEN then succeeds.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER v3 NAME
       a holds a read delegation; an NFSv3 WRITE to the file is JUKEBOX and recalls it;
       after a's DELEGRETURN the v3 WRITE succeeds.
@@ -54,7 +59,8 @@ OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
 OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
 OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
-SEQ4_STATUS_RECALLABLE_STATE_REVOKED = 0x40
+SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
+OP_BIND_CONN_TO_SESSION, CDFC4_BACK_OR_BOTH, CDFS4_BOTH = 41, 7, 3
 CB_PROG = 0x40000000
 CLAIM_NULL, CLAIM_DELEG_CUR_FH = 0, 5
 
@@ -360,6 +366,39 @@ def mode_revoke(name, lease):
     print("revoke ok")
 
 
+def mode_rebind(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    o, fh = read_delegation(a, exp, name)
+    st, _, _ = b.open(exp, name, access=3)
+    check(st == DELAY, "b's OPEN for write under a's read delegation: %d, not DELAY" % st)
+    a.c.wait_callback()                   # and never answered
+    flags = 0
+    for _ in range(60):                   # the server waits a while for the answer
+        flags = a.seq_flags()
+        if flags & SEQ4_STATUS_CB_PATH_DOWN_SESSION:
+            break
+        time.sleep(0.5)
+    check(flags & SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+          "a's SEQUENCE flags %#x never said its back channel is down" % flags)
+    res = a.ok([Op(OP_BIND_CONN_TO_SESSION, X().fixed(a.sessionid).u32(CDFC4_BACK_OR_BOTH)
+                   .u32(0).b, lambda r, st: (r.gfixed(16), r.gu32()) if st == OK else None)],
+               "BIND_CONN_TO_SESSION")
+    check(res[-1][1] == CDFS4_BOTH, "BIND_CONN_TO_SESSION gave direction %d" % res[-1][1])
+    check(not a.seq_flags() & SEQ4_STATUS_CB_PATH_DOWN_SESSION, "flags after binding")
+    a.answer_recall(o["dsid"], fh)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "b's OPEN after the return: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    a.ok([putfh(fh), op_close(o["sid"])], "a's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("rebind ok")
+
+
 def v3_write(host, port, fh, data):
     c = Conn(host, port)
     args = X().opaque(fh).u64(0).u32(len(data)).u32(2).opaque(data)
@@ -561,6 +600,8 @@ def main():
         mode_revoke(sys.argv[6], int(sys.argv[7]))
     elif mode == "v3":
         mode_v3(sys.argv[6])
+    elif mode == "rebind":
+        mode_rebind(sys.argv[6])
     elif mode == "nlm":
         mode_nlm(sys.argv[6])
     elif mode == "v40":

@@ -8,6 +8,8 @@
 #     opens under it (CLAIM_DELEG_CUR_FH) before returning it, and its data is there;
 #   - a client that ignores the recall loses the delegation a lease later (SEQUENCE
 #     flags it, the stateid answers DELEG_REVOKED until FREE_STATEID);
+#   - a recall left unanswered takes the back channel down (SEQUENCE says so) and comes
+#     again once the client binds a connection to it;
 #   - an NFSv3 WRITE is JUKEBOX and an NLM LOCK DENIED_GRACE_PERIOD while they recall
 #     the delegation;
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
@@ -39,6 +41,9 @@ pass "a write delegation is recalled by another client's OPEN for read; CLAIM_DE
 
 deleg_rpc /tank/share "rv-$$" revoke f-revoke 5
 pass "an unreturned delegation is revoked a lease after its recall (DELEG_REVOKED, flags)"
+
+deleg_rpc /tank/share "rb-$$" rebind f-rebind
+pass "an unanswered recall takes the back channel down; rebinding brings the recall again"
 
 deleg_rpc /tank/share "v3-$$" v3 f-v3
 pass "an NFSv3 WRITE is JUKEBOX while the delegation is recalled, then succeeds"
