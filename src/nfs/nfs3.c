@@ -874,6 +874,7 @@ static void proc_link(ctx_t *c)
     zpl_wcc_t w;
     bool done = false;
     if (!rc) rc = may_add_entry(c, dir);
+    if (!rc) rc = nfs4_deleg_yield(c->call->srv, file, true);   /* its nlink changes */
     if (!rc) {
         rc = zpl_link(file, dir, name, &w);
         done = rc == 0;

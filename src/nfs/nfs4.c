@@ -977,6 +977,7 @@ static uint32_t op_link(nfs4_cx_t *cx)
     if ((st = need_dir(cx, false))) return st;
     if ((st = need_writable(&cx->cur))) return st;
     if ((st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
+    if ((st = nfs4_deleg_check(cx, cx->saved.node, NULL))) return st;   /* its nlink changes */
     zpl_wcc_t wcc;
     int rc = zpl_link(cx->saved.node, cx->cur.node, name, &wcc);
     if (rc == -EPERM) return NFS4ERR_ISDIR;

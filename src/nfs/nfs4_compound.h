@@ -94,7 +94,7 @@ uint32_t nfs4_op_delegreturn(nfs4_cx_t *cx);
 uint32_t nfs4_op_delegpurge(nfs4_cx_t *cx);
 uint32_t nfs4_op_backchannel_ctl(nfs4_cx_t *cx);
 /* NFS4ERR_DELAY while another client's delegation on node (or dir/name) is
- * recalled ahead of a change to it (REMOVE, RENAME, SETATTR); sid names the
+ * recalled ahead of a change to it (REMOVE, RENAME, LINK, SETATTR); sid names the
  * requester in 4.0 (may be NULL). */
 uint32_t nfs4_deleg_check(nfs4_cx_t *cx, zpl_node_t *node, const nfs4_stateid_t *sid);
 uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name);

@@ -18,8 +18,9 @@
  *
  * Conflicts (nfs4_deleg_conflict): another client's OPEN (for write against
  * any delegation, for read against a write delegation), its or an anonymous
- * READ/WRITE/SETATTR, REMOVE/RENAME/SETATTR through NFSv4, NFSv3 WRITE,
- * SETATTR, REMOVE, RENAME (and READ against write delegations), and NLM locks.
+ * READ/WRITE/SETATTR, REMOVE/RENAME/LINK/SETATTR through NFSv4, NFSv3 WRITE,
+ * SETATTR, REMOVE, RENAME, LINK (and READ against write delegations), and NLM
+ * locks.
  * The first one queues a CB_RECALL and every one answers "later" (DELAY,
  * JUKEBOX, DENIED_GRACE_PERIOD) until the client returns the delegation. A
  * delegation still held a lease after its recall, or whose client's lease ran
