@@ -93,7 +93,7 @@ again:
 }
 
 bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
-                                 bool write)
+                                     bool write)
 {
     if (!atomic_load(&st->ndelegs)) return false;
     nfs4_file_t *f = nfs4_file_find(st, node);
