@@ -15,7 +15,7 @@ source "$(dirname "$0")/nfs_lib.sh"
 vm_require
 
 sparse_files "$T/dev" 4G a
-printf 'nfs_lease_time = 30\n' >"$T/lease.conf"
+printf 'nfs_lease_time = 30\nnfs_delegations = 1\n' >"$T/lease.conf"
 daemon_start d1 --config "$T/lease.conf"
 nfs_ports d1
 run_ok "$CAIRN" pool create tank "$T/dev/a"
