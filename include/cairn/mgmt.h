@@ -69,6 +69,7 @@ typedef struct cairnd_config {
     uint32_t nfs_max_conns, nfs_max_conns_per_client;
     uint32_t nfs_idle_timeout;      /* seconds without a request before a close */
     uint32_t nfs_lease_time;        /* NFSv4 lease, seconds */
+    uint32_t nfs_delegations;       /* 1: NFSv4 read/write delegations, 0 (default): none */
     uint32_t nfs_grace_time;        /* seconds of grace after a restart (v4 and NLM); 0: lease */
     uint32_t nlm_client_portmap;    /* port of client hosts' portmappers (NLM callbacks); 0: 111 */
     uint32_t iscsi_max_conns, iscsi_max_conns_per_client;

@@ -35,6 +35,7 @@ typedef struct nfs_server_config {
     const char *state_dir;      /* NFSv4 client records for grace; NULL: none */
     uint32_t lease_seconds;     /* NFSv4 lease; 0: NFS_DEFAULT_LEASE_S */
     uint32_t grace_seconds;     /* 0: the lease time (NFSv4 and NLM) */
+    bool no_delegations;        /* NFSv4 OPEN never grants a delegation */
     uint16_t nlm_client_portmap;/* the portmapper port on client hosts, where NLM
                                    finds their lock manager (GRANTED callbacks) and
                                    statd (SM_NOTIFY); 0: 111 */

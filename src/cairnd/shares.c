@@ -55,6 +55,7 @@ int cairnd_shares_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     nc.idle_timeout_s = cfg->nfs_idle_timeout;
     nc.lease_seconds = cfg->nfs_lease_time;
     nc.grace_seconds = cfg->nfs_grace_time;
+    nc.no_delegations = !cfg->nfs_delegations;
     nc.nlm_client_portmap = (uint16_t)cfg->nlm_client_portmap;
     char state[MGMT_PATH_MAX + 8];
     snprintf(state, sizeof state, "%s/nfs", cfg->state_dir);

@@ -39,6 +39,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->nfs_max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->nfs_idle_timeout = NFS_DEFAULT_IDLE_TIMEOUT_S;
     cfg->nfs_lease_time = NFS_DEFAULT_LEASE_S;
+    cfg->nfs_delegations = 0;   /* see conf/cairnd.conf */
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
@@ -137,6 +138,7 @@ static const num_setting_t num_settings[] = {
     {"nfs_idle_timeout", offsetof(cairnd_config_t, nfs_idle_timeout), 1, 86400, "seconds"},
     /* A client renews within a lease; below a few seconds that is a request storm. */
     {"nfs_lease_time", offsetof(cairnd_config_t, nfs_lease_time), 5, 3600, "seconds"},
+    {"nfs_delegations", offsetof(cairnd_config_t, nfs_delegations), 0, 1, "a switch"},
     {"nfs_grace_time", offsetof(cairnd_config_t, nfs_grace_time), 1, 3600, "seconds"},
     {"nlm_client_portmap_port", offsetof(cairnd_config_t, nlm_client_portmap), 1, 65535, "port"},
     {"iscsi_max_connections", offsetof(cairnd_config_t, iscsi_max_conns), 1, 65536,

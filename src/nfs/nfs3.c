@@ -411,6 +411,7 @@ static void proc_setattr(ctx_t *c)
     bool done = false, not_sync = false;
     if (!rc && !c->writable) rc = -EROFS;
     if (!rc) rc = may_setattr(c, n, &sa);
+    if (!rc) rc = nfs4_deleg_yield(c->call->srv, n, true);
     if (!rc) {
         rc = zpl_setattr(n, &sa, &w);
         /* A failed guard is NOT_SYNC, not "try later". */
@@ -518,6 +519,7 @@ static void proc_read(ctx_t *c)
     if (count > NFS_IO_MAX) count = NFS_IO_MAX;
     zpl_attr_t at;
     if (!rc) rc = may_io(c, n, ZPL_ACCESS_READ, &at);
+    if (!rc) rc = nfs4_deleg_yield(c->call->srv, n, false);   /* a write delegation */
     if (rc) {
         nfs_xdr_put_u32(c->r, nfsstat(rc));
         put_post_attr(c->r, n);
@@ -595,6 +597,7 @@ static void proc_write(ctx_t *c)
     if (!rc && !c->writable) rc = -EROFS;
     if (!rc) rc = may_io(c, n, ZPL_ACCESS_WRITE, &at);
     if (!rc && off + count < off) rc = -EFBIG;
+    if (!rc) rc = nfs4_deleg_yield(c->call->srv, n, true);   /* JUKEBOX while recalled */
     if (!rc) {
         rc = zpl_write(n, off, count, data, stable == UNSTABLE ? 0 : ZPL_IO_SYNC, &w);
         done = rc == 0;
@@ -811,6 +814,7 @@ static void proc_remove(ctx_t *c, bool rmdir)
     if (!rc && rmdir && !strcmp(name, ".")) rc = -EINVAL;
     if (!rc && rmdir && !strcmp(name, "..")) rc = -ENOTEMPTY;
     if (!rc) rc = may_delete(c, dir, name);
+    if (!rc && !rmdir) rc = nfs4_deleg_yield_name(c->call->srv, dir, name);
     if (!rc) {
         rc = rmdir ? zpl_rmdir(dir, name, &w) : zpl_remove(dir, name, &w);
         done = rc == 0;
@@ -843,6 +847,8 @@ static void proc_rename(ctx_t *c)
             rc = may_delete(c, tdir, tname);
         }
     }
+    if (!rc) rc = nfs4_deleg_yield_name(c->call->srv, sdir, sname);
+    if (!rc) rc = nfs4_deleg_yield_name(c->call->srv, tdir, tname);
     if (!rc) {
         rc = zpl_rename(sdir, sname, tdir, tname, &sw, &tw);
         done = rc == 0;
@@ -868,6 +874,7 @@ static void proc_link(ctx_t *c)
     zpl_wcc_t w;
     bool done = false;
     if (!rc) rc = may_add_entry(c, dir);
+    if (!rc) rc = nfs4_deleg_yield(c->call->srv, file, true);   /* its nlink changes */
     if (!rc) {
         rc = zpl_link(file, dir, name, &w);
         done = rc == 0;

@@ -73,13 +73,21 @@ int nfs4_init(nfs_server_t *srv, void **state)
     uint32_t grace = srv->cfg.grace_seconds ? srv->cfg.grace_seconds : lease;
     nfs4_server_t *st = nfs4_server_new(srv, nfs_server_state_dir(srv), lease, grace);
     if (!st) return -ENOMEM;
+    st->delegations = !srv->cfg.no_delegations;
+    int rc = nfs4_cb_start(st);
+    if (rc < 0) {
+        nfs4_server_free(st);
+        return rc;
+    }
     *state = st;
     return 0;
 }
 
 void nfs4_fini(void *state)
 {
-    if (state) nfs4_server_free(state);
+    if (!state) return;
+    nfs4_cb_stop(state);
+    nfs4_server_free(state);
 }
 
 void nfs4_export_removed(void *state, nfs_export_t *exp)
@@ -929,6 +937,7 @@ static uint32_t op_remove(nfs4_cx_t *cx)
     if (st == NFS4_OK) st = need_dir(cx, false);
     if (st == NFS4_OK) st = need_writable(&cx->cur);
     if (st == NFS4_OK) st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
+    if (st == NFS4_OK) st = nfs4_deleg_check_name(cx, cx->cur.node, name);
     if (st) return st;
     zpl_wcc_t wcc;
     int rc = zpl_remove(cx->cur.node, name, &wcc);
@@ -953,6 +962,8 @@ static uint32_t op_rename(nfs4_cx_t *cx)
     if ((st = need_writable(&cx->cur))) return st;
     if ((st = nfs4_perm(&cx->saved, cx->saved.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
     if ((st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
+    if ((st = nfs4_deleg_check_name(cx, cx->saved.node, from))) return st;
+    if ((st = nfs4_deleg_check_name(cx, cx->cur.node, to))) return st;
     zpl_wcc_t swcc, twcc;
     int rc = zpl_rename(cx->saved.node, from, cx->cur.node, to, &swcc, &twcc);
     if (rc < 0) return nfs4_errno_to_status(rc);
@@ -974,6 +985,7 @@ static uint32_t op_link(nfs4_cx_t *cx)
     if ((st = need_dir(cx, false))) return st;
     if ((st = need_writable(&cx->cur))) return st;
     if ((st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
+    if ((st = nfs4_deleg_check(cx, cx->saved.node, NULL))) return st;   /* its nlink changes */
     zpl_wcc_t wcc;
     int rc = zpl_link(cx->saved.node, cx->cur.node, name, &wcc);
     if (rc == -EPERM) return NFS4ERR_ISDIR;
@@ -1027,6 +1039,7 @@ static uint32_t op_setattr(nfs4_cx_t *cx)
         if (st == NFS4_OK) st = nfs4_check_io_stateid(cx, &sid, true, &via_open);
         if (st == NFS4_OK && !via_open) st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE);
     }
+    if (st == NFS4_OK && s->mask) st = nfs4_deleg_check(cx, cx->cur.node, &sid);
     if (st == NFS4_OK && s->mask) {
         int rc = zpl_setattr(cx->cur.node, s, NULL);
         if (rc < 0) st = nfs4_errno_to_status(rc);
@@ -1309,10 +1322,10 @@ static uint32_t dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_TEST_STATEID: return nfs4_op_test_stateid(cx);
     case OP4_DESTROY_CLIENTID: return nfs4_op_destroy_clientid(cx);
     case OP4_RECLAIM_COMPLETE: return nfs4_op_reclaim_complete(cx);
-    case OP4_DELEGPURGE:
-    case OP4_DELEGRETURN:
+    case OP4_DELEGPURGE: return nfs4_op_delegpurge(cx);
+    case OP4_DELEGRETURN: return nfs4_op_delegreturn(cx);
+    case OP4_BACKCHANNEL_CTL: return nfs4_op_backchannel_ctl(cx);
     case OP4_OPENATTR:
-    case OP4_BACKCHANNEL_CTL:
     case OP4_GET_DIR_DELEGATION:
     case OP4_GETDEVICEINFO:
     case OP4_GETDEVICELIST:

@@ -93,6 +93,15 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx);
 uint32_t nfs4_op_lockt(nfs4_cx_t *cx);
 uint32_t nfs4_op_locku(nfs4_cx_t *cx);
 uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx);
+/* nfs4_deleg.c */
+uint32_t nfs4_op_delegreturn(nfs4_cx_t *cx);
+uint32_t nfs4_op_delegpurge(nfs4_cx_t *cx);
+uint32_t nfs4_op_backchannel_ctl(nfs4_cx_t *cx);
+/* NFS4ERR_DELAY while another client's delegation on node (or dir/name) is
+ * recalled ahead of a change to it (REMOVE, RENAME, LINK, SETATTR); sid names the
+ * requester in 4.0 (may be NULL). */
+uint32_t nfs4_deleg_check(nfs4_cx_t *cx, zpl_node_t *node, const nfs4_stateid_t *sid);
+uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name);
 /* The stateid of a READ, WRITE or SETATTR(size) on the current file. */
 uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);
 /* Stores the reply of a 4.1 COMPOUND in its slot and frees the slot. */

@@ -12,6 +12,7 @@
 #include "nfs_impl.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -86,7 +87,7 @@ enum nfs4_status {
     NFS4ERR_TOO_MANY_OPS = 10070, NFS4ERR_OP_NOT_IN_SESSION = 10071,
     NFS4ERR_CLIENTID_BUSY = 10074, NFS4ERR_SEQ_FALSE_RETRY = 10076,
     NFS4ERR_BAD_HIGH_SLOT = 10077, NFS4ERR_DEADSESSION = 10078, NFS4ERR_NOT_ONLY_OP = 10081,
-    NFS4ERR_WRONG_CRED = 10082, NFS4ERR_WRONG_TYPE = 10083,
+    NFS4ERR_WRONG_CRED = 10082, NFS4ERR_WRONG_TYPE = 10083, NFS4ERR_DELEG_REVOKED = 10087,
 };
 
 enum { NF4REG = 1, NF4DIR = 2, NF4BLK = 3, NF4CHR = 4, NF4LNK = 5, NF4SOCK = 6, NF4FIFO = 7 };
@@ -292,9 +293,10 @@ struct nfs4_file {
     zpl_node_t *node;
     nfs4_range_list_t locks;
     unsigned nstates;
+    unsigned ndelegs;                 /* delegations held (not revoked) */
 };
 
-enum { NFS4_STID_OPEN = 1, NFS4_STID_LOCK = 2 };
+enum { NFS4_STID_OPEN = 1, NFS4_STID_LOCK = 2, NFS4_STID_DELEG = 3 };
 
 struct nfs4_stid {
     nfs4_stid_t *hnext;               /* hash chain by key */
@@ -305,8 +307,11 @@ struct nfs4_stid {
     nfs4_client_t *client;
     nfs4_owner_t *owner;
     nfs4_file_t *file;
-    uint32_t access, deny;            /* OPEN: share access/deny held */
+    uint32_t access, deny;            /* OPEN: share access/deny held; DELEG: READ
+                                         (read delegation) or BOTH (write) */
     nfs4_stid_t *open;                /* LOCK: the open state it was made from */
+    time_t recalled;                  /* DELEG: when CB_RECALL was queued (0: not) */
+    bool revoked;                     /* DELEG: revoked, kept to answer DELEG_REVOKED */
 };
 
 typedef struct nfs4_slot {
@@ -321,12 +326,29 @@ typedef struct nfs4_chan_attrs {
     uint32_t headerpad, maxreq, maxresp, maxresp_cached, maxops, maxreqs;
 } nfs4_chan_attrs_t;
 
+/* The security a client asked its callbacks to carry (CREATE_SESSION,
+ * BACKCHANNEL_CTL): AUTH_SYS with the parameters it gave, or AUTH_NONE. */
+typedef struct nfs4_cb_sec {
+    uint32_t flavor;
+    uint32_t len;
+    uint8_t body[400];                /* AUTH_SYS: the encoded authsys_parms */
+} nfs4_cb_sec_t;
+
 struct nfs4_session {
     nfs4_session_t *next;             /* the client's sessions */
     uint8_t id[NFS4_SESSIONID_SIZE];
     nfs4_client_t *client;
     nfs4_chan_attrs_t fore, back;
     nfs4_slot_t *slots;
+    /* Back channel (nfs4_callback.c): the fore-channel connection bound to
+     * carry callbacks (held), the callback program and security, and the
+     * sequence id of back-channel slot 0, the only one used. */
+    nfs_conn_t *back_conn;
+    bool back_wanted;                 /* the client asked for one (path down if lost) */
+    uint32_t cb_prog;
+    nfs4_cb_sec_t cb_sec;
+    uint32_t cb_seqid;
+    uint32_t cb_minor;                /* the minor version the client speaks (CB_COMPOUND's) */
 };
 
 struct nfs4_client {
@@ -347,6 +369,13 @@ struct nfs4_client {
     nfs4_owner_t *owners;
     nfs4_stid_t *stids;
     nfs4_session_t *sessions;
+    unsigned nrevoked;                /* revoked delegations not yet freed */
+    /* 4.0 callback path (SETCLIENTID): the client's callback address,
+     * program and ident, and whether a CB_NULL probe answered. */
+    struct sockaddr_storage cb_addr;
+    socklen_t cb_addr_len;
+    uint32_t cb_prog, cb_ident;
+    bool cb_up;
 };
 
 #define NFS4_STID_HASH 4096
@@ -375,6 +404,9 @@ typedef struct nfs4_server {
      * that may wait on the pool. */
     zpl_node_t **released;
     size_t nreleased, released_cap;
+    bool delegations;                 /* grant delegations (nfs_delegations) */
+    atomic_uint ndelegs;              /* delegations held: NFSv3 skips the lock at 0 */
+    struct nfs4_cb *cb;               /* the callback thread (nfs4_callback.c) */
 } nfs4_server_t;
 
 time_t nfs4_now(void);
@@ -435,7 +467,8 @@ nfs4_stid_t *nfs4_stid_new(nfs4_server_t *st, uint32_t type, nfs4_client_t *c,
                            nfs4_owner_t *o, nfs4_file_t *f);
 void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s);
 /* Looks a stateid up: NFS4_OK, or STALE_STATEID (earlier boot), EXPIRED (its
- * client's lease ran out), BAD_STATEID; then checks its seqid. */
+ * client's lease ran out), BAD_STATEID; then checks its seqid. A revoked
+ * delegation answers DELEG_REVOKED (4.1) or EXPIRED (4.0) with *out set. */
 uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t *sid,
                         nfs4_stid_t **out);
 void nfs4_stid_to_wire(nfs4_server_t *st, const nfs4_stid_t *s, nfs4_stateid_t *out);
@@ -447,3 +480,44 @@ void nfs4_session_destroy(nfs4_server_t *st, nfs4_session_t *s);
 
 /* Drops every state on files of exp. */
 void nfs4_drop_export(nfs4_server_t *st, nfs_export_t *exp);
+
+/* ---------------------------------------------------------------- delegations */
+
+/* nfs4_deleg.c. Lock held. Whether a delegation of a client other than
+ * requester (NULL: an NFSv3 or NLM caller) stands in the way of an access to f
+ * (write: every delegation does; read: write delegations): those not yet
+ * recalled are recalled, those recalled a lease ago (or whose client's lease
+ * ran out) are revoked. true: the caller answers "try again later". The caller
+ * holds a state count on f. */
+bool nfs4_deleg_conflict(nfs4_server_t *st, nfs4_file_t *f, const nfs4_client_t *requester,
+                         bool write);
+/* The same for a node, taking the lock, for the client numbered requester (0:
+ * unknown, as an NFSv4.0 REMOVE's). */
+bool nfs4_deleg_conflict_node(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
+                              bool write);
+bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
+                                     bool write);
+/* OPEN's grant: a delegation for client c's open s, or NULL (lock held). */
+nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                              bool want_none);
+/* Bookkeeping when a delegation stateid is freed (nfs4_stid_free). */
+void nfs4_deleg_forget(nfs4_server_t *st, nfs4_stid_t *s);
+
+/* nfs4_callback.c: the callback thread, CB_NULL/CB_RECALL over the 4.1 back
+ * channel or the 4.0 callback address. */
+int nfs4_cb_start(nfs4_server_t *st);
+void nfs4_cb_stop(nfs4_server_t *st);
+/* Queues a CB_RECALL of delegation s (lock held). */
+void nfs4_cb_recall(nfs4_server_t *st, nfs4_stid_t *s);
+/* Queues a CB_NULL probe of c's 4.0 callback address (lock held). */
+void nfs4_cb_probe(nfs4_server_t *st, nfs4_client_t *c);
+/* Whether c can be called back now (lock held). */
+bool nfs4_cb_path_up(nfs4_client_t *c);
+/* Decodes callback_sec_parms4<> (CREATE_SESSION, BACKCHANNEL_CTL): keeps the
+ * first AUTH_SYS, else AUTH_NONE. NFS4_OK or BADXDR. */
+uint32_t nfs4_cb_sec_decode(nfs_xdr_t *a, nfs4_cb_sec_t *out);
+/* Binds conn as s's back channel (lock held); conn NULL unbinds. */
+void nfs4_cb_bind(nfs4_session_t *s, nfs_conn_t *conn);
+/* Parses a 4.0 callback address (netid "tcp"/"tcp6", universal address). */
+bool nfs4_cb_parse_addr(const uint8_t *netid, uint32_t nlen, const uint8_t *uaddr,
+                        uint32_t ulen, struct sockaddr_storage *ss, socklen_t *sl);

@@ -36,6 +36,16 @@ enum {
     CLAIM_FH = 4, CLAIM_DELEG_CUR_FH = 5, CLAIM_DELEG_PREV_FH = 6,
 };
 enum { OPEN4_RESULT_CONFIRM = 2, OPEN4_RESULT_LOCKTYPE_POSIX = 4 };
+enum { CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2 };
+enum { CDFC4_FORE = 0x1, CDFC4_BACK = 0x2, CDFS4_FORE = 0x1, CDFS4_BACK = 0x2, CDFS4_BOTH = 0x3 };
+enum { SEQ4_STATUS_RECALLABLE_STATE_REVOKED = 0x40, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x200 };
+enum {
+    OPEN_DELEGATE_NONE = 0, OPEN_DELEGATE_READ = 1, OPEN_DELEGATE_WRITE = 2,
+    OPEN_DELEGATE_NONE_EXT = 3,
+};
+enum { OPEN4_SHARE_ACCESS_WANT_DELEG_MASK = 0xff00, OPEN4_SHARE_ACCESS_WANT_NO_DELEG = 0x0400,
+       OPEN4_SHARE_ACCESS_WANT_CANCEL = 0x0500 };
+enum { WND4_NOT_WANTED = 0, WND4_CONTENTION = 1 };
 
 #define SESSION_MAX_SLOTS 64
 #define SESSION_MAX_OPS 64
@@ -155,11 +165,14 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
     const uint8_t *verf = nfs_xdr_get_fixed(a, 8);
     uint32_t idlen, l;
     const uint8_t *id = nfs_xdr_get_opaque(a, &idlen, NFS4_OPAQUE_LIMIT);
-    (void)nfs_xdr_get_u32(a);                        /* cb_program */
-    (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT); /* r_netid */
-    (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT); /* r_addr */
-    (void)nfs_xdr_get_u32(a);                        /* callback_ident */
+    uint32_t cb_prog = nfs_xdr_get_u32(a), ulen;
+    const uint8_t *netid = nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
+    const uint8_t *uaddr = nfs_xdr_get_opaque(a, &ulen, NFS4_OPAQUE_LIMIT);
+    uint32_t cb_ident = nfs_xdr_get_u32(a);
     if (a->err) return NFS4ERR_BADXDR;
+    struct sockaddr_storage cb_addr;
+    socklen_t cb_addr_len = 0;
+    if (!nfs4_cb_parse_addr(netid, l, uaddr, ulen, &cb_addr, &cb_addr_len)) cb_addr_len = 0;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
@@ -178,6 +191,12 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
             return NFS4ERR_RESOURCE;
         }
     }
+    /* Probed once confirmed (SETCLIENTID_CONFIRM). */
+    c->cb_prog = cb_prog;
+    c->cb_ident = cb_ident;
+    c->cb_addr = cb_addr;
+    c->cb_addr_len = cb_addr_len;
+    c->cb_up = false;
     nfs_xdr_put_u64(cx->r, c->clientid);
     nfs_xdr_put_fixed(cx->r, c->confirm, 8);
     nfs4_unlock(st);
@@ -196,6 +215,7 @@ uint32_t nfs4_op_setclientid_confirm(nfs4_cx_t *cx)
     if (c && memcmp(c->confirm, verf, 8)) status = NFS4ERR_STALE_CLIENTID;
     else if (c && !c->confirmed) nfs4_client_confirm(st, c);
     else if (c) c->renewed = nfs4_now();
+    if (c && status == NFS4_OK) nfs4_cb_probe(st, c);
     nfs4_unlock(st);
     return c ? status : (status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status);
 }
@@ -207,6 +227,11 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
     pthread_mutex_lock(&cx->st->lock);
     nfs4_client_t *c;
     uint32_t status = client_of(cx, clientid, &c);
+    /* Renewed, but a client holding delegations it cannot be called back
+     * about is told so (RFC 7530 16.29.5), and may give a new address. */
+    if (status == NFS4_OK && !c->cb_up)
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext)
+            if (s->type == NFS4_STID_DELEG && !s->revoked) status = NFS4ERR_CB_PATH_DOWN;
     nfs4_unlock(cx->st);
     return status;
 }
@@ -312,32 +337,13 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
     nfs_xdr_t *a = cx->a;
     uint64_t clientid = nfs_xdr_get_u64(a);
     uint32_t seq = nfs_xdr_get_u32(a);
-    (void)nfs_xdr_get_u32(a);                        /* flags */
+    uint32_t flags = nfs_xdr_get_u32(a);
     nfs4_chan_attrs_t fore, back;
     get_chan(a, &fore);
     get_chan(a, &back);
-    (void)nfs_xdr_get_u32(a);                        /* cb_program */
-    uint32_t nsec = nfs_xdr_get_u32(a), l;
-    if (nsec > 16) return NFS4ERR_BADXDR;
-    for (uint32_t i = 0; i < nsec && !a->err; i++) {
-        uint32_t flavor = nfs_xdr_get_u32(a);
-        if (flavor == 1) {
-            (void)nfs_xdr_get_u32(a);
-            (void)nfs_xdr_get_opaque(a, &l, 255);
-            (void)nfs_xdr_get_u32(a);
-            (void)nfs_xdr_get_u32(a);
-            uint32_t ng = nfs_xdr_get_u32(a);
-            if (ng > 16) return NFS4ERR_BADXDR;
-            for (uint32_t k = 0; k < ng; k++) (void)nfs_xdr_get_u32(a);
-        } else if (flavor == 6) {
-            (void)nfs_xdr_get_u32(a);
-            (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
-            (void)nfs_xdr_get_opaque(a, &l, NFS4_OPAQUE_LIMIT);
-        } else if (flavor != 0) {
-            return NFS4ERR_BADXDR;
-        }
-    }
-    if (a->err) return NFS4ERR_BADXDR;
+    uint32_t cb_prog = nfs_xdr_get_u32(a);
+    nfs4_cb_sec_t cb_sec;
+    if (nfs4_cb_sec_decode(a, &cb_sec) || a->err) return NFS4ERR_BADXDR;
 
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
@@ -377,10 +383,20 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         return NFS4ERR_RESOURCE;
     }
     if (!c->confirmed) nfs4_client_confirm(st, c);
+    /* This connection carries the back channel too when the client asks:
+     * callbacks go out on it (nfs4_callback.c). No persistence, no RDMA. */
+    s->cb_prog = cb_prog;
+    s->cb_sec = cb_sec;
+    s->cb_minor = cx->minor;
+    flags &= CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
+    if (flags) {
+        s->back_wanted = true;
+        nfs4_cb_bind(s, cx->call->conn);
+    }
     size_t body = cx->r->pos;
     nfs_xdr_put_fixed(cx->r, s->id, NFS4_SESSIONID_SIZE);
     nfs_xdr_put_u32(cx->r, seq);
-    nfs_xdr_put_u32(cx->r, 0);                       /* no persistence, no back channel */
+    nfs_xdr_put_u32(cx->r, flags);
     put_chan(cx->r, &f);
     put_chan(cx->r, &back);
     if (!cx->r->err) {
@@ -457,7 +473,11 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     nfs_xdr_put_u32(cx->r, slotid);
     nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
     nfs_xdr_put_u32(cx->r, s->fore.maxreqs - 1);
-    nfs_xdr_put_u32(cx->r, 0);                       /* sr_status_flags */
+    uint32_t flags = 0;
+    if (s->client->nrevoked) flags |= SEQ4_STATUS_RECALLABLE_STATE_REVOKED;
+    if (s->back_wanted && (!s->back_conn || nfs_conn_closed(s->back_conn)))
+        flags |= SEQ4_STATUS_CB_PATH_DOWN_SESSION;   /* the client binds another */
+    nfs_xdr_put_u32(cx->r, flags);
     nfs4_unlock(st);
     return NFS4_OK;
 }
@@ -550,17 +570,29 @@ uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx)
 uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx)
 {
     const uint8_t *sid = nfs_xdr_get_fixed(cx->a, NFS4_SESSIONID_SIZE);
-    (void)nfs_xdr_get_u32(cx->a);
-    (void)nfs_xdr_get_u32(cx->a);
+    uint32_t dir = nfs_xdr_get_u32(cx->a);
+    (void)nfs_xdr_get_u32(cx->a);                    /* RDMA mode */
     if (cx->a->err) return NFS4ERR_BADXDR;
+    /* Every connection may carry the fore channel; one asked to carry the
+     * back channel (CDFC4_BACK, FORE_OR_BOTH, BACK_OR_BOTH) becomes the
+     * session's callback connection. */
+    bool back = dir & CDFC4_BACK;
+    uint32_t got = !back ? CDFS4_FORE : (dir & CDFC4_FORE) ? CDFS4_BOTH : CDFS4_BACK;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_session_t *s = nfs4_session_find(cx->st, sid);
     if (s) s->client->renewed = nfs4_now();
+    if (s && back) {
+        s->back_wanted = true;
+        nfs4_cb_bind(s, cx->call->conn);
+        /* Recalls that found the channel down go again on the new one. */
+        for (nfs4_stid_t *d = s->client->stids; d; d = d->cnext)
+            if (d->type == NFS4_STID_DELEG && d->recalled && !d->revoked)
+                nfs4_cb_recall(cx->st, d);
+    }
     nfs4_unlock(cx->st);
     if (!s) return NFS4ERR_BADSESSION;
-    /* Every connection may carry the fore channel; there is no back channel. */
     nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
-    nfs_xdr_put_u32(cx->r, 1);                       /* CDFS4_FORE */
+    nfs_xdr_put_u32(cx->r, got);
     nfs_xdr_put_u32(cx->r, 0);
     return NFS4_OK;
 }
@@ -597,7 +629,10 @@ uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx)
     pthread_mutex_lock(&cx->st->lock);
     nfs4_stid_t *s;
     status = nfs4_stid_find(cx->st, cx->minor, &sid, &s);
-    if (status == NFS4_OK) {
+    if (status == NFS4ERR_DELEG_REVOKED && s) {
+        nfs4_stid_free(cx->st, s);   /* the client saw its delegation revoked */
+        status = NFS4_OK;
+    } else if (status == NFS4_OK) {
         if (s->type != NFS4_STID_LOCK || nfs4_range_owner_holds(&s->file->locks, s->owner))
             status = NFS4ERR_LOCKS_HELD;
         else
@@ -651,6 +686,38 @@ static uint32_t open_file_type(nfs4_cx_t *cx, zpl_node_t *n, zpl_attr_t *a)
     return NFS4_OK;
 }
 
+/* open_delegation4 of an OPEN reply: the delegation granted, or none (4.1
+ * says why when the client asked for one). */
+static void put_delegation(nfs4_cx_t *cx, const nfs4_stid_t *d, uint32_t wants, bool want_none)
+{
+    nfs_xdr_t *r = cx->r;
+    if (!d) {
+        if (cx->minor == 0 || !wants) {
+            nfs_xdr_put_u32(r, OPEN_DELEGATE_NONE);
+            return;
+        }
+        nfs_xdr_put_u32(r, OPEN_DELEGATE_NONE_EXT);
+        nfs_xdr_put_u32(r, want_none ? WND4_NOT_WANTED : WND4_CONTENTION);
+        if (!want_none) nfs_xdr_put_u32(r, 0);      /* no signal when it frees up */
+        return;
+    }
+    bool write = d->access & OPEN4_SHARE_ACCESS_WRITE;
+    nfs_xdr_put_u32(r, write ? OPEN_DELEGATE_WRITE : OPEN_DELEGATE_READ);
+    nfs4_stateid_t w;
+    nfs4_stid_to_wire(cx->st, d, &w);
+    nfs4_put_stateid(r, &w);
+    nfs_xdr_put_u32(r, 0);                           /* recall: no */
+    if (write) {
+        nfs_xdr_put_u32(r, 1);                       /* NFS_LIMIT_SIZE: no limit */
+        nfs_xdr_put_u64(r, UINT64_MAX);
+    }
+    /* An empty ACE: the client asks ACCESS as usual. */
+    nfs_xdr_put_u32(r, 0);                           /* ACE4_ACCESS_ALLOWED_ACE_TYPE */
+    nfs_xdr_put_u32(r, 0);
+    nfs_xdr_put_u32(r, 0);
+    nfs_xdr_put_u32(r, 0);                           /* who: "" */
+}
+
 uint32_t nfs4_op_open(nfs4_cx_t *cx)
 {
     nfs_xdr_t *a = cx->a;
@@ -683,6 +750,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     char name[ZPL_NAME_MAX + 1] = "";
     uint32_t name_status = NFS4_OK;
     nfs4_stateid_t dsid;
+    memset(&dsid, 0, sizeof dsid);
     switch (claim) {
     case CLAIM_NULL:
     case CLAIM_DELEGATE_PREV:
@@ -706,7 +774,13 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     }
     if (a->err || name_status == NFS4ERR_BADXDR) return NFS4ERR_BADXDR;
     if (claim == CLAIM_FH && cx->minor == 0) return NFS4ERR_INVAL;
-    if (claim != CLAIM_NULL && claim != CLAIM_PREVIOUS && claim != CLAIM_FH) return NFS4ERR_NOTSUPP;
+    if (claim == CLAIM_DELEG_CUR_FH && cx->minor == 0) return NFS4ERR_INVAL;
+    /* A client opening under a delegation it holds (before returning it) names
+     * the file or its handle and the delegation; reclaims of delegations of a
+     * previous client incarnation are not served (none survive anyway). */
+    bool deleg_cur = claim == CLAIM_DELEGATE_CUR || claim == CLAIM_DELEG_CUR_FH;
+    if (claim != CLAIM_NULL && claim != CLAIM_PREVIOUS && claim != CLAIM_FH && !deleg_cur)
+        return NFS4ERR_NOTSUPP;
     uint32_t want = access & ~0xffu;
     access &= 0xff;
     if ((want && cx->minor == 0) || access < 1 || access > 3 || deny > 3) return NFS4ERR_INVAL;
@@ -733,6 +807,11 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         if (claim == CLAIM_PREVIOUS) {
             if (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete))
                 status = NFS4ERR_NO_GRACE;
+        } else if (deleg_cur) {
+            nfs4_stid_t *d;
+            status = nfs4_stid_find(st, cx->minor, &dsid, &d);
+            if (status == NFS4_OK && (d->type != NFS4_STID_DELEG || d->client != c))
+                status = NFS4ERR_BAD_STATEID;
         } else if (grace) {
             status = NFS4ERR_GRACE;
         }
@@ -748,7 +827,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     nfs4_bitmap_t attrset = { { 0 } };
     nfs4_cfh_t *dir = &cx->cur;
     zpl_attr_t fa;
-    if (status == NFS4_OK && claim == CLAIM_NULL) {
+    if (status == NFS4_OK && (claim == CLAIM_NULL || claim == CLAIM_DELEGATE_CUR)) {
         if (dir->kind == NFS4_FH_PSEUDO) {
             status = opentype == OPEN4_CREATE ? NFS4ERR_ROFS : NFS4ERR_ISDIR;
         } else {
@@ -819,6 +898,11 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         }
     }
     if (status == NFS4_OK) status = open_file_type(cx, obj, &fa);
+    /* Another client's delegation yields first (before any truncation). */
+    bool writes = (access & OPEN4_SHARE_ACCESS_WRITE) || (sattr.sa.mask & ZPL_SET_SIZE);
+    if (status == NFS4_OK && !created &&
+        nfs4_deleg_conflict_node(st, obj, cx->minor >= 1 ? cx->clientid : clientid, writes))
+        status = NFS4ERR_DELAY;
     nfs4_cfh_t fh = { .kind = NFS4_FH_REAL, .node = obj, .cred = dir->cred, .writable = dir->writable };
     if (status == NFS4_OK && !created) {
         uint32_t want_perm = 0;
@@ -899,7 +983,12 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         nfs4_put_cinfo(cx->r, &wcc);
         nfs_xdr_put_u32(cx->r, rflags);
         nfs4_bitmap_put(cx->r, &attrset);
-        nfs_xdr_put_u32(cx->r, 0);                   /* OPEN_DELEGATE_NONE */
+        uint32_t wants = want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
+        bool want_none = wants == OPEN4_SHARE_ACCESS_WANT_NO_DELEG ||
+                         wants == OPEN4_SHARE_ACCESS_WANT_CANCEL;
+        nfs4_stid_t *d = claim == CLAIM_NULL || claim == CLAIM_FH
+                             ? nfs4_deleg_grant(st, c, s, want_none) : NULL;
+        put_delegation(cx, d, wants, want_none);
     }
     if (seq_ok) seq_finish(cx, o, seqid, status);
     nfs4_unlock(st);
@@ -1297,6 +1386,7 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
     if (status) return status;
     bool anon = nfs4_stateid_is_anon(sid), bypass = nfs4_stateid_is_bypass(sid);
     if (bypass && write) return NFS4ERR_BAD_STATEID;
+    uint64_t requester = 0;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     if (anon || bypass) {
@@ -1312,13 +1402,18 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
         if (status == NFS4_OK && !nfs4_file_is(s->file, cx->cur.node))
             status = NFS4ERR_BAD_STATEID;
         if (status == NFS4_OK) {
-            uint32_t access = s->type == NFS4_STID_OPEN ? s->access
+            uint32_t access = s->type != NFS4_STID_LOCK ? s->access
                             : s->open ? s->open->access : OPEN4_SHARE_ACCESS_BOTH;
             if (write && !(access & OPEN4_SHARE_ACCESS_WRITE)) status = NFS4ERR_OPENMODE;
             s->client->renewed = nfs4_now();
             *via_open = status == NFS4_OK;
         }
+        requester = status == NFS4_OK ? s->client->clientid : 0;
     }
+    /* Another client's (or an anonymous) access waits for a delegation's return. */
+    if (status == NFS4_OK &&
+        nfs4_deleg_conflict_node_locked(st, cx->cur.node, requester, write))
+        status = NFS4ERR_DELAY;
     nfs4_unlock(st);
     return status;
 }

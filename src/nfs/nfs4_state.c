@@ -301,6 +301,7 @@ void nfs4_stid_free(nfs4_server_t *st, nfs4_stid_t *s)
     while (*pp != s) pp = &(*pp)->cnext;
     *pp = s->cnext;
     if (s->type == NFS4_STID_LOCK) nfs4_range_drop_owner(&s->file->locks, s->owner);
+    if (s->type == NFS4_STID_DELEG) nfs4_deleg_forget(st, s);
     /* Lock states made from this open lose their parent. */
     for (nfs4_stid_t *o = s->client->stids; o; o = o->cnext)
         if (o->open == s) o->open = NULL;
@@ -514,6 +515,7 @@ uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t 
         if (s->key != key || (uint32_t)s->client->clientid != cnum) continue;
         uint32_t rc = nfs4_stateid_seqid_check(minor, sid->seqid, s->seqid);
         if (rc == NFS4_OK) *out = s;
+        if (rc == NFS4_OK && s->revoked) rc = minor >= 1 ? NFS4ERR_DELEG_REVOKED : NFS4ERR_EXPIRED;
         return rc;
     }
     return was_expired(st, cnum) ? NFS4ERR_EXPIRED : NFS4ERR_BAD_STATEID;
@@ -572,6 +574,7 @@ nfs4_session_t *nfs4_session_find(nfs4_server_t *st, const uint8_t id[16])
 void nfs4_session_destroy(nfs4_server_t *st, nfs4_session_t *s)
 {
     (void)st;
+    nfs4_cb_bind(s, NULL);
     nfs4_session_t **pp = &s->client->sessions;
     while (*pp != s) pp = &(*pp)->next;
     *pp = s->next;

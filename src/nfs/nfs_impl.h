@@ -146,6 +146,15 @@ bool nfs3_proc_reads_only(uint32_t proc);
 
 /* A stable id of the connection while it lives (for session/connection binding). */
 uint64_t nfs_conn_id(const nfs_conn_t *conn);
+/* NFSv4.1 back channel (nfs4_callback.c): a reference that keeps the
+ * connection's memory (not the socket) alive; whether it was closed; sending a
+ * whole RPC call (body: the call header onward) as one record from any
+ * thread. The reply arrives on the connection's reader, which gives records
+ * that are replies to nfs4_cb_reply. */
+void nfs_conn_hold(nfs_conn_t *conn);
+void nfs_conn_put(nfs_conn_t *conn);
+bool nfs_conn_closed(nfs_conn_t *conn);
+int nfs_conn_send_call(nfs_conn_t *conn, nfs_xdr_t *body);
 
 /* ---------------------------------------------------------------- exports */
 
@@ -205,5 +214,14 @@ nfs_accept_t nfs4_program(nfs_call_t *call);
 void nfs4_export_removed(void *state, nfs_export_t *exp);
 /* The NFSv4 state of a server (as returned by nfs4_init). */
 void *nfs_server_nfs4_state(nfs_server_t *srv);
+/* An RPC reply record that came in on conn (the I/O thread): a callback's
+ * answer, matched by xid (nfs4_callback.c). */
+void nfs4_cb_reply(nfs_server_t *srv, nfs_conn_t *conn, const uint8_t *rec, size_t len);
+/* For NFSv3 (and NLM callers without the state lock): 0, or -EAGAIN while an
+ * NFSv4 delegation on node that conflicts with this access (write: any
+ * delegation; read: write delegations) is being recalled (JUKEBOX). */
+int nfs4_deleg_yield(nfs_server_t *srv, zpl_node_t *node, bool write);
+/* The same for the file dir/name (REMOVE, RENAME); 0 when there is none. */
+int nfs4_deleg_yield_name(nfs_server_t *srv, zpl_node_t *dir, const char *name);
 
 #endif

@@ -494,6 +494,10 @@ static uint32_t do_lock(nfs_call_t *call, bool block, bool excl, const nlm_lock_
         if (f) nfs4_file_drop_unused(st, f);
         f = NULL;
         stat = NLM_DENIED_NOLOCKS;
+    } else if (nfs4_deleg_conflict(st, f, NULL, excl)) {
+        /* An NFSv4 client caching the file is being asked to give it back;
+         * the client host tries again, as after a restart. */
+        stat = NLM_DENIED_GRACE_PERIOD;
     } else {
         uint32_t type = excl ? WRITE_LT : READ_LT;
         long k = nfs4_lock_conflict(st, f, o, first, last, type);

@@ -327,6 +327,32 @@ out_unref:
      * drops it when it sees dead_pending. */
 }
 
+/* ------------------------------------------------------------ back channel */
+
+static size_t put_be32(uint8_t *p, uint32_t v);
+
+void nfs_conn_hold(nfs_conn_t *c) { atomic_fetch_add(&c->refs, 1); }
+void nfs_conn_put(nfs_conn_t *c) { conn_rele(c); }
+
+bool nfs_conn_closed(nfs_conn_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool closed = c->closed;
+    pthread_mutex_unlock(&c->lock);
+    return closed;
+}
+
+/* A callback goes out like a reply: one record, queued behind what the
+ * socket has not taken yet. */
+int nfs_conn_send_call(nfs_conn_t *c, nfs_xdr_t *body)
+{
+    if (body->len > 0x7fffffffu) return -EINVAL;
+    uint8_t mark[4];
+    put_be32(mark, 0x80000000u | (uint32_t)body->len);
+    conn_send_reply(c, mark, sizeof mark, body);
+    return nfs_conn_closed(c) ? -EPIPE : 0;
+}
+
 /* ------------------------------------------------------------ calls */
 
 typedef struct call_job {
@@ -614,6 +640,13 @@ static void conn_record_done(nfs_conn_t *c)
 {
     nfs_server_t *srv = c->srv;
     conn_touch(c);
+    if (c->rec_len >= 8 && c->rec[4] == 0 && c->rec[5] == 0 && c->rec[6] == 0 &&
+        c->rec[7] == RPC_REPLY) {
+        /* The client's answer to a callback on its back channel. */
+        nfs4_cb_reply(srv, c, c->rec, c->rec_len);
+        c->rec_len = 0;
+        return;
+    }
     if (conn_try_inline(c)) return;
     call_job_t *job = malloc(sizeof *job);
     if (!job) {

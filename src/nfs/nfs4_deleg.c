@@ -1,0 +1,256 @@
+/*
+ * NFSv4 delegations (RFC 7530 §10.4, RFC 8881 §10.4): the grant policy, the
+ * conflicts that recall them, revocation, and DELEGRETURN/BACKCHANNEL_CTL.
+ *
+ * A delegation is a stateid (NFS4_STID_DELEG) of its client on a file, with
+ * `access` READ (read delegation) or BOTH (write delegation); it counts in the
+ * file's state like an open, and in f->ndelegs and st->ndelegs while it is not
+ * revoked (NFSv3 checks st->ndelegs without the lock, so a server with none
+ * costs v3 I/O nothing).
+ *
+ * Policy (conservative, close to Linux's knfsd): OPEN grants one when the
+ * client can be called back (nfs4_cb_path_up), the server is out of grace,
+ * the client holds none on the file yet, no NLM lock is on it, and
+ *  - for an open for read only: no other client has the file open for write
+ *    (or holds a write delegation);
+ *  - for an open with write access: no other client has the file open or
+ *    holds a delegation on it.
+ *
+ * Conflicts (nfs4_deleg_conflict): another client's OPEN (for write against
+ * any delegation, for read against a write delegation), its or an anonymous
+ * READ/WRITE/SETATTR, REMOVE/RENAME/LINK/SETATTR through NFSv4, NFSv3 WRITE,
+ * SETATTR, REMOVE, RENAME, LINK (and READ against write delegations), and NLM
+ * locks.
+ * The first one queues a CB_RECALL and every one answers "later" (DELAY,
+ * JUKEBOX, DENIED_GRACE_PERIOD) until the client returns the delegation. A
+ * delegation still held a lease after its recall, or whose client's lease ran
+ * out, is revoked by the next conflicting request: it stops counting, and its
+ * stateid answers DELEG_REVOKED (4.1, and SEQUENCE flags
+ * SEQ4_STATUS_RECALLABLE_STATE_REVOKED until the client frees it) or EXPIRED
+ * (4.0). Delegations are not recorded: a restart loses them, and none are
+ * granted in grace (reclaims get OPEN_DELEGATE_NONE).
+ */
+#include "nfs4_compound.h"
+
+#include <cairn/log.h>
+
+#include <errno.h>
+
+#define SUB "nfs4"
+
+/* ---------------------------------------------------------------- conflicts */
+
+static void deleg_revoke(nfs4_server_t *st, nfs4_stid_t *s, const char *why)
+{
+    log_info(SUB, "client %016llx: delegation on object %llu revoked (%s)",
+             (unsigned long long)s->client->clientid, (unsigned long long)s->file->ino, why);
+    s->revoked = true;
+    s->file->ndelegs--;
+    atomic_fetch_sub(&st->ndelegs, 1);
+    s->client->nrevoked++;
+}
+
+void nfs4_deleg_forget(nfs4_server_t *st, nfs4_stid_t *s)
+{
+    if (s->revoked) {
+        s->client->nrevoked--;
+        return;
+    }
+    s->file->ndelegs--;
+    atomic_fetch_sub(&st->ndelegs, 1);
+}
+
+static bool deleg_conflicts(const nfs4_stid_t *s, const nfs4_file_t *f, bool write)
+{
+    return s->type == NFS4_STID_DELEG && s->file == f && !s->revoked &&
+           (write || (s->access & OPEN4_SHARE_ACCESS_WRITE));
+}
+
+bool nfs4_deleg_conflict(nfs4_server_t *st, nfs4_file_t *f, const nfs4_client_t *requester,
+                         bool write)
+{
+    bool busy = false;
+    time_t now = nfs4_now();
+again:
+    if (!f->ndelegs) return busy;
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (c == requester) continue;
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext) {
+            if (!deleg_conflicts(s, f, write)) continue;
+            if (nfs4_revoke_courtesy(st, c)) goto again;   /* c and s are gone */
+            if (!s->recalled) {
+                s->recalled = now;
+                nfs4_cb_recall(st, s);
+                busy = true;
+            } else if (now - s->recalled > (time_t)st->lease) {
+                deleg_revoke(st, s, "not returned a lease after its recall");
+            } else {
+                busy = true;
+            }
+        }
+    }
+    return busy;
+}
+
+bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
+                                     bool write)
+{
+    if (!atomic_load(&st->ndelegs)) return false;
+    nfs4_file_t *f = nfs4_file_find(st, node);
+    if (!f || !f->ndelegs) return false;
+    uint32_t status;
+    const nfs4_client_t *c = requester ? nfs4_client_by_id(st, requester, &status) : NULL;
+    f->nstates++;   /* revoking an expired client's state may drop the file's last */
+    bool busy = nfs4_deleg_conflict(st, f, c, write);
+    nfs4_file_put(st, f);
+    return busy;
+}
+
+bool nfs4_deleg_conflict_node(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
+                              bool write)
+{
+    if (!atomic_load(&st->ndelegs)) return false;
+    pthread_mutex_lock(&st->lock);
+    bool busy = nfs4_deleg_conflict_node_locked(st, node, requester, write);
+    nfs4_unlock(st);
+    return busy;
+}
+
+int nfs4_deleg_yield(nfs_server_t *srv, zpl_node_t *node, bool write)
+{
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    if (!st || !node) return 0;
+    return nfs4_deleg_conflict_node(st, node, 0, write) ? -EAGAIN : 0;
+}
+
+int nfs4_deleg_yield_name(nfs_server_t *srv, zpl_node_t *dir, const char *name)
+{
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    if (!st || !dir || !atomic_load(&st->ndelegs)) return 0;
+    zpl_node_t *n;
+    if (zpl_lookup(dir, name, &n) < 0) return 0;
+    int rc = nfs4_deleg_yield(srv, n, true);
+    zpl_node_rele(n);
+    return rc;
+}
+
+/* The client an NFSv4 request comes from: its session's, or (4.0) the one
+ * whose stateid it carries; 0 when it cannot tell. */
+static uint64_t requester_of(nfs4_cx_t *cx, const nfs4_stateid_t *sid)
+{
+    if (cx->minor >= 1 && cx->have_session) return cx->clientid;
+    if (!sid || nfs4_stateid_is_anon(sid) || nfs4_stateid_is_bypass(sid)) return 0;
+    uint32_t epoch = (uint32_t)sid->other[0] << 24 | (uint32_t)sid->other[1] << 16 |
+                     (uint32_t)sid->other[2] << 8 | sid->other[3];
+    uint32_t num = (uint32_t)sid->other[4] << 24 | (uint32_t)sid->other[5] << 16 |
+                   (uint32_t)sid->other[6] << 8 | sid->other[7];
+    return epoch == cx->st->epoch ? (uint64_t)epoch << 32 | num : 0;
+}
+
+uint32_t nfs4_deleg_check(nfs4_cx_t *cx, zpl_node_t *node, const nfs4_stateid_t *sid)
+{
+    return nfs4_deleg_conflict_node(cx->st, node, requester_of(cx, sid), true) ? NFS4ERR_DELAY
+                                                                                : NFS4_OK;
+}
+
+uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name)
+{
+    if (!atomic_load(&cx->st->ndelegs)) return NFS4_OK;
+    zpl_node_t *n;
+    if (zpl_lookup(dir, name, &n) < 0) return NFS4_OK;
+    uint32_t status = nfs4_deleg_check(cx, n, NULL);
+    zpl_node_rele(n);
+    return status;
+}
+
+/* ---------------------------------------------------------------- grant */
+
+static bool nlm_locked(const nfs4_file_t *f)
+{
+    for (size_t i = 0; i < f->locks.n; i++)
+        if (f->locks.v[i].nlm) return true;
+    return false;
+}
+
+/* Whether the file's other state lets client c have a delegation for an open
+ * with write access (write) or for reading only. */
+static bool grant_allowed(nfs4_server_t *st, nfs4_client_t *c, nfs4_file_t *f, bool write)
+{
+    for (nfs4_client_t *o = st->clients; o; o = o->next)
+        for (nfs4_stid_t *s = o->stids; s; s = s->cnext) {
+            if (s->file != f) continue;
+            if (s->type == NFS4_STID_DELEG && !s->revoked) {
+                if (o == c || write || (s->access & OPEN4_SHARE_ACCESS_WRITE)) return false;
+            } else if (s->type == NFS4_STID_OPEN && o != c) {
+                if (write || (s->access & OPEN4_SHARE_ACCESS_WRITE)) return false;
+            }
+        }
+    return true;
+}
+
+nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                              bool want_none)
+{
+    nfs4_file_t *f = open->file;
+    bool write = open->access & OPEN4_SHARE_ACCESS_WRITE;
+    if (!st->delegations || want_none || nfs4_in_grace(st) || !nfs4_cb_path_up(c) ||
+        nlm_locked(f) || !grant_allowed(st, c, f, write))
+        return NULL;
+    nfs4_stid_t *d = nfs4_stid_new(st, NFS4_STID_DELEG, c, NULL, f);
+    if (!d) return NULL;
+    d->access = write ? OPEN4_SHARE_ACCESS_BOTH : OPEN4_SHARE_ACCESS_READ;
+    f->ndelegs++;
+    atomic_fetch_add(&st->ndelegs, 1);
+    return d;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+uint32_t nfs4_op_delegreturn(nfs4_cx_t *cx)
+{
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    if (status) return status;
+    nfs4_server_t *st = cx->st;
+    pthread_mutex_lock(&st->lock);
+    nfs4_stid_t *s;
+    status = nfs4_stid_find(st, cx->minor, &sid, &s);
+    if (s && (s->type != NFS4_STID_DELEG || !nfs4_file_is(s->file, cx->cur.node)))
+        status = NFS4ERR_BAD_STATEID;
+    else if (s && status == NFS4_OK) {
+        s->client->renewed = nfs4_now();
+        nfs4_stid_free(st, s);
+    } else if (s && cx->minor == 0) {
+        nfs4_stid_free(st, s);   /* revoked: 4.0 has no FREE_STATEID */
+    }
+    nfs4_unlock(st);
+    return status;
+}
+
+uint32_t nfs4_op_delegpurge(nfs4_cx_t *cx)
+{
+    (void)nfs_xdr_get_u64(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    /* Delegations are not kept across restarts, so CLAIM_DELEGATE_PREV is not
+     * served and there is nothing to purge (RFC 7530 16.5.4). */
+    return NFS4ERR_NOTSUPP;
+}
+
+uint32_t nfs4_op_backchannel_ctl(nfs4_cx_t *cx)
+{
+    uint32_t prog = nfs_xdr_get_u32(cx->a);
+    nfs4_cb_sec_t sec;
+    uint32_t status = nfs4_cb_sec_decode(cx->a, &sec);
+    if (status) return status;
+    pthread_mutex_lock(&cx->st->lock);
+    nfs4_session_t *s = cx->have_session ? nfs4_session_find(cx->st, cx->sessionid) : NULL;
+    if (s) {
+        s->cb_prog = prog;
+        s->cb_sec = sec;
+    }
+    nfs4_unlock(cx->st);
+    return s ? NFS4_OK : NFS4ERR_BADSESSION;
+}

@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""NFSv4 delegations over the wire, with raw clients that run a callback service:
+4.1 clients whose session carries a back channel on their own connection, and a
+4.0 client listening on a callback address of its own.
+
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER recall NAME
+      client a opens NAME for read and gets a read delegation; client b's OPEN for
+      write is DELAY; a receives CB_SEQUENCE + CB_RECALL of that delegation on its
+      back channel and answers; b is still held off until a's DELEGRETURN, then its
+      OPEN succeeds; the returned delegation's stateid is no longer good.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER write NAME
+      a creates NAME and gets a write delegation, writes through its stateid; b's OPEN
+      for read is DELAY and recalls it; a opens under the delegation
+      (CLAIM_DELEG_CUR_FH) as a client flushing its cached opens does, returns it,
+      and b's OPEN then succeeds and reads a's data.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER revoke NAME LEASE
+      a gets a read delegation and ignores the recall (keeping its lease alive); b's
+      OPEN for write is DELAY until (polling, bounded) a's delegation is revoked, a
+      lease after the recall; a's SEQUENCE then flags RECALLABLE_STATE_REVOKED, its
+      READ with the delegation's stateid is DELEG_REVOKED, and FREE_STATEID clears it.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER rebind NAME
+      a holds a read delegation and leaves the CB_RECALL b's OPEN causes unanswered:
+      the server gives up on its back channel (SEQUENCE flags CB_PATH_DOWN_SESSION);
+      a binds its connection again (BIND_CONN_TO_SESSION) and gets the recall again,
+      answers it and returns the delegation; b's OPEN then succeeds.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER v3 NAME
+      a holds a read delegation; an NFSv3 WRITE to the file is JUKEBOX and recalls it;
+      after a's DELEGRETURN the v3 WRITE succeeds.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER nlm NAME
+      a holds a read delegation; an NLM exclusive LOCK (NFSv3 locking) is
+      DENIED_GRACE_PERIOD and recalls it; after a's DELEGRETURN the LOCK is granted.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER v40 NAME
+      a 4.0 client gives SETCLIENTID a callback address it listens on; the server
+      probes it with CB_NULL, the client's OPEN for read gets a read delegation, a 4.1
+      client's OPEN for write is DELAY and the 4.0 client receives CB_RECALL on a
+      connection the server makes; DELEGRETURN lets the other OPEN through.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
+      (daemon without nfs_delegations = 1) a client with a back channel gets none.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostread NAME DATA
+      another client (the host, beside a kernel client holding a delegation): OPEN
+      NAME for write (read), retrying while DELAY (bounded), then WRITE DATA at 0
+      (READ, which must start with DATA); prints how many DELAYs it saw.
+
+Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
+"""
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nfs_rpc import NFS, X, Conn, auth_sys, check, fail  # noqa: E402
+from nfs4_rpc import (GRACE, OK, Client, Op, op_close, op_getfh, op_lookup_path, op_read,  # noqa: E402
+                      op_write, put_stateid, putfh, stateid)
+
+OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
+OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
+OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
+DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
+OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
+SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
+OP_BIND_CONN_TO_SESSION, CDFC4_BACK_OR_BOTH, CDFS4_BOTH = 41, 7, 3
+CB_PROG = 0x40000000
+CLAIM_NULL, CLAIM_DELEG_CUR_FH = 0, 5
+
+
+class CbConn(Conn):
+    """A connection that also carries callbacks: calls from the server that
+    arrive while we wait for a reply are kept for wait_callback."""
+
+    def __init__(self, host, port):
+        super().__init__(host, port)
+        self.callbacks = []
+
+    def call_raw(self, prog, vers, proc, args=b"", flavor=1, cred=None, rpcvers=2):
+        self.xid += 1
+        cred = auth_sys() if cred is None else cred
+        x = X().u32(self.xid).u32(0).u32(rpcvers).u32(prog).u32(vers).u32(proc)
+        x.u32(flavor).opaque(cred).u32(0).opaque(b"")
+        self.send_record(bytes(x.b) + args)
+        while True:
+            rec = self.recv_record()
+            r = X(rec)
+            xid, mtype = r.gu32(), r.gu32()
+            if mtype == 0:
+                self.callbacks.append(rec)
+                continue
+            check(xid == self.xid, "reply xid")
+            return r
+
+    def wait_callback(self, timeout=15):
+        if self.callbacks:
+            return self.callbacks.pop(0)
+        self.s.settimeout(timeout)
+        try:
+            rec = self.recv_record()
+        except socket.timeout:
+            fail("no callback came within %d s" % timeout)
+        finally:
+            self.s.settimeout(20)
+        check(X(rec[4:8]).gu32() == 0, "a reply where a callback was expected")
+        return rec
+
+
+def parse_cb_call(rec):
+    """A CB_COMPOUND call: (xid, prog, proc, minor, ident, [(op, args)])."""
+    r = X(rec)
+    xid = r.gu32()
+    r.gu32(), r.gu32()
+    prog, _vers, proc = r.gu32(), r.gu32(), r.gu32()
+    r.gu32(), r.gopaque(), r.gu32(), r.gopaque()     # credential, verifier
+    if proc == 0:
+        return xid, prog, proc, None, None, []
+    r.gopaque()                                       # tag
+    minor, ident = r.gu32(), r.gu32()
+    ops = []
+    for _ in range(r.gu32()):
+        op = r.gu32()
+        if op == OP_CB_SEQUENCE:
+            sess, seq, slot, high, _cache = r.gfixed(16), r.gu32(), r.gu32(), r.gu32(), r.gu32()
+            check(r.gu32() == 0, "CB_SEQUENCE with referring calls")
+            ops.append((op, dict(session=sess, seq=seq, slot=slot, high=high)))
+        elif op == OP_CB_RECALL:
+            ops.append((op, dict(sid=stateid(r), truncate=r.gu32(), fh=r.gopaque())))
+        else:
+            fail("unexpected callback operation %d" % op)
+    return xid, prog, proc, minor, ident, ops
+
+
+def cb_reply(xid, ops=None):
+    """The reply to a callback: CB_NULL's when ops is None, else CB_COMPOUND's
+    with every operation OK."""
+    x = X().u32(xid).u32(1).u32(0).u32(0).opaque(b"").u32(0)
+    if ops is None:
+        return bytes(x.b)
+    x.u32(OK).opaque(b"").u32(len(ops))
+    for op, a in ops:
+        x.u32(op).u32(OK)
+        if op == OP_CB_SEQUENCE:
+            x.fixed(a["session"]).u32(a["seq"]).u32(a["slot"]).u32(a["high"]).u32(a["high"])
+    return bytes(x.b)
+
+
+def parse_open(r, st):
+    """OPEN4resok: the open stateid, rflags and the delegation (type, stateid)."""
+    if st != OK:
+        return None
+    sid = stateid(r)
+    r.gu32(), r.gu64(), r.gu64()
+    rflags = r.gu32()
+    for _ in range(r.gu32()):
+        r.gu32()
+    dtype = r.gu32()
+    dsid = None
+    if dtype in (OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE):
+        dsid = stateid(r)
+        r.gu32()                                      # recall
+        if dtype == OPEN_DELEGATE_WRITE:
+            check(r.gu32() == 1, "write delegation space limit is not by size")
+            r.gu64()
+        r.gu32(), r.gu32(), r.gu32(), r.gopaque()     # nfsace4
+    elif dtype == 3:
+        r.gu32()
+    return dict(sid=sid, rflags=rflags, dtype=dtype, dsid=dsid)
+
+
+def op_open_d(clientid, owner, name, create=False, access=1, seqid=0, claim=CLAIM_NULL,
+              dsid=None):
+    x = X().u32(seqid).u32(access).u32(0).u64(clientid).opaque(owner)
+    if create:
+        x.u32(1).u32(0).u32(0).opaque(b"")
+    else:
+        x.u32(0)
+    x.u32(claim)
+    if claim == CLAIM_NULL:
+        x.opaque(name.encode())
+    elif claim == CLAIM_DELEG_CUR_FH:
+        put_stateid(x, dsid)
+    return Op(OP_OPEN, x.b, parse_open)
+
+
+def op_delegreturn(sid):
+    x = X()
+    put_stateid(x, sid)
+    return Op(OP_DELEGRETURN, x.b)
+
+
+class CbClient(Client):
+    """A 4.1 client whose session's back channel is its own connection."""
+
+    def __init__(self, host, port, owner, back=True):
+        super().__init__(host, port, owner)
+        self.c = CbConn(host, port)
+        self.back = back
+        self.flags = 0
+
+    def create_session(self, clientid=None):
+        chan = X().u32(0).u32(1 << 20).u32(1 << 20).u32(8192).u32(16).u32(1).u32(0)
+        x = X().u64(self.clientid).u32(self.cs_seq).u32(2 if self.back else 0)
+        x.fixed(bytes(chan.b)).fixed(bytes(chan.b)).u32(CB_PROG)
+        x.u32(1).u32(1).fixed(auth_sys(0, 0, b"cbclient"))   # callbacks: AUTH_SYS
+
+        def parse(r, st):
+            if st != OK:
+                return None
+            sid = r.gfixed(16)
+            r.gu32()
+            flags = r.gu32()
+            return sid, flags
+        status, res = self.compound([Op(OP_CREATE_SESSION, x.b, parse)], session=False)
+        if status == OK:
+            self.sessionid, flags = res[0][1]
+            check(bool(flags & 2) == self.back,
+                  "CREATE_SESSION back channel flag %#x (asked %s)" % (flags, self.back))
+            self.seqid = 0
+        return status
+
+    def seq_flags(self):
+        """A SEQUENCE alone: its sr_status_flags."""
+        args = X().fixed(self.sessionid).u32(self.seqid + 1).u32(0).u32(0).u32(0)
+
+        def parse(r, st):
+            if st != OK:
+                return None
+            r.gfixed(16)
+            for _ in range(4):
+                r.gu32()
+            return r.gu32()
+        status, res = self.compound([Op(53, args.b, parse)], session=False)
+        check(status == OK, "SEQUENCE: %d" % status)
+        self.seqid += 1
+        return res[0][1]
+
+    def open(self, path, name, create=False, access=1):
+        status, res = self.compound(op_lookup_path(path) +
+                                    [op_open_d(self.clientid, self.owner, name, create, access),
+                                     op_getfh()])
+        if status != OK:
+            return status, None, None
+        return OK, res[-2][1], res[-1][1]
+
+    def answer_recall(self, dsid, fh):
+        """Waits for CB_RECALL of dsid on the back channel and answers it."""
+        xid, prog, proc, minor, _ident, ops = parse_cb_call(self.c.wait_callback())
+        check(prog == CB_PROG and proc == 1, "callback program %#x procedure %d" % (prog, proc))
+        check(minor == 1, "CB_COMPOUND minor version %d" % minor)
+        check([op for op, _ in ops] == [OP_CB_SEQUENCE, OP_CB_RECALL],
+              "callback operations %r, not CB_SEQUENCE, CB_RECALL" % [op for op, _ in ops])
+        check(ops[0][1]["session"] == self.sessionid, "CB_SEQUENCE names another session")
+        rec = ops[1][1]
+        check(rec["sid"][1] == dsid[1], "CB_RECALL of another stateid")
+        check(rec["fh"] == fh, "CB_RECALL of another file handle")
+        self.c.send_record(cb_reply(xid, ops))
+        return ops[0][1]["seq"]
+
+
+def ctx():
+    a = sys.argv
+    return a[1], int(a[2]), a[3], a[4]
+
+
+def make_file(cl, exp, name, data):
+    st, o, fh = cl.open(exp, name, True, access=3)
+    check(st == OK, "OPEN (create) %s: %d" % (name, st))
+    cl.ok([putfh(fh), op_write(o["sid"], 0, data)], "WRITE")
+    cl.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    return fh
+
+
+def read_delegation(a, exp, name):
+    st, o, fh = a.open(exp, name, access=1)
+    check(st == OK, "a's OPEN for read: %d" % st)
+    check(o["dtype"] == OPEN_DELEGATE_READ,
+          "a's OPEN for read got delegation type %d, not a read delegation" % o["dtype"])
+    return o, fh
+
+
+def mode_recall(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"first")
+    o, fh = read_delegation(a, exp, name)
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == DELAY, "b's OPEN for write under a's read delegation: %d, not DELAY" % st)
+    a.answer_recall(o["dsid"], fh)
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == DELAY, "b's OPEN before a returned its delegation: %d, not DELAY" % st)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "b's OPEN for write after the DELEGRETURN: %d" % st)
+    check(bo["dtype"] == OPEN_DELEGATE_NONE, "b (no back channel) got a delegation")
+    status, res = a.compound([putfh(fh), op_read(o["dsid"], 0, 10)])
+    check(res[-1][0] == BAD_STATEID, "READ with a returned delegation: %d" % res[-1][0])
+    b.ok([putfh(fh), op_write(bo["sid"], 0, b"second")], "b's WRITE")
+    a.ok([putfh(fh), op_close(o["sid"])], "a's CLOSE")
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("recall ok")
+
+
+def mode_write(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, o, fh = a.open(exp, name, True, access=3)
+    check(st == OK, "a's OPEN (create) for write: %d" % st)
+    check(o["dtype"] == OPEN_DELEGATE_WRITE,
+          "a's OPEN of a file nobody else has open got delegation %d, not write" % o["dtype"])
+    a.ok([putfh(fh), op_write(o["dsid"], 0, b"cached by a")], "WRITE with the delegation")
+    st, _, _ = b.open(exp, name, access=1)
+    check(st == DELAY, "b's OPEN for read under a's write delegation: %d, not DELAY" % st)
+    a.answer_recall(o["dsid"], fh)
+    res = a.ok([putfh(fh), op_open_d(a.clientid, b"second-owner", "", access=3,
+                                     claim=CLAIM_DELEG_CUR_FH, dsid=o["dsid"])],
+               "OPEN CLAIM_DELEG_CUR_FH")
+    cur = res[-1]
+    check(cur["dtype"] == OPEN_DELEGATE_NONE, "CLAIM_DELEG_CUR_FH granted a new delegation")
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st, bo, _ = b.open(exp, name, access=1)
+    check(st == OK, "b's OPEN for read after the return: %d" % st)
+    data = b.ok([putfh(fh), op_read(bo["sid"], 0, 100)], "b's READ")[-1][1]
+    check(data == b"cached by a", "b reads %r" % data)
+    for cl, sid in ((a, o["sid"]), (a, cur["sid"]), (b, bo["sid"])):
+        cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("write ok")
+
+
+def mode_revoke(name, lease):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    o, fh = read_delegation(a, exp, name)
+    check(a.seq_flags() & SEQ4_STATUS_RECALLABLE_STATE_REVOKED == 0, "flags before revocation")
+    st = DELAY
+    for _ in range(lease * 8):
+        st, bo, _ = b.open(exp, name, access=3)
+        if st != DELAY:
+            break
+        a.seq_flags()              # a renews its lease but never returns the delegation
+        time.sleep(0.5)
+    check(st == OK, "b's OPEN for write never got past a's unreturned delegation: %d" % st)
+    check(a.c.callbacks, "a never got a CB_RECALL")
+    flags = a.seq_flags()
+    check(flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+          "a's SEQUENCE flags %#x lack RECALLABLE_STATE_REVOKED" % flags)
+    status, res = a.compound([putfh(fh), op_read(o["dsid"], 0, 10)])
+    check(res[-1][0] == DELEG_REVOKED, "READ with a revoked delegation: %d" % res[-1][0])
+    x = X()
+    put_stateid(x, o["dsid"])
+    a.ok([Op(OP_FREE_STATEID, x.b)], "FREE_STATEID of the revoked delegation")
+    flags = a.seq_flags()
+    check(not flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+          "flags %#x still say revoked after FREE_STATEID" % flags)
+    data = a.ok([putfh(fh), op_read(o["sid"], 0, 10)], "a's READ with its open")[-1][1]
+    check(data == b"data", "a's READ: %r" % data)
+    a.ok([putfh(fh), op_close(o["sid"])], "a's CLOSE")
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("revoke ok")
+
+
+def mode_rebind(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    o, fh = read_delegation(a, exp, name)
+    st, _, _ = b.open(exp, name, access=3)
+    check(st == DELAY, "b's OPEN for write under a's read delegation: %d, not DELAY" % st)
+    a.c.wait_callback()                   # and never answered
+    flags = 0
+    for _ in range(60):                   # the server waits a while for the answer
+        flags = a.seq_flags()
+        if flags & SEQ4_STATUS_CB_PATH_DOWN_SESSION:
+            break
+        time.sleep(0.5)
+    check(flags & SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+          "a's SEQUENCE flags %#x never said its back channel is down" % flags)
+    res = a.ok([Op(OP_BIND_CONN_TO_SESSION, X().fixed(a.sessionid).u32(CDFC4_BACK_OR_BOTH)
+                   .u32(0).b, lambda r, st: (r.gfixed(16), r.gu32()) if st == OK else None)],
+               "BIND_CONN_TO_SESSION")
+    check(res[-1][1] == CDFS4_BOTH, "BIND_CONN_TO_SESSION gave direction %d" % res[-1][1])
+    check(not a.seq_flags() & SEQ4_STATUS_CB_PATH_DOWN_SESSION, "flags after binding")
+    a.answer_recall(o["dsid"], fh)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "b's OPEN after the return: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    a.ok([putfh(fh), op_close(o["sid"])], "a's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("rebind ok")
+
+
+def v3_write(host, port, fh, data):
+    c = Conn(host, port)
+    args = X().opaque(fh).u64(0).u32(len(data)).u32(2).opaque(data)
+    accept, r = c.call(NFS, 3, 7, bytes(args.b))
+    check(accept == 0, "v3 WRITE not accepted")
+    st = r.gu32()
+    c.close()
+    return st
+
+
+def mode_v3(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"v4 data")
+    b.goodbye()
+    o, fh = read_delegation(a, exp, name)
+    st = v3_write(host, port, fh, b"v3")
+    check(st == JUKEBOX, "v3 WRITE under a read delegation: %d, not JUKEBOX" % st)
+    a.answer_recall(o["dsid"], fh)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st = v3_write(host, port, fh, b"v3")
+    check(st == 0, "v3 WRITE after the return: %d" % st)
+    data = a.ok([putfh(fh), op_read(o["sid"], 0, 100)], "READ")[-1][1]
+    check(data == b"v3 data", "a reads %r after the v3 write" % data)
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    print("v3 ok")
+
+
+def mode_nlm(name):
+    from nlm_rpc import GRACE as NLM_GRACE, GRANTED, Owner
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"locked data")
+    b.goodbye()
+    o, fh = read_delegation(a, exp, name)
+    nlm = Owner(Conn(host, port), "nlmhost", 4242)
+    st = nlm.lock(fh, True, 0, 100)
+    check(st == NLM_GRACE, "NLM LOCK under a read delegation: %d, not DENIED_GRACE_PERIOD" % st)
+    a.answer_recall(o["dsid"], fh)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    st = nlm.lock(fh, True, 0, 100)
+    check(st == GRANTED, "NLM LOCK after the return: %d" % st)
+    check(nlm.unlock(fh, 0, 100) == GRANTED, "NLM UNLOCK")
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    print("nlm ok")
+
+
+def compound40(conn, ops):
+    x = X().opaque(b"").u32(0).u32(len(ops))
+    for op in ops:
+        x.u32(op.num).fixed(op.args)
+    accept, r = conn.call(NFS, 4, 1, bytes(x.b))
+    check(accept == 0, "COMPOUND not accepted")
+    status = r.gu32()
+    r.gopaque()
+    res = []
+    for op in ops[:r.gu32()]:
+        num, st = r.gu32(), r.gu32()
+        check(num == op.num, "4.0 result for op %d where %d was sent" % (num, op.num))
+        res.append((st, op.parse(r, st) if op.parse else None))
+    return status, res
+
+
+def accept_callback(lsock):
+    """Accepts the server's callback connection; its first call record."""
+    lsock.settimeout(15)
+    try:
+        s, _ = lsock.accept()
+    except socket.timeout:
+        fail("the server never connected to the 4.0 callback address")
+    cb = Conn.__new__(Conn)
+    cb.s = s
+    s.settimeout(15)
+    return cb, cb.recv_record()
+
+
+def mode_v40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    lport = lsock.getsockname()[1]
+    uaddr = "127.0.0.1.%d.%d" % (lport >> 8, lport & 255)
+    a = Conn(host, port)
+    sc = X().fixed(os.urandom(8)).opaque((owner + "-40").encode()).u32(CB_PROG)
+    sc.opaque(b"tcp").opaque(uaddr.encode()).u32(77)
+    st, res = compound40(a, [Op(OP_SETCLIENTID, sc.b,
+                                lambda r, s: (r.gu64(), r.gfixed(8)) if s == OK else None)])
+    check(st == OK, "SETCLIENTID: %d" % st)
+    clientid, verf = res[0][1]
+    st, _ = compound40(a, [Op(OP_SETCLIENTID_CONFIRM, X().u64(clientid).fixed(verf).b)])
+    check(st == OK, "SETCLIENTID_CONFIRM: %d" % st)
+    cb, rec = accept_callback(lsock)
+    xid, prog, proc, _, _, _ = parse_cb_call(rec)
+    check(prog == CB_PROG and proc == 0, "first callback is %#x/%d, not CB_NULL" % (prog, proc))
+    cb.send_record(cb_reply(xid))
+    cb.s.close()
+    seqid = 0
+    for _ in range(20):   # the probe's answer is taken in asynchronously: open again
+        st, res = compound40(a, op_lookup_path(exp) +
+                             [op_open_d(clientid, b"owner40", name, access=1, seqid=seqid),
+                              op_getfh()])
+        check(st == OK, "4.0 OPEN for read: %d" % st)
+        seqid += 1
+        o, fh = res[-2][1], res[-1][1]
+        if o["rflags"] & 2:
+            x = X()
+            put_stateid(x, o["sid"])
+            x.u32(seqid)
+            st, _ = compound40(a, [putfh(fh), Op(OP_OPEN_CONFIRM, x.b)])
+            check(st == OK, "OPEN_CONFIRM: %d" % st)
+            seqid += 1
+        if o["dtype"] == OPEN_DELEGATE_READ:
+            break
+        time.sleep(0.2)
+    check(o["dtype"] == OPEN_DELEGATE_READ,
+          "the 4.0 client with a working callback got delegation %d" % o["dtype"])
+    st, _, _ = b.open(exp, name, access=3)
+    check(st == DELAY, "4.1 OPEN for write under a 4.0 read delegation: %d, not DELAY" % st)
+    cb, rec = accept_callback(lsock)
+    xid, prog, proc, minor, ident, ops = parse_cb_call(rec)
+    check(proc == 1 and minor == 0 and ident == 77,
+          "4.0 callback: procedure %d minor %d ident %d" % (proc, minor, ident))
+    check([op for op, _ in ops] == [OP_CB_RECALL], "4.0 callback operations %r" % ops)
+    check(ops[0][1]["sid"][1] == o["dsid"][1] and ops[0][1]["fh"] == fh,
+          "CB_RECALL names another delegation or file")
+    cb.send_record(cb_reply(xid, ops))
+    cb.s.close()
+    st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+    check(st == OK, "4.0 DELEGRETURN: %d" % st)
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "4.1 OPEN for write after the 4.0 DELEGRETURN: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "CLOSE")
+    b.goodbye()
+    a.close()
+    print("v40 ok")
+
+
+def mode_none(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    check(a.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    for _ in range(80):   # a restarted server is in grace for a moment
+        st, o, fh = a.open(exp, name, True, access=3)
+        if st != GRACE:
+            break
+        time.sleep(0.25)
+    check(st == OK, "OPEN: %d" % st)
+    check(o["dtype"] == OPEN_DELEGATE_NONE, "a delegation without nfs_delegations = 1")
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    print("none ok")
+
+
+def host_open(b, exp, name, access):
+    delays = 0
+    for _ in range(240):
+        st, o, fh = b.open(exp, name, access=access)
+        if st != DELAY:
+            break
+        delays += 1
+        time.sleep(0.5)
+    check(st == OK, "the host's OPEN of %s: %d" % (name, st))
+    return o, fh, delays
+
+
+def mode_host_io(name, data, write):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner, back=False).connect()
+    o, fh, delays = host_open(b, exp, name, 2 if write else 1)
+    if write:
+        b.ok([putfh(fh), op_write(o["sid"], 0, data.encode())], "the host's WRITE")
+    else:
+        got = b.ok([putfh(fh), op_read(o["sid"], 0, 4096)], "the host's READ")[-1][1]
+        # The holder may write more once its delegation is back: what it wrote
+        # under the delegation must be there, first.
+        check(got.startswith(data.encode()), "the host reads %r, not %r first" % (got, data))
+    b.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    b.goodbye()
+    print("delays %d" % delays)
+
+
+def main():
+    mode = sys.argv[5]
+    if mode in ("hostwrite", "hostread"):
+        mode_host_io(sys.argv[6], sys.argv[7], mode == "hostwrite")
+        return
+    if mode == "recall":
+        mode_recall(sys.argv[6])
+    elif mode == "write":
+        mode_write(sys.argv[6])
+    elif mode == "revoke":
+        mode_revoke(sys.argv[6], int(sys.argv[7]))
+    elif mode == "v3":
+        mode_v3(sys.argv[6])
+    elif mode == "rebind":
+        mode_rebind(sys.argv[6])
+    elif mode == "nlm":
+        mode_nlm(sys.argv[6])
+    elif mode == "v40":
+        mode_v40(sys.argv[6])
+    elif mode == "none":
+        mode_none(sys.argv[6])
+    else:
+        fail("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
