@@ -127,6 +127,7 @@ typedef struct itask {
     enum task_state state;
     bool aborted, digest_failed, prefailed, seq_failed;
     bool responding;          /* its status is going out: too late to abort */
+    uint64_t start_ns;        /* arrival, for the latency statistics */
     scsi_cmd_t cmd;
     struct itask *next;
 } itask_t;
@@ -194,6 +195,7 @@ struct iscsi_server {
     uint16_t next_tsih;
     bool stopping;
     unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
+    iscsi_stats_t stats;
 };
 
 /* ================================================================= sockets */
@@ -1191,9 +1193,35 @@ static void send_status(iconn_t *c, itask_t *t)
 /* The end of every task that reached a thread: its status when responding
  * (decided by the caller under the session lock, so an abort either stopped
  * it or finds it answering), then it goes. */
+static unsigned command_kind(uint8_t opcode)
+{
+    switch (opcode) {
+    case 0x08: case 0x28: case 0xa8: case 0x88: return ISCSI_CMD_READ;
+    case 0x0a: case 0x2a: case 0xaa: case 0x8a:
+    case 0x2e: case 0xae: case 0x8e: return ISCSI_CMD_WRITE;
+    default: return ISCSI_CMD_OTHER;
+    }
+}
+
+static void count_command(iscsi_stats_t *s, const itask_t *t)
+{
+    cairn_counter_add(&s->commands[command_kind(t->cmd.cdb[0])], 1);
+    if (t->cmd.data_in_len) cairn_counter_add(&s->read_bytes, t->cmd.data_in_len);
+    if (t->cmd.data_out_len) cairn_counter_add(&s->write_bytes, t->cmd.data_out_len);
+    cairn_hist_record(&s->latency, cairn_now_ns() - t->start_ns);
+}
+
+const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv)
+{
+    return &srv->stats;
+}
+
 static void respond_and_free(iconn_t *c, itask_t *t)
 {
-    if (t->responding) send_status(c, t);
+    if (t->responding) {
+        send_status(c, t);
+        count_command(&c->srv->stats, t);
+    }
     pthread_mutex_lock(&c->lock);
     task_unlink(c, t);
     pthread_mutex_unlock(&c->lock);
@@ -1398,6 +1426,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
     }
     itask_t *t = calloc(1, sizeof *t);
     if (!t) return -ENOMEM;
+    t->start_ns = cairn_now_ns();
     t->c = c;
     t->itt = p->info.itt;
     t->cmdsn = cmdsn;
