@@ -919,3 +919,8 @@ bool cairnd_handle_iscsi(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response 
     pthread_mutex_unlock(&g_mu);
     return true;
 }
+
+const iscsi_stats_t *cairnd_iscsi_stats(void)
+{
+    return g_srv ? iscsi_server_stats(g_srv) : NULL;
+}

@@ -1214,6 +1214,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         if (cairnd_handle_dataset(req, resp, a)) break;
         if (cairnd_handle_arc(req, resp, a)) break;
         if (cairnd_handle_iscsi(req, resp, a)) break;
+        if (cairnd_handle_tokens(req, resp, a)) break;
         set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
     pthread_rwlock_unlock(&g_lock);

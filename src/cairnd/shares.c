@@ -292,3 +292,8 @@ void cairnd_handle_share_list(Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_SHARES;
     resp->shares = rows;
 }
+
+const nfs_stats_t *cairnd_shares_stats(void)
+{
+    return g_srv ? nfs_server_stats(g_srv) : NULL;
+}
