@@ -176,6 +176,32 @@ C1=$(metric 'cairn_nfs_request_duration_seconds_count{version="3"}')
 [ $((B1 - B0)) -eq $((N * 65536)) ] || fail "NFSv3 written bytes rose by $((B1 - B0)), not $((N * 65536))"
 [ $((C1 - C0)) -ge "$N" ] || fail "NFSv3 latency histogram counted $((C1 - C0)) calls, fewer than $N"
 pass "NFSv3: $N WRITEs of a libnfs client counted as $((W1 - W0)), $((B1 - B0)) bytes"
+# Reads: twice, the second from memory on the I/O thread (a READ that would block
+# there runs again on a worker and must count once).
+R0=$(metric 'cairn_nfs_read_bytes_total{version="3"}')
+run_ok nfs-cp "$(nfs_url /tank/share/counted)" "$T/counted.1"
+run_ok nfs-cp "$(nfs_url /tank/share/counted)" "$T/counted.2"
+scrape
+R1=$(metric 'cairn_nfs_read_bytes_total{version="3"}')
+[ $((R1 - R0)) -eq $((2 * N * 65536)) ] || fail "NFSv3 read bytes rose by $((R1 - R0)), not $((2 * N * 65536))"
+pass "NFSv3: two reads of the file counted as $((R1 - R0)) bytes"
+
+# NFSv4.0: small files put by libnfs's client, one WRITE each.
+V0=$(metric 'cairn_nfs_operations_total{op="WRITE",version="4"}')
+VB0=$(metric 'cairn_nfs_written_bytes_total{version="4"}')
+NV4=6 BYTES4=0
+for i in $(seq 1 $NV4); do
+    text="counted over NFSv4, file $i"
+    BYTES4=$((BYTES4 + ${#text}))
+    run_ok "$NFSCLIENT" "nfs://127.0.0.1/tank/share?nfsport=$NFS_PORT&version=4" put "v4-$i" "$text"
+done
+scrape
+V1=$(metric 'cairn_nfs_operations_total{op="WRITE",version="4"}')
+VB1=$(metric 'cairn_nfs_written_bytes_total{version="4"}')
+[ $((VB1 - VB0)) -eq $BYTES4 ] || fail "NFSv4 written bytes rose by $((VB1 - VB0)), not $BYTES4"
+[ $((V1 - V0)) -eq $NV4 ] || fail "NFSv4 WRITE operations rose by $((V1 - V0)), not $NV4"
+[ "$(metric 'cairn_nfs_operations_total{op="PUTFH",version="4"}')" -ge $NV4 ] || fail "NFSv4 PUTFH not counted"
+pass "NFSv4: $NV4 WRITE operations counted as $((V1 - V0)), $((VB1 - VB0)) bytes"
 
 run_ok "$CAIRN" create -V 16M tank/vol
 run_ok "$CAIRN" iscsi target create "$TGT"
