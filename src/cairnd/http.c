@@ -142,7 +142,7 @@ static int load_tls(const cairnd_config_t *cfg, char *err, size_t errlen)
     } else {
         snprintf(cert, sizeof cert, "%s/http-cert.pem", cfg->state_dir);
         snprintf(key, sizeof key, "%s/http-key.pem", cfg->state_dir);
-        cert_key = key_key = "http_listen";
+        cert_key = key_key = "the self-signed certificate (http_cert/http_key unset)";
         if (access(cert, F_OK) || access(key, F_OK)) {
             if (make_self_signed(cert, key, err, errlen)) return -EIO;
             log_info(SUB, "made a self-signed certificate %s (replace it with http_cert/http_key)", cert);
@@ -158,8 +158,8 @@ static int load_tls(const cairnd_config_t *cfg, char *err, size_t errlen)
     int rc = gnutls_certificate_set_x509_key_mem(cred, &cd, &kd, GNUTLS_X509_FMT_PEM);
     gnutls_certificate_free_credentials(cred);
     if (rc < 0) {
-        snprintf(err, errlen, "%s/%s: %s and %s are not a PEM certificate and its key: %s", cert_key,
-                 key_key, cert, key, gnutls_strerror(rc));
+        snprintf(err, errlen, "%s: %s and %s are not a PEM certificate and its key: %s",
+                 cfg->http_cert[0] ? "http_cert/http_key" : cert_key, cert, key, gnutls_strerror(rc));
         return -EINVAL;
     }
     return 0;
@@ -176,10 +176,12 @@ typedef struct auth_fail {
 static pthread_mutex_t g_fail_lock = PTHREAD_MUTEX_INITIALIZER;
 static auth_fail_t g_fails[AUTH_FAIL_SLOTS];
 
-/* The slot of addr (reset when its window is over); an old slot is reused when
- * the table is full, the oldest window first. Called with g_fail_lock held. */
-static auth_fail_t *fail_slot(const char *addr, time_t now)
+/* The slot of addr, its count restarted when its window is over; NULL when addr
+ * has none and !make, else a new one in place of the oldest window. Called with
+ * g_fail_lock held. */
+static auth_fail_t *fail_slot(const char *addr, bool make)
 {
+    time_t now = time(NULL);
     auth_fail_t *oldest = &g_fails[0];
     for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++) {
         auth_fail_t *s = &g_fails[i];
@@ -189,6 +191,7 @@ static auth_fail_t *fail_slot(const char *addr, time_t now)
         }
         if (s->window_start < oldest->window_start) oldest = s;
     }
+    if (!make) return NULL;
     cairn_strlcpy(oldest->addr, addr, sizeof oldest->addr);
     oldest->window_start = now;
     oldest->count = 0;
@@ -198,10 +201,8 @@ static auth_fail_t *fail_slot(const char *addr, time_t now)
 static bool rate_limited(const char *addr)
 {
     pthread_mutex_lock(&g_fail_lock);
-    bool limited = false;
-    for (size_t i = 0; i < AUTH_FAIL_SLOTS && !limited; i++)
-        if (!strcmp(g_fails[i].addr, addr))
-            limited = fail_slot(addr, time(NULL))->count >= AUTH_FAIL_LIMIT;
+    auth_fail_t *s = fail_slot(addr, false);
+    bool limited = s && s->count >= AUTH_FAIL_LIMIT;
     pthread_mutex_unlock(&g_fail_lock);
     return limited;
 }
@@ -209,7 +210,7 @@ static bool rate_limited(const char *addr)
 static void count_failure(const char *addr)
 {
     pthread_mutex_lock(&g_fail_lock);
-    auth_fail_t *s = fail_slot(addr, time(NULL));
+    auth_fail_t *s = fail_slot(addr, true);
     if (++s->count == AUTH_FAIL_LIMIT)
         log_warn(SUB, "%s: %d failed authentications in %d s; refusing it for the rest of the window",
                  addr, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW_S);

@@ -172,7 +172,7 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 
 /* The request's fields as JSON, from the route, query, body and path. */
 static json_t *request_fields(const route_t *r, const cairnd_http_api_t *req, const char *name,
-                              const json_t *body, http_reply_t *out)
+                              const json_t *body)
 {
     const ProtobufCMessageDescriptor *desc = request_message(r);
     json_t *obj = r->fixed ? json_loads(r->fixed, 0, NULL) : json_object();
@@ -185,7 +185,6 @@ static json_t *request_fields(const route_t *r, const cairnd_http_api_t *req, co
         if (f->label == PROTOBUF_C_LABEL_REPEATED) v = json_pack("[o]", v);
         json_object_set_new(obj, r->name_field, v);
     }
-    (void)out;
     return obj;
 }
 
@@ -277,7 +276,7 @@ static void run_route(const route_t *r, const cairnd_http_api_t *req, const char
         cairnd_http_error(out, MHD_HTTP_BAD_REQUEST, "%s %s takes no request body", r->method, r->path);
         return;
     }
-    json_t *fields = request_fields(r, req, name, body, out);
+    json_t *fields = request_fields(r, req, name, body);
     json_t *result = r->body == BODY_PROPS ? dispatch_props(r, fields, body ? body : json_object(), out)
                                            : dispatch(r->request, fields, out);
     if (result) reply_json(out, r->ok_status, result);
