@@ -231,3 +231,16 @@ http GET /api/v1/pools "$ADMIN"
 expect_code 429
 pass "repeated failures from one address get 429"
 daemon_stop
+
+# ---- http_metrics_public=on: /metrics without a token, the API still needs one ----
+HPORT2=$(cairn_random_port)
+U="https://127.0.0.1:$HPORT2"
+printf 'http_listen = 127.0.0.1:%s\nhttp_metrics_public = on\n' "$HPORT2" >"$T/public.conf"
+daemon_start d2 --config "$T/public.conf"
+http GET /metrics ""
+expect_code 200
+expect_stdout '^# TYPE cairn_nfs_operations_total counter'
+http GET /api/v1/pools ""
+expect_code 401
+daemon_stop
+pass "http_metrics_public=on opens /metrics only"
