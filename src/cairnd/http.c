@@ -46,6 +46,8 @@
 #define AUTH_FAIL_LIMIT 10
 #define AUTH_FAIL_WINDOW_S 60
 #define AUTH_FAIL_SLOTS 256
+/* TLS 1.2 and 1.3 only: everything that talks to an appliance API today has them. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 static struct MHD_Daemon *g_mhd;
 static char *g_cert_pem, *g_key_pem;
@@ -376,6 +378,7 @@ int cairnd_http_start(const cairnd_config_t *cfg, char *err, size_t errlen)
                              MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                              MHD_OPTION_HTTPS_MEM_CERT, g_cert_pem,
                              MHD_OPTION_HTTPS_MEM_KEY, g_key_pem,
+                             MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
                              MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
