@@ -7,9 +7,10 @@ certificate is self-signed, so verification is off as with curl -k).
       format 0.0.4 (below) and, when python3-prometheus-client is installed,
       with its parser too; print every sample as `name{k="v",...} value` with
       labels sorted, one per line.
-  http_check.py openapi URL TOKEN NAME=VALUE...
+  http_check.py openapi URL TOKEN NAME=VALUE... [/PATH/{NAME}=VALUE...]
       GET URL/api/v1/openapi.json, check it is an OpenAPI 3 document, then GET
-      every path that has a GET (path parameters from NAME=VALUE) and check it
+      every path that has a GET (path parameters from NAME=VALUE, or for one path
+      from /PATH/{NAME}=VALUE) and check it
       answers 200 with a JSON object whose keys its response schema lists.
 Exit 0 when every check holds; otherwise a one-line FAIL on stderr and exit 1.
 """
@@ -188,9 +189,10 @@ def cmd_openapi(url, token, params):
             continue
         real = path
         for p in re.findall(r"\{(\w+)\}", path):
-            if p not in params:
+            value = params.get(path, params.get(p))
+            if value is None:
                 fail("no value given for {%s} of %s" % (p, path))
-            real = real.replace("{%s}" % p, urllib.parse.quote(params[p], safe="/@"))
+            real = real.replace("{%s}" % p, urllib.parse.quote(value, safe="/@:"))
         status, _, text = get(base + real, token)
         ok = [c for c in item["get"]["responses"] if c.isdigit() and c.startswith("2")]
         if str(status) not in ok:

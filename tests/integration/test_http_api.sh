@@ -146,6 +146,11 @@ assert props["sharenfs"] == "no_root_squash", props' "$LAST_STDOUT" || fail "GET
 http DELETE /api/v1/datasets/tank/api "$ADMIN"
 expect_code 200
 run_fail "$CAIRN" list tank/api
+# The reverse: made by the CLI, destroyed through the API.
+run_ok "$CAIRN" create tank/cli
+http DELETE /api/v1/datasets/tank/cli "$ADMIN"
+expect_code 200
+run_fail "$CAIRN" list tank/cli
 http DELETE /api/v1/datasets/tank/api "$ADMIN"
 expect_code 404
 expect_error 'tank/api'
@@ -153,8 +158,46 @@ grep -aq "http: 127.0.0.1: token 'admin1' DELETE /api/v1/datasets/tank/api -> 20
     fail "the change is not in the log (audit)"
 pass "create/set/destroy through the API, seen by the CLI; CLI's errors; audit log"
 
+# ---- snapshots and iSCSI targets through the API ----
+echo "before the snapshot" >"$T/snapfile"
+run_ok nfs-cp "$T/snapfile" "$(nfs_url /tank/share/snapfile)"
+http POST /api/v1/snapshots "$ADMIN" '{"name":"tank/share@s1"}'
+expect_code 201
+run_ok "$CAIRN" list -H -t snapshot -o name
+[ "$(cat "$LAST_STDOUT")" = "tank/share@s1" ] || fail "snapshot: $(cat "$LAST_STDOUT")"
+http GET /api/v1/snapshots "$ADMIN"
+expect_code 200
+expect_stdout '"name":"tank/share@s1"'
+run_ok "$NFSCLIENT" "$(nfs_url /tank/share)" rm snapfile
+http POST /api/v1/snapshots/tank/share@s1/clone "$ADMIN" '{"name":"tank/clone"}'
+expect_code 201
+http POST /api/v1/snapshots/tank/share@s1/rollback "$ADMIN" '{}'
+expect_code 200
+run_ok nfs-cat "$(nfs_url /tank/share/snapfile)"
+[ "$(cat "$LAST_STDOUT")" = "before the snapshot" ] || fail "rollback through the API: $(cat "$LAST_STDOUT")"
+http DELETE /api/v1/snapshots/tank/share@s1 "$ADMIN"
+expect_code 409 # its clone holds it, as with the CLI
+http POST /api/v1/datasets/tank/clone/rename "$ADMIN" '{"new_name":"tank/clone2"}'
+expect_code 200
+run_ok "$CAIRN" list -H -o name -r tank
+expect_stdout '^tank/clone2$'
+TGT2=iqn.2026-12.org.cairn.test:api
+http POST /api/v1/iscsi/targets "$ADMIN" "{\"name\":\"$TGT2\"}"
+expect_code 201
+run_ok "$CAIRN" create -V 8M tank/apivol
+http POST "/api/v1/iscsi/targets/$TGT2/luns" "$ADMIN" '{"volume":"tank/apivol","lun":5,"lun_given":true}'
+expect_code 201
+http POST "/api/v1/iscsi/targets/$TGT2/acl" "$ADMIN" '{"initiator":"iqn.2026-12.org.cairn.test:host"}'
+expect_code 200
+run_ok "$CAIRN" iscsi list -H
+expect_stdout "^$TGT2	5	tank/apivol	"
+http POST /api/v1/iscsi/targets "$ADMIN" '{"name":"Not.An.IQN"}'
+expect_code 400
+expect_error 'not an iSCSI name'
+pass "snapshots (create, list, clone, rollback, refused destroy), rename, iSCSI target/LUN/ACL"
+
 # ---- OpenAPI: every documented GET answers ----
-run_ok $CHECK openapi "$U" "$ADMIN" name=tank
+run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2"
 expect_stdout 'walked [0-9]+ GET paths'
 pass "OpenAPI document walked: $(cat "$LAST_STDOUT")"
 
