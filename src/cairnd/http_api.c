@@ -54,6 +54,16 @@ typedef struct route {
 static const route_t g_routes[] = {
     {"GET", "/pools", "pool_list", NULL, NULL, BODY_NONE, false, 200, "pool_list",
      "Pools with size, allocation and health (cairn pool list)."},
+    {"POST", "/pools", "pool_create", NULL, NULL, BODY_FIELDS, true, 201, "pool",
+     "Creates a pool: {\"name\": ..., \"root\": VdevSpec (type ROOT, children LEAF/MIRROR/RAIDZ "
+     "with absolute paths)} (cairn pool create)."},
+    {"POST", "/pools/import", "pool_import", NULL, NULL, BODY_FIELDS, true, 200, NULL,
+     "Imports a pool: {\"name\": ..., \"dirs\": [...]}; without a name lists the candidates "
+     "(cairn pool import)."},
+    {"POST", "/pools/{name}/export", "pool_export", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Exports the pool (cairn pool export)."},
+    {"DELETE", "/pools/{name}", "pool_destroy", "name", NULL, BODY_NONE, true, 200, NULL,
+     "Destroys the pool (cairn pool destroy)."},
     {"GET", "/pools/{name}/iostat", "pool_iostat", "name", NULL, BODY_NONE, false, 200,
      "pool_iostat", "I/O counters of the pool and its vdevs since import (cairn pool iostat)."},
     {"GET", "/pools/{name}/properties", "pool_get", "name", "{\"props\":[\"all\"]}", BODY_NONE,

@@ -196,6 +196,28 @@ expect_code 400
 expect_error 'not an iSCSI name'
 pass "snapshots (create, list, clone, rollback, refused destroy), rename, iSCSI target/LUN/ACL"
 
+# ---- pools: create, export, import, destroy through the API ----
+sparse_files "$T/dev" 1G b c
+http POST /api/v1/pools "$ADMIN" "{\"name\":\"tank2\",\"root\":{\"type\":\"ROOT\",\"children\":[
+  {\"type\":\"MIRROR\",\"children\":[{\"type\":\"LEAF\",\"path\":\"$T/dev/b\"},{\"type\":\"LEAF\",\"path\":\"$T/dev/c\"}]}]}}"
+expect_code 201
+expect_stdout '"health":"ONLINE"'
+run_ok "$CAIRN" pool status tank2
+expect_stdout 'mirror-0'
+http POST /api/v1/pools "$ADMIN" '{"name":"tank3","root":{"type":"ROOT","children":[{"type":"LEAF","path":"dev/x"}]}}'
+expect_code 400
+expect_error 'device paths must be absolute'
+http POST /api/v1/pools/tank2/export "$ADMIN" '{}'
+expect_code 200
+run_fail "$CAIRN" pool status tank2
+http POST /api/v1/pools/import "$ADMIN" "{\"name\":\"tank2\",\"dirs\":[\"$T/dev\"]}"
+expect_code 200
+run_ok "$CAIRN" pool status tank2
+http DELETE /api/v1/pools/tank2 "$ADMIN"
+expect_code 200
+run_fail "$CAIRN" pool status tank2
+pass "pool create (a mirror), export, import, destroy through the API"
+
 # ---- OpenAPI: every documented GET answers ----
 run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2"
 expect_stdout 'walked [0-9]+ GET paths'
