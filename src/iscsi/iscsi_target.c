@@ -1190,9 +1190,7 @@ static void send_status(iconn_t *c, itask_t *t)
     send_pdu(c, bhs, sense, slen, SN_ADV);
 }
 
-/* The end of every task that reached a thread: its status when responding
- * (decided by the caller under the session lock, so an abort either stopped
- * it or finds it answering), then it goes. */
+/* Statistics (iscsi_stats_t): a command counts once its status is sent. */
 static unsigned command_kind(uint8_t opcode)
 {
     switch (opcode) {
@@ -1216,6 +1214,9 @@ const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv)
     return &srv->stats;
 }
 
+/* The end of every task that reached a thread: its status when responding
+ * (decided by the caller under the session lock, so an abort either stopped
+ * it or finds it answering), then it goes. */
 static void respond_and_free(iconn_t *c, itask_t *t)
 {
     if (t->responding) {
