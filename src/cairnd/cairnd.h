@@ -107,6 +107,7 @@ bool cairnd_handle_tokens(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response
 /* The front ends' statistics for /metrics (NULL while a server is not running). */
 const nfs_stats_t *cairnd_shares_stats(void);
 const iscsi_stats_t *cairnd_iscsi_stats(void);
+size_t cairnd_iscsi_target_stats(iscsi_target_stats_t *out, size_t cap);
 /* The HTTPS server (http.c): REST API, OpenAPI document and /metrics. Off when
  * cfg->http has no address. */
 int cairnd_http_start(const cairnd_config_t *cfg, char *err, size_t errlen);

@@ -324,6 +324,39 @@ static void render_iscsi(FILE *f, const iscsi_stats_t *s)
     if (s) histogram(f, "cairn_iscsi_command_duration_seconds", NULL, NULL, &s->latency);
 }
 
+/* Per target: a snapshot taken under the target list's lock, rendered after it. */
+static void render_iscsi_targets(FILE *f)
+{
+    static const char *const kinds[ISCSI_CMD_KINDS] = {"read", "write", "other"};
+    size_t n = cairnd_iscsi_target_stats(NULL, 0);
+    iscsi_target_stats_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return;
+    size_t now = cairnd_iscsi_target_stats(v, n); /* targets may have gone meanwhile */
+    if (now < n) n = now;
+    family(f, "cairn_iscsi_target_commands_total", "counter",
+           "SCSI commands answered per iSCSI target, by kind.");
+    for (size_t i = 0; i < n; i++)
+        for (unsigned k = 0; k < ISCSI_CMD_KINDS; k++) {
+            fputs("cairn_iscsi_target_commands_total{", f);
+            put_label(f, "target", v[i].name);
+            fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], v[i].commands[k]);
+        }
+    family(f, "cairn_iscsi_target_read_bytes_total", "counter", "Bytes of Data-In sent per iSCSI target.");
+    for (size_t i = 0; i < n; i++) {
+        fputs("cairn_iscsi_target_read_bytes_total{", f);
+        put_label(f, "target", v[i].name);
+        fprintf(f, "} %" PRIu64 "\n", v[i].read_bytes);
+    }
+    family(f, "cairn_iscsi_target_written_bytes_total", "counter",
+           "Bytes of Data-Out received per iSCSI target.");
+    for (size_t i = 0; i < n; i++) {
+        fputs("cairn_iscsi_target_written_bytes_total{", f);
+        put_label(f, "target", v[i].name);
+        fprintf(f, "} %" PRIu64 "\n", v[i].write_bytes);
+    }
+    free(v);
+}
+
 char *cairnd_metrics_render(size_t *len)
 {
     char *buf = NULL;
@@ -338,6 +371,7 @@ char *cairnd_metrics_render(size_t *len)
     render_arc(f, iostats(&s) ? iostats(&s)->arc : NULL);
     render_nfs(f, cairnd_shares_stats());
     render_iscsi(f, cairnd_iscsi_stats());
+    render_iscsi_targets(f);
     cairnd_arena_free(&s.arena);
     if (fclose(f)) {
         free(buf);

@@ -99,6 +99,10 @@ struct itarget {
     size_t nluns;
     int refs;                 /* connections using it */
     bool dying;
+    /* Statistics (iscsi_target_stats_t): relaxed atomics, added by the
+     * connections holding a reference. */
+    cairn_counter_t commands[ISCSI_CMD_KINDS];
+    cairn_counter_t read_bytes, write_bytes;
     itarget_t *next;
 };
 
@@ -1201,12 +1205,39 @@ static unsigned command_kind(uint8_t opcode)
     }
 }
 
-static void count_command(iscsi_stats_t *s, const itask_t *t)
+/* Adds n to c unless it is 0 (an atomic add of nothing still takes the line). */
+static void add_nonzero(cairn_counter_t *c, uint64_t n)
 {
-    cairn_counter_add(&s->commands[command_kind(t->cmd.cdb[0])], 1);
-    if (t->cmd.data_in_len) cairn_counter_add(&s->read_bytes, t->cmd.data_in_len);
-    if (t->cmd.data_out_len) cairn_counter_add(&s->write_bytes, t->cmd.data_out_len);
+    if (n) cairn_counter_add(c, n);
+}
+
+static void count_command(iscsi_stats_t *s, itarget_t *tgt, const itask_t *t)
+{
+    unsigned kind = command_kind(t->cmd.cdb[0]);
+    cairn_counter_add(&s->commands[kind], 1);
+    add_nonzero(&s->read_bytes, t->cmd.data_in_len);
+    add_nonzero(&s->write_bytes, t->cmd.data_out_len);
     cairn_hist_record(&s->latency, cairn_now_ns() - t->start_ns);
+    if (!tgt) return;
+    cairn_counter_add(&tgt->commands[kind], 1);
+    add_nonzero(&tgt->read_bytes, t->cmd.data_in_len);
+    add_nonzero(&tgt->write_bytes, t->cmd.data_out_len);
+}
+
+size_t iscsi_server_target_stats(iscsi_server_t *srv, iscsi_target_stats_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&srv->lock);
+    for (itarget_t *t = srv->targets; t; t = t->next, n++) {
+        if (n >= cap) continue;
+        iscsi_target_stats_t *o = &out[n];
+        cairn_strlcpy(o->name, t->name, sizeof o->name);
+        for (unsigned k = 0; k < ISCSI_CMD_KINDS; k++) o->commands[k] = cairn_counter_get(&t->commands[k]);
+        o->read_bytes = cairn_counter_get(&t->read_bytes);
+        o->write_bytes = cairn_counter_get(&t->write_bytes);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return n;
 }
 
 const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv)
@@ -1221,7 +1252,7 @@ static void respond_and_free(iconn_t *c, itask_t *t)
 {
     if (t->responding) {
         send_status(c, t);
-        count_command(&c->srv->stats, t);
+        count_command(&c->srv->stats, c->tgt, t);
     }
     pthread_mutex_lock(&c->lock);
     task_unlink(c, t);

@@ -282,6 +282,10 @@ IR1=$(metric 'cairn_iscsi_read_bytes_total{}')
 [ $((IW1 - IW0)) -eq "$NB" ] || fail "iSCSI write commands rose by $((IW1 - IW0)), not $NB"
 [ $((IB1 - IB0)) -eq $((NB * 4096)) ] || fail "iSCSI written bytes rose by $((IB1 - IB0)), not $((NB * 4096))"
 [ "$IR1" -ge $((NB * 4096)) ] || fail "iSCSI read bytes $IR1 below the $((NB * 4096)) read back"
+TW=$(metric "cairn_iscsi_target_written_bytes_total{target=\"$TGT\"}")
+[ "$TW" -eq $((NB * 4096)) ] || fail "target $TGT: written bytes $TW, not $((NB * 4096))"
+[ "$(metric "cairn_iscsi_target_commands_total{kind=\"write\",target=\"$TGT2\"}")" = 0 ] ||
+    fail "target $TGT2 counted writes it never had"
 [ "$(metric 'cairn_pool_health{pool="tank",state="ONLINE"}')" = 1 ] || fail "pool health not ONLINE"
 [ "$(metric 'cairn_pool_size_bytes{pool="tank"}')" -gt 0 ] || fail "no pool size"
 grep -q '^cairn_arc_hits_total{} [0-9]' "$T/metrics.txt" || fail "no ARC hits"
