@@ -128,6 +128,10 @@ typedef struct nfs_export_info {
     char options[1024];       /* as given */
     uint32_t versions;        /* bit 3: NFSv3, bit 4: NFSv4 */
     uint64_t clients;         /* clients that mounted (MOUNT) or hold NFSv4 state */
+    /* Since it was exported: NFSv3 calls and NFSv4 COMPOUNDs on its files (a
+     * COMPOUND counts toward the share of its last current file handle), and
+     * the file bytes they read and wrote. */
+    uint64_t calls, read_bytes, write_bytes;
 } nfs_export_info_t;
 /* Fills up to cap entries in path order; returns the number of exports. */
 size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t cap);

@@ -106,6 +106,8 @@ bool cairnd_handle_tokens(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response
                           cairnd_arena_t *a);
 /* The front ends' statistics for /metrics (NULL while a server is not running). */
 const nfs_stats_t *cairnd_shares_stats(void);
+/* nfs_server_list_exports of the running server (0 without one). */
+size_t cairnd_shares_exports(nfs_export_info_t *out, size_t cap);
 const iscsi_stats_t *cairnd_iscsi_stats(void);
 size_t cairnd_iscsi_target_stats(iscsi_target_stats_t *out, size_t cap);
 /* The HTTPS server (http.c): REST API, OpenAPI document and /metrics. Off when

@@ -307,6 +307,39 @@ static void render_nfs(FILE *f, const nfs_stats_t *s)
         histogram(f, "cairn_nfs_request_duration_seconds", "version", versions[v], &s->latency[v]);
 }
 
+/* Per share: the export list (a snapshot under its lock) with each export's counts. */
+static void render_nfs_shares(FILE *f)
+{
+    size_t n = cairnd_shares_exports(NULL, 0);
+    nfs_export_info_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return;
+    size_t now = cairnd_shares_exports(v, n); /* shares may have gone meanwhile */
+    if (now < n) n = now;
+    static const struct {
+        const char *name, *help;
+        int which;
+    } fams[] = {
+        {"cairn_nfs_share_requests_total",
+         "NFSv3 calls and NFSv4 COMPOUNDs on the share's files since it was exported.", 0},
+        {"cairn_nfs_share_read_bytes_total", "File bytes read from the share over NFS.", 1},
+        {"cairn_nfs_share_written_bytes_total", "File bytes written to the share over NFS.", 2},
+    };
+    for (size_t k = 0; k < CAIRN_ARRAY_SIZE(fams); k++) {
+        family(f, fams[k].name, "counter", fams[k].help);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t val = fams[k].which == 0 ? v[i].calls
+                         : fams[k].which == 1 ? v[i].read_bytes
+                                              : v[i].write_bytes;
+            fprintf(f, "%s{", fams[k].name);
+            put_label(f, "dataset", v[i].dataset);
+            fputc(',', f);
+            put_label(f, "share", v[i].path);
+            fprintf(f, "} %" PRIu64 "\n", val);
+        }
+    }
+    free(v);
+}
+
 static void render_iscsi(FILE *f, const iscsi_stats_t *s)
 {
     static const char *const kinds[ISCSI_CMD_KINDS] = {"read", "write", "other"};
@@ -370,6 +403,7 @@ char *cairnd_metrics_render(size_t *len)
     render_scan(f, statuses(&s));
     render_arc(f, iostats(&s) ? iostats(&s)->arc : NULL);
     render_nfs(f, cairnd_shares_stats());
+    render_nfs_shares(f);
     render_iscsi(f, cairnd_iscsi_stats());
     render_iscsi_targets(f);
     cairnd_arena_free(&s.arena);

@@ -297,3 +297,8 @@ const nfs_stats_t *cairnd_shares_stats(void)
 {
     return g_srv ? nfs_server_stats(g_srv) : NULL;
 }
+
+size_t cairnd_shares_exports(nfs_export_info_t *out, size_t cap)
+{
+    return g_srv ? nfs_server_list_exports(g_srv, out, cap) : 0;
+}

@@ -1175,6 +1175,6 @@ nfs_accept_t nfs3_program(nfs_call_t *call)
     p->run(&c);
     bool garbage = call->args.err;
     if (garbage) log_debug("nfs", "NFSv3 %s: arguments do not decode", p->name);
-    if (c.exp) nfs_export_rele(c.exp);
+    nfs_stats_keep_export(call, c.exp); /* released once counted */
     return garbage ? NFS_ACCEPT_GARBAGE_ARGS : NFS_ACCEPT_SUCCESS;
 }

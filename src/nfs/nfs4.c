@@ -1436,6 +1436,10 @@ static nfs_accept_t compound(nfs_call_t *call)
         patch_u32(r, numres_pos, numres);
         if (cx.have_session) nfs4_slot_done(&cx, r, start, r->pos - start);
     }
+    /* Answered (a memory-only refusal was caught above): the COMPOUND counts
+     * toward the share of its last current file handle. */
+    if (cx.cur.kind == NFS4_FH_REAL)
+        nfs_export_count(cx.cur.exp, call->stat_read_bytes, call->stat_write_bytes);
     nfs4_cfh_clear(&cx.cur);
     nfs4_cfh_clear(&cx.saved);
     return r->err ? NFS_ACCEPT_SYSTEM_ERR : NFS_ACCEPT_SUCCESS;

@@ -129,6 +129,7 @@ typedef struct nfs_call {
      * answered: bytes a READ/WRITE moved, and the NFSv4 operations run (past
      * NFS_CALL_STAT_OPS, a COMPOUND's operations count as they run). */
     uint64_t stat_read_bytes, stat_write_bytes;
+    struct nfs_export *stat_exp;      /* NFSv3: the share counted, held until counted */
 #define NFS_CALL_STAT_OPS 32
     uint8_t stat_ops[NFS_CALL_STAT_OPS];
     uint32_t stat_nops;
@@ -198,6 +199,12 @@ uint64_t nfs_server_write_verifier(nfs_server_t *srv);
  * (not one handed to a worker), started at start_ns. */
 void nfs_stats_v4_op(nfs_call_t *call, uint32_t op);
 void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns);
+/* NFSv3: the call counts toward exp's share; takes over the reference. Dropped
+ * uncounted when the call goes to a worker (nfs_stats_call_retried). */
+void nfs_stats_keep_export(nfs_call_t *call, struct nfs_export *exp);
+void nfs_stats_call_retried(nfs_call_t *call);
+/* Per share (nfs_export.c): one call (NFSv4: COMPOUND) and its bytes. */
+void nfs_export_count(struct nfs_export *exp, uint64_t read_bytes, uint64_t write_bytes);
 /* Directory for persistent server state (NFSv4 client records for the grace
  * period), NULL when none was configured. */
 const char *nfs_server_state_dir(nfs_server_t *srv);

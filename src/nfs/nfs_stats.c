@@ -57,6 +57,22 @@ void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns)
     if (call->stat_read_bytes) cairn_counter_add(&s->read_bytes[v], call->stat_read_bytes);
     if (call->stat_write_bytes) cairn_counter_add(&s->write_bytes[v], call->stat_write_bytes);
     cairn_hist_record(&s->latency[v], cairn_now_ns() - start_ns);
+    if (call->stat_exp) {
+        nfs_export_count(call->stat_exp, call->stat_read_bytes, call->stat_write_bytes);
+        nfs_stats_call_retried(call); /* releases it */
+    }
+}
+
+void nfs_stats_keep_export(nfs_call_t *call, struct nfs_export *exp)
+{
+    nfs_stats_call_retried(call);
+    call->stat_exp = exp;
+}
+
+void nfs_stats_call_retried(nfs_call_t *call)
+{
+    if (call->stat_exp) nfs_export_rele(call->stat_exp);
+    call->stat_exp = NULL;
 }
 
 const nfs_stats_t *nfs_server_stats(const nfs_server_t *srv)

@@ -231,6 +231,14 @@ W0=$(metric 'cairn_nfs_operations_total{op="WRITE",version="3"}')
 B0=$(metric 'cairn_nfs_written_bytes_total{version="3"}')
 C0=$(metric 'cairn_nfs_request_duration_seconds_count{version="3"}')
 [ -n "$W0" ] && [ -n "$B0" ] || fail "no NFSv3 WRITE counters in /metrics"
+run_ok "$CAIRN" create -o sharenfs=on tank/other
+scrape
+SHARE='{dataset="tank/share",share="/tank/share"}'
+OTHER='{dataset="tank/other",share="/tank/other"}'
+SW0=$(metric "cairn_nfs_share_written_bytes_total$SHARE")
+SR0=$(metric "cairn_nfs_share_requests_total$SHARE")
+[ -n "$SW0" ] && [ "$(metric "cairn_nfs_share_written_bytes_total$OTHER")" = 0 ] ||
+    fail "no per-share counters: $(grep share_ "$T/metrics.txt")"
 N=32 # FILE_SYNC WRITEs of 64 KiB: 2 MiB
 run_ok "$NFSCLIENT" "$(nfs_url /tank/share)" stream counted 2 64 0
 scrape
@@ -240,15 +248,23 @@ C1=$(metric 'cairn_nfs_request_duration_seconds_count{version="3"}')
 [ $((W1 - W0)) -eq "$N" ] || fail "NFSv3 WRITE counter rose by $((W1 - W0)), not $N"
 [ $((B1 - B0)) -eq $((N * 65536)) ] || fail "NFSv3 written bytes rose by $((B1 - B0)), not $((N * 65536))"
 [ $((C1 - C0)) -ge "$N" ] || fail "NFSv3 latency histogram counted $((C1 - C0)) calls, fewer than $N"
-pass "NFSv3: $N WRITEs of a libnfs client counted as $((W1 - W0)), $((B1 - B0)) bytes"
+SW1=$(metric "cairn_nfs_share_written_bytes_total$SHARE")
+SR1=$(metric "cairn_nfs_share_requests_total$SHARE")
+[ $((SW1 - SW0)) -eq $((N * 65536)) ] || fail "share tank/share: written bytes rose by $((SW1 - SW0))"
+[ $((SR1 - SR0)) -ge "$N" ] || fail "share tank/share: $((SR1 - SR0)) requests counted for $N WRITEs"
+[ "$(metric "cairn_nfs_share_written_bytes_total$OTHER")" = 0 ] || fail "share tank/other counted writes"
+pass "NFSv3: $N WRITEs of a libnfs client counted as $((W1 - W0)), $((B1 - B0)) bytes (in total and for the share)"
 # Reads: twice, the second from memory on the I/O thread (a READ that would block
 # there runs again on a worker and must count once).
 R0=$(metric 'cairn_nfs_read_bytes_total{version="3"}')
+SRB0=$(metric "cairn_nfs_share_read_bytes_total$SHARE")
 run_ok nfs-cp "$(nfs_url /tank/share/counted)" "$T/counted.1"
 run_ok nfs-cp "$(nfs_url /tank/share/counted)" "$T/counted.2"
 scrape
 R1=$(metric 'cairn_nfs_read_bytes_total{version="3"}')
 [ $((R1 - R0)) -eq $((2 * N * 65536)) ] || fail "NFSv3 read bytes rose by $((R1 - R0)), not $((2 * N * 65536))"
+SRB=$(($(metric "cairn_nfs_share_read_bytes_total$SHARE") - SRB0))
+[ "$SRB" -eq $((2 * N * 65536)) ] || fail "share tank/share: read bytes rose by $SRB, not $((2 * N * 65536))"
 pass "NFSv3: two reads of the file counted as $((R1 - R0)) bytes"
 
 # NFSv4.0: small files put by libnfs's client, one WRITE each.
@@ -265,6 +281,8 @@ V1=$(metric 'cairn_nfs_operations_total{op="WRITE",version="4"}')
 VB1=$(metric 'cairn_nfs_written_bytes_total{version="4"}')
 [ $((VB1 - VB0)) -eq $BYTES4 ] || fail "NFSv4 written bytes rose by $((VB1 - VB0)), not $BYTES4"
 [ $((V1 - V0)) -eq $NV4 ] || fail "NFSv4 WRITE operations rose by $((V1 - V0)), not $NV4"
+SW2=$(metric "cairn_nfs_share_written_bytes_total$SHARE")
+[ $((SW2 - SW1)) -eq $BYTES4 ] || fail "share tank/share: NFSv4 written bytes rose by $((SW2 - SW1)), not $BYTES4"
 [ "$(metric 'cairn_nfs_operations_total{op="PUTFH",version="4"}')" -ge $NV4 ] || fail "NFSv4 PUTFH not counted"
 pass "NFSv4: $NV4 WRITE operations counted as $((V1 - V0)), $((VB1 - VB0)) bytes"
 
