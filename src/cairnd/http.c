@@ -69,7 +69,8 @@ static char *read_file(const char *path, char *err, size_t errlen, const char *k
         fclose(f);
     }
     if (!buf || !len) {
-        snprintf(err, errlen, "%s: cannot read %s: %s", key, path, f ? "empty file" : strerror(errno));
+        snprintf(err, errlen, "%s: cannot read %s: %s", key, path,
+                 f ? "empty file" : strerror(errno));
         free(buf);
         return NULL;
     }
@@ -105,17 +106,25 @@ static int make_self_signed(const char *cert_path, const char *key_path, char *e
     static const unsigned char loopback[4] = {127, 0, 0, 1};
     time_t now = time(NULL);
     int rc = gnutls_x509_privkey_init(&key);
-    if (!rc) rc = gnutls_x509_privkey_generate(key, GNUTLS_PK_ECDSA,
-                                              GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0);
+    if (!rc)
+        rc = gnutls_x509_privkey_generate(key, GNUTLS_PK_ECDSA,
+                                          GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0);
     if (!rc) rc = gnutls_x509_crt_init(&crt);
     if (!rc) rc = gnutls_x509_crt_set_version(crt, 3);
     if (!rc) rc = gnutls_x509_crt_set_serial(crt, serial, sizeof serial);
     if (!rc) rc = gnutls_x509_crt_set_activation_time(crt, now - 3600);
     if (!rc) rc = gnutls_x509_crt_set_expiration_time(crt, now + 10L * 365 * 86400);
-    if (!rc) rc = gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, host, strlen(host));
-    if (!rc) rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, host, strlen(host), GNUTLS_FSAN_SET);
-    if (!rc) rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, "localhost", 9, GNUTLS_FSAN_APPEND);
-    if (!rc) rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_IPADDRESS, loopback, 4, GNUTLS_FSAN_APPEND);
+    if (!rc)
+        rc = gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, host, strlen(host));
+    if (!rc)
+        rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, host, strlen(host),
+                                                  GNUTLS_FSAN_SET);
+    if (!rc)
+        rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, "localhost", 9,
+                                                  GNUTLS_FSAN_APPEND);
+    if (!rc)
+        rc = gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_IPADDRESS, loopback, 4,
+                                                  GNUTLS_FSAN_APPEND);
     if (!rc) rc = gnutls_x509_crt_set_key(crt, key);
     if (!rc) rc = gnutls_x509_crt_set_basic_constraints(crt, 0, -1);
     if (!rc) rc = gnutls_x509_crt_set_key_usage(crt, GNUTLS_KEY_DIGITAL_SIGNATURE);
@@ -125,8 +134,10 @@ static int make_self_signed(const char *cert_path, const char *key_path, char *e
     if (!rc) rc = gnutls_x509_crt_export2(crt, GNUTLS_X509_FMT_PEM, &cd);
     int io = 0;
     if (rc) snprintf(err, errlen, "cannot make a self-signed certificate: %s", gnutls_strerror(rc));
-    else if ((io = write_secret_file(key_path, &kd, 0600)) || (io = write_secret_file(cert_path, &cd, 0644)))
-        snprintf(err, errlen, "cannot write the self-signed certificate in the state dir: %s", strerror(-io));
+    else if ((io = write_secret_file(key_path, &kd, 0600)) ||
+             (io = write_secret_file(cert_path, &cd, 0644)))
+        snprintf(err, errlen, "cannot write the self-signed certificate in the state dir: %s",
+                 strerror(-io));
     gnutls_free(kd.data);
     gnutls_free(cd.data);
     if (crt) gnutls_x509_crt_deinit(crt);
@@ -147,7 +158,8 @@ static int load_tls(const cairnd_config_t *cfg, char *err, size_t errlen)
         cert_key = key_key = "the self-signed certificate (http_cert/http_key unset)";
         if (access(cert, F_OK) || access(key, F_OK)) {
             if (make_self_signed(cert, key, err, errlen)) return -EIO;
-            log_info(SUB, "made a self-signed certificate %s (replace it with http_cert/http_key)", cert);
+            log_info(SUB, "made a self-signed certificate %s (replace it with http_cert/http_key)",
+                     cert);
         }
     }
     if (!(g_cert_pem = read_file(cert, err, errlen, cert_key))) return -EINVAL;
@@ -161,7 +173,8 @@ static int load_tls(const cairnd_config_t *cfg, char *err, size_t errlen)
     gnutls_certificate_free_credentials(cred);
     if (rc < 0) {
         snprintf(err, errlen, "%s: %s and %s are not a PEM certificate and its key: %s",
-                 cfg->http_cert[0] ? "http_cert/http_key" : cert_key, cert, key, gnutls_strerror(rc));
+                 cfg->http_cert[0] ? "http_cert/http_key" : cert_key, cert, key,
+                 gnutls_strerror(rc));
         return -EINVAL;
     }
     return 0;
@@ -214,7 +227,8 @@ static void count_failure(const char *addr)
     pthread_mutex_lock(&g_fail_lock);
     auth_fail_t *s = fail_slot(addr, true);
     if (++s->count == AUTH_FAIL_LIMIT)
-        log_warn(SUB, "%s: %d failed authentications in %d s; refusing it for the rest of the window",
+        log_warn(SUB,
+                 "%s: %d failed authentications in %d s; refusing it for the rest of the window",
                  addr, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW_S);
     pthread_mutex_unlock(&g_fail_lock);
 }
@@ -229,7 +243,8 @@ typedef struct body {
 
 static void peer_addr(struct MHD_Connection *c, char *buf, size_t len)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     cairn_strlcpy(buf, "?", len);
     if (!ci || !ci->client_addr) return;
     const struct sockaddr *sa = ci->client_addr;
@@ -241,7 +256,8 @@ static void peer_addr(struct MHD_Connection *c, char *buf, size_t len)
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(r->body);
         return MHD_NO;
@@ -295,10 +311,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     peer_addr(c, addr, sizeof addr);
     http_reply_t r = {0};
     bool is_metrics = !strcmp(url, "/metrics");
-    bool open_doc = !strcmp(url, CAIRND_API_PREFIX "/openapi.json") || (is_metrics && g_metrics_public);
+    bool open_doc =
+        !strcmp(url, CAIRND_API_PREFIX "/openapi.json") || (is_metrics && g_metrics_public);
     mgmt_token_info_t who = {.role = MGMT_ROLE_READ_ONLY};
     if (rate_limited(addr)) {
-        cairnd_http_error(&r, MHD_HTTP_TOO_MANY_REQUESTS, "too many failed authentications from %s; try again later", addr);
+        cairnd_http_error(&r, MHD_HTTP_TOO_MANY_REQUESTS,
+                          "too many failed authentications from %s; try again later", addr);
         return send_reply(c, &r);
     }
     if (!open_doc) {
@@ -308,12 +326,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             count_failure(addr);
             log_info(SUB, "%s: %s %s: %s", addr, method, url, tok ? "wrong token" : "no token");
             cairnd_http_error(&r, MHD_HTTP_UNAUTHORIZED,
-                              tok ? "the API token is not valid" : "an API token is needed (Authorization: Bearer TOKEN)");
+                              tok ? "the API token is not valid"
+                                  : "an API token is needed (Authorization: Bearer TOKEN)");
             return send_reply(c, &r);
         }
     }
     if (b->too_large) {
-        cairnd_http_error(&r, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than %u bytes", HTTP_BODY_MAX);
+        cairnd_http_error(&r, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than %u bytes",
+                          HTTP_BODY_MAX);
     } else if (is_metrics) {
         if (strcmp(method, "GET")) {
             cairnd_http_error(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "/metrics only answers GET");
@@ -324,8 +344,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             if (!r.body) cairnd_http_error(&r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         }
     } else {
-        cairnd_http_api_t req = {.conn = c, .method = method, .url = url, .body = b->data,
-                                 .body_len = b->len, .who = &who, .addr = addr,
+        cairnd_http_api_t req = {.conn = c,
+                                 .method = method,
+                                 .url = url,
+                                 .body = b->data,
+                                 .body_len = b->len,
+                                 .who = &who,
+                                 .addr = addr,
                                  .authenticated = !open_doc};
         cairnd_http_api(&req, &r);
     }
@@ -374,17 +399,13 @@ int cairnd_http_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     }
     unsigned flags = MHD_USE_TLS | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    g_mhd = MHD_start_daemon(flags, cfg->http.port, NULL, NULL, handle, NULL,
-                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                             MHD_OPTION_HTTPS_MEM_CERT, g_cert_pem,
-                             MHD_OPTION_HTTPS_MEM_KEY, g_key_pem,
-                             MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
-                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
-                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-                             MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
-                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                             MHD_OPTION_END);
+    g_mhd = MHD_start_daemon(
+        flags, cfg->http.port, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_HTTPS_MEM_CERT, g_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, g_key_pem,
+        MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     int e = errno;
     freeaddrinfo(ai);
     if (!g_mhd) {

@@ -44,9 +44,9 @@ typedef struct route {
     const char *name_field; /* the member's field that receives {name} */
     const char *fixed;      /* a JSON object applied first (what the CLI's defaults are) */
     body_kind_t body;
-    bool changes;           /* admin tokens only */
+    bool changes; /* admin tokens only */
     int ok_status;
-    const char *result;     /* the Response's oneof member it answers with (documentation) */
+    const char *result; /* the Response's oneof member it answers with (documentation) */
     const char *summary;
 } route_t;
 
@@ -90,7 +90,8 @@ static const route_t g_routes[] = {
      200, "datasets", "Snapshots (cairn list -t snapshot)."},
     {"POST", "/snapshots", "ds_snapshot", NULL, NULL, BODY_FIELDS, true, 201, NULL,
      "Takes a snapshot: {\"name\": \"POOL/FS@SNAP\", \"recursive\": false} (cairn snapshot)."},
-    {"POST", "/snapshots/{name}/rollback", "ds_rollback", "name", NULL, BODY_FIELDS, true, 200, NULL,
+    {"POST", "/snapshots/{name}/rollback", "ds_rollback", "name", NULL, BODY_FIELDS, true, 200,
+     NULL,
      "Rolls its dataset back to the snapshot; {\"destroy_newer\": true} as -r (cairn rollback)."},
     {"POST", "/snapshots/{name}/clone", "ds_clone", "snapshot", NULL, BODY_FIELDS, true, 201, NULL,
      "Clones the snapshot: {\"name\": \"POOL/NEW\"} (cairn clone)."},
@@ -105,7 +106,8 @@ static const route_t g_routes[] = {
     {"POST", "/iscsi/targets/{name}/luns", "iscsi_lun_add", "target", NULL, BODY_FIELDS, true, 201,
      NULL, "Adds a LUN: {\"volume\": ..., \"lun\": N, \"lun_given\": true} (cairn iscsi lun add)."},
     {"POST", "/iscsi/targets/{name}/acl", "iscsi_acl", "target", NULL, BODY_FIELDS, true, 200, NULL,
-     "Allows an initiator: {\"initiator\": IQN}; with \"remove\": true disallows it (cairn iscsi acl)."},
+     "Allows an initiator: {\"initiator\": IQN}; with \"remove\": true disallows it (cairn iscsi "
+     "acl)."},
     {"GET", "/iscsi/targets/{name}", "iscsi_list", "name", NULL, BODY_NONE, false, 200,
      "iscsi_targets", "One iSCSI target (cairn iscsi list IQN)."},
     {"DELETE", "/iscsi/targets/{name}", "iscsi_target_destroy", "name", NULL, BODY_NONE, true, 200,
@@ -143,12 +145,24 @@ void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
 static int errno_status(int rc)
 {
     switch (-rc) {
-    case ENOENT: case ENXIO: case ENODEV: return MHD_HTTP_NOT_FOUND;
-    case EEXIST: case EBUSY: case ENOTEMPTY: case EROFS: case EALREADY: return MHD_HTTP_CONFLICT;
-    case EINVAL: case ERANGE: case ENAMETOOLONG: case EDOM: case EBADMSG: case E2BIG:
-        return MHD_HTTP_BAD_REQUEST;
-    case EPERM: case EACCES: return MHD_HTTP_FORBIDDEN;
-    case ENOSPC: case EDQUOT: return MHD_HTTP_INSUFFICIENT_STORAGE;
+    case ENOENT:
+    case ENXIO:
+    case ENODEV: return MHD_HTTP_NOT_FOUND;
+    case EEXIST:
+    case EBUSY:
+    case ENOTEMPTY:
+    case EROFS:
+    case EALREADY: return MHD_HTTP_CONFLICT;
+    case EINVAL:
+    case ERANGE:
+    case ENAMETOOLONG:
+    case EDOM:
+    case EBADMSG:
+    case E2BIG: return MHD_HTTP_BAD_REQUEST;
+    case EPERM:
+    case EACCES: return MHD_HTTP_FORBIDDEN;
+    case ENOSPC:
+    case EDQUOT: return MHD_HTTP_INSUFFICIENT_STORAGE;
     case EOPNOTSUPP: return MHD_HTTP_NOT_IMPLEMENTED;
     case EAGAIN: return MHD_HTTP_SERVICE_UNAVAILABLE;
     default: return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -176,7 +190,8 @@ static bool path_matches(const route_t *r, const char *url, char *name, size_t n
 
 static const ProtobufCFieldDescriptor *request_field(const char *member)
 {
-    return protobuf_c_message_descriptor_get_field_by_name(&cairn__mgmt__request__descriptor, member);
+    return protobuf_c_message_descriptor_get_field_by_name(&cairn__mgmt__request__descriptor,
+                                                           member);
 }
 
 static const ProtobufCMessageDescriptor *request_message(const route_t *r)
@@ -196,11 +211,12 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 {
     (void)kind;
     query_ctx_t *q = cls;
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(q->desc, key);
-    if (f && f->type == PROTOBUF_C_TYPE_BOOL && value && (!strcmp(value, "true") || !strcmp(value, "false")))
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(q->desc, key);
+    if (f && f->type == PROTOBUF_C_TYPE_BOOL && value &&
+        (!strcmp(value, "true") || !strcmp(value, "false")))
         json_object_set_new(q->obj, key, json_boolean(!strcmp(value, "true")));
-    else
-        json_object_set_new(q->obj, key, json_string(value ? value : ""));
+    else json_object_set_new(q->obj, key, json_string(value ? value : ""));
     return MHD_YES;
 }
 
@@ -214,7 +230,8 @@ static json_t *request_fields(const route_t *r, const cairnd_http_api_t *req, co
     MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
     if (body && r->body == BODY_FIELDS) json_object_update(obj, (json_t *)body);
     if (r->name_field) {
-        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, r->name_field);
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field_by_name(desc, r->name_field);
         json_t *v = json_string(name);
         if (f->label == PROTOBUF_C_LABEL_REPEATED) v = json_pack("[o]", v);
         json_object_set_new(obj, r->name_field, v);
@@ -248,14 +265,16 @@ static json_t *dispatch(const char *member, json_t *fields, http_reply_t *out)
         json_t *all = mgmt_json_from_message(&resp.base);
         const char *key;
         json_t *v;
-        json_object_foreach(all, key, v) {
+        json_object_foreach(all, key, v)
+        {
             if (json_is_object(v)) {
                 result = json_incref(v);
                 break;
             }
         }
         if (!result) result = json_object();
-        if (resp.warning && *resp.warning) json_object_set_new(result, "warning", json_string(resp.warning));
+        if (resp.warning && *resp.warning)
+            json_object_set_new(result, "warning", json_string(resp.warning));
         json_decref(all);
     }
     cairnd_arena_free(&arena);
@@ -264,7 +283,8 @@ static json_t *dispatch(const char *member, json_t *fields, http_reply_t *out)
 }
 
 /* PATCH: each property of the body, as `cairn set PROP=VALUE NAME` would. */
-static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *body, http_reply_t *out)
+static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *body,
+                              http_reply_t *out)
 {
     const char *prop;
     json_t *v;
@@ -273,14 +293,17 @@ static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *bo
         cairnd_http_error(out, MHD_HTTP_BAD_REQUEST, "want a JSON object of properties to set");
         return NULL;
     }
-    json_object_foreach((json_t *)body, prop, v) {
+    json_object_foreach((json_t *)body, prop, v)
+    {
         json_t *value = json_is_string(v) ? json_incref(v)
-                        : json_is_integer(v) ? json_sprintf("%lld", (long long)json_integer_value(v))
+                        : json_is_integer(v)
+                            ? json_sprintf("%lld", (long long)json_integer_value(v))
                         : json_is_boolean(v) ? json_string(json_is_true(v) ? "on" : "off")
                                              : NULL;
         if (!value) {
             json_decref(result);
-            cairnd_http_error(out, MHD_HTTP_BAD_REQUEST, "property '%s': want a string, integer or boolean", prop);
+            cairnd_http_error(out, MHD_HTTP_BAD_REQUEST,
+                              "property '%s': want a string, integer or boolean", prop);
             return NULL;
         }
         json_object_set_new(fields, "prop", json_string(prop));
@@ -307,12 +330,14 @@ static void run_route(const route_t *r, const cairnd_http_api_t *req, const char
             return;
         }
     } else if (req->body_len) {
-        cairnd_http_error(out, MHD_HTTP_BAD_REQUEST, "%s %s takes no request body", r->method, r->path);
+        cairnd_http_error(out, MHD_HTTP_BAD_REQUEST, "%s %s takes no request body", r->method,
+                          r->path);
         return;
     }
     json_t *fields = request_fields(r, req, name, body);
-    json_t *result = r->body == BODY_PROPS ? dispatch_props(r, fields, body ? body : json_object(), out)
-                                           : dispatch(r->request, fields, out);
+    json_t *result = r->body == BODY_PROPS
+                         ? dispatch_props(r, fields, body ? body : json_object(), out)
+                         : dispatch(r->request, fields, out);
     if (result) reply_json(out, r->ok_status, result);
     json_decref(fields);
     json_decref(body);
@@ -323,13 +348,14 @@ void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out)
     const char *url = req->url;
     size_t plen = strlen(CAIRND_API_PREFIX);
     if (strncmp(url, CAIRND_API_PREFIX, plen) || (url[plen] != '/' && url[plen])) {
-        cairnd_http_error(out, MHD_HTTP_NOT_FOUND, "no such resource: %s (the API is under %s)", url,
-                          CAIRND_API_PREFIX);
+        cairnd_http_error(out, MHD_HTTP_NOT_FOUND, "no such resource: %s (the API is under %s)",
+                          url, CAIRND_API_PREFIX);
         return;
     }
     url += plen;
     if (!strcmp(url, "/openapi.json")) {
-        if (strcmp(req->method, "GET")) cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", req->url);
+        if (strcmp(req->method, "GET"))
+            cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", req->url);
         else reply_json(out, MHD_HTTP_OK, openapi_document());
         return;
     }
@@ -342,15 +368,18 @@ void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out)
         if (!strcmp(g_routes[i].method, req->method)) found = &g_routes[i];
     }
     if (!found) {
-        if (path_known) cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s does not answer %s", req->url, req->method);
+        if (path_known)
+            cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s does not answer %s", req->url,
+                              req->method);
         else cairnd_http_error(out, MHD_HTTP_NOT_FOUND, "no such resource: %s", req->url);
         return;
     }
     if (found->changes && req->who->role != MGMT_ROLE_ADMIN) {
         log_info(SUB, "%s: token '%s' (read-only) refused %s %s", req->addr, req->who->name,
                  req->method, req->url);
-        cairnd_http_error(out, MHD_HTTP_FORBIDDEN, "token '%s' is read-only; %s %s needs an admin token",
-                          req->who->name, req->method, req->url);
+        cairnd_http_error(out, MHD_HTTP_FORBIDDEN,
+                          "token '%s' is read-only; %s %s needs an admin token", req->who->name,
+                          req->method, req->url);
         return;
     }
     run_route(found, req, name, out);
@@ -382,13 +411,14 @@ static json_t *field_schema(json_t *schemas, const ProtobufCFieldDescriptor *f)
     case PROTOBUF_C_TYPE_DOUBLE: s = json_pack("{s:s}", "type", "number"); break;
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64: /* above 2^63-1 as a decimal string (mgmt_json.h) */
-        s = json_pack("{s:[{s:s,s:i},{s:s,s:s}]}", "oneOf", "type", "integer", "minimum", 0,
-                      "type", "string", "pattern", "^[0-9]+$");
+        s = json_pack("{s:[{s:s,s:i},{s:s,s:s}]}", "oneOf", "type", "integer", "minimum", 0, "type",
+                      "string", "pattern", "^[0-9]+$");
         break;
     case PROTOBUF_C_TYPE_ENUM: {
         const ProtobufCEnumDescriptor *ed = f->descriptor;
         json_t *names = json_array();
-        for (unsigned i = 0; i < ed->n_values; i++) json_array_append_new(names, json_string(ed->values[i].name));
+        for (unsigned i = 0; i < ed->n_values; i++)
+            json_array_append_new(names, json_string(ed->values[i].name));
         s = json_pack("{s:s,s:o}", "type", "string", "enum", names);
         break;
     }
@@ -400,7 +430,8 @@ static json_t *field_schema(json_t *schemas, const ProtobufCFieldDescriptor *f)
     }
     default: s = json_pack("{s:s}", "type", "integer"); break;
     }
-    if (f->label == PROTOBUF_C_LABEL_REPEATED) s = json_pack("{s:s,s:o}", "type", "array", "items", s);
+    if (f->label == PROTOBUF_C_LABEL_REPEATED)
+        s = json_pack("{s:s,s:o}", "type", "array", "items", s);
     return s;
 }
 
@@ -409,9 +440,9 @@ static void add_schema(json_t *schemas, const ProtobufCMessageDescriptor *d)
 {
     if (json_object_get(schemas, d->short_name)) return;
     json_t *props = json_object();
-    json_object_set_new(schemas, d->short_name, json_pack("{s:s,s:o,s:b}", "type", "object",
-                                                          "properties", props,
-                                                          "additionalProperties", 0));
+    json_object_set_new(schemas, d->short_name,
+                        json_pack("{s:s,s:o,s:b}", "type", "object", "properties", props,
+                                  "additionalProperties", 0));
     for (unsigned i = 0; i < d->n_fields; i++)
         json_object_set_new(props, d->fields[i].name, field_schema(schemas, &d->fields[i]));
 }
@@ -419,8 +450,8 @@ static void add_schema(json_t *schemas, const ProtobufCMessageDescriptor *d)
 static json_t *response_schema(json_t *schemas, const route_t *r)
 {
     if (!r->result) return json_pack("{s:s}", "type", "object");
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field_by_name(&cairn__mgmt__response__descriptor, r->result);
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(
+        &cairn__mgmt__response__descriptor, r->result);
     return field_schema(schemas, f);
 }
 
@@ -429,16 +460,17 @@ static json_t *operation(json_t *schemas, const route_t *r)
     const ProtobufCMessageDescriptor *md = request_message(r);
     json_t *params = json_array();
     if (r->name_field)
-        json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "name", "in", "path",
-                                                "required", 1, "schema", "type", "string"));
+        json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", "name", "in",
+                                                "path", "required", 1, "schema", "type", "string"));
     if (r->body == BODY_NONE)
         for (unsigned i = 0; i < md->n_fields; i++) {
             const ProtobufCFieldDescriptor *f = &md->fields[i];
-            if ((r->name_field && !strcmp(f->name, r->name_field)) || f->type == PROTOBUF_C_TYPE_MESSAGE ||
-                f->label == PROTOBUF_C_LABEL_REPEATED)
+            if ((r->name_field && !strcmp(f->name, r->name_field)) ||
+                f->type == PROTOBUF_C_TYPE_MESSAGE || f->label == PROTOBUF_C_LABEL_REPEATED)
                 continue;
-            json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:o}", "name", f->name, "in", "query",
-                                                    "required", 0, "schema", field_schema(schemas, f)));
+            json_array_append_new(params,
+                                  json_pack("{s:s,s:s,s:b,s:o}", "name", f->name, "in", "query",
+                                            "required", 0, "schema", field_schema(schemas, f)));
         }
     char code[8];
     snprintf(code, sizeof code, "%d", r->ok_status);
@@ -453,8 +485,9 @@ static json_t *operation(json_t *schemas, const route_t *r)
                            "parameters", params, "responses", responses);
     if (r->body == BODY_FIELDS) {
         add_schema(schemas, md);
-        json_object_set_new(op, "requestBody", json_pack("{s:b,s:{s:{s:o}}}", "required", 0, "content",
-                                                         "application/json", "schema", schema_ref(md->short_name)));
+        json_object_set_new(op, "requestBody",
+                            json_pack("{s:b,s:{s:{s:o}}}", "required", 0, "content",
+                                      "application/json", "schema", schema_ref(md->short_name)));
     } else if (r->body == BODY_PROPS) {
         json_object_set_new(op, "requestBody",
                             json_pack("{s:b,s:{s:{s:{s:s,s:{s:s}}}}}", "required", 1, "content",
@@ -467,8 +500,9 @@ static json_t *operation(json_t *schemas, const route_t *r)
 static json_t *openapi_document(void)
 {
     json_t *schemas = json_object();
-    json_object_set_new(schemas, "Error", json_pack("{s:s,s:[s],s:{s:{s:s}}}", "type", "object", "required",
-                                                    "error", "properties", "error", "type", "string"));
+    json_object_set_new(schemas, "Error",
+                        json_pack("{s:s,s:[s],s:{s:{s:s}}}", "type", "object", "required", "error",
+                                  "properties", "error", "type", "string"));
     json_t *paths = json_object();
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(g_routes); i++) {
         const route_t *r = &g_routes[i];
@@ -480,15 +514,12 @@ static json_t *openapi_document(void)
         method[k] = '\0';
         json_object_set_new(item, method, operation(schemas, r));
     }
-    return json_pack("{s:s,s:{s:s,s:s,s:s},s:[{s:s}],s:[{s:[]}],s:o,s:{s:o,s:{s:{s:s,s:s}}}}",
-                     "openapi", "3.0.3",
-                     "info", "title", "Cairn management API", "version", CAIRN_VERSION,
-                     "description", "Each operation sends the Request the cairn CLI sends for the same "
-                                    "verb. Authenticate with an API token (cairn token create): "
-                                    "Authorization: Bearer TOKEN. Prometheus metrics: GET /metrics.",
-                     "servers", "url", CAIRND_API_PREFIX,
-                     "security", "bearer",
-                     "paths", paths,
-                     "components", "schemas", schemas, "securitySchemes", "bearer", "type", "http",
-                     "scheme", "bearer");
+    return json_pack(
+        "{s:s,s:{s:s,s:s,s:s},s:[{s:s}],s:[{s:[]}],s:o,s:{s:o,s:{s:{s:s,s:s}}}}", "openapi",
+        "3.0.3", "info", "title", "Cairn management API", "version", CAIRN_VERSION, "description",
+        "Each operation sends the Request the cairn CLI sends for the same "
+        "verb. Authenticate with an API token (cairn token create): "
+        "Authorization: Bearer TOKEN. Prometheus metrics: GET /metrics.",
+        "servers", "url", CAIRND_API_PREFIX, "security", "bearer", "paths", paths, "components",
+        "schemas", schemas, "securitySchemes", "bearer", "type", "http", "scheme", "bearer");
 }

@@ -42,8 +42,7 @@ typedef struct snapshot {
     cairnd_arena_t arena;
 } snapshot_t;
 
-static void ask(Cairn__Mgmt__Request__CmdCase what, Cairn__Mgmt__Response *resp,
-                cairnd_arena_t *a)
+static void ask(Cairn__Mgmt__Request__CmdCase what, Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
 {
     Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
     Cairn__Mgmt__PoolStatus st = CAIRN__MGMT__POOL_STATUS__INIT;
@@ -105,14 +104,16 @@ static void status_tree(FILE *f, const char *metric, const char *pool,
 
 static const Cairn__Mgmt__PoolIostats *iostats(const snapshot_t *s)
 {
-    return s->iostat.error == 0 && s->iostat.result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT
+    return s->iostat.error == 0 &&
+                   s->iostat.result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT
                ? s->iostat.pool_iostat
                : NULL;
 }
 
 static const Cairn__Mgmt__PoolStatuses *statuses(const snapshot_t *s)
 {
-    return s->status.error == 0 && s->status.result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS
+    return s->status.error == 0 &&
+                   s->status.result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS
                ? s->status.pool_status
                : NULL;
 }
@@ -132,8 +133,9 @@ static void render_capacity(FILE *f, const Cairn__Mgmt__PoolIostats *io)
         for (size_t i = 0; io && i < io->n_pools; i++) {
             const Cairn__Mgmt__VdevIostat *r = io->pools[i]->root;
             if (!r) continue;
-            uint64_t v = caps[k].which == 0 ? r->size : caps[k].which == 1 ? r->alloc
-                                                                           : r->size - r->alloc;
+            uint64_t v = caps[k].which == 0   ? r->size
+                         : caps[k].which == 1 ? r->alloc
+                                              : r->size - r->alloc;
             fputs(caps[k].name, f);
             pool_labels(f, r->name, NULL);
             fprintf(f, " %" PRIu64 "\n", v);
@@ -143,21 +145,26 @@ static void render_capacity(FILE *f, const Cairn__Mgmt__PoolIostats *io)
         const char *name, *help;
         iostat_field_fn get;
     } ios[] = {
-        {"cairn_vdev_reads_total", "Read operations of the vdev since the pool was imported.", io_reads},
-        {"cairn_vdev_writes_total", "Write operations of the vdev since the pool was imported.", io_writes},
-        {"cairn_vdev_read_bytes_total", "Bytes read from the vdev since the pool was imported.", io_read_bytes},
-        {"cairn_vdev_written_bytes_total", "Bytes written to the vdev since the pool was imported.", io_write_bytes},
+        {"cairn_vdev_reads_total", "Read operations of the vdev since the pool was imported.",
+         io_reads},
+        {"cairn_vdev_writes_total", "Write operations of the vdev since the pool was imported.",
+         io_writes},
+        {"cairn_vdev_read_bytes_total", "Bytes read from the vdev since the pool was imported.",
+         io_read_bytes},
+        {"cairn_vdev_written_bytes_total", "Bytes written to the vdev since the pool was imported.",
+         io_write_bytes},
     };
     for (size_t k = 0; k < 4; k++) {
         family(f, ios[k].name, "counter", ios[k].help);
         for (size_t i = 0; io && i < io->n_pools; i++)
             if (io->pools[i]->root)
-                iostat_tree(f, ios[k].name, io->pools[i]->root->name, io->pools[i]->root, ios[k].get, true);
+                iostat_tree(f, ios[k].name, io->pools[i]->root->name, io->pools[i]->root,
+                            ios[k].get, true);
     }
 }
 
-static const char *const health_states[] = {"ONLINE", "DEGRADED", "FAULTED", "UNAVAIL",
-                                            "OFFLINE", "SUSPENDED"};
+static const char *const health_states[] = {"ONLINE",  "DEGRADED", "FAULTED",
+                                            "UNAVAIL", "OFFLINE",  "SUSPENDED"};
 
 static void render_health(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
 {
@@ -186,9 +193,12 @@ static void render_health(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
         const char *name, *help;
         status_field_fn get;
     } errs[] = {
-        {"cairn_vdev_read_errors_total", "Read errors of the vdev (cleared by pool clear).", st_read_errors},
-        {"cairn_vdev_write_errors_total", "Write errors of the vdev (cleared by pool clear).", st_write_errors},
-        {"cairn_vdev_checksum_errors_total", "Checksum errors of the vdev (cleared by pool clear).", st_cksum_errors},
+        {"cairn_vdev_read_errors_total", "Read errors of the vdev (cleared by pool clear).",
+         st_read_errors},
+        {"cairn_vdev_write_errors_total", "Write errors of the vdev (cleared by pool clear).",
+         st_write_errors},
+        {"cairn_vdev_checksum_errors_total", "Checksum errors of the vdev (cleared by pool clear).",
+         st_cksum_errors},
     };
     for (size_t k = 0; k < 3; k++) {
         family(f, errs[k].name, "counter", errs[k].help);
@@ -204,9 +214,12 @@ static void render_scan(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
         int which;
     } scans[] = {
         {"cairn_pool_scan_active", "gauge", "1 while a scrub or resilver of the pool runs.", 0},
-        {"cairn_pool_scan_to_examine_bytes", "gauge", "Bytes the current or last scan has to examine.", 1},
-        {"cairn_pool_scan_examined_bytes", "gauge", "Bytes the current or last scan has examined.", 2},
-        {"cairn_pool_scan_repaired_bytes", "gauge", "Bytes the current or last scan has repaired.", 3},
+        {"cairn_pool_scan_to_examine_bytes", "gauge",
+         "Bytes the current or last scan has to examine.", 1},
+        {"cairn_pool_scan_examined_bytes", "gauge", "Bytes the current or last scan has examined.",
+         2},
+        {"cairn_pool_scan_repaired_bytes", "gauge", "Bytes the current or last scan has repaired.",
+         3},
         {"cairn_pool_scan_errors", "gauge", "Errors the current or last scan has found.", 4},
     };
     for (size_t k = 0; k < CAIRN_ARRAY_SIZE(scans); k++) {
@@ -214,11 +227,12 @@ static void render_scan(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
         for (size_t i = 0; st && i < st->n_pools; i++) {
             const Cairn__Mgmt__ScrubStatus *s = st->pools[i]->scrub;
             if (!s) continue;
-            uint64_t v = scans[k].which == 0 ? s->state == CAIRN__MGMT__SCRUB_STATUS__STATE__SCANNING
-                       : scans[k].which == 1 ? s->to_examine
-                       : scans[k].which == 2 ? s->examined
-                       : scans[k].which == 3 ? s->repaired
-                                             : s->errors;
+            uint64_t v = scans[k].which == 0
+                             ? s->state == CAIRN__MGMT__SCRUB_STATUS__STATE__SCANNING
+                         : scans[k].which == 1 ? s->to_examine
+                         : scans[k].which == 2 ? s->examined
+                         : scans[k].which == 3 ? s->repaired
+                                               : s->errors;
             fprintf(f, "%s{", scans[k].name);
             put_label(f, "pool", st->pools[i]->name);
             fputc(',', f);
@@ -245,7 +259,8 @@ static void render_arc(FILE *f, const Cairn__Mgmt__ArcStats *a)
     fprintf(f, "cairn_arc_evictions_total %" PRIu64 "\n", a->evictions);
     family(f, "cairn_l2arc_hits_total", "counter", "ARC misses the cache devices answered.");
     fprintf(f, "cairn_l2arc_hits_total %" PRIu64 "\n", a->l2_hits);
-    family(f, "cairn_l2arc_misses_total", "counter", "ARC misses the cache devices could not answer.");
+    family(f, "cairn_l2arc_misses_total", "counter",
+           "ARC misses the cache devices could not answer.");
     fprintf(f, "cairn_l2arc_misses_total %" PRIu64 "\n", a->l2_misses);
     family(f, "cairn_l2arc_size_bytes", "gauge", "Bytes the cache devices hold.");
     fprintf(f, "cairn_l2arc_size_bytes %" PRIu64 "\n", a->l2_size);
@@ -267,8 +282,7 @@ static void histogram(FILE *f, const char *name, const char *label, const char *
         }
         if (i < CAIRN_HIST_BUCKETS - 1)
             fprintf(f, "le=\"%g\"} %" PRIu64 "\n", (double)cairn_hist_bound_ns[i] / 1e9, cum);
-        else
-            fprintf(f, "le=\"+Inf\"} %" PRIu64 "\n", cum);
+        else fprintf(f, "le=\"+Inf\"} %" PRIu64 "\n", cum);
     }
     const char *open = label ? "{" : "", *close = label ? "}" : "";
     fprintf(f, "%s_sum%s", name, open);
@@ -327,9 +341,9 @@ static void render_nfs_shares(FILE *f)
     for (size_t k = 0; k < CAIRN_ARRAY_SIZE(fams); k++) {
         family(f, fams[k].name, "counter", fams[k].help);
         for (size_t i = 0; i < n; i++) {
-            uint64_t val = fams[k].which == 0 ? v[i].calls
-                         : fams[k].which == 1 ? v[i].read_bytes
-                                              : v[i].write_bytes;
+            uint64_t val = fams[k].which == 0   ? v[i].calls
+                           : fams[k].which == 1 ? v[i].read_bytes
+                                                : v[i].write_bytes;
             fprintf(f, "%s{", fams[k].name);
             put_label(f, "dataset", v[i].dataset);
             fputc(',', f);
@@ -349,9 +363,13 @@ static void render_iscsi(FILE *f, const iscsi_stats_t *s)
         fprintf(f, "cairn_iscsi_commands_total{kind=\"%s\"} %" PRIu64 "\n", kinds[k],
                 cairn_counter_get(&s->commands[k]));
     family(f, "cairn_iscsi_read_bytes_total", "counter", "Bytes of Data-In sent to initiators.");
-    if (s) fprintf(f, "cairn_iscsi_read_bytes_total %" PRIu64 "\n", cairn_counter_get(&s->read_bytes));
-    family(f, "cairn_iscsi_written_bytes_total", "counter", "Bytes of Data-Out received from initiators.");
-    if (s) fprintf(f, "cairn_iscsi_written_bytes_total %" PRIu64 "\n", cairn_counter_get(&s->write_bytes));
+    if (s)
+        fprintf(f, "cairn_iscsi_read_bytes_total %" PRIu64 "\n", cairn_counter_get(&s->read_bytes));
+    family(f, "cairn_iscsi_written_bytes_total", "counter",
+           "Bytes of Data-Out received from initiators.");
+    if (s)
+        fprintf(f, "cairn_iscsi_written_bytes_total %" PRIu64 "\n",
+                cairn_counter_get(&s->write_bytes));
     family(f, "cairn_iscsi_command_duration_seconds", "histogram",
            "Time from a SCSI command's arrival to its status.");
     if (s) histogram(f, "cairn_iscsi_command_duration_seconds", NULL, NULL, &s->latency);
@@ -374,7 +392,8 @@ static void render_iscsi_targets(FILE *f)
             put_label(f, "target", v[i].name);
             fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], v[i].commands[k]);
         }
-    family(f, "cairn_iscsi_target_read_bytes_total", "counter", "Bytes of Data-In sent per iSCSI target.");
+    family(f, "cairn_iscsi_target_read_bytes_total", "counter",
+           "Bytes of Data-In sent per iSCSI target.");
     for (size_t i = 0; i < n; i++) {
         fputs("cairn_iscsi_target_read_bytes_total{", f);
         put_label(f, "target", v[i].name);

@@ -25,10 +25,7 @@ int cairnd_tokens_init(const char *state_dir, char *err, size_t errlen)
     return mgmt_token_store_open(path, &g_tokens, err, errlen);
 }
 
-mgmt_token_store_t *cairnd_tokens(void)
-{
-    return g_tokens;
-}
+mgmt_token_store_t *cairnd_tokens(void) { return g_tokens; }
 
 static Cairn__Mgmt__TokenRow *token_row(cairnd_arena_t *a, const mgmt_token_info_t *t)
 {

@@ -1232,7 +1232,8 @@ size_t iscsi_server_target_stats(iscsi_server_t *srv, iscsi_target_stats_t *out,
         if (n >= cap) continue;
         iscsi_target_stats_t *o = &out[n];
         cairn_strlcpy(o->name, t->name, sizeof o->name);
-        for (unsigned k = 0; k < ISCSI_CMD_KINDS; k++) o->commands[k] = cairn_counter_get(&t->commands[k]);
+        for (unsigned k = 0; k < ISCSI_CMD_KINDS; k++)
+            o->commands[k] = cairn_counter_get(&t->commands[k]);
         o->read_bytes = cairn_counter_get(&t->read_bytes);
         o->write_bytes = cairn_counter_get(&t->write_bytes);
     }

@@ -156,12 +156,14 @@ static int value_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SFIXED32:
-        if (!json_int_in(j, INT32_MIN, INT32_MAX, &u)) return bad(err, errlen, d, f, "a 32-bit integer");
+        if (!json_int_in(j, INT32_MIN, INT32_MAX, &u))
+            return bad(err, errlen, d, f, "a 32-bit integer");
         *(int32_t *)p = (int32_t)(long long)u;
         return 0;
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
-        if (!json_int_in(j, 0, UINT32_MAX, &u)) return bad(err, errlen, d, f, "a number 0..4294967295");
+        if (!json_int_in(j, 0, UINT32_MAX, &u))
+            return bad(err, errlen, d, f, "a number 0..4294967295");
         *(uint32_t *)p = (uint32_t)u;
         return 0;
     case PROTOBUF_C_TYPE_INT64:
@@ -189,10 +191,12 @@ static int value_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
         return 0;
     case PROTOBUF_C_TYPE_ENUM: {
         const ProtobufCEnumDescriptor *ed = f->descriptor;
-        const ProtobufCEnumValue *ev = json_is_string(j)
-            ? protobuf_c_enum_descriptor_get_value_by_name(ed, json_string_value(j))
-            : json_is_integer(j) ? protobuf_c_enum_descriptor_get_value(ed, (int)json_integer_value(j))
-                                 : NULL;
+        const ProtobufCEnumValue *ev =
+            json_is_string(j)
+                ? protobuf_c_enum_descriptor_get_value_by_name(ed, json_string_value(j))
+            : json_is_integer(j)
+                ? protobuf_c_enum_descriptor_get_value(ed, (int)json_integer_value(j))
+                : NULL;
         if (!ev) return bad(err, errlen, d, f, "one of the enum's names");
         *(int *)p = ev->value;
         return 0;
@@ -222,8 +226,7 @@ static int value_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
 }
 
 static int field_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
-                           const ProtobufCFieldDescriptor *f, char *base, char *err,
-                           size_t errlen)
+                           const ProtobufCFieldDescriptor *f, char *base, char *err, size_t errlen)
 {
     void *p = base + f->offset;
     if (f->label != PROTOBUF_C_LABEL_REPEATED) {
@@ -260,8 +263,10 @@ int mgmt_json_to_message(const json_t *j, const ProtobufCMessageDescriptor *desc
     const char *key;
     json_t *v;
     int rc = 0;
-    json_object_foreach((json_t *)j, key, v) {
-        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, key);
+    json_object_foreach((json_t *)j, key, v)
+    {
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field_by_name(desc, key);
         if (!f) {
             snprintf(err, errlen, "%s: unknown field '%s'", desc->short_name, key);
             rc = -EINVAL;

@@ -40,10 +40,7 @@ struct mgmt_token_store {
     size_t n, cap;
 };
 
-const char *mgmt_role_name(mgmt_role_t r)
-{
-    return r == MGMT_ROLE_ADMIN ? "admin" : "read-only";
-}
+const char *mgmt_role_name(mgmt_role_t r) { return r == MGMT_ROLE_ADMIN ? "admin" : "read-only"; }
 
 int mgmt_token_name_check(const char *name, char *err, size_t errlen)
 {

@@ -259,10 +259,14 @@ static void test_listen_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_good_file),
-        cmocka_unit_test(test_shipped_conf), cmocka_unit_test(test_bad_lines),
-        cmocka_unit_test(test_missing_file), cmocka_unit_test(test_listen_parse),
-        cmocka_unit_test(test_connection_settings), cmocka_unit_test(test_http_settings),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_good_file),
+        cmocka_unit_test(test_shipped_conf),
+        cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_listen_parse),
+        cmocka_unit_test(test_connection_settings),
+        cmocka_unit_test(test_http_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -52,7 +52,8 @@ static void test_request_equals_cli_message(void **state)
         "\"props\":[{\"name\":\"compression\",\"value\":\"lz4\"}]}}",
         &cairn__mgmt__request__descriptor, &rc, err, sizeof err);
     assert_int_equal(rc, 0);
-    size_t n1 = cairn__mgmt__request__get_packed_size(&want), n2 = protobuf_c_message_get_packed_size(got);
+    size_t n1 = cairn__mgmt__request__get_packed_size(&want),
+           n2 = protobuf_c_message_get_packed_size(got);
     assert_int_equal(n1, n2);
     uint8_t *b1 = malloc(n1), *b2 = malloc(n2);
     cairn__mgmt__request__pack(&want, b1);
@@ -100,9 +101,11 @@ static void test_response_round_trip(void **state)
     assert_null(json_object_get(j, "pong")); /* only the oneof member that is set */
     ProtobufCMessage *back = NULL;
     char err[256];
-    assert_int_equal(mgmt_json_to_message(j, &cairn__mgmt__response__descriptor, &back, err, sizeof err), 0);
+    assert_int_equal(
+        mgmt_json_to_message(j, &cairn__mgmt__response__descriptor, &back, err, sizeof err), 0);
     json_decref(j);
-    size_t n1 = cairn__mgmt__response__get_packed_size(&resp), n2 = protobuf_c_message_get_packed_size(back);
+    size_t n1 = cairn__mgmt__response__get_packed_size(&resp),
+           n2 = protobuf_c_message_get_packed_size(back);
     assert_int_equal(n1, n2);
     uint8_t *b1 = malloc(n1), *b2 = malloc(n2);
     cairn__mgmt__response__pack(&resp, b1);

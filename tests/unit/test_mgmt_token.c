@@ -59,8 +59,10 @@ static void test_create_verify_reopen_revoke(void **state)
     assert_int_equal(strlen(admin), MGMT_TOKEN_SECRET_LEN - 1);
     assert_string_not_equal(admin, ro);
     char scratch[MGMT_TOKEN_SECRET_LEN];
-    assert_int_equal(mgmt_token_create(s, "ops", MGMT_ROLE_ADMIN, scratch, err, sizeof err), -EEXIST);
-    assert_int_equal(mgmt_token_create(s, "a b", MGMT_ROLE_ADMIN, scratch, err, sizeof err), -EINVAL);
+    assert_int_equal(mgmt_token_create(s, "ops", MGMT_ROLE_ADMIN, scratch, err, sizeof err),
+                     -EEXIST);
+    assert_int_equal(mgmt_token_create(s, "a b", MGMT_ROLE_ADMIN, scratch, err, sizeof err),
+                     -EINVAL);
     mgmt_token_store_close(s);
 
     /* The file: mode 0600, no secret in it. */
