@@ -18,6 +18,7 @@
 #ifndef CAIRN_ISCSI_H
 #define CAIRN_ISCSI_H
 
+#include <cairn/stats.h>
 #include <cairn/scsi.h>
 #include <cairn/zvol.h>
 
@@ -30,6 +31,26 @@ typedef struct iscsi_server iscsi_server_t;
 #define ISCSI_NAME_MAX 223           /* RFC 7143: iSCSI names are at most 223 bytes */
 #define ISCSI_CHAP_SECRET_MIN 12     /* RFC 7143 asks for 96 bits at least */
 #define ISCSI_CHAP_SECRET_MAX 255
+
+/* What the target has done since it started, for /metrics (include/cairn/stats.h).
+ * A SCSI command counts when its status is sent: by kind (the READ and WRITE
+ * families of CDBs, everything else), with the bytes it moved (Data-In to the
+ * initiator, Data-Out from it) and its time from arrival to status. */
+enum { ISCSI_CMD_READ, ISCSI_CMD_WRITE, ISCSI_CMD_OTHER, ISCSI_CMD_KINDS };
+typedef struct iscsi_stats {
+    cairn_counter_t commands[ISCSI_CMD_KINDS];
+    cairn_counter_t read_bytes, write_bytes;
+    cairn_hist_t latency;
+} iscsi_stats_t;
+const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv);
+/* The same counts per target (since it was created or loaded): a snapshot of up to
+ * cap targets in list order; returns how many there are. */
+typedef struct iscsi_target_stats {
+    char name[ISCSI_NAME_MAX + 1];
+    uint64_t commands[ISCSI_CMD_KINDS];
+    uint64_t read_bytes, write_bytes;
+} iscsi_target_stats_t;
+size_t iscsi_server_target_stats(iscsi_server_t *srv, iscsi_target_stats_t *out, size_t cap);
 
 typedef struct iscsi_server_opts {
     const char *host;                /* numeric address or name; "" = any */

@@ -29,6 +29,7 @@
 #define CAIRN_DEFAULT_MOUNT_LISTEN "0.0.0.0:20048"
 #define CAIRN_DEFAULT_PORTMAP_LISTEN "0.0.0.0:111"
 #define CAIRN_DEFAULT_ISCSI_LISTEN "0.0.0.0:3260"
+#define CAIRN_DEFAULT_HTTP_PORT 8443   /* http_listen: off unless set */
 #define CAIRN_DEFAULT_TXG_TIMEOUT 5
 #define CAIRN_VERSION "0.1.0"
 
@@ -80,6 +81,11 @@ typedef struct cairnd_config {
     /* How a scan yields to client I/O (spa_scan_throttle_t): the window, and the
      * pause before each block a resilver / scrub issues while clients are busy. */
     uint32_t scan_idle_ms, resilver_delay_ms, scrub_delay_ms;
+    /* HTTPS (REST API and /metrics): off while http_listen is unset (port 0). Empty
+     * cert/key paths: a self-signed pair made in the state dir on first start. */
+    mgmt_listen_t http;
+    char http_cert[MGMT_PATH_MAX], http_key[MGMT_PATH_MAX];
+    bool http_metrics_public;       /* /metrics without a token */
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);

@@ -12,6 +12,7 @@
 #ifndef CAIRN_NFS_H
 #define CAIRN_NFS_H
 
+#include <cairn/stats.h>
 #include <cairn/dsl.h>
 #include <cairn/types.h>
 
@@ -128,8 +129,30 @@ typedef struct nfs_export_info {
     char options[1024];       /* as given */
     uint32_t versions;        /* bit 3: NFSv3, bit 4: NFSv4 */
     uint64_t clients;         /* clients that mounted (MOUNT) or hold NFSv4 state */
+    /* Since it was exported: NFSv3 calls and NFSv4 COMPOUNDs on its files (a
+     * COMPOUND counts toward the share of its last current file handle), and
+     * the file bytes they read and wrote. */
+    uint64_t calls, read_bytes, write_bytes;
 } nfs_export_info_t;
 /* Fills up to cap entries in path order; returns the number of exports. */
 size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t cap);
+
+/* What the server has done since it started, for /metrics (include/cairn/stats.h:
+ * relaxed atomics, read one by one). Calls are counted once they are answered (a
+ * call retried off the I/O thread counts once); NFSv4 counts the operations of
+ * each COMPOUND, and index 0 of v4_ops counts operations without a name below. */
+#define NFS_STATS_V3_PROCS 22
+#define NFS_STATS_V4_OPS 59          /* RFC 5661's operations 3..58; 0: any other */
+enum { NFS_STATS_V3, NFS_STATS_V4, NFS_STATS_VERSIONS };
+typedef struct nfs_stats {
+    cairn_counter_t v3_calls[NFS_STATS_V3_PROCS];
+    cairn_counter_t v4_ops[NFS_STATS_V4_OPS];
+    cairn_counter_t read_bytes[NFS_STATS_VERSIONS], write_bytes[NFS_STATS_VERSIONS];
+    cairn_hist_t latency[NFS_STATS_VERSIONS]; /* per call (v4: per COMPOUND) */
+} nfs_stats_t;
+const nfs_stats_t *nfs_server_stats(const nfs_server_t *srv);
+/* "WRITE", "GETATTR", ...; NULL for a number without a name. */
+const char *nfs3_proc_name(uint32_t proc);
+const char *nfs4_op_name(uint32_t op);
 
 #endif

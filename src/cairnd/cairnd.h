@@ -4,6 +4,9 @@
 
 #include <cairn/dsl.h>
 #include <cairn/mgmt.h>
+#include <cairn/mgmt_token.h>
+#include <cairn/iscsi.h>
+#include <cairn/nfs.h>
 #include <cairn_mgmt.pb-c.h>
 
 /* Per-request allocations, freed at once after the response is sent. */
@@ -102,5 +105,45 @@ bool cairnd_handle_history(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
                            cairnd_arena_t *a);
 /* Pool table read-locked around cairnd_shares_refresh (pools.c). */
 void cairnd_pools_refresh_shares(void);
+
+/* API tokens (tokens.c): the store in STATE_DIR/http-tokens and `cairn token ...`. */
+int cairnd_tokens_init(const char *state_dir, char *err, size_t errlen);
+mgmt_token_store_t *cairnd_tokens(void);
+bool cairnd_handle_tokens(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                          cairnd_arena_t *a);
+/* The front ends' statistics for /metrics (NULL while a server is not running). */
+const nfs_stats_t *cairnd_shares_stats(void);
+/* nfs_server_list_exports of the running server (0 without one). */
+size_t cairnd_shares_exports(nfs_export_info_t *out, size_t cap);
+const iscsi_stats_t *cairnd_iscsi_stats(void);
+size_t cairnd_iscsi_target_stats(iscsi_target_stats_t *out, size_t cap);
+/* The HTTPS server (http.c): REST API, OpenAPI document and /metrics. Off when
+ * cfg->http has no address. */
+int cairnd_http_start(const cairnd_config_t *cfg, char *err, size_t errlen);
+void cairnd_http_stop(void);
+/* The Prometheus text exposition of everything (metrics.c); malloc'd. */
+char *cairnd_metrics_render(size_t *len);
+/* The REST API (http_api.c), reached through http.c once the request is
+ * authenticated (or is the OpenAPI document, which needs no token). */
+#define CAIRND_API_PREFIX "/api/v1"
+typedef struct http_reply {
+    int status;
+    char *body; /* malloc'd */
+    size_t len;
+    const char *content_type; /* NULL: application/json */
+} http_reply_t;
+struct MHD_Connection;
+typedef struct cairnd_http_api {
+    struct MHD_Connection *conn; /* for the query arguments */
+    const char *method, *url, *body;
+    size_t body_len;
+    const mgmt_token_info_t *who;
+    const char *addr;
+    bool authenticated;
+} cairnd_http_api_t;
+void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out);
+/* out = {"error": "<message>"} with status. */
+void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

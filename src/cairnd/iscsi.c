@@ -919,3 +919,13 @@ bool cairnd_handle_iscsi(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response 
     pthread_mutex_unlock(&g_mu);
     return true;
 }
+
+const iscsi_stats_t *cairnd_iscsi_stats(void)
+{
+    return g_srv ? iscsi_server_stats(g_srv) : NULL;
+}
+
+size_t cairnd_iscsi_target_stats(iscsi_target_stats_t *out, size_t cap)
+{
+    return g_srv ? iscsi_server_target_stats(g_srv, out, cap) : 0;
+}

@@ -68,6 +68,7 @@ static void usage(FILE *f)
             "usage: cairnd [--config FILE] [--state-dir DIR] [--socket PATH] [--foreground]\n"
             "              [--nfs-listen ADDR:PORT] [--mount-listen ADDR:PORT]\n"
             "              [--portmap-listen ADDR:PORT] [--iscsi-listen ADDR:PORT]\n"
+            "              [--http-listen ADDR:PORT]\n"
             "defaults: state dir %s, socket STATE_DIR/cairnd.sock\n",
             CAIRN_DEFAULT_STATE_DIR);
 }
@@ -77,6 +78,7 @@ static void usage(FILE *f)
 static void front_end_failed(int ready_fd, const char *err) __attribute__((noreturn));
 static void front_end_failed(int ready_fd, const char *err)
 {
+    cairnd_http_stop();
     cairnd_shares_stop();
     cairnd_iscsi_stop();
     cairnd_pools_shutdown();
@@ -292,7 +294,7 @@ static void raise_fd_limit(const cairnd_config_t *cfg)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_NFS = 256, OPT_MOUNT, OPT_PORTMAP, OPT_ISCSI, OPT_VERSION };
+    enum { OPT_NFS = 256, OPT_MOUNT, OPT_PORTMAP, OPT_ISCSI, OPT_HTTP, OPT_VERSION };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"state-dir", required_argument, NULL, 'd'},
@@ -302,6 +304,7 @@ int main(int argc, char **argv)
         {"mount-listen", required_argument, NULL, OPT_MOUNT},
         {"portmap-listen", required_argument, NULL, OPT_PORTMAP},
         {"iscsi-listen", required_argument, NULL, OPT_ISCSI},
+        {"http-listen", required_argument, NULL, OPT_HTTP},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -323,6 +326,7 @@ int main(int argc, char **argv)
         case OPT_MOUNT: key = "mount_listen"; break;
         case OPT_PORTMAP: key = "portmap_listen"; break;
         case OPT_ISCSI: key = "iscsi_listen"; break;
+        case OPT_HTTP: key = "http_listen"; break;
         case 'h': usage(stdout); return 0;
         case OPT_VERSION: printf("cairnd %s\n", CAIRN_VERSION); return 0;
         case ':': die("option '%s' needs an argument", argv[optind - 1]);
@@ -414,6 +418,8 @@ int main(int argc, char **argv)
     spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
                                                  cfg.scrub_delay_ms});
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
+    if (cairnd_tokens_init(cfg.state_dir, err, sizeof err))
+        log_warn(SUB, "API tokens unavailable (every HTTPS request will get 401): %s", err);
     cairnd_pools_import_cached();
     /* A front end that cannot listen (a taken port, a bad address) stops the
      * start: an appliance that silently serves no NFS or no iSCSI is worse. */
@@ -425,6 +431,7 @@ int main(int argc, char **argv)
     debug_delay_exports();
     cairnd_pools_refresh_shares();
     cairnd_shares_serve();
+    if (cairnd_http_start(&cfg, err, sizeof err)) front_end_failed(ready_fd, err);
 
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
@@ -455,6 +462,7 @@ int main(int argc, char **argv)
     }
     close(lfd);
     unlink(cfg.socket);
+    cairnd_http_stop();
     cairnd_iscsi_stop();
     cairnd_shares_stop();
     cairnd_pools_shutdown();

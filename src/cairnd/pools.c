@@ -1340,6 +1340,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         if (cairnd_handle_arc(req, resp, a)) break;
         if (cairnd_handle_iscsi(req, resp, a)) break;
         if (cairnd_handle_history(req, resp, a)) break;
+        if (cairnd_handle_tokens(req, resp, a)) break;
         set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
     }
     cairnd_history_record(req, resp);

@@ -293,3 +293,13 @@ void cairnd_handle_share_list(Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_SHARES;
     resp->shares = rows;
 }
+
+const nfs_stats_t *cairnd_shares_stats(void)
+{
+    return g_srv ? nfs_server_stats(g_srv) : NULL;
+}
+
+size_t cairnd_shares_exports(nfs_export_info_t *out, size_t cap)
+{
+    return g_srv ? nfs_server_list_exports(g_srv, out, cap) : 0;
+}

@@ -75,5 +75,7 @@ int cmd_pool_clear(int argc, char **argv);
 
 /* `cairn share ...` (share.c): like dataset_command. */
 int share_command(const char *cmd, int argc, char **argv);
+/* `cairn token ...` (token.c): the HTTPS API's tokens; like dataset_command. */
+int token_command(const char *cmd, int argc, char **argv);
 
 #endif

@@ -552,7 +552,7 @@ int dsl_prop_get_all(dsl_pool_t *dp, const char *dsname,
             names = cairn_realloc(names, (nn + 1) * sizeof(*names));
             names[nn++] = a->props[i].name;
         }
-    qsort(names, nn, sizeof(*names), cmp_str);
+    if (nn) qsort(names, nn, sizeof(*names), cmp_str); /* names is NULL when nn is 0 */
     for (size_t i = 0; i < nn; i++) {
         if (cnt == cap) {
             cap *= 2;

@@ -99,6 +99,10 @@ struct itarget {
     size_t nluns;
     int refs;                 /* connections using it */
     bool dying;
+    /* Statistics (iscsi_target_stats_t): relaxed atomics, added by the
+     * connections holding a reference. */
+    cairn_counter_t commands[ISCSI_CMD_KINDS];
+    cairn_counter_t read_bytes, write_bytes;
     itarget_t *next;
 };
 
@@ -127,6 +131,7 @@ typedef struct itask {
     enum task_state state;
     bool aborted, digest_failed, prefailed, seq_failed;
     bool responding;          /* its status is going out: too late to abort */
+    uint64_t start_ns;        /* arrival, for the latency statistics */
     scsi_cmd_t cmd;
     struct itask *next;
 } itask_t;
@@ -194,6 +199,7 @@ struct iscsi_server {
     uint16_t next_tsih;
     bool stopping;
     unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
+    iscsi_stats_t stats;
 };
 
 /* ================================================================= sockets */
@@ -1188,12 +1194,67 @@ static void send_status(iconn_t *c, itask_t *t)
     send_pdu(c, bhs, sense, slen, SN_ADV);
 }
 
+/* Statistics (iscsi_stats_t): a command counts once its status is sent. */
+static unsigned command_kind(uint8_t opcode)
+{
+    switch (opcode) {
+    case 0x08: case 0x28: case 0xa8: case 0x88: return ISCSI_CMD_READ;
+    case 0x0a: case 0x2a: case 0xaa: case 0x8a:
+    case 0x2e: case 0xae: case 0x8e: return ISCSI_CMD_WRITE;
+    default: return ISCSI_CMD_OTHER;
+    }
+}
+
+/* Adds n to c unless it is 0 (an atomic add of nothing still takes the line). */
+static void add_nonzero(cairn_counter_t *c, uint64_t n)
+{
+    if (n) cairn_counter_add(c, n);
+}
+
+static void count_command(iscsi_stats_t *s, itarget_t *tgt, const itask_t *t)
+{
+    unsigned kind = command_kind(t->cmd.cdb[0]);
+    cairn_counter_add(&s->commands[kind], 1);
+    add_nonzero(&s->read_bytes, t->cmd.data_in_len);
+    add_nonzero(&s->write_bytes, t->cmd.data_out_len);
+    cairn_hist_record(&s->latency, cairn_now_ns() - t->start_ns);
+    if (!tgt) return;
+    cairn_counter_add(&tgt->commands[kind], 1);
+    add_nonzero(&tgt->read_bytes, t->cmd.data_in_len);
+    add_nonzero(&tgt->write_bytes, t->cmd.data_out_len);
+}
+
+size_t iscsi_server_target_stats(iscsi_server_t *srv, iscsi_target_stats_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&srv->lock);
+    for (itarget_t *t = srv->targets; t; t = t->next, n++) {
+        if (n >= cap) continue;
+        iscsi_target_stats_t *o = &out[n];
+        cairn_strlcpy(o->name, t->name, sizeof o->name);
+        for (unsigned k = 0; k < ISCSI_CMD_KINDS; k++)
+            o->commands[k] = cairn_counter_get(&t->commands[k]);
+        o->read_bytes = cairn_counter_get(&t->read_bytes);
+        o->write_bytes = cairn_counter_get(&t->write_bytes);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return n;
+}
+
+const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv)
+{
+    return &srv->stats;
+}
+
 /* The end of every task that reached a thread: its status when responding
  * (decided by the caller under the session lock, so an abort either stopped
  * it or finds it answering), then it goes. */
 static void respond_and_free(iconn_t *c, itask_t *t)
 {
-    if (t->responding) send_status(c, t);
+    if (t->responding) {
+        send_status(c, t);
+        count_command(&c->srv->stats, c->tgt, t);
+    }
     pthread_mutex_lock(&c->lock);
     task_unlink(c, t);
     pthread_mutex_unlock(&c->lock);
@@ -1398,6 +1459,7 @@ static int on_scsi_cmd(iconn_t *c, rx_pdu_t *p)
     }
     itask_t *t = calloc(1, sizeof *t);
     if (!t) return -ENOMEM;
+    t->start_ns = cairn_now_ns();
     t->c = c;
     t->itt = p->info.itt;
     t->cmdsn = cmdsn;

@@ -168,6 +168,17 @@ int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)
                  cfg->iscsi_max_conns_per_client, cfg->iscsi_max_conns);
         return -EINVAL;
     }
+    if (!cfg->http_cert[0] != !cfg->http_key[0]) {
+        snprintf(err, errlen, "%s is set without %s (give both or neither)",
+                 cfg->http_cert[0] ? "http_cert" : "http_key",
+                 cfg->http_cert[0] ? "http_key" : "http_cert");
+        return -EINVAL;
+    }
+    if (cfg->http.host[0] && cfg->http.port == 0) {
+        snprintf(err, errlen, "http_listen needs a port other than 0 (the default is %d)",
+                 CAIRN_DEFAULT_HTTP_PORT);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -183,12 +194,25 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
     else if (!strcmp(key, "mount_listen")) l = &cfg->mount;
     else if (!strcmp(key, "portmap_listen")) l = &cfg->portmap;
     else if (!strcmp(key, "iscsi_listen")) l = &cfg->iscsi;
+    else if (!strcmp(key, "http_listen")) l = &cfg->http;
     if (l) {
         if (mgmt_parse_listen(value, l)) {
             snprintf(err, errlen, "bad %s '%s' (want ADDR:PORT, port 0..65535)", key, value);
             return -EINVAL;
         }
         return 0;
+    }
+    if (!strcmp(key, "http_cert"))
+        return set_path(cfg->http_cert, sizeof cfg->http_cert, key, value, err, errlen);
+    if (!strcmp(key, "http_key"))
+        return set_path(cfg->http_key, sizeof cfg->http_key, key, value, err, errlen);
+    if (!strcmp(key, "http_metrics_public")) {
+        if (!strcasecmp(value, "on") || !strcasecmp(value, "off")) {
+            cfg->http_metrics_public = !strcasecmp(value, "on");
+            return 0;
+        }
+        snprintf(err, errlen, "bad http_metrics_public '%s' (want on or off)", value);
+        return -EINVAL;
     }
     if (!strcmp(key, "log_level")) {
         static const char *const names[] = {"error", "warn", "info", "debug"};

@@ -556,6 +556,7 @@ static void proc_read(ctx_t *c)
         put_post_attr(c->r, n);
         goto out;
     }
+    c->call->stat_read_bytes += nread;
     size_t padded = (nread + 3) & ~(size_t)3;
     memset(c->r->buf + data_pos + nread, 0, padded - nread);
     c->r->pos = c->r->len = attr_pos;
@@ -605,6 +606,7 @@ static void proc_write(ctx_t *c)
     nfs_xdr_put_u32(c->r, nfsstat(rc));
     put_wcc(c->r, &w, done, n);
     if (!rc) {
+        c->call->stat_write_bytes += count;
         nfs_xdr_put_u32(c->r, count);
         nfs_xdr_put_u32(c->r, stable == UNSTABLE ? UNSTABLE : FILE_SYNC);
         nfs_xdr_put_u64(c->r, nfs_server_write_verifier(c->call->srv));
@@ -1155,6 +1157,11 @@ static const nfs3_proc_t nfs3_procs[] = {
 };
 #define NFS3_NPROCS (sizeof(nfs3_procs) / sizeof(nfs3_procs[0]))
 
+const char *nfs3_proc_name(uint32_t proc)
+{
+    return proc < NFS3_NPROCS ? nfs3_procs[proc].name : NULL;
+}
+
 bool nfs3_proc_reads_only(uint32_t proc)
 {
     return proc < NFS3_NPROCS && (nfs3_procs[proc].flags & NFS3_READS_ONLY);
@@ -1175,6 +1182,6 @@ nfs_accept_t nfs3_program(nfs_call_t *call)
     p->run(&c);
     bool garbage = call->args.err;
     if (garbage) log_debug("nfs", "NFSv3 %s: arguments do not decode", p->name);
-    if (c.exp) nfs_export_rele(c.exp);
+    nfs_stats_keep_export(call, c.exp); /* released once counted */
     return garbage ? NFS_ACCEPT_GARBAGE_ARGS : NFS_ACCEPT_SUCCESS;
 }

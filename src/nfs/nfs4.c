@@ -767,6 +767,7 @@ static uint32_t op_read(nfs4_cx_t *cx)
         nfs_xdr_truncate(cx->r, start);
         return nfs4_errno_to_status(rc);
     }
+    cx->call->stat_read_bytes += nread;
     /* The reserve may have moved nothing, but re-derive p after it anyway. */
     p = cx->r->buf + start;
     uint32_t v[2] = { eof, (uint32_t)nread };
@@ -806,6 +807,7 @@ static uint32_t op_write(nfs4_cx_t *cx)
     if (stable > 2) return NFS4ERR_INVAL;
     int rc = zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL);
     if (rc < 0) return nfs4_errno_to_status(rc);
+    cx->call->stat_write_bytes += len;
     nfs_xdr_put_u32(cx->r, len);
     nfs_xdr_put_u32(cx->r, stable ? 2 /* FILE_SYNC4 */ : 0);
     put_verifier(cx->r, nfs_server_write_verifier(cx->call->srv));
@@ -1423,6 +1425,7 @@ static nfs_accept_t compound(nfs_call_t *call)
         } else {
             status = dispatch(&cx, op);
         }
+        nfs_stats_v4_op(call, op);
         if (call->would_block || cx.replayed) break;
         if (status == NFS4ERR_OP_ILLEGAL) patch_u32(r, op_pos, OP4_ILLEGAL);
         if (status != NFS4_OK && !cx.keep_body) nfs_xdr_truncate(r, cx.body);
@@ -1454,6 +1457,10 @@ static nfs_accept_t compound(nfs_call_t *call)
         patch_u32(r, numres_pos, numres);
         if (cx.have_session) nfs4_slot_done(&cx, r, start, r->pos - start);
     }
+    /* Answered (a memory-only refusal was caught above): the COMPOUND counts
+     * toward the share of its last current file handle. */
+    if (cx.cur.kind == NFS4_FH_REAL)
+        nfs_export_count(cx.cur.exp, call->stat_read_bytes, call->stat_write_bytes);
     nfs4_cfh_clear(&cx.cur);
     nfs4_cfh_clear(&cx.saved);
     return r->err ? NFS_ACCEPT_SYSTEM_ERR : NFS_ACCEPT_SUCCESS;

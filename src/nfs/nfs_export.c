@@ -60,6 +60,8 @@ struct nfs_export {
     bool suspended;                   /* under exports_lock: see nfs_server_suspend */
     pthread_mutex_t lock;             /* opts, fs */
     nfs_export_opts_t opts;
+    /* Statistics since it was exported (nfs_export_info_t): relaxed atomics. */
+    cairn_counter_t calls, read_bytes, write_bytes;
 };
 
 /* ------------------------------------------------------------ option parsing */
@@ -514,6 +516,13 @@ void nfs_exports_init(nfs_server_t *srv)
     pthread_mutex_init(&srv->exports_lock, NULL);
     pthread_cond_init(&srv->exports_cv, NULL);
     pthread_mutex_init(&srv->mounts_lock, NULL);
+}
+
+void nfs_export_count(nfs_export_t *exp, uint64_t read_bytes, uint64_t write_bytes)
+{
+    cairn_counter_add(&exp->calls, 1);
+    if (read_bytes) cairn_counter_add(&exp->read_bytes, read_bytes);
+    if (write_bytes) cairn_counter_add(&exp->write_bytes, write_bytes);
 }
 
 nfs_export_t *nfs_export_hold(nfs_export_t *exp)
@@ -1000,6 +1009,9 @@ size_t nfs_server_list_exports(nfs_server_t *srv, nfs_export_info_t *out, size_t
         snprintf(o->options, sizeof o->options, "%s", e->options);
         o->versions = e->opts.versions;
         pthread_mutex_unlock(&e->lock);
+        o->calls = cairn_counter_get(&e->calls);
+        o->read_bytes = cairn_counter_get(&e->read_bytes);
+        o->write_bytes = cairn_counter_get(&e->write_bytes);
         pthread_mutex_lock(&srv->mounts_lock);
         /* A mount of a directory below the export counts for it, unless a
          * longer export covers that directory. */

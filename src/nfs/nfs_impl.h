@@ -125,6 +125,14 @@ typedef struct nfs_call {
      * worker without memory_only (its results so far are discarded). */
     bool memory_only;
     bool would_block;
+    /* For the server's statistics (nfs_stats_t), added up once the call is
+     * answered: bytes a READ/WRITE moved, and the NFSv4 operations run (past
+     * NFS_CALL_STAT_OPS, a COMPOUND's operations count as they run). */
+    uint64_t stat_read_bytes, stat_write_bytes;
+    struct nfs_export *stat_exp;      /* NFSv3: the share counted, held until counted */
+#define NFS_CALL_STAT_OPS 32
+    uint8_t stat_ops[NFS_CALL_STAT_OPS];
+    uint32_t stat_nops;
 } nfs_call_t;
 
 typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);
@@ -196,6 +204,16 @@ int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *
 /* The write verifier (NFSv3 WRITE/COMMIT, NFSv4 WRITE/COMMIT): chosen at
  * server start, different after every restart. */
 uint64_t nfs_server_write_verifier(nfs_server_t *srv);
+/* Statistics (nfs_stats.c): an NFSv4 operation a COMPOUND ran; a call answered
+ * (not one handed to a worker), started at start_ns. */
+void nfs_stats_v4_op(nfs_call_t *call, uint32_t op);
+void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns);
+/* NFSv3: the call counts toward exp's share; takes over the reference. Dropped
+ * uncounted when the call goes to a worker (nfs_stats_call_retried). */
+void nfs_stats_keep_export(nfs_call_t *call, struct nfs_export *exp);
+void nfs_stats_call_retried(nfs_call_t *call);
+/* Per share (nfs_export.c): one call (NFSv4: COMPOUND) and its bytes. */
+void nfs_export_count(struct nfs_export *exp, uint64_t read_bytes, uint64_t write_bytes);
 /* Directory for persistent server state (NFSv4 client records for the grace
  * period), NULL when none was configured. */
 const char *nfs_server_state_dir(nfs_server_t *srv);

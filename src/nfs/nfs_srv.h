@@ -85,6 +85,7 @@ struct nfs_server {
     taskq_t *workers;
     uint64_t write_verifier;
     atomic_uint_fast64_t next_conn_id;
+    nfs_stats_t stats;                /* nfs_stats.c: counters for /metrics */
 
     pthread_mutex_t conns_lock;       /* the live connections (for stop), limits */
     nfs_conn_t *conns;

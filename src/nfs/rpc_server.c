@@ -455,6 +455,7 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
                        size_t *hlen, nfs_xdr_t *res, bool memory_only)
 {
     nfs_server_t *srv = c->srv;
+    uint64_t start_ns = cairn_now_ns();
     nfs_xdr_t x;
     nfs_xdr_init_decode(&x, rec, len);
     uint32_t xid = nfs_xdr_get_u32(&x);
@@ -494,7 +495,11 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
         /* A refused read may have become any error on its way up: the whole
          * answer is dropped, not just the would_block ones. */
         if (memory_only && spa_memory_only_end()) call.would_block = true;
-        if (call.would_block) return NFS_RPC_WOULD_BLOCK;
+        if (call.would_block) {
+            nfs_stats_call_retried(&call);
+            return NFS_RPC_WOULD_BLOCK;
+        }
+        nfs_stats_call_done(&call, start_ns);
         if (st == NFS_ACCEPT_SUCCESS && res->err) st = NFS_ACCEPT_SYSTEM_ERR;
         if (st == NFS_ACCEPT_DROP) return 0;
         if (st == NFS_ACCEPT_CLOSE) return -1;

@@ -122,6 +122,8 @@ static void test_shipped_conf(void **state)
     assert_int_equal(c.scan_idle_ms, d.scan_idle_ms);
     assert_int_equal(c.resilver_delay_ms, d.resilver_delay_ms);
     assert_int_equal(c.scrub_delay_ms, d.scrub_delay_ms);
+    assert_string_equal(c.http.host, ""); /* HTTPS stays off unless asked for */
+    assert_false(c.http_metrics_public);
 }
 
 /* The scan throttle: defaults, values taken, 0 allowed (no pause), bounds refused. */
@@ -221,6 +223,33 @@ static void test_bad_lines(void **state)
     expect_bad("just words\n", "1", "key = value");
     expect_bad("state_dir =\n", "1", "missing value");
     expect_bad(" = /x\n", "1", "missing key");
+    expect_bad("http_listen = 0.0.0.0:84433\n", "1", "http_listen");
+    expect_bad("http_metrics_public = yes\n", "1", "http_metrics_public 'yes' (want on or off)");
+}
+
+/* HTTPS: off by default (also in the shipped file), on with an address; a
+ * certificate needs its key; port 0 is refused by name. */
+static void test_http_settings(void **state)
+{
+    (void)state;
+    char err[1024] = "";
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_string_equal(c.http.host, "");
+    assert_false(c.http_metrics_public);
+    assert_int_equal(mgmt_config_set(&c, "http_listen", "127.0.0.1:8443", err, sizeof err), 0);
+    assert_int_equal(c.http.port, CAIRN_DEFAULT_HTTP_PORT);
+    assert_int_equal(mgmt_config_set(&c, "http_metrics_public", "on", err, sizeof err), 0);
+    assert_true(c.http_metrics_public);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(mgmt_config_set(&c, "http_cert", "/etc/cairn/c.pem", err, sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "http_cert is set without http_key"));
+    assert_int_equal(mgmt_config_set(&c, "http_key", "/etc/cairn/k.pem", err, sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(mgmt_config_set(&c, "http_listen", "127.0.0.1:0", err, sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "http_listen"));
 }
 
 static void test_missing_file(void **state)
@@ -255,11 +284,15 @@ static void test_listen_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_good_file),
-        cmocka_unit_test(test_shipped_conf), cmocka_unit_test(test_bad_lines),
-        cmocka_unit_test(test_missing_file), cmocka_unit_test(test_listen_parse),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_good_file),
+        cmocka_unit_test(test_shipped_conf),
+        cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_listen_parse),
         cmocka_unit_test(test_connection_settings),
         cmocka_unit_test(test_scan_throttle_settings),
+        cmocka_unit_test(test_http_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
