@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,7 +182,7 @@ typedef struct race {
     objset_t *os;
     uint64_t obj;
     int id;
-    volatile bool stop;
+    atomic_bool stop;
 } race_t;
 
 static void *race_writer(void *arg)
