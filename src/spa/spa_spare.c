@@ -259,6 +259,13 @@ int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
         cairn_seterr(err, errlen, "cannot write the labels of pool '%s': %s", spa->name, strerror(-e));
         return e;
     }
+    /* A returned spare carries no label, as an available one never does (the
+     * others' configs no longer name it; a failing disk's labels are left). */
+    if (leaf == spare && leaf->ops && leaf->ops != &vdev_gone_ops) {
+        int ce = spa_label_clear(leaf);
+        if (ce) log_warn("spa", "pool %s: cannot clear the labels of spare %s: %s", spa->name, path,
+                         strerror(-ce));
+    }
     log_info("spa", "pool %s: %s detached%s", spa->name, path,
              leaf == spare ? " (the spare is available again)" : "; its spare stays for good");
     spa_event_post(spa->name, "sysevent.fs.cairn.vdev_remove", "vdev=%s%s", path,

@@ -11,6 +11,8 @@
 #  - raidz2: a spare steps in; `pool detach POOL FAILED` keeps the spare for good (it
 #    leaves the spares list); a scrub finds nothing and `cairn check` is clean.
 #  - events: vdev_spare, resilver start/finish, vdev_attach, vdev_remove.
+#  - by hand: `pool replace POOL DEV SPARE` takes a spare in, `pool detach POOL SPARE`
+#    returns it (AVAIL), and a spare in use cannot be taken twice.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -164,3 +166,23 @@ run_ok "$CAIRN" iscsi target destroy -f "$TGT"
 run_ok "$CAIRN" pool export sz
 check_clean sz "$d"
 pass "raidz2: the spare steps in; detach of the failed disk keeps it for good"
+
+# ---- by hand: replace DEV SPARE takes a spare in; detach SPARE returns it ----
+d=$T/h
+sparse_files "$d" 256M l1 l2 s1
+run_ok "$CAIRN" pool create sh mirror "$d/l1" "$d/l2" spare "$d/s1"
+run_ok "$CAIRN" create -o sharenfs=no_root_squash sh/fs
+put sh a 8
+run_ok "$CAIRN" pool replace sh "$d/l1" "$d/s1"
+wait_spare_in sh "$d/s1"
+grep -qE "^	 +$d/l1 +ONLINE" "$LAST_STDOUT" || fail "l1 left the tree: $(cat "$LAST_STDOUT")"
+run_fail "$CAIRN" pool replace sh "$d/l2" "$d/s1"
+expect_stderr "already in pool 'sh'"
+run_ok "$CAIRN" pool detach sh "$d/s1"
+[ "$(spare_row sh "$d/s1")" = AVAIL ] || fail "s1 not AVAIL after detach: $(cat "$LAST_STDOUT")"
+expect_stdout "state: ONLINE"
+! grep -q 'spare-[0-9]' "$LAST_STDOUT" || fail "spare-N left behind: $(cat "$LAST_STDOUT")"
+verify_all sh
+run_ok "$CAIRN" pool export sh
+check_clean sh "$d"
+pass "replace DEV SPARE takes a spare in by hand; detach SPARE returns it"
