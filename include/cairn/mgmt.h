@@ -107,6 +107,9 @@ int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen);
  * into argv). -EINVAL with err for a `cache` without devices. */
 int mgmt_cache_section_split(int *argc, char **argv, char ***cache, size_t *ncache, char *err,
                              size_t errlen);
+/* The same for any section of plain devices: keyword "cache" or "spare". */
+int mgmt_section_split(const char *keyword, int *argc, char **argv, char ***devs, size_t *ndevs,
+                       char *err, size_t errlen);
 /* Formats a listen address back into "host:port" ("[v6]:port"). */
 void mgmt_listen_format(const mgmt_listen_t *l, char *buf, size_t len);
 

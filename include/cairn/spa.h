@@ -289,6 +289,24 @@ void spa_fault_set_policy(uint32_t errors, uint32_t window_s);
  * A named leaf that does not answer stays FAULTED and is an error. */
 int spa_vdev_clear(spa_t *spa, const char *path, char *err, size_t errlen);
 
+/* ---- hot spares (src/spa/spa_spare.c) ----
+ * Devices kept in reserve (in the labels, not opened while available). When
+ * fault management FAULTS a leaf, an available spare steps in: a spare-N vdev
+ * holds the failed leaf and the spare, which is resilvered. replace of the
+ * failed leaf then returns the spare (available again once the new disk is
+ * whole); detach of the spare returns it at once; detach of the failed leaf
+ * keeps the spare for good. */
+int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
+                  size_t errlen);
+/* Refused while the spare is in use, or when path is no spare of spa. */
+int spa_spare_remove(spa_t *spa, const char *path, char *err, size_t errlen);
+bool spa_is_spare(spa_t *spa, const char *path);
+typedef struct spa_spare_info {
+    char path[256];
+    bool in_use;
+} spa_spare_info_t;
+size_t spa_spares_get(spa_t *spa, spa_spare_info_t *out, size_t max);
+
 /* ---- events (src/spa/spa_events.c) ----
  * A bounded process-wide ring of what happened to the pools' devices and
  * scans, read by `cairn pool events`. Classes as zpool names them, with

@@ -178,6 +178,9 @@ struct vdev {
     uint64_t missed_from;    /* a write failed: first txg it may lack (0: none) */
     bool fault_persist;      /* FAULTED, kept so in the labels until clear/online/replace */
     bool fault_announced;    /* its state change has been posted and written */
+    /* replacing only: a hot spare standing in for a failed leaf (spare-N): it
+     * stays when the spare is whole (src/spa/spa_spare.c) */
+    bool is_spare;
     /* root only: the layer above's hooks (NULL: none) */
     _Atomic(const vdev_hooks_t *) hooks;
 };

@@ -312,6 +312,34 @@ static bool device_path_ok(const char *p)
 
 #define NO_SUCH_POOL(resp, a, name) set_error(resp, a, -ENOENT, "no such pool '%s'", name)
 
+/* The `spares` section of status: AVAIL, or INUSE while standing in for a leaf. */
+static size_t spare_status(cairnd_arena_t *a, spa_t *spa, Cairn__Mgmt__VdevStatus ***out)
+{
+    spa_spare_info_t info[32];
+    size_t n = spa_spares_get(spa, info, 32);
+    *out = cairnd_arena_alloc(a, (n ? n : 1) * sizeof **out);
+    for (size_t i = 0; i < n; i++) {
+        Cairn__Mgmt__VdevStatus *s = cairnd_arena_alloc(a, sizeof *s);
+        cairn__mgmt__vdev_status__init(s);
+        s->name = cairnd_arena_strdup(a, info[i].path);
+        s->type = cairnd_arena_strdup(a, "spare");
+        s->state = cairnd_arena_strdup(a, info[i].in_use ? "INUSE" : "AVAIL");
+        (*out)[i] = s;
+    }
+    return n;
+}
+
+/* `spare DEV...` of create and add. */
+static int add_spares(spa_t *spa, char **spares, size_t n, bool force, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!device_path_ok(spares[i])) {
+            snprintf(err, errlen, "device paths must be absolute ('%s')", spares[i]);
+            return -EINVAL;
+        }
+    return n ? spa_spare_add(spa, (const char *const *)spares, n, force, err, errlen) : 0;
+}
+
 static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t *dp)
 {
     Cairn__Mgmt__PoolRow *r = cairnd_arena_alloc(a, sizeof *r);
@@ -572,6 +600,7 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         r->root = vdev_status(a, spa, spa_root_vdev(spa));
         r->txg = spa_last_synced_txg(spa);
         r->n_cache = cairnd_arc_cache_status(spa, a, &r->cache);
+        r->n_spares = spare_status(a, spa, &r->spares);
         status_errors(a, spa, g_pools[i].dp, r, m->verbose);
         st->pools[st->n_pools++] = r;
     }
@@ -642,7 +671,8 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
         }
     }
     rc = cairnd_arc_add_devices(spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
-    if (rc) { /* L2ARC: the `cache` section (arc.c) */
+    if (!rc) rc = add_spares(spa, m->spares, m->n_spares, m->force, err, sizeof err);
+    if (rc) { /* L2ARC: the `cache` section (arc.c); hot spares */
         spa_destroy(spa);
         set_error(resp, a, rc, "cannot create '%s': %s", m->name, err);
         return;
@@ -851,6 +881,7 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
 
 static void refresh_paths(cache_entry_t *e);
 
+
 /* offline, online, replace, attach, detach: the pool's own lock orders them with its
  * syncs. */
 static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
@@ -1032,13 +1063,20 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         }
         if (!root->nchildren) root = NULL;
     }
-    if (!root && !m->n_cache_devices) {
+    if (!root && !m->n_cache_devices && !m->n_spares) {
         set_error(resp, a, -EINVAL, "cannot add to '%s': no vdevs given", m->name);
         return;
     }
     if (m->dry_run) {
         do_add_dry_run(e->spa, root, m, resp, a);
         return;
+    }
+    if (m->n_spares) { /* spares first: they take nothing the rest could need back */
+        int rs = add_spares(e->spa, m->spares, m->n_spares, m->force, err, sizeof err);
+        if (rs) {
+            set_error(resp, a, rs, "cannot add to '%s': %s", m->name, err);
+            return;
+        }
     }
     /* Cache devices first: they can be taken back if the log vdevs fail. */
     int rc = cairnd_arc_add_devices(e->spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
@@ -1080,6 +1118,11 @@ static void do_remove(const Cairn__Mgmt__PoolRemove *m, Cairn__Mgmt__Response *r
         return;
     }
     char err[512] = "";
+    if (spa_is_spare(e->spa, m->device)) { /* a hot spare: refused while in use */
+        int rc = spa_spare_remove(e->spa, m->device, err, sizeof err);
+        if (rc) set_error(resp, a, rc, "%s", err);
+        return;
+    }
     int id = spa_vdev_remove_log_begin(e->spa, m->device, err, sizeof err);
     if (id < 0) {
         set_error(resp, a, id, "%s", err);

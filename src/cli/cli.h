@@ -69,6 +69,10 @@ int cmd_pool_replace(int argc, char **argv);
 int cmd_pool_wait(int argc, char **argv);
 int cmd_pool_attach(int argc, char **argv, bool detach);
 int cmd_pool_iostat(int argc, char **argv);
+/* The `spare DEV...` section of `pool create|add` (pool_spares.c): taken out of
+ * the words (*argc shrinks), device paths resolved into *spares (malloc'd). */
+void cli_spare_section(int *argc, char **argv, char ***spares, size_t *nspares, const char *what);
+void cli_spare_section_free(char **spares, size_t n);
 /* `pool events`, `pool clear` (pool_events.c; argv[0] is the subcommand). */
 int cmd_pool_events(int argc, char **argv);
 int cmd_pool_clear(int argc, char **argv);

@@ -60,7 +60,8 @@ static void usage(FILE *f)
 {
     fputs("usage: cairn [--socket PATH] COMMAND ...\n"
           "  pool create [-f] [-o prop=val]... POOL VDEV...\n"
-          "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH... | cache PATH...\n"
+          "       VDEV: PATH | mirror PATH PATH... | raidz[1|2|3] PATH... | cache PATH... |\n"
+          "             spare PATH...\n"
           "  pool list [-v] [-H] [-p] [--json] [POOL]\n"
           "  pool status [-v] [POOL]\n"
           "  pool export POOL\n"
@@ -72,8 +73,8 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
-          "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...]\n"
-          "  pool remove POOL DEV     (a log device, log mirror-N, or cache device)\n"
+          "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...] [spare DEV...]\n"
+          "  pool remove POOL DEV     (a log device, log mirror-N, cache device or spare)\n"
           "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
           "  pool replace [-f] [-s] POOL OLD [NEW]\n"
           "  pool attach [-f] [-s] POOL EXISTING NEW | pool detach POOL DEV\n"
@@ -287,6 +288,7 @@ static int cmd_pool_create(int argc, char **argv)
     char err[512];
     int nwords = argc - optind;
     cli_cache_section(&nwords, argv + optind, &pc, what); /* L2ARC: `cache DEV...` (arcstat.c) */
+    cli_spare_section(&nwords, argv + optind, &pc.spares, &pc.n_spares, what);
     if (mgmt_vdev_spec_parse(nwords, argv + optind, &root, err, sizeof err))
         fail("%s: %s", what, err);
     char **seen = NULL, **given = NULL;
@@ -305,6 +307,7 @@ static int cmd_pool_create(int argc, char **argv)
     cairn__mgmt__response__free_unpacked(r, NULL);
     spec_msg_free(pc.root);
     cli_cache_section_free(&pc);
+    cli_spare_section_free(pc.spares, pc.n_spares);
     mgmt_vdev_spec_free(root);
     for (size_t i = 0; i < nseen; i++) {
         free(seen[i]);
@@ -582,11 +585,16 @@ static int cmd_pool_status(int argc, char **argv)
         printf("config:\n\n");
         size_t w = p->root ? CAIRN_MAX(tree_width(p->root, 0), 4) : 4;
         for (size_t k = 0; k < p->n_cache; k++) w = CAIRN_MAX(w, tree_width(p->cache[k], 2));
+        for (size_t k = 0; k < p->n_spares; k++) w = CAIRN_MAX(w, tree_width(p->spares[k], 2));
         printf("\t%-*s  %-8s %5s %5s %5s\n", (int)w, "NAME", "STATE", "READ", "WRITE", "CKSUM");
         if (p->root) print_tree(p->root, 0, w, verbose);
         /* L2ARC devices hold only copies: their own heading, as in zpool. */
         if (p->n_cache) printf("\tcache\n");
         for (size_t k = 0; k < p->n_cache; k++) print_tree(p->cache[k], 2, w, verbose);
+        /* Hot spares: name and AVAIL or INUSE only, as zpool shows them. */
+        if (p->n_spares) printf("\tspares\n");
+        for (size_t k = 0; k < p->n_spares; k++)
+            printf("\t  %-*s  %s\n", (int)(w - 2), p->spares[k]->name, p->spares[k]->state);
         putchar('\n');
         print_errors(p, verbose);
     }

@@ -114,6 +114,7 @@ int cmd_pool_add(int argc, char **argv)
     Cairn__Mgmt__PoolCreate pc; /* the create path's parsing of the cache section */
     cairn__mgmt__pool_create__init(&pc);
     cli_cache_section(&nwords, argv + optind, &pc, what);
+    cli_spare_section(&nwords, argv + optind, &pa.spares, &pa.n_spares, what);
     spa_vdev_spec_t *root = NULL;
     char **seen = NULL, **given = NULL;
     size_t nseen = 0;
@@ -124,7 +125,8 @@ int cmd_pool_add(int argc, char **argv)
         resolve_leaves(root, &seen, &given, &nseen);
         pa.root = spec_to_msg(root);
     }
-    if (!pa.root && !pc.n_cache_devices) fail("%s: 'cache' needs at least one device", what);
+    if (!pa.root && !pc.n_cache_devices && !pa.n_spares)
+        fail("%s: 'cache' needs at least one device", what);
     pa.name = (char *)name;
     pa.cache_devices = pc.cache_devices;
     pa.n_cache_devices = pc.n_cache_devices;
@@ -138,6 +140,7 @@ int cmd_pool_add(int argc, char **argv)
     if (pa.root) spec_msg_free(pa.root);
     mgmt_vdev_spec_free(root);
     cli_cache_section_free(&pc);
+    cli_spare_section_free(pa.spares, pa.n_spares);
     for (size_t i = 0; i < nseen; i++) {
         free(seen[i]);
         free(given[i]);

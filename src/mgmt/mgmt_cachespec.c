@@ -1,5 +1,6 @@
 /*
- * The `cache DEV...` section of `pool create` (L2ARC devices).
+ * The `cache DEV...` section of `pool create` (L2ARC devices), and the same
+ * split for `spare DEV...` (hot spares, kept by the pool outside its tree).
  *
  * Cache devices are not part of the pool's vdev tree: they hold only copies of
  * blocks, verified on every read, and the pool works without them. So the
@@ -24,18 +25,24 @@ static bool ends_section(const char *w)
 int mgmt_cache_section_split(int *argc, char **argv, char ***cache, size_t *ncache, char *err,
                              size_t errlen)
 {
+    return mgmt_section_split("cache", argc, argv, cache, ncache, err, errlen);
+}
+
+int mgmt_section_split(const char *keyword, int *argc, char **argv, char ***cache, size_t *ncache,
+                       char *err, size_t errlen)
+{
     *cache = NULL;
     *ncache = 0;
     int out = 0;
     for (int i = 0; i < *argc;) {
-        if (strcmp(argv[i], "cache") != 0) {
+        if (strcmp(argv[i], keyword) != 0) {
             argv[out++] = argv[i++];
             continue;
         }
         int j = i + 1;
         while (j < *argc && !ends_section(argv[j])) j++;
         if (j == i + 1) {
-            snprintf(err, errlen, "'cache' needs at least one device");
+            snprintf(err, errlen, "'%s' needs at least one device", keyword);
             free(*cache);
             *cache = NULL;
             *ncache = 0;

@@ -2,7 +2,8 @@
  * The zpool vdev grammar: the words after the pool name in `pool create`.
  *
  *   VDEV     := PATH | mirror PATH PATH... | raidz[1|2|3] PATH...
- *   sections := log VDEV... | cache PATH... | spare PATH...   (refused for now)
+ *   sections := log VDEV... | cache PATH... | spare PATH...
+ *   (cache and spare are taken out of the words before: mgmt_cachespec.c)
  *
  * A keyword starts a new top-level vdev and every path that follows belongs to
  * it until the next keyword; a path outside any group is a top-level vdev of

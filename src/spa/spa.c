@@ -521,6 +521,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         memcpy(&spa->scan_saved, &cfg->reserved[SPA_CONFIG_SCAN_WORD], sizeof spa->scan_saved);
     }
     spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
+    spa_spares_from_config(spa, cfg);
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
@@ -681,8 +682,10 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
 
 static int spa_shutdown(spa_t *spa, int state)
 {
+    /* First: what it decided reaches the labels before the last write, and a
+     * resilver it starts is one the scrub's end below stops. */
+    spa_fault_stop(spa);
     spa_scrub_fini(spa, !spa->readonly);
-    spa_fault_stop(spa); /* what it decided reaches the labels before the last write */
     int err = 0;
     if (!spa->readonly) {
         err = spa_txg_wait_synced(spa, 0);
@@ -704,6 +707,7 @@ int spa_close(spa_t *spa) { return spa_shutdown(spa, -1); }
 
 void spa_abandon(spa_t *spa)
 {
+    spa_fault_stop(spa); /* before the scrub's end: it may start a resilver */
     spa_scrub_fini(spa, false);
     pthread_mutex_lock(&spa->tx.lock);
     spa->tx.failed = true; /* the sync thread writes nothing more */

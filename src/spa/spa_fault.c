@@ -124,9 +124,13 @@ static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, ui
     pthread_mutex_unlock(&spa->fault_lock);
 }
 
+#define FAULTS_PER_APPLY 8 /* leaves a spare is sought for in one pass (more: the next faults') */
+
 typedef struct apply_ctx {
     spa_t *spa;
     uint64_t open_txg;
+    char faulted[FAULTS_PER_APPLY][SPA_PATH_MAX]; /* newly FAULTED: a spare may step in */
+    uint32_t nfaulted;
     bool changed;  /* a leaf changed state: the labels say so at once */
     bool resilver; /* a leaf in service missed writes */
 } apply_ctx_t;
@@ -146,6 +150,8 @@ static void apply_leaf(vdev_t *leaf, void *arg)
                  (unsigned long long)leaf->stats.write_errors,
                  (unsigned long long)leaf->stats.checksum_errors);
         post_statechange(a->spa, leaf, "too many errors");
+        if (leaf->path && a->nfaulted < FAULTS_PER_APPLY)
+            cairn_strlcpy(a->faulted[a->nfaulted++], leaf->path, SPA_PATH_MAX);
         a->changed = true;
     } else if (st == VDEV_STATE_DEGRADED && !leaf->fault_announced) {
         log_warn("spa", "pool %s: %s DEGRADED: too many errors (%llu read, %llu write, "
@@ -201,6 +207,7 @@ static void fault_apply(void *arg)
     }
     pthread_mutex_unlock(&spa->config_lock);
     if (a.resilver) spa_resilver_check(spa);
+    for (uint32_t i = 0; i < a.nfaulted; i++) spa_spare_activate(spa, a.faulted[i]);
 }
 
 void spa_fault_init(spa_t *spa) { pthread_mutex_init(&spa->fault_lock, NULL); }

@@ -74,7 +74,12 @@ typedef struct spa_uberblock_phys {
 /* Per vdev entry, after the vdevs[] array, when the header's reserved[0] is
  * SPA_CONFIG_EXT_MAGIC: the state of offline and resilver (spa_resilver.c). */
 #define SPA_CONFIG_EXT_MAGIC 0x5458454e52494143ULL  /* "CAIRNEXT" */
-enum { SPA_VDEV_EXT_OFFLINE = 1 << 0, SPA_VDEV_EXT_FAULTED = 1 << 1, SPA_VDEV_EXT_DEGRADED = 1 << 2 };
+enum {
+    SPA_VDEV_EXT_OFFLINE = 1 << 0,
+    SPA_VDEV_EXT_FAULTED = 1 << 1,
+    SPA_VDEV_EXT_DEGRADED = 1 << 2,
+    SPA_VDEV_EXT_SPARE = 1 << 3, /* a replacing entry that is a spare-N */
+};
 typedef struct spa_vdev_ext_phys {
     uint32_t flags;         /* SPA_VDEV_EXT_* */
     uint32_t ndtl;          /* ranges of dtl in use */
@@ -100,6 +105,15 @@ typedef struct spa_scan_phys {
     uint64_t reserved;
 } spa_scan_phys_t;
 _Static_assert(sizeof(spa_scan_phys_t) == 12 * 8, "scan record fits reserved[2..13]");
+/* Hot spares, after the extension when the header's
+ * reserved[SPA_CONFIG_SPARES_WORD] (their count) is nonzero (spa_spare.c). */
+#define SPA_CONFIG_SPARES_WORD 14
+#define SPA_MAX_SPARES 16
+typedef struct spa_spare_phys {
+    uint64_t guid;
+    char path[SPA_PATH_MAX];
+} spa_spare_phys_t;
+_Static_assert(sizeof(spa_spare_phys_t) == 264, "spare config entry size");
 
 /* The layouts above are the on-disk format (docs/ondisk-format.md). */
 _Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
@@ -250,6 +264,10 @@ struct spa {
     taskq_t *fault_tq;              /* applies faults under the config lock; NULL: not started */
     bool fault_queued;              /* a fault_apply task is pending */
     vdev_hooks_t hooks;
+    /* hot spares (spa_spare.c), under the config lock: devices the pool may take in
+     * place of a FAULTED leaf; not opened while available. */
+    spa_spare_phys_t spares[SPA_MAX_SPARES];
+    uint32_t nspares;
 
     /* the error log (spa_errlog.c) */
     pthread_mutex_t errlog_lock;
@@ -423,6 +441,23 @@ void spa_fault_fini(spa_t *spa);
  * I/O and, when it missed txgs, is stale and resilvered. -ENXIO and an error
  * message when it does not answer. */
 int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
+
+/* spa_label.c: what follows the per-vdev extension of a config (the spares). */
+void *spa_config_tail(const spa_config_phys_t *cfg);
+/* spa_spare.c: the config's spares section (after the extension) */
+size_t spa_spares_size(uint32_t nspares);
+void spa_spares_to_config(const spa_t *spa, spa_config_phys_t *cfg); /* fills the section */
+void spa_spares_from_config(spa_t *spa, const spa_config_phys_t *cfg);
+/* Under config_lock: whether path is one of spa's spares. */
+bool spa_spare_listed(const spa_t *spa, const char *path);
+/* Under config_lock, `replace FAILED NEW` where FAILED is the failed side of
+ * spare vdev sp: the spare takes sp's place (FAILED leaves) and is returned,
+ * to be replaced by NEW like any leaf; once NEW is whole it is available again. */
+vdev_t *spa_spare_step_aside(spa_t *spa, vdev_t *sp);
+/* Under config_lock, `detach` of a side of spare vdev leaf->parent. */
+int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
+/* No lock held: an available spare steps in for a leaf just FAULTED. */
+void spa_spare_activate(spa_t *spa, const char *faulted_path);
 
 /* spa_errlog.c */
 /* resumed: the scrub goes on from a saved position, what it found before

@@ -86,6 +86,7 @@ static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out,
         x->ndtl = vd->ndtl;
         memcpy(x->dtl, vd->dtl, vd->ndtl * sizeof vd->dtl[0]);
     }
+    if (vd->type == VDEV_TYPE_REPLACING && vd->is_spare) x->flags |= SPA_VDEV_EXT_SPARE;
     /* Bits 16.. of type: a top-level vdev's allocation class (docs/ondisk-format.md). */
     p->type = (uint32_t)vd->type | (vd->alloc_class << 16);
     p->id = vd->id;
@@ -100,11 +101,16 @@ static void fill_vdevs(const vdev_t *vd, int32_t parent, spa_vdev_phys_t *out,
         fill_vdevs(vd->children[i], (int32_t)me, out, ext, idx);
 }
 
+void *spa_config_tail(const spa_config_phys_t *cfg)
+{
+    return (uint8_t *)cfg + config_size_ext(cfg->nvdevs);
+}
+
 spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t txg)
 {
     uint32_t n = 0;
     count_vdevs(spa->root, &n);
-    size_t size = config_size_ext(n);
+    size_t size = config_size_ext(n) + spa_spares_size(spa->nspares);
     spa_config_phys_t *cfg = cairn_alloc_aligned(CAIRN_P2ROUNDUP(size, (size_t)4096));
     memset(cfg, 0, size);
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
@@ -124,6 +130,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     cfg->dirty_max = spa->dirty_max_set ? spa->dirty_max : 0; /* 0: the default */
     uint32_t idx = 0;
     fill_vdevs(spa->root, -1, cfg->vdevs, config_ext(cfg), &idx);
+    spa_spares_to_config(spa, cfg);
     return cfg;
 }
 
@@ -132,8 +139,10 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
     if (cfg->magic != SPA_CONFIG_MAGIC || cfg->version != SPA_VERSION) return -EINVAL;
     if (cfg->length < sizeof *cfg || cfg->length > bufsize ||
         cfg->nvdevs == 0 || cfg->nvdevs > 4096 ||
-        (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC ? config_size_ext(cfg->nvdevs)
-                                                  : spa_config_size(cfg->nvdevs)) != cfg->length)
+        cfg->reserved[SPA_CONFIG_SPARES_WORD] > SPA_MAX_SPARES ||
+        (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC
+             ? config_size_ext(cfg->nvdevs) + spa_spares_size((uint32_t)cfg->reserved[SPA_CONFIG_SPARES_WORD])
+             : spa_config_size(cfg->nvdevs)) != cfg->length)
         return -EINVAL;
     uint8_t ck[CAIRN_CHECKSUM_LEN];
     config_checksum(cfg, ck);
@@ -410,6 +419,7 @@ vdev_t *spa_vdev_tree_from_config(const spa_config_phys_t *cfg, vdev_t **found, 
             vdev_add_child(built[p->parent], vd);
             vd->id = p->id;
         }
+        if (ext && vd->type == VDEV_TYPE_REPLACING) vd->is_spare = ext[i].flags & SPA_VDEV_EXT_SPARE;
         if (ext && vd->type == VDEV_TYPE_LEAF) {
             const spa_vdev_ext_phys_t *x = &ext[i];
             for (uint32_t r = 0; r < x->ndtl && r < VDEV_DTL_MAX; r++)

@@ -67,7 +67,8 @@ static void find_leaf(vdev_t *leaf, void *arg)
     leaf_find_t *f = arg;
     /* The OLD side of a replacement is not named: it leaves with the replacement
      * (and at a reused path the name means NEW). */
-    if (leaf->parent && leaf->parent->type == VDEV_TYPE_REPLACING && leaf != vdev_io_child(leaf->parent))
+    if (leaf->parent && leaf->parent->type == VDEV_TYPE_REPLACING && !leaf->parent->is_spare &&
+        leaf != vdev_io_child(leaf->parent))
         return;
     if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
 }
@@ -306,7 +307,9 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     vdev_t *old = NULL, *nl = NULL;
     int e = leaf_checks(spa, old_path, &old, err, errlen);
     if (e) goto out;
-    if (old->parent->type == VDEV_TYPE_REPLACING) {
+    /* The failed side of a spare-N: the spare will be what NEW replaces. */
+    vdev_t *spare_of = old->parent->is_spare && old == old->parent->children[0] ? old->parent : NULL;
+    if (!spare_of && old->parent->type == VDEV_TYPE_REPLACING) {
         cairn_seterr(err, errlen, "'%s' is already being replaced", old_path);
         e = -EBUSY;
         goto out;
@@ -341,6 +344,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
         atomic_store(&old->state, VDEV_STATE_UNAVAIL);
         __atomic_store_n(&old->ops, &vdev_gone_ops, __ATOMIC_RELEASE);
     }
+    if (spare_of) old = spa_spare_step_aside(spa, spare_of);
     vdev_t *parent = old->parent;
     uint32_t idx = old->id;
     vdev_t *rep = vdev_alloc(VDEV_TYPE_REPLACING, cairn_random_guid());
@@ -355,6 +359,7 @@ int spa_vdev_replace(spa_t *spa, const char *old_path, const char *new_path, boo
     nl->parent = rep;
     nl->id = 1;
     rep->nchildren = 2;
+    rep->is_spare = spa_spare_listed(spa, new_path); /* a spare taken in: spare-N, it stays */
     vdev_dtl_add(nl, 1, UINT64_MAX);
     atomic_store(&nl->stale, true);
     __atomic_store_n(&parent->children[idx], rep, __ATOMIC_RELEASE);
@@ -500,6 +505,10 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen)
         goto out;
     }
     vdev_t *m = leaf->parent;
+    if (m->is_spare) {
+        e = spa_spare_detach_locked(spa, leaf, err, errlen);
+        goto out;
+    }
     if (m->type == VDEV_TYPE_REPLACING) {
         cairn_seterr(err, errlen, "cannot detach '%s': it is being replaced", path);
         e = -EBUSY;
@@ -566,6 +575,7 @@ void spa_vdev_replace_done(spa_t *spa, vdev_t *leaf)
 {
     vdev_t *rep = leaf->parent;
     if (!rep || rep->type != VDEV_TYPE_REPLACING || leaf != vdev_io_child(rep)) return;
+    if (rep->is_spare) return; /* a spare stays until the failed leaf is replaced or detached */
     vdev_t *parent = rep->parent, *old = rep->children[0];
     old_out_of_service(old); /* no new I/O; readers that hold it still find it open */
     leaf->parent = parent;

@@ -186,7 +186,7 @@ const char *vdev_type_name(const vdev_t *vd)
     case VDEV_TYPE_LEAF:
         return vd->path && strncmp(vd->path, "/dev/", 5) == 0 ? "disk" : "file";
     case VDEV_TYPE_HOLE: return "hole";
-    case VDEV_TYPE_REPLACING: return "replacing";
+    case VDEV_TYPE_REPLACING: return vd->is_spare ? "spare" : "replacing";
     }
     return "unknown";
 }
