@@ -287,7 +287,7 @@ void spa_spare_activate(spa_t *spa, const char *faulted_path)
     for (uint32_t i = 0; i < n; i++) {
         char err[512] = "";
         /* Forced: the administrator accepted the device when adding it. */
-        int e = spa_vdev_replace(spa, faulted_path, cand[i], true, err, sizeof err);
+        int e = spa_vdev_replace(spa, faulted_path, cand[i], true, false, err, sizeof err);
         if (!e) {
             log_warn("spa", "pool %s: spare %s steps in for FAULTED %s", spa->name, cand[i],
                      faulted_path);
