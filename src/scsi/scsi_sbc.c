@@ -120,30 +120,42 @@ void sbc_read(scsi_ctx_t *c)
     if (!direct) free(dst);
 }
 
-void sbc_write(scsi_ctx_t *c)
+/* The checks every command that writes its Data-Out to [lba, lba+n) makes, in
+ * SBC's order: write protection, the range, the transfer size, the Data-Out
+ * itself. False when one failed and the sense is set. */
+static bool write_checks(scsi_ctx_t *c, uint64_t *off, uint32_t *bytes)
 {
     scsi_lu_t *lu = c->lu;
     uint64_t lba, n;
     int lb;
     rw_fields(c->cdb, &lba, &n, &lb);
-    if (write_protected(c)) return;
+    if (write_protected(c)) return false;
     if (!range_ok(lu, lba, n)) {
         lba_out_of_range(c);
-        return;
+        return false;
     }
     uint32_t bs = lu_bs(lu);
     if (n * bs > SBC_MAX_TRANSFER_BYTES) {
         bad_cdb(c, lb, -1);
-        return;
+        return false;
     }
-    uint32_t bytes = (uint32_t)(n * bs);
-    if (!data_out_ok(c, bytes, lb)) return;
+    *off = lba * bs;
+    *bytes = (uint32_t)(n * bs);
+    return data_out_ok(c, *bytes, lb);
+}
+
+void sbc_write(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    uint64_t off;
+    uint32_t bytes;
+    if (!write_checks(c, &off, &bytes)) return;
     if (bytes) {
         uint8_t op = c->cdb[0];
         bool verify = op == 0x2e || op == 0xae || op == 0x8e;
         bool fua = verify || (op != 0x0a && (c->cdb[1] & 0x08));
         int flags = write_flags(lu, fua) | (c->cmd->memory_only ? ZVOL_WRITE_NOWAIT : 0);
-        int e = zvol_write(lu->zv, lba * bs, bytes, c->cmd->data_out, flags);
+        int e = zvol_write(lu->zv, off, bytes, c->cmd->data_out, flags);
         if (e == -EWOULDBLOCK && c->cmd->memory_only) {
             c->cmd->would_block = true; /* nothing changed: the workers run it */
             return;
@@ -467,24 +479,11 @@ void sbc_compare_and_write(scsi_ctx_t *c)
  * GENERATION fields of ORWRITE(32) never arrive). */
 void sbc_or_write(scsi_ctx_t *c)
 {
-    scsi_lu_t *lu = c->lu;
-    uint64_t lba, n;
-    int lb;
-    rw_fields(c->cdb, &lba, &n, &lb);
-    if (write_protected(c)) return;
-    if (!range_ok(lu, lba, n)) {
-        lba_out_of_range(c);
-        return;
-    }
-    uint32_t bs = lu_bs(lu);
-    if (n * bs > SBC_MAX_TRANSFER_BYTES) {
-        bad_cdb(c, lb, -1);
-        return;
-    }
-    uint32_t bytes = (uint32_t)(n * bs);
-    if (!data_out_ok(c, bytes, lb)) return;
-    int e = bytes ? zvol_or_write(lu->zv, lba * bs, bytes, c->cmd->data_out,
-                                  write_flags(lu, c->cdb[1] & 0x08))
+    uint64_t off;
+    uint32_t bytes;
+    if (!write_checks(c, &off, &bytes)) return;
+    int e = bytes ? zvol_or_write(c->lu->zv, off, bytes, c->cmd->data_out,
+                                  write_flags(c->lu, c->cdb[1] & 0x08))
                   : 0;
     if (e) scsi_zvol_error(c, e, true);
     else scsi_respond(c, NULL, 0, 0);
