@@ -275,9 +275,10 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
  * -ENXIO when off is at or past the end of file, or no data follows it. */
 int zpl_seek(zpl_node_t *n, uint64_t off, bool hole, uint64_t *out);
 /* Punches a hole (fallocate PUNCH_HOLE|KEEP_SIZE): [off, off + len) reads as
- * zeros and the records wholly inside it are freed (the dataset's used space
- * drops when the txg syncs); the size does not change and the range is cut
- * at the end of file. Logged and durable before it returns. */
+ * zeros and the records wholly inside it are freed; the size does not change
+ * and the range is cut at the end of file. Logged and durable before it
+ * returns, and its txg synced, so the file's and the dataset's used space
+ * already show what it freed. */
 int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
 /* fallocate mode 0 as copy-on-write can honour it: checks that len bytes
  * would fit now (-ENOSPC, -EDQUOT) and extends the size to off + len if it

@@ -39,7 +39,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->nfs_max_conns_per_client = NFS_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->nfs_idle_timeout = NFS_DEFAULT_IDLE_TIMEOUT_S;
     cfg->nfs_lease_time = NFS_DEFAULT_LEASE_S;
-    cfg->nfs_delegations = 0;   /* see conf/cairnd.conf */
+    cfg->nfs_delegations = 1;   /* see conf/cairnd.conf */
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;

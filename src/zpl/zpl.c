@@ -2003,13 +2003,14 @@ int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
     int err = op_begin(fs, 0, &props, &tx);
     if (err) return err;
     bool logged = false;
+    uint64_t end = 0;
     pthread_mutex_lock(&n->data_lock);
     pthread_rwlock_wrlock(&n->lock);
     err = regular_file_check(n);
     if (err) goto out;
     wcc_pre(n, wcc);
     /* Nothing lies past the size: the range is cut there. */
-    uint64_t end = CAIRN_MIN(off + len, n->phys.size);
+    end = CAIRN_MIN(off + len, n->phys.size);
     if (off < end) {
         err = dmu_free_range(fs->os, n->obj, off, end - off, tx);
         if (err) goto out;
@@ -2026,8 +2027,15 @@ int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
+    bool freed = !err && off < end;
     /* Durable before the reply, like a setattr: a client never resends it. */
-    return op_end_logged(fs, &props, tx, true, err, logged);
+    err = op_end_logged(fs, &props, tx, true, err, logged);
+    /* The file's used space drops only when its txg syncs, and the attributes
+     * returned with the reply are what a client keeps (under an NFSv4
+     * delegation, for as long as it holds it; du after fallocate -p): the
+     * punch returns once its txg is written, so they show the space freed. */
+    if (!err && freed) err = dmu_objset_sync(fs->os);
+    return err;
 }
 
 int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc)

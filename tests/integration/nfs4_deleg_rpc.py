@@ -35,7 +35,7 @@
       client's OPEN for write is DELAY and the 4.0 client receives CB_RECALL on a
       connection the server makes; DELEGRETURN lets the other OPEN through.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
-      (daemon without nfs_delegations = 1) a client with a back channel gets none.
+      (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostread NAME DATA
       another client (the host, beside a kernel client holding a delegation): OPEN
@@ -553,7 +553,7 @@ def mode_none(name):
             break
         time.sleep(0.25)
     check(st == OK, "OPEN: %d" % st)
-    check(o["dtype"] == OPEN_DELEGATE_NONE, "a delegation without nfs_delegations = 1")
+    check(o["dtype"] == OPEN_DELEGATE_NONE, "a delegation with nfs_delegations = 0")
     a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
     a.goodbye()
     print("none ok")

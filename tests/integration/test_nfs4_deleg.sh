@@ -13,7 +13,7 @@
 #   - an NFSv3 WRITE is JUKEBOX and an NLM LOCK DENIED_GRACE_PERIOD while they recall
 #     the delegation;
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
-#   - with nfs_delegations = 0 (the default) no delegation is granted.
+#   - with nfs_delegations = 0 no delegation is granted.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -55,9 +55,9 @@ deleg_rpc /tank/share "v40-$$" v40 f-v40
 pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new connection"
 
 daemon_stop
-printf "nfs_lease_time = 5\nnfs_grace_time = 1\n" >"$T/nodeleg.conf"
+printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"
 nfs_daemon_start d1 --config "$T/nodeleg.conf"
 expect_share /tank/share
 deleg_rpc /tank/share "no-$$" none f-none
-pass "without nfs_delegations = 1 none are granted"
+pass "with nfs_delegations = 0 none are granted"
 daemon_stop
