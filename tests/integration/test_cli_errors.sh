@@ -33,7 +33,7 @@ run_fail "$CAIRN" pool create tank raidz3 "$D/a" "$D/b" "$D/c" "$D/d"; expect_st
 run_fail "$CAIRN" pool create tank "$D/a" log raidz1 "$D/b" "$D/c" "$D/d"; expect_stderr "a log vdev is a device or a mirror"
 run_fail "$CAIRN" pool create tank "$D/a" log;                  expect_stderr "'log' must be followed"
 run_fail "$CAIRN" pool create tank "$D/a" cache;                  expect_stderr "'cache' needs at least one device"
-run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/b" spare "$D/c"; expect_stderr "'spare' vdevs are not supported"
+run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/b" spare;   expect_stderr "'spare' needs at least one device"
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/a";        expect_stderr 'more than once'
 run_fail "$CAIRN" pool create tank mirror "$D/a" "$D/a-link";   expect_stderr 'more than once'
 (cd "$D" && run_fail "$CAIRN" pool create tank mirror a "$D/a"); expect_stderr 'more than once'
