@@ -106,6 +106,9 @@ struct nfs_conn {
     conn_addr_t addr;    /* the peer without its port: what the caps count */
     bool counted;        /* in srv->limits */
     atomic_int refs;
+    /* The server sent a call (a callback) on it: only then may RPC replies
+     * arrive from the client; anywhere else a reply is hostile input. */
+    atomic_bool sent_calls;
     /* When the last request arrived or a call finished or a reply made
      * progress (CLOCK_MONOTONIC ns): the idle timer and eviction go by it. */
     _Atomic uint64_t last_active_ns;
@@ -349,6 +352,7 @@ int nfs_conn_send_call(nfs_conn_t *c, nfs_xdr_t *body)
     if (body->len > 0x7fffffffu) return -EINVAL;
     uint8_t mark[4];
     put_be32(mark, 0x80000000u | (uint32_t)body->len);
+    atomic_store(&c->sent_calls, true);
     conn_send_reply(c, mark, sizeof mark, body);
     return nfs_conn_closed(c) ? -EPIPE : 0;
 }
@@ -647,6 +651,10 @@ static void conn_record_done(nfs_conn_t *c)
     conn_touch(c);
     if (c->rec_len >= 8 && c->rec[4] == 0 && c->rec[5] == 0 && c->rec[6] == 0 &&
         c->rec[7] == RPC_REPLY) {
+        if (!atomic_load(&c->sent_calls)) { /* nobody asked: not a protocol peer */
+            conn_close(c);
+            return;
+        }
         /* The client's answer to a callback on its back channel. */
         nfs4_cb_reply(srv, c, c->rec, c->rec_len);
         c->rec_len = 0;
