@@ -14,7 +14,7 @@
  *
  * Roles: routes that change something need an admin token (403 otherwise).
  * Every change is logged (who, from where, what, and the outcome) as the audit
- * trail.
+ * trail, and one that succeeds goes into its pool's history as the CLI's do.
  */
 #include "cairnd.h"
 
@@ -241,8 +241,11 @@ static json_t *request_fields(const route_t *r, const cairnd_http_api_t *req, co
 
 /* Runs one Request given as the JSON of its member's fields. On success returns
  * the result's JSON (an object, {} without one) with a "warning" when the
- * daemon gave one; otherwise fills out with the error and returns NULL. */
-static json_t *dispatch(const char *member, json_t *fields, http_reply_t *out)
+ * daemon gave one; otherwise fills out with the error and returns NULL. A
+ * change is recorded in its pool's history as the CLI's are: the method, the
+ * resource (and the property a PATCH sets), and the token and address. */
+static json_t *dispatch(const char *member, json_t *fields, const cairnd_http_api_t *req,
+                        http_reply_t *out)
 {
     json_t *wrapped = json_pack("{s:O}", member, fields);
     Cairn__Mgmt__Request *mreq = NULL;
@@ -256,7 +259,19 @@ static json_t *dispatch(const char *member, json_t *fields, http_reply_t *out)
     }
     Cairn__Mgmt__Response resp = CAIRN__MGMT__RESPONSE__INIT;
     cairnd_arena_t arena = {0};
+    char line[1024], info[256];
+    const char *prop = json_string_value(json_object_get(fields, "prop"));
+    const char *value = json_string_value(json_object_get(fields, "value"));
+    snprintf(line, sizeof line, "api: %s %s%s%s%s%s", req->method, req->url, prop ? " " : "",
+             prop ? prop : "", prop ? "=" : "", prop && value ? value : "");
+    snprintf(info, sizeof info, "token %s from %s", req->who ? req->who->name : "-",
+             req->addr ? req->addr : "-");
+    char *had_line = mreq->history_line, *had_info = mreq->history_info;
+    mreq->history_line = line;
+    mreq->history_info = info;
     cairnd_handle_request(mreq, &resp, &arena);
+    mreq->history_line = had_line; /* the message frees what it was given */
+    mreq->history_info = had_info;
     json_t *result = NULL;
     if (resp.error) {
         cairnd_http_error(out, errno_status(resp.error), "%s",
@@ -284,7 +299,7 @@ static json_t *dispatch(const char *member, json_t *fields, http_reply_t *out)
 
 /* PATCH: each property of the body, as `cairn set PROP=VALUE NAME` would. */
 static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *body,
-                              http_reply_t *out)
+                              const cairnd_http_api_t *req, http_reply_t *out)
 {
     const char *prop;
     json_t *v;
@@ -309,7 +324,7 @@ static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *bo
         json_object_set_new(fields, "prop", json_string(prop));
         json_object_set_new(fields, "value", value);
         json_decref(result);
-        if (!(result = dispatch(r->request, fields, out))) return NULL;
+        if (!(result = dispatch(r->request, fields, req, out))) return NULL;
     }
     return result;
 }
@@ -336,8 +351,8 @@ static void run_route(const route_t *r, const cairnd_http_api_t *req, const char
     }
     json_t *fields = request_fields(r, req, name, body);
     json_t *result = r->body == BODY_PROPS
-                         ? dispatch_props(r, fields, body ? body : json_object(), out)
-                         : dispatch(r->request, fields, out);
+                         ? dispatch_props(r, fields, body ? body : json_object(), req, out)
+                         : dispatch(r->request, fields, req, out);
     if (result) reply_json(out, r->ok_status, result);
     json_decref(fields);
     json_decref(body);

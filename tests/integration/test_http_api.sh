@@ -126,6 +126,13 @@ expect_code 400
     fail "API error '$(cat "$LAST_STDOUT")' is not the CLI's '$CLI_ERR'"
 http POST /api/v1/datasets "$ADMIN" '{"name":"tank/api"}'
 expect_code 409
+# Changes made through the API are in the pool's history as the CLI's are; a
+# refused one is not.
+run_ok "$CAIRN" pool history -l tank
+expect_stdout 'api: POST /api/v1/datasets .*token admin1 from'
+expect_stdout 'api: PATCH /api/v1/datasets/tank/api compression=gzip-3'
+expect_stdout 'api: PATCH /api/v1/datasets/tank/api atime=off'
+! grep -q 'compression=bogus' "$LAST_STDOUT" || fail "a refused PATCH is in the pool's history"
 http POST /api/v1/datasets "$ADMIN" '{"nmae":"tank/x"}'
 expect_code 400
 expect_error "unknown field 'nmae'"
