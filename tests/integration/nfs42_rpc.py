@@ -499,7 +499,8 @@ def mode_punch_crash(name):
     _, _, exp, owner = ctx()
     cl = connect(owner)
     sid, fh = open_file(cl, exp, name)
-    # First: a SETXATTR waits for its txg, so what follows is in the intent log only.
+    # A SETXATTR waits for its txg; the writes and the punch follow it, and the
+    # punch waits for its own txg; the ALLOCATE is durable when it returns.
     cl.ok([putfh(fh), op_setxattr(SX_EITHER, b"kept", b"after the crash")], "SETXATTR")
     for i in range(4):
         write(cl, fh, sid, i * RS, rnd("%s:%d" % (name, i)))

@@ -53,7 +53,11 @@ after=$(ds_get used tank/share)
     fail "DEALLOCATE of 8 MiB: tank/share used $before before, $after after"
 pass "DEALLOCATE of 8 MiB: the file reads zeros, keeps its size, and used fell from $before to $after"
 
-# ---- a punch survives kill -9 (intent log replay) ----
+# ---- a punch, and an ALLOCATE after it, survive kill -9 ----
+# (A punch returns once its txg synced, so the freed space shows in the reply's
+# attributes; the ALLOCATE after it is durable through the intent log, or through
+# a txg that the punch's deferred frees let the pool sync meanwhile: which of the
+# two carried it is timing, so only the outcome is checked.)
 run_ok "$CAIRN" pool create -o txg_timeout=300 crash "$T/dev/c"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash crash/share
 expect_share /crash/share
@@ -68,8 +72,6 @@ wait "$cpid" 2>/dev/null || true
 nfs_daemon_start d1
 expect_share /crash/share
 nfs42_rpc /crash/share "crash-$$" punch-verify f
-grep -q 'zil: .*replayed [1-9]' "$T/d1.daemon.log" ||
-    fail "the restart replayed no intent-log records: the crash did not test the log"
 pass "after kill -9 the punched hole, the bytes around it and the ALLOCATEd size came back"
 
 daemon_stop
