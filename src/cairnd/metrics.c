@@ -128,7 +128,7 @@ static void render_capacity(FILE *f, const Cairn__Mgmt__PoolIostats *io)
         {"cairn_pool_allocated_bytes", "Allocated bytes of the pool.", 1},
         {"cairn_pool_free_bytes", "Free bytes of the pool.", 2},
     };
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < CAIRN_ARRAY_SIZE(caps); k++) {
         family(f, caps[k].name, "gauge", caps[k].help);
         for (size_t i = 0; io && i < io->n_pools; i++) {
             const Cairn__Mgmt__VdevIostat *r = io->pools[i]->root;
@@ -154,7 +154,7 @@ static void render_capacity(FILE *f, const Cairn__Mgmt__PoolIostats *io)
         {"cairn_vdev_written_bytes_total", "Bytes written to the vdev since the pool was imported.",
          io_write_bytes},
     };
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < CAIRN_ARRAY_SIZE(ios); k++) {
         family(f, ios[k].name, "counter", ios[k].help);
         for (size_t i = 0; io && i < io->n_pools; i++)
             if (io->pools[i]->root)
@@ -166,6 +166,15 @@ static void render_capacity(FILE *f, const Cairn__Mgmt__PoolIostats *io)
 static const char *const health_states[] = {"ONLINE",  "DEGRADED", "FAULTED",
                                             "UNAVAIL", "OFFLINE",  "SUSPENDED"};
 
+static void health_sample(FILE *f, const char *pool, const char *state, int value)
+{
+    fprintf(f, "cairn_pool_health{");
+    put_label(f, "pool", pool);
+    fputc(',', f);
+    put_label(f, "state", state);
+    fprintf(f, "} %d\n", value);
+}
+
 static void render_health(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
 {
     family(f, "cairn_pool_health", "gauge",
@@ -174,20 +183,11 @@ static void render_health(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
         const Cairn__Mgmt__PoolStatusResult *p = st->pools[i];
         bool known = false;
         for (size_t k = 0; k < CAIRN_ARRAY_SIZE(health_states); k++) {
-            known |= !strcmp(p->state, health_states[k]);
-            fprintf(f, "cairn_pool_health{");
-            put_label(f, "pool", p->name);
-            fputc(',', f);
-            put_label(f, "state", health_states[k]);
-            fprintf(f, "} %d\n", !strcmp(p->state, health_states[k]));
+            bool is = !strcmp(p->state, health_states[k]);
+            known |= is;
+            health_sample(f, p->name, health_states[k], is);
         }
-        if (!known) {
-            fprintf(f, "cairn_pool_health{");
-            put_label(f, "pool", p->name);
-            fputc(',', f);
-            put_label(f, "state", p->state);
-            fputs("} 1\n", f);
-        }
+        if (!known) health_sample(f, p->name, p->state, 1); /* a state newer than the list */
     }
     static const struct {
         const char *name, *help;
@@ -200,7 +200,7 @@ static void render_health(FILE *f, const Cairn__Mgmt__PoolStatuses *st)
         {"cairn_vdev_checksum_errors_total", "Checksum errors of the vdev (cleared by pool clear).",
          st_cksum_errors},
     };
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < CAIRN_ARRAY_SIZE(errs); k++) {
         family(f, errs[k].name, "counter", errs[k].help);
         for (size_t i = 0; st && i < st->n_pools; i++)
             status_tree(f, errs[k].name, st->pools[i]->name, st->pools[i]->root, errs[k].get, true);
