@@ -23,6 +23,7 @@
 
 /* ---- defaults (conf/cairnd.conf says the same) ---- */
 #define CAIRN_DEFAULT_STATE_DIR "/var/lib/cairn"
+#define CAIRN_DEFAULT_CONFIG "/etc/cairn/cairnd.conf"
 #define CAIRN_DEFAULT_SOCKET CAIRN_DEFAULT_STATE_DIR "/cairnd.sock"
 #define CAIRN_SOCKET_ENV "CAIRN_SOCKET"
 #define CAIRN_DEFAULT_NFS_LISTEN "0.0.0.0:2049"
@@ -64,6 +65,8 @@ typedef struct cairnd_config {
     char socket[MGMT_PATH_MAX];     /* "" until resolved: state_dir/cairnd.sock */
     mgmt_listen_t nfs, mount, portmap, iscsi;
     int log_level;                  /* cairn_log_level_t */
+    bool log_syslog;                /* copy the log to syslog(3) as well */
+    char log_file[MGMT_PATH_MAX];   /* "" or a file the log is appended to as well */
     uint32_t txg_timeout;           /* seconds */
     uint64_t arc_max;               /* bytes of the ARC (all pools); 0: half the memory */
     /* Connection caps of the front ends (include/cairn/connlimit.h). */

@@ -18,6 +18,16 @@ void *cairnd_arena_alloc(cairnd_arena_t *a, size_t size);
 char *cairnd_arena_strdup(cairnd_arena_t *a, const char *s);
 void cairnd_arena_free(cairnd_arena_t *a);
 
+/* systemd integration (service.c): READY/STATUS/STOPPING and the watchdog ping from
+ * the main loop; no-ops outside systemd. poll_timeout_ms: how long the main loop may
+ * sleep before the next ping is due (-1: no watchdog). */
+void cairnd_service_init(void);
+void cairnd_service_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cairnd_service_ready(void);
+void cairnd_service_stopping(void);
+int cairnd_service_poll_timeout_ms(void);
+void cairnd_service_watchdog(void);
+
 /* Pool table (pools.c). */
 int cairnd_pools_init(const char *state_dir);
 /* Imports every pool listed in the cache file; failures are logged and kept. */

@@ -18,6 +18,10 @@
  * response or is disconnected, touching nothing shared. SIGTERM/SIGINT close
  * every pool cleanly (spa_close) and exit 0; the cache file is left as is so
  * the next start imports the same pools.
+ *
+ * Under systemd (conf/cairnd.service) cairnd runs with --foreground and tells
+ * the service manager the same thing the ready pipe tells a terminal, through
+ * sd_notify (service.c); the main loop's poll wakes for the watchdog ping.
  */
 #include "cairnd.h"
 
@@ -69,8 +73,8 @@ static void usage(FILE *f)
             "              [--nfs-listen ADDR:PORT] [--mount-listen ADDR:PORT]\n"
             "              [--portmap-listen ADDR:PORT] [--iscsi-listen ADDR:PORT]\n"
             "              [--http-listen ADDR:PORT]\n"
-            "defaults: state dir %s, socket STATE_DIR/cairnd.sock\n",
-            CAIRN_DEFAULT_STATE_DIR);
+            "defaults: config %s (when it exists), state dir %s, socket STATE_DIR/cairnd.sock\n",
+            CAIRN_DEFAULT_CONFIG, CAIRN_DEFAULT_STATE_DIR);
 }
 
 /* Start-up failed after the pools were imported: close everything and tell the
@@ -343,6 +347,8 @@ int main(int argc, char **argv)
     cairnd_config_t cfg;
     char err[MGMT_PATH_MAX + 512];
     mgmt_config_defaults(&cfg);
+    /* A packaged install keeps its settings in /etc/cairn; an explicit --config wins. */
+    if (!config_path && access(CAIRN_DEFAULT_CONFIG, F_OK) == 0) config_path = CAIRN_DEFAULT_CONFIG;
     if (config_path && mgmt_config_load(&cfg, config_path, err, sizeof err)) die("%s", err);
     for (size_t i = 0; i < nover; i++)
         if (mgmt_config_set(&cfg, overrides[i].key, overrides[i].value, err, sizeof err))
@@ -381,6 +387,12 @@ int main(int argc, char **argv)
 
     int lfd = open_socket(cfg.socket);
 
+    if (cfg.log_file[0]) {
+        rc = cairn_log_open_file(cfg.log_file);
+        if (rc) die("cannot open log_file %s: %s", cfg.log_file, strerror(-rc));
+    }
+    if (cfg.log_syslog) cairn_log_enable_syslog("cairnd");
+
     int ready_fd = -1;
     if (!foreground) {
         char log_path[MGMT_PATH_MAX + 16];
@@ -388,6 +400,8 @@ int main(int argc, char **argv)
         ready_fd = daemonize(log_path);
     }
     write_pid_file(cfg.state_dir);
+    cairn_log_detect_journal();
+    cairnd_service_init();
 
     /* Signals are taken synchronously by the main loop; every thread started from
      * here on inherits the mask. */
@@ -417,6 +431,7 @@ int main(int argc, char **argv)
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
     spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
                                                  cfg.scrub_delay_ms});
+    cairnd_service_status("importing pools");
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     if (cairnd_tokens_init(cfg.state_dir, err, sizeof err))
         log_warn(SUB, "API tokens unavailable (every HTTPS request will get 401): %s", err);
@@ -439,10 +454,13 @@ int main(int argc, char **argv)
         close(ready_fd);
     }
     log_info(SUB, "ready");
+    cairnd_service_ready();
 
     for (;;) {
         struct pollfd pfd[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-        if (poll(pfd, 2, -1) < 0) {
+        int polled = poll(pfd, 2, cairnd_service_poll_timeout_ms());
+        cairnd_service_watchdog();
+        if (polled < 0) {
             if (errno == EINTR) continue;
             log_error(SUB, "poll: %s", strerror(errno));
             break;
@@ -460,6 +478,7 @@ int main(int argc, char **argv)
         }
         if (pfd[0].revents & POLLIN) accept_one(lfd);
     }
+    cairnd_service_stopping();
     close(lfd);
     unlink(cfg.socket);
     cairnd_http_stop();

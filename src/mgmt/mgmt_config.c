@@ -121,6 +121,16 @@ static int set_path(char *dst, size_t cap, const char *key, const char *value, c
     return 0;
 }
 
+static int set_on_off(bool *dst, const char *key, const char *value, char *err, size_t errlen)
+{
+    if (strcasecmp(value, "on") && strcasecmp(value, "off")) {
+        snprintf(err, errlen, "bad %s '%s' (want on or off)", key, value);
+        return -EINVAL;
+    }
+    *dst = !strcasecmp(value, "on");
+    return 0;
+}
+
 /* The numeric settings: key, where, bounds, unit for the message. */
 typedef struct num_setting {
     const char *key;
@@ -206,14 +216,11 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
         return set_path(cfg->http_cert, sizeof cfg->http_cert, key, value, err, errlen);
     if (!strcmp(key, "http_key"))
         return set_path(cfg->http_key, sizeof cfg->http_key, key, value, err, errlen);
-    if (!strcmp(key, "http_metrics_public")) {
-        if (!strcasecmp(value, "on") || !strcasecmp(value, "off")) {
-            cfg->http_metrics_public = !strcasecmp(value, "on");
-            return 0;
-        }
-        snprintf(err, errlen, "bad http_metrics_public '%s' (want on or off)", value);
-        return -EINVAL;
-    }
+    if (!strcmp(key, "http_metrics_public"))
+        return set_on_off(&cfg->http_metrics_public, key, value, err, errlen);
+    if (!strcmp(key, "log_syslog")) return set_on_off(&cfg->log_syslog, key, value, err, errlen);
+    if (!strcmp(key, "log_file"))
+        return set_path(cfg->log_file, sizeof cfg->log_file, key, value, err, errlen);
     if (!strcmp(key, "log_level")) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
         for (int i = 0; i < 4; i++)

@@ -124,6 +124,8 @@ static void test_shipped_conf(void **state)
     assert_int_equal(c.scrub_delay_ms, d.scrub_delay_ms);
     assert_string_equal(c.http.host, ""); /* HTTPS stays off unless asked for */
     assert_false(c.http_metrics_public);
+    assert_false(c.log_syslog);
+    assert_string_equal(c.log_file, "");
 }
 
 /* The scan throttle: defaults, values taken, 0 allowed (no pause), bounds refused. */
@@ -225,6 +227,8 @@ static void test_bad_lines(void **state)
     expect_bad(" = /x\n", "1", "missing key");
     expect_bad("http_listen = 0.0.0.0:84433\n", "1", "http_listen");
     expect_bad("http_metrics_public = yes\n", "1", "http_metrics_public 'yes' (want on or off)");
+    expect_bad("log_syslog = 1\n", "1", "bad log_syslog '1' (want on or off)");
+    expect_bad("log_file =\n", "1", "missing value");
 }
 
 /* HTTPS: off by default (also in the shipped file), on with an address; a
