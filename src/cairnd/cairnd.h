@@ -119,6 +119,15 @@ void cairnd_pools_refresh_shares(void);
 /* API tokens (tokens.c): the store in STATE_DIR/http-tokens and `cairn token ...`. */
 int cairnd_tokens_init(const char *state_dir, char *err, size_t errlen);
 mgmt_token_store_t *cairnd_tokens(void);
+mgmt_token_store_t *cairnd_users(void);
+/* Web sessions (http_session.c): opened by a user's log-in, carried as a bearer
+ * token or the cairn_session cookie, ended by log-out, idleness, age, or a change
+ * of the user (passwd, remove). secret: MGMT_TOKEN_SECRET_LEN bytes. */
+int cairnd_session_open(const mgmt_token_info_t *who, char *secret);
+int cairnd_session_verify(const char *secret, mgmt_token_info_t *who);
+void cairnd_session_close(const char *secret);
+void cairnd_sessions_end_user(const char *name);
+bool cairnd_is_session_secret(const char *secret);
 bool cairnd_handle_tokens(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                           cairnd_arena_t *a);
 /* The front ends' statistics for /metrics (NULL while a server is not running). */
@@ -141,6 +150,7 @@ typedef struct http_reply {
     char *body; /* malloc'd */
     size_t len;
     const char *content_type; /* NULL: application/json */
+    char set_cookie[160];     /* "" or a Set-Cookie header's value */
 } http_reply_t;
 struct MHD_Connection;
 typedef struct cairnd_http_api {
@@ -148,10 +158,20 @@ typedef struct cairnd_http_api {
     const char *method, *url, *body;
     size_t body_len;
     const mgmt_token_info_t *who;
+    const char *via;    /* "token" or "user" (a web session): for messages and the audit */
+    const char *secret; /* the credential the request came with */
     const char *addr;
     bool authenticated;
 } cairnd_http_api_t;
 void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out);
+/* out = j (taken) as JSON with status. */
+typedef struct json_t json_t;
+void cairnd_http_reply_json(http_reply_t *out, int status, json_t *j);
+/* POST /sessions (log-in, before any authentication), GET and DELETE
+ * /sessions/current (who am I, log-out) - http_session.c. */
+void cairnd_http_sessions(const cairnd_http_api_t *req, http_reply_t *out);
+/* The OpenAPI paths of the above, for the document (http_session.c). */
+json_t *cairnd_http_sessions_openapi(void);
 /* out = {"error": "<message>"} with status. */
 void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -7,11 +7,13 @@
  * STATE_DIR/http-cert.pem and http-key.pem (0600) and kept, so clients can pin
  * it. Plain HTTP is never served.
  *
- * Authentication: every request but the OpenAPI document (and /metrics with
- * http_metrics_public=on) carries `Authorization: Bearer TOKEN`, an API token of
- * `cairn token create` (include/cairn/mgmt_token.h). A missing or wrong token is
+ * Authentication: every request but the OpenAPI document, the log-in (POST
+ * /api/v1/sessions) and /metrics with http_metrics_public=on carries
+ * `Authorization: Bearer TOKEN`, an API token of `cairn token create`
+ * (include/cairn/mgmt_token.h) or a session token of a user's log-in
+ * (http_session.c), or the session cookie a log-in sets. A missing or wrong one is
  * answered 401 before anything is parsed further, so it changes nothing. Each
- * failure counts against the client's address; an address with
+ * failure (a refused log-in too) counts against the client's address; an address with
  * AUTH_FAIL_LIMIT failures in AUTH_FAIL_WINDOW_S seconds gets 429 for every
  * request until that window ends (brute force then costs a window per
  * AUTH_FAIL_LIMIT guesses of a 256-bit secret).
@@ -265,6 +267,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (r->set_cookie[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, r->set_cookie);
     if (r->status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cairn\"");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
@@ -272,14 +275,30 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
     return ret;
 }
 
-/* The token of `Authorization: Bearer TOKEN`, or NULL. */
-static const char *bearer_token(struct MHD_Connection *c)
+/* The credential of `Authorization: Bearer TOKEN`, else the session cookie, or NULL. */
+static const char *request_secret(struct MHD_Connection *c)
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7)) return NULL;
-    h += 7;
-    while (*h == ' ') h++;
-    return *h ? h : NULL;
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        h += 7;
+        while (*h == ' ') h++;
+        return *h ? h : NULL;
+    }
+    h = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "cairn_session");
+    return h && *h ? h : NULL;
+}
+
+/* 0 with who and via ("token" or "user") when secret is a live API token or session. */
+static int authenticate(const char *secret, mgmt_token_info_t *who, const char **via)
+{
+    if (!secret) return -ENOENT;
+    if (cairnd_is_session_secret(secret)) {
+        *via = "user";
+        return cairnd_session_verify(secret, who);
+    }
+    *via = "token";
+    mgmt_token_store_t *store = cairnd_tokens();
+    return store ? mgmt_token_verify(store, secret, who) : -EACCES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -311,25 +330,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     peer_addr(c, addr, sizeof addr);
     http_reply_t r = {0};
     bool is_metrics = !strcmp(url, "/metrics");
-    bool open_doc =
-        !strcmp(url, CAIRND_API_PREFIX "/openapi.json") || (is_metrics && g_metrics_public);
+    bool is_login = !strcmp(url, CAIRND_API_PREFIX "/sessions");
+    bool open_doc = !strcmp(url, CAIRND_API_PREFIX "/openapi.json") ||
+                    (is_metrics && g_metrics_public) || is_login;
     mgmt_token_info_t who = {.role = MGMT_ROLE_READ_ONLY};
+    const char *via = "token", *secret = request_secret(c);
     if (rate_limited(addr)) {
         cairnd_http_error(&r, MHD_HTTP_TOO_MANY_REQUESTS,
                           "too many failed authentications from %s; try again later", addr);
         return send_reply(c, &r);
     }
-    if (!open_doc) {
-        const char *tok = bearer_token(c);
-        mgmt_token_store_t *store = cairnd_tokens();
-        if (!tok || !store || mgmt_token_verify(store, tok, &who)) {
-            count_failure(addr);
-            log_info(SUB, "%s: %s %s: %s", addr, method, url, tok ? "wrong token" : "no token");
-            cairnd_http_error(&r, MHD_HTTP_UNAUTHORIZED,
-                              tok ? "the API token is not valid"
-                                  : "an API token is needed (Authorization: Bearer TOKEN)");
-            return send_reply(c, &r);
-        }
+    if (!open_doc && authenticate(secret, &who, &via)) {
+        count_failure(addr);
+        log_info(SUB, "%s: %s %s: %s", addr, method, url, secret ? "wrong credential" : "no credential");
+        cairnd_http_error(&r, MHD_HTTP_UNAUTHORIZED,
+                          secret ? "the API token or session is not valid (or has expired)"
+                                 : "an API token is needed (Authorization: Bearer TOKEN), or a "
+                                   "session: log in with POST " CAIRND_API_PREFIX "/sessions");
+        return send_reply(c, &r);
     }
     if (b->too_large) {
         cairnd_http_error(&r, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than %u bytes",
@@ -350,9 +368,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                  .body = b->data,
                                  .body_len = b->len,
                                  .who = &who,
+                                 .via = via,
+                                 .secret = secret,
                                  .addr = addr,
                                  .authenticated = !open_doc};
-        cairnd_http_api(&req, &r);
+        if (is_login || !strcmp(url, CAIRND_API_PREFIX "/sessions/current")) {
+            cairnd_http_sessions(&req, &r);
+            if (is_login && r.status == MHD_HTTP_UNAUTHORIZED) count_failure(addr);
+        } else {
+            cairnd_http_api(&req, &r);
+        }
     }
     return send_reply(c, &r);
 }

@@ -118,7 +118,7 @@ static const route_t g_routes[] = {
 
 /* ------------------------------------------------------------- replies */
 
-static void reply_json(http_reply_t *out, int status, json_t *j)
+void cairnd_http_reply_json(http_reply_t *out, int status, json_t *j)
 {
     out->status = status;
     out->body = json_dumps(j, JSON_COMPACT);
@@ -138,7 +138,7 @@ void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    reply_json(out, status, json_pack("{s:s}", "error", msg));
+    cairnd_http_reply_json(out, status, json_pack("{s:s}", "error", msg));
 }
 
 /* The HTTP status of a daemon error (a negative errno). */
@@ -353,7 +353,7 @@ static void run_route(const route_t *r, const cairnd_http_api_t *req, const char
     json_t *result = r->body == BODY_PROPS
                          ? dispatch_props(r, fields, body ? body : json_object(), req, out)
                          : dispatch(r->request, fields, req, out);
-    if (result) reply_json(out, r->ok_status, result);
+    if (result) cairnd_http_reply_json(out, r->ok_status, result);
     json_decref(fields);
     json_decref(body);
 }
@@ -371,7 +371,7 @@ void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out)
     if (!strcmp(url, "/openapi.json")) {
         if (strcmp(req->method, "GET"))
             cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", req->url);
-        else reply_json(out, MHD_HTTP_OK, openapi_document());
+        else cairnd_http_reply_json(out, MHD_HTTP_OK, openapi_document());
         return;
     }
     char name[MGMT_PATH_MAX];
@@ -390,16 +390,16 @@ void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out)
         return;
     }
     if (found->changes && req->who->role != MGMT_ROLE_ADMIN) {
-        log_info(SUB, "%s: token '%s' (read-only) refused %s %s", req->addr, req->who->name,
+        log_info(SUB, "%s: %s '%s' (read-only) refused %s %s", req->addr, req->via, req->who->name,
                  req->method, req->url);
         cairnd_http_error(out, MHD_HTTP_FORBIDDEN,
-                          "token '%s' is read-only; %s %s needs an admin token", req->who->name,
+                          "%s '%s' is read-only; %s %s needs an admin role", req->via, req->who->name,
                           req->method, req->url);
         return;
     }
     run_route(found, req, name, out);
     if (found->changes) /* the audit trail */
-        log_info(SUB, "%s: token '%s' %s %s -> %d%s%.*s", req->addr, req->who->name, req->method,
+        log_info(SUB, "%s: %s '%s' %s %s -> %d%s%.*s", req->addr, req->via, req->who->name, req->method,
                  req->url, out->status, out->status >= 300 ? " " : "",
                  out->status >= 300 ? (int)out->len : 0, out->body ? out->body : "");
 }
@@ -518,7 +518,7 @@ static json_t *openapi_document(void)
     json_object_set_new(schemas, "Error",
                         json_pack("{s:s,s:[s],s:{s:{s:s}}}", "type", "object", "required", "error",
                                   "properties", "error", "type", "string"));
-    json_t *paths = json_object();
+    json_t *paths = cairnd_http_sessions_openapi();
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(g_routes); i++) {
         const route_t *r = &g_routes[i];
         json_t *item = json_object_get(paths, r->path);
@@ -533,8 +533,10 @@ static json_t *openapi_document(void)
         "{s:s,s:{s:s,s:s,s:s},s:[{s:s}],s:[{s:[]}],s:o,s:{s:o,s:{s:{s:s,s:s}}}}", "openapi",
         "3.0.3", "info", "title", "Cairn management API", "version", CAIRN_VERSION, "description",
         "Each operation sends the Request the cairn CLI sends for the same "
-        "verb. Authenticate with an API token (cairn token create): "
-        "Authorization: Bearer TOKEN. Prometheus metrics: GET /metrics.",
+        "verb. Authenticate with an API token (cairn token create) or a "
+        "session token from POST /sessions (cairn user add): "
+        "Authorization: Bearer TOKEN, or the cairn_session cookie a log-in sets. "
+        "Prometheus metrics: GET /metrics.",
         "servers", "url", CAIRND_API_PREFIX, "security", "bearer", "paths", paths, "components",
         "schemas", schemas, "securitySchemes", "bearer", "type", "http", "scheme", "bearer");
 }

@@ -434,7 +434,7 @@ int main(int argc, char **argv)
     cairnd_service_status("importing pools");
     if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
     if (cairnd_tokens_init(cfg.state_dir, err, sizeof err))
-        log_warn(SUB, "API tokens unavailable (every HTTPS request will get 401): %s", err);
+        log_warn(SUB, "API tokens or users unavailable (HTTPS requests will get 401): %s", err);
     cairnd_pools_import_cached();
     /* A front end that cannot listen (a taken port, a bad address) stops the
      * start: an appliance that silently serves no NFS or no iSCSI is worse. */

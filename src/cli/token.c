@@ -3,12 +3,24 @@
  * `cairn token revoke NAME`: the API tokens of cairnd's HTTPS API. create
  * prints the new token on stdout, alone on its line, and this is the only time
  * it is shown (the daemon keeps a salted hash).
+ *
+ * `cairn user add [--read-only] NAME`, `user passwd NAME`, `user remove NAME`,
+ * `user list`: the people who log in to the web UI. The password is never an
+ * argument (it would show in ps and in shell history): on a terminal it is
+ * asked twice without echo, otherwise it is the first line of stdin, so
+ * scripts can pipe it in.
  */
 #include "cli.h"
 
+#include <cairn/mgmt_token.h>
+
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
+#include <unistd.h>
 
 static int cmd_token_create(int argc, char **argv)
 {
@@ -34,6 +46,26 @@ static int cmd_token_create(int argc, char **argv)
     return 0;
 }
 
+/* The rows of `token list` and `user list`: NAME ROLE CREATED. */
+static void print_credentials(const Cairn__Mgmt__TokenRows *rows, const list_opts_t *lo,
+                              const char *what)
+{
+    static const char *const hdr[] = {"NAME", "ROLE", "CREATED"};
+    mgmt_table_t *t = mgmt_table_new(3, hdr, lo->exact ? 0x4 : 0);
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const Cairn__Mgmt__TokenRow *row = rows->rows[i];
+        char created[32];
+        time_t when = (time_t)row->created;
+        struct tm tm;
+        if (lo->exact) snprintf(created, sizeof created, "%llu", (unsigned long long)row->created);
+        else strftime(created, sizeof created, "%Y-%m-%d %H:%M:%S", localtime_r(&when, &tm));
+        const char *cells[] = {row->name, row->role, created};
+        mgmt_table_add_row(t, cells);
+    }
+    mgmt_table_print(t, stdout, lo->mode, what);
+    mgmt_table_free(t);
+}
+
 static int cmd_token_list(int argc, char **argv)
 {
     const char *what = "token list";
@@ -48,20 +80,7 @@ static int cmd_token_list(int argc, char **argv)
     req.token_list = &tl;
     Cairn__Mgmt__Response *r = call(&req);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_TOKENS) fail("unexpected response");
-    static const char *const hdr[] = {"NAME", "ROLE", "CREATED"};
-    mgmt_table_t *t = mgmt_table_new(3, hdr, lo.exact ? 0x4 : 0);
-    for (size_t i = 0; i < r->tokens->n_rows; i++) {
-        const Cairn__Mgmt__TokenRow *row = r->tokens->rows[i];
-        char created[32];
-        time_t when = (time_t)row->created;
-        struct tm tm;
-        if (lo.exact) snprintf(created, sizeof created, "%llu", (unsigned long long)row->created);
-        else strftime(created, sizeof created, "%Y-%m-%d %H:%M:%S", localtime_r(&when, &tm));
-        const char *cells[] = {row->name, row->role, created};
-        mgmt_table_add_row(t, cells);
-    }
-    mgmt_table_print(t, stdout, lo.mode, "tokens");
-    mgmt_table_free(t);
+    print_credentials(r->tokens, &lo, "tokens");
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
@@ -90,4 +109,135 @@ int token_command(const char *cmd, int argc, char **argv)
     if (!strcmp(argv[1], "list")) return cmd_token_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "revoke")) return cmd_token_revoke(argc - 1, argv + 1);
     fail("token: unknown subcommand '%s' (create, list, revoke)", argv[1]);
+}
+
+/* ------------------------------------------------------------------ users */
+
+/* One line from f without its newline; NULL at end of input. */
+static char *read_line(FILE *f, char *buf, size_t len)
+{
+    if (!fgets(buf, (int)len, f)) return NULL;
+    size_t n = strlen(buf);
+    if (n && buf[n - 1] == '\n') buf[--n] = '\0';
+    else if (n == len - 1) fail("password longer than %zu bytes", len - 2);
+    return buf;
+}
+
+/* Asks on the terminal with echo off. */
+static void ask(const char *prompt, char *buf, size_t len)
+{
+    FILE *tty = fopen("/dev/tty", "r+");
+    if (!tty) fail("cannot open the terminal: %s", strerror(errno));
+    struct termios old, quiet;
+    tcgetattr(fileno(tty), &old);
+    quiet = old;
+    quiet.c_lflag &= ~(tcflag_t)ECHO;
+    fputs(prompt, tty);
+    fflush(tty);
+    tcsetattr(fileno(tty), TCSAFLUSH, &quiet);
+    char *got = read_line(tty, buf, len);
+    tcsetattr(fileno(tty), TCSAFLUSH, &old);
+    fputc('\n', tty);
+    fclose(tty);
+    if (!got) fail("no password given");
+}
+
+static void read_password(char *buf, size_t len)
+{
+    if (isatty(STDIN_FILENO)) {
+        char again[MGMT_PASSWORD_MAX + 2];
+        ask("New password: ", buf, len);
+        ask("Again: ", again, sizeof again);
+        if (strcmp(buf, again)) fail("the passwords do not match; nothing changed");
+        return;
+    }
+    if (!read_line(stdin, buf, len)) fail("no password on stdin (give it as the first line)");
+}
+
+static int cmd_user_add(int argc, char **argv)
+{
+    const char *what = "user add";
+    static const struct option longopts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
+    bool read_only = false;
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":", longopts, what)) != -1)
+        if (c == 'r') read_only = true;
+    want_args(argc, argv, 1, 1, what, "NAME");
+    char password[MGMT_PASSWORD_MAX + 2];
+    read_password(password, sizeof password);
+    Cairn__Mgmt__UserAdd ua = CAIRN__MGMT__USER_ADD__INIT;
+    ua.name = argv[optind];
+    ua.read_only = read_only;
+    ua.password = password;
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_ADD;
+    req.user_add = &ua;
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+static int cmd_user_passwd(int argc, char **argv)
+{
+    const char *what = "user passwd";
+    reset_getopt();
+    while (next_opt(argc, argv, ":", NULL, what) != -1) {
+    }
+    want_args(argc, argv, 1, 1, what, "NAME");
+    char password[MGMT_PASSWORD_MAX + 2];
+    read_password(password, sizeof password);
+    Cairn__Mgmt__UserPasswd up = CAIRN__MGMT__USER_PASSWD__INIT;
+    up.name = argv[optind];
+    up.password = password;
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_PASSWD;
+    req.user_passwd = &up;
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+static int cmd_user_remove(int argc, char **argv)
+{
+    const char *what = "user remove";
+    reset_getopt();
+    while (next_opt(argc, argv, ":", NULL, what) != -1) {
+    }
+    want_args(argc, argv, 1, 1, what, "NAME");
+    Cairn__Mgmt__UserRemove ur = CAIRN__MGMT__USER_REMOVE__INIT;
+    ur.name = argv[optind];
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_REMOVE;
+    req.user_remove = &ur;
+    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    return 0;
+}
+
+static int cmd_user_list(int argc, char **argv)
+{
+    const char *what = "user list";
+    list_opts_t lo = {0};
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
+    want_args(argc, argv, 0, 0, what, "");
+    Cairn__Mgmt__UserList ul = CAIRN__MGMT__USER_LIST__INIT;
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_LIST;
+    req.user_list = &ul;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_USERS) fail("unexpected response");
+    print_credentials(r->users, &lo, "users");
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
+
+int user_command(const char *cmd, int argc, char **argv)
+{
+    if (strcmp(cmd, "user")) return -1;
+    if (argc < 2) fail("user: missing subcommand (add, passwd, remove, list)");
+    if (!strcmp(argv[1], "add")) return cmd_user_add(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "passwd")) return cmd_user_passwd(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "remove")) return cmd_user_remove(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "list")) return cmd_user_list(argc - 1, argv + 1);
+    fail("user: unknown subcommand '%s' (add, passwd, remove, list)", argv[1]);
 }

@@ -1,14 +1,24 @@
 /*
- * The API token store (include/cairn/mgmt_token.h says what and why).
+ * The API token store and the user store (include/cairn/mgmt_token.h says what
+ * and why). One store type serves both: a named, role-carrying credential kept
+ * in a small file rewritten whole; only the verifier differs.
  *
  * Tokens are few (an administrator makes a handful), so the store is an array
  * scanned in full on every verification: every entry's salted hash is computed
  * and compared in constant time, so neither the answer's timing nor an early
- * exit tells which stored token a guess came close to.
+ * exit tells which stored token a guess came close to. A token is 256 random
+ * bits, so one fast hash is enough.
+ *
+ * Passwords are chosen by people and guessable, so they get a slow, salted
+ * hash: crypt(3)'s yescrypt (libxcrypt, the hash Debian uses for /etc/shadow).
+ * The hash runs outside the store's lock (it takes tens of milliseconds), and
+ * an unknown user name costs the same hash against a dummy setting, so the
+ * answer's timing does not tell which names exist.
  */
 #include <cairn/mgmt_token.h>
 #include <cairn/util.h>
 
+#include <crypt.h>
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -29,13 +39,16 @@
 
 typedef struct token {
     mgmt_token_info_t info;
-    uint8_t salt[SALT_LEN];
-    uint8_t hash[HASH_LEN];
+    uint8_t salt[SALT_LEN];          /* tokens */
+    uint8_t hash[HASH_LEN];          /* tokens */
+    char crypted[CRYPT_OUTPUT_SIZE]; /* users: crypt(3) of the password */
 } token_t;
 
 struct mgmt_token_store {
     pthread_mutex_t lock;
     char *path;
+    bool users; /* passwords (crypted) instead of token hashes */
+    const char *what; /* "token" or "user", for messages */
     token_t *v;
     size_t n, cap;
 };
@@ -90,13 +103,15 @@ static void salted_hash(const uint8_t salt[SALT_LEN], const char *secret, uint8_
     EVP_MD_CTX_free(ctx);
 }
 
-static int parse_line(char *line, token_t *t)
+/* One line: NAME ROLE CREATED, then the verifier: SALT_HEX HASH_HEX for a token,
+ * the crypt(3) string for a user. */
+static int parse_line(const mgmt_token_store_t *s, const char *line, token_t *t)
 {
-    char name[MGMT_TOKEN_NAME_MAX + 1], role[16], salt[2 * SALT_LEN + 2], hash[2 * HASH_LEN + 2];
+    char name[MGMT_TOKEN_NAME_MAX + 1], role[16], v1[CRYPT_OUTPUT_SIZE + 1], v2[2 * HASH_LEN + 2];
     unsigned long long created;
     char junk;
-    if (sscanf(line, "%64s %15s %llu %33s %65s %c", name, role, &created, salt, hash, &junk) != 5)
-        return -EINVAL;
+    int n = sscanf(line, "%64s %15s %llu %384s %65s %c", name, role, &created, v1, v2, &junk);
+    if (n != (s->users ? 4 : 5)) return -EINVAL;
     char err[128];
     if (mgmt_token_name_check(name, err, sizeof err)) return -EINVAL;
     memset(t, 0, sizeof *t);
@@ -105,7 +120,12 @@ static int parse_line(char *line, token_t *t)
     else if (!strcmp(role, "read-only")) t->info.role = MGMT_ROLE_READ_ONLY;
     else return -EINVAL;
     t->info.created = created;
-    if (hex_decode(salt, t->salt, SALT_LEN) || hex_decode(hash, t->hash, HASH_LEN)) return -EINVAL;
+    if (s->users) {
+        if (v1[0] != '$' || strlen(v1) >= CRYPT_OUTPUT_SIZE) return -EINVAL;
+        cairn_strlcpy(t->crypted, v1, sizeof t->crypted);
+        return 0;
+    }
+    if (hex_decode(v1, t->salt, SALT_LEN) || hex_decode(v2, t->hash, HASH_LEN)) return -EINVAL;
     return 0;
 }
 
@@ -122,7 +142,8 @@ static int push(mgmt_token_store_t *s, const token_t *t)
     return 0;
 }
 
-int mgmt_token_store_open(const char *path, mgmt_token_store_t **out, char *err, size_t errlen)
+static int store_open(const char *path, bool users, mgmt_token_store_t **out, char *err,
+                      size_t errlen)
 {
     mgmt_token_store_t *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
@@ -130,6 +151,8 @@ int mgmt_token_store_open(const char *path, mgmt_token_store_t **out, char *err,
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    s->users = users;
+    s->what = users ? "user" : "token";
     pthread_mutex_init(&s->lock, NULL);
     FILE *f = fopen(path, "r");
     if (!f && errno != ENOENT) {
@@ -145,8 +168,8 @@ int mgmt_token_store_open(const char *path, mgmt_token_store_t **out, char *err,
     while (f && getline(&line, &cap, f) >= 0) {
         lineno++;
         token_t t;
-        if (parse_line(line, &t)) {
-            snprintf(err, errlen, "%s:%u: not a token line", path, lineno);
+        if (parse_line(s, line, &t)) {
+            snprintf(err, errlen, "%s:%u: not a %s line", path, lineno, s->what);
             rc = -EINVAL;
             break;
         }
@@ -163,6 +186,16 @@ int mgmt_token_store_open(const char *path, mgmt_token_store_t **out, char *err,
     }
     *out = s;
     return 0;
+}
+
+int mgmt_token_store_open(const char *path, mgmt_token_store_t **out, char *err, size_t errlen)
+{
+    return store_open(path, false, out, err, errlen);
+}
+
+int mgmt_user_store_open(const char *path, mgmt_token_store_t **out, char *err, size_t errlen)
+{
+    return store_open(path, true, out, err, errlen);
 }
 
 void mgmt_token_store_close(mgmt_token_store_t *s)
@@ -188,11 +221,12 @@ static int save(mgmt_token_store_t *s, char *err, size_t errlen)
     int rc = f ? 0 : -errno;
     for (size_t i = 0; f && !rc && i < s->n; i++) {
         const token_t *t = &s->v[i];
-        char salt[2 * SALT_LEN + 1], hash[2 * HASH_LEN + 1];
-        hex_encode(t->salt, SALT_LEN, salt);
-        hex_encode(t->hash, HASH_LEN, hash);
-        if (fprintf(f, "%s %s %llu %s %s\n", t->info.name, mgmt_role_name(t->info.role),
-                    (unsigned long long)t->info.created, salt, hash) < 0)
+        char verifier[2 * SALT_LEN + 2 * HASH_LEN + 2];
+        hex_encode(t->salt, SALT_LEN, verifier);
+        verifier[2 * SALT_LEN] = ' ';
+        hex_encode(t->hash, HASH_LEN, verifier + 2 * SALT_LEN + 1);
+        if (fprintf(f, "%s %s %llu %s\n", t->info.name, mgmt_role_name(t->info.role),
+                    (unsigned long long)t->info.created, s->users ? t->crypted : verifier) < 0)
             rc = -EIO;
     }
     if (f && !rc && (fflush(f) || fsync(fileno(f)))) rc = -errno;
@@ -213,6 +247,23 @@ static ssize_t find(const mgmt_token_store_t *s, const char *name)
     return -1;
 }
 
+/* Adds t unless its name is taken; the file is rewritten before it counts. */
+static int add_entry(mgmt_token_store_t *s, const token_t *t, char *err, size_t errlen)
+{
+    int rc;
+    pthread_mutex_lock(&s->lock);
+    if (find(s, t->info.name) >= 0) {
+        snprintf(err, errlen, "%s '%s' already exists", s->what, t->info.name);
+        rc = -EEXIST;
+    } else if ((rc = push(s, t))) {
+        snprintf(err, errlen, "out of memory");
+    } else if ((rc = save(s, err, errlen))) {
+        s->n--;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
 int mgmt_token_create(mgmt_token_store_t *s, const char *name, mgmt_role_t role,
                       char secret[MGMT_TOKEN_SECRET_LEN], char *err, size_t errlen)
 {
@@ -229,16 +280,7 @@ int mgmt_token_create(mgmt_token_store_t *s, const char *name, mgmt_role_t role,
     hex_encode(rnd, sizeof rnd, secret + sizeof SECRET_PREFIX - 1);
     OPENSSL_cleanse(rnd, sizeof rnd);
     salted_hash(t.salt, secret, t.hash);
-    pthread_mutex_lock(&s->lock);
-    if (find(s, name) >= 0) {
-        snprintf(err, errlen, "token '%s' already exists", name);
-        rc = -EEXIST;
-    } else if ((rc = push(s, &t))) {
-        snprintf(err, errlen, "out of memory");
-    } else if ((rc = save(s, err, errlen))) {
-        s->n--;
-    }
-    pthread_mutex_unlock(&s->lock);
+    rc = add_entry(s, &t, err, errlen);
     if (rc) OPENSSL_cleanse(secret, MGMT_TOKEN_SECRET_LEN);
     return rc;
 }
@@ -249,7 +291,7 @@ int mgmt_token_revoke(mgmt_token_store_t *s, const char *name, char *err, size_t
     ssize_t i = find(s, name);
     int rc = 0;
     if (i < 0) {
-        snprintf(err, errlen, "no token named '%s'", name);
+        snprintf(err, errlen, "no %s named '%s'", s->what, name);
         rc = -ENOENT;
     } else {
         token_t gone = s->v[i];
@@ -288,4 +330,119 @@ size_t mgmt_token_list(mgmt_token_store_t *s, mgmt_token_info_t *out, size_t cap
     for (size_t i = 0; i < n && i < cap; i++) out[i] = s->v[i].info;
     pthread_mutex_unlock(&s->lock);
     return n;
+}
+
+/* ------------------------------------------------------------ passwords */
+
+static int password_check(const char *name, const char *password, char *err, size_t errlen)
+{
+    size_t len = strlen(password);
+    if (len < MGMT_PASSWORD_MIN || len > MGMT_PASSWORD_MAX) {
+        snprintf(err, errlen, "a password needs %d to %d characters", MGMT_PASSWORD_MIN,
+                 MGMT_PASSWORD_MAX);
+        return -EINVAL;
+    }
+    if (!strcmp(password, name)) {
+        snprintf(err, errlen, "the password must not be the user name");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* crypt(3) of password with setting (a stored hash or a fresh salt) into out;
+ * false when libxcrypt refuses. */
+static bool crypt_into(const char *password, const char *setting, char out[CRYPT_OUTPUT_SIZE])
+{
+    struct crypt_data *cd = calloc(1, sizeof *cd);
+    if (!cd) return false;
+    const char *h = crypt_rn(password, setting, cd, sizeof *cd);
+    bool ok = h && h[0] == '$' && strlen(h) < CRYPT_OUTPUT_SIZE;
+    if (ok) cairn_strlcpy(out, h, CRYPT_OUTPUT_SIZE);
+    OPENSSL_cleanse(cd, sizeof *cd);
+    free(cd);
+    return ok;
+}
+
+static int hash_password(const char *password, char out[CRYPT_OUTPUT_SIZE], char *err,
+                         size_t errlen)
+{
+    char setting[CRYPT_GENSALT_OUTPUT_SIZE];
+    /* yescrypt at libxcrypt's default cost, with salt from the kernel */
+    if (!crypt_gensalt_rn("$y$", 0, NULL, 0, setting, sizeof setting) ||
+        !crypt_into(password, setting, out)) {
+        snprintf(err, errlen, "cannot hash the password: %s", strerror(errno ? errno : EIO));
+        return -EIO;
+    }
+    return 0;
+}
+
+int mgmt_user_add(mgmt_token_store_t *s, const char *name, mgmt_role_t role, const char *password,
+                  char *err, size_t errlen)
+{
+    int rc = mgmt_token_name_check(name, err, errlen);
+    if (!rc) rc = password_check(name, password, err, errlen);
+    if (rc) return rc;
+    token_t *t = calloc(1, sizeof *t);
+    if (!t) return -ENOMEM;
+    t->info.role = role;
+    t->info.created = (uint64_t)time(NULL);
+    cairn_strlcpy(t->info.name, name, sizeof t->info.name);
+    rc = hash_password(password, t->crypted, err, errlen);
+    if (!rc) rc = add_entry(s, t, err, errlen);
+    free(t);
+    return rc;
+}
+
+int mgmt_user_passwd(mgmt_token_store_t *s, const char *name, const char *password, char *err,
+                     size_t errlen)
+{
+    char crypted[CRYPT_OUTPUT_SIZE], old[CRYPT_OUTPUT_SIZE];
+    int rc = password_check(name, password, err, errlen);
+    if (!rc) rc = hash_password(password, crypted, err, errlen);
+    if (rc) return rc;
+    pthread_mutex_lock(&s->lock);
+    ssize_t i = find(s, name);
+    if (i < 0) {
+        snprintf(err, errlen, "no user named '%s'", name);
+        rc = -ENOENT;
+    } else {
+        cairn_strlcpy(old, s->v[i].crypted, sizeof old);
+        cairn_strlcpy(s->v[i].crypted, crypted, sizeof s->v[i].crypted);
+        if ((rc = save(s, err, errlen))) cairn_strlcpy(s->v[i].crypted, old, sizeof old);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* A real yescrypt setting for names that do not exist, so they cost a full hash. */
+static char g_dummy_setting[CRYPT_GENSALT_OUTPUT_SIZE];
+static void make_dummy_setting(void)
+{
+    if (!crypt_gensalt_rn("$y$", 0, NULL, 0, g_dummy_setting, sizeof g_dummy_setting))
+        g_dummy_setting[0] = '\0';
+}
+
+int mgmt_user_verify(mgmt_token_store_t *s, const char *name, const char *password,
+                     mgmt_token_info_t *who)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_dummy_setting);
+    char stored[CRYPT_OUTPUT_SIZE], got[CRYPT_OUTPUT_SIZE];
+    mgmt_token_info_t info;
+    pthread_mutex_lock(&s->lock);
+    ssize_t i = find(s, name);
+    if (i >= 0) {
+        cairn_strlcpy(stored, s->v[i].crypted, sizeof stored);
+        info = s->v[i].info;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (i < 0) { /* the same work as for a user who exists, then no */
+        if (g_dummy_setting[0]) crypt_into(password, g_dummy_setting, got);
+        return -EACCES;
+    }
+    if (!crypt_into(password, stored, got)) return -EACCES;
+    size_t len = strlen(stored);
+    if (strlen(got) != len || CRYPTO_memcmp(got, stored, len)) return -EACCES;
+    *who = info;
+    return 0;
 }
