@@ -70,6 +70,31 @@ static const route_t g_routes[] = {
      "Starts a scrub of the pool; {\"stop\": true} stops it (cairn pool scrub)."},
     {"POST", "/pools/{name}/clear", "pool_clear", "name", NULL, BODY_NONE, true, 200, NULL,
      "Clears the pool's error counters (cairn pool clear)."},
+    {"PATCH", "/pools/{name}/properties", "pool_set", "name", NULL, BODY_PROPS, true, 200, NULL,
+     "Sets pool properties: a JSON object of names and values (cairn pool set)."},
+    {"POST", "/pools/{name}/vdevs", "pool_add", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Adds vdevs, log vdevs (\"root\": VdevSpec), spares (\"spares\": [...]) or cache devices "
+     "(\"cache_devices\": [...]); \"dry_run\": true checks only (cairn pool add)."},
+    {"POST", "/pools/{name}/remove", "pool_remove", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Removes a log vdev, cache device or spare: {\"device\": ...} (cairn pool remove)."},
+    {"POST", "/pools/{name}/offline", "pool_offline", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Takes a disk offline: {\"device\": ..., \"temporary\": false} (cairn pool offline)."},
+    {"POST", "/pools/{name}/online", "pool_online", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Brings a disk back, resilvering what it missed: {\"device\": ..., \"expand\": false} "
+     "(cairn pool online)."},
+    {"POST", "/pools/{name}/replace", "pool_replace", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Replaces a disk: {\"old_device\": ..., \"new_device\": ..., \"sequential\": false} "
+     "(cairn pool replace)."},
+    {"POST", "/pools/{name}/attach", "pool_attach", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Mirrors a disk onto a new one: {\"device\": ..., \"new_device\": ...} (cairn pool "
+     "attach)."},
+    {"POST", "/pools/{name}/detach", "pool_detach", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Detaches a disk from its mirror: {\"device\": ...} (cairn pool detach)."},
+    {"GET", "/pools/{name}/events", "pool_events", "name", NULL, BODY_NONE, false, 200, "events",
+     "The pool's events after sequence number ?after=N, waiting up to ?wait_ms (at most 5000) "
+     "for one (cairn pool events)."},
+    {"GET", "/pools/{name}/history", "pool_history", "name", NULL, BODY_NONE, false, 200,
+     "pool_history", "The commands that changed the pool (cairn pool history)."},
     {"GET", "/pools/{name}", "pool_status", "name", "{\"verbose\":true}", BODY_NONE, false, 200,
      "pool_status", "Status of the pool: vdev tree, errors, scrub (cairn pool status -v)."},
     {"DELETE", "/pools/{name}", "pool_destroy", "name", NULL, BODY_NONE, true, 200, NULL,
@@ -80,6 +105,8 @@ static const route_t g_routes[] = {
      "Creates a filesystem or volume (cairn create)."},
     {"POST", "/datasets/{name}/rename", "ds_rename", "old_name", NULL, BODY_FIELDS, true, 200, NULL,
      "Renames the dataset: {\"new_name\": ...} (cairn rename)."},
+    {"POST", "/datasets/{name}/inherit", "ds_inherit", "name", NULL, BODY_FIELDS, true, 200, NULL,
+     "Lets a property be inherited again: {\"prop\": ...} (cairn inherit)."},
     {"GET", "/datasets/{name}", "ds_get", "names", "{\"props\":[\"all\"]}", BODY_NONE, false, 200,
      "props", "Properties of the dataset (cairn get all DATASET)."},
     {"PATCH", "/datasets/{name}", "ds_set", "name", NULL, BODY_PROPS, true, 200, NULL,
@@ -105,6 +132,12 @@ static const route_t g_routes[] = {
      "Creates a target: {\"name\": IQN} (cairn iscsi target create)."},
     {"POST", "/iscsi/targets/{name}/luns", "iscsi_lun_add", "target", NULL, BODY_FIELDS, true, 201,
      NULL, "Adds a LUN: {\"volume\": ..., \"lun\": N, \"lun_given\": true} (cairn iscsi lun add)."},
+    {"DELETE", "/iscsi/targets/{name}/luns", "iscsi_lun_remove", "target", NULL, BODY_NONE, true,
+     200, NULL, "Removes LUN ?lun=N from the target (cairn iscsi lun remove)."},
+    {"POST", "/iscsi/targets/{name}/chap", "iscsi_chap", "target", NULL, BODY_FIELDS, true, 200,
+     NULL,
+     "Sets CHAP: {\"user\", \"secret\"} and for mutual CHAP {\"mutual_user\", "
+     "\"mutual_secret\"}; {\"clear\": true} turns it off (cairn iscsi chap)."},
     {"POST", "/iscsi/targets/{name}/acl", "iscsi_acl", "target", NULL, BODY_FIELDS, true, 200, NULL,
      "Allows an initiator: {\"initiator\": IQN}; with \"remove\": true disallows it (cairn iscsi "
      "acl)."},
@@ -264,8 +297,8 @@ static json_t *dispatch(const char *member, json_t *fields, const cairnd_http_ap
     const char *value = json_string_value(json_object_get(fields, "value"));
     snprintf(line, sizeof line, "api: %s %s%s%s%s%s", req->method, req->url, prop ? " " : "",
              prop ? prop : "", prop ? "=" : "", prop && value ? value : "");
-    snprintf(info, sizeof info, "token %s from %s", req->who ? req->who->name : "-",
-             req->addr ? req->addr : "-");
+    snprintf(info, sizeof info, "%s %s from %s", req->via ? req->via : "token",
+             req->who ? req->who->name : "-", req->addr ? req->addr : "-");
     char *had_line = mreq->history_line, *had_info = mreq->history_info;
     mreq->history_line = line;
     mreq->history_info = info;
