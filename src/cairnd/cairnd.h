@@ -151,6 +151,7 @@ typedef struct http_reply {
     size_t len;
     const char *content_type; /* NULL: application/json */
     char set_cookie[160];     /* "" or a Set-Cookie header's value */
+    char location[96];        /* "" or a Location header's value */
 } http_reply_t;
 struct MHD_Connection;
 typedef struct cairnd_http_api {
@@ -162,6 +163,7 @@ typedef struct cairnd_http_api {
     const char *secret; /* the credential the request came with */
     const char *addr;
     bool authenticated;
+    bool respond_async; /* `Prefer: respond-async`: a change runs as a job */
 } cairnd_http_api_t;
 void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out);
 /* out = j (taken) as JSON with status. */
@@ -172,6 +174,14 @@ void cairnd_http_reply_json(http_reply_t *out, int status, json_t *j);
 void cairnd_http_sessions(const cairnd_http_api_t *req, http_reply_t *out);
 /* The OpenAPI paths of the above, for the document (http_session.c). */
 json_t *cairnd_http_sessions_openapi(void);
+/* API jobs and scans (http_jobs.c). cairnd_job_start runs fn(arg, reply) on a
+ * thread of its own and answers 202 with the job (free_arg(arg) after fn); GET
+ * /jobs (id NULL) and /jobs/{id}; stop joins running jobs (before pools close). */
+typedef void (*cairnd_job_fn)(void *arg, http_reply_t *out);
+void cairnd_job_start(const char *operation, const cairnd_http_api_t *req, cairnd_job_fn fn,
+                      void *arg, void (*free_arg)(void *), http_reply_t *out);
+void cairnd_jobs_get(const char *id, http_reply_t *out);
+void cairnd_jobs_stop(void);
 /* out = {"error": "<message>"} with status. */
 void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

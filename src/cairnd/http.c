@@ -268,6 +268,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
                             r->content_type ? r->content_type : "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     if (r->set_cookie[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, r->set_cookie);
+    if (r->location[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
     if (r->status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"cairn\"");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
@@ -286,6 +287,16 @@ static const char *request_secret(struct MHD_Connection *c)
     }
     h = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "cairn_session");
     return h && *h ? h : NULL;
+}
+
+/* RFC 7240: `Prefer: respond-async` (among other preferences). */
+static bool prefers_async(struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Prefer");
+    if (!h) return false;
+    for (const char *p = strcasestr(h, "respond-async"); p; p = strcasestr(p + 1, "respond-async"))
+        if ((p == h || strchr(" ,\t", p[-1])) && strchr(" ,;\t", p[13])) return true;
+    return false;
 }
 
 /* 0 with who and via ("token" or "user") when secret is a live API token or session. */
@@ -371,7 +382,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                  .via = via,
                                  .secret = secret,
                                  .addr = addr,
-                                 .authenticated = !open_doc};
+                                 .authenticated = !open_doc,
+                                 .respond_async = prefers_async(c)};
         if (is_login || !strcmp(url, CAIRND_API_PREFIX "/sessions/current")) {
             cairnd_http_sessions(&req, &r);
             if (is_login && r.status == MHD_HTTP_UNAUTHORIZED) count_failure(addr);
@@ -446,6 +458,7 @@ int cairnd_http_start(const cairnd_config_t *cfg, char *err, size_t errlen)
 void cairnd_http_stop(void)
 {
     if (g_mhd) MHD_stop_daemon(g_mhd);
+    cairnd_jobs_stop(); /* before the pools close: a job may be using one */
     g_mhd = NULL;
     free(g_cert_pem);
     free(g_key_pem);

@@ -364,6 +364,59 @@ static json_t *dispatch_props(const route_t *r, json_t *fields, const json_t *bo
 
 static json_t *openapi_document(void);
 
+/* What a route needs to run away from its HTTP request (a job, http_jobs.c). */
+typedef struct route_job {
+    const route_t *route;
+    json_t *fields, *body;
+    mgmt_token_info_t who;
+    char method[8], url[MGMT_PATH_MAX + 64], via[8], addr[64];
+} route_job_t;
+
+static void run_dispatch(const route_t *r, json_t *fields, const json_t *body,
+                         const cairnd_http_api_t *req, http_reply_t *out)
+{
+    json_t *result = r->body == BODY_PROPS
+                         ? dispatch_props(r, fields, body ? body : json_object(), req, out)
+                         : dispatch(r->request, fields, req, out);
+    if (result) cairnd_http_reply_json(out, r->ok_status, result);
+}
+
+static void route_job_run(void *arg, http_reply_t *out)
+{
+    route_job_t *j = arg;
+    cairnd_http_api_t req = {.method = j->method, .url = j->url, .who = &j->who, .via = j->via,
+                             .addr = j->addr, .authenticated = true};
+    run_dispatch(j->route, j->fields, j->body, &req, out);
+}
+
+static void route_job_free(void *arg)
+{
+    route_job_t *j = arg;
+    json_decref(j->fields);
+    json_decref(j->body);
+    free(j);
+}
+
+/* `Prefer: respond-async` on a change: the route runs as a job (202 now). */
+static void start_route_job(const route_t *r, json_t *fields, json_t *body,
+                            const cairnd_http_api_t *req, http_reply_t *out)
+{
+    route_job_t *j = calloc(1, sizeof *j);
+    if (!j) {
+        cairnd_http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return;
+    }
+    j->route = r;
+    j->fields = json_incref(fields);
+    j->body = json_incref(body);
+    j->who = *req->who;
+    cairn_strlcpy(j->method, req->method, sizeof j->method);
+    cairn_strlcpy(j->url, req->url, sizeof j->url);
+    cairn_strlcpy(j->via, req->via, sizeof j->via);
+    cairn_strlcpy(j->addr, req->addr, sizeof j->addr);
+    cairnd_job_start(r->request, req, route_job_run, j, route_job_free, out);
+}
+
 static void run_route(const route_t *r, const cairnd_http_api_t *req, const char *name,
                       http_reply_t *out)
 {
@@ -383,10 +436,8 @@ static void run_route(const route_t *r, const cairnd_http_api_t *req, const char
         return;
     }
     json_t *fields = request_fields(r, req, name, body);
-    json_t *result = r->body == BODY_PROPS
-                         ? dispatch_props(r, fields, body ? body : json_object(), req, out)
-                         : dispatch(r->request, fields, req, out);
-    if (result) cairnd_http_reply_json(out, r->ok_status, result);
+    if (r->changes && req->respond_async) start_route_job(r, fields, body, req, out);
+    else run_dispatch(r, fields, body, req, out);
     json_decref(fields);
     json_decref(body);
 }
@@ -405,6 +456,12 @@ void cairnd_http_api(const cairnd_http_api_t *req, http_reply_t *out)
         if (strcmp(req->method, "GET"))
             cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", req->url);
         else cairnd_http_reply_json(out, MHD_HTTP_OK, openapi_document());
+        return;
+    }
+    if (!strcmp(url, "/jobs") || !strncmp(url, "/jobs/", 6)) {
+        if (strcmp(req->method, "GET"))
+            cairnd_http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", req->url);
+        else cairnd_jobs_get(url[5] ? url + 6 : NULL, out);
         return;
     }
     char name[MGMT_PATH_MAX];
@@ -545,6 +602,40 @@ static json_t *operation(json_t *schemas, const route_t *r)
     return op;
 }
 
+/* GET /jobs and /jobs/{id}: hand-written, as they answer from http_jobs.c. */
+static json_t *jobs_openapi(void)
+{
+    json_t *job = json_pack(
+        "{s:s,s:{s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},"
+        "s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s}}}",
+        "type", "object", "properties", "id", "type", "string", "kind", "type", "string",
+        "operation", "type", "string", "method", "type", "string", "resource", "type", "string",
+        "user", "type", "string", "state", "type", "string", "started", "type", "integer",
+        "ended", "type", "integer", "status", "type", "integer", "result", "type", "object",
+        "error", "type", "string", "progress", "type", "number", "examined", "type", "integer",
+        "to_examine", "type", "integer", "repaired", "type", "integer", "eta_seconds", "type",
+        "integer");
+    json_t *err = json_pack("{s:s,s:{s:{s:o}}}", "description", "a one-line error", "content",
+                            "application/json", "schema", schema_ref("Error"));
+    json_t *list = json_pack(
+        "{s:{s:s,s:s,s:[],s:{s:{s:s,s:{s:{s:{s:s,s:{s:{s:s,s:O}}}}}},s:O}}}", "get",
+        "operationId", "job_list", "summary",
+        "API jobs (changes sent with Prefer: respond-async, answered 202 with the job) and each "
+        "pool's scrub, resilver or rebuild, with progress.",
+        "parameters", "responses", "200", "description", "the jobs", "content",
+        "application/json", "schema", "type", "object", "properties", "jobs", "type", "array",
+        "items", job, "default", err);
+    json_t *one = json_pack(
+        "{s:{s:s,s:s,s:[{s:s,s:s,s:b,s:{s:s}}],s:{s:{s:s,s:{s:{s:O}}},s:O}}}", "get",
+        "operationId", "job_get", "summary", "One job: job-N or scan-POOL / rebuild-POOL.",
+        "parameters", "name", "id", "in", "path", "required", 1, "schema", "type", "string",
+        "responses", "200", "description", "the job", "content", "application/json", "schema",
+        job, "default", err);
+    json_decref(job);
+    json_decref(err);
+    return json_pack("{s:o,s:o}", "/jobs", list, "/jobs/{id}", one);
+}
+
 static json_t *openapi_document(void)
 {
     json_t *schemas = json_object();
@@ -552,6 +643,7 @@ static json_t *openapi_document(void)
                         json_pack("{s:s,s:[s],s:{s:{s:s}}}", "type", "object", "required", "error",
                                   "properties", "error", "type", "string"));
     json_t *paths = cairnd_http_sessions_openapi();
+    json_object_update(paths, jobs_openapi());
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(g_routes); i++) {
         const route_t *r = &g_routes[i];
         json_t *item = json_object_get(paths, r->path);
