@@ -297,4 +297,13 @@ int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t dof
 int zpl_fsync(zpl_node_t *n);
 int zpl_commit(zpl_fs_t *fs);
 
+/* Memory-only mode of the calling thread, for a front end's I/O thread that runs
+ * cheap calls itself and must never wait for a device (include/cairn/spa.h,
+ * spa_memory_only_begin, says how): begin, end (true when a read was refused,
+ * so the call must be dropped and run where it may wait), and refused (asked
+ * before the mode ends). The front ends reach the pool only through the ZPL. */
+void zpl_memory_only_begin(void);
+bool zpl_memory_only_end(void);
+bool zpl_memory_only_refused(void);
+
 #endif

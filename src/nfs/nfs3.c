@@ -26,7 +26,7 @@
  * record to read from disk, a due atime) sets would_block after only lookups
  * and checks, so the worker's rerun answers the same checks with nothing done
  * twice; any other block the call would read from a device is refused below
- * the ZPL (spa_memory_only_begin), which rpc_server.c turns into would_block.
+ * the ZPL (zpl_memory_only_begin), which rpc_server.c turns into would_block.
  * Metadata changes are committed before the reply (RFC 1813 requires them on
  * stable storage) unless the dataset has sync=disabled; UNSTABLE writes are
  * left to the txg and COMMIT.

@@ -1445,7 +1445,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     }
     /* A block read refused below (the SPA's memory-only mode) may have become
      * any status: the slot must not keep that answer. */
-    if (call->memory_only && spa_memory_only_refused()) call->would_block = true;
+    if (call->memory_only && zpl_memory_only_refused()) call->would_block = true;
     if (call->would_block) {
         if (cx.have_session) nfs4_slot_undo(&cx);
         nfs4_cfh_clear(&cx.cur);

@@ -21,7 +21,7 @@
  * connection is ready at the same time, so many clients still spread over the
  * workers' cores (one connection's READs, however many in flight, leave one at
  * a time under its send lock anyway). The call runs in the SPA's memory-only
- * mode (spa_memory_only_begin): a block it would read from a device - a file's
+ * mode (zpl_memory_only_begin): a block it would read from a device - a file's
  * record, a dnode, an indirect or directory block - is refused, and so is the
  * pool's dataset lock while a txg sync holds it (dsl_pool_lock) and mounting
  * a snapshot; then, or when the handler
@@ -61,7 +61,7 @@
 #include "nlm_impl.h"
 
 #include <cairn/log.h>
-#include <cairn/spa.h>
+#include <cairn/zpl.h>
 #include <cairn/util.h>
 
 #include <arpa/inet.h>
@@ -494,11 +494,11 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
         nfs_xdr_init_encode(res, 512);
         call.res = res;
         uint32_t low = 0, high = 0;
-        if (memory_only) spa_memory_only_begin();
+        if (memory_only) zpl_memory_only_begin();
         nfs_accept_t st = res->err ? NFS_ACCEPT_SYSTEM_ERR : dispatch(&call, &low, &high);
         /* A refused read may have become any error on its way up: the whole
          * answer is dropped, not just the would_block ones. */
-        if (memory_only && spa_memory_only_end()) call.would_block = true;
+        if (memory_only && zpl_memory_only_end()) call.would_block = true;
         if (call.would_block) {
             nfs_stats_call_retried(&call);
             return NFS_RPC_WOULD_BLOCK;

@@ -2481,3 +2481,7 @@ int zpl_obj_to_path(objset_t *os, uint64_t obj, char *buf, size_t len)
     memmove(buf, buf + pos, len - pos);
     return 0;
 }
+
+void zpl_memory_only_begin(void) { spa_memory_only_begin(); }
+bool zpl_memory_only_end(void) { return spa_memory_only_end(); }
+bool zpl_memory_only_refused(void) { return spa_memory_only_refused(); }
