@@ -61,6 +61,10 @@ typedef struct iscsi_server_opts {
     unsigned max_conns;
     unsigned max_conns_per_client;
     uint32_t login_timeout_s;
+    /* ALUA (scsi_alua_t): this head's target port group id (0: 1) and its HA
+     * partner's (0: none). A head has one target port, whose relative id is
+     * its group id, so the pair's two ports never share one. */
+    uint16_t alua_group, alua_partner_group;
 } iscsi_server_opts_t;
 
 #define ISCSI_DEFAULT_MAX_CONNS 1024u

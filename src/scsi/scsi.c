@@ -296,6 +296,8 @@ scsi_target_t *scsi_target_create(const char *name)
     return t;
 }
 
+void scsi_target_set_alua(scsi_target_t *tgt, const scsi_alua_t *alua) { tgt->alua = *alua; }
+
 void scsi_target_destroy(scsi_target_t *tgt)
 {
     if (!tgt) return;
@@ -350,6 +352,7 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     spc_mode_init(lu);
     lu->pr_hook = opts->pr_hook;
     lu->pr_hook_arg = opts->pr_hook_arg;
+    lu->pr_persist_all = opts->pr_persist_all;
     /* Restored before the LU is visible: no command may see it without the
      * registrations and reservation it had. */
     if (opts->pr_state) {

@@ -267,15 +267,23 @@ int pr_load(scsi_lu_t *lu, const void *state, size_t len)
     return 0;
 }
 
+bool scsi_pr_state_aptpl(const void *state, size_t len)
+{
+    pr_state_t st;
+    if (pr_parse(state, len, &st)) return false;
+    regs_free(st.regs);
+    return st.aptpl;
+}
+
 /*
- * After a change: with APTPL active the store gets the whole state; when
- * APTPL was just turned off it is told to forget what it holds, so a restart
- * finds nothing. Without APTPL nothing is written at all.
+ * After a change: with APTPL active (or pr_persist_all) the store gets the
+ * whole state; when APTPL was just turned off it is told to forget what it
+ * holds, so a restart finds nothing. Otherwise nothing is written at all.
  */
 static int pr_persist(scsi_lu_t *lu)
 {
     if (!lu->pr_hook) return 0;
-    if (!lu->pr_aptpl) {
+    if (!lu->pr_aptpl && !lu->pr_persist_all) {
         if (!lu->pr_stored) return 0;
         int err = lu->pr_hook(lu->pr_hook_arg, lu->lun, NULL, 0);
         if (!err) lu->pr_stored = false;
