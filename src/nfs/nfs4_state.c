@@ -25,6 +25,15 @@
  * and locks wait with NFS4ERR_GRACE. The file keeps the previous run's
  * clients until grace ends, so a second restart during grace loses nobody.
  *
+ * The same records live in every pool with exported filesystems, one
+ * configuration entry per client (`nfs4.client:<hash>` = owner in hex),
+ * written before the confirming reply like the file: the head that imports
+ * a pool after a takeover adds the pool's clients to those that may reclaim
+ * and starts a grace period if any of them is new to it (docs/ha.md). A pool
+ * imported back by the head that already knew all its clients changes
+ * nothing. The file stays (the pools it mirrors may be gone), and a pool
+ * that predates this gets the file's records when it is first exported.
+ *
  * Every function here runs with st->lock held.
  */
 #include "nfs4_impl.h"
@@ -55,7 +64,35 @@ static char *hex_of(const uint8_t *p, uint32_t len)
     return s;
 }
 
-static void records_save(nfs4_server_t *st)
+/* The owners (hex) the records hold: the previous run's still reclaimable,
+ * then every confirmed client, no duplicates; NULL entries where memory ran out. */
+static char **records_collect(nfs4_server_t *st, size_t *n)
+{
+    size_t cap = st->nreclaimable;
+    for (nfs4_client_t *c = st->clients; c; c = c->next) cap += c->confirmed;
+    char **v = calloc(cap ? cap : 1, sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
+    for (size_t i = 0; i < st->nreclaimable; i++) v[(*n)++] = strdup(st->reclaimable[i]);
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (!c->confirmed) continue;
+        char *h = hex_of(c->owner, c->owner_len);
+        bool dup = false;
+        for (size_t i = 0; h && i < st->nreclaimable && !dup; i++)
+            dup = strcmp(st->reclaimable[i], h) == 0;
+        if (dup) free(h);
+        else v[(*n)++] = h;
+    }
+    return v;
+}
+
+static void records_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static void records_write_file(nfs4_server_t *st, char **v, size_t n)
 {
     if (!st->record_path) return;
     size_t plen = strlen(st->record_path);
@@ -64,22 +101,27 @@ static void records_save(nfs4_server_t *st)
     snprintf(tmp, plen + 8, "%s.tmp", st->record_path);
     FILE *f = fopen(tmp, "w");
     if (!f) { free(tmp); return; }
-    for (size_t i = 0; i < st->nreclaimable; i++) fprintf(f, "%s\n", st->reclaimable[i]);
-    for (nfs4_client_t *c = st->clients; c; c = c->next) {
-        if (!c->confirmed) continue;
-        char *h = hex_of(c->owner, c->owner_len);
-        if (!h) continue;
-        bool dup = false;
-        for (size_t i = 0; i < st->nreclaimable && !dup; i++)
-            dup = strcmp(st->reclaimable[i], h) == 0;
-        if (!dup) fprintf(f, "%s\n", h);
-        free(h);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (v[i]) fprintf(f, "%s\n", v[i]);
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (ok) ok = rename(tmp, st->record_path) == 0;
     if (!ok) unlink(tmp);
     free(tmp);
+}
+
+/* Adds owner (hex) to those that may reclaim: 1 if it is new, 0 if it was
+ * there, -ENOMEM. */
+static int reclaimable_add(nfs4_server_t *st, const char *owner)
+{
+    for (size_t i = 0; i < st->nreclaimable; i++)
+        if (!strcmp(st->reclaimable[i], owner)) return 0;
+    char **v = realloc(st->reclaimable, (st->nreclaimable + 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    st->reclaimable = v;
+    if (!(v[st->nreclaimable] = strdup(owner))) return -ENOMEM;
+    st->nreclaimable++;
+    return 1;
 }
 
 static void records_load(nfs4_server_t *st)
@@ -91,14 +133,132 @@ static void records_load(nfs4_server_t *st)
     while (fgets(line, sizeof line, f)) {
         size_t n = strcspn(line, "\r\n");
         line[n] = 0;
-        if (n == 0) continue;
-        char **v = realloc(st->reclaimable, (st->nreclaimable + 1) * sizeof *v);
-        if (!v) break;
-        st->reclaimable = v;
-        if (!(v[st->nreclaimable] = strdup(line))) break;
-        st->nreclaimable++;
+        if (n && reclaimable_add(st, line) < 0) break;
     }
     fclose(f);
+}
+
+/* ------------------------------------------------- records kept in pools */
+
+#define POOL_RECORD_PREFIX "nfs4.client:"
+
+/* A pool entry's key: the prefix and a 64-bit FNV-1a of the owner (an owner
+ * may be longer than a key). */
+static void pool_record_key(const char *owner, char *key, size_t cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = owner; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    snprintf(key, cap, POOL_RECORD_PREFIX "%016llx", (unsigned long long)h);
+}
+
+/* The owners a pool holds (dsl_pool_config_list callback). */
+typedef struct owner_list {
+    char **v;
+    size_t n;
+} owner_list_t;
+
+static void collect_owner(const char *key, const void *val, uint32_t len, void *arg)
+{
+    (void)key;
+    owner_list_t *ol = arg;
+    char **v = realloc(ol->v, (ol->n + 1) * sizeof *v);
+    if (!v) return;
+    ol->v = v;
+    if ((v[ol->n] = strndup(val, len))) ol->n++;
+}
+
+static bool owner_listed(char **v, size_t n, const char *owner)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] && !strcmp(v[i], owner)) return true;
+    return false;
+}
+
+/* Makes dp's entries the owners in v: the missing ones are set, the others removed. */
+static void pool_records_sync(dsl_pool_t *dp, char **v, size_t n)
+{
+    owner_list_t have = {0};
+    dsl_pool_config_list(dp, POOL_RECORD_PREFIX, collect_owner, &have);
+    char key[64];
+    int rc = 0;
+    for (size_t i = 0; i < have.n; i++) {
+        if (owner_listed(v, n, have.v[i])) continue;
+        pool_record_key(have.v[i], key, sizeof key);
+        int e = dsl_pool_config_remove(dp, key);
+        if (e && e != -ENOENT) rc = e;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i] || owner_listed(have.v, have.n, v[i])) continue;
+        pool_record_key(v[i], key, sizeof key);
+        int e = dsl_pool_config_set(dp, key, v[i], (uint32_t)strlen(v[i]));
+        if (e) rc = e;
+    }
+    if (rc) log_warn("nfs4", "cannot keep the NFSv4 client records in a pool: %s", strerror(-rc));
+    records_free(have.v, have.n);
+}
+
+static void records_save(nfs4_server_t *st)
+{
+    size_t n = 0;
+    char **v = records_collect(st, &n);
+    if (!v) return;
+    records_write_file(st, v, n);
+    pthread_mutex_lock(&st->pools_lock);
+    for (size_t i = 0; i < st->nrecord_pools; i++) pool_records_sync(st->record_pools[i], v, n);
+    pthread_mutex_unlock(&st->pools_lock);
+    records_free(v, n);
+}
+
+void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
+{
+    nfs4_server_t *st = state;
+    owner_list_t stored = {0};
+    pthread_mutex_lock(&st->pools_lock);
+    bool known = false;
+    for (size_t i = 0; i < st->nrecord_pools && !known; i++) known = st->record_pools[i] == dp;
+    dsl_pool_t **pv = known ? NULL : realloc(st->record_pools, (st->nrecord_pools + 1) * sizeof *pv);
+    if (pv) {
+        st->record_pools = pv;
+        pv[st->nrecord_pools++] = dp;
+        dsl_pool_config_list(dp, POOL_RECORD_PREFIX, collect_owner, &stored);
+    }
+    pthread_mutex_unlock(&st->pools_lock);
+    if (!pv) return;
+    pthread_mutex_lock(&st->lock);
+    size_t added = 0;
+    for (size_t i = 0; i < stored.n; i++) {
+        if (reclaimable_add(st, stored.v[i]) <= 0) continue;
+        added++;
+        /* A client already here (other pools) may reclaim this pool's state. */
+        for (nfs4_client_t *c = st->clients; c; c = c->next) {
+            char *h = c->confirmed ? hex_of(c->owner, c->owner_len) : NULL;
+            if (h && !strcmp(h, stored.v[i])) {
+                c->may_reclaim = true;
+                c->reclaim_complete = false;
+            }
+            free(h);
+        }
+    }
+    if (added) {
+        time_t end = nfs4_now() + st->grace;
+        if (st->grace_end < end) st->grace_end = end;
+        log_info("nfs4", "a pool came with %zu clients of another head: grace period of %u s "
+                 "for their reclaims", added, st->grace);
+    }
+    records_save(st);   /* the pool gets this head's clients too */
+    nfs4_unlock(st);
+    records_free(stored.v, stored.n);
+}
+
+void nfs4_records_pool_remove(void *state, dsl_pool_t *dp)
+{
+    nfs4_server_t *st = state;
+    pthread_mutex_lock(&st->pools_lock);
+    for (size_t i = 0; i < st->nrecord_pools; i++) {
+        if (dp && st->record_pools[i] != dp) continue;
+        st->record_pools[i--] = st->record_pools[--st->nrecord_pools];
+    }
+    pthread_mutex_unlock(&st->pools_lock);
 }
 
 nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_t lease,
@@ -108,6 +268,7 @@ nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_
     if (!st) return NULL;
     st->srv = srv;
     pthread_mutex_init(&st->lock, NULL);
+    pthread_mutex_init(&st->pools_lock, NULL);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     /* Never 0, so no real stateid is mistaken for the anonymous one. */
@@ -160,6 +321,8 @@ void nfs4_server_free(nfs4_server_t *st)
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
     free(st->reclaimable);
     free(st->record_path);
+    free(st->record_pools);
+    pthread_mutex_destroy(&st->pools_lock);
     release_files(st->released, st->nreleased);
     free(st->released);
     pthread_mutex_destroy(&st->lock);

@@ -230,6 +230,13 @@ int nfs4_init(nfs_server_t *srv, void **state);
 void nfs4_fini(void *state);
 nfs_accept_t nfs4_program(nfs_call_t *call);
 void nfs4_export_removed(void *state, nfs_export_t *exp);
+/* A pool whose filesystems are about to be exported (before clients can see
+ * them): its NFSv4 client records join those that may reclaim, with a grace
+ * period if any of them is new here (a takeover, docs/ha.md), and it keeps the
+ * records from now on. A pool already known is left alone. */
+void nfs4_records_pool_add(void *state, dsl_pool_t *dp);
+/* The pool is going away (dp NULL: all of them): nothing is written to it any more. */
+void nfs4_records_pool_remove(void *state, dsl_pool_t *dp);
 /* The NFSv4 state of a server (as returned by nfs4_init). */
 void *nfs_server_nfs4_state(nfs_server_t *srv);
 /* An RPC reply record that came in on conn (the I/O thread): a callback's
