@@ -403,8 +403,7 @@ typedef struct nfs4_server {
      * head that imports one after a takeover knows who may reclaim. Taken
      * under lock (records_save), never the other way round. */
     pthread_mutex_t pools_lock;
-    dsl_pool_t **record_pools;
-    size_t nrecord_pools;
+    nfs_pool_list_t record_pools;
     /* Nodes of files that lost their last state, to release once the lock is
      * dropped: the last release of a removed file frees it, a transaction
      * that may wait on the pool. */

@@ -142,61 +142,6 @@ static void records_load(nfs4_server_t *st)
 
 #define POOL_RECORD_PREFIX "nfs4.client:"
 
-/* A pool entry's key: the prefix and a 64-bit FNV-1a of the owner (an owner
- * may be longer than a key). */
-static void pool_record_key(const char *owner, char *key, size_t cap)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = owner; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-    snprintf(key, cap, POOL_RECORD_PREFIX "%016llx", (unsigned long long)h);
-}
-
-/* The owners a pool holds (dsl_pool_config_list callback). */
-typedef struct owner_list {
-    char **v;
-    size_t n;
-} owner_list_t;
-
-static void collect_owner(const char *key, const void *val, uint32_t len, void *arg)
-{
-    (void)key;
-    owner_list_t *ol = arg;
-    char **v = realloc(ol->v, (ol->n + 1) * sizeof *v);
-    if (!v) return;
-    ol->v = v;
-    if ((v[ol->n] = strndup(val, len))) ol->n++;
-}
-
-static bool owner_listed(char **v, size_t n, const char *owner)
-{
-    for (size_t i = 0; i < n; i++)
-        if (v[i] && !strcmp(v[i], owner)) return true;
-    return false;
-}
-
-/* Makes dp's entries the owners in v: the missing ones are set, the others removed. */
-static void pool_records_sync(dsl_pool_t *dp, char **v, size_t n)
-{
-    owner_list_t have = {0};
-    dsl_pool_config_list(dp, POOL_RECORD_PREFIX, collect_owner, &have);
-    char key[64];
-    int rc = 0;
-    for (size_t i = 0; i < have.n; i++) {
-        if (owner_listed(v, n, have.v[i])) continue;
-        pool_record_key(have.v[i], key, sizeof key);
-        int e = dsl_pool_config_remove(dp, key);
-        if (e && e != -ENOENT) rc = e;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!v[i] || owner_listed(have.v, have.n, v[i])) continue;
-        pool_record_key(v[i], key, sizeof key);
-        int e = dsl_pool_config_set(dp, key, v[i], (uint32_t)strlen(v[i]));
-        if (e) rc = e;
-    }
-    if (rc) log_warn("nfs4", "cannot keep the NFSv4 client records in a pool: %s", strerror(-rc));
-    records_free(have.v, have.n);
-}
-
 static void records_save(nfs4_server_t *st)
 {
     size_t n = 0;
@@ -204,7 +149,11 @@ static void records_save(nfs4_server_t *st)
     if (!v) return;
     records_write_file(st, v, n);
     pthread_mutex_lock(&st->pools_lock);
-    for (size_t i = 0; i < st->nrecord_pools; i++) pool_records_sync(st->record_pools[i], v, n);
+    for (size_t i = 0; i < st->record_pools.n; i++) {
+        int rc = nfs_pool_records_store(st->record_pools.v[i], POOL_RECORD_PREFIX, v, n);
+        if (rc)
+            log_warn("nfs4", "cannot keep the NFSv4 client records in a pool: %s", strerror(-rc));
+    }
     pthread_mutex_unlock(&st->pools_lock);
     records_free(v, n);
 }
@@ -212,18 +161,12 @@ static void records_save(nfs4_server_t *st)
 void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
 {
     nfs4_server_t *st = state;
-    owner_list_t stored = {0};
+    nfs_pool_records_t stored = {0};
     pthread_mutex_lock(&st->pools_lock);
-    bool known = false;
-    for (size_t i = 0; i < st->nrecord_pools && !known; i++) known = st->record_pools[i] == dp;
-    dsl_pool_t **pv = known ? NULL : realloc(st->record_pools, (st->nrecord_pools + 1) * sizeof *pv);
-    if (pv) {
-        st->record_pools = pv;
-        pv[st->nrecord_pools++] = dp;
-        dsl_pool_config_list(dp, POOL_RECORD_PREFIX, collect_owner, &stored);
-    }
+    bool added_pool = nfs_pool_list_add(&st->record_pools, dp);
+    if (added_pool) nfs_pool_records_load(dp, POOL_RECORD_PREFIX, &stored);
     pthread_mutex_unlock(&st->pools_lock);
-    if (!pv) return;
+    if (!added_pool) return;
     pthread_mutex_lock(&st->lock);
     size_t added = 0;
     for (size_t i = 0; i < stored.n; i++) {
@@ -247,17 +190,14 @@ void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
     }
     records_save(st);   /* the pool gets this head's clients too */
     nfs4_unlock(st);
-    records_free(stored.v, stored.n);
+    nfs_pool_records_free(&stored);
 }
 
 void nfs4_records_pool_remove(void *state, dsl_pool_t *dp)
 {
     nfs4_server_t *st = state;
     pthread_mutex_lock(&st->pools_lock);
-    for (size_t i = 0; i < st->nrecord_pools; i++) {
-        if (dp && st->record_pools[i] != dp) continue;
-        st->record_pools[i--] = st->record_pools[--st->nrecord_pools];
-    }
+    nfs_pool_list_remove(&st->record_pools, dp);
     pthread_mutex_unlock(&st->pools_lock);
 }
 
@@ -321,7 +261,7 @@ void nfs4_server_free(nfs4_server_t *st)
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
     free(st->reclaimable);
     free(st->record_path);
-    free(st->record_pools);
+    nfs_pool_list_free(&st->record_pools);
     pthread_mutex_destroy(&st->pools_lock);
     release_files(st->released, st->nreleased);
     free(st->released);

@@ -9,6 +9,8 @@
 #     from a's (a client re-sends what it had not committed);
 #   - the v4 client reclaims its open (CLAIM_PREVIOUS) in b's grace period, while a
 #     new client's OPEN gets GRACE;
+#   - the host that held an NLM lock on a gets SM_NOTIFY from b with a state number
+#     above a's, and reclaims its lock in b's grace period (nlm_rpc.py reclaim);
 #   - VPD 0x80/0x83 name the same LU (serial, NAA); b's port and group are its own
 #     (relative port 2, group 2), and REPORT TARGET PORT GROUPS says group 2
 #     active/optimized and group 1 standby where a said the opposite;
@@ -29,6 +31,8 @@ IA=(--initiator "$ME" --isid 1 "${CH[@]}")
 IB=(--initiator "$ME" --isid 2 "${CH[@]}")
 PA=127.0.0.1:$(cairn_random_port)
 PB=127.0.0.1:$(cairn_random_port)
+CBPORT=$(cairn_random_port)
+NLMRPC="python3 $CAIRN_SRC/tests/integration/nlm_rpc.py"
 
 # pr PORTAL WHO LUN OP...: one reservation step; stdout in $LAST_STDOUT, status returned.
 pr() {
@@ -65,8 +69,11 @@ check_access() {
 }
 
 sparse_files "$T/dev" 2G a
-printf 'alua_tpg_id = 1\nalua_partner_tpg_id = 2\nnfs_grace_time = 120\n' >"$T/a.conf"
-printf 'alua_tpg_id = 2\nalua_partner_tpg_id = 1\nnfs_grace_time = 120\n' >"$T/b.conf"
+for head in a:1:2 b:2:1; do
+    IFS=: read -r name group partner <<<"$head"
+    printf 'alua_tpg_id = %s\nalua_partner_tpg_id = %s\nnfs_grace_time = 20\nnlm_client_portmap_port = %s\n' \
+        "$group" "$partner" "$CBPORT" >"$T/$name.conf"
+done
 
 # ---- head a
 nfs_daemon_start a --config "$T/a.conf" --iscsi-listen "$PA"
@@ -80,6 +87,10 @@ nfs_rpc /tank/share savefh held
 FH3=$(cat "$LAST_STDOUT")
 nfs_rpc /tank/share verifier
 VERF_A=$(cat "$LAST_STDOUT")
+nfs_client "$(nfs_url /tank/share)" put locked.dat "lock me"
+$NLMRPC 127.0.0.1 "$NFS_PORT" "$MOUNT_PORT" "$PMAP_PORT" /tank/share hold locked.dat \
+    >"$LAST_STDOUT" 2>"$LAST_STDERR" || fail "NLM lock on a: $(cat "$LAST_STDERR")"
+NSM_A=$(cat "$LAST_STDOUT")
 
 run_ok "$CAIRN" create -s -V 64M tank/vol
 run_ok "$CAIRN" iscsi target create "$TGT"
@@ -105,10 +116,15 @@ expect_status 3 "$PA" IB 0 write
 [ "$(keys "$PA" IA)" = "a1 b2 " ] || fail "keys on a: $(keys "$PA" IA)"
 
 # ---- a dies; b takes the pool over
+$NLMRPC 127.0.0.1 0 0 0 /tank/share reclaim locked.dat "$CBPORT" "$T/ports" "$NSM_A" \
+    >"$T/nlm.out" 2>"$T/nlm.err" &
+NLM_PID=$!
+for i in $(seq 1 100); do [ -e "$T/ports.ready" ] && break; sleep 0.1; done
 daemon_kill9 "$A_PID"
 nfs_daemon_start b --config "$T/b.conf" --iscsi-listen "$PB"
 run_ok "$CAIRN" pool import -d "$T/dev" -f tank
 expect_share /tank/share
+echo "$NFS_PORT $MOUNT_PORT $PMAP_PORT" >"$T/ports"
 
 nfs_rpc /tank/share usefh "$FH3" 0
 nfs_rpc /tank/share verifier
@@ -134,6 +150,8 @@ pr_ok "$PB" IA 0 resv
 expect_status 0 "$PB" IA 0 write
 expect_status 3 "$PB" IB 0 write
 pass "registrations and the Exclusive Access reservation moved with the pool"
+wait "$NLM_PID" || fail "NLM reclaim on b: $(cat "$T/nlm.err")"
+pass "the NLM host of a got SM_NOTIFY from b (state above $NSM_A) and reclaimed its lock in grace"
 
 # ---- b restarts by itself: a power loss for its LUs
 daemon_stop
