@@ -29,7 +29,10 @@
  * the store in the order they were made; a refused store puts the old state
  * back, which is why the unit attentions a change leaves for other nexuses
  * are raised only once it stands); when a registration clears it, the hook is told once to forget
- * the stored state; without it nothing is written. The string:
+ * the stored state; without it nothing is written. An LU added with
+ * pr_persist_all (an HA pair: the LU may move to the partner head without a
+ * power loss) hands every change to the hook, APTPL or not; the flags byte
+ * tells the store which states a power loss must drop. The string:
  *   "CPR2" | u8 flags (bit 0: APTPL) | u32 generation | u8 type |
  *   u32 holder index+1 (0: none) | u32 n |
  *   n x (u64 key | u16 rel_port | u8 all_tg_pt | u16 len | initiator |
