@@ -94,6 +94,9 @@ int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv
 /* Waits for the commands running on it. -ENOENT. */
 int iscsi_lun_remove(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t lun);
+/* Its pool is being exported: ALUA transitioning until iscsi_lun_remove
+ * (scsi_lu_set_transitioning). */
+void iscsi_lun_transitioning(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 
 /* Initiator access list. -EEXIST / -ENOENT. */
 int iscsi_acl_add(iscsi_server_t *srv, const char *iqn, const char *initiator);

@@ -118,6 +118,10 @@ typedef struct scsi_alua {
     uint16_t partner_port;    /* the other head's relative target port id */
 } scsi_alua_t;
 void scsi_target_set_alua(scsi_target_t *tgt, const scsi_alua_t *alua);
+/* The LU's pool is being exported (it will be removed): the local group is
+ * transitioning for it, and commands that need the medium get NOT READY,
+ * ASYMMETRIC ACCESS STATE TRANSITION (retried by initiators) until removal. */
+void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun);
 /* Every LU must have been removed. */
 void scsi_target_destroy(scsi_target_t *tgt);
 

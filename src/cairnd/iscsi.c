@@ -16,7 +16,8 @@
  *                         command completes, removed with the LUN.
  * On start and on every import the union is loaded: targets are created,
  * LUNs whose volume is in the pool are opened and served, with their stored
- * reservations. Reservations are kept after every change, APTPL or not,
+ * reservations. While a pool is being exported its LUs are in the ALUA
+ * transitioning state (initiators retry) until they go. Reservations are kept after every change, APTPL or not,
  * because a pool that moves to the partner head (an import, docs/ha.md) takes
  * its LUs with it without a power loss: an import restores them all. A start
  * of this daemon is the power loss SPC-4 speaks of: it restores only what an
@@ -521,6 +522,15 @@ void cairnd_iscsi_pool_opened(dsl_pool_t *dp)
         load_pool(dp, LUN_MOVED);
         sync_targets(dp);
     }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void cairnd_iscsi_pool_exporting(dsl_pool_t *dp)
+{
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nluns; i++)
+        if (g_luns[i].dp == dp && g_luns[i].zv)
+            iscsi_lun_transitioning(g_srv, g_luns[i].target, g_luns[i].lun);
     pthread_mutex_unlock(&g_mu);
 }
 

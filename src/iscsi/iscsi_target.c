@@ -619,6 +619,14 @@ void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t l
     pthread_mutex_unlock(&srv->lock);
 }
 
+void iscsi_lun_transitioning(iscsi_server_t *srv, const char *iqn, uint64_t lun)
+{
+    pthread_mutex_lock(&srv->lock);
+    itarget_t *t = find_target(srv, iqn);
+    if (t && target_has_lun(t, lun)) scsi_lu_set_transitioning(t->scsi, lun);
+    pthread_mutex_unlock(&srv->lock);
+}
+
 int iscsi_acl_add(iscsi_server_t *srv, const char *iqn, const char *initiator)
 {
     char err[512];

@@ -701,6 +701,23 @@ static bool cdb_fields_ok(scsi_ctx_t *c, const scsi_op_t *op)
     return true;
 }
 
+/* What an LU in the transitioning ALUA state still runs (SPC-4 5.15.2.6):
+ * INQUIRY, REPORT LUNS, REQUEST SENSE (the commands that ignore unit
+ * attentions), REPORT TARGET PORT GROUPS and the other MAINTENANCE IN
+ * reports, PERSISTENT RESERVE IN. */
+static bool alua_transition_ok(const scsi_op_t *op)
+{
+    return (op->flags & OPF_NO_UA) || op->opcode == 0xa3 || op->opcode == 0x5e;
+}
+
+void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun)
+{
+    scsi_lu_t *lu = scsi_lu_pin(tgt, decode_lun(lun));
+    if (!lu) return;
+    atomic_store(&lu->transitioning, true);
+    scsi_lu_unpin(lu);
+}
+
 void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
 {
     static const scsi_nexus_t anonymous = {.initiator = "", .target_port = "", .rel_port_id = 1};
@@ -747,6 +764,10 @@ void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
             scsi_set_sense(cmd, key, asc, ascq);
             goto out;
         }
+    }
+    if (c.lu && atomic_load(&c.lu->transitioning) && !alua_transition_ok(op)) {
+        scsi_set_sense(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0a);
+        goto out;
     }
     if (c.lu) {
         pthread_mutex_lock(&c.lu->lock);

@@ -15,6 +15,7 @@
 #include <cairn/scsi.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -85,6 +86,7 @@ struct scsi_lu {
 
     int active;          /* commands running (under tgt->lock) */
     bool removing;
+    atomic_bool transitioning;   /* ALUA: its pool is being exported (scsi_lu_set_transitioning) */
 
     pthread_mutex_t lock;
     /* mode pages, current values (full pages with header bytes) */
@@ -233,9 +235,10 @@ void spc_mode_select(scsi_ctx_t *c);
 void spc_report_tpgs(scsi_ctx_t *c);
 /* The REPORT TARGET PORT GROUPS parameter data for alua seen through a port
  * of the local group with relative id rel_port (extended: the format 1
- * header); at most cap bytes are written, the full length is returned. */
-uint32_t spc_rtpg_encode(const scsi_alua_t *alua, uint16_t rel_port, bool extended, uint8_t *buf,
-                         uint32_t cap);
+ * header), the local group transitioning or active/optimized; at most cap
+ * bytes are written, the full length is returned. */
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+                         bool extended, uint8_t *buf, uint32_t cap);
 void spc_report_opcodes(scsi_ctx_t *c);
 void spc_report_tmfs(scsi_ctx_t *c);
 void spc_start_stop(scsi_ctx_t *c);

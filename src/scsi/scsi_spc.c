@@ -19,7 +19,10 @@
  * (its port reaches the same target, not this LU until the pool moves). VPD
  * 0x83 names the nexus's relative port and the local group. A pool's import
  * or export adds or removes its LUs, so a host that asks again after a
- * takeover finds the other head's group active/optimized.
+ * takeover finds the other head's group active/optimized. While an export
+ * drains (scsi_lu_set_transitioning) the local group is transitioning: only
+ * the commands SPC-4 5.15.2.6 lets through run, the others get NOT READY,
+ * ASYMMETRIC ACCESS STATE TRANSITION, which initiators retry.
  */
 #include "scsi_impl.h"
 
@@ -478,16 +481,16 @@ static void put_tpg_desc(uint8_t *d, uint8_t state, bool preferred, uint16_t gro
 {
     memset(d, 0, 12);
     d[0] = (uint8_t)((preferred ? 0x80 : 0) | state);
-    d[1] = 0x01 | 0x04;   /* supported: AO_SUP, S_SUP (the states we report) */
+    d[1] = 0x80 | 0x04 | 0x01;   /* supported: T_SUP, S_SUP, AO_SUP (the states we report) */
     put16(d + 2, group);
     d[7] = 1;             /* target port count */
     put16(d + 10, port);
 }
 
-enum { ALUA_ACTIVE_OPTIMIZED = 0x0, ALUA_STANDBY = 0x2 };
+enum { ALUA_ACTIVE_OPTIMIZED = 0x0, ALUA_STANDBY = 0x2, ALUA_TRANSITIONING = 0xf };
 
-uint32_t spc_rtpg_encode(const scsi_alua_t *alua, uint16_t rel_port, bool extended, uint8_t *buf,
-                         uint32_t cap)
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+                         bool extended, uint8_t *buf, uint32_t cap)
 {
     uint8_t b[8 + 2 * 12] = {0};
     uint32_t n = extended ? 8 : 4;
@@ -496,7 +499,8 @@ uint32_t spc_rtpg_encode(const scsi_alua_t *alua, uint16_t rel_port, bool extend
         b[5] = 0;      /* implicit transition time: not specified */
     }
     uint16_t port = alua->local_port ? alua->local_port : rel_port;
-    put_tpg_desc(b + n, ALUA_ACTIVE_OPTIMIZED, true, local_group(alua), port ? port : 1);
+    put_tpg_desc(b + n, transitioning ? ALUA_TRANSITIONING : ALUA_ACTIVE_OPTIMIZED, true,
+                 local_group(alua), port ? port : 1);
     n += 12;
     if (alua->partner_group) {
         put_tpg_desc(b + n, ALUA_STANDBY, false, alua->partner_group, alua->partner_port);
@@ -516,7 +520,8 @@ void spc_report_tpgs(scsi_ctx_t *c)
         return;
     }
     uint8_t b[8 + 2 * 12];
-    uint32_t n = spc_rtpg_encode(&c->tgt->alua, c->nexus->rel_port_id, fmt == 1, b, sizeof b);
+    uint32_t n = spc_rtpg_encode(&c->tgt->alua, atomic_load(&c->lu->transitioning),
+                                 c->nexus->rel_port_id, fmt == 1, b, sizeof b);
     scsi_respond(c, b, n, alloc);
 }
 
