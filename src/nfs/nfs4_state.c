@@ -34,7 +34,8 @@
  * nothing. The file stays (the pools it mirrors may be gone), and a pool
  * that predates this gets the file's records when it is first exported.
  *
- * Every function here runs with st->lock held.
+ * Every function here runs with st->lock held, except nfs4_records_pool_add
+ * and _remove (called by the exports code), which take it themselves.
  */
 #include "nfs4_impl.h"
 
