@@ -61,6 +61,10 @@ typedef struct iscsi_server_opts {
     unsigned max_conns;
     unsigned max_conns_per_client;
     uint32_t login_timeout_s;
+    /* ALUA (scsi_alua_t): this head's target port group id (0: 1) and its HA
+     * partner's (0: none). A head has one target port, whose relative id is
+     * its group id, so the pair's two ports never share one. */
+    uint16_t alua_group, alua_partner_group;
 } iscsi_server_opts_t;
 
 #define ISCSI_DEFAULT_MAX_CONNS 1024u
@@ -90,6 +94,9 @@ int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv
 /* Waits for the commands running on it. -ENOENT. */
 int iscsi_lun_remove(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t lun);
+/* Its pool is being exported: ALUA transitioning until iscsi_lun_remove
+ * (scsi_lu_set_transitioning). */
+void iscsi_lun_transitioning(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 
 /* Initiator access list. -EEXIST / -ENOENT. */
 int iscsi_acl_add(iscsi_server_t *srv, const char *iqn, const char *initiator);

@@ -78,6 +78,8 @@ typedef struct cairnd_config {
     uint32_t nlm_client_portmap;    /* port of client hosts' portmappers (NLM callbacks); 0: 111 */
     uint32_t iscsi_max_conns, iscsi_max_conns_per_client;
     uint32_t iscsi_login_timeout;   /* seconds a connection has to complete its login */
+    uint32_t alua_tpg_id;           /* this head's ALUA target port group (1..65535) */
+    uint32_t alua_partner_tpg_id;   /* the HA partner's group; 0: no partner */
     /* Fault management: a device with more than fault_errors I/O or checksum
      * errors within fault_window seconds is FAULTED (spa_fault_set_policy). */
     uint32_t fault_errors, fault_window;

@@ -102,6 +102,26 @@ int scsi_cdb_transfer(scsi_target_t *tgt, uint64_t lun, const uint8_t *cdb, uint
 
 /* ---- targets and logical units ---- */
 scsi_target_t *scsi_target_create(const char *name);
+
+/*
+ * ALUA (SPC-4 5.15): every head of an HA pair is one target port group. A
+ * logical unit is served only by the head that has its pool imported, so the
+ * local group is active/optimized for every LU this target has, and the
+ * partner's group (when there is one) is standby: its ports lead to the same
+ * SCSI target device but cannot reach the LU until the pool moves there.
+ * Without a call the target is one group, id 1, whose port is the nexus's.
+ */
+typedef struct scsi_alua {
+    uint16_t local_group;     /* this head's target port group id; 0 = 1 */
+    uint16_t local_port;      /* its relative target port id; 0 = the nexus's */
+    uint16_t partner_group;   /* the other head's group id; 0 = no partner */
+    uint16_t partner_port;    /* the other head's relative target port id */
+} scsi_alua_t;
+void scsi_target_set_alua(scsi_target_t *tgt, const scsi_alua_t *alua);
+/* The LU's pool is being exported (it will be removed): the local group is
+ * transitioning for it, and commands that need the medium get NOT READY,
+ * ASYMMETRIC ACCESS STATE TRANSITION (retried by initiators) until removal. */
+void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun);
 /* Every LU must have been removed. */
 void scsi_target_destroy(scsi_target_t *tgt);
 
@@ -115,7 +135,13 @@ void scsi_target_destroy(scsi_target_t *tgt);
  * for a state too large to keep) fails the command and puts the state back as
  * it was. With a hook PERSIST THROUGH POWER LOSS CAPABLE is reported and
  * APTPL=1 accepted; without one APTPL=1 is refused (INVALID FIELD IN PARAMETER
- * LIST). A string the hook received is given back at LU add (pr_state). */
+ * LIST). A string the hook received is given back at LU add (pr_state).
+ *
+ * pr_persist_all (an HA pair, docs/ha.md): the hook gets the state after every
+ * change, with or without APTPL, because an LU that moves to the partner head
+ * has not lost power and its reservations must move with it. The string says
+ * whether APTPL was active (scsi_pr_state_aptpl), so the store can still drop
+ * the rest when the LU really restarts. */
 typedef int (*scsi_pr_hook_fn)(void *arg, uint64_t lun, const void *state, size_t len);
 
 typedef struct scsi_lu_opts {
@@ -130,6 +156,7 @@ typedef struct scsi_lu_opts {
     const void *pr_state;     /* reservation state to start with (what the hook
                                  stored), or NULL */
     size_t pr_state_len;
+    bool pr_persist_all;      /* store the state after every change, APTPL or not */
 } scsi_lu_opts_t;
 
 /* Adds volume zv as LUN `lun` (0..16383); the LU takes no ownership of zv (the
@@ -147,6 +174,9 @@ void scsi_lu_capacity_changed(scsi_target_t *tgt, uint64_t lun);
 void scsi_lu_set_pr_hook(scsi_target_t *tgt, uint64_t lun, scsi_pr_hook_fn fn, void *arg);
 /* -EINVAL for a malformed string, -ENOENT for no such LU. */
 int scsi_lu_pr_restore(scsi_target_t *tgt, uint64_t lun, const void *state, size_t len);
+/* Whether a state string the hook received was stored with APTPL active
+ * (false also for a malformed one). */
+bool scsi_pr_state_aptpl(const void *state, size_t len);
 
 /* LUN numbers: cmd->lun (and the lun of scsi_cdb_transfer, scsi_reset,
  * scsi_lu_capacity_changed) may be either the plain LUN number (0..16383) or

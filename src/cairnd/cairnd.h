@@ -77,6 +77,8 @@ void cairnd_iscsi_stop(void);
 bool cairnd_handle_iscsi(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                          cairnd_arena_t *a);
 void cairnd_iscsi_pool_opened(dsl_pool_t *dp);
+/* An export starts: the pool's LUs report ALUA transitioning until closing removes them. */
+void cairnd_iscsi_pool_exporting(dsl_pool_t *dp);
 void cairnd_iscsi_pool_closing(dsl_pool_t *dp);
 /* A volume (or, recursive, a descendant) serving as a LUN: without force, fills resp
  * and returns true; with force, removes those LUNs and returns false. */

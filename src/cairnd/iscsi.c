@@ -10,15 +10,18 @@
  *                         derive from it, so hosts see the same disk after a
  *                         restart);
  *   iscsi.target:<iqn>    in every imported pool: ACL and CHAP secrets;
- *   iscsi.pr:<iqn>:<n>    next to the LUN's record, while an initiator has
- *                         asked its persistent reservations to persist
- *                         through power loss (APTPL): the LU id and the SCSI
- *                         layer's state string, rewritten on every change
- *                         before the command completes, removed when APTPL
- *                         is turned off or the LUN is removed.
+ *   iscsi.pr:<iqn>:<n>    next to the LUN's record: the LU id and the SCSI
+ *                         layer's state string (which says whether APTPL is
+ *                         active), rewritten on every change before the
+ *                         command completes, removed with the LUN.
  * On start and on every import the union is loaded: targets are created,
  * LUNs whose volume is in the pool are opened and served, with their stored
- * reservations. Exporting a pool takes its LUNs offline; the targets stay.
+ * reservations. While a pool is being exported its LUs are in the ALUA
+ * transitioning state (initiators retry) until they go. Reservations are kept after every change, APTPL or not,
+ * because a pool that moves to the partner head (an import, docs/ha.md) takes
+ * its LUs with it without a power loss: an import restores them all. A start
+ * of this daemon is the power loss SPC-4 speaks of: it restores only what an
+ * initiator asked to persist through it (APTPL=1) and drops the rest. Exporting a pool takes its LUNs offline; the targets stay.
  * A pool that comes back (import, or start) then gets the records of every
  * target served, so one created or changed while it was exported is in it
  * too (sync_targets). A target destroyed while a pool was exported comes back
@@ -255,10 +258,17 @@ static void pr_stored_state(const cfg_lun_t *l, const char *key, uint8_t *buf, u
     *len = n;
 }
 
-/* Opens the volume and serves it; restore: with the persistent reservations
- * stored for it (a LUN coming back), else with none (a new LUN). */
-static int lun_online(cfg_lun_t *l, bool restore, char *err, size_t errlen)
+/* How a LUN comes online, which decides the reservations it starts with. */
+typedef enum lun_arrival {
+    LUN_NEW,       /* created now: none */
+    LUN_RESTART,   /* this daemon started (a power loss): those stored with APTPL */
+    LUN_MOVED,     /* its pool was imported (a takeover or a move): all stored */
+} lun_arrival_t;
+
+/* Opens the volume and serves it, with the reservations its arrival keeps. */
+static int lun_online(cfg_lun_t *l, lun_arrival_t arrival, char *err, size_t errlen)
 {
+    bool restore = arrival != LUN_NEW;
     zvol_t *zv = NULL;
     int rc = zvol_open(l->dp, l->volume, &zv);
     if (rc) {
@@ -284,8 +294,14 @@ static int lun_online(cfg_lun_t *l, bool restore, char *err, size_t errlen)
     pr_key(l, ps->key, sizeof ps->key);
     uint32_t prlen = 0;
     if (restore) pr_stored_state(l, ps->key, prbuf, ZAP_VALUE_MAX, &prlen);
+    if (prlen && arrival == LUN_RESTART && !scsi_pr_state_aptpl(prbuf + 8, prlen - 8)) {
+        log_info(SUB, "LUN %u of %s: reservations without APTPL end with the restart", l->lun,
+                 l->target);
+        dsl_pool_config_remove(l->dp, ps->key);
+        prlen = 0;
+    }
     scsi_lu_opts_t opts = {.id = l->luid, .thin = thin, .readonly = zvol_is_readonly(zv),
-                           .pr_hook = pr_store_hook, .pr_hook_arg = ps,
+                           .pr_hook = pr_store_hook, .pr_hook_arg = ps, .pr_persist_all = true,
                            .pr_state = prlen ? prbuf + 8 : NULL,
                            .pr_state_len = prlen ? prlen - 8 : 0};
     rc = iscsi_lun_add(g_srv, l->target, l->lun, zv, &opts);
@@ -389,11 +405,17 @@ static void lun_field(const char *k, const char *v, void *arg)
     else if (!strcmp(k, "id")) l->luid = strtoull(v, NULL, 16);
 }
 
+/* What load_lun's callback argument carries. */
+typedef struct pool_arrival {
+    dsl_pool_t *dp;
+    lun_arrival_t how;
+} pool_arrival_t;
+
 static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
 {
     (void)key;
-    dsl_pool_t *dp = arg;
-    cfg_lun_t l = {.dp = dp};
+    const pool_arrival_t *pa = arg;
+    cfg_lun_t l = {.dp = pa->dp};
     parse_record(val, len, lun_field, &l);
     if (!l.target[0] || !l.volume[0] || !l.luid || find_lun(l.target, l.lun)) return;
     if (!find_target(l.target)) { /* the target's record was lost: recreate it bare */
@@ -406,7 +428,7 @@ static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
         serve_target(&g_targets[g_ntargets - 1]);
     }
     char err[512];
-    if (lun_online(&l, true, err, sizeof err)) {
+    if (lun_online(&l, pa->how, err, sizeof err)) {
         log_warn(SUB, "LUN %u of %s stays offline: %s", l.lun, l.target, err);
         return;
     }
@@ -419,10 +441,11 @@ static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
     g_luns[g_nluns++] = l;
 }
 
-static void load_pool(dsl_pool_t *dp)
+static void load_pool(dsl_pool_t *dp, lun_arrival_t how)
 {
+    pool_arrival_t pa = {.dp = dp, .how = how};
     dsl_pool_config_list(dp, "iscsi.target:", load_target, dp);
-    dsl_pool_config_list(dp, "iscsi.lun:", load_lun, dp);
+    dsl_pool_config_list(dp, "iscsi.lun:", load_lun, &pa);
 }
 
 /*
@@ -460,7 +483,9 @@ int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
                              .port = cfg->iscsi.port,
                              .max_conns = cfg->iscsi_max_conns,
                              .max_conns_per_client = cfg->iscsi_max_conns_per_client,
-                             .login_timeout_s = cfg->iscsi_login_timeout};
+                             .login_timeout_s = cfg->iscsi_login_timeout,
+                             .alua_group = (uint16_t)cfg->alua_tpg_id,
+                             .alua_partner_group = (uint16_t)cfg->alua_partner_tpg_id};
     int rc = iscsi_server_start(&o, &g_srv);
     if (rc) {
         char addr[300];
@@ -471,7 +496,7 @@ int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
     pthread_mutex_lock(&g_mu);
     dsl_pool_t *dps[64];
     size_t n = cairnd_pool_dsls(dps, 64);
-    for (size_t i = 0; i < n && i < 64; i++) load_pool(dps[i]);
+    for (size_t i = 0; i < n && i < 64; i++) load_pool(dps[i], LUN_RESTART);
     for (size_t i = 0; i < n && i < 64; i++) sync_targets(dps[i]);
     pthread_mutex_unlock(&g_mu);
     log_info(SUB, "listening on port %u: %zu targets, %zu LUNs", iscsi_server_port(g_srv),
@@ -494,9 +519,18 @@ void cairnd_iscsi_pool_opened(dsl_pool_t *dp)
 {
     pthread_mutex_lock(&g_mu);
     if (g_srv) {
-        load_pool(dp);
+        load_pool(dp, LUN_MOVED);
         sync_targets(dp);
     }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void cairnd_iscsi_pool_exporting(dsl_pool_t *dp)
+{
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nluns; i++)
+        if (g_luns[i].dp == dp && g_luns[i].zv)
+            iscsi_lun_transitioning(g_srv, g_luns[i].target, g_luns[i].lun);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -698,7 +732,7 @@ static void do_lun_add(const Cairn__Mgmt__IscsiLunAdd *m, Cairn__Mgmt__Response 
         return;
     }
     g_luns = nl;
-    int rc = lun_online(&l, false, err, sizeof err);
+    int rc = lun_online(&l, LUN_NEW, err, sizeof err);
     if (rc) {
         cairnd_set_error(resp, a, rc, "%s", err);
         return;

@@ -816,6 +816,7 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
         return;
     }
     spa_t *spa = e->spa;
+    if (e->dp) cairnd_iscsi_pool_exporting(e->dp);
     cairnd_shares_pool_closing(e->dp);
     /* The DSL writes out what it holds before the pool's final txg. */
     if (e->dp) cairnd_iscsi_pool_closing(e->dp);

@@ -196,6 +196,7 @@ struct iscsi_server {
     size_t nconns;                /* with those evicted but not gone yet */
     conn_limits_t limits;         /* lock: connections per initiator address */
     uint32_t login_timeout_s;
+    scsi_alua_t alua;             /* every target's port groups (this head's and its partner's) */
     uint16_t next_tsih;
     bool stopping;
     unsigned teardown_delay_ms; /* fault injection: a connection slow to tear down */
@@ -511,6 +512,7 @@ int iscsi_target_create(iscsi_server_t *srv, const char *iqn)
         free(t);
         return -ENOMEM;
     }
+    scsi_target_set_alua(t->scsi, &srv->alua);
     pthread_mutex_lock(&srv->lock);
     if (find_target(srv, iqn)) {
         pthread_mutex_unlock(&srv->lock);
@@ -614,6 +616,14 @@ void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t l
     pthread_mutex_lock(&srv->lock);
     itarget_t *t = find_target(srv, iqn);
     if (t && target_has_lun(t, lun)) scsi_lu_capacity_changed(t->scsi, lun);
+    pthread_mutex_unlock(&srv->lock);
+}
+
+void iscsi_lun_transitioning(iscsi_server_t *srv, const char *iqn, uint64_t lun)
+{
+    pthread_mutex_lock(&srv->lock);
+    itarget_t *t = find_target(srv, iqn);
+    if (t && target_has_lun(t, lun)) scsi_lu_set_transitioning(t->scsi, lun);
     pthread_mutex_unlock(&srv->lock);
 }
 
@@ -962,7 +972,11 @@ static void nexus_setup(iconn_t *c)
 {
     snprintf(c->iport, sizeof c->iport, "%s,i,0x%012" PRIx64, c->initiator, c->isid);
     snprintf(c->tport, sizeof c->tport, "%s,t,0x0001", c->tgt->name);
-    c->nexus = (scsi_nexus_t){.initiator = c->iport, .target_port = c->tport, .rel_port_id = 1,
+    /* The portal group tag stays 1 on both heads of an HA pair, so an
+     * initiator that reconnects to the partner is the same I_T nexus and keeps
+     * its reservations; the relative port id tells the heads apart (ALUA). */
+    c->nexus = (scsi_nexus_t){.initiator = c->iport, .target_port = c->tport,
+                              .rel_port_id = c->srv->alua.local_port,
                               .nexus_id = (uint64_t)c->tsih << 48 | c->isid};
 }
 
@@ -2315,6 +2329,10 @@ int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out)
                                          : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     srv->lfd = fd;
     srv->nop_interval_s = opts->nop_interval_s ? opts->nop_interval_s : 30;
+    uint16_t group = opts->alua_group ? opts->alua_group : 1;
+    srv->alua = (scsi_alua_t){.local_group = group, .local_port = group,
+                              .partner_group = opts->alua_partner_group,
+                              .partner_port = opts->alua_partner_group};
     srv->login_timeout_s = opts->login_timeout_s ? opts->login_timeout_s
                                                  : ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
     if (conn_limits_init(&srv->limits,

@@ -43,6 +43,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->iscsi_max_conns = ISCSI_DEFAULT_MAX_CONNS;
     cfg->iscsi_max_conns_per_client = ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT;
     cfg->iscsi_login_timeout = ISCSI_DEFAULT_LOGIN_TIMEOUT_S;
+    cfg->alua_tpg_id = 1;
     cfg->fault_errors = 10; /* zed's checksum and io SERD defaults: 10 in 10 minutes */
     cfg->fault_window = 600;
     cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
@@ -156,6 +157,10 @@ static const num_setting_t num_settings[] = {
     {"iscsi_max_connections_per_client", offsetof(cairnd_config_t, iscsi_max_conns_per_client),
      1, 65536, "connections"},
     {"iscsi_login_timeout", offsetof(cairnd_config_t, iscsi_login_timeout), 1, 3600, "seconds"},
+    /* ALUA target port group ids (SPC-4: 16 bits); the partner's 0 means none. */
+    {"alua_tpg_id", offsetof(cairnd_config_t, alua_tpg_id), 1, 65535, "a group id"},
+    {"alua_partner_tpg_id", offsetof(cairnd_config_t, alua_partner_tpg_id), 0, 65535,
+     "a group id"},
     /* The error window remembers VDEV_ERRWIN_MAX - 1 errors at most. */
     {"fault_errors", offsetof(cairnd_config_t, fault_errors), 1, 63, "errors"},
     {"fault_window", offsetof(cairnd_config_t, fault_window), 1, 86400, "seconds"},
@@ -176,6 +181,11 @@ int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen,
                  "iscsi_max_connections_per_client (%u) exceeds iscsi_max_connections (%u)",
                  cfg->iscsi_max_conns_per_client, cfg->iscsi_max_conns);
+        return -EINVAL;
+    }
+    if (cfg->alua_partner_tpg_id == cfg->alua_tpg_id) {
+        snprintf(err, errlen, "alua_partner_tpg_id (%u) equals alua_tpg_id: each head needs "
+                 "its own target port group", cfg->alua_partner_tpg_id);
         return -EINVAL;
     }
     if (!cfg->http_cert[0] != !cfg->http_key[0]) {

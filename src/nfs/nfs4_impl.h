@@ -399,6 +399,11 @@ typedef struct nfs4_server {
     unsigned nexpired;
     time_t last_reap;
     char *record_path;                /* NULL: no state dir */
+    /* Pools that keep the client records too (nfs4_records_pool_*), so the
+     * head that imports one after a takeover knows who may reclaim. Taken
+     * under lock (records_save), never the other way round. */
+    pthread_mutex_t pools_lock;
+    nfs_pool_list_t record_pools;
     /* Nodes of files that lost their last state, to release once the lock is
      * dropped: the last release of a removed file frees it, a transaction
      * that may wait on the pool. */

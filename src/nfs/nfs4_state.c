@@ -25,7 +25,17 @@
  * and locks wait with NFS4ERR_GRACE. The file keeps the previous run's
  * clients until grace ends, so a second restart during grace loses nobody.
  *
- * Every function here runs with st->lock held.
+ * The same records live in every pool with exported filesystems, one
+ * configuration entry per client (`nfs4.client:<hash>` = owner in hex),
+ * written before the confirming reply like the file: the head that imports
+ * a pool after a takeover adds the pool's clients to those that may reclaim
+ * and starts a grace period if any of them is new to it (docs/ha.md). A pool
+ * imported back by the head that already knew all its clients changes
+ * nothing. The file stays (the pools it mirrors may be gone), and a pool
+ * that predates this gets the file's records when it is first exported.
+ *
+ * Every function here runs with st->lock held, except nfs4_records_pool_add
+ * and _remove (called by the exports code), which take it themselves.
  */
 #include "nfs4_impl.h"
 
@@ -55,7 +65,35 @@ static char *hex_of(const uint8_t *p, uint32_t len)
     return s;
 }
 
-static void records_save(nfs4_server_t *st)
+/* The owners (hex) the records hold: the previous run's still reclaimable,
+ * then every confirmed client, no duplicates; NULL entries where memory ran out. */
+static char **records_collect(nfs4_server_t *st, size_t *n)
+{
+    size_t cap = st->nreclaimable;
+    for (nfs4_client_t *c = st->clients; c; c = c->next) cap += c->confirmed;
+    char **v = calloc(cap ? cap : 1, sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
+    for (size_t i = 0; i < st->nreclaimable; i++) v[(*n)++] = strdup(st->reclaimable[i]);
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (!c->confirmed) continue;
+        char *h = hex_of(c->owner, c->owner_len);
+        bool dup = false;
+        for (size_t i = 0; h && i < st->nreclaimable && !dup; i++)
+            dup = strcmp(st->reclaimable[i], h) == 0;
+        if (dup) free(h);
+        else v[(*n)++] = h;
+    }
+    return v;
+}
+
+static void records_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static void records_write_file(nfs4_server_t *st, char **v, size_t n)
 {
     if (!st->record_path) return;
     size_t plen = strlen(st->record_path);
@@ -64,22 +102,27 @@ static void records_save(nfs4_server_t *st)
     snprintf(tmp, plen + 8, "%s.tmp", st->record_path);
     FILE *f = fopen(tmp, "w");
     if (!f) { free(tmp); return; }
-    for (size_t i = 0; i < st->nreclaimable; i++) fprintf(f, "%s\n", st->reclaimable[i]);
-    for (nfs4_client_t *c = st->clients; c; c = c->next) {
-        if (!c->confirmed) continue;
-        char *h = hex_of(c->owner, c->owner_len);
-        if (!h) continue;
-        bool dup = false;
-        for (size_t i = 0; i < st->nreclaimable && !dup; i++)
-            dup = strcmp(st->reclaimable[i], h) == 0;
-        if (!dup) fprintf(f, "%s\n", h);
-        free(h);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (v[i]) fprintf(f, "%s\n", v[i]);
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (ok) ok = rename(tmp, st->record_path) == 0;
     if (!ok) unlink(tmp);
     free(tmp);
+}
+
+/* Adds owner (hex) to those that may reclaim: 1 if it is new, 0 if it was
+ * there, -ENOMEM. */
+static int reclaimable_add(nfs4_server_t *st, const char *owner)
+{
+    for (size_t i = 0; i < st->nreclaimable; i++)
+        if (!strcmp(st->reclaimable[i], owner)) return 0;
+    char **v = realloc(st->reclaimable, (st->nreclaimable + 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    st->reclaimable = v;
+    if (!(v[st->nreclaimable] = strdup(owner))) return -ENOMEM;
+    st->nreclaimable++;
+    return 1;
 }
 
 static void records_load(nfs4_server_t *st)
@@ -91,14 +134,72 @@ static void records_load(nfs4_server_t *st)
     while (fgets(line, sizeof line, f)) {
         size_t n = strcspn(line, "\r\n");
         line[n] = 0;
-        if (n == 0) continue;
-        char **v = realloc(st->reclaimable, (st->nreclaimable + 1) * sizeof *v);
-        if (!v) break;
-        st->reclaimable = v;
-        if (!(v[st->nreclaimable] = strdup(line))) break;
-        st->nreclaimable++;
+        if (n && reclaimable_add(st, line) < 0) break;
     }
     fclose(f);
+}
+
+/* ------------------------------------------------- records kept in pools */
+
+#define POOL_RECORD_PREFIX "nfs4.client:"
+
+static void records_save(nfs4_server_t *st)
+{
+    size_t n = 0;
+    char **v = records_collect(st, &n);
+    if (!v) return;
+    records_write_file(st, v, n);
+    pthread_mutex_lock(&st->pools_lock);
+    for (size_t i = 0; i < st->record_pools.n; i++) {
+        int rc = nfs_pool_records_store(st->record_pools.v[i], POOL_RECORD_PREFIX, v, n);
+        if (rc)
+            log_warn("nfs4", "cannot keep the NFSv4 client records in a pool: %s", strerror(-rc));
+    }
+    pthread_mutex_unlock(&st->pools_lock);
+    records_free(v, n);
+}
+
+void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
+{
+    nfs4_server_t *st = state;
+    nfs_pool_records_t stored = {0};
+    pthread_mutex_lock(&st->pools_lock);
+    bool added_pool = nfs_pool_list_add(&st->record_pools, dp);
+    if (added_pool) nfs_pool_records_load(dp, POOL_RECORD_PREFIX, &stored);
+    pthread_mutex_unlock(&st->pools_lock);
+    if (!added_pool) return;
+    pthread_mutex_lock(&st->lock);
+    size_t added = 0;
+    for (size_t i = 0; i < stored.n; i++) {
+        if (reclaimable_add(st, stored.v[i]) <= 0) continue;
+        added++;
+        /* A client already here (other pools) may reclaim this pool's state. */
+        for (nfs4_client_t *c = st->clients; c; c = c->next) {
+            char *h = c->confirmed ? hex_of(c->owner, c->owner_len) : NULL;
+            if (h && !strcmp(h, stored.v[i])) {
+                c->may_reclaim = true;
+                c->reclaim_complete = false;
+            }
+            free(h);
+        }
+    }
+    if (added) {
+        time_t end = nfs4_now() + st->grace;
+        if (st->grace_end < end) st->grace_end = end;
+        log_info("nfs4", "a pool came with %zu clients of another head: grace period of %u s "
+                 "for their reclaims", added, st->grace);
+    }
+    records_save(st);   /* the pool gets this head's clients too */
+    nfs4_unlock(st);
+    nfs_pool_records_free(&stored);
+}
+
+void nfs4_records_pool_remove(void *state, dsl_pool_t *dp)
+{
+    nfs4_server_t *st = state;
+    pthread_mutex_lock(&st->pools_lock);
+    nfs_pool_list_remove(&st->record_pools, dp);
+    pthread_mutex_unlock(&st->pools_lock);
 }
 
 nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_t lease,
@@ -108,6 +209,7 @@ nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_
     if (!st) return NULL;
     st->srv = srv;
     pthread_mutex_init(&st->lock, NULL);
+    pthread_mutex_init(&st->pools_lock, NULL);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     /* Never 0, so no real stateid is mistaken for the anonymous one. */
@@ -160,6 +262,8 @@ void nfs4_server_free(nfs4_server_t *st)
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
     free(st->reclaimable);
     free(st->record_path);
+    nfs_pool_list_free(&st->record_pools);
+    pthread_mutex_destroy(&st->pools_lock);
     release_files(st->released, st->nreleased);
     free(st->released);
     pthread_mutex_destroy(&st->lock);

@@ -830,6 +830,9 @@ int nfs_server_export(nfs_server_t *srv, dsl_pool_t *dp, const char *dsname, con
     e->dp = dp;
     e->fs = fs;
     e->guid = zpl_fs_guid(fs);
+    /* Before any client can reach it: a reclaim must find its grace period. */
+    if (srv->nfs4_state) nfs4_records_pool_add(srv->nfs4_state, dp);
+    if (srv->nlm_state) nlm_records_pool_add(srv->nlm_state, dp);
     atomic_init(&e->refs, 1);
     pthread_mutex_init(&e->lock, NULL);
     e->opts = opts;
@@ -978,9 +981,11 @@ void nfs_server_unexport_pool(nfs_server_t *srv, dsl_pool_t *dp)
             if (!dp || srv->exports[i]->dp == dp) e = srv->exports[i];
         if (e) list_remove(srv, e);
         pthread_mutex_unlock(&srv->exports_lock);
-        if (!e) return;
+        if (!e) break;
         export_destroy(srv, e, true);
     }
+    if (srv->nfs4_state) nfs4_records_pool_remove(srv->nfs4_state, dp);
+    if (srv->nlm_state) nlm_records_pool_remove(srv->nlm_state, dp);
 }
 
 void nfs_exports_fini(nfs_server_t *srv)

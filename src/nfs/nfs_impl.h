@@ -21,6 +21,7 @@
 #define CAIRN_NFS_IMPL_H
 
 #include <cairn/nfs.h>
+#include <cairn/zap.h>
 #include <cairn/zpl.h>
 
 #include <netinet/in.h>
@@ -230,6 +231,34 @@ int nfs4_init(nfs_server_t *srv, void **state);
 void nfs4_fini(void *state);
 nfs_accept_t nfs4_program(nfs_call_t *call);
 void nfs4_export_removed(void *state, nfs_export_t *exp);
+/* Sets of strings kept in pools (nfs_pool_records.c): the client records a
+ * partner head needs after a takeover. */
+typedef struct nfs_pool_records {
+    char **v;
+    size_t n;
+} nfs_pool_records_t;
+void nfs_pool_records_load(dsl_pool_t *dp, const char *prefix, nfs_pool_records_t *out);
+void nfs_pool_records_free(nfs_pool_records_t *r);
+/* Makes dp's set under prefix the strings in v (NULL entries skipped); 0 or
+ * the last -errno of a write the pool refused. */
+int nfs_pool_records_store(dsl_pool_t *dp, const char *prefix, char *const *v, size_t n);
+/* The pools a set is kept in (the owner's lock protects it). */
+typedef struct nfs_pool_list {
+    dsl_pool_t **v;
+    size_t n;
+} nfs_pool_list_t;
+/* true when dp was not in the list and now is. */
+bool nfs_pool_list_add(nfs_pool_list_t *l, dsl_pool_t *dp);
+void nfs_pool_list_remove(nfs_pool_list_t *l, dsl_pool_t *dp);   /* dp NULL: all */
+void nfs_pool_list_free(nfs_pool_list_t *l);
+
+/* A pool whose filesystems are about to be exported (before clients can see
+ * them): its NFSv4 client records join those that may reclaim, with a grace
+ * period if any of them is new here (a takeover, docs/ha.md), and it keeps the
+ * records from now on. A pool already known is left alone. */
+void nfs4_records_pool_add(void *state, dsl_pool_t *dp);
+/* The pool is going away (dp NULL: all of them): nothing is written to it any more. */
+void nfs4_records_pool_remove(void *state, dsl_pool_t *dp);
 /* The NFSv4 state of a server (as returned by nfs4_init). */
 void *nfs_server_nfs4_state(nfs_server_t *srv);
 /* An RPC reply record that came in on conn (the I/O thread): a callback's

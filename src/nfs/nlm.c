@@ -978,6 +978,32 @@ nsm_state_t *nlm_server_nsm(nfs_server_t *srv)
     return ns ? ns->nsm : NULL;
 }
 
+/* With st->lock: NLM grace (which NFSv4 honours too) for `why` hosts, and
+ * SM_NOTIFY to every host of a previous run. */
+static void grace_and_notify(nlm_state_t *ns, const char *why)
+{
+    time_t end = nfs4_now() + ns->st->grace;
+    if (ns->st->nlm_grace_end < end) ns->st->nlm_grace_end = end;
+    ns->prune_pending = true;
+    nsm_foreach_previous(ns->nsm, notify_one, ns);
+    log_info(SUB, "NFSv3 lock grace period: %" PRIu32 " s for %s", ns->st->grace, why);
+}
+
+void nlm_records_pool_add(void *state, dsl_pool_t *dp)
+{
+    nlm_state_t *ns = state;
+    if (!nsm_pool_add(ns->nsm, dp)) return;
+    pthread_mutex_lock(&ns->st->lock);
+    grace_and_notify(ns, "the hosts that held locks on a pool another head had");
+    nfs4_unlock(ns->st);
+}
+
+void nlm_records_pool_remove(void *state, dsl_pool_t *dp)
+{
+    nlm_state_t *ns = state;
+    nsm_pool_remove(ns->nsm, dp);
+}
+
 int nlm_init(nfs_server_t *srv, void **state)
 {
     nlm_state_t *ns = calloc(1, sizeof *ns);
@@ -994,13 +1020,7 @@ int nlm_init(nfs_server_t *srv, void **state)
     }
     pthread_cond_init(&ns->cv, NULL);
     pthread_mutex_lock(&ns->st->lock);
-    if (had) {
-        ns->st->nlm_grace_end = nfs4_now() + ns->st->grace;
-        ns->prune_pending = true;
-        nsm_foreach_previous(ns->nsm, notify_one, ns);
-        log_info(SUB, "NFSv3 lock grace period: %" PRIu32 " s for the hosts that held locks",
-                 ns->st->grace);
-    }
+    if (had) grace_and_notify(ns, "the hosts that held locks");
     nfs4_unlock(ns->st);
     if (pthread_create(&ns->thread, NULL, nlm_thread, ns) != 0) {
         nlm_fini(ns);

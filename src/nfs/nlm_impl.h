@@ -64,6 +64,10 @@ void nlm_stopping(void *state);
 nfs_accept_t nlm_program(nfs_call_t *call);
 nfs_accept_t nsm_program(nfs_call_t *call);
 void nlm_export_removed(void *state, nfs_export_t *exp);
+/* Like nfs4_records_pool_add for NLM: the pool's lock hosts that are new here
+ * are sent SM_NOTIFY and the server is in grace for their reclaims. */
+void nlm_records_pool_add(void *state, dsl_pool_t *dp);
+void nlm_records_pool_remove(void *state, dsl_pool_t *dp);
 nsm_state_t *nlm_server_nsm(nfs_server_t *srv);
 
 /* nsm.c, used by nlm.c; every nsm_* call takes the NLM state's lock itself. */
@@ -72,6 +76,11 @@ void nsm_close(nsm_state_t *ns);
 /* From now on the monitored list on disk stays as it is (server stop). */
 void nsm_freeze(nsm_state_t *ns);
 uint32_t nsm_state_number(nsm_state_t *ns);
+/* dp keeps the host list from now on; the hosts it listed join the previous
+ * run's (to be notified, in grace): how many were not there already. A pool
+ * already known changes nothing (0). */
+size_t nsm_pool_add(nsm_state_t *ns, dsl_pool_t *dp);
+void nsm_pool_remove(nsm_state_t *ns, dsl_pool_t *dp);   /* dp NULL: all */
 /* The host holds NLM state now: monitored (persisted) with its address. */
 void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr);
 /* The host holds nothing any more: no longer monitored. */

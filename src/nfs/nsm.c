@@ -15,6 +15,14 @@
  * lock manager reclaims, and the server is in grace. The previous run's hosts
  * stay listed until grace ends, so a second restart during grace loses none.
  *
+ * The same lines are kept in every pool with exported filesystems (entries
+ * `nlm.host:<hash>`, nfs_pool_records.c), so the head that imports a pool
+ * after a takeover lists the hosts that held locks on it as previous ones,
+ * notifies them and is in grace for them (nlm_records_pool_add). The pools
+ * keep the state number too (`nlm.state`, decimal): a head that takes a pool
+ * whose number is not below its own moves past it, so the SM_NOTIFY its
+ * clients get says a higher number than the head they knew.
+ *
  * SM_NOTIFY from a client's statd (the client restarted) releases every lock
  * its host held here; SM_STAT, SM_MON, SM_UNMON and SM_UNMON_ALL do what
  * statd does for its local lock manager.
@@ -52,7 +60,11 @@ struct nsm_state {
     uint32_t state;
     bool frozen;
     nsm_host_t *hosts;
+    nfs_pool_list_t pools;           /* pools keeping the host list too */
 };
+
+#define POOL_RECORD_PREFIX "nlm.host:"
+#define POOL_STATE_KEY "nlm.state"
 
 static nsm_host_t *host_find(nsm_state_t *ns, const char *name)
 {
@@ -87,25 +99,47 @@ static bool write_file(const char *path, const char *data, size_t len)
     return false;
 }
 
-/* With ns->lock. */
-static void hosts_save(nsm_state_t *ns)
+/* With ns->lock: the "NAME ADDRESS" lines of the hosts to keep. */
+static char **host_lines(nsm_state_t *ns, size_t *n)
 {
-    if (!ns->hosts_path || ns->frozen) return;
-    size_t cap = 1, len = 0;
-    for (nsm_host_t *h = ns->hosts; h; h = h->next) cap += strlen(h->name) + 64;
-    char *buf = malloc(cap);
-    if (!buf) return;
-    buf[0] = '\0';
+    size_t cap = 0;
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) cap++;
+    char **v = calloc(cap ? cap : 1, sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
     for (nsm_host_t *h = ns->hosts; h; h = h->next) {
         if (!h->previous && !h->active && !h->monitored) continue;
         char a[64] = "-";
         if (h->has_addr) nfs_addr_string((struct sockaddr *)&h->addr, a, sizeof a);
-        len += (size_t)snprintf(buf + len, cap - len, "%s %s\n", h->name, a);
+        size_t len = strlen(h->name) + strlen(a) + 2;
+        if ((v[*n] = malloc(len))) snprintf(v[(*n)++], len, "%s %s", h->name, a);
     }
-    if (!write_file(ns->hosts_path, buf, len))
-        log_warn(SUB, "cannot write %s: %s (monitored hosts may not be told after a restart)",
-                 ns->hosts_path, strerror(errno));
-    free(buf);
+    return v;
+}
+
+/* With ns->lock. */
+static void hosts_save(nsm_state_t *ns)
+{
+    if (ns->frozen) return;
+    size_t n = 0;
+    char **v = host_lines(ns, &n);
+    if (!v) return;
+    if (ns->hosts_path) {
+        size_t cap = 1, len = 0;
+        for (size_t i = 0; i < n; i++) cap += strlen(v[i]) + 1;
+        char *buf = malloc(cap);
+        for (size_t i = 0; buf && i < n; i++) len += (size_t)snprintf(buf + len, cap - len, "%s\n", v[i]);
+        if (!buf || !write_file(ns->hosts_path, buf, len))
+            log_warn(SUB, "cannot write %s: %s (monitored hosts may not be told after a restart)",
+                     ns->hosts_path, strerror(errno));
+        free(buf);
+    }
+    for (size_t i = 0; i < ns->pools.n; i++) {
+        int rc = nfs_pool_records_store(ns->pools.v[i], POOL_RECORD_PREFIX, v, n);
+        if (rc) log_warn(SUB, "cannot keep the lock hosts in a pool: %s", strerror(-rc));
+    }
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
 }
 
 static void host_set_addr(nsm_host_t *h, const char *text)
@@ -115,6 +149,33 @@ static void host_set_addr(nsm_host_t *h, const char *text)
     memcpy(&h->addr, ai->ai_addr, ai->ai_addrlen);
     h->has_addr = true;
     freeaddrinfo(ai);
+}
+
+/* Lists the host of a "NAME ADDRESS" line as one of the previous run's: 1 if
+ * it was not listed as such already, 0 if it was, -1 for a bad line. */
+static int host_from_line(nsm_state_t *ns, const char *line)
+{
+    char name[1100], addr[80];
+    if (sscanf(line, "%1099s %79s", name, addr) != 2) return -1;
+    nsm_host_t *h = host_get(ns, name);
+    if (!h) return -1;
+    int fresh = !h->previous;
+    h->previous = true;
+    if (strcmp(addr, "-")) host_set_addr(h, addr);
+    return fresh;
+}
+
+/* With ns->lock: the state number, to the file and every pool. */
+static void state_save(nsm_state_t *ns)
+{
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%u\n", ns->state);
+    if (ns->state_path && !write_file(ns->state_path, buf, (size_t)len))
+        log_warn(SUB, "cannot write %s: %s", ns->state_path, strerror(errno));
+    for (size_t i = 0; i < ns->pools.n; i++) {
+        int rc = dsl_pool_config_set(ns->pools.v[i], POOL_STATE_KEY, buf, (uint32_t)len);
+        if (rc) log_warn(SUB, "cannot keep the NSM state number in a pool: %s", strerror(-rc));
+    }
 }
 
 nsm_state_t *nsm_open(const char *state_dir, bool *had_hosts)
@@ -137,15 +198,8 @@ nsm_state_t *nsm_open(const char *state_dir, bool *had_hosts)
         }
         f = ns->hosts_path ? fopen(ns->hosts_path, "r") : NULL;
         char line[1200];
-        while (f && fgets(line, sizeof line, f)) {
-            char name[1100], addr[80];
-            if (sscanf(line, "%1099s %79s", name, addr) != 2) continue;
-            nsm_host_t *h = host_get(ns, name);
-            if (!h) continue;
-            h->previous = true;
-            if (strcmp(addr, "-")) host_set_addr(h, addr);
-            *had_hosts = true;
-        }
+        while (f && fgets(line, sizeof line, f))
+            if (host_from_line(ns, line) >= 0) *had_hosts = true;
         if (f) fclose(f);
     }
     if (!last && !state_dir) {
@@ -154,12 +208,7 @@ nsm_state_t *nsm_open(const char *state_dir, bool *had_hosts)
         last &= 0x3fffffff;
     }
     ns->state = (last | 1u) + ((last & 1u) ? 2u : 0u);
-    if (ns->state_path) {
-        char buf[32];
-        int len = snprintf(buf, sizeof buf, "%u\n", ns->state);
-        if (!write_file(ns->state_path, buf, (size_t)len))
-            log_warn(SUB, "cannot write %s: %s", ns->state_path, strerror(errno));
-    }
+    state_save(ns);
     return ns;
 }
 
@@ -181,11 +230,50 @@ void nsm_close(nsm_state_t *ns)
     }
     free(ns->state_path);
     free(ns->hosts_path);
+    nfs_pool_list_free(&ns->pools);
     pthread_mutex_destroy(&ns->lock);
     free(ns);
 }
 
 uint32_t nsm_state_number(nsm_state_t *ns) { return ns->state; }
+
+/* With ns->lock: moves past the state number dp carries, if ours is not above it. */
+static void state_pass(nsm_state_t *ns, dsl_pool_t *dp)
+{
+    char buf[32];
+    uint32_t len = 0;
+    if (dsl_pool_config_get(dp, POOL_STATE_KEY, buf, sizeof buf - 1, &len)) return;
+    buf[len] = '\0';
+    unsigned long theirs = strtoul(buf, NULL, 10);
+    if (theirs < ns->state || theirs >= UINT32_MAX - 4) return;
+    ns->state = ((uint32_t)theirs | 1u) + 2u;
+    log_info(SUB, "NSM state %u: past the %lu of the head that had a pool before", ns->state,
+             theirs);
+}
+
+size_t nsm_pool_add(nsm_state_t *ns, dsl_pool_t *dp)
+{
+    size_t fresh = 0;
+    pthread_mutex_lock(&ns->lock);
+    if (nfs_pool_list_add(&ns->pools, dp)) {
+        state_pass(ns, dp);
+        state_save(ns);
+        nfs_pool_records_t r;
+        nfs_pool_records_load(dp, POOL_RECORD_PREFIX, &r);
+        for (size_t i = 0; i < r.n; i++) fresh += host_from_line(ns, r.v[i]) > 0;
+        nfs_pool_records_free(&r);
+        hosts_save(ns);   /* the pool gets this head's hosts too */
+    }
+    pthread_mutex_unlock(&ns->lock);
+    return fresh;
+}
+
+void nsm_pool_remove(nsm_state_t *ns, dsl_pool_t *dp)
+{
+    pthread_mutex_lock(&ns->lock);
+    nfs_pool_list_remove(&ns->pools, dp);
+    pthread_mutex_unlock(&ns->lock);
+}
 
 void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr)
 {

@@ -296,6 +296,8 @@ scsi_target_t *scsi_target_create(const char *name)
     return t;
 }
 
+void scsi_target_set_alua(scsi_target_t *tgt, const scsi_alua_t *alua) { tgt->alua = *alua; }
+
 void scsi_target_destroy(scsi_target_t *tgt)
 {
     if (!tgt) return;
@@ -350,6 +352,7 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     spc_mode_init(lu);
     lu->pr_hook = opts->pr_hook;
     lu->pr_hook_arg = opts->pr_hook_arg;
+    lu->pr_persist_all = opts->pr_persist_all;
     /* Restored before the LU is visible: no command may see it without the
      * registrations and reservation it had. */
     if (opts->pr_state) {
@@ -698,6 +701,23 @@ static bool cdb_fields_ok(scsi_ctx_t *c, const scsi_op_t *op)
     return true;
 }
 
+/* What an LU in the transitioning ALUA state still runs (SPC-4 5.15.2.6):
+ * INQUIRY, REPORT LUNS, REQUEST SENSE (the commands that ignore unit
+ * attentions), REPORT TARGET PORT GROUPS and the other MAINTENANCE IN
+ * reports, PERSISTENT RESERVE IN. */
+static bool alua_transition_ok(const scsi_op_t *op)
+{
+    return (op->flags & OPF_NO_UA) || op->opcode == 0xa3 || op->opcode == 0x5e;
+}
+
+void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun)
+{
+    scsi_lu_t *lu = scsi_lu_pin(tgt, decode_lun(lun));
+    if (!lu) return;
+    atomic_store(&lu->transitioning, true);
+    scsi_lu_unpin(lu);
+}
+
 void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
 {
     static const scsi_nexus_t anonymous = {.initiator = "", .target_port = "", .rel_port_id = 1};
@@ -744,6 +764,10 @@ void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
             scsi_set_sense(cmd, key, asc, ascq);
             goto out;
         }
+    }
+    if (c.lu && atomic_load(&c.lu->transitioning) && !alua_transition_ok(op)) {
+        scsi_set_sense(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0a);
+        goto out;
     }
     if (c.lu) {
         pthread_mutex_lock(&c.lu->lock);

@@ -15,6 +15,7 @@
 #include <cairn/scsi.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -85,6 +86,7 @@ struct scsi_lu {
 
     int active;          /* commands running (under tgt->lock) */
     bool removing;
+    atomic_bool transitioning;   /* ALUA: its pool is being exported (scsi_lu_set_transitioning) */
 
     pthread_mutex_t lock;
     /* mode pages, current values (full pages with header bytes) */
@@ -100,6 +102,7 @@ struct scsi_lu {
     uint8_t pr_type;
     bool pr_aptpl;       /* the last registration asked to persist through power loss */
     bool pr_stored;      /* the hook holds a state (so turning APTPL off must erase it) */
+    bool pr_persist_all; /* the hook gets every change, APTPL or not (HA) */
     scsi_pr_hook_fn pr_hook;
     void *pr_hook_arg;
     copy_result_t copies[COPY_RESULTS_KEPT];
@@ -114,6 +117,7 @@ struct scsi_target {
     size_t nlus;
     pthread_mutex_t ua_lock;
     nexus_rec_t *nexuses;
+    scsi_alua_t alua;    /* set before the first command (scsi_target_set_alua) */
 };
 
 /* What a command handler sees. */
@@ -229,6 +233,12 @@ void spc_report_luns(scsi_ctx_t *c);
 void spc_mode_sense(scsi_ctx_t *c);
 void spc_mode_select(scsi_ctx_t *c);
 void spc_report_tpgs(scsi_ctx_t *c);
+/* The REPORT TARGET PORT GROUPS parameter data for alua seen through a port
+ * of the local group with relative id rel_port (extended: the format 1
+ * header), the local group transitioning or active/optimized; at most cap
+ * bytes are written, the full length is returned. */
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+                         bool extended, uint8_t *buf, uint32_t cap);
 void spc_report_opcodes(scsi_ctx_t *c);
 void spc_report_tmfs(scsi_ctx_t *c);
 void spc_start_stop(scsi_ctx_t *c);

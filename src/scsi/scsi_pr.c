@@ -29,7 +29,10 @@
  * the store in the order they were made; a refused store puts the old state
  * back, which is why the unit attentions a change leaves for other nexuses
  * are raised only once it stands); when a registration clears it, the hook is told once to forget
- * the stored state; without it nothing is written. The string:
+ * the stored state; without it nothing is written. An LU added with
+ * pr_persist_all (an HA pair: the LU may move to the partner head without a
+ * power loss) hands every change to the hook, APTPL or not; the flags byte
+ * tells the store which states a power loss must drop. The string:
  *   "CPR2" | u8 flags (bit 0: APTPL) | u32 generation | u8 type |
  *   u32 holder index+1 (0: none) | u32 n |
  *   n x (u64 key | u16 rel_port | u8 all_tg_pt | u16 len | initiator |
@@ -267,15 +270,23 @@ int pr_load(scsi_lu_t *lu, const void *state, size_t len)
     return 0;
 }
 
+bool scsi_pr_state_aptpl(const void *state, size_t len)
+{
+    pr_state_t st;
+    if (pr_parse(state, len, &st)) return false;
+    regs_free(st.regs);
+    return st.aptpl;
+}
+
 /*
- * After a change: with APTPL active the store gets the whole state; when
- * APTPL was just turned off it is told to forget what it holds, so a restart
- * finds nothing. Without APTPL nothing is written at all.
+ * After a change: with APTPL active (or pr_persist_all) the store gets the
+ * whole state; when APTPL was just turned off it is told to forget what it
+ * holds, so a restart finds nothing. Otherwise nothing is written at all.
  */
 static int pr_persist(scsi_lu_t *lu)
 {
     if (!lu->pr_hook) return 0;
-    if (!lu->pr_aptpl) {
+    if (!lu->pr_aptpl && !lu->pr_persist_all) {
         if (!lu->pr_stored) return 0;
         int err = lu->pr_hook(lu->pr_hook_arg, lu->lun, NULL, 0);
         if (!err) lu->pr_stored = false;

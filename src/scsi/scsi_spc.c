@@ -13,8 +13,16 @@
  * MODE SELECT with SP=1 is refused. A change raises MODE PARAMETERS CHANGED on
  * the other nexuses.
  *
- * ALUA: one target port group (id 1), implicit ALUA (TPGS=01), always
- * active/optimized; the relative target port is the nexus's.
+ * ALUA: implicit (TPGS=01). This head's target port group (scsi_alua_t; id 1
+ * when none is configured) is active/optimized, since an LU is only here while
+ * this head has its pool imported; an HA partner's group is listed as standby
+ * (its port reaches the same target, not this LU until the pool moves). VPD
+ * 0x83 names the nexus's relative port and the local group. A pool's import
+ * or export adds or removes its LUs, so a host that asks again after a
+ * takeover finds the other head's group active/optimized. While an export
+ * drains (scsi_lu_set_transitioning) the local group is transitioning: only
+ * the commands SPC-4 5.15.2.6 lets through run, the others get NOT READY,
+ * ASYMMETRIC ACCESS STATE TRANSITION, which initiators retry.
  */
 #include "scsi_impl.h"
 
@@ -80,6 +88,8 @@ static void pad_ascii(uint8_t *dst, const char *s, size_t n)
     memcpy(dst, s, l < n ? l : n);
 }
 
+static uint16_t local_group(const scsi_alua_t *a) { return a->local_group ? a->local_group : 1; }
+
 static uint32_t vpd_devid(scsi_ctx_t *c, uint8_t *b)
 {
     scsi_lu_t *lu = c->lu;
@@ -107,7 +117,7 @@ static uint32_t vpd_devid(scsi_ctx_t *c, uint8_t *b)
     b[n] = 0x51;
     b[n + 1] = 0x95;
     b[n + 3] = 4;
-    put16(b + n + 6, 1);
+    put16(b + n + 6, local_group(&c->tgt->alua));
     n += 8;
     return n;
 }
@@ -465,6 +475,42 @@ len_error:
 
 /* ------------------------------------------ REPORT TARGET PORT GROUPS */
 
+/* One target port group descriptor with a single port (SPC-4 6.37); 12 bytes. */
+static void put_tpg_desc(uint8_t *d, uint8_t state, bool preferred, uint16_t group,
+                         uint16_t port)
+{
+    memset(d, 0, 12);
+    d[0] = (uint8_t)((preferred ? 0x80 : 0) | state);
+    d[1] = 0x80 | 0x04 | 0x01;   /* supported: T_SUP, S_SUP, AO_SUP (the states we report) */
+    put16(d + 2, group);
+    d[7] = 1;             /* target port count */
+    put16(d + 10, port);
+}
+
+enum { ALUA_ACTIVE_OPTIMIZED = 0x0, ALUA_STANDBY = 0x2, ALUA_TRANSITIONING = 0xf };
+
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+                         bool extended, uint8_t *buf, uint32_t cap)
+{
+    uint8_t b[8 + 2 * 12] = {0};
+    uint32_t n = extended ? 8 : 4;
+    if (extended) {
+        b[4] = 0x10;   /* format type: extended header */
+        b[5] = 0;      /* implicit transition time: not specified */
+    }
+    uint16_t port = alua->local_port ? alua->local_port : rel_port;
+    put_tpg_desc(b + n, transitioning ? ALUA_TRANSITIONING : ALUA_ACTIVE_OPTIMIZED, true,
+                 local_group(alua), port ? port : 1);
+    n += 12;
+    if (alua->partner_group) {
+        put_tpg_desc(b + n, ALUA_STANDBY, false, alua->partner_group, alua->partner_port);
+        n += 12;
+    }
+    put32(b, n - 4);
+    memcpy(buf, b, n < cap ? n : cap);
+    return n;
+}
+
 void spc_report_tpgs(scsi_ctx_t *c)
 {
     unsigned fmt = c->cdb[1] >> 5;
@@ -473,20 +519,9 @@ void spc_report_tpgs(scsi_ctx_t *c)
         bad_cdb(c, 1, 7);
         return;
     }
-    uint8_t b[24] = {0};
-    uint32_t n = fmt ? 8 : 4;
-    if (fmt) {
-        b[4] = 0x10;   /* format type: extended header */
-        b[5] = 0;      /* implicit transition time */
-    }
-    uint8_t *d = b + n;
-    d[0] = 0x80 | 0x00;   /* PREF, active/optimized */
-    d[1] = 0x01;          /* AO_SUP */
-    put16(d + 2, 1);
-    d[7] = 1;             /* one port */
-    put16(d + 10, c->nexus->rel_port_id ? c->nexus->rel_port_id : 1);
-    n += 12;
-    put32(b, n - 4);
+    uint8_t b[8 + 2 * 12];
+    uint32_t n = spc_rtpg_encode(&c->tgt->alua, atomic_load(&c->lu->transitioning),
+                                 c->nexus->rel_port_id, fmt == 1, b, sizeof b);
     scsi_respond(c, b, n, alloc);
 }
 

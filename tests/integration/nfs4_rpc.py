@@ -35,6 +35,16 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       granted once a's lease is over; a's SEQUENCE then finds its session gone
       (BADSESSION: its state was revoked).
 
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER hold NAME
+      RECLAIM_COMPLETE, OPEN (create) NAME for reading and writing and a FILE_SYNC4
+      WRITE of "held"; prints NAME's file handle (hex) and exits with the file
+      still open, as a client whose server is about to die.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER reclaim HEXFH
+      the same client after its server was replaced (a restart or a takeover):
+      OPEN CLAIM_PREVIOUS of the handle is granted in the grace period, READ with
+      the reclaimed stateid gives back "held", a new client's OPEN (CLAIM_NULL)
+      meanwhile gets GRACE; then RECLAIM_COMPLETE and CLOSE.
+
 OWNER is the client owner id: a client restarted with the same OWNER is the same
 client to the server (a new verifier), which is how grace ends early.
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
@@ -126,6 +136,14 @@ def op_open(clientid, owner, name, create, access=3):
         check(r.gu32() == 0, "OPEN granted a delegation")
         return sid
     return Op(OP_OPEN, x.b, parse)
+
+
+def op_open_previous(clientid, owner, access=3):
+    """OPEN CLAIM_PREVIOUS of the current filehandle (a reclaim after a server restart)."""
+    x = X().u32(0).u32(access).u32(0).u64(clientid).opaque(owner)
+    x.u32(0)                                 # OPEN4_NOCREATE
+    x.u32(1).u32(0)                          # CLAIM_PREVIOUS, OPEN_DELEGATE_NONE
+    return Op(OP_OPEN, x.b, op_open(clientid, owner, "", False, access).parse)
 
 
 def op_close(sid):
@@ -477,6 +495,36 @@ def mode_courtesy(name, lease):
     print("courtesy ok")
 
 
+def mode_hold(name):
+    host, port, exp, owner = ctx()
+    cl = Client(host, port, owner).connect()
+    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    st, sid, fh = cl.open(exp, name, True)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_write(sid, 0, b"held")], "WRITE")
+    print(fh.hex())
+
+
+def mode_reclaim(hexfh):
+    host, port, exp, owner = ctx()
+    fh = bytes.fromhex(hexfh)
+    other = Client(host, port, owner + "-new").connect()
+    st, _, _ = other.open(exp, "during-grace", True)
+    check(st == GRACE, "a new client's OPEN in the grace period: %d, not GRACE" % st)
+    cl = Client(host, port, owner).connect()
+    status, res = cl.compound([Op(OP_PUTFH, X().opaque(fh).b),
+                               op_open_previous(cl.clientid, cl.owner)])
+    check(status == OK, "OPEN CLAIM_PREVIOUS: %d (%r)" % (status, [s for s, _ in res]))
+    sid = res[-1][1]
+    data = cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_read(sid, 0, 4)], "READ")[-1][1]
+    check(data == b"held", "READ with the reclaimed stateid: %r" % (data,))
+    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    other.c.close()
+    print("reclaim ok")
+
+
 def main():
     mode = sys.argv[5]
     if mode == "removed-open":
@@ -495,6 +543,10 @@ def main():
         mode_reclaim_complete()
     elif mode == "syncwrite":
         mode_syncwrite(sys.argv[6])
+    elif mode == "hold":
+        mode_hold(sys.argv[6])
+    elif mode == "reclaim":
+        mode_reclaim(sys.argv[6])
     elif mode == "verify":
         mode_verify(sys.argv[6], int(sys.argv[7]))
     else:

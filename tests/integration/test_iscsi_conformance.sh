@@ -41,7 +41,10 @@ not_applicable() { for e in $NOT_APPLICABLE; do [ "${e%%:*}" = "$1" ] && return 
 TGT=iqn.2026-11.org.cairn.test:conformance
 PORT=$(cairn_random_port)
 sparse_files "$T/dev" 2G a
-daemon_start d1 --iscsi-listen "127.0.0.1:$PORT"
+# As one head of an HA pair (docs/ha.md): REPORT TARGET PORT GROUPS lists two groups
+# and the port's relative id is not 1; the other iSCSI tests run as a lone head.
+printf 'alua_tpg_id = 2\nalua_partner_tpg_id = 1\n' >"$T/ha.conf"
+daemon_start d1 --config "$T/ha.conf" --iscsi-listen "127.0.0.1:$PORT"
 run_ok "$CAIRN" pool create tank "$T/dev/a"
 run_ok "$CAIRN" create -s -V 128M tank/lun
 run_ok "$CAIRN" iscsi target create "$TGT"

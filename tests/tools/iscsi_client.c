@@ -20,6 +20,10 @@
  *       one, whole (never older, never torn).
  *   iscsi_client [options] login  PORTAL TARGET      (exit 2: login refused)
  *   iscsi_client [options] naa    PORTAL TARGET      prints VPD 0x83's first NAA id
+ *   iscsi_client [options] ids    PORTAL TARGET      LUN 0's identity as a multipath
+ *       host sees it: "serial=" (VPD 0x80), "naa=", "relport=", "tpg=" (VPD 0x83),
+ *       then a "group=ID state=S pref=P port=R" line per REPORT TARGET PORT GROUPS
+ *       descriptor (state in hex: 0 active/optimized, 2 standby).
  *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
  *       (sparse: all-zero blocks become holes), so host tools can check what an
  *       initiator left on the LUN (e2fsck, debugfs).
@@ -358,6 +362,61 @@ static int pr_step(struct iscsi_context *c, int lun, int argc, char **argv)
     return 0;
 }
 
+/* VPD page `page` of LUN 0 into buf (at most cap bytes); its length, or -1. */
+static int vpd_page(struct iscsi_context *c, int page, uint8_t *buf, size_t cap)
+{
+    struct scsi_task *t = iscsi_inquiry_sync(c, 0, 1, page, 255);
+    int len = -1;
+    if (t && t->status == SCSI_STATUS_GOOD && t->datain.size >= 4) {
+        len = 4 + (t->datain.data[2] << 8 | t->datain.data[3]);
+        if (len > t->datain.size) len = t->datain.size;
+        if ((size_t)len > cap) len = (int)cap;
+        memcpy(buf, t->datain.data, (size_t)len);
+    }
+    if (t) scsi_free_scsi_task(t);
+    return len;
+}
+
+static int print_ids(struct iscsi_context *c)
+{
+    uint8_t d[256];
+    int len = vpd_page(c, 0x80, d, sizeof d);
+    if (len < 4) return 1;
+    printf("serial=%.*s\n", len - 4, (const char *)d + 4);
+    if ((len = vpd_page(c, 0x83, d, sizeof d)) < 4) return 1;
+    for (int off = 4; off + 4 <= len && off + 4 + d[off + 3] <= len; off += 4 + d[off + 3]) {
+        const uint8_t *p = d + off + 4;
+        switch (d[off + 1] & 0x0f) {
+        case 3:
+            printf("naa=");
+            for (int k = 0; k < d[off + 3]; k++) printf("%02x", p[k]);
+            printf("\n");
+            break;
+        case 4: printf("relport=%d\n", p[2] << 8 | p[3]); break;
+        case 5: printf("tpg=%d\n", p[2] << 8 | p[3]); break;
+        }
+    }
+    unsigned char cdb[12] = {0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};   /* 256 bytes */
+    struct scsi_task *t = scsi_create_task(12, cdb, SCSI_XFER_READ, 256);
+    if (!t || !iscsi_scsi_command_sync(c, 0, t, NULL) || t->status != SCSI_STATUS_GOOD ||
+        t->datain.size < 4) {
+        fprintf(stderr, "REPORT TARGET PORT GROUPS failed: %s\n", iscsi_get_error(c));
+        if (t) scsi_free_scsi_task(t);
+        return 1;
+    }
+    const uint8_t *r = t->datain.data;
+    int rlen = 4 + (int)((uint32_t)r[0] << 24 | r[1] << 16 | r[2] << 8 | r[3]);
+    if (rlen > t->datain.size) rlen = t->datain.size;
+    for (int off = 4; off + 8 <= rlen;) {
+        int nports = r[off + 7];
+        printf("group=%d state=%x pref=%d port=%d\n", r[off + 2] << 8 | r[off + 3], r[off] & 0x0f,
+               r[off] >> 7, nports && off + 12 <= rlen ? r[off + 10] << 8 | r[off + 11] : 0);
+        off += 8 + 4 * nports;
+    }
+    scsi_free_scsi_task(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
@@ -370,7 +429,7 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
     }
     if (argc - i < 3) {
-        fprintf(stderr, "usage: iscsi_client [opts] write|verify|login|naa|dump PORTAL TARGET ...\n");
+        fprintf(stderr, "usage: iscsi_client [opts] write|verify|login|naa|ids|dump PORTAL TARGET ...\n");
         return 1;
     }
     const char *cmd = argv[i], *portal = argv[i + 1], *target = argv[i + 2];
@@ -402,6 +461,14 @@ int main(int argc, char **argv)
             }
         }
         if (t) scsi_free_scsi_task(t);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (!strcmp(cmd, "ids")) {
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = settle(c, 0) || print_ids(c);
         iscsi_logout_sync(c);
         iscsi_destroy_context(c);
         return rc;

@@ -231,6 +231,30 @@ static void test_bad_lines(void **state)
     expect_bad("log_file =\n", "1", "missing value");
 }
 
+/* ALUA: a lone head is group 1 with no partner; a pair names both groups, and
+ * the partner's may not be this head's own (or out of 16 bits). */
+static void test_alua_settings(void **state)
+{
+    (void)state;
+    char path[600], err[1024] = "";
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(c.alua_tpg_id, 1);
+    assert_int_equal(c.alua_partner_tpg_id, 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/alua.conf", g_dir);
+    write_file(path, "alua_tpg_id = 2\nalua_partner_tpg_id = 1\n");
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_int_equal(c.alua_tpg_id, 2);
+    assert_int_equal(c.alua_partner_tpg_id, 1);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(mgmt_config_set(&c, "alua_partner_tpg_id", "2", err, sizeof err), 0);
+    assert_int_equal(mgmt_config_check(&c, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "alua_partner_tpg_id (2) equals alua_tpg_id"));
+    expect_bad("alua_tpg_id = 0\n", "1", "bad alua_tpg_id '0'");
+    expect_bad("alua_partner_tpg_id = 65536\n", "1", "bad alua_partner_tpg_id '65536'");
+}
+
 /* HTTPS: off by default (also in the shipped file), on with an address; a
  * certificate needs its key; port 0 is refused by name. */
 static void test_http_settings(void **state)
@@ -297,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_connection_settings),
         cmocka_unit_test(test_scan_throttle_settings),
         cmocka_unit_test(test_http_settings),
+        cmocka_unit_test(test_alua_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -757,6 +757,86 @@ static void test_report_opcodes_tpgs_tmfs(void **state)
     sfix_done(&s);
 }
 
+/*
+ * ALUA for an HA pair: this head's group (id 2, port 2) is active/optimized
+ * and preferred, the partner's (id 1, port 1) standby; both descriptors in
+ * either header format; VPD 0x83 names the configured group and the port the
+ * nexus came in on; a short allocation length gets a truncated list whose
+ * length field still counts every group; an LU whose pool is being exported
+ * is transitioning and refuses media access with a retryable NOT READY.
+ */
+static void test_alua_groups(void **state)
+{
+    (void)state;
+    sfix_t s;
+    sfix_make(&s, "scsi_alua", 512, true);
+    scsi_alua_t alua = {.local_group = 2, .local_port = 2, .partner_group = 1, .partner_port = 1};
+    scsi_target_set_alua(s.tgt, &alua);
+    s.nx[0].rel_port_id = 2;
+
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(s.cmd.data_in_len, 28);
+    assert_int_equal(g32(s.in), 24);
+    const uint8_t *local = s.in + 4, *partner = s.in + 16;
+    assert_int_equal(local[0], 0x80 | 0x0);      /* PREF, active/optimized */
+    assert_int_equal(local[1], 0x85);            /* T_SUP, S_SUP, AO_SUP */
+    assert_int_equal(g16(local + 2), 2);
+    assert_int_equal(local[7], 1);
+    assert_int_equal(g16(local + 10), 2);
+    assert_int_equal(partner[0], 0x2);           /* not preferred, standby */
+    assert_int_equal(g16(partner + 2), 1);
+    assert_int_equal(partner[7], 1);
+    assert_int_equal(g16(partner + 10), 1);
+
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x2a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g32(s.in), 28);
+    assert_int_equal(s.in[4], 0x10);
+    assert_int_equal(g16(s.in + 8 + 2), 2);
+    assert_int_equal(s.in[20] & 0x0f, 0x2);
+    assert_int_equal(g16(s.in + 20 + 2), 1);
+
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(s.cmd.data_in_len, 10);
+    assert_int_equal(g32(s.in), 24);
+
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0x83, 0, 255, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g16(find_designator(s.in, 4) + 6), 2);
+    assert_int_equal(g16(find_designator(s.in, 5) + 6), 2);
+    assert_int_equal(g64(find_designator(s.in, 3) + 12), SF_ID0);   /* the LU's name is not the head's */
+
+    /* an export drains LU 0: transitioning, media access refused (retryable), reports run */
+    scsi_lu_set_transitioning(s.tgt, 0);
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(s.in[4], 0x80 | 0xf);   /* still preferred, transitioning */
+    assert_true(s.in[5] & 0x80);             /* T_SUP */
+    assert_int_equal(s.in[16] & 0x0f, 0x2);
+    SRUN(&s, 0, 0, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0a);
+    SRUN(&s, 0, 0, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0a);
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 0, 0, 0, 255, 0);
+    sfix_expect_good(&s);
+    SRUN(&s, 0, 1, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);   /* LU 1 stays */
+    sfix_expect_good(&s);
+    SRUN(&s, 0, 1, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    assert_int_equal(s.in[4], 0x80);
+
+    /* without a partner: one group, as a lone head reports it */
+    alua = (scsi_alua_t){.local_group = 5, .local_port = 5};
+    scsi_target_set_alua(s.tgt, &alua);
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g32(s.in), 12);
+    assert_int_equal(g16(s.in + 6), 5);
+    assert_int_equal(g16(s.in + 14), 5);
+    sfix_done(&s);
+}
+
 static void xcopy_cscd(uint8_t *d, uint64_t id, uint32_t bs)
 {
     memset(d, 0, 32);
@@ -1167,6 +1247,7 @@ int main(void)
         cmocka_unit_test(test_thick_lu),
         cmocka_unit_test(test_mode_pages),
         cmocka_unit_test(test_report_opcodes_tpgs_tmfs),
+        cmocka_unit_test(test_alua_groups),
         cmocka_unit_test(test_xcopy),
         cmocka_unit_test(test_unit_attentions_and_sense),
         cmocka_unit_test(test_write_protected),

@@ -412,6 +412,54 @@ static void test_pr_status_and_persistence(void **state)
     sfix_done(&s);
 }
 
+/*
+ * pr_persist_all (an HA pair): every change reaches the store, APTPL or not,
+ * and the stored string says whether APTPL was active, so the store can keep
+ * it all for a takeover and drop what a restart must forget. A fresh LU given
+ * the string holds the same keys and reservation.
+ */
+static void test_pr_persist_all(void **state)
+{
+    (void)state;
+    sfix_t s;
+    sfix_make(&s, "scsi_prall", 512, true);
+    hook_log_t h = {0};
+    scsi_lu_opts_t lo = {.id = 7, .thin = true, .pr_hook = hook, .pr_hook_arg = &h,
+                         .pr_persist_all = true};
+    assert_int_equal(scsi_lu_add(s.tgt, 3, s.zv[1], &lo, NULL), 0);
+    const uint8_t tur[6] = {0};
+    sfix_run(&s, A, 3, tur, 6, NULL, 0, 0);   /* the new LU's power-on UA */
+    uint8_t reg[10] = {0x5f, SA_REGISTER, 0, 0, 0, 0, 0, 0, 24, 0};
+    uint8_t p[24] = {0};
+    p[15] = 0xa1;
+    assert_int_equal(sfix_run(&s, A, 3, reg, 10, p, 24, 0), GOOD);
+    assert_int_equal(h.calls, 1);
+    assert_false(scsi_pr_state_aptpl(h.last, h.len));
+    uint8_t res[10] = {0x5f, SA_RESERVE, 3, 0, 0, 0, 0, 0, 24, 0};
+    p[7] = 0xa1;
+    p[15] = 0;
+    assert_int_equal(sfix_run(&s, A, 3, res, 10, p, 24, 0), GOOD);
+    assert_int_equal(h.calls, 2);
+    assert_false(scsi_pr_state_aptpl(h.last, h.len));
+    assert_false(scsi_pr_state_aptpl(h.last, h.len - 1));   /* malformed: no */
+
+    uint8_t saved[1024];
+    size_t saved_len = h.len;
+    memcpy(saved, h.last, h.len);
+    assert_int_equal(scsi_lu_remove(s.tgt, 3), 0);
+    lo.pr_state = saved;
+    lo.pr_state_len = saved_len;
+    assert_int_equal(scsi_lu_add(s.tgt, 3, s.zv[1], &lo, NULL), 0);
+    sfix_run(&s, A, 3, tur, 6, NULL, 0, 0);
+    sfix_run(&s, B, 3, tur, 6, NULL, 0, 0);
+    const uint8_t wr[10] = {0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0};
+    uint8_t block[512] = {0};
+    assert_int_equal(sfix_run(&s, B, 3, wr, 10, block, 512, 0), CONFLICT);
+    assert_int_equal(sfix_run(&s, A, 3, wr, 10, block, 512, 0), GOOD);
+    assert_int_equal(scsi_lu_remove(s.tgt, 3), 0);
+    sfix_done(&s);
+}
+
 static void test_reserve6(void **state)
 {
     (void)state;
@@ -475,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_pr_types),
         cmocka_unit_test(test_pr_preempt_clear),
         cmocka_unit_test(test_pr_status_and_persistence),
+        cmocka_unit_test(test_pr_persist_all),
         cmocka_unit_test(test_reserve6),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
