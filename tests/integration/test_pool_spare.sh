@@ -70,8 +70,10 @@ awk '/^\tlogs$/ { s = "l" } /^\tspares$/ { s = "s" } /^\tcache$/ { s = "c" }
 run_fail "$CAIRN" pool remove sm "$L2"
 run_ok "$CAIRN" pool status sm
 cmp -s "$LAST_STDOUT" "$T/status.before" || fail "a refused command changed the pool: $(cat "$LAST_STDOUT")"
+space0=$(pool_space sm)
 run_ok "$CAIRN" pool add sm spare "$d/s2"
 [ "$(spare_row sm "$d/s2")" = AVAIL ] || fail "s2 not added: $(cat "$LAST_STDOUT")"
+same_space sm "$space0" "after a spare was added"
 run_ok "$CAIRN" pool remove sm "$d/s2"
 [ -z "$(spare_row sm "$d/s2")" ] || fail "s2 still listed after remove"
 pass "spares: create, add, remove; bad input refused, nothing changed"
