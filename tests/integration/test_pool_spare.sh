@@ -10,8 +10,9 @@
 #    FAULTED and an available spare steps in by itself (spare-N in the tree, INUSE) and
 #    is resilvered; `pool replace POOL FAILED NEW` then replaces it and the spare steps
 #    back out (AVAIL); every byte the clients wrote verifies.
-#  - the failed disk answers again: `pool clear POOL FAILED` reopens it, and once it is
-#    resilvered the spare steps back out by itself (AVAIL), the disk is a plain member.
+#  - the failed disk answers again: `pool clear POOL FAILED` (or `online`) reopens it, and
+#    once it is resilvered the spare steps back out by itself (AVAIL), the disk is a plain
+#    member; a second fault then takes the other spare.
 #  - a disk missing at import: the spare steps in at import, by itself.
 #  - the space a user reads stays right: the pool's size and a dataset's used+available
 #    do not change while a spare stands in or after it returns (a spare adds no capacity).
@@ -139,9 +140,24 @@ same_space sc "$space0" "after the spare returned"
 run_ok "$CAIRN" pool events -H sc
 grep -qF "sysevent.fs.cairn.vdev_remove	sc	vdev=$d/s1 spare=1" "$LAST_STDOUT" ||
     fail "no event of the spare's return: $(cat "$LAST_STDOUT")"
+# Again with `online`: the returned spare keeps its device open until the pool closes,
+# so the next fault takes the other spare.
+sparse_files "$d" 256M s2
+run_ok "$CAIRN" pool add sc spare "$d/s2"
+touch "$d/l2.eio"
+pool_put sc d 8
+wait_spare_in sc "$d/s2"
+rm "$d/l2.eio"
+run_ok "$CAIRN" pool online sc "$L2"
+wait_spare_avail sc "$d/s2"
+run_ok "$CAIRN" pool wait -t resilver sc
+run_ok "$CAIRN" pool status sc
+[ "$(leaf_row "$L2" | cut -d' ' -f1)" = ONLINE ] || fail "l2 not back after online: $(cat "$LAST_STDOUT")"
+pool_verify_all sc
+scrub_clean sc
 run_ok "$CAIRN" pool export sc
 check_clean sc "$d"
-pass "the failed disk back (clear) and resilvered: the spare steps back out by itself; every write verifies"
+pass "the failed disk back (clear, then online) and resilvered: the spare steps back out by itself; every write verifies"
 
 # ---- a disk missing at import: its spare steps in at import ----
 d=$T/i
