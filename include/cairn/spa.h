@@ -295,9 +295,16 @@ int spa_vdev_clear(spa_t *spa, const char *path, char *err, size_t errlen);
  * holds the failed leaf and the spare, which is resilvered. replace of the
  * failed leaf then returns the spare (available again once the new disk is
  * whole); detach of the spare returns it at once; detach of the failed leaf
- * keeps the spare for good. */
+ * keeps the spare for good; the failed leaf back in service (clear/online) and
+ * resilvered returns the spare by itself. A leaf found FAULTED or missing at
+ * import, or when spares are added, gets a spare too. */
 int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
                   size_t errlen);
+/* `pool add -n ... spare DEV...`: the checks spa_spare_add makes (the device
+ * opens, is big enough, is no device or spare of this pool nor, without force,
+ * of another; none given twice), nothing changed. */
+int spa_spare_add_dry_run(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
+                          size_t errlen);
 /* Refused while the spare is in use, or when path is no spare of spa. */
 int spa_spare_remove(spa_t *spa, const char *path, char *err, size_t errlen);
 bool spa_is_spare(spa_t *spa, const char *path);

@@ -329,15 +329,19 @@ static size_t spare_status(cairnd_arena_t *a, spa_t *spa, Cairn__Mgmt__VdevStatu
     return n;
 }
 
-/* `spare DEV...` of create and add. */
-static int add_spares(spa_t *spa, char **spares, size_t n, bool force, char *err, size_t errlen)
+/* `spare DEV...` of create and add (dry_run: add -n, the checks only). */
+static int add_spares(spa_t *spa, char **spares, size_t n, bool force, bool dry_run, char *err,
+                      size_t errlen)
 {
     for (size_t i = 0; i < n; i++)
         if (!device_path_ok(spares[i])) {
             snprintf(err, errlen, "device paths must be absolute ('%s')", spares[i]);
             return -EINVAL;
         }
-    return n ? spa_spare_add(spa, (const char *const *)spares, n, force, err, errlen) : 0;
+    if (!n) return 0;
+    const char *const *paths = (const char *const *)spares;
+    return dry_run ? spa_spare_add_dry_run(spa, paths, n, force, err, errlen)
+                   : spa_spare_add(spa, paths, n, force, err, errlen);
 }
 
 static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t *dp)
@@ -671,7 +675,7 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
         }
     }
     rc = cairnd_arc_add_devices(spa, m->cache_devices, m->n_cache_devices, err, sizeof err);
-    if (!rc) rc = add_spares(spa, m->spares, m->n_spares, m->force, err, sizeof err);
+    if (!rc) rc = add_spares(spa, m->spares, m->n_spares, m->force, false, err, sizeof err);
     if (rc) { /* L2ARC: the `cache` section (arc.c); hot spares */
         spa_destroy(spa);
         set_error(resp, a, rc, "cannot create '%s': %s", m->name, err);
@@ -1025,7 +1029,8 @@ static void refresh_paths(cache_entry_t *e)
 }
 
 /* `pool add -n`: the checks of a real add (the CLI prints the layout), no change.
- * Cache devices are only checked to exist and be unused by this pool. */
+ * Cache devices are only checked to exist and be unused by this pool; spares get
+ * the checks of a real add of spares. */
 static void do_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, const Cairn__Mgmt__PoolAdd *m,
                            Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
 {
@@ -1043,6 +1048,7 @@ static void do_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, const Cairn_
         }
     }
     int rc = root ? spa_vdev_add_dry_run(spa, root, m->force, err, sizeof err) : 0;
+    if (!rc) rc = add_spares(spa, m->spares, m->n_spares, m->force, true, err, sizeof err);
     if (rc) set_error(resp, a, rc, "cannot add to '%s': %s", m->name, err[0] ? err : strerror(-rc));
 }
 
@@ -1073,7 +1079,7 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
         return;
     }
     if (m->n_spares) { /* spares first: they take nothing the rest could need back */
-        int rs = add_spares(e->spa, m->spares, m->n_spares, m->force, err, sizeof err);
+        int rs = add_spares(e->spa, m->spares, m->n_spares, m->force, false, err, sizeof err);
         if (rs) {
             set_error(resp, a, rs, "cannot add to '%s': %s", m->name, err);
             return;

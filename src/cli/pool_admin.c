@@ -69,9 +69,19 @@ static void print_spec_vdev(const spa_vdev_spec_t *s, bool want_log)
     for (uint32_t i = 0; i < s->nchildren; i++) printf("\t    %s\n", s->children[i].path);
 }
 
-/* `pool add -n`: the pool's tree as it would be, data vdevs, then logs, then cache. */
+/* A section (cache, spares) of `pool add -n`: the pool's devices, then the new ones. */
+static void print_add_section(const char *title, Cairn__Mgmt__VdevStatus *const *have, size_t nhave,
+                              char *const *added, size_t nadded)
+{
+    if (nhave || nadded) printf("\t%s\n", title);
+    for (size_t i = 0; i < nhave; i++) printf("\t  %s\n", have[i]->name);
+    for (size_t i = 0; i < nadded; i++) printf("\t  %s\n", added[i]);
+}
+
+/* `pool add -n`: the pool's tree as it would be, data vdevs, then logs, cache, spares. */
 static void print_add_layout(const char *name, const spa_vdev_spec_t *root,
-                             const Cairn__Mgmt__PoolCreate *cache, const char *what)
+                             const Cairn__Mgmt__PoolCreate *cache, const Cairn__Mgmt__PoolAdd *pa,
+                             const char *what)
 {
     Cairn__Mgmt__Response *r = pool_status_of(name, what);
     const Cairn__Mgmt__PoolStatusResult *p = r->pool_status->pools[0];
@@ -88,9 +98,8 @@ static void print_add_layout(const char *name, const spa_vdev_spec_t *root,
         for (uint32_t i = 0; root && i < root->nchildren; i++)
             print_spec_vdev(&root->children[i], want_log);
     }
-    if (p->n_cache || cache->n_cache_devices) printf("\tcache\n");
-    for (size_t i = 0; i < p->n_cache; i++) printf("\t  %s\n", p->cache[i]->name);
-    for (size_t i = 0; i < cache->n_cache_devices; i++) printf("\t  %s\n", cache->cache_devices[i]);
+    print_add_section("cache", p->cache, p->n_cache, cache->cache_devices, cache->n_cache_devices);
+    print_add_section("spares", p->spares, p->n_spares, pa->spares, pa->n_spares);
     fflush(stdout);
     cairn__mgmt__response__free_unpacked(r, NULL);
 }
@@ -136,7 +145,7 @@ int cmd_pool_add(int argc, char **argv)
     req.pool_add = &pa;
     Cairn__Mgmt__Response *r = call(&req);
     cairn__mgmt__response__free_unpacked(r, NULL);
-    if (pa.dry_run) print_add_layout(name, root, &pc, what);
+    if (pa.dry_run) print_add_layout(name, root, &pc, &pa, what);
     if (pa.root) spec_msg_free(pa.root);
     mgmt_vdev_spec_free(root);
     cli_cache_section_free(&pc);

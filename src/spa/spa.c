@@ -669,6 +669,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         spa_fault_start(spa);
         spa_resilver_check(spa); /* one the last run of the pool left unfinished */
         spa_scan_resume_saved(spa);
+        spa_spare_activate_all(spa); /* a disk lost while the pool was down */
     }
     if (spa_health(spa) != VDEV_STATE_ONLINE)
         log_warn("spa", "pool %s imported %s", spa->name, vdev_state_name(spa_health(spa)));

@@ -456,8 +456,14 @@ bool spa_spare_listed(const spa_t *spa, const char *path);
 vdev_t *spa_spare_step_aside(spa_t *spa, vdev_t *sp);
 /* Under config_lock, `detach` of a side of spare vdev leaf->parent. */
 int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
-/* No lock held: an available spare steps in for a leaf just FAULTED. */
+/* No lock held: an available spare steps in for a leaf just FAULTED (or missing). */
 void spa_spare_activate(spa_t *spa, const char *faulted_path);
+/* No lock held: a spare steps in for every FAULTED or missing data leaf that has
+ * none (at import, after spares are added). */
+void spa_spare_activate_all(spa_t *spa);
+/* Under config_lock: leaf was just made whole; when it is the failed side of a
+ * spare-N vdev and back in service, the spare returns to the list. */
+void spa_spare_return_if_whole(spa_t *spa, vdev_t *leaf);
 
 /* spa_errlog.c */
 /* resumed: the scrub goes on from a saved position, what it found before

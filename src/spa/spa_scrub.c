@@ -278,6 +278,7 @@ static bool rs_complete(spa_t *spa, scan_ctx_t *c)
         atomic_store(&leaf->stale, false);
         changed = true;
         spa_vdev_replace_done(spa, leaf);
+        spa_spare_return_if_whole(spa, leaf);
     }
     if (changed) {
         bool more = false;

@@ -19,8 +19,16 @@
  *    spare leaves the tree and is available again;
  *  - `detach POOL SPARE`: the spare leaves, the failed leaf stays where it was;
  *  - `detach POOL FAILED`: the spare takes its place for good and leaves the list.
+ *  - the failed leaf comes back (`clear`/`online` of it once it answers):
+ *    when the resilver has made it whole again, the spare steps back out
+ *    by itself and is available again, as in ZFS.
  * A spare whose leaf left the tree stays open (a reader may hold it) until
  * the pool closes: it can be taken again after the next import.
+ *
+ * WHEN. A spare steps in for a leaf fault management just FAULTED, and for
+ * every leaf found FAULTED or missing at import or when a spare is added
+ * (spa_spare_activate_all): a pool that lost a disk while down, or before it
+ * had a spare, gets its redundancy back without the administrator.
  */
 #include "spa_impl.h"
 
@@ -113,6 +121,35 @@ static int spare_check(spa_t *spa, const char *path, bool force, char *err, size
     return e;
 }
 
+/* Under config_lock: whether every one of paths may become a spare of spa. */
+static int spares_check(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
+                        size_t errlen)
+{
+    if (spa->nspares + n > SPA_MAX_SPARES) {
+        cairn_seterr(err, errlen, "a pool has at most %d spares", SPA_MAX_SPARES);
+        return -E2BIG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(paths[i], paths[j])) {
+                cairn_seterr(err, errlen, "'%s' is given more than once", paths[i]);
+                return -EINVAL;
+            }
+        int e = spare_check(spa, paths[i], force, err, errlen);
+        if (e) return e;
+    }
+    return 0;
+}
+
+int spa_spare_add_dry_run(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
+                          size_t errlen)
+{
+    pthread_mutex_lock(&spa->config_lock);
+    int e = spares_check(spa, paths, n, force, err, errlen);
+    pthread_mutex_unlock(&spa->config_lock);
+    return e;
+}
+
 int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, char *err,
                   size_t errlen)
 {
@@ -121,15 +158,9 @@ int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, ch
         return -EROFS;
     }
     pthread_mutex_lock(&spa->config_lock);
-    int e = 0;
     uint32_t before = spa->nspares;
-    if (before + n > SPA_MAX_SPARES) {
-        cairn_seterr(err, errlen, "a pool has at most %d spares", SPA_MAX_SPARES);
-        e = -E2BIG;
-    }
+    int e = spares_check(spa, paths, n, force, err, errlen);
     for (size_t i = 0; i < n && !e; i++) {
-        e = spare_check(spa, paths[i], force, err, errlen);
-        if (e) break;
         spa_spare_phys_t *s = &spa->spares[spa->nspares++];
         memset(s, 0, sizeof *s);
         s->guid = cairn_random_guid();
@@ -148,6 +179,7 @@ int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, ch
         }
     }
     pthread_mutex_unlock(&spa->config_lock);
+    if (!e) spa_spare_activate_all(spa); /* a leaf that failed before there was a spare */
     return e;
 }
 
@@ -273,14 +305,24 @@ int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
     return 0;
 }
 
+/* A data leaf out of service - FAULTED, or missing (UNAVAIL: not found at
+ * import) - that no spare or replacement covers yet. */
+static bool wants_spare(const vdev_t *leaf)
+{
+    int st = atomic_load(&leaf->state);
+    const vdev_t *top = vdev_top((vdev_t *)leaf);
+    return (st == VDEV_STATE_FAULTED || st == VDEV_STATE_UNAVAIL) && leaf->parent &&
+           leaf->parent->type != VDEV_TYPE_REPLACING && top && top != leaf &&
+           top->alloc_class != VDEV_CLASS_LOG;
+}
+
 void spa_spare_activate(spa_t *spa, const char *faulted_path)
 {
     char cand[SPA_MAX_SPARES][SPA_PATH_MAX];
     uint32_t n = 0;
     pthread_mutex_lock(&spa->config_lock);
     vdev_t *leaf = spa_leaf_by_path(spa, faulted_path);
-    bool wanted = leaf && atomic_load(&leaf->state) == VDEV_STATE_FAULTED && leaf->parent &&
-                  leaf->parent->type != VDEV_TYPE_REPLACING;
+    bool wanted = leaf && wants_spare(leaf);
     for (uint32_t i = 0; wanted && i < spa->nspares; i++)
         if (!tree_leaf(spa, spa->spares[i].path)) cairn_strlcpy(cand[n++], spa->spares[i].path, SPA_PATH_MAX);
     pthread_mutex_unlock(&spa->config_lock);
@@ -298,4 +340,42 @@ void spa_spare_activate(spa_t *spa, const char *faulted_path)
         log_warn("spa", "pool %s: spare %s cannot stand in for %s: %s", spa->name, cand[i],
                  faulted_path, err);
     }
+}
+
+typedef struct uncovered {
+    char paths[SPA_MAX_SPARES][SPA_PATH_MAX];
+    uint32_t n;
+} uncovered_t;
+
+static void note_uncovered(vdev_t *leaf, void *arg)
+{
+    uncovered_t *u = arg;
+    if (u->n < SPA_MAX_SPARES && leaf->path && wants_spare(leaf))
+        cairn_strlcpy(u->paths[u->n++], leaf->path, SPA_PATH_MAX);
+}
+
+void spa_spare_activate_all(spa_t *spa)
+{
+    if (spa->readonly) return;
+    uncovered_t *u = cairn_zalloc(sizeof *u);
+    pthread_mutex_lock(&spa->config_lock);
+    if (spa->nspares) vdev_foreach_leaf(spa->root, note_uncovered, u);
+    pthread_mutex_unlock(&spa->config_lock);
+    for (uint32_t i = 0; i < u->n; i++) spa_spare_activate(spa, u->paths[i]);
+    free(u);
+}
+
+void spa_spare_return_if_whole(spa_t *spa, vdev_t *leaf)
+{
+    vdev_t *sp = leaf->parent;
+    if (!sp || sp->type != VDEV_TYPE_REPLACING || !sp->is_spare || sp->nchildren != 2 ||
+        leaf != sp->children[0] || !vdev_leaf_readable(leaf) || leaf->ndtl ||
+        atomic_load(&leaf->state) != VDEV_STATE_ONLINE)
+        return;
+    vdev_t *spare = sp->children[1];
+    char err[512] = "";
+    /* The original holds every block again: as in ZFS, the spare goes back to the list. */
+    int e = spa_spare_detach_locked(spa, spare, err, sizeof err);
+    if (e) log_warn("spa", "pool %s: spare %s stays in use: %s", spa->name,
+                    spare->path ? spare->path : "?", err);
 }

@@ -321,6 +321,158 @@ stop_writer() {
     wait "$ACKWRITER_PID" 2>/dev/null || true
 }
 
+# ---- disks that fail and are resilvered under NFS and iSCSI clients ----
+# (test_pool_fault, _spare, _resilver*, _rebuild, _space: source nfs_lib.sh too.)
+
+# pool_put POOL NAME MIB: a random file of MIB MiB (at most 16) written through NFS into
+# POOL/fs, kept as $T/POOL.NAME to compare.
+pool_put() {
+    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
+    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
+}
+
+# pool_verify_all POOL: every file pool_put wrote into POOL reads back byte for byte.
+pool_verify_all() {
+    local f name
+    for f in "$T/$1".*; do
+        name=${f##*/$1.}
+        nfs-cat "$(nfs_url "/$1/fs/$name")" >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
+        cmp -s "$f" "$T/readback" || fail "$1: $name differs"
+    done
+}
+
+# scrub_clean POOL [SECONDS]: a scrub that repairs nothing and finds no error.
+scrub_clean() {
+    run_ok "$CAIRN" pool scrub "$1"
+    wait_scrub "$1" "${2:-120}"
+    grep -q 'scan: scrub repaired 0 in .* with 0 errors' "$LAST_STDOUT" ||
+        fail "$1: scrub: $(grep scan: "$LAST_STDOUT")"
+}
+
+# resilvered POOL: waits for the resilver to end; prints the bytes it resilvered.
+resilvered() {
+    run_ok "$CAIRN" pool wait -t resilver "$1"
+    run_ok "$CAIRN" pool status "$1"
+    local r
+    r=$(sed -n 's/.*scan: resilvered \([^ ]*\) in .* with 0 errors on .*/\1/p' "$LAST_STDOUT")
+    [ -n "$r" ] || fail "$1: no finished resilver in: $(cat "$LAST_STDOUT")"
+    numfmt --from=iec "$r"
+}
+
+# log_mark: the daemon log's ($LOG) line count now; log_wait FROM_LINE PATTERN waits (up
+# to 120 s) for a line matching PATTERN after line FROM_LINE and prints it.
+log_mark() { wc -l <"$LOG"; }
+log_wait() {
+    local from=$1 pat=$2 i line
+    for i in $(seq 1 1200); do
+        line=$(tail -n +"$((from + 1))" "$LOG" | grep -a -m1 -E "$pat" || true)
+        [ -n "$line" ] && { echo "$line"; return 0; }
+        sleep 0.1
+    done
+    fail "no log line '$pat' within 120 s: $(tail -n 5 "$LOG")"
+}
+
+# iscsi_lun_setup POOL [NAME]: a 64 MiB volume POOL/vol exported as LUN 0 of target $TGT
+# (iqn...:NAME, NAME defaults to POOL), for the acknowledged-write writer below.
+iscsi_lun_setup() {
+    TGT=iqn.2026-12.org.cairn.test:${2:-$1}
+    run_ok "$CAIRN" create -V 64M "$1/vol"
+    run_ok "$CAIRN" iscsi target create "$TGT"
+    run_ok "$CAIRN" iscsi lun add "$TGT" "$1/vol"
+}
+
+# fail_under_load POOL SEED MIB FILE...: with POOL/fs shared, the iSCSI writer (ACKS
+# $T/acks.POOL) running and an NFS client writing MIB-MiB files, the fault-injecting
+# leaves of each FILE stop answering (FILE.eio). The writer keeps running.
+fail_under_load() {
+    local pool=$1 mib=$3 f
+    iscsi_lun_setup "$pool"
+    ACKS="$T/acks.$pool" SEED=$2
+    shift 3
+    start_writer
+    pool_put "$pool" a "$mib"
+    for f in "$@"; do touch "$f.eio"; done
+    pool_put "$pool" b "$mib"
+    wait_acks 300
+}
+
+# load_verified POOL: the writer stopped, every acknowledged iSCSI write and every NFS
+# file reads back, a scrub finds nothing; then the target goes.
+load_verified() {
+    stop_writer
+    run_ok "$CAIRN_BIN/iscsi_client" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
+    pool_verify_all "$1"
+    scrub_clean "$1"
+    run_ok "$CAIRN" iscsi target destroy -f "$TGT"
+}
+
+# leaf_state POOL PATH: the STATE column of the leaf (`pool status` in $LAST_STDOUT).
+leaf_state() {
+    run_ok "$CAIRN" pool status "$1"
+    leaf_row "$2" | cut -d' ' -f1
+}
+
+# wait_state POOL PATH STATE: until the leaf shows STATE (fault management acts by itself).
+wait_state() {
+    local i
+    for i in $(seq 1 300); do
+        [ "$(leaf_state "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+    done
+    fail "$2 never became $3: $(cat "$LAST_STDOUT")"
+}
+
+# spare_row POOL PATH: the state the spares section gives PATH (empty: not listed).
+spare_row() {
+    run_ok "$CAIRN" pool status "$1"
+    sed -n '/^	spares$/,/^$/p' "$LAST_STDOUT" | awk -v p="$2" '$1 == p { print $2 }'
+}
+
+# wait_spare_in POOL SPARE: until SPARE is INUSE under a spare-N vdev and resilvered.
+wait_spare_in() {
+    local i
+    for i in $(seq 1 300); do
+        if [ "$(spare_row "$1" "$2")" = INUSE ] && grep -q 'spare-[0-9]' "$LAST_STDOUT"; then
+            run_ok "$CAIRN" pool wait -t resilver "$1"
+            run_ok "$CAIRN" pool status "$1"
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "$2 never stepped in: $(cat "$LAST_STDOUT")"
+}
+
+# wait_spare_avail POOL SPARE: until SPARE is back in the list (AVAIL) with no spare-N left.
+wait_spare_avail() {
+    local i
+    for i in $(seq 1 300); do
+        [ "$(spare_row "$1" "$2")" = AVAIL ] && ! grep -q 'spare-[0-9]' "$LAST_STDOUT" && return 0
+        sleep 0.1
+    done
+    fail "$2 never returned: $(cat "$LAST_STDOUT")"
+}
+
+# pool_space POOL: "SIZE USED+AVAILABLE" as `pool list` and the pool's dataset show them;
+# checks that the pool's alloc + free make its size.
+pool_space() {
+    run_ok "$CAIRN" pool list -H -p "$1"
+    local size alloc free
+    IFS=$'\t' read -r _ size alloc free _ <"$LAST_STDOUT"
+    [ $((alloc + free)) = "$size" ] || fail "$1: alloc $alloc + free $free != size $size"
+    echo "$size $(($(ds_get used "$1") + $(ds_get available "$1")))"
+}
+# same_space POOL BEFORE WHAT: the size is BEFORE's to the byte, used+available within 2%
+# (what a user reads: a spare or a replacement adds no capacity).
+same_space() {
+    local now b_size b_tot n_size n_tot
+    now=$(pool_space "$1")
+    read -r b_size b_tot <<<"$2"
+    read -r n_size n_tot <<<"$now"
+    [ "$n_size" = "$b_size" ] || fail "$1 $3: pool size $n_size, was $b_size"
+    [ $(((n_tot - b_tot) * 50)) -le "$b_tot" ] && [ $(((b_tot - n_tot) * 50)) -le "$b_tot" ] ||
+        fail "$1 $3: used+available $n_tot, was $b_tot"
+}
+
 # ---- dataset helpers (test_cli_datasets*.sh) ----
 
 # ds_get PROP DATASET: the exact value (get -H -p -o value).

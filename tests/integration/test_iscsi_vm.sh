@@ -57,16 +57,7 @@ fail() {
 	exit 1
 }
 login() {
-	timeout 60 iscsiadm -m node -T "$IQN" -p "$PORTAL" --login || fail "login (rc $?)"
-	LOGGED_IN=1
-	dev=
-	for _ in $(seq 1 300); do
-		for b in /sys/class/iscsi_session/session*/device/target*/*/block/*; do
-			[ -e "$b" ] && { dev=/dev/$(basename "$b"); break 2; }
-		done
-		sleep 0.1
-	done
-	[ -n "$dev" ] && [ -b "$dev" ] || fail "no disk appeared after login"
+	iscsi_login
 	d=$(basename "$dev")
 }
 logout() {
@@ -182,6 +173,7 @@ bad=$(kmsgs | grep -iE "$BAD")
 [ -z "$bad" ] || fail "the kernel complained: $bad"
 echo "PASS: kernel iSCSI initiator: ext4, files, fstrim, e2fsck, logout and re-login"
 GUEST_SCRIPT
+sed -i "1r $CAIRN_SRC/tests/integration/vm_guest_iscsi.sh" "$GUEST"
 
 rc=0
 VM_ISCSI_PORT=$PORT VM_NFS_PORT=0 GUEST_ISCSI_IQN=$TGT GUEST_VOL_BYTES=$VOL_BYTES \

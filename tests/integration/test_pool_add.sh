@@ -3,8 +3,9 @@
 #  1. A mirror pool filled to ~90% over NFS gets a second mirror while an NFS client
 #     keeps writing FILE_SYNC records: the writer goes on, the new mirror takes most of
 #     the data written after the add (per-vdev alloc of `pool iostat -v`), size grows by
-#     the new vdev, `pool status` and `pool list -v` show it, every acknowledged record
-#     verifies, and the exported pool checks clean and imports again with the data.
+#     exactly the new vdev's capacity, `pool status` and `pool list -v` show it, every
+#     acknowledged record verifies, and the exported pool checks clean and imports
+#     again with the data.
 #  2. raidz2 added to a raidz2 pool: size and dataset avail grow by the data share
 #     (deflated); a mirror forced in beside them: a file's `used` is its size wherever
 #     its blocks landed; check clean.
@@ -79,6 +80,11 @@ awk -F'\t' '$1 == "mirror-1" && $2 > 300 * 1048576 { found = 1 } END { exit !fou
     fail "pool list -v lacks the new mirror's capacity: $(cat "$LAST_STDOUT")"
 size1=$(pool_size tank)
 [ "$size1" -ge $((size0 * 19 / 10)) ] || fail "pool size $size1 after adding a mirror like the first ($size0)"
+# The pool grew by exactly the new vdev's capacity, and the old one's is unchanged.
+run_ok "$CAIRN" pool list -v -H -p tank
+vdev_size() { awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$LAST_STDOUT"; }
+[ "$(vdev_size mirror-0)" = "$size0" ] && [ $((size1 - size0)) = "$(vdev_size mirror-1)" ] ||
+    fail "size $size0 -> $size1 is not the old vdev's plus the new one's: $(cat "$LAST_STDOUT")"
 # The writer's records after the add and more data: where did they land?
 new0=0
 "$NFSCLIENT" "$URL" fill post $((48 * MIB)) >"$LAST_STDOUT" 2>"$LAST_STDERR" ||

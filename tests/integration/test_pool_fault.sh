@@ -14,13 +14,15 @@
 #  - `pool events` shows the sequence (checksum and io ereports with the device and
 #    offset, statechange FAULTED and ONLINE, clear, resilver start and finish);
 #    `pool events -f` follows new ones; `-c` clears them.
-#  - mirror 3-way, raidz1 and raidz2: a disk fails under the iSCSI writer, FAULTED,
-#    then `pool replace` with a new disk; every acknowledged write verifies.
+#  - mirror 3-way, raidz1, raidz2 (two disks), raidz3 (three disks) and two striped
+#    mirrors (a disk of each): disks fail under the NFS and iSCSI writers, FAULTED, then
+#    `pool replace` with new disks; every acknowledged write and NFS file verifies, a
+#    scrub finds nothing, `cairn check` is clean, and the pool's size and the space a
+#    dataset shows (used+available) are what they were before the fault.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
 
-CLIENT="$CAIRN_BIN/iscsi_client"
 BLOCKS=2048
 cat >"$T/cairnd.conf" <<EOF
 fault_errors = 5
@@ -35,48 +37,8 @@ start() {
 }
 start
 
-# put POOL NAME MIB: a random file through NFS, kept locally to compare.
-put() {
-    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
-    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
-}
-verify_all() {
-    local f name
-    for f in "$T/$1".*; do
-        name=${f##*/$1.}
-        nfs-cat "$(nfs_url "/$1/fs/$name")" >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
-        cmp -s "$f" "$T/readback" || fail "$1: $name differs"
-    done
-}
-scrub_clean() {
-    run_ok "$CAIRN" pool scrub "$1"
-    wait_scrub "$1"
-    grep -q 'scan: scrub repaired 0 in .* with 0 errors' "$LAST_STDOUT" ||
-        fail "$1: scrub: $(grep scan: "$LAST_STDOUT")"
-}
-# leaf_state POOL PATH: the STATE column of the leaf.
-leaf_state() {
-    run_ok "$CAIRN" pool status "$1"
-    leaf_row "$2" | cut -d' ' -f1
-}
-# wait_state POOL PATH STATE: until the leaf shows STATE (fault management acts by itself).
-wait_state() {
-    local i
-    for i in $(seq 1 300); do
-        [ "$(leaf_state "$1" "$2")" = "$3" ] && return 0
-        sleep 0.1
-    done
-    fail "$2 never became $3: $(cat "$LAST_STDOUT")"
-}
 # events POOL: `pool events -H POOL` into $LAST_STDOUT.
 events() { run_ok "$CAIRN" pool events -H "$1"; }
-# iscsi_setup POOL NAME: a volume exported as LUN 0 of target TGT.
-iscsi_setup() {
-    TGT=iqn.2026-12.org.cairn.test:$2
-    run_ok "$CAIRN" create -V 64M "$1/vol"
-    run_ok "$CAIRN" iscsi target create "$TGT"
-    run_ok "$CAIRN" iscsi lun add "$TGT" "$1/vol"
-}
 
 # ---- mirror: threshold, fault under load, restart, clear, events ----
 d=$T/m
@@ -84,7 +46,7 @@ sparse_files "$d" 256M l1 l2
 L1=fault:$d/l1 L2=fault:$d/l2
 run_ok "$CAIRN" pool create fm mirror "$L1" "$L2"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash fm/fs
-put fm a 16  # (putfile sends at most 16 MiB)
+pool_put fm a 16  # (putfile sends at most 16 MiB)
 scrub_clean fm
 
 # Below the threshold: three bad blocks on l2 are repaired, l2 stays ONLINE.
@@ -116,7 +78,7 @@ run_ok "$CAIRN" pool clear fm "$L2"
 pass "errors above the threshold: DEGRADED, repaired, clear"
 
 # A disk that stops answering under NFS and iSCSI writers: FAULTED by itself.
-iscsi_setup fm fm
+iscsi_lun_setup fm
 ACKS="$T/acks.fm" SEED=21
 start_writer
 wait_acks 100
@@ -125,14 +87,14 @@ before=$(tail -n 1 "$LAST_STDOUT" | cut -f1)
 "$CAIRN" pool events -f fm >"$T/follow" 2>&1 &
 FOLLOW=$!
 touch "$d/l2.eio"
-put fm b 16 # NFS writes while the disk fails
+pool_put fm b 16 # NFS writes while the disk fails
 wait_acks 200
 wait_state fm "$L2" FAULTED
 expect_stdout "state: DEGRADED"
 expect_stdout "status: One or more devices are faulted in response to persistent errors"
 expect_stdout "action: Replace the faulted device, or use 'cairn pool clear'"
 grep -q "$L2 .*too many errors" "$LAST_STDOUT" || fail "no 'too many errors' on the FAULTED leaf"
-put fm c 8
+pool_put fm c 8
 wait_acks 100
 grep -q "resource.fs.cairn.statechange .*vdev=$L2 state=FAULTED" "$T/follow" ||
     fail "events -f did not show the fault: $(cat "$T/follow")"
@@ -162,8 +124,8 @@ rm "$d/l2.eio"
 daemon_stop
 start
 [ "$(leaf_state fm "$L2")" = FAULTED ] || fail "FAULTED lost at restart: $(cat "$LAST_STDOUT")"
-run_ok "$CLIENT" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
-verify_all fm
+run_ok "$CAIRN_BIN/iscsi_client" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
+pool_verify_all fm
 pass "FAULTED survives a restart; every write verifies"
 
 # It answers again: clear reopens it and only what it missed is resilvered.
@@ -178,8 +140,8 @@ rb=$(numfmt --from=iec "$r")
 run_ok "$CAIRN" pool list -H -p fm
 alloc=$(cut -f3 "$LAST_STDOUT")
 [ "$rb" -gt 0 ] && [ "$rb" -lt "$alloc" ] || fail "resilvered $rb of $alloc allocated"
-verify_all fm
-run_ok "$CLIENT" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
+pool_verify_all fm
+run_ok "$CAIRN_BIN/iscsi_client" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
 scrub_clean fm
 events fm
 # (The daemon restarted since the fault: its events are in memory only, as zpool's.)
@@ -204,40 +166,45 @@ run_ok "$CAIRN" pool export fm
 check_clean fm "$d"
 pass "mirror: check clean after export"
 
-# ---- other layouts: a disk fails under the iSCSI writer, then replace ----
+# ---- other layouts: disks fail under the NFS and iSCSI writers, then replace ----
+# fail_and_replace POOL FAIL LAYOUT...: LAYOUT is create's grammar with leaf names (l1...)
+# for fault-injecting leaves in $T/POOL; the leaves named in FAIL stop answering.
 fail_and_replace() {
-    local pool=$1 type=$2 n=$3 dir="$T/$1" paths=() i
-    for i in $(seq 1 "$n"); do paths+=("fault:$dir/l$i"); done
-    sparse_files "$dir" 256M $(seq -f 'l%g' 1 "$n") new
-    run_ok "$CAIRN" pool create "$pool" $type "${paths[@]}"
+    local pool=$1 failing=($2) dir="$T/$1" spec=() leaves=() w l i
+    shift 2
+    for w in "$@"; do
+        if [[ $w == l* ]]; then spec+=("fault:$dir/$w") leaves+=("$w"); else spec+=("$w"); fi
+    done
+    sparse_files "$dir" 256M "${leaves[@]}" $(printf 'new%s ' "${failing[@]}")
+    run_ok "$CAIRN" pool create "$pool" "${spec[@]}"
     run_ok "$CAIRN" create -o sharenfs=no_root_squash "$pool/fs"
-    iscsi_setup "$pool" "$pool"
-    ACKS="$T/acks.$pool" SEED=$((30 + n))
-    start_writer
-    put "$pool" a 8
-    touch "$dir/l2.eio"
-    put "$pool" b 8
-    wait_acks 300
-    wait_state "$pool" "${paths[1]}" FAULTED
+    local space0
+    space0=$(pool_space "$pool")
+    fail_under_load "$pool" $((30 + ${#leaves[@]})) 8 $(printf "$dir/%s " "${failing[@]}")
+    for l in "${failing[@]}"; do wait_state "$pool" "fault:$dir/$l" FAULTED; done
     expect_stdout "state: DEGRADED"
-    run_ok "$CAIRN" pool replace "$pool" "${paths[1]}" "$dir/new"
+    for l in "${failing[@]}"; do run_ok "$CAIRN" pool replace "$pool" "fault:$dir/$l" "$dir/new$l"; done
     wait_acks 100
     run_ok "$CAIRN" pool wait -t resilver "$pool"
-    stop_writer
     run_ok "$CAIRN" pool status "$pool"
     expect_stdout "state: ONLINE"
-    ! grep -q "$dir/l2" "$LAST_STDOUT" || fail "$pool: the failed disk is still listed"
-    run_ok "$CLIENT" ackverify "$P" "$TGT" "$SEED" "$BLOCKS" "$ACKS"
-    verify_all "$pool"
-    scrub_clean "$pool"
+    for l in "${failing[@]}"; do
+        ! grep -q "$dir/$l " "$LAST_STDOUT" || fail "$pool: the failed disk $l is still listed"
+        [ "$(leaf_row "$dir/new$l")" = "ONLINE 0 0 0" ] || fail "$pool: new$l: $(cat "$LAST_STDOUT")"
+    done
+    load_verified "$pool"
+    same_space "$pool" "$space0" "after the replacement"
     events "$pool"
-    grep -qF "sysevent.fs.cairn.vdev_attach	$pool	vdev=$dir/new replacing=${paths[1]}" "$LAST_STDOUT" ||
-        fail "$pool: no attach event: $(cat "$LAST_STDOUT")"
-    run_ok "$CAIRN" iscsi target destroy -f "$TGT"
+    for l in "${failing[@]}"; do
+        grep -qF "sysevent.fs.cairn.vdev_attach	$pool	vdev=$dir/new$l replacing=fault:$dir/$l" "$LAST_STDOUT" ||
+            fail "$pool: no attach event for $l: $(cat "$LAST_STDOUT")"
+    done
     run_ok "$CAIRN" pool export "$pool"
     check_clean "$pool" "$dir"
-    pass "$pool ($type x$n): FAULTED under load, replaced, every write verifies"
+    pass "$pool ($*): ${failing[*]} FAULTED under load, replaced; every write verifies, space unchanged"
 }
-fail_and_replace fm3 mirror 3
-fail_and_replace fz1 raidz1 4
-fail_and_replace fz2 raidz2 5
+fail_and_replace fm3 l2 mirror l1 l2 l3
+fail_and_replace fz1 l2 raidz1 l1 l2 l3 l4
+fail_and_replace fz2 "l2 l4" raidz2 l1 l2 l3 l4 l5
+fail_and_replace fz3 "l2 l3 l5" raidz3 l1 l2 l3 l4 l5 l6 l7
+fail_and_replace fsm "l2 l3" mirror l1 l2 mirror l3 l4

@@ -16,32 +16,6 @@ source "$(dirname "$0")/nfs_lib.sh"
 LOG="$T/d1.daemon.log"
 nfs_daemon_start d1
 
-put() {
-    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
-    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
-}
-
-verify_all() {
-    local f name
-    for f in "$T/$1".*; do
-        name=${f##*/$1.}
-        nfs-cat "nfs://127.0.0.1/$1/fs/$name?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3" \
-            >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
-        cmp -s "$f" "$T/readback" || fail "$1: $name differs"
-    done
-}
-
-log_mark() { wc -l <"$LOG"; }
-log_wait() {
-    local from=$1 pat=$2 i line
-    for i in $(seq 1 1200); do
-        line=$(tail -n +"$((from + 1))" "$LOG" | grep -a -m1 -E "$pat" || true)
-        [ -n "$line" ] && { echo "$line"; return 0; }
-        sleep 0.1
-    done
-    fail "no log line '$pat' within 120 s: $(tail -n 5 "$LOG")"
-}
-
 # rebuilt POOL: waits for the rebuild and the scrub after it; both lines in status,
 # the scrub clean. Prints the bytes the rebuild copied.
 rebuilt() {
@@ -60,9 +34,9 @@ dir="$T/$pool"
 sparse_files "$dir" 256M l1 l2 l3 m2
 run_ok "$CAIRN" pool create "$pool" "$dir/l1"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash "$pool/fs"
-for f in a b c d; do put "$pool" "$f" 8; done
+for f in a b c d; do pool_put "$pool" "$f" 8; done
 run_ok "$CAIRN" snapshot "$pool/fs@one"
-put "$pool" e 4
+pool_put "$pool" e 4
 
 # ---- attach -s: a disk becomes a mirror ----
 mark=$(log_mark)
@@ -76,23 +50,23 @@ expect_stdout "mirror-0"
 log_wait "$mark" "resilver finished \(sequential\)" >/dev/null
 # The new side alone serves every file.
 run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
-verify_all "$pool"
+pool_verify_all "$pool"
 run_ok "$CAIRN" pool online "$pool" "$dir/l1"
 run_ok "$CAIRN" pool wait -t resilver "$pool"
 pass "$pool: attach -s rebuilt l2 sequentially ($r bytes), a scrub verified it, l2 alone serves the data"
 
 # ---- replace -s of a mirror side ----
-put "$pool" f 4
+pool_put "$pool" f 4
 run_ok "$CAIRN" pool replace -s "$pool" "$dir/l2" "$dir/m2"
 r=$(rebuilt "$pool")
 run_ok "$CAIRN" pool status "$pool"
 expect_stdout "state: ONLINE"
 if grep -q "$dir/l2 " "$LAST_STDOUT"; then fail "$pool: l2 still in the pool"; fi
 run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
-verify_all "$pool"
+pool_verify_all "$pool"
 run_ok "$CAIRN" pool online "$pool" "$dir/l1"
 run_ok "$CAIRN" pool wait -t resilver "$pool"
-pass "$pool: replace -s put m2 in l2's place ($r bytes), scrub clean, m2 alone serves the data"
+pass "$pool: replace -s pool_put m2 in l2's place ($r bytes), scrub clean, m2 alone serves the data"
 
 # ---- kill -9 in the middle of a sequential rebuild ----
 daemon_stop
@@ -116,7 +90,7 @@ off=$(sed -E 's/.*offset ([0-9]+) .*/\1/' <<<"$line")
 r=$(rebuilt "$pool")
 run_ok "$CAIRN" pool offline "$pool" "$dir/l1"
 run_ok "$CAIRN" pool offline "$pool" "$dir/m2"
-verify_all "$pool"
+pool_verify_all "$pool"
 run_ok "$CAIRN" pool online "$pool" "$dir/l1"
 run_ok "$CAIRN" pool online "$pool" "$dir/m2"
 run_ok "$CAIRN" pool wait -t resilver "$pool"

@@ -21,41 +21,6 @@ source "$(dirname "$0")/nfs_lib.sh"
 
 nfs_daemon_start d1
 
-# put POOL NAME MIB: a random file of MIB MiB through NFS, kept locally to compare.
-put() {
-    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
-    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
-}
-
-# verify_all POOL: every file put reads back byte for byte.
-verify_all() {
-    local f name
-    for f in "$T/$1".*; do
-        name=${f##*/$1.}
-        nfs-cat "nfs://127.0.0.1/$1/fs/$name?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3" \
-            >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
-        cmp -s "$f" "$T/readback" || fail "$1: $name differs after the resilver"
-    done
-}
-
-# resilvered POOL: waits for the resilver to end; prints the bytes it resilvered.
-resilvered() {
-    run_ok "$CAIRN" pool wait -t resilver "$1"
-    run_ok "$CAIRN" pool status "$1"
-    local r
-    r=$(sed -n 's/.*scan: resilvered \([^ ]*\) in .* with 0 errors on .*/\1/p' "$LAST_STDOUT")
-    [ -n "$r" ] || fail "$1: no finished resilver in: $(cat "$LAST_STDOUT")"
-    numfmt --from=iec "$r"
-}
-
-# scrub_clean POOL: a scrub that repairs nothing and finds no error.
-scrub_clean() {
-    run_ok "$CAIRN" pool scrub "$1"
-    wait_scrub "$1"
-    grep -q 'scan: scrub repaired 0 in .* with 0 errors' "$LAST_STDOUT" \
-        || fail "$1: scrub after the resilver: $(grep scan: "$LAST_STDOUT")"
-}
-
 # offline_online NAME TYPE NLEAVES NOFF: NOFF leaves offline while more is written.
 offline_online() {
     local pool=$1 type=$2 n=$3 noff=$4 dir="$T/$1" paths=() i
@@ -63,7 +28,7 @@ offline_online() {
     sparse_files "$dir" 256M $(for i in $(seq 1 "$n"); do echo "l$i"; done)
     run_ok "$CAIRN" pool create "$pool" $type "${paths[@]}"
     run_ok "$CAIRN" create -o sharenfs=no_root_squash "$pool/fs"
-    put "$pool" a 16; put "$pool" b 16; put "$pool" c 16
+    pool_put "$pool" a 16; pool_put "$pool" b 16; pool_put "$pool" c 16
     # A scrub starts with a sync: the files' txgs are durable before the offline
     # (blocks of a txg not yet synced at offline time count as missed).
     run_ok "$CAIRN" pool scrub "$pool"
@@ -84,7 +49,7 @@ offline_online() {
     pass "$pool: ${#off[@]} leaves offline, the pool DEGRADED, the last copy kept"
     local sums; sums=$(cksum "${off[@]}")
 
-    put "$pool" d 4
+    pool_put "$pool" d 4
     # Offline is kept in the labels: export and import keep it.
     run_ok "$CAIRN" pool export "$pool"
     run_ok "$CAIRN" pool import -d "$dir" "$pool"
@@ -92,7 +57,7 @@ offline_online() {
     for i in "${off[@]}"; do
         [ "$(leaf_row "$i")" = "OFFLINE 0 0 0" ] || fail "$pool: after import $i: $(leaf_row "$i")"
     done
-    put "$pool" e 2
+    pool_put "$pool" e 2
     pass "$pool: offline survives export and import"
 
     # Offline means no I/O at all: not data, not labels, not uberblocks.
@@ -105,7 +70,7 @@ offline_online() {
         || fail "$pool: resilvered $r bytes: not only the missed txgs"
     run_ok "$CAIRN" pool status "$pool"
     expect_stdout "state: ONLINE"
-    verify_all "$pool"
+    pool_verify_all "$pool"
     scrub_clean "$pool"
     pass "$pool: online resilvered $r bytes (only what was missed); data and scrub clean"
     run_ok "$CAIRN" pool export "$pool"
@@ -138,14 +103,14 @@ pass "mtank: unknown device, too small a replacement, online -e of an unknown de
 run_ok "$CAIRN" pool offline mtank "$T/mtank/l2"
 rm -f "$T/mtank/l2"
 truncate -s 256M "$T/mtank/l2"
-put mtank f 4
+pool_put mtank f 4
 run_ok "$CAIRN" pool replace mtank "$T/mtank/l2"
 r=$(resilvered mtank)
 [ "$r" -gt $((50 << 20)) ] || fail "mtank: a blank disk got only $r bytes"
 run_ok "$CAIRN" pool status mtank
 expect_stdout "state: ONLINE"
 if grep -q replacing "$LAST_STDOUT"; then fail "mtank: replacing vdev left: $(cat "$LAST_STDOUT")"; fi
-verify_all mtank
+pool_verify_all mtank
 scrub_clean mtank
 pass "mtank: a blank disk in place of l2 was resilvered ($r bytes); data and scrub clean"
 
@@ -156,13 +121,13 @@ truncate -s 256M "$T/rtank/l3" "$T/rtank/n4"
 run_ok "$CAIRN" pool replace rtank "$T/rtank/l3"
 run_ok "$CAIRN" pool replace rtank "$T/rtank/l4" "$T/rtank/n4"
 run_ok "$CAIRN" pool status rtank
-put rtank g 4
+pool_put rtank g 4
 r=$(resilvered rtank)
 run_ok "$CAIRN" pool status rtank
 expect_stdout "state: ONLINE"
 grep -q "$T/rtank/n4" "$LAST_STDOUT" || fail "rtank: n4 not in the pool: $(cat "$LAST_STDOUT")"
 if grep -q "$T/rtank/l4 " "$LAST_STDOUT"; then fail "rtank: l4 still in the pool"; fi
-verify_all rtank
+pool_verify_all rtank
 scrub_clean rtank
 pass "rtank: two raidz2 leaves replaced ($r bytes resilvered); data and scrub clean"
 
@@ -175,19 +140,19 @@ run_ok "$CAIRN" pool status rtank
 expect_stdout "state: DEGRADED"
 expect_stdout "action: Replace the device using 'cairn pool replace'"
 [ "$(leaf_row "$T/rtank/n4" | cut -d' ' -f1)" = UNAVAIL ] || fail "rtank: n4: $(leaf_row "$T/rtank/n4")"
-verify_all rtank
+pool_verify_all rtank
 truncate -s 256M "$T/rtank/n4"
 run_ok "$CAIRN" pool replace rtank "$T/rtank/n4"
 r=$(resilvered rtank)
 run_ok "$CAIRN" pool status rtank
 expect_stdout "state: ONLINE"
-verify_all rtank
+pool_verify_all rtank
 scrub_clean rtank
 pass "rtank: a disk missing at import replaced in place ($r bytes resilvered)"
 
 # ---- offline -t lasts until the daemon restarts; then the leaf resilvers by itself ----
 run_ok "$CAIRN" pool offline -t mtank "$T/mtank/l2"
-put mtank i 2
+pool_put mtank i 2
 run_ok "$CAIRN" pool status mtank
 [ "$(leaf_row "$T/mtank/l2")" = "OFFLINE 0 0 0" ] || fail "mtank: l2: $(leaf_row "$T/mtank/l2")"
 
@@ -208,8 +173,8 @@ expect_stdout "status: One or more devices is currently being resilvered"
 echo "mtank: $(grep -A2 'scan:' "$LAST_STDOUT" | tr '\n\t' '  ')"
 # The pool serves reads and writes meanwhile (the new file goes to the new disk too:
 # the scrub at the end would repair it otherwise).
-put mtank h 4
-verify_all mtank
+pool_put mtank h 4
+pool_verify_all mtank
 run_ok "$CAIRN" pool status mtank
 expect_stdout "scan: resilver in progress since"
 since=$(grep -o 'resilver in progress since .*' "$LAST_STDOUT")
@@ -221,7 +186,7 @@ grep -qF "$since" "$LAST_STDOUT" || fail "mtank: after restart, not '$since': $(
 r=$(resilvered mtank)
 run_ok "$CAIRN" pool status mtank
 expect_stdout "state: ONLINE"
-verify_all mtank
+pool_verify_all mtank
 scrub_clean mtank
 pass "mtank: resilver killed with -9 resumed after restart and finished ($r bytes)"
 
@@ -232,12 +197,12 @@ run_ok "$CAIRN" pool status mtank
 expect_stdout "state: ONLINE"
 expect_stdout "replacing-1"
 [ "$(leaf_row "$T/mtank/l2")" = "ONLINE 0 0 0" ] || fail "mtank: old l2: $(leaf_row "$T/mtank/l2")"
-put mtank j 2
+pool_put mtank j 2
 r=$(resilvered mtank)
 run_ok "$CAIRN" pool status mtank
 if grep -q "$T/mtank/l2 " "$LAST_STDOUT"; then fail "mtank: l2 still in the pool"; fi
 [ "$(leaf_row "$T/mtank/m2")" = "ONLINE 0 0 0" ] || fail "mtank: m2: $(leaf_row "$T/mtank/m2")"
-verify_all mtank
+pool_verify_all mtank
 scrub_clean mtank
 pass "mtank: healthy l2 replaced by m2 while serving ($r bytes resilvered)"
 

@@ -16,41 +16,6 @@ export CAIRN_RESILVER_DELAY_US=20000 CAIRN_SCRUB_DELAY_US=20000
 LOG="$T/d1.daemon.log"
 nfs_daemon_start d1
 
-put() {
-    head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"
-    nfs_client "$(nfs_url "/$1/fs")" putfile "$2" "$T/$1.$2"
-}
-
-verify_all() {
-    local f name
-    for f in "$T/$1".*; do
-        name=${f##*/$1.}
-        nfs-cat "nfs://127.0.0.1/$1/fs/$name?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3" \
-            >"$T/readback" 2>/dev/null || fail "$1: cannot read $name back"
-        cmp -s "$f" "$T/readback" || fail "$1: $name differs"
-    done
-}
-
-scrub_clean() {
-    run_ok "$CAIRN" pool scrub "$1"
-    wait_scrub "$1" 300
-    grep -q 'scan: scrub repaired 0 in .* with 0 errors' "$LAST_STDOUT" \
-        || fail "$1: scrub: $(grep scan: "$LAST_STDOUT")"
-}
-
-# log_wait FROM_LINE PATTERN: waits (up to 120 s) for a daemon log line matching
-# PATTERN after line FROM_LINE; prints it.
-log_wait() {
-    local from=$1 pat=$2 i line
-    for i in $(seq 1 1200); do
-        line=$(tail -n +"$((from + 1))" "$LOG" | grep -a -m1 -E "$pat" || true)
-        [ -n "$line" ] && { echo "$line"; return 0; }
-        sleep 0.1
-    done
-    fail "no log line '$pat' within 120 s: $(tail -n 5 "$LOG")"
-}
-log_mark() { wc -l <"$LOG"; }
-
 # resumed_check FROM_LINE WHAT: the scan resumed at a saved position with bytes
 # issued before the restart, then finished issuing fewer bytes in this run than
 # in all. Prints "before/run/total".
@@ -71,9 +36,9 @@ dir="$T/$pool"
 sparse_files "$dir" 256M l1 l2
 run_ok "$CAIRN" pool create "$pool" mirror "$dir/l1" "$dir/l2"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash "$pool/fs"
-for f in a b c d e f; do put "$pool" "$f" 8; done
+for f in a b c d e f; do pool_put "$pool" "$f" 8; done
 run_ok "$CAIRN" snapshot "$pool/fs@one"
-put "$pool" g 4
+pool_put "$pool" g 4
 
 # ---- kill -9 in the middle of a resilver ----
 run_ok "$CAIRN" pool offline "$pool" "$dir/l2"
@@ -93,8 +58,8 @@ run_ok "$CAIRN" pool wait -t resilver "$pool"
 run_ok "$CAIRN" pool status "$pool"
 expect_stdout "state: ONLINE"
 expect_stdout "scan: resilvered .* with 0 errors"
-verify_all "$pool"
-scrub_clean "$pool"
+pool_verify_all "$pool"
+scrub_clean "$pool" 300
 pass "$pool: resilver killed with -9 resumed at its checkpoint (issued before/after restart/total: $counts)"
 
 # ---- export and import in the middle of a resilver, with writes between ----
@@ -104,17 +69,17 @@ truncate -s 256M "$dir/l1"
 mark=$(log_mark)
 run_ok "$CAIRN" pool replace "$pool" "$dir/l1"
 log_wait "$mark" "resilver checkpoint at objset" >/dev/null
-put "$pool" h 2
+pool_put "$pool" h 2
 run_ok "$CAIRN" pool export "$pool"
 mark=$(log_mark)
 run_ok "$CAIRN" pool import -d "$dir" "$pool"
-put "$pool" i 2
+pool_put "$pool" i 2
 counts=$(resumed_check "$mark" resilver)
 run_ok "$CAIRN" pool wait -t resilver "$pool"
 run_ok "$CAIRN" pool status "$pool"
 expect_stdout "state: ONLINE"
-verify_all "$pool"
-scrub_clean "$pool"
+pool_verify_all "$pool"
+scrub_clean "$pool" 300
 pass "$pool: resilver resumed after export/import (issued before/after/total: $counts)"
 
 # ---- a scrub killed with -9 goes on after restart ----
