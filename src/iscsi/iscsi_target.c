@@ -47,6 +47,7 @@
  */
 #include "iscsi_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/connlimit.h>
 #include <cairn/log.h>
 #include <cairn/taskq.h>
@@ -299,6 +300,7 @@ static __thread iconn_t *batching_conn;
  * the connection. */
 static int send_locked(iconn_t *c, const struct iovec *iov, int n)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&c->send_lock));
     struct iovec all[6]; /* the held replies and a PDU's five parts (send_pdu) */
     int k = 0;
     if (c->tx_len) all[k++] = (struct iovec){c->tx, c->tx_len};
@@ -537,6 +539,7 @@ static void free_target(itarget_t *t)
  * let go of it, then unlinks it. */
 static void target_kill_locked(iscsi_server_t *srv, itarget_t *t)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->lock));
     t->dying = true;
     for (iconn_t *c = srv->conns; c; c = c->next)
         if (c->tgt == t) shutdown(c->fd, SHUT_RDWR);
@@ -1251,6 +1254,7 @@ const iscsi_stats_t *iscsi_server_stats(const iscsi_server_t *srv)
  * it or finds it answering), then it goes. */
 static void respond_and_free(iconn_t *c, itask_t *t)
 {
+    CAIRN_ASSERT(!t->responding || t->state == T_RUNNING);
     if (t->responding) {
         send_status(c, t);
         count_command(&c->srv->stats, c->tgt, t);
@@ -1266,6 +1270,7 @@ static void run_task(void *arg)
     itask_t *t = arg;
     iconn_t *c = t->c;
     pthread_mutex_lock(&c->lock);
+    CAIRN_ASSERT(t->state == T_QUEUED);
     bool skip = t->aborted || c->dead;
     if (!skip) t->state = T_RUNNING;
     pthread_mutex_unlock(&c->lock);
@@ -1306,6 +1311,7 @@ static void send_task(void *arg)
 static bool run_on_reader(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
+    CAIRN_ASSERT(t->state == T_DATA);
     bool aborted = t->aborted;
     t->state = T_RUNNING;
     pthread_mutex_unlock(&c->lock);
@@ -1331,6 +1337,9 @@ static bool run_on_reader(iconn_t *c, itask_t *t)
 static void dispatch(iconn_t *c, itask_t *t)
 {
     pthread_mutex_lock(&c->lock);
+    /* From the reader: complete (DATA), or back from run_on_reader. Queued
+     * twice, it would run twice. */
+    CAIRN_ASSERT(t->state == T_DATA || t->state == T_RUNNING);
     t->state = T_QUEUED;
     pthread_mutex_unlock(&c->lock);
     if (t->write) {

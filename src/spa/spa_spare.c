@@ -24,6 +24,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdio.h>
@@ -238,6 +239,7 @@ vdev_t *spa_spare_step_aside(spa_t *spa, vdev_t *sp)
 
 int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     vdev_t *sp = leaf->parent, *failed = sp->children[0], *spare = sp->children[1];
     const char *path = leaf->path ? leaf->path : "?";
     if (leaf == spare && !spa_vdev_survives_without(vdev_top(sp), spare)) {

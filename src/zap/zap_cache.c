@@ -40,6 +40,7 @@
  */
 #include "zap_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -207,6 +208,7 @@ static void blk_unhash(blk_shard_t *s, zap_blk_t *b)
  * returns them in a list to be freed outside the lock. */
 static zap_blk_t *blk_evict_locked(blk_shard_t *s)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&s->lock));
     uint64_t share = atomic_load(&cache_limit) / ZAP_CACHE_SHARDS;
     zap_blk_t *victims = NULL;
     zap_blk_t *b = s->lru.lru_prev;
