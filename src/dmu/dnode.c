@@ -1023,6 +1023,7 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
 /* dn->lock held exclusively. */
 static void slot_drop_recs(dnode_t *dn, dn_slot_t *s, uint64_t start, uint64_t end)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     size_t count = 0;
     for (int sh = 0; sh < DN_SHARDS; sh++) count += s->recs[sh].count;
     if (count == 0) return;

@@ -32,6 +32,7 @@
  * them has commands in flight. */
 static iconn_t *pick_victim(iscsi_server_t *srv, const conn_addr_t *a)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->lock));
     iconn_t *best = NULL;
     int best_rank = 3;
     uint64_t best_t = 0;
@@ -65,6 +66,7 @@ static iconn_t *pick_victim(iscsi_server_t *srv, const conn_addr_t *a)
  * is logged, rate-limited. */
 static bool admit_conn(iscsi_server_t *srv, const conn_addr_t *a)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->lock));
     conn_limits_t *l = &srv->limits;
     conn_addr_t victim;
     unsigned vcount = 0;

@@ -32,6 +32,7 @@ void iscsi_task_free(itask_t *t)
 /* With c->lock held. */
 static void task_unlink(iconn_t *c, itask_t *t)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&c->lock));
     for (itask_t **pp = &c->tasks; *pp; pp = &(*pp)->next)
         if (*pp == t) {
             *pp = t->next;

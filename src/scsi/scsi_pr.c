@@ -40,6 +40,8 @@
  */
 #include "scsi_impl.h"
 
+#include <cairn/assert.h>
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -250,6 +252,7 @@ static int pr_parse(const void *state, size_t len, pr_state_t *st)
 /* Replaces lu's state with st (which it takes); under lu->lock. */
 static void pr_install(scsi_lu_t *lu, pr_state_t *st)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&lu->lock));
     pr_free(lu);
     lu->regs = st->regs;
     lu->holder = st->holder;

@@ -81,6 +81,7 @@ uint64_t spa_last_synced_txg(spa_t *spa)
  * cannot drift apart. tx.lock held. */
 static uint64_t dirty_share(const spa_t *spa, uint64_t num, uint64_t den)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->tx.lock));
     return spa->dirty_max / den * num;
 }
 
