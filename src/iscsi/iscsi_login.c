@@ -69,200 +69,236 @@ static void send_login_rsp(iconn_t *c, const uint8_t *req, bool transit, int csg
     iscsi_send_pdu(c, bhs, kv ? kv->buf : NULL, kv ? (uint32_t)kv->len : 0, SN_ADV);
 }
 
+/* The keys of one login request that the login itself handles; the
+ * operational ones are negotiated as they are read (iscsi_param_negotiate).
+ * The values point into the request's text. */
+typedef struct login_keys {
+    const char *initiator, *target, *session_type;
+    const char *auth_methods, *chap_a, *chap_n, *chap_r, *chap_i, *chap_c;
+} login_keys_t;
+
+static uint16_t keys_collect(iconn_t *c, iscsi_kv_iter_t *it, login_keys_t *k, iscsi_kv_out_t *out)
+{
+    const char *key, *v;
+    int r;
+    while ((r = iscsi_kv_next(it, &key, &v)) > 0) {
+        if (!strcmp(key, "InitiatorName")) k->initiator = v;
+        else if (!strcmp(key, "TargetName")) k->target = v;
+        else if (!strcmp(key, "SessionType")) k->session_type = v;
+        else if (!strcmp(key, "InitiatorAlias") || !strcmp(key, "TargetAlias")) continue;
+        else if (!strcmp(key, "AuthMethod")) k->auth_methods = v;
+        else if (!strcmp(key, "CHAP_A")) k->chap_a = v;
+        else if (!strcmp(key, "CHAP_N")) k->chap_n = v;
+        else if (!strcmp(key, "CHAP_R")) k->chap_r = v;
+        else if (!strcmp(key, "CHAP_I")) k->chap_i = v;
+        else if (!strcmp(key, "CHAP_C")) k->chap_c = v;
+        else {
+            int nr = iscsi_param_negotiate(&c->params, key, v, out);
+            if (nr < 0) return ISCSI_LOGIN_INITIATOR_ERROR;
+            if (nr > 0) iscsi_kv_add(out, key, "NotUnderstood");
+        }
+    }
+    return r < 0 ? ISCSI_LOGIN_INITIATOR_ERROR : 0;
+}
+
+/* A normal session's target, if it exists and admits the initiator: the
+ * connection holds it, and the login keeps its CHAP secrets. */
+static uint16_t attach_target(iconn_t *c, login_state_t *ls, const char *target)
+{
+    iscsi_server_t *srv = c->srv;
+    uint16_t status = 0;
+    pthread_mutex_lock(&srv->lock);
+    itarget_t *t = iscsi_find_target(srv, target);
+    if (!t) {
+        status = ISCSI_LOGIN_NOT_FOUND;
+    } else if (!iscsi_acl_allows(t, c->initiator)) {
+        status = ISCSI_LOGIN_FORBIDDEN;
+    } else {
+        t->refs++;
+        c->tgt = t;
+        cairn_strlcpy(ls->target_name, t->name, sizeof ls->target_name);
+        cairn_strlcpy(ls->chap_user, t->chap_user, sizeof ls->chap_user);
+        cairn_strlcpy(ls->chap_secret, t->chap_secret, sizeof ls->chap_secret);
+        cairn_strlcpy(ls->mchap_user, t->mchap_user, sizeof ls->mchap_user);
+        cairn_strlcpy(ls->mchap_secret, t->mchap_secret, sizeof ls->mchap_secret);
+        ls->need_chap = t->chap_user[0] != '\0';
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return status;
+}
+
+/* The first request of the login: who logs in, to what kind of session and
+ * which target. */
+static uint16_t login_start(iconn_t *c, login_state_t *ls, const login_keys_t *k,
+                            iscsi_kv_out_t *out)
+{
+    ls->started = true;
+    if (!k->initiator || !*k->initiator) return ISCSI_LOGIN_MISSING_PARAMETER;
+    if (strlen(k->initiator) > ISCSI_NAME_MAX) return ISCSI_LOGIN_INITIATOR_ERROR;
+    cairn_strlcpy(c->initiator, k->initiator, sizeof c->initiator);
+    if (k->session_type && !strcmp(k->session_type, "Discovery")) c->discovery = true;
+    else if (k->session_type && strcmp(k->session_type, "Normal"))
+        return ISCSI_LOGIN_SESSION_TYPE_UNSUPPORTED;
+    if (!c->discovery) {
+        if (!k->target) return ISCSI_LOGIN_MISSING_PARAMETER;
+        uint16_t status = attach_target(c, ls, k->target);
+        if (status) return status;
+    }
+    if (!ls->need_chap) ls->auth_done = true;
+    if (!c->discovery && !ls->sent_tpgt) {
+        iscsi_kv_add(out, "TargetPortalGroupTag", "1");
+        ls->sent_tpgt = true;
+    }
+    return 0;
+}
+
+/* Whether the comma-separated list holds word. */
+static bool list_has(const char *list, const char *word)
+{
+    char copy[256];
+    cairn_strlcpy(copy, list, sizeof copy);
+    char *save = NULL;
+    for (char *m = strtok_r(copy, ",", &save); m; m = strtok_r(NULL, ",", &save))
+        if (!strcmp(m, word)) return true;
+    return false;
+}
+
+/* AuthMethod: CHAP when the target has a secret, else None. */
+static uint16_t choose_auth_method(login_state_t *ls, const char *methods, iscsi_kv_out_t *out)
+{
+    if (ls->need_chap) {
+        if (!list_has(methods, "CHAP")) {
+            iscsi_kv_add(out, "AuthMethod", "Reject");
+            return ISCSI_LOGIN_AUTH_FAILED;
+        }
+        ls->chap_chosen = true;
+        iscsi_kv_add(out, "AuthMethod", "CHAP");
+    } else if (list_has(methods, "None")) {
+        iscsi_kv_add(out, "AuthMethod", "None");
+        ls->auth_done = true;
+    } else {
+        iscsi_kv_add(out, "AuthMethod", "Reject");
+        return ISCSI_LOGIN_AUTH_FAILED;
+    }
+    return 0;
+}
+
+/* CHAP_A: MD5 (5) is the one algorithm; the answer is our challenge. */
+static uint16_t chap_challenge(login_state_t *ls, const char *algorithms, iscsi_kv_out_t *out)
+{
+    if (!ls->chap_chosen) return ISCSI_LOGIN_INITIATOR_ERROR;
+    if (!list_has(algorithms, "5")) {
+        iscsi_kv_add(out, "CHAP_A", "Reject");
+        return ISCSI_LOGIN_AUTH_FAILED;
+    }
+    random_bytes(&ls->chap_id, 1);
+    random_bytes(ls->chap_challenge, sizeof ls->chap_challenge);
+    char idbuf[8], cbuf[2 * ISCSI_CHAP_CHALLENGE_LEN + 3];
+    snprintf(idbuf, sizeof idbuf, "%u", ls->chap_id);
+    iscsi_chap_encode_hex(ls->chap_challenge, sizeof ls->chap_challenge, cbuf, sizeof cbuf);
+    iscsi_kv_add(out, "CHAP_A", "5");
+    iscsi_kv_add(out, "CHAP_I", idbuf);
+    iscsi_kv_add(out, "CHAP_C", cbuf);
+    ls->chap_challenged = true;
+    return 0;
+}
+
+/* Mutual CHAP: the initiator's challenge (CHAP_I, CHAP_C) answered with the
+ * target's own secret; our own challenge sent back is refused (a reflection). */
+static uint16_t chap_answer_initiator(login_state_t *ls, const char *chap_i, const char *chap_c,
+                                      iscsi_kv_out_t *out)
+{
+    uint8_t ichal[1024];
+    int clen = chap_c ? iscsi_chap_decode(chap_c, ichal, sizeof ichal) : -1;
+    char *end = NULL;
+    unsigned long id = chap_i ? strtoul(chap_i, &end, 0) : 256;
+    if (!ls->mchap_user[0] || clen <= 0 || !end || *end || id > 255 ||
+        ((size_t)clen == sizeof ls->chap_challenge &&
+         !memcmp(ichal, ls->chap_challenge, (size_t)clen)))
+        return ISCSI_LOGIN_AUTH_FAILED;
+    uint8_t resp[16];
+    char rbuf[40];
+    iscsi_chap_response((uint8_t)id, ls->mchap_secret, ichal, (size_t)clen, resp);
+    iscsi_chap_encode_hex(resp, sizeof resp, rbuf, sizeof rbuf);
+    iscsi_kv_add(out, "CHAP_N", ls->mchap_user);
+    iscsi_kv_add(out, "CHAP_R", rbuf);
+    return 0;
+}
+
+/* CHAP_N, CHAP_R: the initiator's answer to our challenge. */
+static uint16_t chap_verify(iconn_t *c, login_state_t *ls, const login_keys_t *k,
+                            iscsi_kv_out_t *out)
+{
+    if (!ls->chap_challenged || !k->chap_n || !k->chap_r) return ISCSI_LOGIN_AUTH_FAILED;
+    uint8_t got[64], want[16];
+    int glen = iscsi_chap_decode(k->chap_r, got, sizeof got);
+    iscsi_chap_response(ls->chap_id, ls->chap_secret, ls->chap_challenge,
+                        sizeof ls->chap_challenge, want);
+    if (strcmp(k->chap_n, ls->chap_user) || glen != 16 || memcmp(got, want, 16)) {
+        log_info(SUB, "CHAP authentication of %s (%s) failed", c->initiator, c->peer);
+        return ISCSI_LOGIN_AUTH_FAILED;
+    }
+    if (k->chap_i || k->chap_c) {
+        uint16_t status = chap_answer_initiator(ls, k->chap_i, k->chap_c, out);
+        if (status) return status;
+    }
+    ls->auth_done = true;
+    return 0;
+}
+
+static uint16_t security_stage(iconn_t *c, login_state_t *ls, const login_keys_t *k,
+                               iscsi_kv_out_t *out)
+{
+    uint16_t status = 0;
+    if (k->auth_methods) status = choose_auth_method(ls, k->auth_methods, out);
+    if (!status && k->chap_a) status = chap_challenge(ls, k->chap_a, out);
+    if (!status && (k->chap_n || k->chap_r)) status = chap_verify(c, ls, k, out);
+    return status;
+}
+
+static uint16_t operational_stage(iconn_t *c, login_state_t *ls, const login_keys_t *k,
+                                  iscsi_kv_out_t *out)
+{
+    if (k->auth_methods || k->chap_a || k->chap_n || k->chap_r) return ISCSI_LOGIN_INITIATOR_ERROR;
+    if (!ls->declared_mrdsl) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%" PRIu32, c->params.max_recv_dsl_target);
+        iscsi_kv_add(out, "MaxRecvDataSegmentLength", buf);
+        ls->declared_mrdsl = true;
+    }
+    return 0;
+}
+
+/* The T bit: whether the login moves on to stage nsg (*transit). */
+static uint16_t stage_transit(const login_state_t *ls, const login_keys_t *k, bool t_bit, int nsg,
+                              bool *transit)
+{
+    *transit = false;
+    if (!t_bit) return 0;
+    if (nsg <= ls->csg || nsg == 2) return ISCSI_LOGIN_INITIATOR_ERROR;
+    if (ls->csg == 0 && !ls->auth_done) {
+        /* CHAP still in progress: stay in the security stage. */
+        if (!ls->chap_chosen || (!ls->chap_challenged && !k->chap_a && !k->auth_methods))
+            return ISCSI_LOGIN_AUTH_FAILED;
+        return 0;
+    }
+    *transit = true;
+    return 0;
+}
+
 /* Handles the keys of a complete login request (all continuations joined).
  * Returns a login status; *transit says whether we move on to stage nsg. */
 static uint16_t login_keys(iconn_t *c, login_state_t *ls, bool t_bit, int nsg,
                            iscsi_kv_out_t *out, bool *transit)
 {
-    iscsi_server_t *srv = c->srv;
     iscsi_kv_iter_t it;
     if (iscsi_kv_iter_init(&it, ls->text, ls->text_len)) return ISCSI_LOGIN_OUT_OF_RESOURCES;
-    const char *k, *v;
-    int r;
-    uint16_t status = 0;
-    const char *auth_methods = NULL, *chap_a = NULL, *chap_n = NULL, *chap_r = NULL;
-    const char *chap_i = NULL, *chap_c = NULL;
-    const char *initiator = NULL, *target = NULL, *session_type = NULL;
-    while ((r = iscsi_kv_next(&it, &k, &v)) > 0) {
-        if (!strcmp(k, "InitiatorName")) initiator = v;
-        else if (!strcmp(k, "TargetName")) target = v;
-        else if (!strcmp(k, "SessionType")) session_type = v;
-        else if (!strcmp(k, "InitiatorAlias") || !strcmp(k, "TargetAlias")) continue;
-        else if (!strcmp(k, "AuthMethod")) auth_methods = v;
-        else if (!strcmp(k, "CHAP_A")) chap_a = v;
-        else if (!strcmp(k, "CHAP_N")) chap_n = v;
-        else if (!strcmp(k, "CHAP_R")) chap_r = v;
-        else if (!strcmp(k, "CHAP_I")) chap_i = v;
-        else if (!strcmp(k, "CHAP_C")) chap_c = v;
-        else {
-            int nr = iscsi_param_negotiate(&c->params, k, v, out);
-            if (nr < 0) {
-                status = ISCSI_LOGIN_INITIATOR_ERROR;
-                goto done;
-            }
-            if (nr > 0) iscsi_kv_add(out, k, "NotUnderstood");
-        }
-    }
-    if (r < 0) {
-        status = ISCSI_LOGIN_INITIATOR_ERROR;
-        goto done;
-    }
-
-    if (!ls->started) {
-        ls->started = true;
-        if (!initiator || !*initiator) { status = ISCSI_LOGIN_MISSING_PARAMETER; goto done; }
-        char err[512];
-        if (strlen(initiator) > ISCSI_NAME_MAX) { status = ISCSI_LOGIN_INITIATOR_ERROR; goto done; }
-        (void)err;
-        cairn_strlcpy(c->initiator, initiator, sizeof c->initiator);
-        if (session_type && !strcmp(session_type, "Discovery")) {
-            c->discovery = true;
-        } else if (session_type && strcmp(session_type, "Normal")) {
-            status = ISCSI_LOGIN_SESSION_TYPE_UNSUPPORTED;
-            goto done;
-        }
-        if (!c->discovery) {
-            if (!target) { status = ISCSI_LOGIN_MISSING_PARAMETER; goto done; }
-            pthread_mutex_lock(&srv->lock);
-            itarget_t *t = iscsi_find_target(srv, target);
-            if (!t) {
-                status = ISCSI_LOGIN_NOT_FOUND;
-            } else if (!iscsi_acl_allows(t, initiator)) {
-                status = ISCSI_LOGIN_FORBIDDEN;
-            } else {
-                t->refs++;
-                c->tgt = t;
-                cairn_strlcpy(ls->target_name, t->name, sizeof ls->target_name);
-                cairn_strlcpy(ls->chap_user, t->chap_user, sizeof ls->chap_user);
-                cairn_strlcpy(ls->chap_secret, t->chap_secret, sizeof ls->chap_secret);
-                cairn_strlcpy(ls->mchap_user, t->mchap_user, sizeof ls->mchap_user);
-                cairn_strlcpy(ls->mchap_secret, t->mchap_secret, sizeof ls->mchap_secret);
-                ls->need_chap = t->chap_user[0] != '\0';
-            }
-            pthread_mutex_unlock(&srv->lock);
-            if (status) goto done;
-        }
-        if (!ls->need_chap) ls->auth_done = true;
-        if (!c->discovery && !ls->sent_tpgt) {
-            iscsi_kv_add(out, "TargetPortalGroupTag", "1");
-            ls->sent_tpgt = true;
-        }
-    }
-
-    if (ls->csg == 0) {
-        if (auth_methods) {
-            bool has_chap = false, has_none = false;
-            char list[256];
-            cairn_strlcpy(list, auth_methods, sizeof list);
-            char *save = NULL;
-            for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-                if (!strcmp(m, "CHAP")) has_chap = true;
-                if (!strcmp(m, "None")) has_none = true;
-            }
-            if (ls->need_chap) {
-                if (!has_chap) {
-                    iscsi_kv_add(out, "AuthMethod", "Reject");
-                    status = ISCSI_LOGIN_AUTH_FAILED;
-                    goto done;
-                }
-                ls->chap_chosen = true;
-                iscsi_kv_add(out, "AuthMethod", "CHAP");
-            } else if (has_none) {
-                iscsi_kv_add(out, "AuthMethod", "None");
-                ls->auth_done = true;
-            } else {
-                iscsi_kv_add(out, "AuthMethod", "Reject");
-                status = ISCSI_LOGIN_AUTH_FAILED;
-                goto done;
-            }
-        }
-        if (chap_a) {
-            if (!ls->chap_chosen) { status = ISCSI_LOGIN_INITIATOR_ERROR; goto done; }
-            bool md5 = false;
-            char list[256];
-            cairn_strlcpy(list, chap_a, sizeof list);
-            char *save = NULL;
-            for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save))
-                if (!strcmp(m, "5")) md5 = true;
-            if (!md5) {
-                iscsi_kv_add(out, "CHAP_A", "Reject");
-                status = ISCSI_LOGIN_AUTH_FAILED;
-                goto done;
-            }
-            random_bytes(&ls->chap_id, 1);
-            random_bytes(ls->chap_challenge, sizeof ls->chap_challenge);
-            char idbuf[8], cbuf[2 * ISCSI_CHAP_CHALLENGE_LEN + 3];
-            snprintf(idbuf, sizeof idbuf, "%u", ls->chap_id);
-            iscsi_chap_encode_hex(ls->chap_challenge, sizeof ls->chap_challenge, cbuf, sizeof cbuf);
-            iscsi_kv_add(out, "CHAP_A", "5");
-            iscsi_kv_add(out, "CHAP_I", idbuf);
-            iscsi_kv_add(out, "CHAP_C", cbuf);
-            ls->chap_challenged = true;
-        }
-        if (chap_n || chap_r) {
-            if (!ls->chap_challenged || !chap_n || !chap_r) {
-                status = ISCSI_LOGIN_AUTH_FAILED;
-                goto done;
-            }
-            uint8_t got[64], want[16];
-            int glen = iscsi_chap_decode(chap_r, got, sizeof got);
-            iscsi_chap_response(ls->chap_id, ls->chap_secret, ls->chap_challenge,
-                                sizeof ls->chap_challenge, want);
-            if (strcmp(chap_n, ls->chap_user) || glen != 16 || memcmp(got, want, 16)) {
-                log_info(SUB, "CHAP authentication of %s (%s) failed", c->initiator, c->peer);
-                status = ISCSI_LOGIN_AUTH_FAILED;
-                goto done;
-            }
-            if (chap_i || chap_c) { /* mutual: the initiator challenges us */
-                uint8_t ichal[1024];
-                int clen = chap_c ? iscsi_chap_decode(chap_c, ichal, sizeof ichal) : -1;
-                char *end = NULL;
-                unsigned long id = chap_i ? strtoul(chap_i, &end, 0) : 256;
-                if (!ls->mchap_user[0] || clen <= 0 || !end || *end || id > 255 ||
-                    ((size_t)clen == sizeof ls->chap_challenge &&
-                     !memcmp(ichal, ls->chap_challenge, (size_t)clen))) {
-                    status = ISCSI_LOGIN_AUTH_FAILED;
-                    goto done;
-                }
-                uint8_t resp[16];
-                char rbuf[40];
-                iscsi_chap_response((uint8_t)id, ls->mchap_secret, ichal, (size_t)clen, resp);
-                iscsi_chap_encode_hex(resp, sizeof resp, rbuf, sizeof rbuf);
-                iscsi_kv_add(out, "CHAP_N", ls->mchap_user);
-                iscsi_kv_add(out, "CHAP_R", rbuf);
-            }
-            ls->auth_done = true;
-        }
-    } else if (ls->csg == 1) {
-        if (auth_methods || chap_a || chap_n || chap_r) {
-            status = ISCSI_LOGIN_INITIATOR_ERROR;
-            goto done;
-        }
-        if (!ls->declared_mrdsl) {
-            char buf[16];
-            snprintf(buf, sizeof buf, "%" PRIu32, c->params.max_recv_dsl_target);
-            iscsi_kv_add(out, "MaxRecvDataSegmentLength", buf);
-            ls->declared_mrdsl = true;
-        }
-    }
-
-    *transit = false;
-    if (t_bit) {
-        if (nsg <= ls->csg || nsg == 2) {
-            status = ISCSI_LOGIN_INITIATOR_ERROR;
-            goto done;
-        }
-        if (ls->csg == 0 && !ls->auth_done) {
-            /* CHAP still in progress: stay in the security stage. */
-            if (!ls->chap_chosen || (!ls->chap_challenged && !chap_a && !auth_methods)) {
-                status = ISCSI_LOGIN_AUTH_FAILED;
-                goto done;
-            }
-        } else {
-            *transit = true;
-        }
-    }
-done:
+    login_keys_t k = {0};
+    uint16_t status = keys_collect(c, &it, &k, out);
+    if (!status && !ls->started) status = login_start(c, ls, &k, out);
+    if (!status && ls->csg == 0) status = security_stage(c, ls, &k, out);
+    else if (!status && ls->csg == 1) status = operational_stage(c, ls, &k, out);
+    if (!status) status = stage_transit(ls, &k, t_bit, nsg, transit);
     iscsi_kv_iter_fini(&it);
     return status;
 }
