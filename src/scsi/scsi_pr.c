@@ -40,7 +40,6 @@
  */
 #include "scsi_impl.h"
 
-#include <cairn/assert.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -249,10 +248,10 @@ static int pr_parse(const void *state, size_t len, pr_state_t *st)
     return 0;
 }
 
-/* Replaces lu's state with st (which it takes); under lu->lock. */
+/* Replaces lu's state with st (which it takes); under lu->lock, or before
+ * lu is published (pr_load at its creation), so no lock check here. */
 static void pr_install(scsi_lu_t *lu, pr_state_t *st)
 {
-    CAIRN_ASSERT(cairn_mutex_held(&lu->lock));
     pr_free(lu);
     lu->regs = st->regs;
     lu->holder = st->holder;
