@@ -46,10 +46,8 @@ void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, co
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cairn_vformat_line(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n') *p = ' ';
     resp->error = rc < 0 ? rc : -EINVAL;
     resp->message = cairnd_arena_strdup(a, msg);
 }

@@ -33,10 +33,8 @@ void fail(const char *fmt, ...)
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cairn_vformat_line(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n') *p = ' ';
     fflush(stdout);
     fprintf(stderr, "cairn: %s\n", msg);
     exit(1);

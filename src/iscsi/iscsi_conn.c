@@ -294,27 +294,38 @@ void iscsi_send_reject(iconn_t *c, const uint8_t *bad_bhs, uint8_t reason)
     iscsi_send_pdu(c, bhs, copy, ISCSI_BHS_LEN, SN_ADV);
 }
 
+/* A non-command PDU's CmdSN through the session's window: false when the
+ * window says drop it (a duplicate, or out of range). */
+bool iscsi_take_cmdsn(iconn_t *c, const rx_pdu_t *p)
+{
+    pthread_mutex_lock(&c->lock);
+    iscsi_cmdsn_verdict_t v = iscsi_window_check(&c->win, iscsi_get32(p->bhs + 24), p->info.immediate);
+    pthread_mutex_unlock(&c->lock);
+    return v != ISCSI_CMDSN_DROP;
+}
+
+/* A NOP-Out or text request with data: rejected when its data digest failed,
+ * else its CmdSN taken; false when it goes no further. */
+static bool take_request(iconn_t *c, rx_pdu_t *p)
+{
+    if (p->data_digest_bad) {
+        iscsi_send_reject(c, p->bhs, ISCSI_REJECT_DATA_DIGEST);
+        return false;
+    }
+    return iscsi_take_cmdsn(c, p);
+}
+
 static void on_nop_out(iconn_t *c, rx_pdu_t *p)
 {
     const uint8_t *b = p->bhs;
     uint32_t ttt = iscsi_get32(b + 20);
     if (p->info.itt == ISCSI_RSVD_TAG) {
         if (ttt != ISCSI_RSVD_TAG && ttt == c->ping_ttt) c->ping_ttt = 0;
-        if (!p->info.immediate) { /* a non-immediate NOP-Out still takes its CmdSN */
-            pthread_mutex_lock(&c->lock);
-            iscsi_window_check(&c->win, iscsi_get32(b + 24), false);
-            pthread_mutex_unlock(&c->lock);
-        }
+        /* a non-immediate NOP-Out still takes its CmdSN */
+        if (!p->info.immediate) (void)iscsi_take_cmdsn(c, p);
         return;
     }
-    if (p->data_digest_bad) {
-        iscsi_send_reject(c, b, ISCSI_REJECT_DATA_DIGEST);
-        return;
-    }
-    pthread_mutex_lock(&c->lock);
-    iscsi_cmdsn_verdict_t v = iscsi_window_check(&c->win, iscsi_get32(b + 24), p->info.immediate);
-    pthread_mutex_unlock(&c->lock);
-    if (v == ISCSI_CMDSN_DROP) return;
+    if (!take_request(c, p)) return;
     uint8_t bhs[ISCSI_BHS_LEN] = {0};
     bhs[0] = ISCSI_OP_NOP_IN;
     bhs[1] = 0x80;
@@ -355,14 +366,7 @@ static void format_portal(iconn_t *c, char *buf, size_t len)
 static void on_text(iconn_t *c, rx_pdu_t *p)
 {
     const uint8_t *b = p->bhs;
-    if (p->data_digest_bad) {
-        iscsi_send_reject(c, b, ISCSI_REJECT_DATA_DIGEST);
-        return;
-    }
-    pthread_mutex_lock(&c->lock);
-    iscsi_cmdsn_verdict_t v = iscsi_window_check(&c->win, iscsi_get32(b + 24), p->info.immediate);
-    pthread_mutex_unlock(&c->lock);
-    if (v == ISCSI_CMDSN_DROP) return;
+    if (!take_request(c, p)) return;
     iscsi_kv_out_t out = {0};
     iscsi_kv_iter_t it;
     if (b[1] & 0x40) { /* we never need multi-PDU text requests */
@@ -520,13 +524,7 @@ void *iscsi_conn_thread(void *arg)
     if (c->sender) taskq_destroy(c->sender);
     iscsi_server_t *srv = c->srv;
     pthread_mutex_lock(&srv->lock);
-    for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    srv->nconns--;
-    if (c->counted) conn_limits_del(&srv->limits, &c->addr);
+    iscsi_conn_unlink(srv, c);
     if (c->tgt) c->tgt->refs--;
     pthread_cond_broadcast(&srv->cond);
     pthread_mutex_unlock(&srv->lock);

@@ -104,6 +104,20 @@ static bool admit_conn(iscsi_server_t *srv, const conn_addr_t *a)
     return true;
 }
 
+/* With srv->lock held: c leaves the server's list and no longer counts
+ * against the caps. */
+void iscsi_conn_unlink(iscsi_server_t *srv, iconn_t *c)
+{
+    CAIRN_ASSERT(cairn_mutex_held(&srv->lock));
+    for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    srv->nconns--;
+    if (c->counted) conn_limits_del(&srv->limits, &c->addr);
+}
+
 static void start_conn(iscsi_server_t *srv, int fd, struct sockaddr_storage *ss)
 {
     conn_addr_t addr;
@@ -161,13 +175,7 @@ static void start_conn(iscsi_server_t *srv, int fd, struct sockaddr_storage *ss)
     pthread_t th;
     if (pthread_create(&th, &attr, iscsi_conn_thread, c)) {
         pthread_mutex_lock(&srv->lock);
-        for (iconn_t **pp = &srv->conns; *pp; pp = &(*pp)->next)
-            if (*pp == c) {
-                *pp = c->next;
-                break;
-            }
-        srv->nconns--;
-        if (c->counted) conn_limits_del(&srv->limits, &c->addr);
+        iscsi_conn_unlink(srv, c);
         pthread_mutex_unlock(&srv->lock);
         close(fd);
         free(c);

@@ -201,6 +201,7 @@ void iscsi_rx_free(rx_pdu_t *p);
 int iscsi_recv_pdu(iconn_t *c, rx_pdu_t *p, int timeout_ms, uint32_t max_data);
 void iscsi_send_reject(iconn_t *c, const uint8_t *bad_bhs, uint8_t reason);
 void *iscsi_conn_thread(void *arg);
+bool iscsi_take_cmdsn(iconn_t *c, const rx_pdu_t *p);
 
 /* iscsi_tgt_node.c */
 itarget_t *iscsi_find_target(iscsi_server_t *srv, const char *name);
@@ -218,6 +219,9 @@ void iscsi_task_free(itask_t *t);
 itask_t *iscsi_task_find(iconn_t *c, uint32_t itt);
 int iscsi_on_scsi_cmd(iconn_t *c, rx_pdu_t *p);
 int iscsi_on_data_out(iconn_t *c, rx_pdu_t *p);
+
+/* iscsi_portal.c */
+void iscsi_conn_unlink(iscsi_server_t *srv, iconn_t *c);
 
 /* iscsi_tmf.c */
 void iscsi_wait_idle_tasks(iconn_t *c, bool (*match)(itask_t *, void *), void *arg);

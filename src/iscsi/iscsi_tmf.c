@@ -103,10 +103,7 @@ static void abort_other_sessions(iconn_t *c, abort_match_t *m, bool clear_task_s
 void iscsi_on_tmf(iconn_t *c, rx_pdu_t *p)
 {
     const uint8_t *b = p->bhs;
-    pthread_mutex_lock(&c->lock);
-    iscsi_cmdsn_verdict_t v = iscsi_window_check(&c->win, iscsi_get32(b + 24), p->info.immediate);
-    pthread_mutex_unlock(&c->lock);
-    if (v == ISCSI_CMDSN_DROP) return;
+    if (!iscsi_take_cmdsn(c, p)) return;
     uint8_t fn = b[1] & 0x7f;
     uint64_t lun = iscsi_lun_decode(b + 8);
     uint8_t response = 0;
@@ -189,9 +186,7 @@ void iscsi_end_nexus(iconn_t *c)
 bool iscsi_on_logout(iconn_t *c, rx_pdu_t *p)
 {
     const uint8_t *b = p->bhs;
-    pthread_mutex_lock(&c->lock);
-    iscsi_window_check(&c->win, iscsi_get32(b + 24), p->info.immediate);
-    pthread_mutex_unlock(&c->lock);
+    (void)iscsi_take_cmdsn(c, p); /* a logout is answered even out of the window */
     uint8_t reason = b[1] & 0x7f, response = 0;
     bool close_now = true;
     if (reason == 2) {
