@@ -88,6 +88,8 @@ int cairnd_arc_remove_device(spa_t *spa, const char *path);
 bool cairnd_arc_is_device(spa_t *spa, const char *path);
 /* `pool status`: the pool's remembered cache devices with their state. */
 size_t cairnd_arc_cache_status(spa_t *spa, cairnd_arena_t *a, Cairn__Mgmt__VdevStatus ***out);
+/* The ARC's counters as a message (`arcstat`, and `pool iostat`'s ARC section). */
+Cairn__Mgmt__ArcStats *cairnd_arc_stats_msg(cairnd_arena_t *a);
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a);
 /* iSCSI (iscsi.c): the listener and `cairn iscsi` commands; the hooks keep LUNs in

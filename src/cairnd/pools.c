@@ -1037,19 +1037,7 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
         NO_SUCH_POOL(resp, a, m->name);
         return;
     }
-    arc_stats_t as;
-    arc_get_stats(&as);
-    Cairn__Mgmt__ArcStats *arc = cairnd_arena_alloc(a, sizeof *arc);
-    cairn__mgmt__arc_stats__init(arc);
-#define COPY(f) arc->f = as.f
-    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
-    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
-    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
-    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
-    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
-    COPY(l2_io_errors); COPY(l2_rebuilt);
-#undef COPY
-    st->arc = arc;
+    st->arc = cairnd_arc_stats_msg(a);
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT;
     resp->pool_iostat = st;
 }

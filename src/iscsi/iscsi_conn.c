@@ -304,6 +304,18 @@ bool iscsi_take_cmdsn(iconn_t *c, const rx_pdu_t *p)
     return v != ISCSI_CMDSN_DROP;
 }
 
+/* The header of the single, final reply to request p (NOP-In, Text
+ * Response): its LUN field and ITT echoed, no target transfer tag. */
+static void reply_header(uint8_t *bhs, uint8_t opcode, const rx_pdu_t *p)
+{
+    memset(bhs, 0, ISCSI_BHS_LEN);
+    bhs[0] = opcode;
+    bhs[1] = 0x80;
+    memcpy(bhs + 8, p->bhs + 8, 8);
+    iscsi_put32(bhs + 16, p->info.itt);
+    iscsi_put32(bhs + 20, ISCSI_RSVD_TAG);
+}
+
 /* A NOP-Out or text request with data: rejected when its data digest failed,
  * else its CmdSN taken; false when it goes no further. */
 static bool take_request(iconn_t *c, rx_pdu_t *p)
@@ -326,12 +338,8 @@ static void on_nop_out(iconn_t *c, rx_pdu_t *p)
         return;
     }
     if (!take_request(c, p)) return;
-    uint8_t bhs[ISCSI_BHS_LEN] = {0};
-    bhs[0] = ISCSI_OP_NOP_IN;
-    bhs[1] = 0x80;
-    memcpy(bhs + 8, b + 8, 8);
-    iscsi_put32(bhs + 16, p->info.itt);
-    iscsi_put32(bhs + 20, ISCSI_RSVD_TAG);
+    uint8_t bhs[ISCSI_BHS_LEN];
+    reply_header(bhs, ISCSI_OP_NOP_IN, p);
     uint32_t len = p->info.data_len;
     if (len > c->params.max_recv_dsl_initiator) len = c->params.max_recv_dsl_initiator;
     iscsi_send_pdu(c, bhs, p->data, len, SN_ADV);
@@ -401,12 +409,8 @@ static void on_text(iconn_t *c, rx_pdu_t *p)
         len = c->params.max_recv_dsl_initiator;
         while (len && out.buf[len - 1] != '\0') len--;
     }
-    uint8_t bhs[ISCSI_BHS_LEN] = {0};
-    bhs[0] = ISCSI_OP_TEXT_RSP;
-    bhs[1] = 0x80;
-    memcpy(bhs + 8, b + 8, 8);
-    iscsi_put32(bhs + 16, p->info.itt);
-    iscsi_put32(bhs + 20, ISCSI_RSVD_TAG);
+    uint8_t bhs[ISCSI_BHS_LEN];
+    reply_header(bhs, ISCSI_OP_TEXT_RSP, p);
     iscsi_send_pdu(c, bhs, out.buf, len, SN_ADV);
     iscsi_kv_out_free(&out);
 }

@@ -13,28 +13,30 @@ void cairn_assert_fail(const char *file, int line, const char *func, const char 
     abort();
 }
 
+#if defined(__GLIBC__)
+/* glibc stores the owner's kernel thread id on every lock it takes, whatever
+ * the mutex type, and clears it on unlock (a condition wait included); a
+ * rwlock's writer likewise. */
+static bool owned_here(int owner) { return owner == (int)gettid(); }
+
+bool cairn_mutex_held(const pthread_mutex_t *m) { return owned_here(m->__data.__owner); }
+
+bool cairn_rwlock_wrheld(const pthread_rwlock_t *rw) { return owned_here(rw->__data.__cur_writer); }
+#else
+/* Only whether someone holds it: a failed try, undone when it succeeds. */
 bool cairn_mutex_held(const pthread_mutex_t *m)
 {
-#if defined(__GLIBC__)
-    /* glibc stores the owner's kernel thread id on every lock, whatever the
-     * mutex type, and clears it on unlock (a condition wait included). */
-    return m->__data.__owner == (int)gettid();
-#else
     pthread_mutex_t *mm = (pthread_mutex_t *)m;
     if (pthread_mutex_trylock(mm) == EBUSY) return true;
     pthread_mutex_unlock(mm);
     return false;
-#endif
 }
 
 bool cairn_rwlock_wrheld(const pthread_rwlock_t *rw)
 {
-#if defined(__GLIBC__)
-    return rw->__data.__cur_writer == (int)gettid();
-#else
     pthread_rwlock_t *r = (pthread_rwlock_t *)rw;
     if (pthread_rwlock_tryrdlock(r) == EBUSY) return true;
     pthread_rwlock_unlock(r);
     return false;
-#endif
 }
+#endif
