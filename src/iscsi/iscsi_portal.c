@@ -212,12 +212,7 @@ static void accept_pause(iscsi_server_t *srv, int err)
     bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
     size_t n = srv->nconns;
     pthread_mutex_unlock(&srv->lock);
-    if (log) {
-        char more[64] = "";
-        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
-        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
-                 "iscsi_max_connections%s", n, strerror(err), more);
-    }
+    if (log) conn_limits_warn_accept(SUB, n, err, held, "iscsi_max_connections");
     struct pollfd stop = {.fd = srv->stop_pipe[0], .events = POLLIN};
     while (poll(&stop, 1, 1000) < 0 && errno == EINTR) {
     }

@@ -866,12 +866,7 @@ static void accept_pause(nfs_server_t *srv, int err)
     bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
     size_t n = srv->nconns;
     pthread_mutex_unlock(&srv->conns_lock);
-    if (log) {
-        char more[64] = "";
-        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
-        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
-                 "nfs_max_connections%s", n, strerror(err), more);
-    }
+    if (log) conn_limits_warn_accept(SUB, n, err, held, "nfs_max_connections");
 }
 
 static void accept_resume(nfs_server_t *srv)
