@@ -75,5 +75,10 @@ conn_verdict_t conn_limits_admit(const conn_limits_t *l, const conn_addr_t *a,
  * true when a line may go out now, with *suppressed the lines held back since
  * the last one; false counts one more held back. */
 bool conn_limits_log_ok(conn_limits_t *l, int kind, uint64_t *suppressed);
+/* The line of a failed accept() (err: out of descriptors or memory) that
+ * conn_limits_log_ok let out: n connections open, suppressed held back since
+ * the last one, and cap, the setting that would lower n. sub: the log's. */
+void conn_limits_warn_accept(const char *sub, size_t n, int err, uint64_t suppressed,
+                             const char *cap);
 
 #endif

@@ -7,6 +7,8 @@
 
 #include <cairn/types.h>
 
+#include <stdarg.h>
+
 /* Buffers handed to leaf vdevs are aligned for O_DIRECT. */
 #define CAIRN_IO_ALIGN 4096
 void *cairn_alloc_aligned(size_t size);   /* zero-filled; aborts on OOM */
@@ -31,6 +33,9 @@ void cairn_strlcpy(char *dst, const char *src, size_t size);
 /* Formats one line into err (err NULL or errlen 0: nothing), for the functions
  * that take char *err, size_t errlen and fill it when they fail. */
 void cairn_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* vsnprintf into buf with newlines made spaces: a message that must stay one line. */
+void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* "1.5G"-style human size (base 1024) into buf. */
 void cairn_format_size(uint64_t bytes, char *buf, size_t len);

@@ -69,6 +69,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/bufpool.h>
 #include <cairn/codec.h>
 #include <cairn/util.h>
@@ -219,6 +220,7 @@ static void hdr_to_ghost(arc_hdr_t *h)
 /* Brings the live lists under c, then trims the ghost lists. */
 static void evict_locked(uint64_t need)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     while (live_size() + need > A.c && live_size() > 0) {
         arc_list_t *mru = &A.list[ST_MRU], *mfu = &A.list[ST_MFU];
         arc_hdr_t *victim = (mru->tail && (mru->size > A.p || !mfu->tail)) ? mru->tail : mfu->tail;
@@ -229,6 +231,7 @@ static void evict_locked(uint64_t need)
 /* Keeps MRU + MRU-ghost <= c and all four lists <= 2c. */
 static void trim_ghosts_locked(void)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     while (A.list[ST_MRU].size + A.list[ST_MRU_GHOST].size > A.c && A.list[ST_MRU_GHOST].tail)
         hdr_destroy(A.list[ST_MRU_GHOST].tail);
     uint64_t all = 0;
@@ -281,6 +284,7 @@ static bool hdr_matches(const arc_hdr_t *h, const cairn_blkptr_t *bp)
  * content), or NULL. */
 static arc_hdr_t *live_hdr_locked(const arc_key_t *k, const cairn_blkptr_t *bp)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     arc_hdr_t **pp = slot_of(k);
     arc_hdr_t *h = pp ? *pp : NULL;
     return h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp) ? h : NULL;
@@ -290,6 +294,7 @@ static arc_hdr_t *live_hdr_locked(const arc_key_t *k, const cairn_blkptr_t *bp)
  * holds it from now on; it counts against arc_max, so something may go). */
 static void attach_decomp_locked(arc_hdr_t *h, arc_buf_t *copy)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     int state = h->state;
     list_unlink(h);
     h->decomp = buf_hold(copy);
@@ -512,6 +517,7 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
 static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b,
                           uint8_t policy, bool on_l2, bool unread)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     arc_key_t k = arc_key_of(pool_guid, bp);
     if (b->size > A.c / 4) {
         /* A block that big would flush a quarter of the cache by itself. */
@@ -712,6 +718,7 @@ size_t arc_l2_candidates(uint64_t guid, arc_l2_cand_t *out, size_t max, uint64_t
 /* Under A.lock: makes c the target and evicts down to it. */
 static void set_target_locked(uint64_t c)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     A.c = c;
     if (A.p > A.c) A.p = A.c;
     evict_locked(0);

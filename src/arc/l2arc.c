@@ -34,6 +34,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/codec.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
@@ -206,6 +207,7 @@ static void index_clear(l2_dev_t *d)
 /* Called with d->lock held. */
 static void dev_drop(l2_dev_t *d, const char *why)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&d->lock));
     if (!atomic_exchange(&d->online, false)) return;
     log_error(SUB, "cache device %s dropped: %s; reads go to the pool's vdevs", d->path, why);
     index_clear(d);

@@ -279,7 +279,23 @@ static void do_cache_add(const Cairn__Mgmt__ArcCacheAdd *m, Cairn__Mgmt__Respons
     if (rc) cairnd_set_error(resp, a, rc, "cannot add to '%s': %s", m->pool, err);
 }
 
+Cairn__Mgmt__ArcStats *cairnd_arc_stats_msg(cairnd_arena_t *a)
+{
+    arc_stats_t st;
+    arc_get_stats(&st);
+    Cairn__Mgmt__ArcStats *r = cairnd_arena_alloc(a, sizeof *r);
+    cairn__mgmt__arc_stats__init(r);
 #define COPY(f) r->f = st.f
+    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
+    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
+    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
+    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
+    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
+    COPY(l2_io_errors); COPY(l2_rebuilt);
+#undef COPY
+    return r;
+}
+
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a)
 {
@@ -288,16 +304,7 @@ bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *r
         return true;
     }
     if (req->cmd_case != CAIRN__MGMT__REQUEST__CMD_ARC_STAT) return false;
-    arc_stats_t st;
-    arc_get_stats(&st);
-    Cairn__Mgmt__ArcStats *r = cairnd_arena_alloc(a, sizeof *r);
-    cairn__mgmt__arc_stats__init(r);
-    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
-    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
-    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
-    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
-    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
-    COPY(l2_io_errors); COPY(l2_rebuilt);
+    Cairn__Mgmt__ArcStats *r = cairnd_arc_stats_msg(a);
     /* Cache devices of the imported pools (the caller holds the pool table). */
     dsl_pool_t *dps[64];
     size_t np = CAIRN_MIN(cairnd_pool_dsls(dps, 64), (size_t)64);
@@ -330,7 +337,6 @@ bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *r
     resp->arc_stats = r;
     return true;
 }
-#undef COPY
 
 size_t cairnd_arc_cache_status(spa_t *spa, cairnd_arena_t *a, Cairn__Mgmt__VdevStatus ***out)
 {

@@ -9,7 +9,7 @@
 #include <cairn/nfs.h>
 #include <cairn_mgmt.pb-c.h>
 
-/* Per-request allocations, freed at once after the response is sent. */
+/* Per-request allocations, freed at once after the response is sent (arena.c). */
 typedef struct cairnd_arena {
     void **ptrs;
     size_t n, cap;
@@ -28,13 +28,43 @@ void cairnd_service_stopping(void);
 int cairnd_service_poll_timeout_ms(void);
 void cairnd_service_watchdog(void);
 
-/* Pool table (pools.c). */
+/* Pool table (pool_table.c): pools by name and the cache file of those to import at
+ * start. cairnd_pools_init reads the cache file; everything else with the table
+ * locked (cairnd_table_lock; writing where it changes). */
 int cairnd_pools_init(const char *state_dir);
+typedef struct cairnd_pool_entry {
+    char name[SPA_NAME_MAX];
+    char **paths;
+    size_t npaths;
+    spa_t *spa; /* NULL when the import at start failed */
+    dsl_pool_t *dp; /* its dataset layer, open whenever spa is */
+    uint64_t opened_ns; /* CLOCK_MONOTONIC at import: `pool iostat`'s first interval */
+} cairnd_pool_entry_t;
+void cairnd_table_lock(bool writer);
+void cairnd_table_unlock(void);
+size_t cairnd_table_count(void);
+cairnd_pool_entry_t *cairnd_table_at(size_t i);
+cairnd_pool_entry_t *cairnd_table_find(const char *name);
+spa_t *cairnd_table_find_spa(const char *name); /* NULL: unknown or not imported */
+void cairnd_table_add(spa_t *spa, dsl_pool_t *dp);
+void cairnd_table_remove(cairnd_pool_entry_t *e);
+void cairnd_table_entry_free_paths(cairnd_pool_entry_t *e);
+int cairnd_table_write_cache(void);
+void cairnd_table_clear(void);
+
+/* Pool commands (pools.c). */
 /* Imports every pool listed in the cache file; failures are logged and kept. */
 void cairnd_pools_import_cached(void);
 /* Closes every pool cleanly (daemon shutdown). */
 void cairnd_pools_shutdown(void);
-/* Fills resp for req; everything resp points to lives in arena. */
+/* False when req is not a pool command; with the table locked (dispatch.c). */
+bool cairnd_handle_pool(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                        cairnd_arena_t *a);
+/* `pool events`: without the table lock, it may wait for the next event. */
+void cairnd_handle_pool_events(const Cairn__Mgmt__PoolEvents *m, Cairn__Mgmt__Response *resp,
+                               cairnd_arena_t *a);
+
+/* Fills resp for req; everything resp points to lives in arena (dispatch.c). */
 void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *arena);
 
@@ -42,7 +72,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
 void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
 
-/* For dataset requests, called with the pool table read-locked (pools.c). The
+/* For dataset requests, called with the pool table read-locked (pool_table.c). The
  * dataset layer of an imported pool, or NULL. */
 dsl_pool_t *cairnd_pool_dsl(const char *pool);
 /* Up to cap open dataset layers in pool-table order; returns how many there are. */
@@ -68,6 +98,8 @@ int cairnd_arc_remove_device(spa_t *spa, const char *path);
 bool cairnd_arc_is_device(spa_t *spa, const char *path);
 /* `pool status`: the pool's remembered cache devices with their state. */
 size_t cairnd_arc_cache_status(spa_t *spa, cairnd_arena_t *a, Cairn__Mgmt__VdevStatus ***out);
+/* The ARC's counters as a message (`arcstat`, and `pool iostat`'s ARC section). */
+Cairn__Mgmt__ArcStats *cairnd_arc_stats_msg(cairnd_arena_t *a);
 bool cairnd_handle_arc(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                        cairnd_arena_t *a);
 /* iSCSI (iscsi.c): the listener and `cairn iscsi` commands; the hooks keep LUNs in

@@ -23,6 +23,7 @@
  */
 #include "cairnd.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -198,6 +199,7 @@ static auth_fail_t g_fails[AUTH_FAIL_SLOTS];
  * g_fail_lock held. */
 static auth_fail_t *fail_slot(const char *addr, bool make)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&g_fail_lock));
     time_t now = time(NULL);
     auth_fail_t *oldest = &g_fails[0];
     for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++) {

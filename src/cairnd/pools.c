@@ -1,21 +1,9 @@
 /*
- * cairnd's pool table, its cache file and the request handlers.
- *
- * The table maps pool names to open spa_t handles. It is guarded by one
- * reader-writer lock: commands that add or remove pools (create, import,
- * export, destroy) or change a pool's vdevs (add, remove) take it for writing,
- * everything else (list, status, iostat, get, set, scrub, clear) for reading,
- * so a pool cannot vanish under a request that is using it while ordinary
- * requests still run side by side. Long work such
- * as a scrub runs inside the SPA's own threads; the handler only starts it.
- *
- * The cache file (state_dir/pools.cache) lists the pools to import when the
- * daemon starts: a "pool NAME" line followed by one "path /abs/leaf" line per
- * leaf, in tree order. It is the daemon's memory across restarts and crashes,
- * so it is rewritten atomically (temp file, fsync, rename, fsync of the
- * directory) after every change: a crash leaves either the old or the new
- * list, never half of one. A cached pool that fails to import at start stays
- * listed (its disks may just be late) and is retried on the next start.
+ * The pool commands (create, import, export, destroy, status, list, get, set,
+ * add, remove, replace, attach, detach, online, offline, scrub, clear,
+ * iostat, events) and the pools' life in the daemon: imported at start from
+ * the cache file, closed at shutdown. The table they live in and its cache
+ * file are pool_table.c; the lock a request holds is taken by dispatch.c.
  *
  * Every imported pool also has its dataset layer open (dsl_pool_open right
  * after create or import, dsl_pool_close before export, destroy or shutdown):
@@ -46,194 +34,19 @@
 
 #define SUB "cairnd"
 
-/* ---------------------------------------------------------------- arena */
-
-void *cairnd_arena_alloc(cairnd_arena_t *a, size_t size)
-{
-    if (a->n == a->cap) {
-        a->cap = a->cap ? a->cap * 2 : 32;
-        a->ptrs = cairn_realloc(a->ptrs, sizeof(void *) * a->cap);
-    }
-    void *p = cairn_zalloc(size ? size : 1);
-    a->ptrs[a->n++] = p;
-    return p;
-}
-
-char *cairnd_arena_strdup(cairnd_arena_t *a, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = cairnd_arena_alloc(a, n);
-    memcpy(p, s, n);
-    return p;
-}
-
-void cairnd_arena_free(cairnd_arena_t *a)
-{
-    for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
-    free(a->ptrs);
-    memset(a, 0, sizeof *a);
-}
-
-/* ---------------------------------------------------------------- table */
-
-typedef struct cache_entry {
-    char name[SPA_NAME_MAX];
-    char **paths;
-    size_t npaths;
-    spa_t *spa; /* NULL when the import at start failed */
-    dsl_pool_t *dp; /* its dataset layer, open whenever spa is */
-    uint64_t opened_ns; /* CLOCK_MONOTONIC at import: `pool iostat`'s first interval */
-} cache_entry_t;
-
-static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
-static cache_entry_t *g_pools;
-static size_t g_npools;
-static char g_cache_path[MGMT_PATH_MAX + 32];
-static char g_state_dir[MGMT_PATH_MAX];
-
-static void entry_free_paths(cache_entry_t *e)
-{
-    for (size_t i = 0; i < e->npaths; i++) free(e->paths[i]);
-    free(e->paths);
-    e->paths = NULL;
-    e->npaths = 0;
-}
-
-static cache_entry_t *find_entry(const char *name)
-{
-    for (size_t i = 0; i < g_npools; i++)
-        if (!strcmp(g_pools[i].name, name)) return &g_pools[i];
-    return NULL;
-}
-
-static spa_t *find_pool(const char *name)
-{
-    cache_entry_t *e = find_entry(name);
-    return e ? e->spa : NULL;
-}
-
-static void remove_entry(cache_entry_t *e)
-{
-    entry_free_paths(e);
-    size_t i = (size_t)(e - g_pools);
-    memmove(&g_pools[i], &g_pools[i + 1], (g_npools - i - 1) * sizeof *g_pools);
-    g_npools--;
-}
-
-/* Adds (or refreshes) the entry of a freshly opened pool and its dataset layer. */
+/* Adds (or refreshes) the table's entry of a freshly opened pool and its
+ * dataset layer, and brings in its cache devices (L2ARC, arc.c). */
 static void add_pool(spa_t *spa, dsl_pool_t *dp)
 {
-    cache_entry_t *e = find_entry(spa_name(spa));
-    if (!e) {
-        g_pools = cairn_realloc(g_pools, sizeof *g_pools * (g_npools + 1));
-        e = &g_pools[g_npools++];
-        memset(e, 0, sizeof *e);
-        cairn_strlcpy(e->name, spa_name(spa), sizeof e->name);
-    }
-    e->spa = spa;
-    e->dp = dp;
-    e->opened_ns = cairn_now_ns();
-    cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
-    char **paths = NULL;
-    size_t n = 0;
-    if (spa_leaf_paths(spa, &paths, &n) == 0) {
-        entry_free_paths(e);
-        e->paths = paths;
-        e->npaths = n;
-    }
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -errno;
-    int rc = fsync(fd) ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-/* Rewrites the cache file from the table. Caller holds the write lock. */
-static int cache_write(void)
-{
-    char tmp[sizeof g_cache_path + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g_cache_path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        int e = errno;
-        log_error(SUB, "cannot write %s: %s", tmp, strerror(e));
-        return -e;
-    }
-    FILE *f = fdopen(fd, "w");
-    fprintf(f, "# cairnd pool cache: pools imported at start. Written by cairnd.\n");
-    for (size_t i = 0; i < g_npools; i++) {
-        fprintf(f, "pool %s\n", g_pools[i].name);
-        for (size_t j = 0; j < g_pools[i].npaths; j++) fprintf(f, "path %s\n", g_pools[i].paths[j]);
-    }
-    int rc = 0;
-    if (fflush(f) || fsync(fd)) rc = -errno;
-    if (fclose(f) && !rc) rc = -errno;
-    if (!rc && rename(tmp, g_cache_path)) rc = -errno;
-    if (!rc) rc = fsync_dir(g_state_dir);
-    if (rc) {
-        log_error(SUB, "cannot update %s: %s", g_cache_path, strerror(-rc));
-        unlink(tmp);
-    }
-    return rc;
-}
-
-static int cache_read(void)
-{
-    FILE *f = fopen(g_cache_path, "r");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        int e = errno;
-        log_error(SUB, "cannot read %s: %s", g_cache_path, strerror(e));
-        return -e;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    unsigned lineno = 0;
-    cache_entry_t *cur = NULL;
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
-        if (!line[0] || line[0] == '#') continue;
-        if (!strncmp(line, "pool ", 5) && line[5] && strlen(line + 5) < SPA_NAME_MAX) {
-            if (find_entry(line + 5)) {
-                log_warn(SUB, "%s:%u: pool '%s' listed twice; ignoring the repeat",
-                         g_cache_path, lineno, line + 5);
-                cur = NULL;
-                continue;
-            }
-            g_pools = cairn_realloc(g_pools, sizeof *g_pools * (g_npools + 1));
-            cur = &g_pools[g_npools++];
-            memset(cur, 0, sizeof *cur);
-            cairn_strlcpy(cur->name, line + 5, sizeof cur->name);
-        } else if (!strncmp(line, "path ", 5) && cur && line[5]) {
-            cur->paths = cairn_realloc(cur->paths, sizeof(char *) * (cur->npaths + 1));
-            cur->paths[cur->npaths++] = cairn_strdup(line + 5);
-        } else {
-            log_warn(SUB, "%s:%u: ignoring unrecognised line", g_cache_path, lineno);
-        }
-    }
-    free(line);
-    fclose(f);
-    return 0;
-}
-
-int cairnd_pools_init(const char *state_dir)
-{
-    cairn_strlcpy(g_state_dir, state_dir, sizeof g_state_dir);
-    snprintf(g_cache_path, sizeof g_cache_path, "%s/pools.cache", state_dir);
-    return cache_read();
+    cairnd_table_add(spa, dp);
+    cairnd_arc_pool_opened(spa);
 }
 
 void cairnd_pools_import_cached(void)
 {
-    pthread_rwlock_wrlock(&g_lock);
-    for (size_t i = 0; i < g_npools; i++) {
-        cache_entry_t *e = &g_pools[i];
+    cairnd_table_lock(true);
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        cairnd_pool_entry_t *e = cairnd_table_at(i);
         if (e->spa) continue;
         char err[512] = "";
         spa_t *spa = NULL;
@@ -263,44 +76,27 @@ void cairnd_pools_import_cached(void)
         cairnd_arc_pool_opened(spa); /* L2ARC: its cache devices (arc.c) */
         log_info(SUB, "imported pool '%s' (%s)", e->name, vdev_state_name(spa_health(spa)));
     }
-    pthread_rwlock_unlock(&g_lock);
+    cairnd_table_unlock();
 }
 
 void cairnd_pools_shutdown(void)
 {
-    pthread_rwlock_wrlock(&g_lock);
-    for (size_t i = 0; i < g_npools; i++) {
-        if (!g_pools[i].spa) continue;
-        cairnd_shares_pool_closing(g_pools[i].dp);
-        if (g_pools[i].dp) dsl_pool_close(g_pools[i].dp);
-        g_pools[i].dp = NULL;
-        int rc = spa_close(g_pools[i].spa);
-        g_pools[i].spa = NULL;
-        if (rc) log_error(SUB, "closing pool '%s': %s", g_pools[i].name, strerror(-rc));
-        else log_info(SUB, "closed pool '%s'", g_pools[i].name);
+    cairnd_table_lock(true);
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        if (!cairnd_table_at(i)->spa) continue;
+        cairnd_shares_pool_closing(cairnd_table_at(i)->dp);
+        if (cairnd_table_at(i)->dp) dsl_pool_close(cairnd_table_at(i)->dp);
+        cairnd_table_at(i)->dp = NULL;
+        int rc = spa_close(cairnd_table_at(i)->spa);
+        cairnd_table_at(i)->spa = NULL;
+        if (rc) log_error(SUB, "closing pool '%s': %s", cairnd_table_at(i)->name, strerror(-rc));
+        else log_info(SUB, "closed pool '%s'", cairnd_table_at(i)->name);
     }
-    for (size_t i = 0; i < g_npools; i++) entry_free_paths(&g_pools[i]);
-    free(g_pools);
-    g_pools = NULL;
-    g_npools = 0;
+    cairnd_table_clear();
     /* Keep the lock: no request may touch a pool after this. */
 }
 
 /* ---------------------------------------------------------------- helpers */
-
-void cairnd_set_error(Cairn__Mgmt__Response *resp, cairnd_arena_t *a, int rc, const char *fmt,
-                      ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n') *p = ' ';
-    resp->error = rc < 0 ? rc : -EINVAL;
-    resp->message = cairnd_arena_strdup(a, msg);
-}
 
 #define set_error cairnd_set_error
 /* An absolute path, or a test's fault-injecting leaf on one ("fault:/...", vdev.h). */
@@ -571,11 +367,11 @@ static void do_list(const Cairn__Mgmt__PoolList *m, Cairn__Mgmt__Response *resp,
 {
     Cairn__Mgmt__PoolRows *rows = cairnd_arena_alloc(a, sizeof *rows);
     cairn__mgmt__pool_rows__init(rows);
-    rows->rows = cairnd_arena_alloc(a, sizeof(*rows->rows) * (g_npools + 1));
-    for (size_t i = 0; i < g_npools; i++) {
-        if (!g_pools[i].spa) continue;
-        if (m->name[0] && strcmp(m->name, g_pools[i].name)) continue;
-        rows->rows[rows->n_rows++] = pool_row(a, g_pools[i].spa, g_pools[i].dp);
+    rows->rows = cairnd_arena_alloc(a, sizeof(*rows->rows) * (cairnd_table_count() + 1));
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        if (!cairnd_table_at(i)->spa) continue;
+        if (m->name[0] && strcmp(m->name, cairnd_table_at(i)->name)) continue;
+        rows->rows[rows->n_rows++] = pool_row(a, cairnd_table_at(i)->spa, cairnd_table_at(i)->dp);
     }
     if (m->name[0] && rows->n_rows == 0) {
         NO_SUCH_POOL(resp, a, m->name);
@@ -590,10 +386,10 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
 {
     Cairn__Mgmt__PoolStatuses *st = cairnd_arena_alloc(a, sizeof *st);
     cairn__mgmt__pool_statuses__init(st);
-    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (g_npools + 1));
-    for (size_t i = 0; i < g_npools; i++) {
-        spa_t *spa = g_pools[i].spa;
-        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (cairnd_table_count() + 1));
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        spa_t *spa = cairnd_table_at(i)->spa;
+        if (!spa || (m->name[0] && strcmp(m->name, cairnd_table_at(i)->name))) continue;
         Cairn__Mgmt__PoolStatusResult *r = cairnd_arena_alloc(a, sizeof *r);
         cairn__mgmt__pool_status_result__init(r);
         r->name = cairnd_arena_strdup(a, spa_name(spa));
@@ -605,7 +401,7 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         r->txg = spa_last_synced_txg(spa);
         r->n_cache = cairnd_arc_cache_status(spa, a, &r->cache);
         r->n_spares = spare_status(a, spa, &r->spares);
-        status_errors(a, spa, g_pools[i].dp, r, m->verbose);
+        status_errors(a, spa, cairnd_table_at(i)->dp, r, m->verbose);
         st->pools[st->n_pools++] = r;
     }
     if (m->name[0] && st->n_pools == 0) {
@@ -624,7 +420,7 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
         set_error(resp, a, -EINVAL, "%s", err);
         return;
     }
-    if (find_entry(m->name)) {
+    if (cairnd_table_find(m->name)) {
         set_error(resp, a, -EEXIST, "pool '%s' already exists", m->name);
         return;
     }
@@ -690,7 +486,7 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
         return;
     }
     add_pool(spa, dp);
-    cache_write();
+    cairnd_table_write_cache();
     cairnd_shares_refresh();
     log_info(SUB, "created pool '%s'", m->name);
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
@@ -746,7 +542,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         resp->import_candidates = ic;
         return;
     }
-    if (find_pool(m->name)) {
+    if (cairnd_table_find_spa(m->name)) {
         set_error(resp, a, -EEXIST, "pool '%s' is already imported", m->name);
         return;
     }
@@ -760,7 +556,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         set_error(resp, a, rc, "cannot import '%s': %s", m->name, err[0] ? err : strerror(-rc));
         return;
     }
-    cache_entry_t *stale = find_entry(spa_name(spa));
+    cairnd_pool_entry_t *stale = cairnd_table_find(spa_name(spa));
     if (stale && stale->spa) {
         /* Imported by name alias/guid to a pool we already hold: refuse. */
         spa_close(spa);
@@ -777,7 +573,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
     }
     add_pool(spa, dp);
     cairnd_iscsi_pool_opened(dp);
-    cache_write();
+    cairnd_table_write_cache();
     cairnd_shares_refresh();
     log_info(SUB, "imported pool '%s'", spa_name(spa));
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL;
@@ -804,12 +600,12 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,
                               cairnd_arena_t *a)
 {
-    cache_entry_t *e = find_entry(name);
+    cairnd_pool_entry_t *e = cairnd_table_find(name);
     if (!e || !e->spa) {
         if (e && destroy) {
             /* A cached pool that never came back: forget it. */
-            remove_entry(e);
-            cache_write();
+            cairnd_table_remove(e);
+            cairnd_table_write_cache();
             set_error(resp, a, -ENOENT,
                       "pool '%s' is not imported (its disks were missing); removed it from "
                       "the cache",
@@ -830,8 +626,8 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
     int rc = destroy ? spa_destroy(spa) : spa_export(spa);
     if (destroy) cairnd_arc_pool_destroyed(guid); /* L2ARC: forget its cache devices */
     /* Either call closes the pool, even when writing the labels failed. */
-    remove_entry(e);
-    cache_write();
+    cairnd_table_remove(e);
+    cairnd_table_write_cache();
     if (rc) {
         set_error(resp, a, rc, "cannot %s '%s': %s", destroy ? "destroy" : "export", name,
                   strerror(-rc));
@@ -843,7 +639,7 @@ static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Respo
 static void do_scrub(const Cairn__Mgmt__PoolScrub *m, Cairn__Mgmt__Response *resp,
                      cairnd_arena_t *a)
 {
-    spa_t *spa = find_pool(m->name);
+    spa_t *spa = cairnd_table_find_spa(m->name);
     if (!spa) {
         NO_SUCH_POOL(resp, a, m->name);
         return;
@@ -884,7 +680,7 @@ static void add_prop(Cairn__Mgmt__PropertyList *pl, cairnd_arena_t *a, spa_t *sp
     pl->props[pl->n_props++] = p;
 }
 
-static void refresh_paths(cache_entry_t *e);
+static void refresh_paths(cairnd_pool_entry_t *e);
 
 
 /* offline, online, replace, attach, detach: the pool's own lock orders them with its
@@ -900,7 +696,7 @@ static void do_leaf_change(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: name = req->pool_detach->name; break;
     default: name = req->pool_replace->name; break;
     }
-    cache_entry_t *e = find_entry(name);
+    cairnd_pool_entry_t *e = cairnd_table_find(name);
     if (!e || !e->spa) {
         NO_SUCH_POOL(resp, a, name);
         return;
@@ -964,11 +760,11 @@ static void do_get(const Cairn__Mgmt__PoolGet *m, Cairn__Mgmt__Response *resp,
     size_t per_pool = all ? nnames : m->n_props;
     Cairn__Mgmt__PropertyList *pl = cairnd_arena_alloc(a, sizeof *pl);
     cairn__mgmt__property_list__init(pl);
-    pl->props = cairnd_arena_alloc(a, sizeof(*pl->props) * (per_pool * g_npools + 1));
+    pl->props = cairnd_arena_alloc(a, sizeof(*pl->props) * (per_pool * cairnd_table_count() + 1));
     bool found = false;
-    for (size_t i = 0; i < g_npools; i++) {
-        spa_t *spa = g_pools[i].spa;
-        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        spa_t *spa = cairnd_table_at(i)->spa;
+        if (!spa || (m->name[0] && strcmp(m->name, cairnd_table_at(i)->name))) continue;
         found = true;
         if (all)
             for (size_t j = 0; j < nnames; j++) add_prop(pl, a, spa, spa_prop_names()[j]);
@@ -986,7 +782,7 @@ static void do_get(const Cairn__Mgmt__PoolGet *m, Cairn__Mgmt__Response *resp,
 static void do_set(const Cairn__Mgmt__PoolSet *m, Cairn__Mgmt__Response *resp,
                    cairnd_arena_t *a)
 {
-    spa_t *spa = find_pool(m->name);
+    spa_t *spa = cairnd_table_find_spa(m->name);
     if (!spa) {
         NO_SUCH_POOL(resp, a, m->name);
         return;
@@ -1016,16 +812,16 @@ static void spec_paths(const spa_vdev_spec_t *s, char ***paths, size_t *n)
 }
 
 /* The cache file's leaf list from the pool as it is now. */
-static void refresh_paths(cache_entry_t *e)
+static void refresh_paths(cairnd_pool_entry_t *e)
 {
     char **paths = NULL;
     size_t n = 0;
     if (spa_leaf_paths(e->spa, &paths, &n) == 0) {
-        entry_free_paths(e);
+        cairnd_table_entry_free_paths(e);
         e->paths = paths;
         e->npaths = n;
     }
-    cache_write();
+    cairnd_table_write_cache();
 }
 
 /* `pool add -n`: the checks of a real add (the CLI prints the layout), no change.
@@ -1055,7 +851,7 @@ static void do_add_dry_run(spa_t *spa, const spa_vdev_spec_t *root, const Cairn_
 static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
                    cairnd_arena_t *a)
 {
-    cache_entry_t *e = find_entry(m->name);
+    cairnd_pool_entry_t *e = cairnd_table_find(m->name);
     if (!e || !e->spa) {
         NO_SUCH_POOL(resp, a, m->name);
         return;
@@ -1095,7 +891,7 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
     /* The cache file names the new devices before they join: a crash right after
      * must find them at the next start, or the pool would miss its log device. */
     spec_paths(root, &e->paths, &e->npaths);
-    cache_write();
+    cairnd_table_write_cache();
     rc = spa_vdev_add(e->spa, root, m->force, err, sizeof err);
     refresh_paths(e);
     if (rc) {
@@ -1110,7 +906,7 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
 static void do_remove(const Cairn__Mgmt__PoolRemove *m, Cairn__Mgmt__Response *resp,
                       cairnd_arena_t *a)
 {
-    cache_entry_t *e = find_entry(m->name);
+    cairnd_pool_entry_t *e = cairnd_table_find(m->name);
     if (!e || !e->spa) {
         NO_SUCH_POOL(resp, a, m->name);
         return;
@@ -1201,14 +997,14 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
 {
     Cairn__Mgmt__PoolIostats *st = cairnd_arena_alloc(a, sizeof *st);
     cairn__mgmt__pool_iostats__init(st);
-    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (g_npools + 1));
-    for (size_t i = 0; i < g_npools; i++) {
-        spa_t *spa = g_pools[i].spa;
-        if (!spa || (m->name[0] && strcmp(m->name, g_pools[i].name))) continue;
+    st->pools = cairnd_arena_alloc(a, sizeof(*st->pools) * (cairnd_table_count() + 1));
+    for (size_t i = 0; i < cairnd_table_count(); i++) {
+        spa_t *spa = cairnd_table_at(i)->spa;
+        if (!spa || (m->name[0] && strcmp(m->name, cairnd_table_at(i)->name))) continue;
         Cairn__Mgmt__PoolIostatResult *r = cairnd_arena_alloc(a, sizeof *r);
         cairn__mgmt__pool_iostat_result__init(r);
         r->timestamp_ns = cairn_now_ns();
-        r->import_ns = g_pools[i].opened_ns;
+        r->import_ns = cairnd_table_at(i)->opened_ns;
         vdev_t *root = spa_root_vdev(spa);
         Cairn__Mgmt__VdevIostat *p = iostat_node(a, spa_name(spa), "");
         for (uint32_t t = 0; t < root->nchildren; t++) {
@@ -1248,19 +1044,7 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
         NO_SUCH_POOL(resp, a, m->name);
         return;
     }
-    arc_stats_t as;
-    arc_get_stats(&as);
-    Cairn__Mgmt__ArcStats *arc = cairnd_arena_alloc(a, sizeof *arc);
-    cairn__mgmt__arc_stats__init(arc);
-#define COPY(f) arc->f = as.f
-    COPY(hits); COPY(misses); COPY(mru_hits); COPY(mfu_hits); COPY(mru_ghost_hits);
-    COPY(mfu_ghost_hits); COPY(size); COPY(c); COPY(p); COPY(c_max); COPY(mru_size);
-    COPY(mfu_size); COPY(mru_ghost_size); COPY(mfu_ghost_size); COPY(decompressed_size);
-    COPY(entries); COPY(evictions); COPY(l2_hits); COPY(l2_misses); COPY(l2_feeds);
-    COPY(l2_feed_bytes); COPY(l2_size); COPY(l2_entries); COPY(l2_cksum_bad);
-    COPY(l2_io_errors); COPY(l2_rebuilt);
-#undef COPY
-    st->arc = arc;
+    st->arc = cairnd_arc_stats_msg(a);
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT;
     resp->pool_iostat = st;
 }
@@ -1268,7 +1052,7 @@ static void do_iostat(const Cairn__Mgmt__PoolIostat *m, Cairn__Mgmt__Response *r
 /* `pool clear POOL [DEV]`: error counts, and FAULTED devices that answer again. */
 static void do_clear(const Cairn__Mgmt__PoolClear *m, Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
 {
-    spa_t *spa = find_pool(m->name);
+    spa_t *spa = cairnd_table_find_spa(m->name);
     if (!spa) {
         NO_SUCH_POOL(resp, a, m->name);
         return;
@@ -1287,9 +1071,9 @@ static void do_events(const Cairn__Mgmt__PoolEvents *m, Cairn__Mgmt__Response *r
                       cairnd_arena_t *a)
 {
     if (m->name && m->name[0]) {
-        pthread_rwlock_rdlock(&g_lock);
-        bool known = find_pool(m->name) != NULL;
-        pthread_rwlock_unlock(&g_lock);
+        cairnd_table_lock(false);
+        bool known = cairnd_table_find_spa(m->name) != NULL;
+        cairnd_table_unlock();
         if (!known) {
             NO_SUCH_POOL(resp, a, m->name);
             return;
@@ -1330,37 +1114,10 @@ static void do_events(const Cairn__Mgmt__PoolEvents *m, Cairn__Mgmt__Response *r
     free(ev);
 }
 
-void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
-                           cairnd_arena_t *a)
+
+bool cairnd_handle_pool(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                        cairnd_arena_t *a)
 {
-    bool writer = false;
-    switch (req->cmd_case) {
-    case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_ADD:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
-    case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: writer = true; break;
-    default: break;
-    }
-    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS) {
-        do_events(req->pool_events, resp, a);
-        return;
-    }
-    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_PING) {
-        Cairn__Mgmt__Pong *p = cairnd_arena_alloc(a, sizeof *p);
-        cairn__mgmt__pong__init(p);
-        p->version = cairnd_arena_strdup(a, CAIRN_VERSION);
-        p->pid = (uint32_t)getpid();
-        resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_PONG;
-        resp->pong = p;
-        return;
-    }
-    if (writer) pthread_rwlock_wrlock(&g_lock);
-    else pthread_rwlock_rdlock(&g_lock);
     switch (req->cmd_case) {
     case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE: do_create(req->pool_create, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_LIST: do_list(req->pool_list, resp, a); break;
@@ -1384,41 +1141,20 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH:
     case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: do_leaf_change(req, resp, a); break;
     case CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT: do_iostat(req->pool_iostat, resp, a); break;
-    case CAIRN__MGMT__REQUEST__CMD_SHARE_LIST: cairnd_handle_share_list(resp, a); break;
-    default:
-        if (cairnd_handle_dataset(req, resp, a)) break;
-        if (cairnd_handle_arc(req, resp, a)) break;
-        if (cairnd_handle_iscsi(req, resp, a)) break;
-        if (cairnd_handle_history(req, resp, a)) break;
-        if (cairnd_handle_tokens(req, resp, a)) break;
-        set_error(resp, a, -EOPNOTSUPP, "unknown request (is cairn newer than cairnd?)");
+    default: return false;
     }
-    cairnd_history_record(req, resp);
-    pthread_rwlock_unlock(&g_lock);
+    return true;
 }
 
-/* ---------------------------------------------------------------- for datasets.c */
-
-dsl_pool_t *cairnd_pool_dsl(const char *pool)
+void cairnd_handle_pool_events(const Cairn__Mgmt__PoolEvents *m, Cairn__Mgmt__Response *resp,
+                               cairnd_arena_t *a)
 {
-    cache_entry_t *e = find_entry(pool);
-    return e && e->spa ? e->dp : NULL;
+    do_events(m, resp, a);
 }
 
 void cairnd_pools_refresh_shares(void)
 {
-    pthread_rwlock_rdlock(&g_lock);
+    cairnd_table_lock(false);
     cairnd_shares_refresh();
-    pthread_rwlock_unlock(&g_lock);
-}
-
-size_t cairnd_pool_dsls(dsl_pool_t **out, size_t cap)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < g_npools; i++)
-        if (g_pools[i].spa && g_pools[i].dp) {
-            if (n < cap) out[n] = g_pools[i].dp;
-            n++;
-        }
-    return n;
+    cairnd_table_unlock();
 }

@@ -14,6 +14,12 @@ extern const char *g_socket;
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Sends req to cairnd and returns its response; exits through fail() on any error. */
 Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req);
+/* The parts of call (client.c): a connection to cairnd (-1 when quiet and there is
+ * none), and one exchange on it (allow_error: a failed command is returned, not fatal). */
+int cli_connect(bool quiet);
+Cairn__Mgmt__Response *cli_call_fd(int fd, const Cairn__Mgmt__Request *req, bool allow_error);
+/* Appends arg, made absolute, to the search directories dirs (n of them). */
+char **collect_dirs(char **dirs, size_t *n, const char *arg);
 
 typedef struct list_opts {
     mgmt_out_mode_t mode;
@@ -45,19 +51,32 @@ void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc);
 /* The prefix of a fault-injecting test leaf's path (vdev_leaf_open). */
 #define CLI_FAULT_PREFIX "fault:"
 
-/* Shared by the pool commands (main.c). */
-void set_name(const char *name, const char *what);           /* a valid pool name, or fail */
+/* Shared by the pool commands: a valid pool name, or fail (client.c). */
+void set_name(const char *name, const char *what);
+/* vdev_spec.c: a parsed layout as a request message, and its leaves made real paths
+ * (refuses missing files and one device named twice). */
 Cairn__Mgmt__VdevSpec *spec_to_msg(const spa_vdev_spec_t *s);
 void spec_msg_free(Cairn__Mgmt__VdevSpec *m);
-/* Leaf paths made real paths; refuses missing files and one device named twice. */
 void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nseen);
+
+/* pool.c (argv[0] is the subcommand; simple: export, destroy, scrub... named by sub). */
+int cmd_pool_create(int argc, char **argv);
+int cmd_pool_list(int argc, char **argv);
+int cmd_pool_status(int argc, char **argv);
+int cmd_pool_simple(int argc, char **argv, const char *sub);
+int cmd_pool_import(int argc, char **argv);
+int cmd_pool_get(int argc, char **argv);
+int cmd_pool_set(int argc, char **argv);
+/* `cairn check` (check.c), the offline checker. */
+int cmd_check(int argc, char **argv);
 
 /* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */
 int cmd_pool_add(int argc, char **argv);
-/* A device path as the pool knows it (absolute, resolved when it exists), in buf or dev. */
+/* A device path as the pool knows it (absolute, resolved when it exists), in buf or dev
+ * (client.c). */
 const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what);
-/* history.c: the command line sent with every request (cairnd records it in the
- * pool's history when the command changed the pool), and `pool history`. */
+/* The command line sent with every request (client.c; cairnd records it in the
+ * pool's history when the command changed the pool), and `pool history` (history.c). */
 void cli_history_init(int argc, char **argv);
 void cli_history_attach(Cairn__Mgmt__Request *req);
 int cmd_pool_history(int argc, char **argv);

@@ -1,63 +1,19 @@
 /*
- * `cairn pool history [-l] POOL`, and the command line every request carries
- * so that cairnd can record it in the pool's history (src/cairnd/history.c
- * decides which requests are history; the CLI sends the line always).
- *
- * The line is "cairn" and the words after the global options, quoted when a
- * word has blanks or quotes, so it reads as something one could type again.
- * The long form (-l) adds who ran it where: user name, uid and host, as
- * `zpool history -l` does.
+ * `cairn pool history [-l] POOL`: the command lines cairnd recorded in the
+ * pool's history (src/cairnd/history.c decides which requests are history;
+ * the CLI sends its line with every request, client.c). The long form (-l)
+ * adds who ran it where: user name, uid and host, as `zpool history -l`
+ * does.
  */
 #include "cli.h"
 
 #include <cairn/util.h>
 
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static char g_line[4096];
-static char g_info[256];
-
-static void append_word(const char *w)
-{
-    size_t n = strlen(g_line);
-    bool quote = !*w || strpbrk(w, " \t\n'\"\\$") != NULL;
-    if (!quote) {
-        snprintf(g_line + n, sizeof g_line - n, " %s", w);
-        return;
-    }
-    /* Single quotes, with ' written as '\'' (the shell's way). */
-    n += (size_t)snprintf(g_line + n, sizeof g_line - n, " '");
-    for (const char *c = w; *c && n + 5 < sizeof g_line; c++) {
-        if (*c == '\'') n += (size_t)snprintf(g_line + n, sizeof g_line - n, "'\\''");
-        else g_line[n++] = *c == '\n' ? ' ' : *c;
-    }
-    g_line[n] = 0;
-    snprintf(g_line + n, sizeof g_line - n, "'");
-}
-
-void cli_history_init(int argc, char **argv)
-{
-    cairn_strlcpy(g_line, "cairn", sizeof g_line);
-    for (int i = 0; i < argc; i++) append_word(argv[i]);
-    uid_t uid = getuid();
-    struct passwd *pw = getpwuid(uid);
-    char host[128] = "?";
-    gethostname(host, sizeof host - 1);
-    host[sizeof host - 1] = 0;
-    snprintf(g_info, sizeof g_info, "user %s (uid %u) on %s", pw ? pw->pw_name : "?",
-             (unsigned)uid, host);
-}
-
-void cli_history_attach(Cairn__Mgmt__Request *req)
-{
-    req->history_line = g_line;
-    req->history_info = g_info;
-}
 
 int cmd_pool_history(int argc, char **argv)
 {

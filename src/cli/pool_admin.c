@@ -194,32 +194,6 @@ int cmd_pool_remove(int argc, char **argv)
 
 /* ---------------------------------------------------------------- offline, online, replace, wait */
 
-/* A device path as the pool knows it: absolute, resolved when it exists (a
- * removed disk file is named by the path it had). */
-const char *leaf_arg(const char *dev, char *buf, size_t len, const char *what)
-{
-    if (!dev[0]) fail("%s: empty device name", what);
-    /* A test's fault-injecting leaf: the file after the prefix is resolved. */
-    size_t pre = strlen(CLI_FAULT_PREFIX);
-    if (!strncmp(dev, CLI_FAULT_PREFIX, pre) && len > pre) {
-        const char *file = leaf_arg(dev + pre, buf + pre, len - pre, what);
-        if (file != buf + pre) snprintf(buf + pre, len - pre, "%s", file);
-        memcpy(buf, CLI_FAULT_PREFIX, pre);
-        return buf;
-    }
-    struct stat st;
-    char real[PATH_MAX];
-    if (stat(dev, &st) == 0 && realpath(dev, real)) {
-        snprintf(buf, len, "%s", real);
-        return buf;
-    }
-    if (dev[0] == '/') return dev;
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) fail("%s: cannot resolve '%s': %s", what, dev, strerror(errno));
-    snprintf(buf, len, "%s/%s", cwd, dev);
-    return buf;
-}
-
 int cmd_pool_offline(int argc, char **argv, bool online)
 {
     const char *what = online ? "pool online" : "pool offline";

@@ -102,6 +102,7 @@
  */
 #include "dmu_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <stdlib.h>
@@ -425,6 +426,13 @@ static size_t slots_sorted(dnode_t *dn, dn_slot_t *out[4])
     return n;
 }
 
+/* For the assertion that slots retire oldest first. */
+static inline dn_slot_t *oldest_slot(dnode_t *dn)
+{
+    dn_slot_t *live[4];
+    return slots_sorted(dn, live) ? live[0] : NULL;
+}
+
 void objset_dirty_dnode(objset_t *os, dnode_t *dn, uint64_t txg)
 {
     pthread_mutex_lock(&os->dirty_lock);
@@ -455,6 +463,8 @@ static dn_slot_t *slot_get(dnode_t *dn, uint64_t txg, bool sync_ctx)
                   (unsigned long long)txg);
         abort();
     }
+    /* A new slot changes the dnode's txg state: only under dn->lock exclusive. */
+    CAIRN_ASSERT(txg != 0 && cairn_rwlock_wrheld(&dn->lock));
     s = cairn_zalloc(sizeof(*s));
     s->txg = txg;
     for (int sh = 0; sh < DN_SHARDS; sh++) dmu_map_init(&s->recs[sh]);
@@ -585,6 +595,7 @@ static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
 
 int dnode_set_props_locked(dnode_t *dn, uint64_t txg, const dmu_object_props_t *p)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     if (p->recordsize != dn->cur.datablksz && (dn->cur.flags & DNODE_FLAG_WRITTEN)) {
         if (p->recordsize < dn->cur.datablksz || dn->cur.maxblkid != 0 || dn->obj == META_OBJ)
             return -EINVAL;
@@ -598,6 +609,7 @@ int dnode_set_props_locked(dnode_t *dn, uint64_t txg, const dmu_object_props_t *
 
 void dnode_set_bonus_locked(dnode_t *dn, uint64_t txg, const void *buf, uint32_t len)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     attr_change_t c = {.kind = ATTR_BONUS, .txg = txg, .bonus = buf, .bonuslen = len};
     dn_attr_change(dn, txg, &c, false);
 }
@@ -881,6 +893,7 @@ static bool maxblkid_covers(const dnode_t *dn, uint64_t txg, uint64_t blkid)
 static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
                            const uint8_t *src, bool sync_ctx)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     dn_newbytes_t nb = {0, 0};
     uint64_t maxblkid = 0;
     bool wrote = false;
@@ -1010,6 +1023,7 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
 /* dn->lock held exclusively. */
 static void slot_drop_recs(dnode_t *dn, dn_slot_t *s, uint64_t start, uint64_t end)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     size_t count = 0;
     for (int sh = 0; sh < DN_SHARDS; sh++) count += s->recs[sh].count;
     if (count == 0) return;
@@ -1036,6 +1050,7 @@ static void slot_drop_recs(dnode_t *dn, dn_slot_t *s, uint64_t start, uint64_t e
 
 static int dn_free_range_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     if (len == 0 || !(dn->cur.flags & DNODE_FLAG_WRITTEN)) {
         slot_get(dn, txg, false); /* the dnode is still part of this txg */
         return 0;
@@ -1079,6 +1094,7 @@ int dnode_free_range_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len)
 
 int dnode_free_object_locked(dnode_t *dn, uint64_t txg)
 {
+    CAIRN_ASSERT(cairn_rwlock_wrheld(&dn->lock));
     if (dn->cur.type == DNODE_TYPE_FREE) return -ENOENT;
     int err = dn_free_range_locked(dn, txg, 0, UINT64_MAX);
     if (err) return err;
@@ -1690,6 +1706,7 @@ int dnode_sync_finish(dnode_t *dn, uint64_t txg, dmu_rec_t **recs, size_t nrecs,
         dn_unlock(dn);
         return 0;
     }
+    CAIRN_ASSERT(oldest_slot(dn) == s); /* txgs sync in order */
     bool freed = s->snap.type == DNODE_TYPE_FREE;
     if (!freed) {
         for (size_t i = 0; i < nrecs && !err; i++) {
@@ -1802,6 +1819,7 @@ static bool counts_holds(const objset_t *os) { return os != os->dp->mos; }
 
 static void hold_locked(objset_t *os, dnode_t *dn)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&os->lock));
     if (!dn || !counts_holds(os)) return;
     atomic_fetch_add(&dn->holds, 1);
     dn->last_use = ++os->use_clock;

@@ -30,6 +30,7 @@
 
 #include <inttypes.h>
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <malloc.h>
@@ -750,6 +751,7 @@ static bool name_ok(const char *name)
 static int dir_add_locked(dmu_pool_t *dp, dnode_t *dir, uint64_t txg, const char *name,
                           const cairn_blkptr_t *root, bool sync_ctx, uint64_t *id_out)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     if (dir_find(dp, name, NULL)) return -EEXIST;
     uint64_t slot = 0;
     for (;; slot++) {
@@ -817,6 +819,7 @@ static objset_t *ent_objset(dmu_pool_t *dp, dir_ent_t *de, int *err)
 static int destroy_locked(dmu_pool_t *dp, const char *name, uint64_t txg, bool sync_ctx,
                           uint64_t keep_upto_txg)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     size_t idx;
     dir_ent_t *de = dir_find(dp, name, &idx);
     if (!de) return -ENOENT;

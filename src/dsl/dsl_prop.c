@@ -19,6 +19,7 @@
 
 #include <cairn/arc.h>
 
+#include <cairn/assert.h>
 #include <cairn/util.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -416,6 +417,7 @@ static void fmt_size(uint64_t v, char *buf, size_t len) { cairn_format_size(v, b
 /* Fills p for a native or user property (dp->lock held). */
 static int prop_fill(dsl_pool_t *dp, dsl_node_t *n, const char *name, dsl_prop_t *p)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     memset(p, 0, sizeof(*p));
     cairn_strlcpy(p->name, name, sizeof(p->name));
     const prop_desc_t *d = prop_find(name);

@@ -49,6 +49,7 @@
  * it ever is not, the space can be split into several metaslabs per vdev,
  * each with its own lock, without changing this interface.
  */
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/metaslab.h>
 #include <cairn/util.h>
@@ -268,6 +269,7 @@ int metaslab_alloc(metaslab_t *ms, uint64_t txg, uint64_t size, uint64_t *offset
 
 static int ms_free_locked(metaslab_t *ms, uint64_t txg, uint64_t offset, uint64_t size)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&ms->lock));
     if (!ms_is_allocated(ms, offset, size)) {
         log_error("metaslab", "vdev %u: free of [%llu, +%llu) in txg %llu: not allocated",
                   ms->vdev_id, (unsigned long long)offset, (unsigned long long)size,

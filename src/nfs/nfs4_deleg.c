@@ -32,6 +32,7 @@
  */
 #include "nfs4_compound.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 
 #include <errno.h>
@@ -95,6 +96,7 @@ again:
 bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64_t requester,
                                      bool write)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&st->lock));
     if (!atomic_load(&st->ndelegs)) return false;
     nfs4_file_t *f = nfs4_file_find(st, node);
     if (!f || !f->ndelegs) return false;

@@ -34,6 +34,7 @@
 #include "nfs_srv.h"
 #include "nlm_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -705,6 +706,7 @@ int nfs_export_authorize(nfs_export_t *exp, const nfs_call_t *call, zpl_cred_t *
 /* With exports_lock held. */
 static void list_insert(nfs_server_t *srv, nfs_export_t *e)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->exports_lock));
     size_t i = 0;
     while (i < srv->nexports && strcmp(srv->exports[i]->path, e->path) < 0) i++;
     memmove(&srv->exports[i + 1], &srv->exports[i], (srv->nexports - i) * sizeof e);
@@ -875,6 +877,7 @@ static bool in_tree(const nfs_export_t *e, dsl_pool_t *dp, const char *name)
 static nfs_export_t **hold_tree(nfs_server_t *srv, dsl_pool_t *dp, const char *name, bool want,
                                 size_t *n)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->exports_lock));
     *n = 0;
     nfs_export_t **v = calloc(srv->nexports ? srv->nexports : 1, sizeof *v);
     if (!v) return NULL;

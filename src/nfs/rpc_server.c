@@ -60,6 +60,7 @@
 #include "nfs_srv.h"
 #include "nlm_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/zpl.h>
 #include <cairn/util.h>
@@ -214,6 +215,7 @@ static void conn_update_events(nfs_conn_t *c)
 /* With c->lock held. */
 static void conn_close_locked(nfs_conn_t *c)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&c->lock));
     if (c->closed) return;
     c->closed = true;
     epoll_ctl(c->srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -255,6 +257,7 @@ static size_t reply_iov(const uint8_t *hdr, size_t hlen, const nfs_xdr_t *body, 
  * the connection broke. */
 static bool conn_flush_locked(nfs_conn_t *c)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&c->lock));
     while (c->outq) {
         out_buf_t *o = c->outq;
         struct iovec iov[SEND_IOV];
@@ -863,12 +866,7 @@ static void accept_pause(nfs_server_t *srv, int err)
     bool log = conn_limits_log_ok(&srv->limits, CONN_LOG_ACCEPT, &held);
     size_t n = srv->nconns;
     pthread_mutex_unlock(&srv->conns_lock);
-    if (log) {
-        char more[64] = "";
-        if (held) snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", held);
-        log_warn(SUB, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower "
-                 "nfs_max_connections%s", n, strerror(err), more);
-    }
+    if (log) conn_limits_warn_accept(SUB, n, err, held, "nfs_max_connections");
 }
 
 static void accept_resume(nfs_server_t *srv)

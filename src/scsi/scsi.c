@@ -31,6 +31,8 @@
  */
 #include "scsi_impl.h"
 
+#include <cairn/assert.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +105,7 @@ static char *dupstr(const char *s) { return strdup(s ? s : ""); }
 
 static nexus_rec_t *nexus_get_locked(scsi_target_t *tgt, const scsi_nexus_t *nx, bool *created)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&tgt->ua_lock));
     for (nexus_rec_t *n = tgt->nexuses; n; n = n->next)
         if (n->id == nx->nexus_id) return n;
     nexus_rec_t *n = calloc(1, sizeof(*n));

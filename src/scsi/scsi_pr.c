@@ -43,6 +43,7 @@
  */
 #include "scsi_impl.h"
 
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -250,7 +251,8 @@ static int pr_parse(const void *state, size_t len, pr_state_t *st)
     return 0;
 }
 
-/* Replaces lu's state with st (which it takes); under lu->lock. */
+/* Replaces lu's state with st (which it takes); under lu->lock, or before
+ * lu is published (pr_load at its creation), so no lock check here. */
 static void pr_install(scsi_lu_t *lu, pr_state_t *st)
 {
     pr_free(lu);

@@ -37,6 +37,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdio.h>
@@ -106,6 +107,7 @@ uint64_t spa_expandsize(spa_t *spa)
  * mask) by what their leaves allow, labels first, allocators after. */
 static int grow_tops(spa_t *spa, uint32_t mask, uint64_t txg)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     uint64_t old[SPA_MAX_TOP] = {0}, grow[SPA_MAX_TOP] = {0};
     bool any = false;
     for (uint32_t i = 0; i < spa->ntop; i++) {

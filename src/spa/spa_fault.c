@@ -41,6 +41,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdio.h>
@@ -79,6 +80,7 @@ static void post_statechange(spa_t *spa, const vdev_t *leaf, const char *why)
 static void fault_apply(void *arg);
 static void fault_queue_locked(spa_t *spa)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->fault_lock));
     if (spa->fault_queued || !spa->fault_tq) return;
     spa->fault_queued = true;
     taskq_dispatch(spa->fault_tq, fault_apply, spa, NULL);

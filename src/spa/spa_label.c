@@ -28,6 +28,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdlib.h>
@@ -256,6 +257,7 @@ static int write_new_leaves(spa_config_phys_t *cfg, vdev_t *const *first)
 
 int spa_config_write_new_first_locked(spa_t *spa, spa_pool_state_t state, vdev_t *const *first)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     spa->config_txg++;
     spa_config_phys_t *cfg = spa_config_build(spa, state, spa->config_txg);
     int enew = write_new_leaves(cfg, first);

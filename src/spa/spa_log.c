@@ -57,6 +57,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,6 +329,7 @@ void spa_log_set_shrink_delay(spa_t *spa, uint64_t ms)
  */
 static void shrink_locked(spa_t *spa, spa_log_t *l, uint64_t txg)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&l->lock));
     atomic_store(&l->may_shrink, false);
     release_deferred_locked(spa, l);
     size_t keep = 0;
@@ -483,6 +486,7 @@ static uint64_t block_psize(vdev_t *top, const cairn_dva_t *d)
 
 static void release_deferred_locked(spa_t *spa, spa_log_t *l)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&l->lock));
     uint64_t synced = spa_last_synced_txg(spa);
     if (synced == l->released_txg) return; /* nothing new became releasable */
     l->released_txg = synced;
@@ -502,6 +506,7 @@ static void release_deferred_locked(spa_t *spa, spa_log_t *l)
  * ends and can be given back (shrink_locked). */
 static bool alloc_normal_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *out)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&l->lock));
     for (size_t i = 0; i < l->nregions; i++) {
         const logdir_region_phys_t *r = &l->regions[i];
         uint32_t v = r->vdev;
@@ -524,6 +529,7 @@ static bool alloc_normal_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_d
 
 static int alloc_locked(spa_t *spa, spa_log_t *l, uint64_t size, cairn_dva_t *out)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&l->lock));
     release_deferred_locked(spa, l);
     /* Log-class vdevs first; then the rest, oldest chunk first. */
     for (int pass = 0; pass < 2; pass++) {
@@ -613,6 +619,7 @@ static int region_grow(spa_t *spa, spa_log_t *l)
 /* Bytes of the region free now (l->lock held). */
 static uint64_t region_free_locked(const spa_log_t *l)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&l->lock));
     uint64_t bytes = 0;
     for (uint32_t v = 0; v < l->ntop; v++)
         if (l->free[v]) bytes += range_tree_space(l->free[v]);

@@ -50,6 +50,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdarg.h>
@@ -162,6 +163,7 @@ out:
  * now unless one is pending already. */
 void spa_resilver_asked(spa_t *spa)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     if (!spa->resilver_since) spa->resilver_since = cairn_wallclock_s();
 }
 

@@ -33,6 +33,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <cairn/range_tree.h>
@@ -240,6 +241,7 @@ static void rs_collect_leaf(vdev_t *leaf, void *arg)
 /* Under config_lock: the stale leaves a resilver pass now has to serve. */
 static void rs_collect(spa_t *spa, scan_ctx_t *c)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     c->nleaves = 0;
     c->min_birth = UINT64_MAX;
     for (uint32_t v = 0; v < spa->ntop; v++) {

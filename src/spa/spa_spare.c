@@ -32,6 +32,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdio.h>
@@ -86,6 +87,7 @@ static int spare_index(const spa_t *spa, const char *path)
 /* Under config_lock: whether path may become a spare of spa. */
 static int spare_check(spa_t *spa, const char *path, bool force, char *err, size_t errlen)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     if (strlen(path) >= SPA_PATH_MAX) {
         cairn_seterr(err, errlen, "device path too long: '%s'", path);
         return -ENAMETOOLONG;
@@ -186,6 +188,7 @@ int spa_spare_add(spa_t *spa, const char *const *paths, size_t n, bool force, ch
 /* Under config_lock: spare i leaves the list. */
 static void spare_drop(spa_t *spa, uint32_t i)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     memmove(&spa->spares[i], &spa->spares[i + 1], (spa->nspares - i - 1) * sizeof spa->spares[0]);
     spa->nspares--;
 }
@@ -246,6 +249,7 @@ bool spa_spare_listed(const spa_t *spa, const char *path) { return spare_index(s
  * it), as is `leave`, whose I/O stops. */
 static void spare_collapse(spa_t *spa, vdev_t *sp, vdev_t *stay, vdev_t *leave)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     vdev_t *parent = sp->parent;
     stay->parent = parent;
     stay->id = sp->id;
@@ -270,6 +274,7 @@ vdev_t *spa_spare_step_aside(spa_t *spa, vdev_t *sp)
 
 int spa_spare_detach_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     vdev_t *sp = leaf->parent, *failed = sp->children[0], *spare = sp->children[1];
     const char *path = leaf->path ? leaf->path : "?";
     if (leaf == spare && !spa_vdev_survives_without(vdev_top(sp), spare)) {

@@ -35,6 +35,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -79,6 +81,7 @@ uint64_t spa_last_synced_txg(spa_t *spa)
  * cannot drift apart. tx.lock held. */
 static uint64_t dirty_share(const spa_t *spa, uint64_t num, uint64_t den)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->tx.lock));
     return spa->dirty_max / den * num;
 }
 
@@ -90,6 +93,7 @@ static bool open_dirty_reaches(const spa_t *spa, uint64_t num, uint64_t den)
 /* Throttle: wait while the open txg is full and a sync is making room. */
 static void throttle_locked(spa_t *spa)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->tx.lock));
     spa_txg_state_t *tx = &spa->tx;
     while (!tx->stop && !tx->failed && open_dirty_reaches(spa, 1, 1) && tx->thread_running) {
         pthread_cond_signal(&tx->sync_cv);
@@ -141,6 +145,9 @@ void spa_tx_rele(spa_t *spa, uint64_t txg)
 {
     spa_txg_state_t *tx = &spa->tx;
     pthread_mutex_lock(&tx->lock);
+    /* Only a txg that is open or quiescing has holders. */
+    CAIRN_ASSERT(txg > tx->synced_txg && txg <= tx->open_txg && txg != tx->syncing_txg);
+    CAIRN_ASSERT(tx->holders[txg & 3] > 0);
     if (--tx->holders[txg & 3] == 0 && txg == tx->quiescing_txg) pthread_cond_signal(&tx->quiesce_cv);
     pthread_mutex_unlock(&tx->lock);
 }
@@ -264,8 +271,12 @@ static void *spa_sync_thread(void *arg)
             pthread_cond_timedwait(&tx->sync_cv, &tx->lock, &ts);
             continue;
         }
-        /* Close the open txg: new holders join the next one. */
+        /* Close the open txg: new holders join the next one. Its slot in the
+         * rings of four was last used by t - 3, which synced (or the pool
+         * failed and nothing syncs any more). */
         uint64_t t = tx->open_txg;
+        CAIRN_ASSERT(tx->failed || tx->synced_txg + 1 == t);
+        CAIRN_ASSERT(tx->quiescing_txg == 0 && tx->syncing_txg == 0);
         tx->open_txg = t + 1;
         tx->holders[(t + 1) & 3] = 0;
         tx->dirty[(t + 1) & 3] = 0;
@@ -289,6 +300,7 @@ static void *spa_sync_thread(void *arg)
                           spa->name, (unsigned long long)t, strerror(-err));
             tx->failed = true;
         } else {
+            CAIRN_ASSERT(t == tx->synced_txg + 1); /* txgs sync one at a time, in order */
             tx->synced_txg = t;
         }
         tx->dirty[t & 3] = 0;

@@ -70,6 +70,8 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,6 +342,7 @@ int spa_vdev_add(spa_t *spa, const spa_vdev_spec_t *root, bool force, char *err,
  * failure they leave again (nothing of theirs is referenced yet). */
 static int apply_add(spa_t *spa, uint64_t txg)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     vdev_t **tops = spa->pending_add;
     spa->pending_add = NULL;
     uint32_t n = 0;
@@ -509,6 +512,7 @@ int spa_vdev_remove_log_commit(spa_t *spa, uint32_t id, const char *name, char *
  * id unless nothing follows it. */
 static int apply_remove(spa_t *spa, uint64_t txg)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     uint32_t id = (uint32_t)spa->pending_remove;
     spa->pending_remove = -1;
     if (!spa_top_vdev(spa, id) || !spa_top_is_log(spa, id)) return -EINVAL; /* checked at begin */

@@ -10,6 +10,7 @@
  * buffers of these sizes out of mmap), so a chunk given back over the limit
  * can still be merged by malloc into a chunk of another class.
  */
+#include <cairn/assert.h>
 #include <cairn/bufpool.h>
 #include <cairn/util.h>
 
@@ -148,6 +149,7 @@ void cairn_bufpool_free(void *p, size_t size)
  * target bytes are kept; returns the list of what goes (freed outside the lock). */
 static free_chunk_t *shed_locked(uint64_t target)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&P.lock));
     free_chunk_t *out = NULL;
     for (unsigned c = NCLASSES; c-- > 0 && P.st.kept > target;) {
         size_t cs = class_bytes(c);

@@ -5,11 +5,14 @@
  * the one holding the most.
  */
 #include <cairn/connlimit.h>
+#include <cairn/log.h>
 #include <cairn/util.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,4 +146,14 @@ bool conn_limits_log_ok(conn_limits_t *l, int kind, uint64_t *suppressed)
     *suppressed = l->log_suppressed[kind];
     l->log_suppressed[kind] = 0;
     return true;
+}
+
+void conn_limits_warn_accept(const char *sub, size_t n, int err, uint64_t suppressed,
+                             const char *cap)
+{
+    char more[64] = "";
+    if (suppressed)
+        snprintf(more, sizeof more, " (%" PRIu64 " more since the last line)", suppressed);
+    log_warn(sub, "cannot accept connections (%zu open): %s; raise `ulimit -n` or lower %s%s", n,
+             strerror(err), cap, more);
 }

@@ -174,6 +174,13 @@ void cairn_copy_nontemporal(void *dst, const void *src, size_t n)
 void cairn_copy_nontemporal(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 #endif
 
+void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
+{
+    vsnprintf(buf, len, fmt, ap);
+    for (char *p = buf; *p; p++)
+        if (*p == '\n') *p = ' ';
+}
+
 void cairn_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen) return;

@@ -72,6 +72,7 @@
  * psize 0, whose submit refuses everything with -ENXIO: the pool keeps the
  * device's place in the tree and can show it as missing.
  */
+#include <cairn/assert.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 #include <cairn/log.h>
@@ -168,6 +169,7 @@ static int file_io_rest(file_io_t *io)
 /* Prepares and submits the (remaining part of the) I/O; fl->lock held. */
 static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&fl->lock));
     struct io_uring_sqe *sqe;
     while ((sqe = io_uring_get_sqe(&fl->ring)) == NULL) {
         /* Only possible when the completion thread exceeds the bound; push what is queued. */
@@ -205,6 +207,7 @@ static void file_leaf_queue_locked(file_leaf_t *fl, file_io_t *io)
 
 static void active_add_locked(file_leaf_t *fl, file_io_t *io)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&fl->lock));
     io->prev = NULL;
     io->next = fl->active;
     if (fl->active) fl->active->prev = io;
@@ -213,6 +216,7 @@ static void active_add_locked(file_leaf_t *fl, file_io_t *io)
 
 static void active_remove_locked(file_leaf_t *fl, file_io_t *io)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&fl->lock));
     if (io->prev) io->prev->next = io->next;
     else fl->active = io->next;
     if (io->next) io->next->prev = io->prev;

@@ -40,6 +40,7 @@
  */
 #include "zap_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 
@@ -196,6 +197,7 @@ static void blk_free(zap_blk_t *b)
 /* Removes b from the shard's table and LRU (shard lock held). */
 static void blk_unhash(blk_shard_t *s, zap_blk_t *b)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&s->lock));
     zap_blk_t **pp = blk_slot(s, b->inst, b->blkid);
     if (pp && *pp == b) *pp = b->hnext;
     lru_unlink(b);
@@ -207,6 +209,7 @@ static void blk_unhash(blk_shard_t *s, zap_blk_t *b)
  * returns them in a list to be freed outside the lock. */
 static zap_blk_t *blk_evict_locked(blk_shard_t *s)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&s->lock));
     uint64_t share = atomic_load(&cache_limit) / ZAP_CACHE_SHARDS;
     zap_blk_t *victims = NULL;
     zap_blk_t *b = s->lru.lru_prev;
@@ -392,6 +395,7 @@ static void idle_unlink(reg_shard_t *r, zap_obj_t *z)
 /* Unhashes z (shard lock held). */
 static void reg_unhash(reg_shard_t *r, zap_obj_t *z)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&r->lock));
     zap_obj_t **pp = reg_slot(r, reg_hash(z->guid, z->osid, z->obj), z->guid, z->osid, z->obj);
     if (*pp == z) *pp = z->hnext;
     r->count--;

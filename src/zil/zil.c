@@ -59,6 +59,7 @@
  *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/spa.h>
 #include <cairn/util.h>
@@ -739,6 +740,7 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
  * one committer of the next ticket is to look again (and write). */
 static void want_writer_locked(zilog_t *zl, wakeups_t *w)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&zl->lock));
     if (!zl->writer && zl->head && !zl->writer_waiting) w->one |= TICKET_BIT(zl->tickets + 1);
 }
 
@@ -746,6 +748,7 @@ static void want_writer_locked(zilog_t *zl, wakeups_t *w)
  * pub_word finds it changed and looks again. Under the lock. */
 static void wakeups_arm_locked(zilog_t *zl, const wakeups_t *w)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&zl->lock));
     if (w->all | w->one) atomic_fetch_add(&zl->pub_word, 1);
 }
 
@@ -778,6 +781,7 @@ void zil_test_hold_woken_writer(bool on) { atomic_store(&hold_woken_writer, on);
  * (*err; the lock is not held), false otherwise (the lock is held again). */
 static bool wait_publication_locked(zilog_t *zl, uint64_t seq, int *err)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&zl->lock));
     /* The ticket whose publication covers seq: the next one for a record
      * still queued, else the first batch in flight that took it. */
     uint32_t bits = UINT32_MAX; /* more batches in flight than slots: any */
@@ -848,6 +852,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
             zl->committed_seq = zl->next_seq - 1;
             break;
         }
+        CAIRN_ASSERT(!zl->writer);
         zl->writer = true;
         batch_plan_t p = {.ticket = ++zl->tickets, .last_seq = zl->next_seq - 1};
         zl->ticket_last_seq[p.ticket % ZIL_TICKET_SLOTS] = p.last_seq;
@@ -857,6 +862,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         err = write_batch(zl, batch, &p);
         itx_free_list(batch);
         pthread_mutex_lock(&zl->lock);
+        CAIRN_ASSERT(zl->writer);
         zl->writer = false;
         if (zl->writer_waiting) pthread_cond_signal(&zl->writer_cv);
         pthread_mutex_unlock(&zl->lock);
@@ -864,6 +870,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         pthread_mutex_lock(&zl->lock);
         /* Publish in order: a later batch's flush must not vouch for an earlier one's. */
         while (zl->published != p.ticket - 1) pthread_cond_wait(&zl->done_cv, &zl->lock);
+        CAIRN_ASSERT(p.ticket <= zl->tickets);
         zl->published = p.ticket;
         if (p.last_blk_seq > zl->published_blk_seq) zl->published_blk_seq = p.last_blk_seq;
         if (err) zl->commit_err = err; /* the pool stopped: no later commit can succeed */
@@ -890,6 +897,7 @@ int zil_commit(zilog_t *zl, uint64_t seq)
  * need them), so a log nobody commits stays small. Under the lock. */
 static void queue_trim_locked(zilog_t *zl)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&zl->lock));
     if (!zl->head) return;
     uint64_t synced = spa_last_synced_txg(zl->spa);
     while (zl->head && zl->head->rec.txg <= synced) {

@@ -101,6 +101,7 @@
  */
 #include "zpl_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/endian.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
@@ -719,6 +720,7 @@ static void fs_destroy(zpl_fs_t *fs)
 /* zpl_global_lock held. Drops one mount reference; -EBUSY leaves it. */
 static int fs_unmount_locked(zpl_fs_t *fs)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&zpl_global_lock));
     if (fs->mount_refs > 1) {
         fs->mount_refs--;
         return 0;
