@@ -19,6 +19,11 @@ char *cairnd_arena_strdup(cairnd_arena_t *a, const char *s);
 void cairnd_arena_free(cairnd_arena_t *a);
 
 /* Pool table (pools.c). */
+/* hostid.c: this daemon's host id (cairnd.conf hostid, else STATE_DIR/hostid,
+ * drawn on the first start) and name, handed to the pool layer. */
+int cairnd_hostid_init(const char *state_dir, uint32_t configured, char *err, size_t errlen);
+const char *cairnd_hostname(void);
+
 int cairnd_pools_init(const char *state_dir);
 /* Imports every pool listed in the cache file; failures are logged and kept. */
 void cairnd_pools_import_cached(void);

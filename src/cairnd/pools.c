@@ -237,9 +237,10 @@ void cairnd_pools_import_cached(void)
         if (e->spa) continue;
         char err[512] = "";
         spa_t *spa = NULL;
-        /* Our own pool: it looks active because we (or our crashed predecessor) had it. */
+        /* Our own pool: it looks active because we (or our crashed predecessor) had
+         * it. Unless another host took it over meanwhile (its id in the labels). */
         int rc = spa_import(e->name, (const char *const *)e->paths, e->npaths,
-                            SPA_IMPORT_FORCE, &spa, err, sizeof err);
+                            SPA_IMPORT_CACHED, &spa, err, sizeof err);
         if (rc) {
             log_error(SUB, "cannot import cached pool '%s': %s", e->name,
                       err[0] ? err : strerror(-rc));
@@ -1348,6 +1349,8 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         cairn__mgmt__pong__init(p);
         p->version = cairnd_arena_strdup(a, CAIRN_VERSION);
         p->pid = (uint32_t)getpid();
+        p->hostid = spa_hostid();
+        p->hostname = cairnd_arena_strdup(a, cairnd_hostname());
         resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_PONG;
         resp->pong = p;
         return;

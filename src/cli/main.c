@@ -73,6 +73,7 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
+          "  hostid                          (the daemon's host id, for multihost pools)\n"
           "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...] [spare DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, cache device or spare)\n"
           "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
@@ -644,6 +645,27 @@ static int cmd_pool_simple(int argc, char **argv, const char *sub)
     return 0;
 }
 
+/* ---------------------------------------------------------------- hostid */
+
+/* `cairn hostid`: the id the daemon records in the pools it imports, as hostid(1) prints it. */
+static int cmd_hostid(int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1) fail("hostid: takes no arguments");
+    Cairn__Mgmt__Ping ping;
+    cairn__mgmt__ping__init(&ping);
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_PING;
+    req.ping = &ping;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PONG || !r->pong->hostid)
+        fail("hostid: the daemon reports no host id");
+    printf("%08x\n", r->pong->hostid);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- pool import */
 
 static char **collect_dirs(char **dirs, size_t *n, const char *arg)
@@ -888,6 +910,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - i, argv + i);
+    if (!strcmp(cmd, "hostid")) return cmd_hostid(argc - i, argv + i);
     if (!strcmp(cmd, "arcstat")) return cmd_arcstat(argc - i, argv + i);
     int dsret = dataset_command(cmd, argc - i, argv + i);
     if (dsret >= 0) return dsret;
