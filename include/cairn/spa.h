@@ -92,6 +92,8 @@ uint32_t spa_hostid(void);
 void spa_mmp_set_policy(uint32_t interval_ms, uint32_t fail_intervals);
 /* The pool stopped writing for good (a failed sync, or multihost suspension). */
 bool spa_suspended(spa_t *spa);
+/* What `pool list|status|get health` show: SUSPENDED, else the root's state. */
+const char *spa_health_name(spa_t *spa);
 
 /* Every function that can fail for a reason a user must hear about fills err
  * (one line, no trailing newline) and returns a negative errno. */

@@ -86,6 +86,10 @@ typedef struct cache_entry {
 } cache_entry_t;
 
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* Imports, one at a time, without g_lock while the pool's devices are read:
+ * the multihost activity check of a pool waits for seconds, and the daemon's
+ * other pools (an active/active partner's monitor) must not wait with it. */
+static pthread_mutex_t g_import_lock = PTHREAD_MUTEX_INITIALIZER;
 static cache_entry_t *g_pools;
 static size_t g_npools;
 static char g_cache_path[MGMT_PATH_MAX + 32];
@@ -351,7 +355,7 @@ static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t 
     r->size = sp.size;
     r->alloc = sp.alloc;
     r->free = sp.free;
-    r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+    r->health = cairnd_arena_strdup(a, spa_health_name(spa));
     r->guid = spa_guid(spa);
     r->expandsize = spa_expandsize(spa);
     dsl_prop_t *prop = cairn_zalloc(sizeof *prop);
@@ -594,7 +598,7 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         Cairn__Mgmt__PoolStatusResult *r = cairnd_arena_alloc(a, sizeof *r);
         cairn__mgmt__pool_status_result__init(r);
         r->name = cairnd_arena_strdup(a, spa_name(spa));
-        r->state = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+        r->state = cairnd_arena_strdup(a, spa_health_name(spa));
         r->guid = spa_guid(spa);
         r->scrub = scrub_status(a, spa);
         r->rebuild = rebuild_status(a, spa);
@@ -704,17 +708,19 @@ static const char *pool_state_name(int s)
     }
 }
 
-static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
-                      cairnd_arena_t *a)
+/* The import's first part, without g_lock: checks, the candidates' list, or
+ * the pool opened (true, *out). */
+static bool import_open(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
+                        cairnd_arena_t *a, spa_t **out)
 {
     for (size_t i = 0; i < m->n_dirs; i++)
         if (m->dirs[i][0] != '/') {
             set_error(resp, a, -EINVAL, "search paths must be absolute ('%s')", m->dirs[i]);
-            return;
+            return false;
         }
     if (m->n_dirs == 0) {
         set_error(resp, a, -EINVAL, "no search directory given (use -d DIR)");
-        return;
+        return false;
     }
     const char *const *dirs = (const char *const *)m->dirs;
     if (!m->name[0]) {
@@ -723,7 +729,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         int rc = spa_import_scan(dirs, m->n_dirs, &c, &n);
         if (rc) {
             set_error(resp, a, rc, "cannot scan for pools: %s", strerror(-rc));
-            return;
+            return false;
         }
         Cairn__Mgmt__ImportCandidates *ic = cairnd_arena_alloc(a, sizeof *ic);
         cairn__mgmt__import_candidates__init(ic);
@@ -741,11 +747,14 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         free(c);
         resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_IMPORT_CANDIDATES;
         resp->import_candidates = ic;
-        return;
+        return false;
     }
-    if (find_pool(m->name)) {
+    pthread_rwlock_rdlock(&g_lock);
+    bool exists = find_pool(m->name) != NULL;
+    pthread_rwlock_unlock(&g_lock);
+    if (exists) {
         set_error(resp, a, -EEXIST, "pool '%s' is already imported", m->name);
-        return;
+        return false;
     }
     char err[512] = "";
     spa_t *spa = NULL;
@@ -755,8 +764,16 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
                         &spa, err, sizeof err);
     if (rc) {
         set_error(resp, a, rc, "cannot import '%s': %s", m->name, err[0] ? err : strerror(-rc));
-        return;
+        return false;
     }
+    *out = spa;
+    return true;
+}
+
+/* The rest, under g_lock (write). */
+static void import_finish(const Cairn__Mgmt__PoolImport *m, spa_t *spa, Cairn__Mgmt__Response *resp,
+                          cairnd_arena_t *a)
+{
     cache_entry_t *stale = find_entry(spa_name(spa));
     if (stale && stale->spa) {
         /* Imported by name alias/guid to a pool we already hold: refuse. */
@@ -765,7 +782,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         return;
     }
     dsl_pool_t *dp = NULL;
-    rc = dsl_pool_open(spa, &dp);
+    int rc = dsl_pool_open(spa, &dp);
     if (rc) {
         spa_close(spa);
         set_error(resp, a, rc, "cannot import '%s': cannot open its datasets: %s", m->name,
@@ -796,6 +813,18 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         resp->warning = cairnd_arena_strdup(a, w);
         break;
     }
+}
+
+/* Called without g_lock; returns holding it for writing. */
+static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    pthread_mutex_lock(&g_import_lock);
+    spa_t *spa = NULL;
+    bool opened = import_open(m, resp, a, &spa);
+    pthread_rwlock_wrlock(&g_lock);
+    if (opened) import_finish(m, spa, resp, a);
+    pthread_mutex_unlock(&g_import_lock);
 }
 
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,
@@ -1355,7 +1384,8 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         resp->pong = p;
         return;
     }
-    if (writer) pthread_rwlock_wrlock(&g_lock);
+    if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT) writer = false; /* takes it itself */
+    else if (writer) pthread_rwlock_wrlock(&g_lock);
     else pthread_rwlock_rdlock(&g_lock);
     switch (req->cmd_case) {
     case CAIRN__MGMT__REQUEST__CMD_POOL_CREATE: do_create(req->pool_create, resp, a); break;

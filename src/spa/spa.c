@@ -9,6 +9,8 @@
  * leaves every device as it was.
  *
  * Import reads the labels of the candidate devices, groups them by pool guid,
+ * refuses a pool another host left active unless forced and runs the multihost
+ * activity check and claim of a multihost=on pool (spa_mmp.c, forced or not),
  * rebuilds the vdev tree from the newest config, opens the leaves it can find
  * (by leaf guid among the scanned devices, else by the recorded path), marks
  * the others UNAVAIL, and refuses when the redundancy cannot cover what is
@@ -65,6 +67,11 @@ vdev_state_t spa_health(spa_t *spa)
 {
     vdev_state_refresh(spa->root);
     return (vdev_state_t)atomic_load(&spa->root->state);
+}
+
+const char *spa_health_name(spa_t *spa)
+{
+    return spa_suspended(spa) ? "SUSPENDED" : vdev_state_name(spa_health(spa));
 }
 
 static spa_t *spa_alloc(const char *name)
@@ -896,7 +903,7 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "capacity"))
         snprintf(buf, len, "%llu", (unsigned long long)(sp.size ? sp.alloc * 100 / sp.size : 0));
     else if (!strcmp(prop, "health"))
-        snprintf(buf, len, "%s", spa_suspended(spa) ? "SUSPENDED" : vdev_state_name(spa_health(spa)));
+        snprintf(buf, len, "%s", spa_health_name(spa));
     else if (!strcmp(prop, "multihost")) snprintf(buf, len, "%s", spa->multihost ? "on" : "off");
     else if (!strcmp(prop, "guid")) snprintf(buf, len, "%llu", (unsigned long long)spa->guid);
     else if (!strcmp(prop, "ashift")) snprintf(buf, len, "%u", spa->ashift);

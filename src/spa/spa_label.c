@@ -6,12 +6,14 @@
  * front, two at the end, so a device overwritten at either end still
  * identifies itself). A label is laid out as
  *
- *     0 ..  16 KiB   reserved, zero (room for boot blocks / partition tables)
+ *     0 ..  12 KiB   reserved, zero (room for boot blocks / partition tables)
+ *    12 ..  16 KiB   multihost heartbeat record (spa_mmp.c), apart from the ring
  *    16 .. 128 KiB   config: spa_config_phys_t, sealed with sha256
  *   128 .. 256 KiB   uberblock ring: slots of spa_ub_slot_size() bytes
  *
- * The config names the pool (name, guid, state, properties), the leaf the
- * label sits on, and the whole vdev tree in pre-order, so any single surviving
+ * The config names the pool (name, guid, state, properties, the host that has
+ * it imported), the leaf the label sits on, and the whole vdev tree in
+ * pre-order, so any single surviving
  * leaf is enough to learn the pool's shape. A removed log vdev that was not
  * the last stays in the tree as a hole entry, so every top-level vdev keeps
  * the id block pointers know it by. It changes rarely (create, export,

@@ -113,7 +113,12 @@ grep -q SUSPENDED "$LAST_STDOUT" || fail "A did not suspend the pool: $(cat "$LA
 if timeout 30 "$CAIRN" --socket "$SOCK_A" create sp/after_resume 2>/dev/null; then
     fail "A created a dataset in a suspended pool"
 fi
-sleep 1 # A's sync and heartbeat threads had time to try whatever they would
+run_ok A pool status sp
+expect_stdout "state: SUSPENDED"
+# Stopping A's service (what a cluster agent does): the export ends, writing nothing.
+timeout 60 "$CAIRN" --socket "$SOCK_A" pool export sp >/dev/null 2>&1 || true
+run_ok A pool list -H
+grep -q "^sp" "$LAST_STDOUT" && fail "A still lists sp after exporting it"
 after=$(cksum "$s/l1" "$s/l2")
 [ "$before" = "$after" ] || fail "A wrote to the devices after B imported the pool"
 grep "pool sp is suspended" "$T/a.daemon.log" || fail "A did not log its suspension"
