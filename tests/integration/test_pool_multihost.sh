@@ -99,6 +99,9 @@ sparse_files "$s" 128M l1 l2
 run_ok A pool create -o multihost=on sp mirror "fault:$s/l1" "fault:$s/l2"
 run_ok A create sp/before_stall
 touch "$s/l1.stall" "$s/l2.stall"
+# A change A accepts while stalled: its txg's writes queue behind the stall.
+timeout 120 "$CAIRN" --socket "$SOCK_A" create sp/during_stall >"$T/during" 2>&1 & j_during=$!
+sleep 0.5
 run_ok B pool import -f -d "$s" sp
 run_ok B create sp/from_b
 run_ok B pool export sp
@@ -113,6 +116,9 @@ grep -q SUSPENDED "$LAST_STDOUT" || fail "A did not suspend the pool: $(cat "$LA
 if timeout 30 "$CAIRN" --socket "$SOCK_A" create sp/after_resume 2>/dev/null; then
     fail "A created a dataset in a suspended pool"
 fi
+rc_during=0
+wait "$j_during" || rc_during=$?
+[ "$rc_during" -ne 0 ] || fail "A's change made during the stall was acknowledged"
 run_ok A pool status sp
 expect_stdout "state: SUSPENDED"
 # Stopping A's service (what a cluster agent does): the export ends, writing nothing.
