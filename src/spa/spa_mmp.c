@@ -35,9 +35,10 @@
  * importer's check lasts longer than that, so once it sees no change the
  * fence has passed. The heartbeat thread, when it runs again, suspends the pool
  * (the fence stays shut, the txg engine stops: as a pool whose devices all
- * failed). A heartbeat that finds another host's HEARTBEAT in the slot it is
- * about to write - someone imported the pool - suspends at once; another
- * host's CLAIM is overwritten, which is what makes that claim lose.
+ * failed). A heartbeat that finds another host's HEARTBEAT in a slot it wrote
+ * before - someone imported the pool since - suspends at once (one in a slot
+ * it never wrote may be a leftover and is overwritten); another host's CLAIM
+ * is overwritten, which is what makes that claim lose.
  */
 #include "spa_impl.h"
 
@@ -304,7 +305,32 @@ typedef struct spa_mmp {
     uint64_t seq;
     uint64_t next;          /* the (leaf, label) turn */
     bool warned;            /* a failed heartbeat was logged */
+    /* The slots this host has written a heartbeat to (leaf guid, a bit per
+     * label): another host's heartbeat found in one of them was written after
+     * ours, by a host that imported the pool. One found in a slot never written
+     * (a leaf the import did not claim) may be a leftover of an earlier owner. */
+    struct written_slots {
+        uint64_t guid;
+        uint8_t labels;
+    } *written;
+    size_t nwritten;
 } spa_mmp_t;
+
+static struct written_slots *written_find(spa_mmp_t *m, uint64_t guid, bool add)
+{
+    for (size_t i = 0; i < m->nwritten; i++)
+        if (m->written[i].guid == guid) return &m->written[i];
+    if (!add) return NULL;
+    m->written = cairn_realloc(m->written, (m->nwritten + 1) * sizeof *m->written);
+    m->written[m->nwritten] = (struct written_slots){.guid = guid};
+    return &m->written[m->nwritten++];
+}
+
+static bool slot_was_ours(spa_mmp_t *m, const vdev_t *leaf, int label)
+{
+    const struct written_slots *w = written_find(m, leaf->guid, false);
+    return w && (w->labels & (1u << label));
+}
 
 typedef struct leaf_list {
     vdev_t **v;
@@ -352,7 +378,7 @@ static bool heartbeat_locked(spa_t *spa, spa_mmp_t *m, void *buf)
 
     spa_mmp_phys_t seen;
     if (slot_read(leaf, label, buf, spa->guid, &seen) && seen.hostid != spa_hostid() &&
-        seen.kind == SPA_MMP_KIND_HEARTBEAT) {
+        seen.kind == SPA_MMP_KIND_HEARTBEAT && slot_was_ours(m, leaf, label)) {
         char why[160];
         snprintf(why, sizeof why, "host %s (hostid %08llx) is writing its heartbeats: it imported "
                  "the pool", seen.hostname[0] ? seen.hostname : "?", (unsigned long long)seen.hostid);
@@ -366,6 +392,7 @@ static bool heartbeat_locked(spa_t *spa, spa_mmp_t *m, void *buf)
     if (!e) e = vdev_leaf_io_sync(leaf, VDEV_IO_FLUSH, 0, NULL, 0);
     if (!e) {
         fence_extend(spa, issued);
+        written_find(m, leaf->guid, true)->labels |= (uint8_t)(1u << label);
         m->warned = false;
     } else if (!m->warned) {
         m->warned = true;
@@ -428,6 +455,7 @@ void spa_mmp_stop(spa_t *spa)
     pthread_join(m->thread, NULL);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cv);
+    free(m->written);
     free(m);
     spa->mmp = NULL;
     /* A suspended pool's fence stays shut; a live one's is lifted (multihost=off). */

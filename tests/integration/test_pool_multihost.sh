@@ -8,6 +8,7 @@
 #   c) imports started at the same moment by A and B never both succeed;
 #   d) A's I/O stalls (the fault leaf's FILE.stall switch): B imports; when A's I/O
 #      resumes A has suspended itself and the pool files are exactly as B left them.
+# And a daemon without a configured hostid keeps the one it drew across restarts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -23,7 +24,7 @@ EOF
 CONF_A=$(conf a 0a0a0a0a)
 CONF_B=$(conf b 0b0b0b0b)
 
-# Two daemons; each command names its socket.
+# Two "hosts"; each command names its socket.
 daemon_start a --config "$CONF_A"; PID_A=$DAEMON_PID; SOCK_A=$CAIRN_SOCKET
 daemon_start b --config "$CONF_B"; PID_B=$DAEMON_PID; SOCK_B=$CAIRN_SOCKET
 A() { "$CAIRN" --socket "$SOCK_A" "$@"; }
@@ -33,6 +34,19 @@ run_ok A hostid
 [ "$(cat "$LAST_STDOUT")" = 0a0a0a0a ] || fail "A's hostid: $(cat "$LAST_STDOUT")"
 run_ok B hostid
 [ "$(cat "$LAST_STDOUT")" = 0b0b0b0b ] || fail "B's hostid: $(cat "$LAST_STDOUT")"
+
+# Without hostid in its config a daemon draws one on its first start and keeps it.
+daemon_start c
+run_ok "$CAIRN" hostid
+kept=$(cat "$LAST_STDOUT")
+[[ "$kept" =~ ^[0-9a-f]{8}$ ]] && [ "$kept" != 00000000 ] || fail "drawn hostid: '$kept'"
+[ "$(cat "$T/c/hostid")" = "$kept" ] || fail "state dir keeps '$(cat "$T/c/hostid")', daemon says $kept"
+daemon_stop
+daemon_start c
+run_ok "$CAIRN" hostid
+[ "$(cat "$LAST_STDOUT")" = "$kept" ] || fail "hostid changed across a restart: $kept -> $(cat "$LAST_STDOUT")"
+daemon_stop
+pass "a daemon's drawn host id is kept in its state dir across restarts"
 
 d=$T/disks
 sparse_files "$d" 128M l1 l2
