@@ -8,6 +8,7 @@
 #   c) imports started at the same moment by A and B never both succeed;
 #   d) A's I/O stalls (the fault leaf's FILE.stall switch): B imports; when A's I/O
 #      resumes A has suspended itself and the pool files are exactly as B left them.
+#   e) the same with A stopped by SIGSTOP (file leaves): after SIGCONT A suspends.
 # And a daemon without a configured hostid keeps the one it drew across restarts.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -141,7 +142,9 @@ run_ok A pool list -H
 grep -q "^sp" "$LAST_STDOUT" && fail "A still lists sp after exporting it"
 after=$(cksum "$s/l1" "$s/l2")
 [ "$before" = "$after" ] || fail "A wrote to the devices after B imported the pool"
-grep "pool sp is suspended" "$T/a.daemon.log" || fail "A did not log its suspension"
+# Its heartbeat thread or its sync thread (whose writes the fence refused) says so first.
+grep -E "pool sp( is suspended|: sync of txg [0-9]+ failed .* the pool is suspended)" "$T/a.daemon.log" ||
+    fail "A did not log its suspension"
 daemon_kill9 "$PID_A"
 check_clean sp "$s"
 run_ok B pool import -d "$s" sp
@@ -150,4 +153,27 @@ expect_stdout "^sp/from_b$"
 expect_stdout "^sp/before_stall$"
 run_ok B pool export sp
 pass "a stalled host suspends itself and writes nothing after the other imports"
+
+# ---- e) the same with the whole process stopped (SIGSTOP), on plain file leaves ----
+daemon_start a --config "$CONF_A"; PID_A=$DAEMON_PID
+run_ok A pool import -d "$d" mp
+run_ok A create mp/before_stop
+kill -STOP "$PID_A"
+run_ok B pool import -f -d "$d" mp
+run_ok B create mp/from_b_again
+run_ok B pool export mp
+before=$(cksum "$d/l1" "$d/l2")
+kill -CONT "$PID_A"
+for i in $(seq 1 100); do
+    A pool get -H health mp >"$LAST_STDOUT" 2>/dev/null || true
+    grep -q SUSPENDED "$LAST_STDOUT" && break
+    sleep 0.1
+done
+grep -q SUSPENDED "$LAST_STDOUT" || fail "A did not suspend after SIGCONT: $(cat "$LAST_STDOUT")"
+timeout 60 "$CAIRN" --socket "$SOCK_A" pool export mp >/dev/null 2>&1 || true
+after=$(cksum "$d/l1" "$d/l2")
+[ "$before" = "$after" ] || fail "A wrote to the devices after its SIGCONT"
+daemon_stop "$PID_A"
+check_clean mp "$d"
+pass "a stopped host suspends itself when it runs again and writes nothing"
 daemon_stop "$PID_B"
