@@ -69,7 +69,8 @@ enum {
     SPA_IMPORT_READONLY = 1 << 1, /* never write (offline check) */
     SPA_IMPORT_MISSING_LOG = 1 << 2, /* import without a missing log vdev, dropping its log */
     /* the daemon's own pool from its cache: active with no host recorded is expected
-     * (a pool of a build before host records); another host's is still refused */
+     * (a pool of a build before host records); another host's is refused, and so is
+     * one exported since (by whoever took it over) */
     SPA_IMPORT_CACHED = 1 << 3,
 };
 

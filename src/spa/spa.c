@@ -619,6 +619,14 @@ static int import_allowed(const spa_config_phys_t *best, scanned_t *s, int flags
                           uint64_t *claim_ns, char *err, size_t errlen)
 {
     if (flags & SPA_IMPORT_READONLY) return 0; /* writes nothing: no claim to make */
+    /* The daemon's own exports leave its cache; a cached pool found exported was
+     * exported by someone else since (a partner host that took it over): it is
+     * theirs to give, not ours to take back at start-up. */
+    if ((flags & SPA_IMPORT_CACHED) && best->state == SPA_STATE_EXPORTED) {
+        cairn_seterr(err, errlen, "pool '%s' was exported elsewhere since this daemon had it; "
+                     "import it by hand if it is to come back here", best->name);
+        return -EBUSY;
+    }
     spa_host_phys_t last;
     spa_config_host(best, &last);
     bool ours = last.hostid && last.hostid == spa_hostid();

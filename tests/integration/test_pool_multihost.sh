@@ -18,7 +18,7 @@ conf() { # conf NAME HOSTID: a config file for a "host"
 hostid = $2
 device_lock = off
 mmp_interval = 200
-mmp_fail_intervals = 5
+mmp_fail_intervals = 10
 EOF
     echo "$T/$1.conf"
 }
@@ -156,6 +156,8 @@ pass "a stalled host suspends itself and writes nothing after the other imports"
 
 # ---- e) the same with the whole process stopped (SIGSTOP), on plain file leaves ----
 daemon_start a --config "$CONF_A"; PID_A=$DAEMON_PID
+run_ok A pool list -H
+grep -q "^mp" "$LAST_STDOUT" && fail "restarted A took mp from its cache after B exported it"
 run_ok A pool import -d "$d" mp
 run_ok A create mp/before_stop
 kill -STOP "$PID_A"
