@@ -91,7 +91,16 @@ typedef struct cairnd_config {
     mgmt_listen_t http;
     char http_cert[MGMT_PATH_MAX], http_key[MGMT_PATH_MAX];
     bool http_metrics_public;       /* /metrics without a token */
+    /* Multihost protection (spa_mmp.c): the host id (0: the one kept in the state
+     * dir), the heartbeat interval and how many may fail before a suspension;
+     * device_lock off lets daemons of one machine share devices (tests). */
+    uint32_t hostid;
+    uint32_t mmp_interval_ms, mmp_fail_intervals;
+    bool device_lock;
 } cairnd_config_t;
+
+/* A host id: 1 to 8 hex digits (an optional 0x), not zero. 0 or -EINVAL. */
+int mgmt_parse_hostid(const char *s, uint32_t *out);
 
 void mgmt_config_defaults(cairnd_config_t *cfg);
 /* Parses "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT"/"PORT" (any address). */

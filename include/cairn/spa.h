@@ -68,7 +68,33 @@ enum {
     SPA_IMPORT_FORCE = 1 << 0,    /* import a pool that looks active elsewhere */
     SPA_IMPORT_READONLY = 1 << 1, /* never write (offline check) */
     SPA_IMPORT_MISSING_LOG = 1 << 2, /* import without a missing log vdev, dropping its log */
+    /* the daemon's own pool from its cache: active with no host recorded is expected
+     * (a pool of a build before host records); another host's is refused, and so is
+     * one exported since (by whoever took it over) */
+    SPA_IMPORT_CACHED = 1 << 3,
 };
+
+/* ---- multihost protection (src/spa/spa_mmp.c) ----
+ * Process-wide: this host's id (nonzero; 0 = none: tools and tests that never
+ * import a multihost pool) and name, recorded in the labels of every pool it
+ * imports; and the heartbeat policy (cairnd.conf mmp_interval in ms and
+ * mmp_fail_intervals). A pool with multihost=on gets a heartbeat every
+ * interval; one that cannot write one for fail_intervals intervals suspends
+ * itself, and an import watches the heartbeats for (fail_intervals + 1)
+ * intervals (the writer's, when longer) before it claims the pool. */
+#define SPA_MMP_INTERVAL_MS_DEFAULT 1000
+#define SPA_MMP_FAIL_INTERVALS_DEFAULT 10
+#define SPA_MMP_INTERVAL_MS_MIN 100
+#define SPA_MMP_INTERVAL_MS_MAX 10000
+#define SPA_MMP_FAIL_INTERVALS_MIN 2
+#define SPA_MMP_FAIL_INTERVALS_MAX 60
+void spa_set_host(uint32_t hostid, const char *hostname);
+uint32_t spa_hostid(void);
+void spa_mmp_set_policy(uint32_t interval_ms, uint32_t fail_intervals);
+/* The pool stopped writing for good (a failed sync, or multihost suspension). */
+bool spa_suspended(spa_t *spa);
+/* What `pool list|status|get health` show: SUSPENDED, else the root's state. */
+const char *spa_health_name(spa_t *spa);
 
 /* Every function that can fail for a reason a user must hear about fills err
  * (one line, no trailing newline) and returns a negative errno. */

@@ -183,6 +183,10 @@ struct vdev {
     bool is_spare;
     /* root only: the layer above's hooks (NULL: none) */
     _Atomic(const vdev_hooks_t *) hooks;
+    /* root only: the multihost write fence (src/spa/spa_mmp.c). Nonzero: leaves
+     * refuse every write and flush of the tree (-EIO) once the monotonic clock
+     * (cairn_now_ns) reaches it; 0: no fence. */
+    _Atomic uint64_t write_fence_ns;
 };
 
 /* ---- tree construction (src/vdev/vdev.c) ---- */
@@ -220,6 +224,16 @@ void vdev_set_hooks(vdev_t *root, const vdev_hooks_t *hooks);
  * size are the leaf's device bytes concerned. error: negative errno (-ECKSUM for
  * data that did not verify). */
 void vdev_note_error(vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset, uint64_t size, int error);
+
+/* Whether the write fence of leaf's tree (its root's write_fence_ns) has passed:
+ * leaves check it at the last moment before handing a write or flush to the
+ * device, so that I/O queued behind a stall never lands after the fence. */
+bool vdev_write_fenced(const vdev_t *leaf);
+/* Whether leaves take an exclusive flock on their device at open (default true).
+ * Off only where several daemons on one machine stand for hosts sharing disks,
+ * which no lock spans (tests of multihost protection): cairnd.conf device_lock. */
+void vdev_set_device_lock(bool on);
+bool vdev_device_lock(void);
 
 /* ---- dirty time logs (src/vdev/vdev.c) ---- */
 /* Adds the txgs [lo, hi] to a leaf's log; past VDEV_DTL_MAX ranges the two

@@ -18,6 +18,11 @@ void *cairnd_arena_alloc(cairnd_arena_t *a, size_t size);
 char *cairnd_arena_strdup(cairnd_arena_t *a, const char *s);
 void cairnd_arena_free(cairnd_arena_t *a);
 
+/* hostid.c: this daemon's host id (cairnd.conf hostid, else STATE_DIR/hostid,
+ * drawn on the first start) and name, handed to the pool layer. */
+int cairnd_hostid_init(const char *state_dir, uint32_t configured, char *err, size_t errlen);
+const char *cairnd_hostname(void);
+
 /* systemd integration (service.c): READY/STATUS/STOPPING and the watchdog ping from
  * the main loop; no-ops outside systemd. poll_timeout_ms: how long the main loop may
  * sleep before the next ping is due (-1: no watchdog). */

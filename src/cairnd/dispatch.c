@@ -40,6 +40,8 @@ static void answer_ping(Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
     cairn__mgmt__pong__init(p);
     p->version = cairnd_arena_strdup(a, CAIRN_VERSION);
     p->pid = (uint32_t)getpid();
+    p->hostid = spa_hostid();
+    p->hostname = cairnd_arena_strdup(a, cairnd_hostname());
     resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_PONG;
     resp->pong = p;
 }
@@ -55,7 +57,9 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
         answer_ping(resp, a);
         return;
     }
-    cairnd_table_lock(changes_pool_table(req));
+    /* An import takes the lock itself, after its devices are read (pools.c). */
+    if (req->cmd_case != CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT)
+        cairnd_table_lock(changes_pool_table(req));
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_SHARE_LIST) cairnd_handle_share_list(resp, a);
     else if (!cairnd_handle_pool(req, resp, a) && !cairnd_handle_dataset(req, resp, a) &&
              !cairnd_handle_arc(req, resp, a) && !cairnd_handle_iscsi(req, resp, a) &&

@@ -429,6 +429,9 @@ int main(int argc, char **argv)
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
+    spa_mmp_set_policy(cfg.mmp_interval_ms, cfg.mmp_fail_intervals);
+    vdev_set_device_lock(cfg.device_lock);
+    if (cairnd_hostid_init(cfg.state_dir, cfg.hostid, err, sizeof err)) die("%s", err);
     spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
                                                  cfg.scrub_delay_ms});
     cairnd_service_status("importing pools");

@@ -50,9 +50,10 @@ void cairnd_pools_import_cached(void)
         if (e->spa) continue;
         char err[512] = "";
         spa_t *spa = NULL;
-        /* Our own pool: it looks active because we (or our crashed predecessor) had it. */
+        /* Our own pool: it looks active because we (or our crashed predecessor) had
+         * it. Unless another host took it over meanwhile (its id in the labels). */
         int rc = spa_import(e->name, (const char *const *)e->paths, e->npaths,
-                            SPA_IMPORT_FORCE, &spa, err, sizeof err);
+                            SPA_IMPORT_CACHED, &spa, err, sizeof err);
         if (rc) {
             log_error(SUB, "cannot import cached pool '%s': %s", e->name,
                       err[0] ? err : strerror(-rc));
@@ -150,7 +151,7 @@ static Cairn__Mgmt__PoolRow *pool_row(cairnd_arena_t *a, spa_t *spa, dsl_pool_t 
     r->size = sp.size;
     r->alloc = sp.alloc;
     r->free = sp.free;
-    r->health = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+    r->health = cairnd_arena_strdup(a, spa_health_name(spa));
     r->guid = spa_guid(spa);
     r->expandsize = spa_expandsize(spa);
     dsl_prop_t *prop = cairn_zalloc(sizeof *prop);
@@ -393,7 +394,7 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
         Cairn__Mgmt__PoolStatusResult *r = cairnd_arena_alloc(a, sizeof *r);
         cairn__mgmt__pool_status_result__init(r);
         r->name = cairnd_arena_strdup(a, spa_name(spa));
-        r->state = cairnd_arena_strdup(a, vdev_state_name(spa_health(spa)));
+        r->state = cairnd_arena_strdup(a, spa_health_name(spa));
         r->guid = spa_guid(spa);
         r->scrub = scrub_status(a, spa);
         r->rebuild = rebuild_status(a, spa);
@@ -503,17 +504,24 @@ static const char *pool_state_name(int s)
     }
 }
 
-static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
-                      cairnd_arena_t *a)
+/* Imports, one at a time, without the table lock while the pool's devices are
+ * read: the multihost activity check of a pool waits for seconds, and the
+ * daemon's other pools (an active/active partner's monitor) must not wait with it. */
+static pthread_mutex_t g_import_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The import's first part, without the table lock: checks, the candidates' list,
+ * or the pool opened (true, *out). */
+static bool import_open(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
+                        cairnd_arena_t *a, spa_t **out)
 {
     for (size_t i = 0; i < m->n_dirs; i++)
         if (m->dirs[i][0] != '/') {
             set_error(resp, a, -EINVAL, "search paths must be absolute ('%s')", m->dirs[i]);
-            return;
+            return false;
         }
     if (m->n_dirs == 0) {
         set_error(resp, a, -EINVAL, "no search directory given (use -d DIR)");
-        return;
+        return false;
     }
     const char *const *dirs = (const char *const *)m->dirs;
     if (!m->name[0]) {
@@ -522,7 +530,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         int rc = spa_import_scan(dirs, m->n_dirs, &c, &n);
         if (rc) {
             set_error(resp, a, rc, "cannot scan for pools: %s", strerror(-rc));
-            return;
+            return false;
         }
         Cairn__Mgmt__ImportCandidates *ic = cairnd_arena_alloc(a, sizeof *ic);
         cairn__mgmt__import_candidates__init(ic);
@@ -540,11 +548,14 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         free(c);
         resp->result_case = CAIRN__MGMT__RESPONSE__RESULT_IMPORT_CANDIDATES;
         resp->import_candidates = ic;
-        return;
+        return false;
     }
-    if (cairnd_table_find_spa(m->name)) {
+    cairnd_table_lock(false);
+    bool exists = cairnd_table_find_spa(m->name) != NULL;
+    cairnd_table_unlock();
+    if (exists) {
         set_error(resp, a, -EEXIST, "pool '%s' is already imported", m->name);
-        return;
+        return false;
     }
     char err[512] = "";
     spa_t *spa = NULL;
@@ -554,8 +565,16 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
                         &spa, err, sizeof err);
     if (rc) {
         set_error(resp, a, rc, "cannot import '%s': %s", m->name, err[0] ? err : strerror(-rc));
-        return;
+        return false;
     }
+    *out = spa;
+    return true;
+}
+
+/* The rest, under the table lock (write). */
+static void import_finish(const Cairn__Mgmt__PoolImport *m, spa_t *spa, Cairn__Mgmt__Response *resp,
+                          cairnd_arena_t *a)
+{
     cairnd_pool_entry_t *stale = cairnd_table_find(spa_name(spa));
     if (stale && stale->spa) {
         /* Imported by name alias/guid to a pool we already hold: refuse. */
@@ -564,7 +583,7 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         return;
     }
     dsl_pool_t *dp = NULL;
-    rc = dsl_pool_open(spa, &dp);
+    int rc = dsl_pool_open(spa, &dp);
     if (rc) {
         spa_close(spa);
         set_error(resp, a, rc, "cannot import '%s': cannot open its datasets: %s", m->name,
@@ -595,6 +614,19 @@ static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *r
         resp->warning = cairnd_arena_strdup(a, w);
         break;
     }
+}
+
+/* Called without the table lock (dispatch.c leaves it to us); returns holding it
+ * for writing, which the dispatcher releases. */
+static void do_import(const Cairn__Mgmt__PoolImport *m, Cairn__Mgmt__Response *resp,
+                      cairnd_arena_t *a)
+{
+    pthread_mutex_lock(&g_import_lock);
+    spa_t *spa = NULL;
+    bool opened = import_open(m, resp, a, &spa);
+    cairnd_table_lock(true);
+    if (opened) import_finish(m, spa, resp, a);
+    pthread_mutex_unlock(&g_import_lock);
 }
 
 static void do_export_destroy(const char *name, bool destroy, Cairn__Mgmt__Response *resp,

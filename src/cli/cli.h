@@ -102,5 +102,7 @@ int share_command(const char *cmd, int argc, char **argv);
 int token_command(const char *cmd, int argc, char **argv);
 /* `cairn user ...` (token.c); -1 when cmd is not "user". */
 int user_command(const char *cmd, int argc, char **argv);
+/* `cairn hostid` (pool.c). */
+int cmd_hostid(int argc, char **argv);
 
 #endif

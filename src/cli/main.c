@@ -58,6 +58,7 @@ static void usage(FILE *f)
           "  pool get [-H] [-p] [--json] PROP[,PROP...]|all [POOL]\n"
           "  pool set PROP=VALUE POOL\n"
           "  check -d DIR [-d DIR]... POOL   (offline, on an exported pool)\n"
+          "  hostid                          (the daemon's host id, for multihost pools)\n"
           "  pool add [-f] [-n] POOL VDEV... [log VDEV...] [cache DEV...] [spare DEV...]\n"
           "  pool remove POOL DEV     (a log device, log mirror-N, cache device or spare)\n"
           "  pool offline [-t] POOL DEV | pool online [-e] POOL DEV\n"
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - i, argv + i);
+    if (!strcmp(cmd, "hostid")) return cmd_hostid(argc - i, argv + i);
     if (!strcmp(cmd, "arcstat")) return cmd_arcstat(argc - i, argv + i);
     int dsret = dataset_command(cmd, argc - i, argv + i);
     if (dsret >= 0) return dsret;

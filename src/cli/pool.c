@@ -406,6 +406,27 @@ int cmd_pool_simple(int argc, char **argv, const char *sub)
     return 0;
 }
 
+/* ---------------------------------------------------------------- hostid */
+
+/* `cairn hostid`: the id the daemon records in the pools it imports, as hostid(1) prints it. */
+int cmd_hostid(int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1) fail("hostid: takes no arguments");
+    Cairn__Mgmt__Ping ping;
+    cairn__mgmt__ping__init(&ping);
+    Cairn__Mgmt__Request req;
+    cairn__mgmt__request__init(&req);
+    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_PING;
+    req.ping = &ping;
+    Cairn__Mgmt__Response *r = call(&req);
+    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PONG || !r->pong->hostid)
+        fail("hostid: the daemon reports no host id");
+    printf("%08x\n", r->pong->hostid);
+    cairn__mgmt__response__free_unpacked(r, NULL);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- pool import */
 
 int cmd_pool_import(int argc, char **argv)

@@ -462,7 +462,9 @@ int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void
             }
     }
     pthread_mutex_unlock(&dp->lock);
-    return t.done ? t.result : err;
+    /* A task that ran in a txg that then failed to reach the disks (a suspended
+     * pool) changed nothing durable: its caller hears the failure. */
+    return err ? err : t.result;
 }
 
 /* A task's validation run now under the pool lock, as the sync thread would run

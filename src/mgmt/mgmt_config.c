@@ -49,6 +49,21 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
     cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
     cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
+    cfg->mmp_interval_ms = SPA_MMP_INTERVAL_MS_DEFAULT;
+    cfg->mmp_fail_intervals = SPA_MMP_FAIL_INTERVALS_DEFAULT;
+    cfg->device_lock = true;
+}
+
+int mgmt_parse_hostid(const char *s, uint32_t *out)
+{
+    if (!strncmp(s, "0x", 2) || !strncmp(s, "0X", 2)) s += 2;
+    if (!*s || strlen(s) > 8) return -EINVAL;
+    for (const char *p = s; *p; p++)
+        if (!isxdigit((unsigned char)*p)) return -EINVAL;
+    uint32_t v = (uint32_t)strtoul(s, NULL, 16);
+    if (!v) return -EINVAL;
+    *out = v;
+    return 0;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -168,6 +183,10 @@ static const num_setting_t num_settings[] = {
     {"scan_idle_ms", offsetof(cairnd_config_t, scan_idle_ms), 0, 60000, "milliseconds"},
     {"resilver_delay_ms", offsetof(cairnd_config_t, resilver_delay_ms), 0, 1000, "milliseconds"},
     {"scrub_delay_ms", offsetof(cairnd_config_t, scrub_delay_ms), 0, 1000, "milliseconds"},
+    {"mmp_interval", offsetof(cairnd_config_t, mmp_interval_ms), SPA_MMP_INTERVAL_MS_MIN,
+     SPA_MMP_INTERVAL_MS_MAX, "milliseconds"},
+    {"mmp_fail_intervals", offsetof(cairnd_config_t, mmp_fail_intervals), SPA_MMP_FAIL_INTERVALS_MIN,
+     SPA_MMP_FAIL_INTERVALS_MAX, "intervals"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)
@@ -231,6 +250,14 @@ int mgmt_config_set(cairnd_config_t *cfg, const char *key, const char *value, ch
     if (!strcmp(key, "log_syslog")) return set_on_off(&cfg->log_syslog, key, value, err, errlen);
     if (!strcmp(key, "log_file"))
         return set_path(cfg->log_file, sizeof cfg->log_file, key, value, err, errlen);
+    if (!strcmp(key, "device_lock")) return set_on_off(&cfg->device_lock, key, value, err, errlen);
+    if (!strcmp(key, "hostid")) {
+        if (mgmt_parse_hostid(value, &cfg->hostid)) {
+            snprintf(err, errlen, "bad hostid '%s' (want 1 to 8 hex digits, not zero)", value);
+            return -EINVAL;
+        }
+        return 0;
+    }
     if (!strcmp(key, "log_level")) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
         for (int i = 0; i < 4; i++)

@@ -9,6 +9,8 @@
  * leaves every device as it was.
  *
  * Import reads the labels of the candidate devices, groups them by pool guid,
+ * refuses a pool another host left active unless forced and runs the multihost
+ * activity check and claim of a multihost=on pool (spa_mmp.c, forced or not),
  * rebuilds the vdev tree from the newest config, opens the leaves it can find
  * (by leaf guid among the scanned devices, else by the recorded path), marks
  * the others UNAVAIL, and refuses when the redundancy cannot cover what is
@@ -67,6 +69,11 @@ vdev_state_t spa_health(spa_t *spa)
     return (vdev_state_t)atomic_load(&spa->root->state);
 }
 
+const char *spa_health_name(spa_t *spa)
+{
+    return spa_suspended(spa) ? "SUSPENDED" : vdev_state_name(spa_health(spa));
+}
+
 static spa_t *spa_alloc(const char *name)
 {
     spa_t *spa = cairn_zalloc(sizeof *spa);
@@ -88,6 +95,7 @@ static spa_t *spa_alloc(const char *name)
 static void spa_free(spa_t *spa)
 {
     if (!spa) return;
+    spa_mmp_stop(spa);
     spa_fault_stop(spa);
     spa_metaslabs_fini(spa);
     spa_log_fini(spa);
@@ -505,7 +513,7 @@ static bool ub_usable(spa_t *spa, const spa_uberblock_phys_t *ub)
 }
 
 static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanned_t *s,
-                                int flags, char *err, size_t errlen)
+                                int flags, uint64_t mmp_claim_ns, char *err, size_t errlen)
 {
     spa->guid = cfg->pool_guid;
     spa->config_txg = cfg->config_txg;
@@ -521,8 +529,13 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
         memcpy(&spa->scan_saved, &cfg->reserved[SPA_CONFIG_SCAN_WORD], sizeof spa->scan_saved);
     }
     spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
+    spa->multihost = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_MULTIHOST;
+    spa_config_host(cfg, &spa->last_host);
     spa_spares_from_config(spa, cfg);
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
+    /* Claimed (spa_mmp_import_check): heartbeats from now on, before the long
+     * reads below, so the import itself looks alive to another host. */
+    if (mmp_claim_ns) spa_mmp_start(spa, mmp_claim_ns);
     spa->ntop = spa->root->nchildren;
     spa_vdev_reserve(spa);
     spa_space_estimate_init(spa);
@@ -599,6 +612,51 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     return 0;
 }
 
+/* Whether this host may import the pool whose newest config is best: a pool
+ * left active by another host only with -f, a multihost pool only after the
+ * activity check and claim (which -f does not skip); *claim_ns: when claimed. */
+static int import_allowed(const spa_config_phys_t *best, scanned_t *s, int flags,
+                          uint64_t *claim_ns, char *err, size_t errlen)
+{
+    if (flags & SPA_IMPORT_READONLY) return 0; /* writes nothing: no claim to make */
+    /* The daemon's own exports leave its cache; a cached pool found exported was
+     * exported by someone else since (a partner host that took it over): it is
+     * theirs to give, not ours to take back at start-up. */
+    if ((flags & SPA_IMPORT_CACHED) && best->state == SPA_STATE_EXPORTED) {
+        cairn_seterr(err, errlen, "pool '%s' was exported elsewhere since this daemon had it; "
+                     "import it by hand if it is to come back here", best->name);
+        return -EBUSY;
+    }
+    spa_host_phys_t last;
+    spa_config_host(best, &last);
+    bool ours = last.hostid && last.hostid == spa_hostid();
+    bool legacy_own = !last.hostid && (flags & SPA_IMPORT_CACHED);
+    if (best->state == SPA_STATE_ACTIVE && !ours && !legacy_own && !(flags & SPA_IMPORT_FORCE)) {
+        if (last.hostid)
+            cairn_seterr(err, errlen, "pool '%s' was last imported by host %s (hostid %08llx) and "
+                         "not exported; use -f to import it anyway", best->name,
+                         last.hostname[0] ? last.hostname : "?", (unsigned long long)last.hostid);
+        else
+            cairn_seterr(err, errlen, "pool '%s' was not exported and may be in use by another "
+                         "daemon; use -f to import it anyway", best->name);
+        return -EBUSY;
+    }
+    if (!(best->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_MULTIHOST)) return 0;
+    if (!spa_hostid()) {
+        cairn_seterr(err, errlen, "pool '%s' has multihost=on and this process has no host id",
+                     best->name);
+        return -EINVAL;
+    }
+    vdev_t **leaves = cairn_zalloc((s->n + 1) * sizeof *leaves);
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->leaves[i] && s->cfgs[i] && s->cfgs[i]->pool_guid == best->pool_guid)
+            leaves[n++] = s->leaves[i];
+    int e = spa_mmp_import_check(best->name, best->pool_guid, leaves, n, claim_ns, err, errlen);
+    free(leaves);
+    return e;
+}
+
 int spa_import(const char *name, const char *const *paths, size_t npaths, int flags,
                spa_t **out, char *err, size_t errlen)
 {
@@ -642,16 +700,16 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         scan_free(&s);
         return -ENOENT;
     }
-    if (best->state == SPA_STATE_ACTIVE && !(flags & (SPA_IMPORT_FORCE | SPA_IMPORT_READONLY))) {
-        cairn_seterr(err, errlen, "pool '%s' was not exported and may be in use by another daemon; "
-               "use -f to import it anyway", best->name);
+    uint64_t mmp_claim_ns = 0;
+    int e = import_allowed(best, &s, flags, &mmp_claim_ns, err, errlen);
+    if (e) {
         scan_free(&s);
-        return -EBUSY;
+        return e;
     }
     spa_t *spa = spa_alloc(best->name);
     spa_config_phys_t *cfg = cairn_zalloc(best->length);
     memcpy(cfg, best, best->length);
-    int e = spa_open_from_config(spa, cfg, &s, flags, err, errlen);
+    e = spa_open_from_config(spa, cfg, &s, flags, mmp_claim_ns, err, errlen);
     if (e == -ENXIO && s.nbusy && err)
         snprintf(err + strlen(err), errlen - strlen(err),
                  " (%zu device(s) are in use by another process, e.g. '%s')", s.nbusy, s.busy_path);
@@ -839,7 +897,7 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
     "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused",
-    "autoexpand", "expandsize", NULL,
+    "autoexpand", "expandsize", "multihost", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -853,7 +911,9 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "free")) snprintf(buf, len, "%llu", (unsigned long long)sp.free);
     else if (!strcmp(prop, "capacity"))
         snprintf(buf, len, "%llu", (unsigned long long)(sp.size ? sp.alloc * 100 / sp.size : 0));
-    else if (!strcmp(prop, "health")) snprintf(buf, len, "%s", vdev_state_name(spa_health(spa)));
+    else if (!strcmp(prop, "health"))
+        snprintf(buf, len, "%s", spa_health_name(spa));
+    else if (!strcmp(prop, "multihost")) snprintf(buf, len, "%s", spa->multihost ? "on" : "off");
     else if (!strcmp(prop, "guid")) snprintf(buf, len, "%llu", (unsigned long long)spa->guid);
     else if (!strcmp(prop, "ashift")) snprintf(buf, len, "%u", spa->ashift);
     else if (!strcmp(prop, "comment")) snprintf(buf, len, "%s", spa->comment[0] ? spa->comment : "-");
@@ -884,7 +944,38 @@ bool spa_prop_is_default(spa_t *spa, const char *prop)
     if (!strcmp(prop, "txg_timeout")) return spa->txg_timeout_ms == SPA_DEFAULT_TXG_TIMEOUT_MS;
     if (!strcmp(prop, "dirty_max")) return !spa->dirty_max_set;
     if (!strcmp(prop, "autoexpand")) return !spa->autoexpand;
+    if (!strcmp(prop, "multihost")) return !spa->multihost;
     return false;
+}
+
+/* multihost=on: the labels say so first, then the heartbeats start; off: they
+ * stop first. A pool that gave way to another host is not ours to change. */
+static int set_multihost(spa_t *spa, const char *value, char *err, size_t errlen)
+{
+    if (strcmp(value, "on") && strcmp(value, "off")) {
+        cairn_seterr(err, errlen, "multihost must be 'on' or 'off'");
+        return -EINVAL;
+    }
+    bool on = !strcmp(value, "on");
+    if (on && !spa_hostid()) {
+        cairn_seterr(err, errlen, "multihost=on needs a host id (cairnd.conf hostid)");
+        return -EINVAL;
+    }
+    if (spa_suspended(spa)) {
+        cairn_seterr(err, errlen, "pool '%s' is suspended", spa->name);
+        return -EIO;
+    }
+    if (!on) spa_mmp_stop(spa);
+    pthread_mutex_lock(&spa->config_lock);
+    spa->multihost = on;
+    int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
+    pthread_mutex_unlock(&spa->config_lock);
+    if (e) {
+        cairn_seterr(err, errlen, "cannot write labels: %s", strerror(-e));
+        return e;
+    }
+    if (on) spa_mmp_start(spa, cairn_now_ns());
+    return 0;
 }
 
 int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, size_t errlen)
@@ -936,6 +1027,8 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
         pthread_mutex_lock(&spa->config_lock);
         spa->autoexpand = !strcmp(value, "on");
         pthread_mutex_unlock(&spa->config_lock);
+    } else if (!strcmp(prop, "multihost")) {
+        return set_multihost(spa, value, err, errlen);
     } else {
         cairn_seterr(err, errlen, "pool property '%s' is read-only", prop);
         return -EROFS;

@@ -182,7 +182,7 @@ static void fault_apply(void *arg)
 {
     spa_t *spa = arg;
     pthread_mutex_lock(&spa->tx.lock);
-    bool suspended = spa->tx.failed;
+    bool suspended = spa->tx.failed || atomic_load(&spa->mmp_suspended);
     pthread_mutex_unlock(&spa->tx.lock);
     pthread_mutex_lock(&spa->config_lock);
     pthread_mutex_lock(&spa->fault_lock);

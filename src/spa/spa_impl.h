@@ -115,6 +115,42 @@ typedef struct spa_spare_phys {
 } spa_spare_phys_t;
 _Static_assert(sizeof(spa_spare_phys_t) == 264, "spare config entry size");
 
+/* The host that imported the pool (spa_mmp.c), after the spares when the flags
+ * word has SPA_CONFIG_FLAG_HOSTREC. hostid 0: none (a tool, or exported). */
+#define SPA_HOSTNAME_MAX 64
+typedef struct spa_host_phys {
+    uint64_t hostid;
+    char hostname[SPA_HOSTNAME_MAX];
+} spa_host_phys_t;
+_Static_assert(sizeof(spa_host_phys_t) == 72, "host record size");
+
+/* A multihost (MMP) heartbeat record, at SPA_LABEL_MMP_OFFSET of a label, in
+ * its own SPA_LABEL_MMP_SIZE bytes so the uberblock ring is untouched
+ * (docs/ondisk-format.md 1.4). */
+#define SPA_LABEL_MMP_OFFSET (12 * 1024)
+#define SPA_LABEL_MMP_SIZE (4 * 1024)
+#define SPA_MMP_MAGIC 0x504d4d4e52494143ULL /* "CAIRNMMP" */
+enum {
+    SPA_MMP_KIND_HEARTBEAT = 1, /* written by the host that has the pool imported */
+    SPA_MMP_KIND_CLAIM = 2,     /* written by a host at the end of its activity check */
+};
+typedef struct spa_mmp_phys {
+    uint64_t magic;
+    uint64_t version;
+    uint64_t pool_guid;
+    uint64_t hostid;
+    uint64_t seq;           /* per writer, +1 a record; starts at a random value each import */
+    uint64_t timestamp;     /* wall clock, ns since the epoch */
+    uint64_t config_txg;    /* the writer's label config txg */
+    uint32_t interval_ms;   /* the writer's mmp_interval */
+    uint32_t fail_intervals;/* the writer's mmp_fail_intervals */
+    uint32_t kind;          /* SPA_MMP_KIND_* */
+    uint32_t reserved;
+    char hostname[SPA_HOSTNAME_MAX];
+    uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
+} spa_mmp_phys_t;
+_Static_assert(sizeof(spa_mmp_phys_t) == 168, "mmp record size");
+
 /* The layouts above are the on-disk format (docs/ondisk-format.md). */
 _Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
 _Static_assert(offsetof(spa_config_phys_t, vdevs) == 552, "config header size");
@@ -218,6 +254,12 @@ struct spa {
     uint32_t stale_ids;
     /* Growing vdevs whose leaves grew (spa_expand.c), config lock. */
     bool autoexpand;                /* pool property, kept in the labels */
+    /* Multihost protection (spa_mmp.c): the property, and the heartbeat thread. */
+    bool multihost;                 /* pool property, kept in the labels (config lock) */
+    spa_host_phys_t last_host;      /* who imported it last, from the labels at import */
+    struct spa_mmp *mmp;            /* NULL while no heartbeats are written */
+    _Atomic bool mmp_suspended;     /* it gave way to another host (spa_suspend) */
+    _Atomic bool tx_ready;          /* spa->tx is initialised (spa_txg_init) */
     uint32_t pending_expand;        /* top-level vdevs asked to grow (bit v): online -e */
     int expand_err;                 /* the last asked expansion's result */
     uint64_t expand_probe_ns;       /* leaves were last asked their size */
@@ -376,6 +418,8 @@ bool spa_expand_due(spa_t *spa, uint64_t now);
 /* Label config header, reserved[SPA_CONFIG_FLAGS_WORD]: pool flags. */
 #define SPA_CONFIG_FLAGS_WORD 15
 #define SPA_CONFIG_FLAG_AUTOEXPAND (1ULL << 0)
+#define SPA_CONFIG_FLAG_MULTIHOST (1ULL << 1)  /* pool property multihost=on */
+#define SPA_CONFIG_FLAG_HOSTREC (1ULL << 2)    /* a spa_host_phys_t follows the spares */
 /* spa_log.c, for removal: drop the region of log vdev v (syncing context). */
 void spa_log_drop_vdev(spa_t *spa, uint32_t v);
 /* spa_log.c: -EBUSY when a chain in the directory still reaches vdev v. */
@@ -431,6 +475,48 @@ bool spa_vdev_survives_without(vdev_t *top, vdev_t *leaf);
 vdev_t *spa_leaf_by_path(spa_t *spa, const char *path); /* NULL: no such leaf (OLD of a replacement neither) */ /* a good copy of every block is left */
 void spa_resilver_asked(spa_t *spa);               /* a leaf turned stale: resilver since now */
 void spa_dtl_close(vdev_t *leaf, uint64_t txg);    /* its open-ended log ends at txg */
+
+/* spa_label.c: the host record of a config; false (zeroed) when it has none. */
+bool spa_config_host(const spa_config_phys_t *cfg, spa_host_phys_t *out);
+
+/* spa_mmp.c */
+/* The records of every label of the given leaves, in order (leaf by leaf,
+ * labels 0..3): out must hold 4 * nleaves; an unreadable or invalid slot is
+ * zero. */
+void spa_mmp_read_slots(vdev_t *const *leaves, size_t nleaves, uint64_t pool_guid,
+                        spa_mmp_phys_t *out);
+/* Import of a multihost pool: the activity check and the claim on leaves (the
+ * scanned devices of the pool). 0: the pool is ours to import, claimed at
+ * *claim_ns (monotonic); -EBUSY with err when another host is active. */
+int spa_mmp_import_check(const char *name, uint64_t pool_guid, vdev_t *const *leaves,
+                         size_t nleaves, uint64_t *claim_ns, char *err, size_t errlen);
+/* Starts the heartbeats of an imported pool whose claim was issued at
+ * claim_ns; its tree's write fence follows them. Stop: idempotent. */
+void spa_mmp_start(spa_t *spa, uint64_t claim_ns);
+void spa_mmp_stop(spa_t *spa);
+/* Suspends the pool at once: no write reaches its leaves from now on. */
+void spa_suspend(spa_t *spa, const char *why);
+/* The records and decisions, pure (tests/unit/test_spa_mmp.c). encode seals rec
+ * into a zeroed slot of SPA_LABEL_MMP_SIZE bytes; decode gives false (and a
+ * zeroed *out) for a slot that is not a valid record of the pool. */
+void spa_mmp_encode(const spa_mmp_phys_t *rec, void *slot);
+bool spa_mmp_decode(const void *slot, uint64_t pool_guid, spa_mmp_phys_t *out);
+/* The newest valid record of after[] that differs from before[] (the same
+ * slots): a host wrote during the check; NULL: quiet. */
+const spa_mmp_phys_t *spa_mmp_changed(const spa_mmp_phys_t *before, const spa_mmp_phys_t *after,
+                                      size_t n);
+/* A slot our claim was written to (written[i]) that now holds another valid
+ * record; NULL: the claim stands. */
+const spa_mmp_phys_t *spa_mmp_claim_overwritten(const spa_mmp_phys_t *mine, const bool *written,
+                                                const spa_mmp_phys_t *after, size_t n);
+/* How long the activity check watches: (fail + 1) intervals, of the slowest
+ * writer among ours and the records' (bounded like cairnd.conf). And the claim's
+ * wait: two intervals. */
+uint64_t spa_mmp_import_wait_ms(const spa_mmp_phys_t *slots, size_t n, uint32_t interval_ms,
+                                uint32_t fail_intervals);
+uint64_t spa_mmp_claim_wait_ms(const spa_mmp_phys_t *slots, size_t n, uint32_t interval_ms);
+/* The host record this process writes into the labels. */
+void spa_host_record(spa_host_phys_t *out);
 
 /* spa_fault.c */
 void spa_fault_init(spa_t *spa);

@@ -6,12 +6,14 @@
  * front, two at the end, so a device overwritten at either end still
  * identifies itself). A label is laid out as
  *
- *     0 ..  16 KiB   reserved, zero (room for boot blocks / partition tables)
+ *     0 ..  12 KiB   reserved, zero (room for boot blocks / partition tables)
+ *    12 ..  16 KiB   multihost heartbeat record (spa_mmp.c), apart from the ring
  *    16 .. 128 KiB   config: spa_config_phys_t, sealed with sha256
  *   128 .. 256 KiB   uberblock ring: slots of spa_ub_slot_size() bytes
  *
- * The config names the pool (name, guid, state, properties), the leaf the
- * label sits on, and the whole vdev tree in pre-order, so any single surviving
+ * The config names the pool (name, guid, state, properties, the host that has
+ * it imported), the leaf the label sits on, and the whole vdev tree in
+ * pre-order, so any single surviving
  * leaf is enough to learn the pool's shape. A removed log vdev that was not
  * the last stays in the tree as a hole entry, so every top-level vdev keeps
  * the id block pointers know it by. It changes rarely (create, export,
@@ -107,16 +109,25 @@ void *spa_config_tail(const spa_config_phys_t *cfg)
     return (uint8_t *)cfg + config_size_ext(cfg->nvdevs);
 }
 
+/* The host record, after the spares (SPA_CONFIG_FLAG_HOSTREC). */
+static void *config_host(const spa_config_phys_t *cfg)
+{
+    return (uint8_t *)spa_config_tail(cfg) +
+           spa_spares_size((uint32_t)cfg->reserved[SPA_CONFIG_SPARES_WORD]);
+}
+
 spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t txg)
 {
     uint32_t n = 0;
     count_vdevs(spa->root, &n);
-    size_t size = config_size_ext(n) + spa_spares_size(spa->nspares);
+    size_t size = config_size_ext(n) + spa_spares_size(spa->nspares) + sizeof(spa_host_phys_t);
     spa_config_phys_t *cfg = cairn_alloc_aligned(CAIRN_P2ROUNDUP(size, (size_t)4096));
     memset(cfg, 0, size);
     cfg->reserved[0] = SPA_CONFIG_EXT_MAGIC;
     cfg->reserved[1] = spa->resilver_since;
-    cfg->reserved[SPA_CONFIG_FLAGS_WORD] = spa->autoexpand ? SPA_CONFIG_FLAG_AUTOEXPAND : 0;
+    cfg->reserved[SPA_CONFIG_FLAGS_WORD] = (spa->autoexpand ? SPA_CONFIG_FLAG_AUTOEXPAND : 0) |
+                                           (spa->multihost ? SPA_CONFIG_FLAG_MULTIHOST : 0) |
+                                           SPA_CONFIG_FLAG_HOSTREC;
     memcpy(&cfg->reserved[SPA_CONFIG_SCAN_WORD], &spa->scan_saved, sizeof spa->scan_saved);
     cfg->magic = SPA_CONFIG_MAGIC;
     cfg->version = SPA_VERSION;
@@ -132,7 +143,22 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
     uint32_t idx = 0;
     fill_vdevs(spa->root, -1, cfg->vdevs, config_ext(cfg), &idx);
     spa_spares_to_config(spa, cfg);
+    /* The host holding the pool; an exported or destroyed pool is nobody's. */
+    spa_host_phys_t host = {0};
+    if (state == SPA_STATE_ACTIVE) spa_host_record(&host);
+    memcpy(config_host(cfg), &host, sizeof host);
     return cfg;
+}
+
+bool spa_config_host(const spa_config_phys_t *cfg, spa_host_phys_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->reserved[0] != SPA_CONFIG_EXT_MAGIC ||
+        !(cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_HOSTREC))
+        return false;
+    memcpy(out, config_host(cfg), sizeof *out);
+    out->hostname[SPA_HOSTNAME_MAX - 1] = '\0';
+    return true;
 }
 
 int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
@@ -142,7 +168,8 @@ int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
         cfg->nvdevs == 0 || cfg->nvdevs > 4096 ||
         cfg->reserved[SPA_CONFIG_SPARES_WORD] > SPA_MAX_SPARES ||
         (cfg->reserved[0] == SPA_CONFIG_EXT_MAGIC
-             ? config_size_ext(cfg->nvdevs) + spa_spares_size((uint32_t)cfg->reserved[SPA_CONFIG_SPARES_WORD])
+             ? config_size_ext(cfg->nvdevs) + spa_spares_size((uint32_t)cfg->reserved[SPA_CONFIG_SPARES_WORD]) +
+                   ((cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_HOSTREC) ? sizeof(spa_host_phys_t) : 0)
              : spa_config_size(cfg->nvdevs)) != cfg->length)
         return -EINVAL;
     uint8_t ck[CAIRN_CHECKSUM_LEN];

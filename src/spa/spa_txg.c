@@ -56,6 +56,7 @@ void spa_txg_init(spa_t *spa, uint64_t first_open_txg)
     tx->open_txg = first_open_txg;
     tx->synced_txg = first_open_txg - 1;
     tx->last_sync_ns = cairn_now_ns();
+    atomic_store(&spa->tx_ready, true); /* spa_suspend may take tx->lock from now on */
 }
 
 uint64_t spa_open_txg(spa_t *spa)

@@ -200,6 +200,21 @@ void vdev_foreach_leaf(vdev_t *vd, void (*fn)(vdev_t *leaf, void *arg), void *ar
     for (uint32_t i = 0; i < vd->nchildren; i++) vdev_foreach_leaf(vd->children[i], fn, arg);
 }
 
+/* ---- multihost fencing ---- */
+
+static _Atomic bool g_device_lock = true;
+
+void vdev_set_device_lock(bool on) { atomic_store(&g_device_lock, on); }
+bool vdev_device_lock(void) { return atomic_load(&g_device_lock); }
+
+bool vdev_write_fenced(const vdev_t *leaf)
+{
+    const vdev_t *root = leaf;
+    while (root->parent) root = root->parent;
+    uint64_t fence = atomic_load(&root->write_fence_ns);
+    return fence && cairn_now_ns() >= fence;
+}
+
 /* ---- parallel leaf I/O ---- */
 
 typedef struct vdev_batch {

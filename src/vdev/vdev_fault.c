@@ -44,7 +44,8 @@
  * A daemon under test has no caller of the C API: there a leaf fails every
  * I/O with EIO while a file named like its file plus ".eio" exists (one
  * access() per I/O: tests only), so an integration test can make a disk die
- * and come back (fault management, spares).
+ * and come back (fault management, spares); and executes nothing while one
+ * named plus ".stall" exists (a hung path: multihost tests).
  *
  * Locks: the registry lock (list of open leaves, counters aside) is taken
  * before a leaf's lock, never after. A leaf's lock covers its held writes,
@@ -250,11 +251,22 @@ static int fault_do_flush(fault_leaf_t *fl)
 /* The switch a test flips from outside the process: while a file named like
  * the leaf's file plus ".eio" exists, every I/O of the leaf fails with EIO - a
  * disk that stopped answering, under a running daemon. */
-static bool fault_switch_on(const fault_leaf_t *fl)
+static bool fault_file_exists(const fault_leaf_t *fl, const char *suffix)
 {
     char p[PATH_MAX];
-    if ((size_t)snprintf(p, sizeof p, "%s.eio", fl->file_path) >= sizeof p) return false;
+    if ((size_t)snprintf(p, sizeof p, "%s%s", fl->file_path, suffix) >= sizeof p) return false;
     return access(p, F_OK) == 0;
+}
+
+static bool fault_switch_on(const fault_leaf_t *fl) { return fault_file_exists(fl, ".eio"); }
+
+/* The other switch: while a file named like the leaf's file plus ".stall"
+ * exists, the leaf executes nothing - a path that hangs (a controller, a
+ * fabric) with the I/O queued in the host. What was queued runs when it goes,
+ * unless the pool's multihost fence passed meanwhile (vdev_write_fenced). */
+static void fault_wait_stall(const fault_leaf_t *fl)
+{
+    while (fault_file_exists(fl, ".stall")) usleep(10000);
 }
 
 static void fault_io_run(void *arg)
@@ -263,8 +275,10 @@ static void fault_io_run(void *arg)
     fault_leaf_t *fl = io->fl;
     vdev_t *vd = fl->vd;
     int rc;
+    fault_wait_stall(fl);
     pthread_mutex_lock(&fl->lock);
     if (fl->frozen || fault_switch_on(fl)) rc = -EIO;
+    else if (io->op != VDEV_IO_READ && vdev_write_fenced(vd)) rc = -EIO;
     else if (io->op == VDEV_IO_READ) rc = fault_do_read(fl, io->offset, io->buf, io->len);
     else if (io->op == VDEV_IO_WRITE)
         rc = fault_do_write(fl, io->offset, io->buf, io->len, io->owns_buf ? &io->buf : NULL);
@@ -371,7 +385,7 @@ int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t
     *out = NULL;
     int fd = open(file_path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return -errno;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    if (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
         int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
         close(fd);
         return err;

@@ -441,10 +441,14 @@ static int file_leaf_queue(file_leaf_t *fl, file_io_t *io)
     pthread_mutex_lock(&fl->lock);
     while (!from_completer && fl->inflight >= VDEV_FILE_QDEPTH && !fl->closing)
         pthread_cond_wait(&fl->slot_free, &fl->lock);
-    if (fl->closing) {
+    /* The multihost fence, checked after any wait for a slot: the last moment
+     * before the kernel has the write. */
+    int refuse = fl->closing ? -ENXIO
+                 : io->op != VDEV_IO_READ && vdev_write_fenced(io->leaf) ? -EIO : 0;
+    if (refuse) {
         pthread_mutex_unlock(&fl->lock);
         free(io);
-        return -ENXIO;
+        return refuse;
     }
     fl->inflight++;
     io->start_ns = cairn_now_ns();
@@ -491,6 +495,10 @@ static int file_leaf_io_now(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
         if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
     }
     if (!slot_take(fl)) return -ENXIO;
+    if (op != VDEV_IO_READ && vdev_write_fenced(leaf)) {
+        slot_release(fl);
+        return -EIO;
+    }
     file_io_t io = {.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len};
     int err = file_io_redo_sync(fl, &io);
     vdev_leaf_account(leaf, op, offset, len, err);
@@ -667,7 +675,7 @@ static int vdev_file_open(const char *path, vdev_t **out)
      * daemon restarted at once must not mistake that for a live owner. Wait a
      * little before calling the device busy. */
     int tries = 0;
-    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    while (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK || ++tries > 100) {
             int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
             close(fd);

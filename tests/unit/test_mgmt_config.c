@@ -126,6 +126,43 @@ static void test_shipped_conf(void **state)
     assert_false(c.http_metrics_public);
     assert_false(c.log_syslog);
     assert_string_equal(c.log_file, "");
+    assert_int_equal(c.hostid, 0);        /* the shipped file leaves the id to the state dir */
+    assert_int_equal(c.mmp_interval_ms, d.mmp_interval_ms);
+    assert_int_equal(c.mmp_fail_intervals, d.mmp_fail_intervals);
+    assert_true(c.device_lock);
+}
+
+/* Multihost settings: defaults, values taken, bad ones refused with the key named. */
+static void test_multihost_settings(void **state)
+{
+    (void)state;
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/mmp.conf", g_dir);
+    write_file(path, "hostid = 0x1A2b3C4d\nmmp_interval = 250\nmmp_fail_intervals = 4\n"
+                     "device_lock = off\n");
+    cairnd_config_t c;
+    mgmt_config_defaults(&c);
+    assert_int_equal(c.hostid, 0);
+    assert_int_equal(c.mmp_interval_ms, SPA_MMP_INTERVAL_MS_DEFAULT);
+    assert_int_equal(c.mmp_fail_intervals, SPA_MMP_FAIL_INTERVALS_DEFAULT);
+    assert_true(c.device_lock);
+    assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
+    assert_int_equal(c.hostid, 0x1a2b3c4d);
+    assert_int_equal(c.mmp_interval_ms, 250);
+    assert_int_equal(c.mmp_fail_intervals, 4);
+    assert_false(c.device_lock);
+    static const char *const bad[][2] = {
+        {"hostid", "0"}, {"hostid", "123456789"}, {"hostid", "xyz"}, {"hostid", ""},
+        {"mmp_interval", "99"}, {"mmp_interval", "10001"}, {"mmp_fail_intervals", "1"},
+        {"mmp_fail_intervals", "61"}, {"device_lock", "maybe"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cairnd_config_t before = c;
+        err[0] = '\0';
+        assert_int_equal(mgmt_config_set(&c, bad[i][0], bad[i][1], err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, bad[i][0]));
+        assert_memory_equal(&before, &c, sizeof c);
+    }
 }
 
 /* The scan throttle: defaults, values taken, 0 allowed (no pause), bounds refused. */
@@ -320,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_listen_parse),
         cmocka_unit_test(test_connection_settings),
         cmocka_unit_test(test_scan_throttle_settings),
+        cmocka_unit_test(test_multihost_settings),
         cmocka_unit_test(test_http_settings),
         cmocka_unit_test(test_alua_settings),
     };
