@@ -69,6 +69,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/analytics.h>
 #include <cairn/bufpool.h>
 #include <cairn/codec.h>
 #include <cairn/util.h>
@@ -309,6 +310,14 @@ static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *bu
     return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
 }
 
+/* analytics' arc.accesses (include/cairn/analytics.h): by result. */
+static void arc_analytics(bool hit)
+{
+    if (!an_stat_enabled(AN_ARC_ACCESSES)) return;
+    an_add_total(AN_ARC_ACCESSES, 1);
+    an_add(AN_ARC_ACCESSES, AN_BY_RESULT, hit, 1, an_name_string, hit ? "hit" : "miss");
+}
+
 /* A hit copies bytes [off, off + len) of the block into buf, or, when ref is
  * given and the logical bytes sit in a buffer the ARC keeps, lends that buffer
  * (*ref, held) and leaves buf alone; memory_only leaves a miss alone (neither
@@ -331,6 +340,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     }
     if (h && (h->state == ST_MRU || h->state == ST_MFU)) {
         A.st.hits++;
+        arc_analytics(true);
         if (h->state == ST_MRU) A.st.mru_hits++;
         else A.st.mfu_hits++;
         /* A block read ahead is used for the first time now: it stays where it
@@ -401,6 +411,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     }
     if (h) ghost_adapt(h); /* stays a ghost until the read comes back and inserts */
     A.st.misses++;
+    arc_analytics(false);
     pthread_mutex_unlock(&A.lock);
 
     if (!arc_policy_allows(ARC_POLICY_SECONDARY(policy), bp->type) ||
