@@ -86,6 +86,10 @@ typedef struct cairnd_config {
     mgmt_listen_t http;
     char http_cert[MGMT_PATH_MAX], http_key[MGMT_PATH_MAX];
     bool http_metrics_public;       /* /metrics without a token */
+    /* Analytics (include/cairn/analytics.h): 0 turns every statistic off at
+     * start (cairn analytics enable turns one on); hourly samples kept. */
+    uint32_t analytics;
+    uint32_t analytics_retention_days;
 } cairnd_config_t;
 
 void mgmt_config_defaults(cairnd_config_t *cfg);

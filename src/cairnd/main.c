@@ -413,6 +413,7 @@ int main(int argc, char **argv)
     raise_fd_limit(&cfg);
 
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
+    cairnd_analytics_start(&cfg);
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
     spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
@@ -466,6 +467,7 @@ int main(int argc, char **argv)
     cairnd_iscsi_stop();
     cairnd_shares_stop();
     cairnd_pools_shutdown();
+    cairnd_analytics_stop();
     char pid_path[MGMT_PATH_MAX + 16];
     snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);
     unlink(pid_path);

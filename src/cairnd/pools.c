@@ -1339,6 +1339,7 @@ void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Respons
     case CAIRN__MGMT__REQUEST__CMD_POOL_DETACH: writer = true; break;
     default: break;
     }
+    if (cairnd_handle_analytics(req, resp, a)) return;
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS) {
         do_events(req->pool_events, resp, a);
         return;

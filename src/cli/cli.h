@@ -81,5 +81,7 @@ int cmd_pool_clear(int argc, char **argv);
 int share_command(const char *cmd, int argc, char **argv);
 /* `cairn token ...` (token.c): the HTTPS API's tokens; like dataset_command. */
 int token_command(const char *cmd, int argc, char **argv);
+/* `cairn analytics ...` (analytics.c): like dataset_command. */
+int analytics_command(const char *cmd, int argc, char **argv);
 
 #endif

@@ -48,6 +48,8 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
     cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
     cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
+    cfg->analytics = 1;
+    cfg->analytics_retention_days = 30;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -153,6 +155,10 @@ static const num_setting_t num_settings[] = {
     {"scan_idle_ms", offsetof(cairnd_config_t, scan_idle_ms), 0, 60000, "milliseconds"},
     {"resilver_delay_ms", offsetof(cairnd_config_t, resilver_delay_ms), 0, 1000, "milliseconds"},
     {"scrub_delay_ms", offsetof(cairnd_config_t, scrub_delay_ms), 0, 1000, "milliseconds"},
+    {"analytics", offsetof(cairnd_config_t, analytics), 0, 1, "a switch"},
+    /* Hourly rollups: 24 bytes and a few entries each, a year at most. */
+    {"analytics_retention_days", offsetof(cairnd_config_t, analytics_retention_days), 1, 365,
+     "days"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)

@@ -226,7 +226,7 @@ run_fail "$CAIRN" pool status tank2
 pass "pool create (a mirror), export, import, destroy through the API"
 
 # ---- OpenAPI: every documented GET answers ----
-run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2"
+run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2" "/analytics/{name}=nfs3.ops"
 expect_stdout 'walked [0-9]+ GET paths'
 pass "OpenAPI document walked: $(cat "$LAST_STDOUT")"
 
