@@ -10,6 +10,7 @@
 #include <cairn/analytics.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,44 @@ static void test_table_bounds(void **state)
     an_history_free(h);
 }
 
+#define RACE_THREADS 4
+#define RACE_ADDS 50000
+#define RACE_KEYS 40
+
+static void *race_adder(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < RACE_ADDS; i++)
+        an_add(AN_ISCSI_OPS, AN_BY_INITIATOR, i % RACE_KEYS, 1, name_key, "i");
+    return NULL;
+}
+
+/* Threads claiming and counting the same keys at once: every event counted once,
+ * each key in one slot (or summed with its twin), none lost to "other". */
+static void test_concurrent_claims(void **state)
+{
+    (void)state;
+    an_history_t *h = an_history_create(2);
+    an_entry_t *e;
+    collect(h, &e);
+    free(e);
+    pthread_t t[RACE_THREADS];
+    for (int i = 0; i < RACE_THREADS; i++) pthread_create(&t[i], NULL, race_adder, NULL);
+    for (int i = 0; i < RACE_THREADS; i++) pthread_join(t[i], NULL);
+    size_t n = collect(h, &e);
+    assert_int_equal(sum_dim(e, n, AN_ISCSI_OPS, AN_BY_INITIATOR), RACE_THREADS * RACE_ADDS);
+    /* The top 10 named keys each hold exactly their share. */
+    size_t named = 0;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].dim == AN_BY_INITIATOR && e[i].name != AN_NAME_OTHER) {
+            assert_int_equal(e[i].value, RACE_THREADS * RACE_ADDS / RACE_KEYS);
+            named++;
+        }
+    assert_int_equal(named, AN_TOPN);
+    free(e);
+    an_history_free(h);
+}
+
 static void test_buckets(void **state)
 {
     (void)state;
@@ -253,7 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_topn), cmocka_unit_test(test_table_bounds),
         cmocka_unit_test(test_buckets),    cmocka_unit_test(test_rollups),
-        cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_save_load), cmocka_unit_test(test_concurrent_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
