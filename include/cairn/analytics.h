@@ -146,6 +146,7 @@ void an_history_free(an_history_t *h);
 uint32_t an_history_intern(an_history_t *h, const char *name);
 const char *an_history_name(const an_history_t *h, uint32_t id);
 size_t an_history_nnames(const an_history_t *h); /* ids are 0 .. this - 1 */
+int64_t an_history_last(const an_history_t *h);  /* the newest second added; 0: none */
 /* Adds the second that began at t (its entries: any order, same (stat, dim, name)
  * allowed more than once, summed). Seconds are added in increasing order; a
  * minute (an hour) is rolled up from the seconds (minutes) it holds when the

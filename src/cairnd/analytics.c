@@ -380,7 +380,13 @@ static void do_show(const Cairn__Mgmt__AnalyticsShow *m, Cairn__Mgmt__Response *
         return;
     }
     if (res < 0) res = window <= 3600 ? AN_RES_SECOND : window <= 86400 ? AN_RES_MINUTE : AN_RES_HOUR;
-    int64_t to = (int64_t)cairn_wallclock_s();
+    /* Up to the newest second filed (the sampler files a second just after it
+     * ends), so a window of the last N seconds holds N samples. */
+    pthread_mutex_lock(&g.lock);
+    int64_t last = an_history_last(g.h);
+    pthread_mutex_unlock(&g.lock);
+    int64_t now = (int64_t)cairn_wallclock_s();
+    int64_t to = last && last < now && now - last <= 2 ? last + 1 : now;
     int64_t from = to - window;
     Cairn__Mgmt__AnalyticsResult *r = cairnd_arena_alloc(a, sizeof *r);
     cairn__mgmt__analytics_result__init(r);

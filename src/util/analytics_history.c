@@ -107,6 +107,7 @@ const char *an_history_name(const an_history_t *h, uint32_t id)
 }
 
 size_t an_history_nnames(const an_history_t *h) { return h->nnames; }
+int64_t an_history_last(const an_history_t *h) { return h->last_t; }
 
 /* ---------------------------------------------------------------- merge */
 
