@@ -42,7 +42,7 @@ typedef enum an_stat {
     AN_NFS3_OPS,     /* NFSv3 calls */
     AN_NFS4_OPS,     /* NFSv4 operations (each of a COMPOUND's) */
     AN_ISCSI_OPS,    /* SCSI commands over iSCSI */
-    AN_ARC_ACCESSES, /* ARC lookups, by result (hit/miss) */
+    AN_ARC_ACCESSES, /* ARC lookups, by result (hit/miss) and dataset */
     AN_DISK_IO,      /* leaf vdev I/Os */
     AN_DISK_BUSY,    /* microseconds a leaf vdev had I/O in flight (utilisation) */
     AN_NET_BYTES,    /* payload bytes the front ends moved, by protocol and direction */
@@ -60,6 +60,7 @@ typedef enum an_dim {
     AN_BY_INITIATOR, /* iSCSI initiator name */
     AN_BY_TARGET,    /* iSCSI target and LUN */
     AN_BY_RESULT,    /* ARC: hit or miss */
+    AN_BY_DATASET,   /* ARC: the dataset read (the DMU tags its thread, an_thread_tag) */
     AN_BY_DISK,      /* leaf vdev path */
     AN_BY_PROTOCOL,  /* net: "nfs3 read", "iscsi write", ... */
     AN_BY_MODE,      /* cpu: user or system */
@@ -103,6 +104,16 @@ void an_add_total(an_stat_t s, uint64_t v);
 void an_add(an_stat_t s, an_dim_t d, uint64_t key, uint64_t v, an_name_fn name, const void *arg);
 void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v);
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v);
+/* What a lower layer's events are for, known only above it: the DMU tags the
+ * thread with the dataset around its reads, and the ARC's lookups count under
+ * it. Returns the previous tag (restore it after); NULL: none. */
+typedef struct an_tag {
+    uint64_t key;
+    an_name_fn name;
+    const void *arg;
+} an_tag_t;
+const an_tag_t *an_thread_tag_set(const an_tag_t *tag);
+const an_tag_t *an_thread_tag(void);
 /* An an_name_fn for a key whose name is the string arg. */
 void an_name_string(const void *arg, uint64_t key, char *buf, size_t len);
 /* 64-bit FNV-1a of n bytes: keys from names or addresses. */

@@ -310,12 +310,17 @@ static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *bu
     return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
 }
 
-/* analytics' arc.accesses (include/cairn/analytics.h): by result. */
+/* analytics' arc.accesses (include/cairn/analytics.h): by result, and by the
+ * dataset the DMU tagged this thread with ("-": a read of no dataset's, the
+ * pool's own metadata). */
 static void arc_analytics(bool hit)
 {
     if (!an_stat_enabled(AN_ARC_ACCESSES)) return;
     an_add_total(AN_ARC_ACCESSES, 1);
     an_add(AN_ARC_ACCESSES, AN_BY_RESULT, hit, 1, an_name_string, hit ? "hit" : "miss");
+    const an_tag_t *tag = an_thread_tag();
+    if (tag) an_add(AN_ARC_ACCESSES, AN_BY_DATASET, tag->key, 1, tag->name, tag->arg);
+    else an_add(AN_ARC_ACCESSES, AN_BY_DATASET, 0, 1, an_name_string, "-");
 }
 
 /* A hit copies bytes [off, off + len) of the block into buf, or, when ref is

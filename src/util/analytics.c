@@ -59,7 +59,8 @@ static const an_stat_def_t g_defs[AN_NSTATS] = {
                       D(AN_BY_OP) | D(AN_BY_INITIATOR) | D(AN_BY_TARGET) | D(AN_BY_LATENCY) |
                           D(AN_BY_SIZE),
                       0},
-    [AN_ARC_ACCESSES] = {"arc.accesses", "ARC lookups per second", D(AN_BY_RESULT), 0},
+    [AN_ARC_ACCESSES] = {"arc.accesses", "ARC lookups per second",
+                         D(AN_BY_RESULT) | D(AN_BY_DATASET), 0},
     [AN_DISK_IO] = {"disk.ops", "leaf vdev I/Os per second",
                     D(AN_BY_DISK) | D(AN_BY_OP) | D(AN_BY_LATENCY) | D(AN_BY_SIZE), 0},
     [AN_DISK_BUSY] = {"disk.busy", "microseconds per second a disk had I/O in flight",
@@ -73,7 +74,7 @@ static const an_stat_def_t g_defs[AN_NSTATS] = {
 static const char *const g_dim_names[AN_NDIMS] = {
     [AN_BY_OP] = "op",           [AN_BY_CLIENT] = "client",   [AN_BY_SHARE] = "share",
     [AN_BY_FILE] = "file",       [AN_BY_LATENCY] = "latency", [AN_BY_SIZE] = "size",
-    [AN_BY_INITIATOR] = "initiator", [AN_BY_TARGET] = "target",
+    [AN_BY_INITIATOR] = "initiator", [AN_BY_TARGET] = "target", [AN_BY_DATASET] = "dataset",
     [AN_BY_RESULT] = "result",   [AN_BY_DISK] = "disk",       [AN_BY_PROTOCOL] = "protocol",
     [AN_BY_MODE] = "mode",
 };
@@ -181,6 +182,17 @@ uint64_t an_hash(const void *p, size_t n)
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
     return h;
 }
+
+static _Thread_local const an_tag_t *t_tag;
+
+const an_tag_t *an_thread_tag_set(const an_tag_t *tag)
+{
+    const an_tag_t *prev = t_tag;
+    t_tag = tag;
+    return prev;
+}
+
+const an_tag_t *an_thread_tag(void) { return t_tag; }
 
 void an_name_string(const void *arg, uint64_t key, char *buf, size_t len)
 {

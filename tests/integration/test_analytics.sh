@@ -53,6 +53,7 @@ for stat in nfs3.ops nfs4.ops iscsi.ops arc.accesses disk.ops disk.busy net.byte
 done
 expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*	'
 expect_stdout '^iscsi.ops	yes	op\*,latency\*,size\*,initiator\*,target\*	'
+expect_stdout '^arc.accesses	yes	result\*,dataset\*	'
 pass "analytics list: the statistics, cheap drill-downs on, client and file off"
 
 # ---- bad names: one line naming what is wrong, the same through HTTP ----
@@ -147,7 +148,8 @@ VI=$(total iscsi.ops)
 [ "$(count net.bytes protocol 'nfs3 write')" -eq $((N * 65536)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"
 [ "$(count disk.ops disk "$T/dev/a")" -gt 0 ] || fail "disk.ops by disk: $(cat "$LAST_STDOUT")"
 [ "$(total cpu.usecs)" -gt 0 ] || fail "no CPU time"
-pass "iSCSI: $K WRITE(16)s counted as $K, initiator and target/LUN hold the total $VI; net.bytes, disk.ops, cpu.usecs"
+[ "$(count arc.accesses dataset 'tank (MOS)')" -gt 0 ] || fail "arc.accesses by dataset: $(cat "$LAST_STDOUT")"
+pass "iSCSI: $K WRITE(16)s counted as $K, initiator and target/LUN hold the total $VI; net.bytes, disk.ops, cpu.usecs, the MOS's ARC lookups"
 
 # ---- the same figures through HTTP ----
 http GET "/api/v1/analytics/nfs3.ops?by=op&window=600&samples=true" "$RO"
@@ -201,6 +203,14 @@ http GET "/api/v1/analytics/nfs4.ops?by=op&window=600" "$ADMIN"
 expect_code 200
 expect_stdout "\"name\":\"READ\",\"value\":$M"
 pass "restart: history (WRITE $((2 * N)), file $N, iSCSI $K) and switches (client on, file off) kept"
+# The ARC came back empty: reading the file now goes through it, under its dataset.
+run_ok "$NFSCLIENT" "$(nfs_url /tank/y)" get f4 # NFSv3: NFSv4 is in its grace period
+for i in $(seq 1 50); do
+    [ "$(count arc.accesses dataset tank/y)" -gt 0 ] && break
+    sleep 0.2
+done
+[ "$(count arc.accesses dataset tank/y)" -gt 0 ] || fail "arc.accesses by dataset: $(cat "$LAST_STDOUT")"
+pass "arc.accesses by dataset: reads of /tank/y's file counted under tank/y"
 
 # ---- a disabled statistic records nothing ----
 run_ok "$CAIRN" analytics disable iscsi.ops
