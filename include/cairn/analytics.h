@@ -45,6 +45,7 @@ typedef enum an_stat {
     AN_ARC_ACCESSES, /* ARC lookups, by result (hit/miss) and dataset */
     AN_DISK_IO,      /* leaf vdev I/Os */
     AN_DISK_BUSY,    /* microseconds a leaf vdev had I/O in flight (utilisation) */
+    AN_DISK_USECS,   /* microseconds of I/O latency summed: / disk.ops = mean latency */
     AN_NET_BYTES,    /* payload bytes the front ends moved, by protocol and direction */
     AN_CPU,          /* microseconds of CPU cairnd used, by mode */
     AN_NSTATS

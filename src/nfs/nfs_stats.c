@@ -82,6 +82,8 @@ static const char *const nfs4_op_names[NFS_STATS_V4_OPS] = {
     [58] = "RECLAIM_COMPLETE",
 };
 
+static void name_v4_op(const void *arg, uint64_t key, char *buf, size_t len);
+
 const char *nfs4_op_name(uint32_t op) { return op < NFS_STATS_V4_OPS ? nfs4_op_names[op] : NULL; }
 
 static unsigned v4_index(uint32_t op)
@@ -94,7 +96,10 @@ void nfs_stats_v4_op(nfs_call_t *call, uint32_t op)
     call->stat_v4_ops++;
     if (call->stat_nops < NFS_CALL_STAT_OPS)
         call->stat_ops[call->stat_nops++] = (uint8_t)v4_index(op);
-    else cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
+    else {
+        cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
+        an_add(AN_NFS4_OPS, AN_BY_OP, v4_index(op), 1, name_v4_op, NULL);
+    }
 }
 
 /* ------------------------------------------------------------ analytics */

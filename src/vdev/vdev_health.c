@@ -53,7 +53,8 @@ void vdev_note_error(vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset, uint
 }
 
 /* Analytics (include/cairn/analytics.h): disk.ops by disk, read/write, latency
- * and size; disk.busy: the time the leaf had I/O in flight, as the union of
+ * and size; disk.usecs, the latencies summed by disk and read/write (each disk's
+ * mean latency is its disk.usecs over its disk.ops); disk.busy: the time the leaf had I/O in flight, as the union of
  * the I/Os' [start, completion] intervals taken in completion order (exact
  * when I/Os complete in the order they started, as a device queue does). */
 static void name_io_op(const void *arg, uint64_t key, char *buf, size_t len)
@@ -71,6 +72,12 @@ static void record_analytics(vdev_t *leaf, vdev_io_op_t op, size_t len, uint64_t
         an_add(AN_DISK_IO, AN_BY_OP, op, 1, name_io_op, NULL);
         an_add_latency(AN_DISK_IO, now - start_ns, 1);
         an_add_size(AN_DISK_IO, len, 1);
+    }
+    if (an_stat_enabled(AN_DISK_USECS)) {
+        uint64_t us = (now - start_ns) / 1000;
+        an_add_total(AN_DISK_USECS, us);
+        an_add(AN_DISK_USECS, AN_BY_DISK, leaf->guid, us, an_name_string, leaf->path);
+        an_add(AN_DISK_USECS, AN_BY_OP, op, us, name_io_op, NULL);
     }
     if (an_stat_enabled(AN_DISK_BUSY)) {
         uint64_t prev = atomic_exchange_explicit(&leaf->an_last_done_ns, now, memory_order_relaxed);

@@ -48,7 +48,7 @@ expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STD
 
 # ---- the catalogue and its defaults: cheap drill-downs on, client and file off ----
 run_ok "$CAIRN" analytics list -H
-for stat in nfs3.ops nfs4.ops iscsi.ops arc.accesses disk.ops disk.busy net.bytes cpu.usecs; do
+for stat in nfs3.ops nfs4.ops iscsi.ops arc.accesses disk.ops disk.busy disk.usecs net.bytes cpu.usecs; do
     grep -q "^$stat	yes	" "$LAST_STDOUT" || fail "analytics list lacks $stat (on): $(cat "$LAST_STDOUT")"
 done
 expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*	'
@@ -147,6 +147,8 @@ VI=$(total iscsi.ops)
 [ "$(count net.bytes protocol 'iscsi write')" -eq $((K * 4096)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"
 [ "$(count net.bytes protocol 'nfs3 write')" -eq $((N * 65536)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"
 [ "$(count disk.ops disk "$T/dev/a")" -gt 0 ] || fail "disk.ops by disk: $(cat "$LAST_STDOUT")"
+[ "$(count disk.usecs disk "$T/dev/a")" -gt 0 ] || fail "disk.usecs by disk: $(cat "$LAST_STDOUT")"
+[ "$(count disk.busy disk "$T/dev/a")" -gt 0 ] || fail "disk.busy by disk: $(cat "$LAST_STDOUT")"
 [ "$(total cpu.usecs)" -gt 0 ] || fail "no CPU time"
 [ "$(count arc.accesses dataset 'tank (MOS)')" -gt 0 ] || fail "arc.accesses by dataset: $(cat "$LAST_STDOUT")"
 pass "iSCSI: $K WRITE(16)s counted as $K, initiator and target/LUN hold the total $VI; net.bytes, disk.ops, cpu.usecs, the MOS's ARC lookups"
