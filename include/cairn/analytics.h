@@ -70,7 +70,7 @@ typedef enum an_dim {
 
 #define AN_SLOTS 256        /* keys per dimension table (a power of two) */
 #define AN_NAME_MAX 128     /* a key's name, with its terminator */
-#define AN_TOPN 10          /* keys a stored sample keeps per dimension */
+#define AN_TOPN 10          /* keys a stored sample keeps per dimension (histograms: all) */
 #define AN_IDLE_FREE_S 60   /* a slot idle this long is freed for other keys */
 #define AN_LOG2_BUCKETS 32  /* latency: < 1 us, 1 us, 2 us, ... ; size: 0, 1 B, 2 B, ... */
 #define AN_OTHER "other"
@@ -119,7 +119,12 @@ const an_tag_t *an_thread_tag(void);
 void an_name_string(const void *arg, uint64_t key, char *buf, size_t len);
 /* 64-bit FNV-1a of n bytes: keys from names or addresses. */
 uint64_t an_hash(const void *p, size_t n);
-/* Bucket of a log2 dimension and its name ("<1us", "8us", "4K", ...). */
+/* Latency and size: histograms, kept whole (at most AN_LOG2_BUCKETS keys), never
+ * cut to a top N. */
+bool an_dim_is_histogram(unsigned d);
+/* Bucket of a log2 dimension and its name ("<1us", "8us", "4K", ...); the bucket a
+ * name is of, -1 for none. */
+int an_bucket_of(an_dim_t d, const char *name);
 unsigned an_log2_bucket(uint64_t v);
 void an_bucket_name(an_dim_t d, unsigned bucket, char *buf, size_t len);
 

@@ -363,6 +363,15 @@ static int by_value_desc(const void *x, const void *y)
     return strcmp((*a)->name, (*b)->name);
 }
 
+/* Histograms in bucket order, the way a heat map's column reads. */
+static int by_bucket(const void *x, const void *y, void *dim)
+{
+    const Cairn__Mgmt__AnalyticsValue *const *a = x, *const *b = y;
+    an_dim_t d = *(const an_dim_t *)dim;
+    int ba = an_bucket_of(d, (*a)->name), bb = an_bucket_of(d, (*b)->name);
+    return ba != bb ? (ba < bb ? -1 : 1) : 0;
+}
+
 static const char *const g_res_names[AN_NRES] = {"second", "minute", "hour"};
 
 static void do_show(const Cairn__Mgmt__AnalyticsShow *m, Cairn__Mgmt__Response *resp,
@@ -411,7 +420,12 @@ static void do_show(const Cairn__Mgmt__AnalyticsShow *m, Cairn__Mgmt__Response *
                 value_row(a, an_history_name(g.h, (uint32_t)i), c.by_name[i]);
     pthread_mutex_unlock(&g.lock);
     free(c.by_name);
-    qsort(r->values, r->n_values, sizeof *r->values, by_value_desc);
+    if (d >= 0 && an_dim_is_histogram((unsigned)d)) {
+        an_dim_t dim = (an_dim_t)d;
+        qsort_r(r->values, r->n_values, sizeof *r->values, by_bucket, &dim);
+    } else {
+        qsort(r->values, r->n_values, sizeof *r->values, by_value_desc);
+    }
     r->total = c.total;
     r->samples = c.samples;
     r->n_samples = c.nsamples;

@@ -298,6 +298,18 @@ void an_bucket_name(an_dim_t d, unsigned b, char *buf, size_t len)
     else snprintf(buf, len, "%llu", (unsigned long long)bytes);
 }
 
+bool an_dim_is_histogram(unsigned d) { return d == AN_BY_LATENCY || d == AN_BY_SIZE; }
+
+int an_bucket_of(an_dim_t d, const char *name)
+{
+    char b[32];
+    for (unsigned i = 0; i < AN_LOG2_BUCKETS; i++) {
+        an_bucket_name(d, i, b, sizeof b);
+        if (!strcmp(b, name)) return (int)i;
+    }
+    return -1;
+}
+
 static void name_latency(const void *arg, uint64_t key, char *buf, size_t len)
 {
     (void)arg;
@@ -379,7 +391,7 @@ static void collect_table(an_history_t *h, an_stat_t s, an_dim_t d, an_table_t *
     uint64_t other = o - t->other_seen;
     t->other_seen = o;
     for (size_t i = 0; i < nd; i++) {
-        if (i >= AN_TOPN) {
+        if (i >= AN_TOPN && !an_dim_is_histogram(d)) {
             other += deltas[i].value;
             continue;
         }

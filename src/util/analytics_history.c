@@ -2,7 +2,8 @@
  * The analytics history (include/cairn/analytics.h): three rings of samples,
  * seconds (an hour), minutes (a day) and hours (the retention), each sample a
  * sorted array of entries cut to the top AN_TOPN keys per dimension plus
- * "other". A minute is rolled up from its seconds when the first second of a
+ * "other" (histograms, latency and size, are kept whole: a heat map needs every
+ * bucket). A minute is rolled up from its seconds when the first second of a
  * later minute arrives, and an hour from its minutes likewise, so a rollup
  * sees every sample it covers (after a restart too: the rings are saved and
  * loaded whole, and the first sample after the gap rolls up what came before).
@@ -148,7 +149,7 @@ size_t an_merge_topn(const an_entry_t *in, size_t n, size_t topn, an_entry_t *ou
         uint64_t other = 0;
         bool has_other = false;
         for (size_t i = g; i < end; i++) {
-            bool keep = tmp[i].dim == AN_DIM_TOTAL ||
+            bool keep = tmp[i].dim == AN_DIM_TOTAL || an_dim_is_histogram(tmp[i].dim) ||
                         (tmp[i].name != AN_NAME_OTHER && i - g < topn);
             if (keep) out[w++] = tmp[i];
             else {

@@ -86,6 +86,21 @@ static void test_merge_topn(void **state)
     assert_int_equal(out[m - 2].value, 11);
 }
 
+/* Histograms (latency, size) keep every bucket: a heat map cannot use "other". */
+static void test_histograms_whole(void **state)
+{
+    (void)state;
+    an_entry_t in[AN_LOG2_BUCKETS], out[AN_LOG2_BUCKETS];
+    for (uint32_t b = 0; b < AN_LOG2_BUCKETS; b++)
+        in[b] = (an_entry_t){AN_DISK_IO, AN_BY_LATENCY, b + 1, b + 1};
+    assert_int_equal(an_merge_topn(in, AN_LOG2_BUCKETS, AN_TOPN, out), AN_LOG2_BUCKETS);
+    for (size_t i = 0; i < AN_LOG2_BUCKETS; i++) assert_int_not_equal(out[i].name, AN_NAME_OTHER);
+    char name[32];
+    an_bucket_name(AN_BY_SIZE, 13, name, sizeof name);
+    assert_int_equal(an_bucket_of(AN_BY_SIZE, name), 13);
+    assert_int_equal(an_bucket_of(AN_BY_SIZE, "nonsense"), -1);
+}
+
 /* Recording into a table: exact per key, beyond AN_SLOTS keys into "other", a
  * disabled dimension records nothing, deltas are per interval, and an idle
  * slot is freed for a new key. */
@@ -290,7 +305,8 @@ static void test_save_load(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_topn), cmocka_unit_test(test_table_bounds),
+        cmocka_unit_test(test_merge_topn), cmocka_unit_test(test_histograms_whole),
+        cmocka_unit_test(test_table_bounds),
         cmocka_unit_test(test_buckets),    cmocka_unit_test(test_rollups),
         cmocka_unit_test(test_save_load), cmocka_unit_test(test_concurrent_claims),
     };
