@@ -21,6 +21,18 @@ TGT=iqn.2026-12.org.cairn.test:analytics
 INITIATOR=iqn.2026-11.org.cairn.test:client # iscsi_client's
 sparse_files "$T/dev" 2G a
 
+# ---- the knobs: a bad retention is one line naming it; analytics = 0 starts all off ----
+printf 'analytics_retention_days = 400\n' >"$T/bad.conf"
+rc=0
+"$CAIRND" --foreground --config "$T/bad.conf" --state-dir "$T/bad" 2>"$LAST_STDERR" || rc=$?
+[ "$rc" -ne 0 ] && [ "$(wc -l <"$LAST_STDERR")" -eq 1 ] && expect_stderr 'analytics_retention_days'
+printf 'analytics = 0\n' >"$T/off.conf"
+daemon_start d0 --config "$T/off.conf"
+run_ok "$CAIRN" analytics list -H
+[ "$(cut -f2 "$LAST_STDOUT" | sort -u)" = no ] || fail "analytics = 0: $(cat "$LAST_STDOUT")"
+daemon_stop
+pass "analytics_retention_days out of range refused in one line; analytics = 0 starts with all off"
+
 start() {
     nfs_daemon_start d1 --http-listen "127.0.0.1:$HPORT"
     ISCSI_PORT=$(grep -a 'iscsi: listening on port' "$T/d1.daemon.log" | tail -n 1 | sed -E 's/.*port ([0-9]+).*/\1/')
@@ -171,6 +183,7 @@ expect_stdout "\"name\":\"$INITIATOR\""
 http GET /api/v1/analytics "$RO"
 expect_code 200
 expect_stdout '"name":"nfs3.ops"'
+expect_stdout '"retention_hours":720[,}]' # analytics_retention_days' default, 30
 pass "HTTP: the same counts (and per-second samples summing to them)"
 
 # ---- live output ----
