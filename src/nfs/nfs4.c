@@ -1461,8 +1461,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     }
     /* Answered (a memory-only refusal was caught above): the COMPOUND counts
      * toward the share of its last current file handle. */
-    if (cx.cur.kind == NFS4_FH_REAL && cx.cur.exp)
-        nfs_stats_keep_export(call, nfs_export_hold(cx.cur.exp));
+    nfs_stats_v4_answered(call, cx.cur.kind == NFS4_FH_REAL ? cx.cur.exp : NULL);
     nfs4_cfh_clear(&cx.cur);
     nfs4_cfh_clear(&cx.saved);
     return r->err ? NFS_ACCEPT_SYSTEM_ERR : NFS_ACCEPT_SUCCESS;

@@ -145,15 +145,19 @@ static void name_client(const void *arg, uint64_t key, char *buf, size_t len)
     if (!inet_ntop(family, a, buf, (socklen_t)len)) cairn_strlcpy(buf, "?", len);
 }
 
+typedef struct file_name {
+    struct nfs_export *exp;
+    zpl_node_t *node;
+} file_name_t;
+
 static void name_file(const void *arg, uint64_t key, char *buf, size_t len)
 {
     (void)key;
-    const nfs_call_t *call = arg;
+    const file_name_t *f = arg;
     char path[AN_NAME_MAX];
-    if (zpl_node_path(call->stat_file, path, sizeof path))
-        snprintf(path, sizeof path, "/#%llu", (unsigned long long)zpl_node_ino(call->stat_file));
-    snprintf(buf, len, "%s%s", call->stat_exp ? nfs_export_path(call->stat_exp) : "",
-             !strcmp(path, "/") ? "" : path);
+    if (zpl_node_path(f->node, path, sizeof path))
+        snprintf(path, sizeof path, "/#%llu", (unsigned long long)zpl_node_ino(f->node));
+    snprintf(buf, len, "%s%s", nfs_export_path(f->exp), !strcmp(path, "/") ? "" : path);
 }
 
 static void name_net(const void *arg, uint64_t key, char *buf, size_t len)
@@ -174,6 +178,35 @@ void nfs_stats_file(nfs_call_t *call, struct nfs_export *exp, zpl_node_t *n)
     call->stat_file_ops++;
 }
 
+/* The share (and the file of the call's READs and WRITEs) ops count toward.
+ * Calls on no share's file (NULL, EXCHANGE_ID, ...) count under "-", so the
+ * shares add up to the total. Releases the file. */
+static void record_share(nfs_call_t *call, struct nfs_export *exp, uint64_t ops)
+{
+    an_stat_t st = call->vers == 3 ? AN_NFS3_OPS : AN_NFS4_OPS;
+    if (!exp) an_add(st, AN_BY_SHARE, 0, ops, an_name_string, "-");
+    else {
+        zpl_fs_t *fs = nfs_export_fs(exp);
+        uint64_t guid = fs ? zpl_fs_guid(fs) : 0;
+        an_add(st, AN_BY_SHARE, guid, ops, an_name_string, nfs_export_path(exp));
+        if (call->stat_file) {
+            file_name_t f = {exp, call->stat_file};
+            an_add(st, AN_BY_FILE, guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file),
+                   call->stat_file_ops, name_file, &f);
+        }
+    }
+    if (call->stat_file) zpl_node_rele(call->stat_file);
+    call->stat_file = NULL;
+    call->stat_file_ops = 0;
+}
+
+void nfs_stats_v4_answered(nfs_call_t *call, struct nfs_export *exp)
+{
+    if (exp) nfs_export_count(exp, call->stat_read_bytes, call->stat_write_bytes);
+    if (an_stat_enabled(AN_NFS4_OPS)) record_share(call, exp, call->stat_v4_ops);
+    call->stat_v4_shared = true;
+}
+
 static void record_analytics(nfs_call_t *call, uint64_t ns)
 {
     bool v3 = call->vers == 3;
@@ -185,18 +218,7 @@ static void record_analytics(nfs_call_t *call, uint64_t ns)
     else
         for (uint32_t i = 0; i < call->stat_nops; i++)
             an_add(st, AN_BY_OP, call->stat_ops[i], 1, name_v4_op, NULL);
-    /* Calls on no share's file (NULL, EXCHANGE_ID, ...) count under "-", so the
-     * shares add up to the total. */
-    if (!call->stat_exp) an_add(st, AN_BY_SHARE, 0, ops, an_name_string, "-");
-    else {
-        zpl_fs_t *fs = nfs_export_fs(call->stat_exp);
-        an_add(st, AN_BY_SHARE, fs ? zpl_fs_guid(fs) : 0, ops, an_name_string,
-               nfs_export_path(call->stat_exp));
-        if (call->stat_file)
-            an_add(st, AN_BY_FILE,
-                   (fs ? zpl_fs_guid(fs) : 0) * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file),
-                   call->stat_file_ops, name_file, call);
-    }
+    if (v3 || !call->stat_v4_shared) record_share(call, v3 ? call->stat_exp : NULL, ops);
     if (an_dim_enabled(st, AN_BY_CLIENT)) {
         size_t alen;
         int family;
