@@ -97,6 +97,10 @@ typedef struct cairnd_config {
     uint32_t hostid;
     uint32_t mmp_interval_ms, mmp_fail_intervals;
     bool device_lock;
+    /* Analytics (include/cairn/analytics.h): 0 turns every statistic off at
+     * start (cairn analytics enable turns one on); hourly samples kept. */
+    uint32_t analytics;
+    uint32_t analytics_retention_days;
 } cairnd_config_t;
 
 /* A host id: 1 to 8 hex digits (an optional 0x), not zero. 0 or -EINVAL. */

@@ -224,4 +224,8 @@ enum {
     SCSI_SENSE_MISCOMPARE = 0xe,
 };
 
+/* The command a CDB carries ("WRITE(10)"), NULL for one the target does not know;
+ * *key gets a number that tells commands apart (opcode and service action). */
+const char *scsi_command_name(const uint8_t *cdb, uint64_t *key);
+
 #endif

@@ -164,6 +164,7 @@ struct vdev {
     void *leaf_priv;
     _Atomic int state;      /* vdev_state_t */
     vdev_stats_t stats;
+    _Atomic uint64_t an_last_done_ns; /* analytics' disk.busy: the leaf's last completion */
     /* Resilver (src/spa/spa_resilver.c). A stale leaf takes writes but serves no
      * reads: it lacks the blocks born in the txgs of its dirty time log (dtl,
      * inclusive ranges, guarded by the pool's config lock), which the resilver

@@ -97,8 +97,10 @@ int vdev_file_test_lose_next(vdev_t *leaf);
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out);
 /* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats (a
  * failed one through vdev_note_error; a failed flush counts against writes:
- * completed writes may be lost). offset: the I/O's device offset. */
-void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error);
+ * completed writes may be lost). offset: the I/O's device offset; start_ns:
+ * when it was issued (analytics: latency, busy time). */
+void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error,
+                       uint64_t start_ns);
 /* Internal to the vdev layer: the bytes of a submit_writev's pieces, or -EINVAL
  * when they break vdev.h's rules for it (none, more than IOV_MAX, one empty or
  * not a multiple of 512), so every leaf refuses the same writes. */

@@ -95,6 +95,9 @@ void zpl_node_hold(zpl_node_t *n);
 void zpl_node_rele(zpl_node_t *n);
 zpl_fs_t *zpl_node_fs(zpl_node_t *n);
 uint64_t zpl_node_ino(zpl_node_t *n);
+/* The node's path in its filesystem ("/dir/file", zpl_obj_to_path): for names
+ * shown to people (analytics), looked up once per file, not per operation. */
+int zpl_node_path(zpl_node_t *n, char *buf, size_t len);
 /* The object's generation: (ino, generation) names one file for the life of
  * the dataset, while an ino alone is reused once its file is freed. */
 uint64_t zpl_node_gen(zpl_node_t *n);

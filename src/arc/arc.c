@@ -69,6 +69,7 @@
  */
 #include "arc_impl.h"
 
+#include <cairn/analytics.h>
 #include <cairn/assert.h>
 #include <cairn/bufpool.h>
 #include <cairn/codec.h>
@@ -314,6 +315,19 @@ static int materialise(const cairn_blkptr_t *bp, const uint8_t *stored, void *bu
     return cairn_decompress((cairn_compress_t)bp->compress, stored, bp->psize, buf, bp->lsize);
 }
 
+/* analytics' arc.accesses (include/cairn/analytics.h): by result, and by the
+ * dataset the DMU tagged this thread with ("-": a read of no dataset's, the
+ * pool's own metadata). */
+static void arc_analytics(bool hit)
+{
+    if (!an_stat_enabled(AN_ARC_ACCESSES)) return;
+    an_add_total(AN_ARC_ACCESSES, 1);
+    an_add(AN_ARC_ACCESSES, AN_BY_RESULT, hit, 1, an_name_string, hit ? "hit" : "miss");
+    const an_tag_t *tag = an_thread_tag();
+    if (tag) an_add(AN_ARC_ACCESSES, AN_BY_DATASET, tag->key, 1, tag->name, tag->arg);
+    else an_add(AN_ARC_ACCESSES, AN_BY_DATASET, 0, 1, an_name_string, "-");
+}
+
 /* A hit copies bytes [off, off + len) of the block into buf, or, when ref is
  * given and the logical bytes sit in a buffer the ARC keeps, lends that buffer
  * (*ref, held) and leaves buf alone; memory_only leaves a miss alone (neither
@@ -336,6 +350,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     }
     if (h && (h->state == ST_MRU || h->state == ST_MFU)) {
         A.st.hits++;
+        arc_analytics(true);
         if (h->state == ST_MRU) A.st.mru_hits++;
         else A.st.mfu_hits++;
         /* A block read ahead is used for the first time now: it stays where it
@@ -406,6 +421,7 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
     }
     if (h) ghost_adapt(h); /* stays a ghost until the read comes back and inserts */
     A.st.misses++;
+    arc_analytics(false);
     pthread_mutex_unlock(&A.lock);
 
     if (!arc_policy_allows(ARC_POLICY_SECONDARY(policy), bp->type) ||

@@ -169,6 +169,13 @@ void cairnd_sessions_end_user(const char *name);
 bool cairnd_is_session_secret(const char *secret);
 bool cairnd_handle_tokens(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                           cairnd_arena_t *a);
+/* Analytics (analytics.c): the sampler and its history in STATE_DIR/analytics.dat
+ * (start after the config is read, stop after the front ends), and the `cairn
+ * analytics` requests (false when req is not one; no pool lock needed). */
+void cairnd_analytics_start(const cairnd_config_t *cfg);
+void cairnd_analytics_stop(void);
+bool cairnd_handle_analytics(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
+                             cairnd_arena_t *a);
 /* The front ends' statistics for /metrics (NULL while a server is not running). */
 const nfs_stats_t *cairnd_shares_stats(void);
 /* nfs_server_list_exports of the running server (0 without one). */

@@ -49,6 +49,7 @@ static void answer_ping(Cairn__Mgmt__Response *resp, cairnd_arena_t *a)
 void cairnd_handle_request(const Cairn__Mgmt__Request *req, Cairn__Mgmt__Response *resp,
                            cairnd_arena_t *a)
 {
+    if (cairnd_handle_analytics(req, resp, a)) return;
     if (req->cmd_case == CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS) {
         cairnd_handle_pool_events(req->pool_events, resp, a);
         return;

@@ -147,6 +147,19 @@ static const route_t g_routes[] = {
      NULL, "Destroys the target; ?force=true removes its LUNs first (cairn iscsi target destroy)."},
     {"GET", "/arc", "arc_stat", NULL, NULL, BODY_NONE, false, 200, "arc_stats",
      "ARC and L2ARC statistics (cairn arcstat)."},
+    {"GET", "/analytics", "analytics_list", NULL, NULL, BODY_NONE, false, 200, "analytics_stats",
+     "Statistics, their drill-downs and which are recording (cairn analytics list)."},
+    {"POST", "/analytics/{name}/enable", "analytics_enable", "stat", NULL, BODY_FIELDS, true, 200,
+     "analytics_stats",
+     "Turns the statistic on, or with {\"by\": \"file\"} one of its drill-downs (cairn "
+     "analytics enable)."},
+    {"POST", "/analytics/{name}/disable", "analytics_disable", "stat", NULL, BODY_FIELDS, true,
+     200, "analytics_stats",
+     "Turns the statistic off, or with {\"by\": ...} one drill-down (cairn analytics disable)."},
+    {"GET", "/analytics/{name}", "analytics_show", "stat", NULL, BODY_NONE, false, 200,
+     "analytics",
+     "The statistic over the last ?window= seconds (60), ?by= a drill-down, ?resolution= "
+     "second|minute|hour, ?samples=true for each sample (cairn analytics show)."},
 };
 
 /* ------------------------------------------------------------- replies */

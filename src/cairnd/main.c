@@ -427,6 +427,7 @@ int main(int argc, char **argv)
     raise_fd_limit(&cfg);
 
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
+    cairnd_analytics_start(&cfg);
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
     spa_mmp_set_policy(cfg.mmp_interval_ms, cfg.mmp_fail_intervals);
@@ -488,6 +489,7 @@ int main(int argc, char **argv)
     cairnd_iscsi_stop();
     cairnd_shares_stop();
     cairnd_pools_shutdown();
+    cairnd_analytics_stop();
     char pid_path[MGMT_PATH_MAX + 16];
     snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);
     unlink(pid_path);

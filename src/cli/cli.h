@@ -104,5 +104,7 @@ int token_command(const char *cmd, int argc, char **argv);
 int user_command(const char *cmd, int argc, char **argv);
 /* `cairn hostid` (pool.c). */
 int cmd_hostid(int argc, char **argv);
+/* `cairn analytics ...` (analytics.c): like dataset_command. */
+int analytics_command(const char *cmd, int argc, char **argv);
 
 #endif

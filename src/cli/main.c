@@ -85,6 +85,10 @@ static void usage(FILE *f)
           "  token create [--read-only] NAME | token list [-H] [-p] [--json] | token revoke NAME\n"
           "  user add [--read-only] NAME | user passwd NAME | user remove NAME\n"
           "  user list [-H] [-p] [--json]   (the password: asked on a terminal, else stdin's first line)\n"
+          "  analytics list [-H] [-p] [--json]\n"
+          "  analytics enable|disable STAT [--by DIM]\n"
+          "  analytics show STAT [--by DIM] [-w SECS] [-r second|minute|hour] [-H] [-p] [--json]\n"
+          "  analytics show STAT [--by DIM] -i SECS [COUNT]\n"
           "socket: --socket, else $CAIRN_SOCKET, else " CAIRN_DEFAULT_SOCKET "\n",
           f);
 }
@@ -131,6 +135,7 @@ int main(int argc, char **argv)
     if ((dsret = share_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if ((dsret = token_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if ((dsret = user_command(cmd, argc - i, argv + i)) >= 0) return dsret;
+    if ((dsret = analytics_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
     if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, events, history, get, set, add, remove, offline, online, replace, attach, detach, wait)");
     const char *sub = argv[i + 1];

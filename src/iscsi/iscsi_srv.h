@@ -132,6 +132,7 @@ struct iconn {
     bool login_done, discovery, dead;
     itarget_t *tgt;
     char initiator[ISCSI_NAME_MAX + 1];
+    _Atomic uint64_t an_initiator_key, an_target_key; /* analytics: name hashes, 0 until made */
     uint64_t isid;
     uint16_t tsih, cid;
     scsi_nexus_t nexus;

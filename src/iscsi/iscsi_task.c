@@ -11,6 +11,8 @@
  */
 #include "iscsi_srv.h"
 
+#include <cairn/analytics.h>
+
 #include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
@@ -145,13 +147,81 @@ static void add_nonzero(cairn_counter_t *c, uint64_t n)
     if (n) cairn_counter_add(c, n);
 }
 
-static void count_command(iscsi_stats_t *s, itarget_t *tgt, const itask_t *t)
+/* Analytics (include/cairn/analytics.h): iscsi.ops by command, initiator,
+ * target and LUN, latency and size; net.bytes. The names' hashes are made once
+ * per connection. */
+typedef struct lun_name {
+    const char *target;
+    uint64_t lun;
+} lun_name_t;
+
+static void name_target_lun(const void *arg, uint64_t key, char *buf, size_t len)
 {
+    (void)key;
+    const lun_name_t *l = arg;
+    snprintf(buf, len, "%s lun %llu", l->target, (unsigned long long)l->lun);
+}
+
+static void name_command(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    snprintf(buf, len, "opcode 0x%02x", (unsigned)(key & 0xff));
+}
+
+static void name_net(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    cairn_strlcpy(buf, key ? "iscsi write" : "iscsi read", len);
+}
+
+static uint64_t memo_hash(_Atomic uint64_t *memo, const char *s)
+{
+    uint64_t h = atomic_load_explicit(memo, memory_order_relaxed);
+    if (!h) {
+        h = an_hash(s, strlen(s)) | 1;
+        atomic_store_explicit(memo, h, memory_order_relaxed);
+    }
+    return h;
+}
+
+static void record_analytics(iconn_t *c, const itask_t *t, uint64_t ns)
+{
+    if (!an_stat_enabled(AN_ISCSI_OPS)) return;
+    an_add_total(AN_ISCSI_OPS, 1);
+    uint64_t key;
+    const char *name = scsi_command_name(t->cmd.cdb, &key);
+    an_add(AN_ISCSI_OPS, AN_BY_OP, key, 1, name ? an_name_string : name_command, name);
+    an_add(AN_ISCSI_OPS, AN_BY_INITIATOR, memo_hash(&c->an_initiator_key, c->initiator), 1,
+           an_name_string, c->initiator);
+    if (c->tgt) {
+        lun_name_t ln = {c->tgt->name, t->cmd.lun};
+        an_add(AN_ISCSI_OPS, AN_BY_TARGET,
+               memo_hash(&c->an_target_key, c->tgt->name) ^ t->cmd.lun * 0x9e3779b97f4a7c15ull, 1,
+               name_target_lun, &ln);
+    }
+    an_add_latency(AN_ISCSI_OPS, ns, 1);
+    an_add_size(AN_ISCSI_OPS, t->cmd.data_in_len + t->cmd.data_out_len, 1);
+    if (t->cmd.data_in_len) {
+        an_add_total(AN_NET_BYTES, t->cmd.data_in_len);
+        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, 0, t->cmd.data_in_len, name_net, NULL);
+    }
+    if (t->cmd.data_out_len) {
+        an_add_total(AN_NET_BYTES, t->cmd.data_out_len);
+        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, 1, t->cmd.data_out_len, name_net, NULL);
+    }
+}
+
+static void count_command(iconn_t *c, const itask_t *t)
+{
+    iscsi_stats_t *s = &c->srv->stats;
+    itarget_t *tgt = c->tgt;
     unsigned kind = command_kind(t->cmd.cdb[0]);
+    uint64_t ns = cairn_now_ns() - t->start_ns;
     cairn_counter_add(&s->commands[kind], 1);
     add_nonzero(&s->read_bytes, t->cmd.data_in_len);
     add_nonzero(&s->write_bytes, t->cmd.data_out_len);
-    cairn_hist_record(&s->latency, cairn_now_ns() - t->start_ns);
+    cairn_hist_record(&s->latency, ns);
+    record_analytics(c, t, ns);
     if (!tgt) return;
     cairn_counter_add(&tgt->commands[kind], 1);
     add_nonzero(&tgt->read_bytes, t->cmd.data_in_len);
@@ -188,7 +258,7 @@ static void respond_and_free(iconn_t *c, itask_t *t)
     CAIRN_ASSERT(!t->responding || t->state == T_RUNNING);
     if (t->responding) {
         send_status(c, t);
-        count_command(&c->srv->stats, c->tgt, t);
+        count_command(c, t);
     }
     pthread_mutex_lock(&c->lock);
     task_unlink(c, t);

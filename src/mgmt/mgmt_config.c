@@ -52,6 +52,8 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->mmp_interval_ms = SPA_MMP_INTERVAL_MS_DEFAULT;
     cfg->mmp_fail_intervals = SPA_MMP_FAIL_INTERVALS_DEFAULT;
     cfg->device_lock = true;
+    cfg->analytics = 1;
+    cfg->analytics_retention_days = 30;
 }
 
 int mgmt_parse_hostid(const char *s, uint32_t *out)
@@ -187,6 +189,10 @@ static const num_setting_t num_settings[] = {
      SPA_MMP_INTERVAL_MS_MAX, "milliseconds"},
     {"mmp_fail_intervals", offsetof(cairnd_config_t, mmp_fail_intervals), SPA_MMP_FAIL_INTERVALS_MIN,
      SPA_MMP_FAIL_INTERVALS_MAX, "intervals"},
+    {"analytics", offsetof(cairnd_config_t, analytics), 0, 1, "a switch"},
+    /* Hourly rollups: 24 bytes and a few entries each, a year at most. */
+    {"analytics_retention_days", offsetof(cairnd_config_t, analytics_retention_days), 1, 365,
+     "days"},
 };
 
 int mgmt_config_check(const cairnd_config_t *cfg, char *err, size_t errlen)

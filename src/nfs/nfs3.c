@@ -557,6 +557,7 @@ static void proc_read(ctx_t *c)
         goto out;
     }
     c->call->stat_read_bytes += nread;
+    nfs_stats_file(c->call, c->exp, n);
     size_t padded = (nread + 3) & ~(size_t)3;
     memset(c->r->buf + data_pos + nread, 0, padded - nread);
     c->r->pos = c->r->len = attr_pos;
@@ -607,6 +608,7 @@ static void proc_write(ctx_t *c)
     put_wcc(c->r, &w, done, n);
     if (!rc) {
         c->call->stat_write_bytes += count;
+        nfs_stats_file(c->call, c->exp, n);
         nfs_xdr_put_u32(c->r, count);
         nfs_xdr_put_u32(c->r, stable == UNSTABLE ? UNSTABLE : FILE_SYNC);
         nfs_xdr_put_u64(c->r, nfs_server_write_verifier(c->call->srv));

@@ -768,6 +768,7 @@ static uint32_t op_read(nfs4_cx_t *cx)
         return nfs4_errno_to_status(rc);
     }
     cx->call->stat_read_bytes += nread;
+    nfs_stats_file(cx->call, cx->cur.exp, cx->cur.node);
     /* The reserve may have moved nothing, but re-derive p after it anyway. */
     p = cx->r->buf + start;
     uint32_t v[2] = { eof, (uint32_t)nread };
@@ -808,6 +809,7 @@ static uint32_t op_write(nfs4_cx_t *cx)
     int rc = zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL);
     if (rc < 0) return nfs4_errno_to_status(rc);
     cx->call->stat_write_bytes += len;
+    nfs_stats_file(cx->call, cx->cur.exp, cx->cur.node);
     nfs_xdr_put_u32(cx->r, len);
     nfs_xdr_put_u32(cx->r, stable ? 2 /* FILE_SYNC4 */ : 0);
     put_verifier(cx->r, nfs_server_write_verifier(cx->call->srv));
@@ -1459,8 +1461,7 @@ static nfs_accept_t compound(nfs_call_t *call)
     }
     /* Answered (a memory-only refusal was caught above): the COMPOUND counts
      * toward the share of its last current file handle. */
-    if (cx.cur.kind == NFS4_FH_REAL)
-        nfs_export_count(cx.cur.exp, call->stat_read_bytes, call->stat_write_bytes);
+    nfs_stats_v4_answered(call, cx.cur.kind == NFS4_FH_REAL ? cx.cur.exp : NULL);
     nfs4_cfh_clear(&cx.cur);
     nfs4_cfh_clear(&cx.saved);
     return r->err ? NFS_ACCEPT_SYSTEM_ERR : NFS_ACCEPT_SUCCESS;

@@ -134,6 +134,12 @@ typedef struct nfs_call {
 #define NFS_CALL_STAT_OPS 32
     uint8_t stat_ops[NFS_CALL_STAT_OPS];
     uint32_t stat_nops;
+    uint32_t stat_v4_ops;             /* every operation of the COMPOUND */
+    bool stat_v4_shared;              /* its share counted (nfs_stats_v4_answered) */
+    /* Analytics' file drill-down (only while it is on): the file a READ or
+     * WRITE used, held until counted, and how many such operations. */
+    struct zpl_node *stat_file;
+    uint32_t stat_file_ops;
 } nfs_call_t;
 
 typedef nfs_accept_t (*nfs_program_fn)(nfs_call_t *call);
@@ -213,6 +219,11 @@ void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns);
  * uncounted when the call goes to a worker (nfs_stats_call_retried). */
 void nfs_stats_keep_export(nfs_call_t *call, struct nfs_export *exp);
 void nfs_stats_call_retried(nfs_call_t *call);
+/* An NFSv4 COMPOUND answered: counted toward the share of its last current file
+ * handle, exp (NULL: none), while that is still valid (no reference is kept). */
+void nfs_stats_v4_answered(nfs_call_t *call, struct nfs_export *exp);
+/* A READ or WRITE on node n of share exp (the analytics' file drill-down). */
+void nfs_stats_file(nfs_call_t *call, struct nfs_export *exp, struct zpl_node *n);
 /* Per share (nfs_export.c): one call (NFSv4: COMPOUND) and its bytes. */
 void nfs_export_count(struct nfs_export *exp, uint64_t read_bytes, uint64_t write_bytes);
 /* Directory for persistent server state (NFSv4 client records for the grace

@@ -6,11 +6,21 @@
  * the server's counters once it is answered, so a call the I/O thread hands to
  * a worker half-way (would_block) is counted by the run that answers it, once.
  * Only the NFS program is counted (not MOUNT, NLM, NSM or the portmapper).
+ *
+ * The same moment records the call into analytics (include/cairn/analytics.h):
+ * nfs3.ops / nfs4.ops by operation, share, client and file, latency and size
+ * (per call: an NFSv4 COMPOUND's), and net.bytes by protocol. Client and file
+ * are off by default; a name (an address printed, a file's path looked up) is
+ * made once per key, when it first claims its slot.
  */
 #include "nfs_impl.h"
 #include "nfs_srv.h"
 
+#include <cairn/analytics.h>
 #include <cairn/util.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
 
 /* RFC 5661's operation numbers (RFC 7530's are the same up to 39). */
 static const char *const nfs4_op_names[NFS_STATS_V4_OPS] = {
@@ -72,6 +82,8 @@ static const char *const nfs4_op_names[NFS_STATS_V4_OPS] = {
     [58] = "RECLAIM_COMPLETE",
 };
 
+static void name_v4_op(const void *arg, uint64_t key, char *buf, size_t len);
+
 const char *nfs4_op_name(uint32_t op) { return op < NFS_STATS_V4_OPS ? nfs4_op_names[op] : NULL; }
 
 static unsigned v4_index(uint32_t op)
@@ -81,9 +93,150 @@ static unsigned v4_index(uint32_t op)
 
 void nfs_stats_v4_op(nfs_call_t *call, uint32_t op)
 {
+    call->stat_v4_ops++;
     if (call->stat_nops < NFS_CALL_STAT_OPS)
         call->stat_ops[call->stat_nops++] = (uint8_t)v4_index(op);
-    else cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
+    else {
+        cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
+        an_add(AN_NFS4_OPS, AN_BY_OP, v4_index(op), 1, name_v4_op, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ analytics */
+
+static void name_v3_proc(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    an_name_string(nfs3_proc_name((uint32_t)key), key, buf, len);
+}
+
+static void name_v4_op(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    an_name_string(key ? nfs4_op_name((uint32_t)key) : "other-op", key, buf, len);
+}
+
+/* The client's address without its port; an IPv4 client on a dual-stack socket
+ * is named (and keyed) as IPv4. */
+static const void *client_addr(const struct sockaddr_storage *ss, size_t *len, int *family)
+{
+    if (ss->ss_family == AF_INET) {
+        *family = AF_INET;
+        *len = 4;
+        return &((const struct sockaddr_in *)ss)->sin_addr;
+    }
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6)) {
+        *family = AF_INET;
+        *len = 4;
+        return a6->s6_addr + 12;
+    }
+    *family = AF_INET6;
+    *len = 16;
+    return a6;
+}
+
+static void name_client(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)key;
+    size_t alen;
+    int family;
+    const void *a = client_addr(arg, &alen, &family);
+    if (!inet_ntop(family, a, buf, (socklen_t)len)) cairn_strlcpy(buf, "?", len);
+}
+
+typedef struct file_name {
+    struct nfs_export *exp;
+    zpl_node_t *node;
+} file_name_t;
+
+static void name_file(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)key;
+    const file_name_t *f = arg;
+    char path[AN_NAME_MAX];
+    if (zpl_node_path(f->node, path, sizeof path))
+        snprintf(path, sizeof path, "/#%llu", (unsigned long long)zpl_node_ino(f->node));
+    snprintf(buf, len, "%s%s", nfs_export_path(f->exp), !strcmp(path, "/") ? "" : path);
+}
+
+static void name_net(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    snprintf(buf, len, "nfs%u %s", (unsigned)(key >> 1), key & 1 ? "write" : "read");
+}
+
+void nfs_stats_file(nfs_call_t *call, struct nfs_export *exp, zpl_node_t *n)
+{
+    an_stat_t st = call->vers == 3 ? AN_NFS3_OPS : AN_NFS4_OPS;
+    if (!exp || !n || !an_dim_enabled(st, AN_BY_FILE)) return;
+    if (call->stat_file && call->stat_file != n) return; /* a COMPOUND's first file */
+    if (!call->stat_file) {
+        zpl_node_hold(n);
+        call->stat_file = n;
+    }
+    call->stat_file_ops++;
+}
+
+/* The share (and the file of the call's READs and WRITEs) ops count toward.
+ * Calls on no share's file (NULL, EXCHANGE_ID, ...) count under "-", so the
+ * shares add up to the total. Releases the file. */
+static void record_share(nfs_call_t *call, struct nfs_export *exp, uint64_t ops)
+{
+    an_stat_t st = call->vers == 3 ? AN_NFS3_OPS : AN_NFS4_OPS;
+    if (!exp) an_add(st, AN_BY_SHARE, 0, ops, an_name_string, "-");
+    else {
+        zpl_fs_t *fs = nfs_export_fs(exp);
+        uint64_t guid = fs ? zpl_fs_guid(fs) : 0;
+        an_add(st, AN_BY_SHARE, guid, ops, an_name_string, nfs_export_path(exp));
+        if (call->stat_file) {
+            file_name_t f = {exp, call->stat_file};
+            an_add(st, AN_BY_FILE, guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file),
+                   call->stat_file_ops, name_file, &f);
+        }
+    }
+    if (call->stat_file) zpl_node_rele(call->stat_file);
+    call->stat_file = NULL;
+    call->stat_file_ops = 0;
+}
+
+void nfs_stats_v4_answered(nfs_call_t *call, struct nfs_export *exp)
+{
+    if (exp) nfs_export_count(exp, call->stat_read_bytes, call->stat_write_bytes);
+    if (an_stat_enabled(AN_NFS4_OPS)) record_share(call, exp, call->stat_v4_ops);
+    call->stat_v4_shared = true;
+}
+
+static void record_analytics(nfs_call_t *call, uint64_t ns)
+{
+    bool v3 = call->vers == 3;
+    an_stat_t st = v3 ? AN_NFS3_OPS : AN_NFS4_OPS;
+    if (!an_stat_enabled(st)) return;
+    uint64_t ops = v3 ? 1 : call->stat_v4_ops;
+    an_add_total(st, ops);
+    if (v3) an_add(st, AN_BY_OP, call->proc, 1, name_v3_proc, NULL);
+    else
+        for (uint32_t i = 0; i < call->stat_nops; i++)
+            an_add(st, AN_BY_OP, call->stat_ops[i], 1, name_v4_op, NULL);
+    if (v3 || !call->stat_v4_shared) record_share(call, v3 ? call->stat_exp : NULL, ops);
+    if (an_dim_enabled(st, AN_BY_CLIENT)) {
+        size_t alen;
+        int family;
+        const void *a = client_addr(&call->peer, &alen, &family);
+        an_add(st, AN_BY_CLIENT, an_hash(a, alen), ops, name_client, &call->peer);
+    }
+    an_add_latency(st, ns, 1);
+    an_add_size(st, call->stat_read_bytes + call->stat_write_bytes, 1);
+    unsigned vers = v3 ? 3 : 4;
+    if (call->stat_read_bytes) {
+        an_add_total(AN_NET_BYTES, call->stat_read_bytes);
+        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1, call->stat_read_bytes, name_net, NULL);
+    }
+    if (call->stat_write_bytes) {
+        an_add_total(AN_NET_BYTES, call->stat_write_bytes);
+        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1 | 1, call->stat_write_bytes, name_net,
+               NULL);
+    }
 }
 
 void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns)
@@ -97,16 +250,17 @@ void nfs_stats_call_done(nfs_call_t *call, uint64_t start_ns)
         cairn_counter_add(&s->v4_ops[call->stat_ops[i]], 1);
     if (call->stat_read_bytes) cairn_counter_add(&s->read_bytes[v], call->stat_read_bytes);
     if (call->stat_write_bytes) cairn_counter_add(&s->write_bytes[v], call->stat_write_bytes);
-    cairn_hist_record(&s->latency[v], cairn_now_ns() - start_ns);
-    if (call->stat_exp) {
+    uint64_t ns = cairn_now_ns() - start_ns;
+    cairn_hist_record(&s->latency[v], ns);
+    record_analytics(call, ns);
+    if (call->stat_exp)
         nfs_export_count(call->stat_exp, call->stat_read_bytes, call->stat_write_bytes);
-        nfs_stats_call_retried(call); /* releases it */
-    }
+    nfs_stats_call_retried(call); /* releases what was held */
 }
 
 void nfs_stats_keep_export(nfs_call_t *call, struct nfs_export *exp)
 {
-    nfs_stats_call_retried(call);
+    if (call->stat_exp) nfs_export_rele(call->stat_exp);
     call->stat_exp = exp;
 }
 
@@ -114,6 +268,9 @@ void nfs_stats_call_retried(nfs_call_t *call)
 {
     if (call->stat_exp) nfs_export_rele(call->stat_exp);
     call->stat_exp = NULL;
+    if (call->stat_file) zpl_node_rele(call->stat_file);
+    call->stat_file = NULL;
+    call->stat_file_ops = 0;
 }
 
 const nfs_stats_t *nfs_server_stats(const nfs_server_t *srv) { return &srv->stats; }

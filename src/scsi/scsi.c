@@ -588,6 +588,15 @@ const scsi_op_t scsi_ops[] = {
 const size_t scsi_nops = sizeof(scsi_ops) / sizeof(scsi_ops[0]);
 
 /* Opcodes whose byte 1 carries a service action. */
+const char *scsi_command_name(const uint8_t *cdb, uint64_t *key)
+{
+    int sa = scsi_op_sa(cdb);
+    bool known;
+    const scsi_op_t *op = scsi_op_find(cdb[0], sa, &known);
+    *key = (uint64_t)cdb[0] | (uint64_t)(sa + 1) << 8;
+    return op ? op->name : NULL;
+}
+
 int scsi_op_sa(const uint8_t *cdb)
 {
     switch (cdb[0]) {

@@ -276,6 +276,7 @@ static void fault_io_run(void *arg)
     vdev_t *vd = fl->vd;
     int rc;
     fault_wait_stall(fl);
+    uint64_t start = cairn_now_ns();
     pthread_mutex_lock(&fl->lock);
     if (fl->frozen || fault_switch_on(fl)) rc = -EIO;
     else if (io->op != VDEV_IO_READ && vdev_write_fenced(vd)) rc = -EIO;
@@ -285,7 +286,7 @@ static void fault_io_run(void *arg)
     else rc = fault_do_flush(fl);
     pthread_mutex_unlock(&fl->lock);
 
-    vdev_leaf_account(vd, io->op, io->offset, io->len, rc);
+    vdev_leaf_account(vd, io->op, io->offset, io->len, rc, start);
     vdev_io_done_t done = io->done;
     void *done_arg = io->arg;
     if (io->owns_buf) free(io->buf); /* NULL when it became a held write */

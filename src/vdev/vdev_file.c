@@ -233,7 +233,7 @@ typedef struct file_cancel {
 static void file_io_finish(file_leaf_t *fl, file_io_t *io, int error)
 {
     vdev_t *leaf = io->leaf;
-    vdev_leaf_account(leaf, io->op, io->offset, io->len, error);
+    vdev_leaf_account(leaf, io->op, io->offset, io->len, error, io->start_ns);
     vdev_io_done_t done = io->done;
     void *arg = io->arg;
 
@@ -500,8 +500,9 @@ static int file_leaf_io_now(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void
         return -EIO;
     }
     file_io_t io = {.leaf = leaf, .op = op, .offset = offset, .buf = buf, .len = len};
+    uint64_t start = cairn_now_ns();
     int err = file_io_redo_sync(fl, &io);
-    vdev_leaf_account(leaf, op, offset, len, err);
+    vdev_leaf_account(leaf, op, offset, len, err, start);
     slot_release(fl);
     return err;
 }
@@ -521,13 +522,14 @@ static int file_leaf_readv_now(vdev_t *leaf, uint64_t offset, const struct iovec
     if (offset > leaf->psize || len > leaf->psize - offset) return -EIO;
     if (!slot_take(fl)) return -ENXIO;
     ssize_t n;
+    uint64_t start = cairn_now_ns();
     do {
         n = preadv(fl->fd, iov, iovcnt, (off_t)offset);
     } while (n < 0 && errno == EINTR);
     /* Short: rare for direct I/O within the device, and the caller reads the
      * blocks one by one then, so no resumption here. */
     int err = n < 0 ? -errno : (uint64_t)n == len ? 0 : -EIO;
-    vdev_leaf_account(leaf, VDEV_IO_READ, offset, len, err);
+    vdev_leaf_account(leaf, VDEV_IO_READ, offset, len, err, start);
     slot_release(fl);
     return err;
 }

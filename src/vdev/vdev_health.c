@@ -13,6 +13,8 @@
  * the error N before the newest one is at most T old, so a ring of the last
  * N + 1 times answers it whatever the rate of errors, in constant space.
  */
+#include <cairn/analytics.h>
+#include <cairn/util.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 
@@ -50,7 +52,46 @@ void vdev_note_error(vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset, uint
     if (h && h->leaf_error) h->leaf_error(h->arg, leaf, kind, offset, size, error);
 }
 
-void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error)
+/* Analytics (include/cairn/analytics.h): disk.ops by disk, read/write, latency
+ * and size; disk.usecs, the latencies summed by disk and read/write (each disk's
+ * mean latency is its disk.usecs over its disk.ops); disk.busy: the time the leaf had I/O in flight, as the union of
+ * the I/Os' [start, completion] intervals taken in completion order (exact
+ * when I/Os complete in the order they started, as a device queue does). */
+static void name_io_op(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    an_name_string(key == VDEV_IO_READ ? "read" : "write", key, buf, len);
+}
+
+static void record_analytics(vdev_t *leaf, vdev_io_op_t op, size_t len, uint64_t start_ns)
+{
+    uint64_t now = cairn_now_ns();
+    if (an_stat_enabled(AN_DISK_IO)) {
+        an_add_total(AN_DISK_IO, 1);
+        an_add(AN_DISK_IO, AN_BY_DISK, leaf->guid, 1, an_name_string, leaf->path);
+        an_add(AN_DISK_IO, AN_BY_OP, op, 1, name_io_op, NULL);
+        an_add_latency(AN_DISK_IO, now - start_ns, 1);
+        an_add_size(AN_DISK_IO, len, 1);
+    }
+    if (an_stat_enabled(AN_DISK_USECS)) {
+        uint64_t us = (now - start_ns) / 1000;
+        an_add_total(AN_DISK_USECS, us);
+        an_add(AN_DISK_USECS, AN_BY_DISK, leaf->guid, us, an_name_string, leaf->path);
+        an_add(AN_DISK_USECS, AN_BY_OP, op, us, name_io_op, NULL);
+    }
+    if (an_stat_enabled(AN_DISK_BUSY)) {
+        uint64_t prev = atomic_exchange_explicit(&leaf->an_last_done_ns, now, memory_order_relaxed);
+        uint64_t from = start_ns > prev ? start_ns : prev;
+        if (now > from) {
+            uint64_t us = (now - from) / 1000;
+            an_add_total(AN_DISK_BUSY, us);
+            an_add(AN_DISK_BUSY, AN_BY_DISK, leaf->guid, us, an_name_string, leaf->path);
+        }
+    }
+}
+
+void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t len, int error,
+                       uint64_t start_ns)
 {
     if (error) {
         vdev_note_error(leaf, op == VDEV_IO_READ    ? VDEV_ERR_READ
@@ -68,6 +109,7 @@ void vdev_leaf_account(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, size_t le
         leaf->stats.writes++;
         leaf->stats.write_bytes += len;
         break;
-    case VDEV_IO_FLUSH: break;
+    case VDEV_IO_FLUSH: return;
     }
+    record_analytics(leaf, op, len, start_ns);
 }

@@ -827,6 +827,10 @@ int zpl_iget(zpl_fs_t *fs, uint64_t ino, zpl_node_t **out) { return node_get(fs,
 
 zpl_fs_t *zpl_node_fs(zpl_node_t *n) { return n->fs; }
 uint64_t zpl_node_ino(zpl_node_t *n) { return n->obj; }
+int zpl_node_path(zpl_node_t *n, char *buf, size_t len)
+{
+    return n->kind == ZPL_NODE_REAL ? zpl_obj_to_path(n->fs->os, n->obj, buf, len) : -ENOENT;
+}
 /* phys.gen never changes once the node exists: no lock needed. */
 uint64_t zpl_node_gen(zpl_node_t *n) { return n->kind == ZPL_NODE_REAL ? n->phys.gen : 0; }
 

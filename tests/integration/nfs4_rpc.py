@@ -24,6 +24,9 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       until killed; prints each record's index once the reply says FILE_SYNC4.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER verify NAME N
       RECLAIM_COMPLETE, then records 0..N-1 of NAME read back with their pattern.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER reads NAME M
+      OPEN NAME (read), then M READs of 4 KiB at offset 0, each in a COMPOUND of its
+      own (SEQUENCE, PUTFH, READ), then CLOSE: exactly M READ operations on NAME.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER removed-open NAME
       client OWNER-a opens NAME, writes and write-locks it; client OWNER-b REMOVEs it:
       a still READs and WRITEs it through its stateid; b creates NAME anew and locks
@@ -418,6 +421,19 @@ def mode_verify(name, n):
     print("verify %d ok" % n)
 
 
+def mode_reads(name, m):
+    host, port, exp, owner = ctx()
+    cl = Client(host, port, owner).connect()
+    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    st, sid, fh = cl.open(exp, name, False, access=1)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    for i in range(m):
+        cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_read(sid, 0, 4096)], "READ %d" % i)
+    cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_close(sid)], "CLOSE")
+    cl.goodbye()
+    print("reads %d ok" % m)
+
+
 def putfh(fh):
     return Op(OP_PUTFH, X().opaque(fh).b)
 
@@ -549,6 +565,8 @@ def main():
         mode_reclaim(sys.argv[6])
     elif mode == "verify":
         mode_verify(sys.argv[6], int(sys.argv[7]))
+    elif mode == "reads":
+        mode_reads(sys.argv[6], int(sys.argv[7]))
     else:
         fail("unknown mode " + mode)
 

@@ -228,7 +228,7 @@ pass "pool create (a mirror), export, import, destroy through the API"
 # ---- OpenAPI: every documented GET answers ----
 run_ok "$CAIRN" pool scrub tank
 run_ok "$CAIRN" pool wait tank
-run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2" id=scan-tank
+run_ok $CHECK openapi "$U" "$ADMIN" name=tank "/iscsi/targets/{name}=$TGT2" id=scan-tank "/analytics/{name}=nfs3.ops"
 expect_stdout 'walked [0-9]+ GET paths'
 pass "OpenAPI document walked: $(cat "$LAST_STDOUT")"
 

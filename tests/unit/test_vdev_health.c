@@ -98,7 +98,7 @@ static int fake_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf
     } else if (f->fail_flush) {
         err = -EIO;
     }
-    vdev_leaf_account(leaf, op, offset, len, err); /* as every leaf driver does */
+    vdev_leaf_account(leaf, op, offset, len, err, cairn_now_ns()); /* as every leaf driver does */
     done(arg, err);
     return 0;
 }

@@ -7,14 +7,15 @@
 #   in SCRATCH (dirty_max DIRTY_MAX when given), with a thick SIZE volume
 #   bench/lun as LUN 0 of $CAIRN_BENCH_IQN, filled by FILL_SECS s of 128 KiB
 #   writes so reads read data; exports CAIRN_SOCKET; prints the daemon's pid.
-#   VOLBLOCKSIZE (environment): the volume's volblocksize, when set.
+#   VOLBLOCKSIZE (environment): the volume's volblocksize, when set; CAIRND_CONF_EXTRA:
+#   more cairnd.conf lines (e.g. "analytics = 0").
 CAIRN_BENCH_IQN=iqn.2026-11.org.cairn.bench:lun
 
 cairn_lun_start() {
     local b=$1 s=$2 port=$3 size=$4 arc=$5 fill=$6 dirty=${7:-}
     export CAIRN_SOCKET="$s/cairnd.sock"
     truncate -s 8G "$s/disk"
-    echo "arc_max = $arc" >"$s/cairnd.conf"
+    printf 'arc_max = %s\n%s\n' "$arc" "${CAIRND_CONF_EXTRA:-}" >"$s/cairnd.conf"
     "$b/cairnd" --config "$s/cairnd.conf" --state-dir "$s/state" --socket "$CAIRN_SOCKET" \
         --nfs-listen 127.0.0.1:$((port + 10)) --mount-listen 127.0.0.1:$((port + 11)) \
         --portmap-listen 127.0.0.1:$((port + 12)) --iscsi-listen 127.0.0.1:$port

@@ -4,7 +4,9 @@
 #
 #   tools/bench/iscsi-write-ab.sh KIND [LABEL=]BUILD_DIR...
 #     KIND       randwrite (4 KiB random, 32 in flight) or seqwrite (128 KiB, 32 in flight)
-#     BUILD_DIR  builds to compare; LABEL=BUILD_DIR names one (default: the directory)
+#     BUILD_DIR  builds to compare; LABEL=BUILD_DIR names one (default: the directory);
+#                CONF_<LABEL> (environment) adds cairnd.conf lines for that one, so one
+#                build can run twice: CONF_off="analytics = 0" off=build on=build
 #   knobs: RUNS=2 SECS=10 SCRATCH=/var/tmp/cairn-iscsi-ab PORT=24270 ARC_MAX=4G
 #          DIRTY_MAX= (empty: the pool's default; e.g. 2400M sets it on every pool)
 #          PRE_RANDOM=0 (seconds of 4 KiB random writes after the fill, before the rest)
@@ -38,7 +40,8 @@ for r in $(seq 1 "$RUNS"); do
         b=$(cd "$b" && pwd)
         rm -rf "$S"
         mkdir -p "$S"
-        pid=$(cairn_lun_start "$b" "$S" "$PORT" 2G "$ARC_MAX" 10 "${DIRTY_MAX:-}")
+        conf_var=CONF_$label
+        pid=$(CAIRND_CONF_EXTRA=${!conf_var:-} cairn_lun_start "$b" "$S" "$PORT" 2G "$ARC_MAX" 10 "${DIRTY_MAX:-}")
         [ "${PRE_RANDOM:-0}" -gt 0 ] && "$b/iscsi_writeperf" -r 127.0.0.1:$PORT $IQN 0 8 32 "$PRE_RANDOM" >/dev/null
         sleep 6
         c0=$(cpu_of "$pid")
