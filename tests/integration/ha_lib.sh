@@ -34,7 +34,7 @@ ha_require() {
     fi
     grep -qw overlay /proc/filesystems || { echo "SKIP: no overlay filesystem"; exit 77; }
     local t
-    for t in corosync pacemakerd crm_resource crm_mon cibadmin crm_attribute \
+    for t in corosync pacemakerd crm_resource crm_mon cibadmin stonith_admin pcs \
         /usr/lib/ocf/resource.d/heartbeat/IPaddr2 ocf-tester; do
         command -v "$t" >/dev/null || [ -x "$t" ] ||
             fail "$t is missing: run tools/install-deps (pacemaker corosync resource-agents)"
@@ -163,9 +163,6 @@ ha_wait() {
         sleep 0.2
     done
 }
-
-# ha_cib NODE XML-SECTION XML: adds XML to a CIB section through NODE.
-ha_cib() { ha_on "$1" cibadmin --create -o "$2" -X "$3"; }
 
 # The node a resource runs on (empty when stopped).
 ha_where() {

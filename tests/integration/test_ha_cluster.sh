@@ -35,48 +35,28 @@ ha_network
 ha_start_nodes
 pass "corosync and pacemaker up on node1 and node2"
 
-# Nothing starts until the whole configuration (constraints included) is in.
-ha_on node1 crm_attribute --type crm_config --name stop-all-resources --update true
-ha_on node1 crm_attribute --type crm_config --name stonith-enabled --update true
-ha_on node1 crm_attribute --type crm_config --name stonith-timeout --update 30s
-ha_on node1 crm_attribute --type rsc_defaults --name resource-stickiness --update 100
-ha_on node1 crm_attribute --type rsc_defaults --name migration-threshold --update 1
-ha_cib node1 resources "<primitive id='fence' class='stonith' type='fence_cairn_netns'>
-  <instance_attributes id='fence-ia'>
-    <nvpair id='fence-hosts' name='pcmk_host_list' value='node1 node2'/>
-    <nvpair id='fence-dir' name='nodes_dir' value='$HA_NODES_DIR'/>
-  </instance_attributes>
-  <operations><op id='fence-mon' name='monitor' interval='60s'/></operations>
-</primitive>"
+# The configuration, with the pcs commands of docs/ha.md (and the test's fence device),
+# built in a file and pushed at once so nothing starts half configured.
+CIB="$HA_DIR/cairn.xml"
+pcsf() { ha_on node1 pcs -f "$CIB" "$@" >"$HA_DIR/pcs.out" 2>&1 || fail "pcs $*: $(cat "$HA_DIR/pcs.out")"; }
+ha_on node1 pcs cluster cib "$CIB" || fail "pcs cluster cib"
+pcsf property set stonith-enabled=true stonith-timeout=30s
+pcsf resource defaults update resource-stickiness=100 migration-threshold=1
+pcsf stonith create fence fence_cairn_netns pcmk_host_list="node1 node2" nodes_dir="$HA_NODES_DIR" \
+    op monitor interval=60s
 for i in 1 2; do
-    ha_cib node1 resources "<primitive id='pool_ha$i' class='ocf' provider='cairn' type='cairn-pool'>
-  <instance_attributes id='pool_ha$i-ia'>
-    <nvpair id='pool_ha$i-pool' name='pool' value='ha$i'/>
-    <nvpair id='pool_ha$i-cairn' name='cairn' value='$CAIRN'/>
-    <nvpair id='pool_ha$i-cairnd' name='cairnd' value='$CAIRND'/>
-    <nvpair id='pool_ha$i-state' name='state_dir' value='/run/cairn'/>
-    <nvpair id='pool_ha$i-socket' name='socket' value='/run/cairn/cairnd.sock'/>
-    <nvpair id='pool_ha$i-dirs' name='import_dirs' value='$T/disks'/>
-  </instance_attributes>
-  <operations>
-    <op id='pool_ha$i-start' name='start' interval='0' timeout='60s'/>
-    <op id='pool_ha$i-stop' name='stop' interval='0' timeout='60s'/>
-    <op id='pool_ha$i-mon' name='monitor' interval='2s' timeout='20s'/>
-  </operations>
-</primitive>"
-    ha_cib node1 resources "<primitive id='ip_ha$i' class='ocf' provider='heartbeat' type='IPaddr2'>
-  <instance_attributes id='ip_ha$i-ia'>
-    <nvpair id='ip_ha$i-ip' name='ip' value='10.99.0.10$i'/>
-    <nvpair id='ip_ha$i-mask' name='cidr_netmask' value='24'/>
-    <nvpair id='ip_ha$i-nic' name='nic' value='eth0'/>
-  </instance_attributes>
-  <operations><op id='ip_ha$i-mon' name='monitor' interval='5s' timeout='20s'/></operations>
-</primitive>"
-    ha_cib node1 constraints "<rsc_colocation id='ip_ha$i-with-pool' rsc='ip_ha$i' with-rsc='pool_ha$i' score='INFINITY'/>"
-    ha_cib node1 constraints "<rsc_order id='pool_ha$i-then-ip' first='pool_ha$i' then='ip_ha$i' kind='Mandatory'/>"
-    ha_cib node1 constraints "<rsc_location id='pool_ha$i-prefers' rsc='pool_ha$i' node='node$i' score='50'/>"
+    pcsf resource create "pool_ha$i" ocf:cairn:cairn-pool pool="ha$i" cairn="$CAIRN" cairnd="$CAIRND" \
+        state_dir=/run/cairn socket=/run/cairn/cairnd.sock import_dirs="$T/disks" \
+        op monitor interval=2s timeout=20s monitor interval=30s timeout=20s OCF_CHECK_LEVEL=10 \
+        start timeout=60s stop timeout=60s
+    pcsf resource create "ip_ha$i" ocf:heartbeat:IPaddr2 ip="10.99.0.10$i" cidr_netmask=24 nic=eth0 \
+        op monitor interval=5s
+    pcsf constraint colocation add "ip_ha$i" with "pool_ha$i" INFINITY
+    pcsf constraint order start "pool_ha$i" then start "ip_ha$i"
+    pcsf constraint location "pool_ha$i" prefers "node$i=50"
 done
-ha_on node1 crm_attribute --type crm_config --name stop-all-resources --update false
+ha_on node1 pcs cluster cib-push "$CIB" >"$HA_DIR/pcs.out" 2>&1 ||
+    fail "pcs cluster cib-push: $(cat "$HA_DIR/pcs.out")"
 ha_wait 90 "ha1 on node1" ha_running_on ip_ha1 node1
 ha_wait 90 "ha2 on node2" ha_running_on ip_ha2 node2
 pass "ha1 and its address on node1, ha2 and its address on node2 (active/active)"
