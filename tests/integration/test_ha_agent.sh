@@ -30,7 +30,8 @@ OPTS="--nfs-listen 127.0.0.1:$p --mount-listen 127.0.0.1:$((p + 1)) --portmap-li
 agent_cairnd() { fuser "$STATE/cairnd.lock" 2>/dev/null | tr -d ' ' || true; }
 stop_agent_cairnd() {
     local pid; pid=$(agent_cairnd)
-    [ -z "$pid" ] || { kill -9 "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; }
+    # Gone once the lock is free (a daemonized cairnd's zombie may linger unreaped).
+    [ -z "$pid" ] || { kill -9 "$pid"; while [ -n "$(agent_cairnd)" ]; do sleep 0.05; done; }
 }
 trap 'rc=$?; stop_agent_cairnd; (exit "$rc"); cairn_test_cleanup' EXIT
 
@@ -79,6 +80,17 @@ expect_rc 0 stop
 stop_agent_cairnd
 expect_rc 0 stop
 pass "stop is idempotent, and success with no cairnd"
+
+# A cairnd that holds its lock but does not answer (stopped here) is a failure, not
+# "not running", and a stop kills it: it must not write once the partner imports.
+expect_rc 0 start
+hung=$(agent_cairnd)
+kill -STOP "$hung"
+expect_rc 1 monitor
+expect_rc 0 stop
+[ -z "$(agent_cairnd)" ] || fail "stop left the hung cairnd (pid $hung) running"
+grep -q "does not answer; killing it" "$LAST_STDERR" || fail "stop did not say why it killed cairnd"
+pass "a hung cairnd: monitor fails, stop kills it"
 
 OCF_RESKEY_pool=nosuchpool expect_rc 1 start
 [ -z "$(agent_cairnd)" ] || CAIRN_SOCKET=$SOCK run_ok "$CAIRN" pool list -H
