@@ -2,8 +2,8 @@
 # Two heads, one service: a real two-node Pacemaker/Corosync cluster on this machine
 # (ha_lib.sh) runs pools ha1 (prefers node1) and ha2 (prefers node2) with
 # ocf:cairn:cairn-pool and an IPaddr2 service address each, with fencing.
-# Clients in a third namespace write through each address, NFSv3 FILE_SYNC records
-# (nfs_client hawrite) and iSCSI FUA blocks (iscsi_client hawrite), a failed request
+# Clients in a third namespace write through each address, NFSv3 FILE_SYNC and
+# NFSv4.0 DATA_SYNC4 records (nfs_client hawrite) and iSCSI FUA blocks (iscsi_client hawrite), a failed request
 # retried on a new connection or session, while ha1
 # is moved (planned, both ways), while node1's cairnd is killed with SIGKILL, and
 # while node1's whole namespace is killed. Each time ha1 and its address must come
@@ -61,12 +61,16 @@ ha_wait 90 "ha1 on node1" ha_running_on ip_ha1 node1
 ha_wait 90 "ha2 on node2" ha_running_on ip_ha2 node2
 pass "ha1 and its address on node1, ha2 and its address on node2 (active/active)"
 
-url() { echo "nfs://10.99.0.10$1/ha$1/fs?nfsport=2049&mountport=20048&version=3"; }
+url() { echo "nfs://10.99.0.10$1/ha$1/fs?nfsport=2049&mountport=20048&version=${2:-3}"; }
 # Not through the ha_client function: $! must be the writer itself (ip netns exec execs it).
 ip netns exec "$HA-c" "$CAIRN_BIN/nfs_client" "$(url 1)" hawrite rec >"$HA_DIR/w1.acks" 2>"$HA_DIR/w1.err" &
 W1=$!
 ip netns exec "$HA-c" "$CAIRN_BIN/nfs_client" "$(url 2)" hawrite rec >"$HA_DIR/w2.acks" 2>"$HA_DIR/w2.err" &
 W2=$!
+ip netns exec "$HA-c" "$CAIRN_BIN/nfs_client" "$(url 1 4)" hawrite rec4 >"$HA_DIR/v1.acks" 2>"$HA_DIR/v1.err" &
+V1=$!
+ip netns exec "$HA-c" "$CAIRN_BIN/nfs_client" "$(url 2 4)" hawrite rec4 >"$HA_DIR/v2.acks" 2>"$HA_DIR/v2.err" &
+V2=$!
 portal() { echo "10.99.0.10$1:3260"; }
 iqn() { echo "iqn.2026-12.org.cairn.ha:ha$1"; }
 ip netns exec "$HA-c" "$CAIRN_BIN/iscsi_client" hawrite "$(portal 1)" "$(iqn 1)" 1 262144 \
@@ -77,7 +81,7 @@ ip netns exec "$HA-c" "$CAIRN_BIN/iscsi_client" hawrite "$(portal 2)" "$(iqn 2)"
 I2=$!
 acks_of() { wc -l <"$HA_DIR/$1.acks"; }
 acks_past() { [ "$(acks_of "$1")" -ge "$2" ]; }
-for w in w1 w2 i1 i2; do ha_wait 30 "the first records acknowledged ($w)" acks_past $w 5; done
+for w in w1 w2 v1 v2 i1 i2; do ha_wait 30 "the first records acknowledged ($w)" acks_past $w 5; done
 
 now_ms() { date +%s%3N; }
 # The longest silence of writer W (seconds) ending after T0 (ms): from its last
@@ -85,6 +89,15 @@ now_ms() { date +%s%3N; }
 longest_gap() {
     awk -v t0="$2" '{ if (prev && $2 >= t0 && $2 - prev > gap) gap = $2 - prev; prev = $2 }
                     END { printf "%.3f", gap / 1000 }' "$HA_DIR/$1.acks"
+}
+
+# When NODE's pacemaker last reported ha1's address started (epoch ms): the cluster's
+# own part of a takeover, without the clients' time to notice.
+address_up_ms() {
+    local line
+    line=$(grep -h "Result of start operation for ip_ha1 on $1: ok" \
+        "$HA_DIR/$1/var/log/pacemaker/pacemaker.log" | tail -1)
+    date -d "${line:0:19}" +%s%3N
 }
 
 # takeover WHAT NODE CMD...: runs CMD, then waits until ha1 and its address run on
@@ -96,14 +109,16 @@ takeover() {
     ha_wait 120 "ha1 on $node after $what" ha_running_on ip_ha1 "$node"
     ha_wait 60 "ha1's pool on $node after $what" ha_running_on pool_ha1 "$node"
     local w n
-    for w in w1 i1; do
+    for w in w1 v1 i1; do
         n=$(acks_of $w)
         ha_wait 60 "writes to ha1 ($w) after $what" acks_past $w $((n + 3))
     done
     kill -0 "$W1" 2>/dev/null || fail "ha1's NFS writer died: $(tail -3 "$HA_DIR/w1.err")"
+    kill -0 "$V1" 2>/dev/null || fail "ha1's NFSv4 writer died: $(tail -3 "$HA_DIR/v1.err")"
     kill -0 "$I1" 2>/dev/null || fail "ha1's iSCSI writer died: $(tail -3 "$HA_DIR/i1.err")"
-    echo "takeover ($what): NFS $(longest_gap w1 "$t0") s, iSCSI $(longest_gap i1 "$t0") s" \
-        "from the last ack on the old head to the first on $node"
+    echo "takeover ($what): NFS $(longest_gap w1 "$t0") s, NFSv4 $(longest_gap v1 "$t0") s," \
+        "iSCSI $(longest_gap i1 "$t0") s from the last ack on the old head to the first on $node;" \
+        "address up on $node $(awk -v a="$(address_up_ms "$node")" -v b="$t0" 'BEGIN { printf "%.3f", (a - b) / 1000 }') s after the event"
     pass "$what: ha1 and 10.99.0.101 on $node, writes go on"
 }
 
@@ -138,14 +153,15 @@ pass "node2 fenced node1 before taking ha1"
 # The undisturbed head: ha2 stayed on node2 and its writer never retried.
 ha_running_on pool_ha2 node2 || fail "ha2 left node2"
 [ ! -s "$HA_DIR/w2.err" ] || fail "ha2's NFS client was disturbed: $(head -3 "$HA_DIR/w2.err")"
+[ ! -s "$HA_DIR/v2.err" ] || fail "ha2's NFSv4 client was disturbed: $(head -3 "$HA_DIR/v2.err")"
 [ ! -s "$HA_DIR/i2.err" ] || fail "ha2's iSCSI client was disturbed: $(head -3 "$HA_DIR/i2.err")"
-pass "ha2's NFS and iSCSI writes on node2 went on without a single retry through every takeover of ha1"
-echo "ha1's writers reconnected: NFS $(grep -c '^retry' "$HA_DIR/w1.err") times," \
-    "iSCSI $(grep -c '^retry' "$HA_DIR/i1.err") times"
+pass "ha2's NFSv3, NFSv4 and iSCSI writes on node2 went on without a single retry through every takeover of ha1"
+echo "ha1's writers reconnected: NFSv3 $(grep -c '^retry' "$HA_DIR/w1.err") times," \
+    "NFSv4 $(grep -c '^retry' "$HA_DIR/v1.err") times, iSCSI $(grep -c '^retry' "$HA_DIR/i1.err") times"
 
 # Nothing acknowledged is lost.
-kill "$W1" "$W2" "$I1" "$I2"
-wait "$W1" "$W2" "$I1" "$I2" 2>/dev/null || true
+kill "$W1" "$W2" "$V1" "$V2" "$I1" "$I2"
+wait "$W1" "$W2" "$V1" "$V2" "$I1" "$I2" 2>/dev/null || true
 last_is_count() {
     local n; n=$(acks_of "$1")
     [ "$(tail -1 "$HA_DIR/$1.acks" | cut -d' ' -f1)" -eq $((n - 1)) ] ||
@@ -156,7 +172,11 @@ for i in 1 2; do
     n=$(last_is_count w$i)
     ha_client "$CAIRN_BIN/nfs_client" "$(url "$i")" verify rec "$n" >/dev/null ||
         fail "ha$i lost acknowledged NFS records"
-    pass "ha$i: all $n acknowledged NFS records read back"
+    pass "ha$i: all $n acknowledged NFSv3 records read back"
+    n=$(last_is_count v$i)
+    ha_client "$CAIRN_BIN/nfs_client" "$(url "$i" 4)" verify rec4 "$n" >/dev/null ||
+        fail "ha$i lost acknowledged NFSv4 records"
+    pass "ha$i: all $n acknowledged NFSv4 records read back"
     n=$(last_is_count i$i)
     ha_client "$CAIRN_BIN/iscsi_client" verify "$(portal "$i")" "$(iqn "$i")" "$i" "$n" ||
         fail "ha$i lost acknowledged iSCSI blocks"
