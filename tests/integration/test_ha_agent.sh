@@ -92,6 +92,25 @@ expect_rc 0 stop
 grep -q "does not answer; killing it" "$LAST_STDERR" || fail "stop did not say why it killed cairnd"
 pass "a hung cairnd: monitor fails, stop kills it"
 
+# Health, through a stand-in cairn that reports the pool in a given state (a real
+# pool's faults are test_pool_fault's business): only a pool that cannot serve fails.
+cat >"$T/fake-cairn" <<'FAKE'
+#!/bin/sh
+case "$*" in
+*"pool list"*)
+    case "$*" in *-H*) ;; *) printf 'NAME\tSIZE\tALLOC\tFREE\tCAP\tRATIO\tHEALTH\tEXPANDSZ\n';; esac
+    printf 'hapa\t1G\t1M\t1G\t0%%\t1.00x\t%s\t-\n' "$FAKE_HEALTH";;
+esac
+FAKE
+chmod +x "$T/fake-cairn"
+for h in ONLINE DEGRADED; do
+    FAKE_HEALTH=$h OCF_RESKEY_cairn="$T/fake-cairn" expect_rc 0 monitor
+done
+for h in FAULTED SUSPENDED UNAVAIL; do
+    FAKE_HEALTH=$h OCF_RESKEY_cairn="$T/fake-cairn" expect_rc 1 monitor
+done
+pass "monitor: ONLINE and DEGRADED serve, FAULTED, SUSPENDED and UNAVAIL fail"
+
 OCF_RESKEY_pool=nosuchpool expect_rc 1 start
 [ -z "$(agent_cairnd)" ] || CAIRN_SOCKET=$SOCK run_ok "$CAIRN" pool list -H
 ! grep -q nosuchpool "$LAST_STDOUT" || fail "a missing pool was imported"
