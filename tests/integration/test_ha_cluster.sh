@@ -123,14 +123,15 @@ takeover() {
     pass "$what: ha1 and 10.99.0.101 on $node, writes go on"
 }
 
-# node2 stays up all along, so the cluster is driven from there.
-move_to() { ha_on node2 crm_resource --move -r pool_ha1 --node "$1" >/dev/null; }
-clear_move() { ha_on node2 crm_resource --clear -r pool_ha1 >/dev/null; }
+# node2 stays up all along, so the cluster is driven from there. pcs 0.11 removes the
+# move's constraint once the pool runs on NODE; stickiness keeps it there.
+move_to() {
+    ha_on node2 pcs resource move pool_ha1 "$1" >"$HA_DIR/pcs.out" 2>&1 ||
+        fail "pcs resource move pool_ha1 $1: $(cat "$HA_DIR/pcs.out")"
+}
 
 takeover "planned move to node2" node2 move_to node2
-clear_move
 takeover "planned move back to node1" node1 move_to node1
-clear_move
 
 cairnd_pid_on() {
     local ns; ns=$(readlink "/proc/$(cat "$HA_NODES_DIR/$1.pid")/ns/net")
@@ -144,7 +145,6 @@ kill_cairnd() { kill -9 "$(cairnd_pid_on node1)"; }
 takeover "kill -9 of node1's cairnd" node2 kill_cairnd
 ha_on node2 crm_resource --cleanup -r pool_ha1 >/dev/null
 takeover "planned move back to node1 (cairnd started again by the agent)" node1 move_to node1
-clear_move
 
 takeover "power-off of node1's namespace (fenced)" node2 ha_power_off node1
 ha_on node2 stonith_admin --history node1 2>/dev/null | grep -q "successful" ||
