@@ -81,7 +81,7 @@ ip netns exec "$HA-c" "$CAIRN_BIN/iscsi_client" hawrite "$(portal 2)" "$(iqn 2)"
 I2=$!
 acks_of() { wc -l <"$HA_DIR/$1.acks"; }
 acks_past() { [ "$(acks_of "$1")" -ge "$2" ]; }
-for w in w1 w2 v1 v2 i1 i2; do ha_wait 30 "the first records acknowledged ($w)" acks_past $w 5; done
+for w in w1 w2 v1 v2 i1 i2; do ha_wait 90 "the first records acknowledged ($w)" acks_past $w 3; done
 
 now_ms() { date +%s%3N; }
 # The longest silence of writer W (seconds) ending after T0 (ms): from its last
