@@ -15,6 +15,13 @@
  *       until killed: 4 KiB writes with FUA, the n-th to LBA block n % BLOCKS, each
  *       stamped with n; after each acknowledgement appends "BLOCK N" to ACKFILE and
  *       prints "ready" once on stdout after the first (crash tests).
+ *   iscsi_client [options] hawrite PORTAL TARGET SEED BLOCKS
+ *       a client of a clustered target: 4 KiB FUA writes to LBA block 0, 1, 2...
+ *       (pattern as "write"; "verify SEED N" checks the first N) until killed or
+ *       BLOCKS; a failed command is retried on a new session (same block) until it
+ *       succeeds, so the target may move to the other head in between. Prints "N MS"
+ *       per acknowledged block (MS: wall clock in ms), one "retry ..." line on stderr
+ *       per new session (tests/integration/test_ha_cluster.sh).
  *   iscsi_client [options] ackverify PORTAL TARGET SEED BLOCKS ACKFILE
  *       every block holds the write last acknowledged for it in ACKFILE or a later
  *       one, whole (never older, never torn).
@@ -49,6 +56,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BS 4096
 
@@ -265,6 +273,54 @@ static int syncwrite(struct iscsi_context *c, uint64_t seed)
         printf("%llu\n", (unsigned long long)lba);
         fflush(stdout);
     }
+    return 0;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int settle(struct iscsi_context *c, int lun);
+
+/* A session with our own reconnection rules: libiscsi's would retry forever in a
+ * sync call, and a command to a head that died must time out instead. */
+static struct iscsi_context *ha_session(const char *portal, const char *target)
+{
+    for (;;) {
+        struct iscsi_context *c = session(portal, target, 1);
+        if (c) {
+            iscsi_set_noautoreconnect(c, 1);
+            iscsi_set_timeout(c, 5);
+            settle(c, 0); /* the LUN's unit attentions on the new nexus */
+            return c;
+        }
+        usleep(200 * 1000);
+    }
+}
+
+static int hawrite(const char *portal, const char *target, uint64_t seed, uint64_t blocks)
+{
+    struct iscsi_context *c = ha_session(portal, target);
+    uint8_t buf[BS];
+    for (uint64_t lba = 0; lba < blocks; lba++) {
+        pattern(buf, seed, lba);
+        for (;;) {
+            struct scsi_task *t = iscsi_write16_sync(c, 0, lba * (BS / 512), buf, BS, 512, 0, 0, 1, 0, 0);
+            int good = t && t->status == SCSI_STATUS_GOOD;
+            if (t) scsi_free_scsi_task(t);
+            if (good) break;
+            fprintf(stderr, "retry block %llu at %llu ms: %s\n", (unsigned long long)lba,
+                    (unsigned long long)wall_ms(), iscsi_get_error(c));
+            iscsi_destroy_context(c);
+            c = ha_session(portal, target);
+        }
+        printf("%llu %llu\n", (unsigned long long)lba, (unsigned long long)wall_ms());
+        fflush(stdout);
+    }
+    iscsi_destroy_context(c);
     return 0;
 }
 
@@ -511,6 +567,7 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t seed = strtoull(argv[i + 3], NULL, 0), blocks = strtoull(argv[i + 4], NULL, 0);
+    if (!strcmp(cmd, "hawrite")) return hawrite(portal, target, seed, blocks);
     if (!strcmp(cmd, "ackwrite") || !strcmp(cmd, "ackverify")) {
         if (argc - i < 6 || !blocks) {
             fprintf(stderr, "%s needs SEED BLOCKS ACKFILE\n", cmd);

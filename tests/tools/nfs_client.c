@@ -9,6 +9,12 @@
  *   nfs_client URL concurrent N     N clients (threads, one connection each) at once
  *   nfs_client URL syncwrite NAME   FILE_SYNC 64 KiB records until killed; prints
  *                                   each acknowledged record number (flushed)
+ *   nfs_client URL hawrite NAME     like syncwrite, but rides through a failover: a
+ *                                   failed request is retried on a new connection
+ *                                   (same record, same offset) until it succeeds;
+ *                                   prints "N MS" per acknowledged record (MS: wall
+ *                                   clock in ms) and one "retry ..." line on stderr
+ *                                   per reconnection (tests/integration/test_ha_*)
  *   nfs_client URL verify NAME N    records 0..N-1 of NAME hold their pattern
  *   nfs_client URL stream NAME MIB WKIB CMIB   MIB MiB in writes of WKIB KiB, unstable
  *                                   with a COMMIT after every CMIB MiB (0: FILE_SYNC
@@ -491,6 +497,59 @@ static void mode_syncwrite(const char *name)
     }
 }
 
+static uint64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+/* One FILE_SYNC record written whole, or false with the connection left to the caller. */
+static bool try_write_record(struct nfs_context *nfs, struct nfsfh *fh, uint64_t i,
+                             const uint8_t *w)
+{
+    for (size_t done = 0; done < REC;) {
+        size_t want = REC - done < g_wmax ? REC - done : g_wmax;
+        int n = nfs_pwrite(nfs, fh, i * REC + done, want, (const char *)w + done);
+        if (n <= 0) return false;
+        done += (size_t)n;
+    }
+    return true;
+}
+
+/* A client of a clustered service: the address may move to the other head under
+ * it, so a failed request (connection reset, server gone) is not an error but a
+ * reason to reconnect and send the same record again. Each request has a deadline
+ * so a connection to a dead head cannot hang the client. */
+static void mode_hawrite(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "/%s", name);
+    struct nfs_context *nfs = connect_ctx(NULL);
+    nfs_set_timeout(nfs, 5000);
+    struct nfsfh *fh = open_trunc(nfs, p, O_SYNC);
+    uint8_t *w = malloc(REC);
+    for (uint64_t i = 0;; i++) {
+        fill(w, REC, i);
+        while (!try_write_record(nfs, fh, i, w)) {
+            fprintf(stderr, "retry record %" PRIu64 " at %" PRIu64 " ms: %s\n", i, wall_ms(),
+                    nfs_get_error(nfs) ? nfs_get_error(nfs) : "?");
+            nfs_destroy_context(nfs); /* the handle goes with its context */
+            int rc;
+            for (;;) {
+                usleep(200 * 1000);
+                nfs = connect_ctx(&rc);
+                if (!nfs) continue;
+                nfs_set_timeout(nfs, 5000);
+                if (nfs_open2(nfs, p, O_WRONLY | O_SYNC, 0644, &fh) == 0) break;
+                nfs_destroy_context(nfs);
+            }
+        }
+        printf("%" PRIu64 " %" PRIu64 "\n", i, wall_ms());
+        fflush(stdout);
+    }
+}
+
 /* Unstable writes made durable by COMMIT: prints the index of every record once a
  * COMMIT covering it has been answered (so the caller may count it acknowledged). */
 static void mode_commitwrite(const char *name)
@@ -668,6 +727,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "big")) mode_big();
     else if (!strcmp(mode, "concurrent") && argc > 3) mode_concurrent(atoi(argv[3]));
     else if (!strcmp(mode, "syncwrite") && argc > 3) mode_syncwrite(argv[3]);
+    else if (!strcmp(mode, "hawrite") && argc > 3) mode_hawrite(argv[3]);
     else if (!strcmp(mode, "commitwrite") && argc > 3) mode_commitwrite(argv[3]);
     else if (!strcmp(mode, "stream") && argc > 6)
         mode_stream(argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),
