@@ -465,15 +465,21 @@ static uint32_t node_type_status(zpl_node_t *n, uint32_t *mode)
 }
 
 /* The current fh must be a directory (pseudo ones count when allow_pseudo). */
-static uint32_t need_dir(nfs4_cx_t *cx, bool allow_pseudo)
+/* A real file handle (f) names a directory: NOTDIR (SYMLINK for a link). */
+static uint32_t cfh_need_dir(nfs4_cfh_t *f)
 {
-    if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
-    if (cx->cur.kind == NFS4_FH_PSEUDO) return allow_pseudo ? NFS4_OK : NFS4ERR_ROFS;
-    uint32_t mode, st = node_type_status(cx->cur.node, &mode);
+    uint32_t mode, st = node_type_status(f->node, &mode);
     if (st) return st;
     if (S_ISLNK(mode)) return NFS4ERR_SYMLINK;
     if (!S_ISDIR(mode)) return NFS4ERR_NOTDIR;
     return NFS4_OK;
+}
+
+static uint32_t need_dir(nfs4_cx_t *cx, bool allow_pseudo)
+{
+    if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
+    if (cx->cur.kind == NFS4_FH_PSEUDO) return allow_pseudo ? NFS4_OK : NFS4ERR_ROFS;
+    return cfh_need_dir(&cx->cur);
 }
 
 uint32_t nfs4_need_real_file(nfs4_cx_t *cx)
@@ -735,6 +741,15 @@ static uint32_t op_access(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
+/* How many more bytes the reply may take after overhead more of them: what
+ * the 4.1 session allows (reply_size_status), unlimited in 4.0. */
+static size_t reply_room(const nfs4_cx_t *cx, size_t overhead)
+{
+    if (!cx->have_session) return SIZE_MAX;
+    size_t used = cx->r->pos - cx->start + overhead;
+    return used >= cx->reply_limit ? 0 : cx->reply_limit - used;
+}
+
 static uint32_t op_read(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
@@ -748,6 +763,9 @@ static uint32_t op_read(nfs4_cx_t *cx)
     if ((st = nfs4_check_io_stateid(cx, &sid, false, &via_open))) return st;
     if (!via_open && (st = perm_owner_override(&cx->cur, ZPL_ACCESS_READ))) return st;
     if (count > NFS4_MAX_IO) count = NFS4_MAX_IO;
+    /* A short read rather than a reply past the session's size (eof, count,
+     * and the data's padding come with it). */
+    count = (uint32_t)CAIRN_MIN((size_t)count, reply_room(cx, 8 + 3));
     size_t start = cx->r->pos;
     uint8_t *p = nfs_xdr_reserve(cx->r, 8 + (size_t)count + 3);
     if (!p) return NFS4ERR_RESOURCE;
@@ -950,6 +968,8 @@ static uint32_t op_remove(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
+enum { SECINFO_STYLE4_CURRENT_FH = 0, SECINFO_STYLE4_PARENT = 1 };
+
 static uint32_t op_rename(nfs4_cx_t *cx)
 {
     char from[ZPL_NAME_MAX + 1], to[ZPL_NAME_MAX + 1];
@@ -961,6 +981,7 @@ static uint32_t op_rename(nfs4_cx_t *cx)
     if (cx->saved.kind == NFS4_FH_PSEUDO || cx->cur.kind == NFS4_FH_PSEUDO) return NFS4ERR_ROFS;
     if (zpl_node_fs(cx->saved.node) != zpl_node_fs(cx->cur.node)) return NFS4ERR_XDEV;
     if ((st = need_dir(cx, false))) return st;
+    if ((st = cfh_need_dir(&cx->saved))) return st;
     if ((st = need_writable(&cx->cur))) return st;
     if ((st = nfs4_perm(&cx->saved, cx->saved.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
     if ((st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
@@ -1120,10 +1141,18 @@ static uint32_t op_secinfo(nfs4_cx_t *cx)
 
 static uint32_t op_secinfo_no_name(nfs4_cx_t *cx)
 {
-    (void)nfs_xdr_get_u32(cx->a);
+    uint32_t style = nfs_xdr_get_u32(cx->a);
     if (cx->a->err) return NFS4ERR_BADXDR;
+    if (style != SECINFO_STYLE4_CURRENT_FH && style != SECINFO_STYLE4_PARENT)
+        return NFS4ERR_INVAL;
     uint32_t st = need_fh(cx);
     if (st) return st;
+    /* The parent's flavours are the export's, like the directory's own; the
+     * root of the namespace has no parent (RFC 8881 18.45.3). */
+    if (style == SECINFO_STYLE4_PARENT) {
+        if ((st = need_dir(cx, true))) return st;
+        if (cx->cur.kind == NFS4_FH_PSEUDO && !strcmp(cx->cur.path, "/")) return NFS4ERR_NOENT;
+    }
     nfs4_cfh_clear(&cx->cur);
     return put_secinfo(cx);
 }
@@ -1350,6 +1379,47 @@ static bool sessionless_op(uint32_t op)
            op == OP4_DESTROY_CLIENTID || op == OP4_BIND_CONN_TO_SESSION;
 }
 
+/* Operations that, sent without a SEQUENCE, must be the only one of their
+ * COMPOUND (RFC 8881 18.34.3, 18.35.3, 18.36.3, 18.50.3): NFS4ERR_NOT_ONLY_OP
+ * otherwise, before they change anything. */
+static bool solo_op(uint32_t op)
+{
+    return op == OP4_EXCHANGE_ID || op == OP4_CREATE_SESSION || op == OP4_DESTROY_CLIENTID ||
+           op == OP4_BIND_CONN_TO_SESSION;
+}
+
+/* The 4.1 current stateid follows the current filehandle (RFC 8881
+ * 16.2.3.1.2): an operation that sets a new filehandle without a stateid
+ * leaves none, SAVEFH and RESTOREFH carry it along with the handle. */
+static void track_current_stateid(nfs4_cx_t *cx, uint32_t op)
+{
+    switch (op) {
+    case OP4_PUTFH: case OP4_PUTROOTFH: case OP4_PUTPUBFH: case OP4_LOOKUP: case OP4_LOOKUPP:
+    case OP4_CREATE:
+        cx->have_cur_sid = false;
+        break;
+    case OP4_SAVEFH:
+        cx->have_saved_sid = cx->have_cur_sid;
+        cx->saved_sid = cx->cur_sid;
+        break;
+    case OP4_RESTOREFH:
+        cx->have_cur_sid = cx->have_saved_sid;
+        cx->cur_sid = cx->saved_sid;
+        break;
+    default:
+        break;
+    }
+}
+
+/* A 4.1 reply may not grow past what the session promised to the client
+ * (ca_maxresponsesize), nor past what its slot can keep when the client
+ * asked for it to be kept (ca_maxresponsesize_cached; RFC 8881 18.46.3). */
+static uint32_t reply_size_status(const nfs4_cx_t *cx, size_t reply_len)
+{
+    if (!cx->have_session || reply_len <= cx->reply_limit) return NFS4_OK;
+    return cx->cachethis ? NFS4ERR_REP_TOO_BIG_TO_CACHE : NFS4ERR_REP_TOO_BIG;
+}
+
 static void patch_u32(nfs_xdr_t *x, size_t pos, uint32_t v)
 {
     uint8_t *p = x->buf + pos;
@@ -1417,6 +1487,8 @@ static nfs_accept_t compound(nfs_call_t *call)
         } else if (minor >= 1 && i == 0 && op != OP4_SEQUENCE && !sessionless_op(op)) {
             status = op <= OP4_LAST_42 && op >= OP4_ACCESS ? NFS4ERR_OP_NOT_IN_SESSION
                                                                     : NFS4ERR_OP_ILLEGAL;
+        } else if (minor >= 1 && i == 0 && numops > 1 && solo_op(op)) {
+            status = NFS4ERR_NOT_ONLY_OP;
         } else if (minor >= 1 && i > 0 && op == OP4_SEQUENCE) {
             status = NFS4ERR_SEQUENCE_POS;
         } else if (minor >= 1 && i > 0 && !cx.have_session && sessionless_op(op) &&
@@ -1428,6 +1500,11 @@ static nfs_accept_t compound(nfs_call_t *call)
         nfs_stats_v4_op(call, op);
         if (call->would_block || cx.replayed) break;
         if (status == NFS4ERR_OP_ILLEGAL) patch_u32(r, op_pos, OP4_ILLEGAL);
+        if (status == NFS4_OK && minor >= 1) {
+            track_current_stateid(&cx, op);
+            /* SEQUENCE checked its own reply before taking the slot. */
+            if (i > 0 && (status = reply_size_status(&cx, r->pos - start))) cx.keep_body = false;
+        }
         if (status != NFS4_OK && !cx.keep_body) nfs_xdr_truncate(r, cx.body);
         if (r->err) {
             /* Out of memory while encoding: answer what we can. */

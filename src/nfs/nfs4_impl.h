@@ -361,6 +361,7 @@ struct nfs4_client {
     bool confirmed;
     uint8_t confirm[NFS4_VERIFIER_SIZE];   /* 4.0 SETCLIENTID_CONFIRM verifier */
     time_t renewed;
+    uint32_t princ_flavor, princ_uid; /* who made the record (EXCHANGE_ID principal) */
     uint32_t cs_seqid;                /* 4.1: next CREATE_SESSION sequence id */
     uint8_t *cs_reply;                /* its last reply, for a retransmission */
     uint32_t cs_reply_len;

@@ -36,7 +36,13 @@ enum {
     CLAIM_FH = 4, CLAIM_DELEG_CUR_FH = 5, CLAIM_DELEG_PREV_FH = 6,
 };
 enum { OPEN4_RESULT_CONFIRM = 2, OPEN4_RESULT_LOCKTYPE_POSIX = 4 };
-enum { CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2 };
+enum {
+    CREATE_SESSION4_FLAG_PERSIST = 0x1, CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2,
+    CREATE_SESSION4_FLAG_CONN_RDMA = 0x4,
+    CREATE_SESSION4_FLAGS_KNOWN = CREATE_SESSION4_FLAG_PERSIST |
+                                  CREATE_SESSION4_FLAG_CONN_BACK_CHAN |
+                                  CREATE_SESSION4_FLAG_CONN_RDMA,
+};
 enum { CDFC4_FORE = 0x1, CDFC4_BACK = 0x2, CDFS4_FORE = 0x1, CDFS4_BACK = 0x2, CDFS4_BOTH = 0x3 };
 enum { SEQ4_STATUS_RECALLABLE_STATE_REVOKED = 0x40, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x200 };
 enum {
@@ -50,7 +56,10 @@ enum { WND4_NOT_WANTED = 0, WND4_CONTENTION = 1 };
 #define SESSION_MAX_SLOTS 64
 #define SESSION_MAX_OPS 64
 #define SESSION_MAX_CACHED 65536u
+#define CHANNEL_MIN_MSG 256u
 #define SESSION_MAX_MSG ((uint32_t)(1u << 20) + 60000u)
+/* sessionid, sequenceid, slotid, highest and target highest slotid, status flags */
+#define SEQUENCE_RESULT_SIZE (NFS4_SESSIONID_SIZE + 5 * 4)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -157,6 +166,18 @@ static uint32_t each_open(nfs4_server_t *st, nfs4_file_t *f,
     return NFS4_OK;
 }
 
+/* The principal a request comes from: its RPC flavour and (AUTH_SYS) user. */
+static void principal_set(nfs4_client_t *c, const nfs4_cx_t *cx)
+{
+    c->princ_flavor = cx->call->flavor;
+    c->princ_uid = cx->call->cred.uid;
+}
+
+static bool principal_same(const nfs4_client_t *c, const nfs4_cx_t *cx)
+{
+    return c->princ_flavor == cx->call->flavor && c->princ_uid == cx->call->cred.uid;
+}
+
 /* ---------------------------------------------------------------- 4.0 clients */
 
 uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
@@ -190,6 +211,7 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
             nfs4_unlock(st);
             return NFS4ERR_RESOURCE;
         }
+        principal_set(c, cx);
     }
     /* Probed once confirmed (SETCLIENTID_CONFIRM). */
     c->cb_prog = cb_prog;
@@ -238,6 +260,59 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
 
 /* ---------------------------------------------------------------- 4.1 sessions */
 
+/* A 4.1 client must say RECLAIM_COMPLETE before it takes new locks, even
+ * with nothing to reclaim; until then new OPENs and LOCKs are told
+ * NFS4ERR_GRACE (RFC 8881 18.51.3). */
+static bool awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *c)
+{
+    return cx->minor >= 1 && !c->reclaim_complete;
+}
+
+/* Whether a client record holds anything another principal's EXCHANGE_ID may
+ * not take away from it: sessions or stateids. */
+static bool client_has_state(const nfs4_client_t *c)
+{
+    return c->sessions || c->stids;
+}
+
+/* EXCHANGE_ID's cases (RFC 8881 18.35.4) on the record *c of the same owner
+ * (NULL: none); *c becomes the record to answer with. */
+static uint32_t exchange_id_record(nfs4_cx_t *cx, nfs4_client_t **c, const uint8_t *id,
+                                   uint32_t idlen, const uint8_t *verf, uint32_t flags)
+{
+    nfs4_server_t *st = cx->st;
+    nfs4_client_t *old = *c;
+    bool confirmed = old && old->confirmed;
+    if (flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A) {
+        if (!confirmed) return NFS4ERR_NOENT;                          /* case 7 */
+        if (!principal_same(old, cx)) return NFS4ERR_PERM;             /* case 9 */
+        if (memcmp(old->verifier, verf, 8)) return NFS4ERR_NOT_SAME;   /* case 8 */
+        return NFS4_OK;                                                /* case 6 */
+    }
+    if (confirmed && old->minor >= 1 && principal_same(old, cx) &&
+        !memcmp(old->verifier, verf, 8))
+        return NFS4_OK;                                                /* case 2 */
+    if (confirmed && !principal_same(old, cx)) {
+        /* Case 3, a collision of two clients' owner names: the record in
+         * use stays; one without state gives way to the newcomer. */
+        if (client_has_state(old) && nfs4_now() - old->renewed <= (time_t)st->lease)
+            return NFS4ERR_CLID_INUSE;
+        nfs4_client_destroy(st, old, false);
+    }
+    /* Cases 1, 4 and 5: a new client, a new unconfirmed record replacing
+     * another, or a restarted client (whose confirmed record goes when
+     * CREATE_SESSION confirms the new one). */
+    for (nfs4_client_t *o = st->clients, *next; o; o = next) {
+        next = o->next;
+        if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
+            nfs4_client_destroy(st, o, false);
+    }
+    *c = nfs4_client_new(st, id, idlen, verf, 1);
+    if (!*c) return NFS4ERR_RESOURCE;
+    principal_set(*c, cx);
+    return NFS4_OK;
+}
+
 uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
 {
     nfs_xdr_t *a = cx->a;
@@ -272,20 +347,7 @@ uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
-    uint32_t status = NFS4_OK;
-    if (flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A) {
-        if (!c || !c->confirmed) status = NFS4ERR_NOENT;
-        else if (memcmp(c->verifier, verf, 8)) status = NFS4ERR_NOT_SAME;
-    } else if (!(c && c->confirmed && c->minor >= 1 && !memcmp(c->verifier, verf, 8))) {
-        /* A new client, or a restarted one (its old record goes at CREATE_SESSION). */
-        for (nfs4_client_t *o = st->clients, *next; o; o = next) {
-            next = o->next;
-            if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
-                nfs4_client_destroy(st, o, false);
-        }
-        c = nfs4_client_new(st, id, idlen, verf, 1);
-        if (!c) status = NFS4ERR_RESOURCE;
-    }
+    uint32_t status = exchange_id_record(cx, &c, id, idlen, verf, flags);
     if (status == NFS4_OK) {
         nfs_xdr_t *r = cx->r;
         nfs_xdr_put_u64(r, c->clientid);
@@ -332,6 +394,13 @@ static void put_chan(nfs_xdr_t *r, const nfs4_chan_attrs_t *c)
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
+/* A channel on which no COMPOUND (or CB_COMPOUND) could ever fit: fewer than
+ * two operations (SEQUENCE and one more), or messages too short for them. */
+static bool chan_too_small(const nfs4_chan_attrs_t *c)
+{
+    return c->maxops < 2 || c->maxreq < CHANNEL_MIN_MSG || c->maxresp < CHANNEL_MIN_MSG;
+}
+
 uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
 {
     nfs_xdr_t *a = cx->a;
@@ -353,6 +422,12 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         nfs4_unlock(st);
         return status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status;
     }
+    /* Only the principal that made an unconfirmed record may confirm it
+     * (RFC 8881 18.36.4); a confirmed one takes sessions from any. */
+    if (!c->confirmed && !principal_same(c, cx)) {
+        nfs4_unlock(st);
+        return NFS4ERR_CLID_INUSE;
+    }
     if (seq + 1 == c->cs_seqid && c->cs_reply) {
         nfs_xdr_put_fixed(cx->r, c->cs_reply, c->cs_reply_len);
         nfs4_unlock(st);
@@ -371,7 +446,11 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         .maxreqs = min_u32(fore.maxreqs, SESSION_MAX_SLOTS),
     };
     if (f.maxreqs == 0) f.maxreqs = 1;
-    if (f.maxops < 2 || f.maxreq < 256 || f.maxresp < 256) {
+    if (flags & ~CREATE_SESSION4_FLAGS_KNOWN) {
+        nfs4_unlock(st);
+        return NFS4ERR_INVAL;
+    }
+    if (chan_too_small(&f) || chan_too_small(&back)) {
         nfs4_unlock(st);
         return NFS4ERR_TOOSMALL;
     }
@@ -449,6 +528,17 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
         nfs4_unlock(st);
         return NFS4ERR_TOO_MANY_OPS;
     }
+    /* Sizes the session was created with (RFC 8881 18.46.3): the request,
+     * and the reply, whose SEQUENCE result alone may already be too big. */
+    if (cx->a->len > s->fore.maxreq) {
+        nfs4_unlock(st);
+        return NFS4ERR_REQ_TOO_BIG;
+    }
+    uint32_t reply_limit = cachethis ? s->fore.maxresp_cached : s->fore.maxresp;
+    if (cx->body - cx->start + SEQUENCE_RESULT_SIZE > reply_limit) {
+        nfs4_unlock(st);
+        return cachethis ? NFS4ERR_REP_TOO_BIG_TO_CACHE : NFS4ERR_REP_TOO_BIG;
+    }
     if (cx->call->memory_only) {
         cx->prev_seqid = slot->seqid;
         cx->prev_cached = slot->cached;
@@ -468,6 +558,7 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     cx->slot = slotid;
     cx->clientid = s->client->clientid;
     cx->cachethis = cachethis;
+    cx->reply_limit = reply_limit;
     nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
     nfs_xdr_put_u32(cx->r, seq);
     nfs_xdr_put_u32(cx->r, slotid);
@@ -812,7 +903,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
             status = nfs4_stid_find(st, cx->minor, &dsid, &d);
             if (status == NFS4_OK && (d->type != NFS4_STID_DELEG || d->client != c))
                 status = NFS4ERR_BAD_STATEID;
-        } else if (grace) {
+        } else if (grace || awaiting_reclaim_complete(cx, c)) {
             status = NFS4ERR_GRACE;
         }
     }
@@ -1215,7 +1306,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         bool grace = nfs4_in_grace(st);
         if (reclaim && (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete)))
             status = NFS4ERR_NO_GRACE;
-        else if (!reclaim && grace)
+        else if (!reclaim && (grace || awaiting_reclaim_complete(cx, c)))
             status = NFS4ERR_GRACE;
     }
     if (status == NFS4_OK) {

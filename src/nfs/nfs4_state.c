@@ -352,7 +352,9 @@ void nfs4_reap(nfs4_server_t *st)
     st->last_reap = now;
     for (nfs4_client_t *c = st->clients, *next; c; c = next) {
         next = c->next;
-        if (now - c->renewed <= NFS4_COURTESY_MAX || client_busy(c)) continue;
+        /* An unconfirmed record lives one lease (RFC 8881 18.35.4). */
+        time_t keep = c->confirmed ? NFS4_COURTESY_MAX : (time_t)st->lease;
+        if (now - c->renewed <= keep || client_busy(c)) continue;
         nfs4_client_destroy(st, c, c->confirmed);
     }
 }

@@ -8,7 +8,7 @@
 #     (`cairn check` of the exported pool is clean);
 #   - the lease is the configured one (lease_time attribute), and a silent client's
 #     lock yields to another client's LOCK once its lease is over; the silent
-#     client's session is then gone.
+#     client's session is then gone; a client ID never confirmed is gone after a lease.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -25,6 +25,9 @@ pass "removed and renamed-over files stay usable by their openers; a new file un
 
 nfs4_rpc /tank/share "cour-$$" courtesy contended 5
 pass "lease_time is cairnd.conf's 5 s; a silent client's lock yields to a conflicting LOCK once its lease is over"
+
+nfs4_rpc /tank/share "unconf-$$" unconfirmed-expiry 5
+pass "a client ID left unconfirmed for a lease is gone (STALE_CLIENTID)"
 
 daemon_stop
 check_clean tank "$T/dev"
