@@ -689,6 +689,14 @@ static uint32_t op_lookupp(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
+/* time_access_set and time_modify_set can only be written: asking to read
+ * or compare them is NFS4ERR_INVAL (RFC 7530 5.5, 16.7.5, 16.24.5). */
+static bool asks_write_only(const nfs4_bitmap_t *req)
+{
+    return nfs4_bm_isset(req, FATTR4_TIME_ACCESS_SET) ||
+           nfs4_bm_isset(req, FATTR4_TIME_MODIFY_SET);
+}
+
 static uint32_t op_getattr(nfs4_cx_t *cx)
 {
     nfs4_bitmap_t req;
@@ -696,6 +704,7 @@ static uint32_t op_getattr(nfs4_cx_t *cx)
     if (cx->a->err) return NFS4ERR_BADXDR;
     uint32_t st = need_fh(cx);
     if (st) return st;
+    if (asks_write_only(&req)) return NFS4ERR_INVAL;
     nfs4_attr_src_t src;
     uint8_t fhbuf[NFS4_FHSIZE];
     if ((st = attr_src_cur(cx, &req, &src, fhbuf))) return st;
@@ -712,22 +721,29 @@ static uint32_t op_access(nfs4_cx_t *cx)
     uint32_t all = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND |
                    ACCESS4_DELETE | ACCESS4_EXECUTE;
     if (cx->minor >= 2) all |= ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
+    /* Only the bits meaningful for the object's type are supported: LOOKUP
+     * and DELETE for directories, EXECUTE for the rest (RFC 7530 16.1.4). */
+    bool dir = cx->cur.kind == NFS4_FH_PSEUDO;
+    zpl_attr_t a;
+    if (!dir) {
+        int rc = zpl_getattr(cx->cur.node, &a);
+        if (rc < 0) return nfs4_errno_to_status(rc);
+        dir = S_ISDIR(a.mode);
+    }
+    all &= dir ? ~(uint32_t)ACCESS4_EXECUTE : ~(uint32_t)(ACCESS4_LOOKUP | ACCESS4_DELETE);
     uint32_t supported = want & all, granted = 0;
     if (cx->cur.kind == NFS4_FH_PSEUDO) {
         granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE |
                                ACCESS4_XAREAD | ACCESS4_XALIST);
     } else {
-        zpl_attr_t a;
-        int rc = zpl_getattr(cx->cur.node, &a);
-        if (rc < 0) return nfs4_errno_to_status(rc);
         uint32_t g = 0;
-        rc = zpl_access(cx->cur.node, &cx->cur.cred,
+        int rc = zpl_access(cx->cur.node, &cx->cur.cred,
                         ZPL_ACCESS_READ | ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC, &g);
         if (rc < 0) return nfs4_errno_to_status(rc);
         bool w = (g & ZPL_ACCESS_WRITE) && need_writable(&cx->cur) == NFS4_OK;
         if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST;
         if (w) granted |= ACCESS4_XAWRITE;
-        if (S_ISDIR(a.mode)) {
+        if (dir) {
             if (g & ZPL_ACCESS_EXEC) granted |= ACCESS4_LOOKUP;
             if (w) granted |= ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE;
         } else {
@@ -821,9 +837,12 @@ static uint32_t op_write(nfs4_cx_t *cx)
     if ((st = need_writable(&cx->cur))) return st;
     bool via_open = false;
     if ((st = nfs4_check_io_stateid(cx, &sid, true, &via_open))) return st;
-    if (!via_open && (st = perm_owner_override(&cx->cur, ZPL_ACCESS_WRITE))) return st;
+    /* Even through an open stateid: another user's credential does not
+     * write with an opener's stateid (the owner always may, as in NFSv3). */
+    if ((st = perm_owner_override(&cx->cur, ZPL_ACCESS_WRITE))) return st;
     if (stable > 2) return NFS4ERR_INVAL;
-    int rc = zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL);
+    /* Writing nothing changes nothing, time_modify included. */
+    int rc = len ? zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL) : 0;
     if (rc < 0) return nfs4_errno_to_status(rc);
     cx->call->stat_write_bytes += len;
     nfs_xdr_put_u32(cx->r, len);
@@ -852,7 +871,7 @@ static uint32_t op_readlink(nfs4_cx_t *cx)
     if (cx->cur.kind == NFS4_FH_PSEUDO) return NFS4ERR_INVAL;
     uint32_t mode;
     if ((st = node_type_status(cx->cur.node, &mode))) return st;
-    if (!S_ISLNK(mode)) return S_ISDIR(mode) ? NFS4ERR_ISDIR : NFS4ERR_INVAL;
+    if (!S_ISLNK(mode)) return NFS4ERR_INVAL;   /* directories too (RFC 7530 16.25.5) */
     char buf[ZPL_SYMLINK_MAX + 1];
     size_t len = 0;
     int rc = zpl_readlink(cx->cur.node, buf, sizeof buf, &len);
@@ -1082,7 +1101,7 @@ static uint32_t op_verify(nfs4_cx_t *cx, bool negate)
     if (cx->a->err) return NFS4ERR_BADXDR;
     uint32_t st = need_fh(cx);
     if (st) return st;
-    if (nfs4_bm_isset(&req, FATTR4_RDATTR_ERROR)) return NFS4ERR_INVAL;
+    if (nfs4_bm_isset(&req, FATTR4_RDATTR_ERROR) || asks_write_only(&req)) return NFS4ERR_INVAL;
     nfs4_bitmap_t sup;
     nfs4_supported_attrs(cx->minor, &sup);
     for (int i = 0; i < NFS4_BITMAP_WORDS; i++)
@@ -1207,6 +1226,7 @@ static uint32_t op_readdir(nfs4_cx_t *cx)
     (void)dircount;
     uint32_t st = need_dir(cx, true);
     if (st) return st;
+    if (asks_write_only(&req)) return NFS4ERR_INVAL;
     if (cookie == 1 || cookie == 2) return NFS4ERR_BAD_COOKIE;
     if (maxcount > NFS4_MAX_IO) maxcount = NFS4_MAX_IO;
     if (maxcount < 16) return NFS4ERR_TOOSMALL;

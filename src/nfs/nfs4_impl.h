@@ -309,6 +309,9 @@ struct nfs4_stid {
     nfs4_file_t *file;
     uint32_t access, deny;            /* OPEN: share access/deny held; DELEG: READ
                                          (read delegation) or BOTH (write) */
+    uint8_t access_modes, deny_modes; /* OPEN: each access/deny value an OPEN asked
+                                         for (bit 1 << value): what OPEN_DOWNGRADE
+                                         may go back to */
     nfs4_stid_t *open;                /* LOCK: the open state it was made from */
     time_t recalled;                  /* DELEG: when CB_RECALL was queued (0: not) */
     bool revoked;                     /* DELEG: revoked, kept to answer DELEG_REVOKED */

@@ -178,6 +178,14 @@ static bool principal_same(const nfs4_client_t *c, const nfs4_cx_t *cx)
     return c->princ_flavor == cx->call->flavor && c->princ_uid == cx->call->cred.uid;
 }
 
+/* Whether a client record holds anything another principal's SETCLIENTID or
+ * EXCHANGE_ID may not take away from it while its lease runs: sessions or
+ * stateids (RFC 7530 16.33.5, RFC 8881 18.35.4 case 3). */
+static bool client_in_use(const nfs4_server_t *st, const nfs4_client_t *c)
+{
+    return (c->sessions || c->stids) && nfs4_now() - c->renewed <= (time_t)st->lease;
+}
+
 /* ---------------------------------------------------------------- 4.0 clients */
 
 uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
@@ -197,6 +205,15 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
+    if (c && c->confirmed && !principal_same(c, cx) && client_in_use(st, c)) {
+        /* Another client's name, whose state lives. The reply names the
+         * client using it (clientaddr4); we keep no address worth giving. */
+        nfs4_unlock(st);
+        nfs_xdr_put_string(cx->r, "");
+        nfs_xdr_put_string(cx->r, "");
+        cx->keep_body = true;
+        return NFS4ERR_CLID_INUSE;
+    }
     if (c && c->confirmed && !memcmp(c->verifier, verf, 8)) {
         /* A callback update from the same client incarnation. */
         for (int i = 0; i < 8; i++) c->confirm[i] = (uint8_t)rand();
@@ -268,13 +285,6 @@ static bool awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *
     return cx->minor >= 1 && !c->reclaim_complete;
 }
 
-/* Whether a client record holds anything another principal's EXCHANGE_ID may
- * not take away from it: sessions or stateids. */
-static bool client_has_state(const nfs4_client_t *c)
-{
-    return c->sessions || c->stids;
-}
-
 /* EXCHANGE_ID's cases (RFC 8881 18.35.4) on the record *c of the same owner
  * (NULL: none); *c becomes the record to answer with. */
 static uint32_t exchange_id_record(nfs4_cx_t *cx, nfs4_client_t **c, const uint8_t *id,
@@ -295,8 +305,7 @@ static uint32_t exchange_id_record(nfs4_cx_t *cx, nfs4_client_t **c, const uint8
     if (confirmed && !principal_same(old, cx)) {
         /* Case 3, a collision of two clients' owner names: the record in
          * use stays; one without state gives way to the newcomer. */
-        if (client_has_state(old) && nfs4_now() - old->renewed <= (time_t)st->lease)
-            return NFS4ERR_CLID_INUSE;
+        if (client_in_use(st, old)) return NFS4ERR_CLID_INUSE;
         nfs4_client_destroy(st, old, false);
     }
     /* Cases 1, 4 and 5: a new client, a new unconfirmed record replacing
@@ -745,10 +754,9 @@ typedef struct share_req {
 static uint32_t share_cb(nfs4_stid_t *s, void *arg)
 {
     share_req_t *q = arg;
-    if (s->owner == q->owner) {
-        q->mine = s;
-        return NFS4_OK;
-    }
+    if (s->owner == q->owner) q->mine = s;
+    /* The owner's own open counts too: what it denies, it denies itself
+     * (RFC 7530 9.9, 16.16.5). */
     if ((q->access & s->deny) || (q->deny & s->access)) {
         q->against = s->client;
         return NFS4ERR_SHARE_DENIED;
@@ -773,7 +781,9 @@ static uint32_t open_file_type(nfs4_cx_t *cx, zpl_node_t *n, zpl_attr_t *a)
     if (rc < 0) return nfs4_errno_to_status(rc);
     if (S_ISDIR(a->mode)) return NFS4ERR_ISDIR;
     if (S_ISLNK(a->mode)) return NFS4ERR_SYMLINK;
-    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_INVAL;
+    /* 4.0 says SYMLINK for every other kind too: the client's arguments were
+     * right, the name just is not a file (RFC 7530 16.16.5). */
+    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_SYMLINK;
     return NFS4_OK;
 }
 
@@ -960,10 +970,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
             }
             if (status == NFS4_OK && rc < 0) status = nfs4_errno_to_status(rc);
             if (status == NFS4_OK && created && (how == UNCHECKED4 || how == GUARDED4)) {
-                nfs4_sattr_t rest = sattr;
-                rest.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
-                if (rest.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
-                    zpl_setattr_t s = rest.sa;
+                /* The create attributes beyond the mode, the size among them
+                 * (a new file of 32 bytes is 32 zeros, as SETATTR would make it). */
+                if (sattr.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
+                    zpl_setattr_t s = sattr.sa;
                     s.mask &= ~(uint32_t)ZPL_SET_MODE;
                     if ((s.mask & ZPL_SET_UID) && s.uid != dir->cred.uid && dir->cred.uid != 0)
                         s.mask &= ~(uint32_t)ZPL_SET_UID;
@@ -971,7 +981,6 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
                 } else {
                     attrset = sattr.set;
                 }
-                /* A size on a new file is moot: it is empty. */
             } else if (status == NFS4_OK && created && how == EXCLUSIVE4_1 && has_mode) {
                 nfs4_bm_set(&attrset, FATTR4_MODE);
             }
@@ -1005,6 +1014,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     if (status == NFS4_OK && (access & OPEN4_SHARE_ACCESS_WRITE) &&
         (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
         status = NFS4ERR_ROFS;
+    /* An UNCHECKED4 create that finds the file ignores its attributes, but for
+     * a size of zero, which truncates it (RFC 7530 16.16.5, O_TRUNC). */
+    if (!created && (sattr.sa.mask & ZPL_SET_SIZE) && sattr.sa.size != 0)
+        sattr.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
     if (status == NFS4_OK && !created && (sattr.sa.mask & ZPL_SET_SIZE)) {
         /* O_TRUNC on an existing file. */
         status = nfs4_perm(&fh, obj, ZPL_ACCESS_WRITE);
@@ -1063,6 +1076,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
                 s->access = access;
                 s->deny = deny;
             }
+        }
+        if (status == NFS4_OK) {
+            s->access_modes |= (uint8_t)(1u << access);
+            s->deny_modes |= (uint8_t)(1u << deny);
         }
         if (f) nfs4_file_drop_unused(st, f);
     }
@@ -1140,6 +1157,16 @@ uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
     return status;
 }
 
+/* The share modes (as bits 1 << mode) that lie within mode: after a
+ * downgrade to mode, the OPENs of wider ones no longer count. */
+static uint32_t share_modes_within(uint32_t mode)
+{
+    uint32_t bits = 0;
+    for (uint32_t m = 0; m <= 3; m++)
+        if (!(m & ~mode)) bits |= 1u << m;
+    return bits;
+}
+
 uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
@@ -1158,12 +1185,16 @@ uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
     status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+        /* Only to modes some OPEN of this state asked for (RFC 7530 16.19.4). */
         if (status == NFS4_OK && (access < 1 || access > 3 || deny > 3 ||
-                                  (access & ~s->access) || (deny & ~s->deny)))
+                                  !(s->access_modes & (1u << access)) ||
+                                  !(s->deny_modes & (1u << deny))))
             status = NFS4ERR_INVAL;
         if (status == NFS4_OK) {
             s->access = access;
             s->deny = deny;
+            s->access_modes &= share_modes_within(access);
+            s->deny_modes &= share_modes_within(deny);
             s->seqid++;
             s->client->renewed = nfs4_now();
             put_stid(cx, s);
@@ -1276,7 +1307,6 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     if (status == NFS4_OK && (type < READ_LT || type > WRITEW_LT)) status = NFS4ERR_INVAL;
     if (status == NFS4_OK) status = nfs4_range_from_wire(offset, length, &first, &last);
     if (status) return status;
-    (void)clientid;
 
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
@@ -1301,6 +1331,13 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     }
     if (status == NFS4_OK) status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
     nfs4_client_t *c = status ? NULL : s->client;
+    /* 4.0: a new lock-owner belongs to the client of the open it comes from. */
+    if (status == NFS4_OK && new_owner && cx->minor == 0 && clientid != c->clientid) {
+        uint32_t cst;
+        status = nfs4_client_by_id(st, clientid, &cst) ? NFS4ERR_BAD_STATEID
+                                                      : NFS4ERR_STALE_CLIENTID;
+        c = NULL;
+    }
     if (status == NFS4_OK) {
         c->renewed = nfs4_now();
         bool grace = nfs4_in_grace(st);
@@ -1476,7 +1513,12 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
     uint32_t status = nfs4_resolve_stateid(cx, sid);
     if (status) return status;
     bool anon = nfs4_stateid_is_anon(sid), bypass = nfs4_stateid_is_bypass(sid);
-    if (bypass && write) return NFS4ERR_BAD_STATEID;
+    /* The READ bypass stateid in a WRITE or SETATTR counts as the anonymous
+     * one (RFC 7530 9.1.4.3, RFC 8881 8.2.3). */
+    if (bypass && write) {
+        bypass = false;
+        anon = true;
+    }
     uint64_t requester = 0;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);

@@ -572,7 +572,8 @@ def mode_session_rules(name):
     check(st == OK, "CREATE_SESSION of 512-byte requests, 400-byte replies: %d" % st)
     st = status_of(cl, [Op(OP_PUTROOTFH), Op(OP_LOOKUP, X().opaque(b"12345" * 100).b)])
     check(st == REQ_TOO_BIG, "a 600-byte request on a 512-byte session: %d" % st)
-    getattr_all = Op(OP_GETATTR, X().u32(2).u32(0xffffffff).u32(0xffffffff).b)
+    readable = 0xffffffff & ~(1 << (48 - 32)) & ~(1 << (54 - 32))   # not the *_set ones
+    getattr_all = Op(OP_GETATTR, X().u32(2).u32(0xffffffff).u32(readable).b)
     st = status_of(cl, [Op(OP_PUTROOTFH)] + [getattr_all] * 4)
     check(st == REP_TOO_BIG, "a reply past the session's 400 bytes: %d" % st)
     cl.ok([Op(OP_PUTROOTFH)], "a small COMPOUND after REP_TOO_BIG")
