@@ -45,6 +45,16 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       (REQ_TOO_BIG, REP_TOO_BIG, REP_TOO_BIG_TO_CACHE); SECINFO_NO_NAME(PARENT) of
       the root (NOENT); RENAME from a file (NOTDIR); the current stateid cleared
       by PUTROOTFH, kept by SAVEFH/RESTOREFH; OPEN before RECLAIM_COMPLETE (GRACE).
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER v40-rules NAME
+      NFSv4.0 (SETCLIENTID, seqids): OPEN create with a size, UNCHECKED4 over a file
+      (size ignored), WRITE with the bypass stateid, of zero bytes (no change), by
+      another user with the opener's stateid (ACCESS); CLOSE with the anonymous
+      stateid (BAD_STATEID); LOCK naming an unknown client (STALE_CLIENTID);
+      OPEN_DOWNGRADE to a mode never opened (INVAL); the owner's own deny; GETATTR
+      and VERIFY of a write-only attribute (INVAL); ACCESS supported bits per type;
+      READLINK of a directory (INVAL); OPEN of a FIFO (SYMLINK); SETCLIENTID of a
+      name in use by another principal (CLID_INUSE); a restarted client's old
+      stateid (EXPIRED).
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER unconfirmed-expiry LEASE
       a client ID never confirmed is gone after a lease (STALE_CLIENTID).
 
@@ -65,6 +75,7 @@ OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_DESTROY_SESSION = 42, 43, 44
 OP_SEQUENCE, OP_DESTROY_CLIENTID, OP_RECLAIM_COMPLETE = 53, 57, 58
 OP_GETATTR, OP_REMOVE, OP_RENAME, OP_SAVEFH = 9, 28, 29, 32
 OK, DENIED, GRACE, STALE_CLIENTID, INVAL = 0, 10010, 10013, 10022, 22
+UNCHECKED4 = 0
 OP_ILLEGAL, ILLEGAL = 10044, 10044   # the operation number and status
 BADSESSION, COMPLETE_ALREADY, CLIENTID_BUSY = 10052, 10054, 10074
 PERM, NOENT, NOTDIR, TOOSMALL, CLID_INUSE, BAD_STATEID = 1, 2, 20, 10005, 10017, 10025
@@ -629,6 +640,196 @@ def mode_unconfirmed_expiry(lease):
     print("unconfirmed-expiry ok")
 
 
+# ---------------------------------------------------------------- NFSv4.0
+
+OP_ACCESS, OP_CREATE, OP_OPEN_CONFIRM, OP_OPEN_DOWNGRADE, OP_READLINK = 3, 6, 20, 21, 27
+OP_SETATTR, OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_VERIFY = 34, 35, 36, 37
+ACCESS, EXPIRED, SHARE_DENIED, SYMLINK, NOT_SAME = 13, 10011, 10015, 10029, 10027
+ACCESS4_READ, ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_EXTEND = 0x1, 0x2, 0x4, 0x8
+ACCESS4_DELETE, ACCESS4_EXECUTE = 0x10, 0x20
+FATTR4_CHANGE, FATTR4_SIZE, FATTR4_MODE, FATTR4_TIME_MODIFY_SET = 3, 4, 33, 54
+ONES = (0xffffffff, b"\xff" * 12)
+ZEROS = (0, bytes(12))
+
+
+def fattr(attrs):
+    """fattr4 of {attribute number: encoded value}, in attribute order."""
+    words = [0, 0]
+    vals = b""
+    for num in sorted(attrs):
+        words[num // 32] |= 1 << (num % 32)
+        vals += attrs[num]
+    return bytes(X().u32(2).u32(words[0]).u32(words[1]).opaque(vals).b)
+
+
+def bitmap(*nums):
+    words = [0, 0]
+    for num in nums:
+        words[num // 32] |= 1 << (num % 32)
+    return bytes(X().u32(2).u32(words[0]).u32(words[1]).b)
+
+
+class Client40(Client):
+    """An NFSv4.0 client: SETCLIENTID, one open-owner with its seqid."""
+
+    def __init__(self, host, port, owner):
+        super().__init__(host, port, owner)
+        self.minor = 0
+        self.oseq = 0
+
+    def compound(self, ops, session=False):
+        return super().compound(ops, session=False)
+
+    def setclientid(self, verifier=None, want=OK):
+        self.verifier = verifier or os.urandom(8)
+        x = X().fixed(self.verifier).opaque(self.owner).u32(0x40000000).opaque(b"tcp")
+        x.opaque(b"127.0.0.1.0.0").u32(1)
+        st, res = self.compound([Op(OP_SETCLIENTID, x.b, lambda r, s: (r.gu64(), r.gfixed(8))
+                                    if s == OK else None)])
+        check(st == want, "SETCLIENTID: %d, expected %d" % (st, want))
+        if st != OK:
+            return st
+        self.clientid, confirm = res[0][1]
+        st, _ = self.compound([Op(OP_SETCLIENTID_CONFIRM, X().u64(self.clientid).fixed(confirm).b)])
+        check(st == OK, "SETCLIENTID_CONFIRM: %d" % st)
+        self.oseq = 0
+        return OK
+
+    def open40(self, path, name, access=3, deny=0, create_attrs=None):
+        """OPEN (with OPEN_CONFIRM when asked) of path/name: (status, stateid, fh)."""
+        x = X().u32(self.oseq).u32(access).u32(deny).u64(self.clientid).opaque(self.owner)
+        if create_attrs is not None:
+            x.u32(1).u32(UNCHECKED4).fixed(fattr(create_attrs))
+        else:
+            x.u32(0)
+        x.u32(0).opaque(name.encode())
+
+        def parse(r, st):
+            if st != OK:
+                return None
+            sid = stateid(r)
+            r.gu32(), r.gu64(), r.gu64()
+            rflags = r.gu32()
+            for _ in range(r.gu32()):
+                r.gu32()
+            check(r.gu32() == 0, "OPEN granted a delegation")
+            return sid, rflags
+        st, res = self.compound(op_lookup_path(path) + [Op(OP_OPEN, x.b, parse), op_getfh()])
+        if st in (OK, SHARE_DENIED, SYMLINK, ACCESS):   # seqid-consuming outcomes
+            self.oseq += 1
+        if st != OK:
+            return st, None, None
+        (sid, rflags), fh = res[-2][1], res[-1][1]
+        if rflags & 2:   # OPEN4_RESULT_CONFIRM
+            x = X()
+            put_stateid(x, sid)
+            x.u32(self.oseq)
+            st, res = self.compound([putfh(fh), Op(OP_OPEN_CONFIRM, x.b, lambda r, s: stateid(r)
+                                                   if s == OK else None)])
+            check(st == OK, "OPEN_CONFIRM: %d" % st)
+            self.oseq += 1
+            sid = res[-1][1]
+        return OK, sid, fh
+
+    def close40(self, fh, sid):
+        x = X().u32(self.oseq)
+        put_stateid(x, sid)
+        st, _ = self.compound([putfh(fh), Op(OP_CLOSE, x.b)])
+        if st in (OK, BAD_STATEID):
+            self.oseq += 1 if st == OK else 0
+        return st
+
+    def getattr_u64(self, fh, num):
+        st, res = self.compound([putfh(fh), Op(OP_GETATTR, bitmap(num),
+                                               lambda r, s: ([r.gu32() for _ in range(r.gu32())],
+                                                             r.gopaque()) if s == OK else None)])
+        check(st == OK, "GETATTR %d: %d" % (num, st))
+        return X(res[-1][1][1]).gu64()
+
+
+def mode_v40_rules(name):
+    """NFSv4.0 state and attribute rules (pynfs OPEN2 OPEN7 OPEN21 OPDG2 WRT1 WRT2
+    WRT4 WRT19 CLOSE4 LOCK10 CID1 CID2a GATT3 VF5 ACC2 RDLK2d)."""
+    host, port, exp, owner = ctx()
+    c = Client40(host, port, owner + "-40")
+    c.setclientid()
+    # OPEN create with a size makes a file of that size; UNCHECKED4 over it
+    # ignores a size but zero, which truncates.
+    size = lambda n: X().u64(n).b
+    mode = X().u32(0o600).b
+    st, sid, fh = c.open40(exp, name, create_attrs={FATTR4_SIZE: size(32), FATTR4_MODE: mode})
+    check(st == OK, "OPEN create %s: %d" % (name, st))
+    check(c.getattr_u64(fh, FATTR4_SIZE) == 32, "size after OPEN create with size 32")
+    st, sid, _ = c.open40(exp, name, create_attrs={FATTR4_SIZE: size(16)})
+    check(st == OK, "OPEN UNCHECKED4 of an existing file: %d" % st)
+    check(c.getattr_u64(fh, FATTR4_SIZE) == 32, "an existing file took a create size of 16")
+    # WRITE: the bypass stateid counts as the anonymous one; nothing written
+    # changes nothing; another user's credential may not use the opener's stateid.
+    st, res = c.compound([putfh(fh), op_write(ONES, 0, b"one", stable=1)])
+    check(st == OK, "WRITE with the all-ones stateid: %d" % st)
+    before = c.getattr_u64(fh, FATTR4_CHANGE)
+    st, _ = c.compound([putfh(fh), op_write(sid, 5, b"")])
+    check(st == OK and c.getattr_u64(fh, FATTR4_CHANGE) == before,
+          "a zero-length WRITE: %d, or it changed the file" % st)
+    c.cred = auth_sys(uid=3912, gid=2422, machine=b"whatever")
+    st, _ = c.compound([putfh(fh), op_write(sid, 0, b"stolen")])
+    c.cred = None
+    check(st == ACCESS, "WRITE by another user with the opener's stateid: %d, not ACCESS" % st)
+    # Special stateids name no state; LOCK's lock-owner is its open's client's.
+    st = c.close40(fh, ZEROS)
+    check(st == BAD_STATEID, "CLOSE with the anonymous stateid: %d, not BAD_STATEID" % st)
+    lk = X().u32(WRITE_LT).u32(0).u64(0).u64(25).u32(1).u32(c.oseq)
+    put_stateid(lk, sid)
+    lk.u32(0).u64(c.clientid ^ 0x5a5a5a5a).opaque(b"lock-owner")
+    st, _ = c.compound([putfh(fh), Op(OP_LOCK, lk.b)])
+    check(st == STALE_CLIENTID, "LOCK with a lock-owner of an unknown client: %d" % st)
+    # OPEN_DOWNGRADE only to what was opened; the owner's own deny applies to it.
+    dg = X()
+    put_stateid(dg, sid)
+    dg.u32(c.oseq).u32(1).u32(0)
+    st, _ = c.compound([putfh(fh), Op(OP_OPEN_DOWNGRADE, dg.b)])
+    check(st == INVAL, "OPEN_DOWNGRADE to read, never opened alone: %d, not INVAL" % st)
+    denied = name + ".deny"
+    st, dsid, dfh = c.open40(exp, denied, access=3, deny=1, create_attrs={})
+    check(st == OK, "OPEN create, deny read: %d" % st)
+    st, _, _ = c.open40(exp, denied, access=1, deny=0)
+    check(st == SHARE_DENIED, "the same owner's read OPEN of a read-denied file: %d" % st)
+    check(c.close40(dfh, dsid) == OK, "CLOSE")
+    # Write-only attributes cannot be read or compared.
+    st, _ = c.compound([putfh(fh), Op(OP_GETATTR, bitmap(FATTR4_TIME_MODIFY_SET))])
+    check(st == INVAL, "GETATTR of time_modify_set: %d, not INVAL" % st)
+    st, _ = c.compound([putfh(fh), Op(OP_VERIFY, fattr({FATTR4_TIME_MODIFY_SET: X().u32(0).b}))])
+    check(st == INVAL, "VERIFY of time_modify_set: %d, not INVAL" % st)
+    # ACCESS supports only the bits meaningful for the type.
+    every = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE \
+        | ACCESS4_EXECUTE
+    acc = lambda r, s: (r.gu32(), r.gu32()) if s == OK else None
+    st, res = c.compound([putfh(fh), Op(OP_ACCESS, X().u32(every).b, acc)])
+    check(st == OK and not res[-1][1][0] & (ACCESS4_LOOKUP | ACCESS4_DELETE),
+          "ACCESS of a file: %d, supported %r" % (st, res[-1][1]))
+    st, res = c.compound(op_lookup_path(exp) + [Op(OP_ACCESS, X().u32(every).b, acc)])
+    check(st == OK and not res[-1][1][0] & ACCESS4_EXECUTE,
+          "ACCESS of a directory: %d, supported %r" % (st, res[-1][1]))
+    # READLINK of a directory; OPEN of a FIFO.
+    st, _ = c.compound(op_lookup_path(exp) + [Op(OP_READLINK)])
+    check(st == INVAL, "READLINK of a directory: %d, not INVAL" % st)
+    fifo = name + ".fifo"
+    st, _ = c.compound(op_lookup_path(exp) + [Op(OP_CREATE, X().u32(7).opaque(fifo.encode())
+                                                  .fixed(fattr({})).b)])
+    check(st == OK, "CREATE fifo: %d" % st)
+    st, _, _ = c.open40(exp, fifo)
+    check(st == SYMLINK, "OPEN of a FIFO: %d, not SYMLINK" % st)
+    # Another principal may not take a name whose client holds state; a
+    # restarted client's old stateids have EXPIRED.
+    other = Client40(host, port, owner + "-40")
+    other.cred = auth_sys(uid=1111, gid=37, machine=b"other")
+    other.setclientid(verifier=c.verifier, want=CLID_INUSE)
+    c.setclientid()
+    st = c.close40(fh, sid)
+    check(st == EXPIRED, "CLOSE with the stateid of the client before its restart: %d" % st)
+    print("v40-rules ok")
+
+
 def main():
     mode = sys.argv[5]
     if mode == "removed-open":
@@ -641,6 +842,8 @@ def main():
         mode_session()
     elif mode == "session-rules":
         mode_session_rules(sys.argv[6])
+    elif mode == "v40-rules":
+        mode_v40_rules(sys.argv[6])
     elif mode == "unconfirmed-expiry":
         mode_unconfirmed_expiry(int(sys.argv[6]))
     elif mode == "lockt":
