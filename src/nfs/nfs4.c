@@ -464,7 +464,6 @@ static uint32_t node_type_status(zpl_node_t *n, uint32_t *mode)
     return NFS4_OK;
 }
 
-/* The current fh must be a directory (pseudo ones count when allow_pseudo). */
 /* A real file handle (f) names a directory: NOTDIR (SYMLINK for a link). */
 static uint32_t cfh_need_dir(nfs4_cfh_t *f)
 {
@@ -475,6 +474,7 @@ static uint32_t cfh_need_dir(nfs4_cfh_t *f)
     return NFS4_OK;
 }
 
+/* The current fh must be a directory (pseudo ones count when allow_pseudo). */
 static uint32_t need_dir(nfs4_cx_t *cx, bool allow_pseudo)
 {
     if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
@@ -757,8 +757,8 @@ static uint32_t op_access(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
-/* How many more bytes the reply may take after overhead more of them: what
- * the 4.1 session allows (reply_size_status), unlimited in 4.0. */
+/* How many bytes the reply may still grow by once overhead more are in: what
+ * the 4.1 session allows (reply_size_status), unlimited without a session. */
 static size_t reply_room(const nfs4_cx_t *cx, size_t overhead)
 {
     if (!cx->have_session) return SIZE_MAX;
@@ -987,8 +987,6 @@ static uint32_t op_remove(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
-enum { SECINFO_STYLE4_CURRENT_FH = 0, SECINFO_STYLE4_PARENT = 1 };
-
 static uint32_t op_rename(nfs4_cx_t *cx)
 {
     char from[ZPL_NAME_MAX + 1], to[ZPL_NAME_MAX + 1];
@@ -1157,6 +1155,8 @@ static uint32_t op_secinfo(nfs4_cx_t *cx)
     if (cx->minor >= 1) nfs4_cfh_clear(&cx->cur);
     return put_secinfo(cx);
 }
+
+enum { SECINFO_STYLE4_CURRENT_FH = 0, SECINFO_STYLE4_PARENT = 1 };
 
 static uint32_t op_secinfo_no_name(nfs4_cx_t *cx)
 {
