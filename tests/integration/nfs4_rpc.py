@@ -53,8 +53,9 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       OPEN_DOWNGRADE to a mode never opened (INVAL); the owner's own deny; GETATTR
       and VERIFY of a write-only attribute (INVAL); ACCESS supported bits per type;
       READLINK of a directory (INVAL); OPEN of a FIFO (SYMLINK); SETCLIENTID of a
-      name in use by another principal (CLID_INUSE); a restarted client's old
-      stateid (EXPIRED).
+      name in use by another principal (CLID_INUSE); a CREATE retransmitted with
+      its XID (the first answer, from the duplicate request cache); a restarted
+      client's old stateid (EXPIRED).
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER unconfirmed-expiry LEASE
       a client ID never confirmed is gone after a lease (STALE_CLIENTID).
 
@@ -644,7 +645,7 @@ def mode_unconfirmed_expiry(lease):
 
 OP_ACCESS, OP_CREATE, OP_OPEN_CONFIRM, OP_OPEN_DOWNGRADE, OP_READLINK = 3, 6, 20, 21, 27
 OP_SETATTR, OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_VERIFY = 34, 35, 36, 37
-ACCESS, EXPIRED, SHARE_DENIED, SYMLINK, NOT_SAME = 13, 10011, 10015, 10029, 10027
+ACCESS, EXIST, EXPIRED, SHARE_DENIED, SYMLINK = 13, 17, 10011, 10015, 10029
 ACCESS4_READ, ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_EXTEND = 0x1, 0x2, 0x4, 0x8
 ACCESS4_DELETE, ACCESS4_EXECUTE = 0x10, 0x20
 FATTR4_CHANGE, FATTR4_SIZE, FATTR4_MODE, FATTR4_TIME_MODIFY_SET = 3, 4, 33, 54
@@ -819,6 +820,17 @@ def mode_v40_rules(name):
     check(st == OK, "CREATE fifo: %d" % st)
     st, _, _ = c.open40(exp, fifo)
     check(st == SYMLINK, "OPEN of a FIFO: %d, not SYMLINK" % st)
+    # A retransmission (same XID, same arguments) gets the first answer from the
+    # duplicate request cache; the same call as a new one (new XID) runs again.
+    mkdir = op_lookup_path(exp) + [Op(OP_CREATE, X().u32(2).opaque((name + ".d").encode())
+                                      .fixed(fattr({})).b)]
+    st = status_of(c, mkdir)
+    check(st == OK, "CREATE directory: %d" % st)
+    c.c.xid -= 1
+    st = status_of(c, mkdir)
+    check(st == OK, "the CREATE retransmitted with its XID: %d, not the first answer" % st)
+    st = status_of(c, mkdir)
+    check(st == EXIST, "the CREATE sent again as a new call: %d, not EXIST" % st)
     # Another principal may not take a name whose client holds state; a
     # restarted client's old stateids have EXPIRED.
     other = Client40(host, port, owner + "-40")
