@@ -790,9 +790,14 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
     uint64_t gen = atomic_load(&ds->dp->props_gen);
     pthread_rwlock_rdlock(&ds->props_lock);
     bool hit = ds->props.gen == gen;
-    if (hit) *out = ds->props;
+    /* A thread that must not wait (the NFS I/O thread's memory-only mode) does
+     * not take dp->lock, which a txg sync holds: the refusal makes its caller
+     * drop the call and run it on a worker, so the stale copy it gets is never
+     * used for an answer. */
+    bool refused = !hit && spa_memory_only_refuse() != 0;
+    if (hit || refused) *out = ds->props;
     pthread_rwlock_unlock(&ds->props_lock);
-    if (hit) return;
+    if (hit || refused) return;
     props_lookup(ds, out);
     out->gen = gen;
     /* ARC: the object set's cache policy follows primarycache/secondarycache

@@ -464,16 +464,22 @@ static uint32_t node_type_status(zpl_node_t *n, uint32_t *mode)
     return NFS4_OK;
 }
 
+/* A real file handle (f) names a directory: NOTDIR (SYMLINK for a link). */
+static uint32_t cfh_need_dir(nfs4_cfh_t *f)
+{
+    uint32_t mode, st = node_type_status(f->node, &mode);
+    if (st) return st;
+    if (S_ISLNK(mode)) return NFS4ERR_SYMLINK;
+    if (!S_ISDIR(mode)) return NFS4ERR_NOTDIR;
+    return NFS4_OK;
+}
+
 /* The current fh must be a directory (pseudo ones count when allow_pseudo). */
 static uint32_t need_dir(nfs4_cx_t *cx, bool allow_pseudo)
 {
     if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
     if (cx->cur.kind == NFS4_FH_PSEUDO) return allow_pseudo ? NFS4_OK : NFS4ERR_ROFS;
-    uint32_t mode, st = node_type_status(cx->cur.node, &mode);
-    if (st) return st;
-    if (S_ISLNK(mode)) return NFS4ERR_SYMLINK;
-    if (!S_ISDIR(mode)) return NFS4ERR_NOTDIR;
-    return NFS4_OK;
+    return cfh_need_dir(&cx->cur);
 }
 
 uint32_t nfs4_need_real_file(nfs4_cx_t *cx)
@@ -683,6 +689,14 @@ static uint32_t op_lookupp(nfs4_cx_t *cx)
     return NFS4_OK;
 }
 
+/* time_access_set and time_modify_set can only be written: asking to read
+ * or compare them is NFS4ERR_INVAL (RFC 7530 5.5, 16.7.5, 16.24.5). */
+static bool asks_write_only(const nfs4_bitmap_t *req)
+{
+    return nfs4_bm_isset(req, FATTR4_TIME_ACCESS_SET) ||
+           nfs4_bm_isset(req, FATTR4_TIME_MODIFY_SET);
+}
+
 static uint32_t op_getattr(nfs4_cx_t *cx)
 {
     nfs4_bitmap_t req;
@@ -690,6 +704,7 @@ static uint32_t op_getattr(nfs4_cx_t *cx)
     if (cx->a->err) return NFS4ERR_BADXDR;
     uint32_t st = need_fh(cx);
     if (st) return st;
+    if (asks_write_only(&req)) return NFS4ERR_INVAL;
     nfs4_attr_src_t src;
     uint8_t fhbuf[NFS4_FHSIZE];
     if ((st = attr_src_cur(cx, &req, &src, fhbuf))) return st;
@@ -706,22 +721,29 @@ static uint32_t op_access(nfs4_cx_t *cx)
     uint32_t all = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND |
                    ACCESS4_DELETE | ACCESS4_EXECUTE;
     if (cx->minor >= 2) all |= ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST;
+    /* Only the bits meaningful for the object's type are supported: LOOKUP
+     * and DELETE for directories, EXECUTE for the rest (RFC 7530 16.1.4). */
+    bool dir = cx->cur.kind == NFS4_FH_PSEUDO;
+    zpl_attr_t a;
+    if (!dir) {
+        int rc = zpl_getattr(cx->cur.node, &a);
+        if (rc < 0) return nfs4_errno_to_status(rc);
+        dir = S_ISDIR(a.mode);
+    }
+    all &= dir ? ~(uint32_t)ACCESS4_EXECUTE : ~(uint32_t)(ACCESS4_LOOKUP | ACCESS4_DELETE);
     uint32_t supported = want & all, granted = 0;
     if (cx->cur.kind == NFS4_FH_PSEUDO) {
         granted = supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE |
                                ACCESS4_XAREAD | ACCESS4_XALIST);
     } else {
-        zpl_attr_t a;
-        int rc = zpl_getattr(cx->cur.node, &a);
-        if (rc < 0) return nfs4_errno_to_status(rc);
         uint32_t g = 0;
-        rc = zpl_access(cx->cur.node, &cx->cur.cred,
+        int rc = zpl_access(cx->cur.node, &cx->cur.cred,
                         ZPL_ACCESS_READ | ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC, &g);
         if (rc < 0) return nfs4_errno_to_status(rc);
         bool w = (g & ZPL_ACCESS_WRITE) && need_writable(&cx->cur) == NFS4_OK;
         if (g & ZPL_ACCESS_READ) granted |= ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XALIST;
         if (w) granted |= ACCESS4_XAWRITE;
-        if (S_ISDIR(a.mode)) {
+        if (dir) {
             if (g & ZPL_ACCESS_EXEC) granted |= ACCESS4_LOOKUP;
             if (w) granted |= ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE;
         } else {
@@ -733,6 +755,15 @@ static uint32_t op_access(nfs4_cx_t *cx)
     nfs_xdr_put_u32(cx->r, supported);
     nfs_xdr_put_u32(cx->r, granted);
     return NFS4_OK;
+}
+
+/* How many bytes the reply may still grow by once overhead more are in: what
+ * the 4.1 session allows (reply_size_status), unlimited without a session. */
+static size_t reply_room(const nfs4_cx_t *cx, size_t overhead)
+{
+    if (!cx->have_session) return SIZE_MAX;
+    size_t used = cx->r->pos - cx->start + overhead;
+    return used >= cx->reply_limit ? 0 : cx->reply_limit - used;
 }
 
 static uint32_t op_read(nfs4_cx_t *cx)
@@ -748,6 +779,9 @@ static uint32_t op_read(nfs4_cx_t *cx)
     if ((st = nfs4_check_io_stateid(cx, &sid, false, &via_open))) return st;
     if (!via_open && (st = perm_owner_override(&cx->cur, ZPL_ACCESS_READ))) return st;
     if (count > NFS4_MAX_IO) count = NFS4_MAX_IO;
+    /* A short read rather than a reply past the session's size (eof, count,
+     * and the data's padding come with it). */
+    count = (uint32_t)CAIRN_MIN((size_t)count, reply_room(cx, 8 + 3));
     size_t start = cx->r->pos;
     uint8_t *p = nfs_xdr_reserve(cx->r, 8 + (size_t)count + 3);
     if (!p) return NFS4ERR_RESOURCE;
@@ -804,9 +838,12 @@ static uint32_t op_write(nfs4_cx_t *cx)
     if ((st = need_writable(&cx->cur))) return st;
     bool via_open = false;
     if ((st = nfs4_check_io_stateid(cx, &sid, true, &via_open))) return st;
-    if (!via_open && (st = perm_owner_override(&cx->cur, ZPL_ACCESS_WRITE))) return st;
+    /* Even through an open stateid: another user's credential does not
+     * write with an opener's stateid (the owner always may, as in NFSv3). */
+    if ((st = perm_owner_override(&cx->cur, ZPL_ACCESS_WRITE))) return st;
     if (stable > 2) return NFS4ERR_INVAL;
-    int rc = zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL);
+    /* Writing nothing changes nothing, time_modify included. */
+    int rc = len ? zpl_write(cx->cur.node, off, len, data, stable ? ZPL_IO_SYNC : 0, NULL) : 0;
     if (rc < 0) return nfs4_errno_to_status(rc);
     cx->call->stat_write_bytes += len;
     nfs_stats_file(cx->call, cx->cur.exp, cx->cur.node);
@@ -836,7 +873,7 @@ static uint32_t op_readlink(nfs4_cx_t *cx)
     if (cx->cur.kind == NFS4_FH_PSEUDO) return NFS4ERR_INVAL;
     uint32_t mode;
     if ((st = node_type_status(cx->cur.node, &mode))) return st;
-    if (!S_ISLNK(mode)) return S_ISDIR(mode) ? NFS4ERR_ISDIR : NFS4ERR_INVAL;
+    if (!S_ISLNK(mode)) return NFS4ERR_INVAL;   /* directories too (RFC 7530 16.25.5) */
     char buf[ZPL_SYMLINK_MAX + 1];
     size_t len = 0;
     int rc = zpl_readlink(cx->cur.node, buf, sizeof buf, &len);
@@ -963,6 +1000,7 @@ static uint32_t op_rename(nfs4_cx_t *cx)
     if (cx->saved.kind == NFS4_FH_PSEUDO || cx->cur.kind == NFS4_FH_PSEUDO) return NFS4ERR_ROFS;
     if (zpl_node_fs(cx->saved.node) != zpl_node_fs(cx->cur.node)) return NFS4ERR_XDEV;
     if ((st = need_dir(cx, false))) return st;
+    if ((st = cfh_need_dir(&cx->saved))) return st;
     if ((st = need_writable(&cx->cur))) return st;
     if ((st = nfs4_perm(&cx->saved, cx->saved.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
     if ((st = nfs4_perm(&cx->cur, cx->cur.node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC))) return st;
@@ -1063,7 +1101,7 @@ static uint32_t op_verify(nfs4_cx_t *cx, bool negate)
     if (cx->a->err) return NFS4ERR_BADXDR;
     uint32_t st = need_fh(cx);
     if (st) return st;
-    if (nfs4_bm_isset(&req, FATTR4_RDATTR_ERROR)) return NFS4ERR_INVAL;
+    if (nfs4_bm_isset(&req, FATTR4_RDATTR_ERROR) || asks_write_only(&req)) return NFS4ERR_INVAL;
     nfs4_bitmap_t sup;
     nfs4_supported_attrs(cx->minor, &sup);
     for (int i = 0; i < NFS4_BITMAP_WORDS; i++)
@@ -1120,12 +1158,22 @@ static uint32_t op_secinfo(nfs4_cx_t *cx)
     return put_secinfo(cx);
 }
 
+enum { SECINFO_STYLE4_CURRENT_FH = 0, SECINFO_STYLE4_PARENT = 1 };
+
 static uint32_t op_secinfo_no_name(nfs4_cx_t *cx)
 {
-    (void)nfs_xdr_get_u32(cx->a);
+    uint32_t style = nfs_xdr_get_u32(cx->a);
     if (cx->a->err) return NFS4ERR_BADXDR;
+    if (style != SECINFO_STYLE4_CURRENT_FH && style != SECINFO_STYLE4_PARENT)
+        return NFS4ERR_INVAL;
     uint32_t st = need_fh(cx);
     if (st) return st;
+    /* The parent's flavours are the export's, like the directory's own; the
+     * root of the namespace has no parent (RFC 8881 18.45.3). */
+    if (style == SECINFO_STYLE4_PARENT) {
+        if ((st = need_dir(cx, true))) return st;
+        if (cx->cur.kind == NFS4_FH_PSEUDO && !strcmp(cx->cur.path, "/")) return NFS4ERR_NOENT;
+    }
     nfs4_cfh_clear(&cx->cur);
     return put_secinfo(cx);
 }
@@ -1180,6 +1228,7 @@ static uint32_t op_readdir(nfs4_cx_t *cx)
     (void)dircount;
     uint32_t st = need_dir(cx, true);
     if (st) return st;
+    if (asks_write_only(&req)) return NFS4ERR_INVAL;
     if (cookie == 1 || cookie == 2) return NFS4ERR_BAD_COOKIE;
     if (maxcount > NFS4_MAX_IO) maxcount = NFS4_MAX_IO;
     if (maxcount < 16) return NFS4ERR_TOOSMALL;
@@ -1352,6 +1401,47 @@ static bool sessionless_op(uint32_t op)
            op == OP4_DESTROY_CLIENTID || op == OP4_BIND_CONN_TO_SESSION;
 }
 
+/* Operations that, sent without a SEQUENCE, must be the only one of their
+ * COMPOUND (RFC 8881 18.34.3, 18.35.3, 18.36.3, 18.50.3): NFS4ERR_NOT_ONLY_OP
+ * otherwise, before they change anything. */
+static bool solo_op(uint32_t op)
+{
+    return op == OP4_EXCHANGE_ID || op == OP4_CREATE_SESSION || op == OP4_DESTROY_CLIENTID ||
+           op == OP4_BIND_CONN_TO_SESSION;
+}
+
+/* The 4.1 current stateid follows the current filehandle (RFC 8881
+ * 16.2.3.1.2): an operation that sets a new filehandle without a stateid
+ * leaves none, SAVEFH and RESTOREFH carry it along with the handle. */
+static void track_current_stateid(nfs4_cx_t *cx, uint32_t op)
+{
+    switch (op) {
+    case OP4_PUTFH: case OP4_PUTROOTFH: case OP4_PUTPUBFH: case OP4_LOOKUP: case OP4_LOOKUPP:
+    case OP4_CREATE:
+        cx->have_cur_sid = false;
+        break;
+    case OP4_SAVEFH:
+        cx->have_saved_sid = cx->have_cur_sid;
+        cx->saved_sid = cx->cur_sid;
+        break;
+    case OP4_RESTOREFH:
+        cx->have_cur_sid = cx->have_saved_sid;
+        cx->cur_sid = cx->saved_sid;
+        break;
+    default:
+        break;
+    }
+}
+
+/* A 4.1 reply may not grow past what the session promised to the client
+ * (ca_maxresponsesize), nor past what its slot can keep when the client
+ * asked for it to be kept (ca_maxresponsesize_cached; RFC 8881 18.46.3). */
+static uint32_t reply_size_status(const nfs4_cx_t *cx, size_t reply_len)
+{
+    if (!cx->have_session || reply_len <= cx->reply_limit) return NFS4_OK;
+    return cx->cachethis ? NFS4ERR_REP_TOO_BIG_TO_CACHE : NFS4ERR_REP_TOO_BIG;
+}
+
 static void patch_u32(nfs_xdr_t *x, size_t pos, uint32_t v)
 {
     uint8_t *p = x->buf + pos;
@@ -1419,6 +1509,8 @@ static nfs_accept_t compound(nfs_call_t *call)
         } else if (minor >= 1 && i == 0 && op != OP4_SEQUENCE && !sessionless_op(op)) {
             status = op <= OP4_LAST_42 && op >= OP4_ACCESS ? NFS4ERR_OP_NOT_IN_SESSION
                                                                     : NFS4ERR_OP_ILLEGAL;
+        } else if (minor >= 1 && i == 0 && numops > 1 && solo_op(op)) {
+            status = NFS4ERR_NOT_ONLY_OP;
         } else if (minor >= 1 && i > 0 && op == OP4_SEQUENCE) {
             status = NFS4ERR_SEQUENCE_POS;
         } else if (minor >= 1 && i > 0 && !cx.have_session && sessionless_op(op) &&
@@ -1430,6 +1522,11 @@ static nfs_accept_t compound(nfs_call_t *call)
         nfs_stats_v4_op(call, op);
         if (call->would_block || cx.replayed) break;
         if (status == NFS4ERR_OP_ILLEGAL) patch_u32(r, op_pos, OP4_ILLEGAL);
+        if (status == NFS4_OK && minor >= 1) {
+            track_current_stateid(&cx, op);
+            /* SEQUENCE checked its own reply before taking the slot. */
+            if (i > 0 && (status = reply_size_status(&cx, r->pos - start))) cx.keep_body = false;
+        }
         if (status != NFS4_OK && !cx.keep_body) nfs_xdr_truncate(r, cx.body);
         if (r->err) {
             /* Out of memory while encoding: answer what we can. */

@@ -271,12 +271,14 @@ uint32_t nfs4_sattr_decode(nfs_xdr_t *x, nfs4_sattr_t *out)
         case FATTR4_OWNER:
             s = nfs_xdr_get_opaque(&v, &slen, NFS4_OPAQUE_LIMIT);
             if (v.err) return NFS4ERR_BADXDR;
+            if (slen == 0) return NFS4ERR_INVAL;   /* no principal at all, not a bad one */
             if (!nfs4_parse_owner(s, slen, &sa->uid)) return NFS4ERR_BADOWNER;
             sa->mask |= ZPL_SET_UID;
             break;
         case FATTR4_OWNER_GROUP:
             s = nfs_xdr_get_opaque(&v, &slen, NFS4_OPAQUE_LIMIT);
             if (v.err) return NFS4ERR_BADXDR;
+            if (slen == 0) return NFS4ERR_INVAL;   /* no principal at all, not a bad one */
             if (!nfs4_parse_owner(s, slen, &sa->gid)) return NFS4ERR_BADOWNER;
             sa->mask |= ZPL_SET_GID;
             break;

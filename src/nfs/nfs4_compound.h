@@ -35,6 +35,7 @@ typedef struct nfs4_cx {
     uint32_t slot;
     uint64_t clientid;
     bool cachethis;
+    uint32_t reply_limit;             /* the reply's size limit (reply_size_status) */
     bool replayed;                    /* the whole reply came from the slot cache */
     /* On the I/O thread (memory_only) SEQUENCE takes its slot tentatively:
      * what the slot held before, put back by nfs4_slot_undo when the
@@ -46,6 +47,8 @@ typedef struct nfs4_cx {
     /* 4.1 current stateid */
     bool have_cur_sid;
     nfs4_stateid_t cur_sid;
+    bool have_saved_sid;              /* SAVEFH's copy, back with RESTOREFH */
+    nfs4_stateid_t saved_sid;
     uint32_t opidx, numops;
     size_t start;                     /* where the COMPOUND reply starts in r */
     size_t args;                      /* where this op's arguments start in a */

@@ -309,6 +309,9 @@ struct nfs4_stid {
     nfs4_file_t *file;
     uint32_t access, deny;            /* OPEN: share access/deny held; DELEG: READ
                                          (read delegation) or BOTH (write) */
+    uint8_t access_modes, deny_modes; /* OPEN: each access/deny value an OPEN asked
+                                         for (bit 1 << value): what OPEN_DOWNGRADE
+                                         may go back to */
     nfs4_stid_t *open;                /* LOCK: the open state it was made from */
     time_t recalled;                  /* DELEG: when CB_RECALL was queued (0: not) */
     bool revoked;                     /* DELEG: revoked, kept to answer DELEG_REVOKED */
@@ -361,6 +364,7 @@ struct nfs4_client {
     bool confirmed;
     uint8_t confirm[NFS4_VERIFIER_SIZE];   /* 4.0 SETCLIENTID_CONFIRM verifier */
     time_t renewed;
+    uint32_t princ_flavor, princ_uid; /* who made the record (EXCHANGE_ID principal) */
     uint32_t cs_seqid;                /* 4.1: next CREATE_SESSION sequence id */
     uint8_t *cs_reply;                /* its last reply, for a retransmission */
     uint32_t cs_reply_len;

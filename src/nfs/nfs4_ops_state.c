@@ -36,7 +36,13 @@ enum {
     CLAIM_FH = 4, CLAIM_DELEG_CUR_FH = 5, CLAIM_DELEG_PREV_FH = 6,
 };
 enum { OPEN4_RESULT_CONFIRM = 2, OPEN4_RESULT_LOCKTYPE_POSIX = 4 };
-enum { CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2 };
+enum {
+    CREATE_SESSION4_FLAG_PERSIST = 0x1, CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2,
+    CREATE_SESSION4_FLAG_CONN_RDMA = 0x4,
+    CREATE_SESSION4_FLAGS_KNOWN = CREATE_SESSION4_FLAG_PERSIST |
+                                  CREATE_SESSION4_FLAG_CONN_BACK_CHAN |
+                                  CREATE_SESSION4_FLAG_CONN_RDMA,
+};
 enum { CDFC4_FORE = 0x1, CDFC4_BACK = 0x2, CDFS4_FORE = 0x1, CDFS4_BACK = 0x2, CDFS4_BOTH = 0x3 };
 enum { SEQ4_STATUS_RECALLABLE_STATE_REVOKED = 0x40, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x200 };
 enum {
@@ -50,7 +56,10 @@ enum { WND4_NOT_WANTED = 0, WND4_CONTENTION = 1 };
 #define SESSION_MAX_SLOTS 64
 #define SESSION_MAX_OPS 64
 #define SESSION_MAX_CACHED 65536u
+#define CHANNEL_MIN_MSG 256u
 #define SESSION_MAX_MSG ((uint32_t)(1u << 20) + 60000u)
+/* sessionid, sequenceid, slotid, highest and target highest slotid, status flags */
+#define SEQUENCE_RESULT_SIZE (NFS4_SESSIONID_SIZE + 5 * 4)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -157,6 +166,26 @@ static uint32_t each_open(nfs4_server_t *st, nfs4_file_t *f,
     return NFS4_OK;
 }
 
+/* The principal a request comes from: its RPC flavour and (AUTH_SYS) user. */
+static void principal_set(nfs4_client_t *c, const nfs4_cx_t *cx)
+{
+    c->princ_flavor = cx->call->flavor;
+    c->princ_uid = cx->call->cred.uid;
+}
+
+static bool principal_same(const nfs4_client_t *c, const nfs4_cx_t *cx)
+{
+    return c->princ_flavor == cx->call->flavor && c->princ_uid == cx->call->cred.uid;
+}
+
+/* Whether a client record holds anything another principal's SETCLIENTID or
+ * EXCHANGE_ID may not take away from it while its lease runs: sessions or
+ * stateids (RFC 7530 16.33.5, RFC 8881 18.35.4 case 3). */
+static bool client_in_use(const nfs4_server_t *st, const nfs4_client_t *c)
+{
+    return (c->sessions || c->stids) && nfs4_now() - c->renewed <= (time_t)st->lease;
+}
+
 /* ---------------------------------------------------------------- 4.0 clients */
 
 uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
@@ -176,6 +205,15 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
+    if (c && c->confirmed && !principal_same(c, cx) && client_in_use(st, c)) {
+        /* Another client's name, whose state lives. The reply names the
+         * client using it (clientaddr4); we keep no address worth giving. */
+        nfs4_unlock(st);
+        nfs_xdr_put_string(cx->r, "");
+        nfs_xdr_put_string(cx->r, "");
+        cx->keep_body = true;
+        return NFS4ERR_CLID_INUSE;
+    }
     if (c && c->confirmed && !memcmp(c->verifier, verf, 8)) {
         /* A callback update from the same client incarnation. */
         for (int i = 0; i < 8; i++) c->confirm[i] = (uint8_t)rand();
@@ -190,6 +228,7 @@ uint32_t nfs4_op_setclientid(nfs4_cx_t *cx)
             nfs4_unlock(st);
             return NFS4ERR_RESOURCE;
         }
+        principal_set(c, cx);
     }
     /* Probed once confirmed (SETCLIENTID_CONFIRM). */
     c->cb_prog = cb_prog;
@@ -238,6 +277,51 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
 
 /* ---------------------------------------------------------------- 4.1 sessions */
 
+/* A 4.1 client must say RECLAIM_COMPLETE before it takes new locks, even
+ * with nothing to reclaim; until then new OPENs and LOCKs are told
+ * NFS4ERR_GRACE (RFC 8881 18.51.3). */
+static bool awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *c)
+{
+    return cx->minor >= 1 && !c->reclaim_complete;
+}
+
+/* EXCHANGE_ID's cases (RFC 8881 18.35.4) on the record *c of the same owner
+ * (NULL: none); *c becomes the record to answer with. */
+static uint32_t exchange_id_record(nfs4_cx_t *cx, nfs4_client_t **c, const uint8_t *id,
+                                   uint32_t idlen, const uint8_t *verf, uint32_t flags)
+{
+    nfs4_server_t *st = cx->st;
+    nfs4_client_t *old = *c;
+    bool confirmed = old && old->confirmed;
+    if (flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A) {
+        if (!confirmed) return NFS4ERR_NOENT;                          /* case 7 */
+        if (!principal_same(old, cx)) return NFS4ERR_PERM;             /* case 9 */
+        if (memcmp(old->verifier, verf, 8)) return NFS4ERR_NOT_SAME;   /* case 8 */
+        return NFS4_OK;                                                /* case 6 */
+    }
+    if (confirmed && old->minor >= 1 && principal_same(old, cx) &&
+        !memcmp(old->verifier, verf, 8))
+        return NFS4_OK;                                                /* case 2 */
+    if (confirmed && !principal_same(old, cx)) {
+        /* Case 3, a collision of two clients' owner names: the record in
+         * use stays; one without state gives way to the newcomer. */
+        if (client_in_use(st, old)) return NFS4ERR_CLID_INUSE;
+        nfs4_client_destroy(st, old, false);
+    }
+    /* Cases 1, 4 and 5: a new client, a new unconfirmed record replacing
+     * another, or a restarted client (whose confirmed record goes when
+     * CREATE_SESSION confirms the new one). */
+    for (nfs4_client_t *o = st->clients, *next; o; o = next) {
+        next = o->next;
+        if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
+            nfs4_client_destroy(st, o, false);
+    }
+    *c = nfs4_client_new(st, id, idlen, verf, 1);
+    if (!*c) return NFS4ERR_RESOURCE;
+    principal_set(*c, cx);
+    return NFS4_OK;
+}
+
 uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
 {
     nfs_xdr_t *a = cx->a;
@@ -272,20 +356,7 @@ uint32_t nfs4_op_exchange_id(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c = nfs4_client_by_owner(st, id, idlen);
-    uint32_t status = NFS4_OK;
-    if (flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A) {
-        if (!c || !c->confirmed) status = NFS4ERR_NOENT;
-        else if (memcmp(c->verifier, verf, 8)) status = NFS4ERR_NOT_SAME;
-    } else if (!(c && c->confirmed && c->minor >= 1 && !memcmp(c->verifier, verf, 8))) {
-        /* A new client, or a restarted one (its old record goes at CREATE_SESSION). */
-        for (nfs4_client_t *o = st->clients, *next; o; o = next) {
-            next = o->next;
-            if (!o->confirmed && o->owner_len == idlen && !memcmp(o->owner, id, idlen))
-                nfs4_client_destroy(st, o, false);
-        }
-        c = nfs4_client_new(st, id, idlen, verf, 1);
-        if (!c) status = NFS4ERR_RESOURCE;
-    }
+    uint32_t status = exchange_id_record(cx, &c, id, idlen, verf, flags);
     if (status == NFS4_OK) {
         nfs_xdr_t *r = cx->r;
         nfs_xdr_put_u64(r, c->clientid);
@@ -332,6 +403,13 @@ static void put_chan(nfs_xdr_t *r, const nfs4_chan_attrs_t *c)
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
+/* A channel on which no COMPOUND (or CB_COMPOUND) could ever fit: fewer than
+ * two operations (SEQUENCE and one more), or messages too short for them. */
+static bool chan_too_small(const nfs4_chan_attrs_t *c)
+{
+    return c->maxops < 2 || c->maxreq < CHANNEL_MIN_MSG || c->maxresp < CHANNEL_MIN_MSG;
+}
+
 uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
 {
     nfs_xdr_t *a = cx->a;
@@ -353,6 +431,12 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         nfs4_unlock(st);
         return status == NFS4ERR_EXPIRED ? NFS4ERR_STALE_CLIENTID : status;
     }
+    /* Only the principal that made an unconfirmed record may confirm it
+     * (RFC 8881 18.36.4); a confirmed one takes sessions from any. */
+    if (!c->confirmed && !principal_same(c, cx)) {
+        nfs4_unlock(st);
+        return NFS4ERR_CLID_INUSE;
+    }
     if (seq + 1 == c->cs_seqid && c->cs_reply) {
         nfs_xdr_put_fixed(cx->r, c->cs_reply, c->cs_reply_len);
         nfs4_unlock(st);
@@ -371,7 +455,11 @@ uint32_t nfs4_op_create_session(nfs4_cx_t *cx)
         .maxreqs = min_u32(fore.maxreqs, SESSION_MAX_SLOTS),
     };
     if (f.maxreqs == 0) f.maxreqs = 1;
-    if (f.maxops < 2 || f.maxreq < 256 || f.maxresp < 256) {
+    if (flags & ~CREATE_SESSION4_FLAGS_KNOWN) {
+        nfs4_unlock(st);
+        return NFS4ERR_INVAL;
+    }
+    if (chan_too_small(&f) || chan_too_small(&back)) {
         nfs4_unlock(st);
         return NFS4ERR_TOOSMALL;
     }
@@ -449,6 +537,17 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
         nfs4_unlock(st);
         return NFS4ERR_TOO_MANY_OPS;
     }
+    /* Sizes the session was created with (RFC 8881 18.46.3): the request,
+     * and the reply, whose SEQUENCE result alone may already be too big. */
+    if (cx->a->len > s->fore.maxreq) {
+        nfs4_unlock(st);
+        return NFS4ERR_REQ_TOO_BIG;
+    }
+    uint32_t reply_limit = cachethis ? s->fore.maxresp_cached : s->fore.maxresp;
+    if (cx->body - cx->start + SEQUENCE_RESULT_SIZE > reply_limit) {
+        nfs4_unlock(st);
+        return cachethis ? NFS4ERR_REP_TOO_BIG_TO_CACHE : NFS4ERR_REP_TOO_BIG;
+    }
     if (cx->call->memory_only) {
         cx->prev_seqid = slot->seqid;
         cx->prev_cached = slot->cached;
@@ -468,6 +567,7 @@ uint32_t nfs4_op_sequence(nfs4_cx_t *cx)
     cx->slot = slotid;
     cx->clientid = s->client->clientid;
     cx->cachethis = cachethis;
+    cx->reply_limit = reply_limit;
     nfs_xdr_put_fixed(cx->r, sid, NFS4_SESSIONID_SIZE);
     nfs_xdr_put_u32(cx->r, seq);
     nfs_xdr_put_u32(cx->r, slotid);
@@ -654,10 +754,9 @@ typedef struct share_req {
 static uint32_t share_cb(nfs4_stid_t *s, void *arg)
 {
     share_req_t *q = arg;
-    if (s->owner == q->owner) {
-        q->mine = s;
-        return NFS4_OK;
-    }
+    if (s->owner == q->owner) q->mine = s;
+    /* The owner's own open counts too: what it denies, it denies itself
+     * (RFC 7530 9.9, 16.16.5). */
     if ((q->access & s->deny) || (q->deny & s->access)) {
         q->against = s->client;
         return NFS4ERR_SHARE_DENIED;
@@ -682,7 +781,9 @@ static uint32_t open_file_type(nfs4_cx_t *cx, zpl_node_t *n, zpl_attr_t *a)
     if (rc < 0) return nfs4_errno_to_status(rc);
     if (S_ISDIR(a->mode)) return NFS4ERR_ISDIR;
     if (S_ISLNK(a->mode)) return NFS4ERR_SYMLINK;
-    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_INVAL;
+    /* 4.0 says SYMLINK for every other kind too: the client's arguments were
+     * right, the name just is not a file (RFC 7530 16.16.5). */
+    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_SYMLINK;
     return NFS4_OK;
 }
 
@@ -812,7 +913,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
             status = nfs4_stid_find(st, cx->minor, &dsid, &d);
             if (status == NFS4_OK && (d->type != NFS4_STID_DELEG || d->client != c))
                 status = NFS4ERR_BAD_STATEID;
-        } else if (grace) {
+        } else if (grace || awaiting_reclaim_complete(cx, c)) {
             status = NFS4ERR_GRACE;
         }
     }
@@ -869,10 +970,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
             }
             if (status == NFS4_OK && rc < 0) status = nfs4_errno_to_status(rc);
             if (status == NFS4_OK && created && (how == UNCHECKED4 || how == GUARDED4)) {
-                nfs4_sattr_t rest = sattr;
-                rest.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
-                if (rest.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
-                    zpl_setattr_t s = rest.sa;
+                /* The create attributes beyond the mode, the size among them
+                 * (a new file of 32 bytes is 32 zeros, as SETATTR would make it). */
+                if (sattr.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
+                    zpl_setattr_t s = sattr.sa;
                     s.mask &= ~(uint32_t)ZPL_SET_MODE;
                     if ((s.mask & ZPL_SET_UID) && s.uid != dir->cred.uid && dir->cred.uid != 0)
                         s.mask &= ~(uint32_t)ZPL_SET_UID;
@@ -880,7 +981,6 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
                 } else {
                     attrset = sattr.set;
                 }
-                /* A size on a new file is moot: it is empty. */
             } else if (status == NFS4_OK && created && how == EXCLUSIVE4_1 && has_mode) {
                 nfs4_bm_set(&attrset, FATTR4_MODE);
             }
@@ -914,6 +1014,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
     if (status == NFS4_OK && (access & OPEN4_SHARE_ACCESS_WRITE) &&
         (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
         status = NFS4ERR_ROFS;
+    /* An UNCHECKED4 create that finds the file ignores its attributes, but for
+     * a size of zero, which truncates it (RFC 7530 16.16.5, O_TRUNC). */
+    if (!created && (sattr.sa.mask & ZPL_SET_SIZE) && sattr.sa.size != 0)
+        sattr.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
     if (status == NFS4_OK && !created && (sattr.sa.mask & ZPL_SET_SIZE)) {
         /* O_TRUNC on an existing file. */
         status = nfs4_perm(&fh, obj, ZPL_ACCESS_WRITE);
@@ -972,6 +1076,10 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
                 s->access = access;
                 s->deny = deny;
             }
+        }
+        if (status == NFS4_OK) {
+            s->access_modes |= (uint8_t)(1u << access);
+            s->deny_modes |= (uint8_t)(1u << deny);
         }
         if (f) nfs4_file_drop_unused(st, f);
     }
@@ -1049,6 +1157,16 @@ uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
     return status;
 }
 
+/* The share modes (as bits 1 << mode) that lie within mode: after a
+ * downgrade to mode, the OPENs of wider ones no longer count. */
+static uint32_t share_modes_within(uint32_t mode)
+{
+    uint32_t bits = 0;
+    for (uint32_t m = 0; m <= 3; m++)
+        if (!(m & ~mode)) bits |= 1u << m;
+    return bits;
+}
+
 uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
@@ -1067,12 +1185,16 @@ uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
     status = open_stid_seq(cx, &sid, seqid, &s, &o, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
+        /* Only to modes some OPEN of this state asked for (RFC 7530 16.19.4). */
         if (status == NFS4_OK && (access < 1 || access > 3 || deny > 3 ||
-                                  (access & ~s->access) || (deny & ~s->deny)))
+                                  !(s->access_modes & (1u << access)) ||
+                                  !(s->deny_modes & (1u << deny))))
             status = NFS4ERR_INVAL;
         if (status == NFS4_OK) {
             s->access = access;
             s->deny = deny;
+            s->access_modes &= share_modes_within(access);
+            s->deny_modes &= share_modes_within(deny);
             s->seqid++;
             s->client->renewed = nfs4_now();
             put_stid(cx, s);
@@ -1185,7 +1307,6 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     if (status == NFS4_OK && (type < READ_LT || type > WRITEW_LT)) status = NFS4ERR_INVAL;
     if (status == NFS4_OK) status = nfs4_range_from_wire(offset, length, &first, &last);
     if (status) return status;
-    (void)clientid;
 
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
@@ -1210,12 +1331,19 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     }
     if (status == NFS4_OK) status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
     nfs4_client_t *c = status ? NULL : s->client;
+    /* 4.0: a new lock-owner belongs to the client of the open it comes from. */
+    if (status == NFS4_OK && new_owner && cx->minor == 0 && clientid != c->clientid) {
+        uint32_t cst;
+        status = nfs4_client_by_id(st, clientid, &cst) ? NFS4ERR_BAD_STATEID
+                                                      : NFS4ERR_STALE_CLIENTID;
+        c = NULL;
+    }
     if (status == NFS4_OK) {
         c->renewed = nfs4_now();
         bool grace = nfs4_in_grace(st);
         if (reclaim && (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete)))
             status = NFS4ERR_NO_GRACE;
-        else if (!reclaim && grace)
+        else if (!reclaim && (grace || awaiting_reclaim_complete(cx, c)))
             status = NFS4ERR_GRACE;
     }
     if (status == NFS4_OK) {
@@ -1385,7 +1513,12 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
     uint32_t status = nfs4_resolve_stateid(cx, sid);
     if (status) return status;
     bool anon = nfs4_stateid_is_anon(sid), bypass = nfs4_stateid_is_bypass(sid);
-    if (bypass && write) return NFS4ERR_BAD_STATEID;
+    /* The READ bypass stateid in a WRITE or SETATTR counts as the anonymous
+     * one (RFC 7530 9.1.4.3, RFC 8881 8.2.3). */
+    if (bypass && write) {
+        bypass = false;
+        anon = true;
+    }
     uint64_t requester = 0;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);

@@ -366,8 +366,9 @@ void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c)
 {
     for (nfs4_client_t *o = st->clients, *next; o; o = next) {
         next = o->next;
+        /* The previous incarnation's state is gone: its stateids say EXPIRED. */
         if (o != c && o->owner_len == c->owner_len && !memcmp(o->owner, c->owner, c->owner_len))
-            nfs4_client_destroy(st, o, false);
+            nfs4_client_destroy(st, o, o->confirmed);
     }
     c->confirmed = true;
     c->renewed = nfs4_now();
@@ -456,7 +457,9 @@ void nfs4_reap(nfs4_server_t *st)
     st->last_reap = now;
     for (nfs4_client_t *c = st->clients, *next; c; c = next) {
         next = c->next;
-        if (now - c->renewed <= NFS4_COURTESY_MAX || client_busy(c)) continue;
+        /* An unconfirmed record lives one lease (RFC 8881 18.35.4). */
+        time_t keep = c->confirmed ? NFS4_COURTESY_MAX : (time_t)st->lease;
+        if (now - c->renewed <= keep || client_busy(c)) continue;
         nfs4_client_destroy(st, c, c->confirmed);
     }
 }
@@ -613,6 +616,9 @@ uint32_t nfs4_stid_find(nfs4_server_t *st, uint32_t minor, const nfs4_stateid_t 
                         nfs4_stid_t **out)
 {
     *out = NULL;
+    /* The special stateids name no state: where state is wanted (CLOSE,
+     * LOCK, OPEN_CONFIRM...) they are BAD, not of an earlier instance. */
+    if (nfs4_stateid_is_anon(sid) || nfs4_stateid_is_bypass(sid)) return NFS4ERR_BAD_STATEID;
     if (get_be32(sid->other) != st->epoch) return NFS4ERR_STALE_STATEID;
     uint32_t cnum = get_be32(sid->other + 4), key = get_be32(sid->other + 8);
     for (nfs4_stid_t *s = st->stids[key % NFS4_STID_HASH]; s; s = s->hnext) {

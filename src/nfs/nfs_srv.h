@@ -70,6 +70,27 @@ typedef struct nfs_mount_entry {
     char path[1025];                  /* MNTPATHLEN + 1 */
 } nfs_mount_entry_t;
 
+/* nfs_drc.c: replies to recent non-idempotent calls, for retransmissions. */
+typedef struct nfs_drc nfs_drc_t;
+typedef struct nfs_drc_key {
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    uint32_t xid, prog, vers, proc;
+    size_t args_len;
+    uint64_t args_hash;
+} nfs_drc_key_t;
+nfs_drc_t *nfs_drc_create(void);
+void nfs_drc_destroy(nfs_drc_t *d);
+/* The key of a call whose args are positioned at its procedure's arguments. */
+void nfs_drc_key(nfs_drc_key_t *k, const nfs_call_t *call);
+/* The reply kept for k into hdr (NFS_RPC_HDR_MAX bytes)/hlen (record mark
+ * and RPC header) and res (initialised here): false when there is none. */
+bool nfs_drc_answer(nfs_drc_t *d, const nfs_drc_key_t *k, uint8_t *hdr, size_t *hlen,
+                    nfs_xdr_t *res);
+/* Keeps the reply (hdr, then body) for k, unless it is large. */
+void nfs_drc_store(nfs_drc_t *d, const nfs_drc_key_t *k, const uint8_t *hdr, size_t hlen,
+                   const nfs_xdr_t *body);
+
 struct nfs_server {
     nfs_server_config_t cfg;
     int epfd;
@@ -106,6 +127,7 @@ struct nfs_server {
     nfs_mount_entry_t *mounts;
 
     void *nfs4_state;
+    nfs_drc_t *drc;                   /* nfs_drc.c */
     void *nlm_state;                  /* nlm.c: NFSv3 locking (and NSM) */
     int udp_fd[2];                    /* rpc_udp.c: portmapper and NSM over UDP */
     uint16_t udp_port[2];

@@ -458,6 +458,23 @@ static void conn_call_done(nfs_conn_t *c)
     conn_rele(c);
 }
 
+/* Calls whose retransmission must get the first answer rather than run
+ * again (nfs_drc.c): NFSv3's that change the namespace or attributes, and
+ * NFSv4.0 COMPOUNDs (4.1 and later have their session slots). */
+static bool drc_wanted(const nfs_call_t *call)
+{
+    if (call->prog != NFS_PROG_NFS) return false;
+    if (call->vers == 3)
+        return call->proc == NFSPROC3_SETATTR ||
+               (call->proc >= NFSPROC3_CREATE && call->proc <= NFSPROC3_LINK);
+    if (call->vers != 4 || call->proc != 1) return false;
+    nfs_xdr_t peek = call->args;
+    uint32_t taglen;
+    (void)nfs_xdr_get_opaque(&peek, &taglen, 1024);
+    uint32_t minor = nfs_xdr_get_u32(&peek);
+    return !peek.err && minor == 0;
+}
+
 static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hdr[NFS_RPC_HDR_MAX],
                        size_t *hlen, nfs_xdr_t *res, bool memory_only)
 {
@@ -478,6 +495,8 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
     bool cred_ok = !x.err && decode_cred(&x, &call, machine, &flavor_ok);
     call.machine_name = machine;
     nfs_xdr_init_encode(res, 0);
+    nfs_drc_key_t key;
+    bool remembered = false;          /* a reply the DRC keeps (drc_wanted) */
     size_t h = 4;
     /* Not even a call header: nothing sensible to answer. */
     if (x.err || mtype != RPC_CALL) return -1;
@@ -494,6 +513,14 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
         h += put_be32(hdr + h, cred_ok ? AUTH_TOOWEAK : AUTH_BADCRED);
     } else {
         nfs_xdr_init_decode(&call.args, rec + x.pos, len - x.pos);
+        remembered = srv->drc && drc_wanted(&call);
+        if (remembered) {
+            nfs_drc_key(&key, &call);
+            if (nfs_drc_answer(srv->drc, &key, hdr, hlen, res)) {
+                nfs_stats_call_done(&call, start_ns);
+                return 1;   /* a retransmission: the first run's answer */
+            }
+        }
         nfs_xdr_init_encode(res, 512);
         call.res = res;
         uint32_t low = 0, high = 0;
@@ -523,6 +550,7 @@ static int rpc_execute(nfs_conn_t *c, const uint8_t *rec, size_t len, uint8_t hd
     if ((h - 4) + res->len > 0x7fffffffu) return -1;
     put_be32(hdr, 0x80000000u | (uint32_t)((h - 4) + res->len));
     *hlen = h;
+    if (remembered) nfs_drc_store(srv->drc, &key, hdr, h, res);
     return 1;
 }
 
@@ -1161,6 +1189,12 @@ int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *e
         snprintf(err, errlen, "NLM state: %s", strerror(-rc));
         goto fail;
     }
+    srv->drc = nfs_drc_create();
+    if (!srv->drc) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "duplicate request cache: %s", strerror(-rc));
+        goto fail;
+    }
     srv->workers = taskq_create("nfs", workers);
     if (!srv->workers) {
         rc = -ENOMEM;
@@ -1229,6 +1263,7 @@ void nfs_server_stop(nfs_server_t *srv)
     nfs_exports_fini(srv);
     if (srv->nlm_state) nlm_fini(srv->nlm_state);
     if (srv->nfs4_state) nfs4_fini(srv->nfs4_state);
+    nfs_drc_destroy(srv->drc);
     close(srv->epfd);
     close(srv->wake_fd);
     free((char *)srv->cfg.state_dir);

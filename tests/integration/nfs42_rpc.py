@@ -197,7 +197,6 @@ def connect(owner, minor=2):
     cl = Client(host, port, owner)
     cl.minor = minor
     cl.connect()
-    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     return cl
 
 

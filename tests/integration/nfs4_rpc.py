@@ -20,10 +20,10 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       a restarted client says RECLAIM_COMPLETE, which ends the server's grace
       period once every client of the previous run has said it.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER syncwrite NAME
-      RECLAIM_COMPLETE, OPEN (create) NAME, then FILE_SYNC4 WRITEs of 64 KiB records
+      OPEN (create) NAME, then FILE_SYNC4 WRITEs of 64 KiB records
       until killed; prints each record's index once the reply says FILE_SYNC4.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER verify NAME N
-      RECLAIM_COMPLETE, then records 0..N-1 of NAME read back with their pattern.
+      records 0..N-1 of NAME read back with their pattern.
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER reads NAME M
       OPEN NAME (read), then M READs of 4 KiB at offset 0, each in a COMPOUND of its
       own (SEQUENCE, PUTFH, READ), then CLOSE: exactly M READ operations on NAME.
@@ -47,6 +47,29 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       OPEN CLAIM_PREVIOUS of the handle is granted in the grace period, READ with
       the reclaimed stateid gives back "held", a new client's OPEN (CLAIM_NULL)
       meanwhile gets GRACE; then RECLAIM_COMPLETE and CLOSE.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER session-rules NAME
+      the rules a well-behaved client never meets: EXCHANGE_ID, CREATE_SESSION and
+      DESTROY_CLIENTID not alone without SEQUENCE (NOT_ONLY_OP); CREATE_SESSION with
+      unknown flags (INVAL), a too small back channel (TOOSMALL), by a principal
+      other than the record's maker (CLID_INUSE); EXCHANGE_ID of another principal:
+      an update is PERM, a collision with a record in use CLID_INUSE, with one
+      without state a new client ID; requests and replies past the session's sizes
+      (REQ_TOO_BIG, REP_TOO_BIG, REP_TOO_BIG_TO_CACHE); SECINFO_NO_NAME(PARENT) of
+      the root (NOENT); RENAME from a file (NOTDIR); the current stateid cleared
+      by PUTROOTFH, kept by SAVEFH/RESTOREFH; OPEN before RECLAIM_COMPLETE (GRACE).
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER v40-rules NAME
+      NFSv4.0 (SETCLIENTID, seqids): OPEN create with a size, UNCHECKED4 over a file
+      (size ignored), WRITE with the bypass stateid, of zero bytes (no change), by
+      another user with the opener's stateid (ACCESS); CLOSE with the anonymous
+      stateid (BAD_STATEID); LOCK naming an unknown client (STALE_CLIENTID);
+      OPEN_DOWNGRADE to a mode never opened (INVAL); the owner's own deny; GETATTR
+      and VERIFY of a write-only attribute (INVAL); ACCESS supported bits per type;
+      READLINK of a directory (INVAL); OPEN of a FIFO (SYMLINK); SETCLIENTID of a
+      name in use by another principal (CLID_INUSE); a CREATE retransmitted with
+      its XID (the first answer, from the duplicate request cache); a restarted
+      client's old stateid (EXPIRED).
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER unconfirmed-expiry LEASE
+      a client ID never confirmed is gone after a lease (STALE_CLIENTID).
 
 OWNER is the client owner id: a client restarted with the same OWNER is the same
 client to the server (a new verifier), which is how grace ends early.
@@ -57,7 +80,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nfs_rpc import NFS, X, Conn, check, fail  # noqa: E402
+from nfs_rpc import NFS, X, Conn, auth_sys, check, fail  # noqa: E402
 
 OP_CLOSE, OP_GETFH, OP_LOCK, OP_LOCKT, OP_LOCKU, OP_LOOKUP = 4, 10, 12, 13, 14, 15
 OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_READ, OP_WRITE = 18, 22, 24, 25, 38
@@ -65,8 +88,12 @@ OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_DESTROY_SESSION = 42, 43, 44
 OP_SEQUENCE, OP_DESTROY_CLIENTID, OP_RECLAIM_COMPLETE = 53, 57, 58
 OP_GETATTR, OP_REMOVE, OP_RENAME, OP_SAVEFH = 9, 28, 29, 32
 OK, DENIED, GRACE, STALE_CLIENTID, INVAL = 0, 10010, 10013, 10022, 22
+UNCHECKED4 = 0
 OP_ILLEGAL, ILLEGAL = 10044, 10044   # the operation number and status
 BADSESSION, COMPLETE_ALREADY, CLIENTID_BUSY = 10052, 10054, 10074
+PERM, NOENT, NOTDIR, TOOSMALL, CLID_INUSE, BAD_STATEID = 1, 2, 20, 10005, 10017, 10025
+REQ_TOO_BIG, REP_TOO_BIG, REP_TOO_BIG_TO_CACHE, NOT_ONLY_OP = 10065, 10066, 10067, 10081
+OP_RESTOREFH, OP_SECINFO_NO_NAME = 31, 52
 READ_LT, WRITE_LT = 1, 2
 FILE_SYNC4 = 2
 REC = 65536
@@ -100,13 +127,25 @@ class Op:
         self.num, self.args, self.parse = num, bytes(args), parse
 
 
-def op_seq(sessionid, seqid):
+def op_seq(sessionid, seqid, cachethis=False):
     def parse(r, st):
         if st == OK:
             r.gfixed(16)
             for _ in range(5):
                 r.gu32()
-    return Op(OP_SEQUENCE, X().fixed(sessionid).u32(seqid).u32(0).u32(0).u32(0).b, parse)
+    x = X().fixed(sessionid).u32(seqid).u32(0).u32(0).u32(int(cachethis))
+    return Op(OP_SEQUENCE, x.b, parse)
+
+
+# Room for a 1 MiB READ or WRITE with its COMPOUND around it, as a client must
+# ask for one (the server holds it to the session's sizes, RFC 8881 18.46.3).
+MAX_MSG = (1 << 20) + 4096
+
+
+def chan_attrs(maxreq=MAX_MSG, maxresp=MAX_MSG, maxresp_cached=8192, maxops=16, maxreqs=1):
+    """channel_attrs4 (no RDMA): headerpad 0 and the given sizes."""
+    return bytes(X().u32(0).u32(maxreq).u32(maxresp).u32(maxresp_cached).u32(maxops)
+                 .u32(maxreqs).u32(0).b)
 
 
 def op_lookup_path(path):
@@ -199,15 +238,18 @@ class Client:
         self.sessionid = None
         self.seqid = 0
         self.minor = 1
+        self.cred = None          # AUTH_SYS body of every call (None: uid 0)
+        self.cachethis = False    # SEQUENCE's sa_cachethis
 
     def compound(self, ops, session=True):
         """Sends ops (after SEQUENCE when session); returns (status, [(status, value)])
         for the operations given, SEQUENCE's own result first when it failed."""
-        allops = ([op_seq(self.sessionid, self.seqid + 1)] if session else []) + ops
+        allops = ([op_seq(self.sessionid, self.seqid + 1, self.cachethis)] if session
+                  else []) + ops
         x = X().opaque(b"").u32(self.minor).u32(len(allops))
         for op in allops:
             x.u32(op.num).fixed(op.args)
-        accept, r = self.c.call(NFS, 4, 1, bytes(x.b))
+        accept, r = self.c.call(NFS, 4, 1, bytes(x.b), cred=self.cred)
         check(accept == 0, "COMPOUND not accepted: %r" % (accept,))
         status = r.gu32()
         r.gopaque()
@@ -229,20 +271,25 @@ class Client:
         check(status == OK, "%s: status %d (%r)" % (what, status, [s for s, _ in res]))
         return [v for _, v in res]
 
-    def exchange_id(self):
-        verifier = os.urandom(8)
-        x = X().fixed(verifier).opaque(self.owner).u32(0).u32(0).u32(0)
+    def exchange_id(self, flags=0, verifier=None, want=OK):
+        """EXCHANGE_ID (a fresh verifier unless given); its flags, or the status
+        when it is not OK (which must be want)."""
+        self.verifier = verifier or os.urandom(8)
+        x = X().fixed(self.verifier).opaque(self.owner).u32(flags).u32(0).u32(0)
         status, res = self.compound([Op(OP_EXCHANGE_ID, x.b,
-                                        lambda r, st: (r.gu64(), r.gu32(), r.gu32()))],
+                                        lambda r, st: (r.gu64(), r.gu32(), r.gu32())
+                                        if st == OK else None)],
                                     session=False)
-        check(status == OK, "EXCHANGE_ID: %d" % status)
+        check(status == want, "EXCHANGE_ID: %d, expected %d" % (status, want))
+        if status != OK:
+            return status
         self.clientid, self.cs_seq, flags = res[0][1]
         return flags
 
-    def create_session(self, clientid=None):
-        chan = X().u32(0).u32(1 << 20).u32(1 << 20).u32(8192).u32(16).u32(1).u32(0)
-        x = X().u64(self.clientid if clientid is None else clientid).u32(self.cs_seq).u32(0)
-        x.fixed(bytes(chan.b)).fixed(bytes(chan.b)).u32(0x40000000).u32(1).u32(0)
+    def create_session(self, clientid=None, fore=None, back=None, flags=0):
+        x = X().u64(self.clientid if clientid is None else clientid).u32(self.cs_seq)
+        x.u32(flags).fixed(fore or chan_attrs()).fixed(back or chan_attrs())
+        x.u32(0x40000000).u32(1).u32(0)
 
         def parse(r, st):
             if st != OK:
@@ -256,12 +303,17 @@ class Client:
         if status == OK:
             self.sessionid = res[0][1]
             self.seqid = 0
+            self.cs_seq += 1
         return status
 
-    def connect(self):
+    def connect(self, reclaim_complete=True):
+        """EXCHANGE_ID and CREATE_SESSION, then (as a client must before its
+        first new OPEN or LOCK, RFC 8881 18.51.3) RECLAIM_COMPLETE."""
         self.exchange_id()
         status = self.create_session()
         check(status == OK, "CREATE_SESSION: %d" % status)
+        if reclaim_complete:
+            check(self.reclaim_complete() == OK, "RECLAIM_COMPLETE")
         return self
 
     def reclaim_complete(self):
@@ -383,7 +435,7 @@ def mode_open(name, want):
 
 def mode_reclaim_complete():
     host, port, exp, owner = ctx()
-    cl = Client(host, port, owner).connect()
+    cl = Client(host, port, owner).connect(reclaim_complete=False)
     st = cl.reclaim_complete()
     check(st == OK, "RECLAIM_COMPLETE: %d" % st)
     check(cl.destroy_session() == OK, "DESTROY_SESSION")
@@ -393,7 +445,6 @@ def mode_reclaim_complete():
 def mode_syncwrite(name):
     host, port, exp, owner = ctx()
     cl = Client(host, port, owner).connect()
-    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     st, sid, fh = cl.open(exp, name, True, access=2)
     check(st == OK, "OPEN %s: %d" % (name, st))
     for i in range(1 << 30):
@@ -409,7 +460,6 @@ def mode_syncwrite(name):
 def mode_verify(name, n):
     host, port, exp, owner = ctx()
     cl = Client(host, port, owner).connect()
-    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     st, sid, fh = cl.open(exp, name, False, access=1)
     check(st == OK, "OPEN %s: %d" % (name, st))
     for i in range(n):
@@ -424,7 +474,6 @@ def mode_verify(name, n):
 def mode_reads(name, m):
     host, port, exp, owner = ctx()
     cl = Client(host, port, owner).connect()
-    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     st, sid, fh = cl.open(exp, name, False, access=1)
     check(st == OK, "OPEN %s: %d" % (name, st))
     for i in range(m):
@@ -514,7 +563,6 @@ def mode_courtesy(name, lease):
 def mode_hold(name):
     host, port, exp, owner = ctx()
     cl = Client(host, port, owner).connect()
-    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     st, sid, fh = cl.open(exp, name, True)
     check(st == OK, "OPEN %s: %d" % (name, st))
     cl.ok([Op(OP_PUTFH, X().opaque(fh).b), op_write(sid, 0, b"held")], "WRITE")
@@ -527,7 +575,7 @@ def mode_reclaim(hexfh):
     other = Client(host, port, owner + "-new").connect()
     st, _, _ = other.open(exp, "during-grace", True)
     check(st == GRACE, "a new client's OPEN in the grace period: %d, not GRACE" % st)
-    cl = Client(host, port, owner).connect()
+    cl = Client(host, port, owner).connect(reclaim_complete=False)
     status, res = cl.compound([Op(OP_PUTFH, X().opaque(fh).b),
                                op_open_previous(cl.clientid, cl.owner)])
     check(status == OK, "OPEN CLAIM_PREVIOUS: %d (%r)" % (status, [s for s, _ in res]))
@@ -541,6 +589,320 @@ def mode_reclaim(hexfh):
     print("reclaim ok")
 
 
+def status_of(cl, ops, session=True):
+    return cl.compound(ops, session=session)[0]
+
+
+def mode_session_rules(name):
+    """The session and client-ID rules of RFC 8881 that a well-behaved client
+    never meets (pynfs CSESS, EID, DESCID, SEQ, SECNN, RNM2r, CSID5)."""
+    host, port, exp, owner = ctx()
+    other = auth_sys(uid=1111, gid=37, machine=b"other")
+    # NOT_ONLY_OP: without SEQUENCE, these must be alone in their COMPOUND.
+    cl = Client(host, port, owner + "-solo")
+    eid = X().fixed(os.urandom(8)).opaque(cl.owner).u32(0).u32(0).u32(0).b
+    st = status_of(cl, [Op(OP_EXCHANGE_ID, eid), Op(OP_PUTROOTFH)], session=False)
+    check(st == NOT_ONLY_OP, "EXCHANGE_ID + PUTROOTFH: %d, not NOT_ONLY_OP" % st)
+    st = status_of(cl, [Op(OP_DESTROY_CLIENTID, X().u64(0).b),
+                        Op(OP_RECLAIM_COMPLETE, X().u32(1).b)], session=False)
+    check(st == NOT_ONLY_OP, "DESTROY_CLIENTID + RECLAIM_COMPLETE: %d, not NOT_ONLY_OP" % st)
+    cl.exchange_id()
+    cs = X().u64(cl.clientid).u32(cl.cs_seq).u32(0).fixed(chan_attrs()).fixed(chan_attrs())
+    cs.u32(0x40000000).u32(1).u32(0)
+    st = status_of(cl, [Op(OP_CREATE_SESSION, cs.b), Op(OP_PUTROOTFH)], session=False)
+    check(st == NOT_ONLY_OP, "CREATE_SESSION + PUTROOTFH: %d, not NOT_ONLY_OP" % st)
+    # CREATE_SESSION: unknown flags, a back channel too small; neither uses its seqid.
+    st = cl.create_session(flags=0xf)
+    check(st == INVAL, "CREATE_SESSION with flags 0xf: %d, not INVAL" % st)
+    st = cl.create_session(back=chan_attrs(maxreq=10, maxreqs=1))
+    check(st == TOOSMALL, "CREATE_SESSION with a 10-byte back channel: %d, not TOOSMALL" % st)
+    # Only the principal that made an unconfirmed record may confirm it.
+    cl.cred = other
+    st = cl.create_session()
+    check(st == CLID_INUSE, "CREATE_SESSION by another principal: %d, not CLID_INUSE" % st)
+    cl.cred = None
+    check(cl.create_session() == OK, "CREATE_SESSION with the refused ones' seqid")
+    # An update of the confirmed record by another principal is PERM; a new
+    # record of the owner by another principal replaces it only once it has
+    # no state left (its session gone): a new client ID, the old one stale.
+    cl.cred = other
+    cl.exchange_id(flags=0x40000000, verifier=cl.verifier, want=PERM)
+    cl.exchange_id(verifier=cl.verifier, want=CLID_INUSE)
+    cl.cred = None
+    check(cl.destroy_session() == OK, "DESTROY_SESSION")
+    old = cl.clientid
+    cl.cred = other
+    cl.exchange_id()
+    check(cl.clientid != old, "a colliding owner without state kept the old client ID")
+    st = cl.create_session(clientid=old)
+    check(st == STALE_CLIENTID, "CREATE_SESSION of the replaced client ID: %d" % st)
+    check(cl.create_session() == OK, "CREATE_SESSION of the new client ID")
+    cl.goodbye()
+    # Sizes the session was made with: the request, the reply, the cached reply.
+    cl = Client(host, port, owner + "-sizes")
+    cl.exchange_id()
+    st = cl.create_session(fore=chan_attrs(maxreq=512, maxresp=400, maxresp_cached=400))
+    check(st == OK, "CREATE_SESSION of 512-byte requests, 400-byte replies: %d" % st)
+    st = status_of(cl, [Op(OP_PUTROOTFH), Op(OP_LOOKUP, X().opaque(b"12345" * 100).b)])
+    check(st == REQ_TOO_BIG, "a 600-byte request on a 512-byte session: %d" % st)
+    readable = 0xffffffff & ~(1 << (48 - 32)) & ~(1 << (54 - 32))   # not the *_set ones
+    getattr_all = Op(OP_GETATTR, X().u32(2).u32(0xffffffff).u32(readable).b)
+    st = status_of(cl, [Op(OP_PUTROOTFH)] + [getattr_all] * 4)
+    check(st == REP_TOO_BIG, "a reply past the session's 400 bytes: %d" % st)
+    cl.ok([Op(OP_PUTROOTFH)], "a small COMPOUND after REP_TOO_BIG")
+    check(cl.destroy_session() == OK, "DESTROY_SESSION")
+    st = cl.create_session(fore=chan_attrs(maxresp_cached=10))
+    check(st == OK, "CREATE_SESSION with a 10-byte reply cache: %d" % st)
+    cl.cachethis = True
+    st = status_of(cl, [])
+    check(st == REP_TOO_BIG_TO_CACHE, "SEQUENCE cachethis on a 10-byte cache: %d" % st)
+    cl.cachethis = False
+    cl.ok([Op(OP_PUTROOTFH)], "the slot after REP_TOO_BIG_TO_CACHE")
+    check(cl.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    # SECINFO_NO_NAME of the root's parent; RENAME from a file.
+    st = status_of(cl, [Op(OP_PUTROOTFH), Op(OP_SECINFO_NO_NAME, X().u32(1).b)])
+    check(st == NOENT, "SECINFO_NO_NAME(PARENT) of the root: %d, not NOENT" % st)
+    st, sid, fh = cl.open(exp, name, True)
+    check(st == OK, "OPEN %s: %d" % (name, st))
+    st = status_of(cl, [putfh(fh), Op(OP_SAVEFH)] + op_lookup_path(exp) +
+                   [Op(OP_RENAME, X().opaque(b"x").opaque(b"y").b)])
+    check(st == NOTDIR, "RENAME from a file: %d, not NOTDIR" % st)
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE")
+    # The current stateid goes with the filehandle (RFC 8881 16.2.3.1.2): none
+    # after PUTROOTFH; SAVEFH and RESTOREFH keep it with theirs.
+    cur = (1, bytes(12))
+    opened = op_lookup_path(exp) + [op_open(cl.clientid, cl.owner, name, False)]
+    st, res = cl.compound(opened + [Op(OP_PUTROOTFH), op_close(cur)])
+    check(st == BAD_STATEID, "CLOSE(current stateid) after PUTROOTFH: %d, not BAD_STATEID" % st)
+    sid = res[len(opened) - 1][1]
+    st = status_of(cl, [Op(OP_PUTROOTFH)] + op_lookup_path(exp)[1:] +
+                   [Op(OP_LOOKUP, X().opaque(name.encode()).b), op_close(sid)])
+    check(st == OK, "CLOSE of the open left by the refused CLOSE: %d" % st)
+    st = status_of(cl, opened + [Op(OP_SAVEFH), Op(OP_PUTROOTFH), Op(OP_RESTOREFH),
+                                 op_close(cur)])
+    check(st == OK, "CLOSE(current stateid) after SAVEFH, PUTROOTFH, RESTOREFH: %d" % st)
+    cl.goodbye()
+    # A new client's OPEN before its RECLAIM_COMPLETE is GRACE.
+    cl = Client(host, port, owner + "-early").connect(reclaim_complete=False)
+    st, _, _ = cl.open(exp, name, False)
+    check(st == GRACE, "OPEN before RECLAIM_COMPLETE: %d, not GRACE" % st)
+    cl.goodbye()
+    print("session-rules ok")
+
+
+def mode_unconfirmed_expiry(lease):
+    """An unconfirmed client ID lives one lease (RFC 8881 18.35.4)."""
+    import time
+    host, port, exp, owner = ctx()
+    cl = Client(host, port, owner)
+    cl.exchange_id()
+    time.sleep(lease + 2)
+    st = cl.create_session()
+    check(st == STALE_CLIENTID, "CREATE_SESSION after a lease unconfirmed: %d" % st)
+    print("unconfirmed-expiry ok")
+
+
+# ---------------------------------------------------------------- NFSv4.0
+
+OP_ACCESS, OP_CREATE, OP_OPEN_CONFIRM, OP_OPEN_DOWNGRADE, OP_READLINK = 3, 6, 20, 21, 27
+OP_SETATTR, OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_VERIFY = 34, 35, 36, 37
+ACCESS, EXIST, EXPIRED, SHARE_DENIED, SYMLINK = 13, 17, 10011, 10015, 10029
+ACCESS4_READ, ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_EXTEND = 0x1, 0x2, 0x4, 0x8
+ACCESS4_DELETE, ACCESS4_EXECUTE = 0x10, 0x20
+FATTR4_CHANGE, FATTR4_SIZE, FATTR4_MODE, FATTR4_TIME_MODIFY_SET = 3, 4, 33, 54
+ONES = (0xffffffff, b"\xff" * 12)
+ZEROS = (0, bytes(12))
+
+
+def fattr(attrs):
+    """fattr4 of {attribute number: encoded value}, in attribute order."""
+    words = [0, 0]
+    vals = b""
+    for num in sorted(attrs):
+        words[num // 32] |= 1 << (num % 32)
+        vals += attrs[num]
+    return bytes(X().u32(2).u32(words[0]).u32(words[1]).opaque(vals).b)
+
+
+def bitmap(*nums):
+    words = [0, 0]
+    for num in nums:
+        words[num // 32] |= 1 << (num % 32)
+    return bytes(X().u32(2).u32(words[0]).u32(words[1]).b)
+
+
+class Client40(Client):
+    """An NFSv4.0 client: SETCLIENTID, one open-owner with its seqid."""
+
+    def __init__(self, host, port, owner):
+        super().__init__(host, port, owner)
+        self.minor = 0
+        self.oseq = 0
+
+    def compound(self, ops, session=False):
+        return super().compound(ops, session=False)
+
+    def setclientid(self, verifier=None, want=OK):
+        self.verifier = verifier or os.urandom(8)
+        x = X().fixed(self.verifier).opaque(self.owner).u32(0x40000000).opaque(b"tcp")
+        x.opaque(b"127.0.0.1.0.0").u32(1)
+        st, res = self.compound([Op(OP_SETCLIENTID, x.b, lambda r, s: (r.gu64(), r.gfixed(8))
+                                    if s == OK else None)])
+        check(st == want, "SETCLIENTID: %d, expected %d" % (st, want))
+        if st != OK:
+            return st
+        self.clientid, confirm = res[0][1]
+        st, _ = self.compound([Op(OP_SETCLIENTID_CONFIRM, X().u64(self.clientid).fixed(confirm).b)])
+        check(st == OK, "SETCLIENTID_CONFIRM: %d" % st)
+        self.oseq = 0
+        return OK
+
+    def open40(self, path, name, access=3, deny=0, create_attrs=None):
+        """OPEN (with OPEN_CONFIRM when asked) of path/name: (status, stateid, fh)."""
+        x = X().u32(self.oseq).u32(access).u32(deny).u64(self.clientid).opaque(self.owner)
+        if create_attrs is not None:
+            x.u32(1).u32(UNCHECKED4).fixed(fattr(create_attrs))
+        else:
+            x.u32(0)
+        x.u32(0).opaque(name.encode())
+
+        def parse(r, st):
+            if st != OK:
+                return None
+            sid = stateid(r)
+            r.gu32(), r.gu64(), r.gu64()
+            rflags = r.gu32()
+            for _ in range(r.gu32()):
+                r.gu32()
+            check(r.gu32() == 0, "OPEN granted a delegation")
+            return sid, rflags
+        st, res = self.compound(op_lookup_path(path) + [Op(OP_OPEN, x.b, parse), op_getfh()])
+        if st in (OK, SHARE_DENIED, SYMLINK, ACCESS):   # seqid-consuming outcomes
+            self.oseq += 1
+        if st != OK:
+            return st, None, None
+        (sid, rflags), fh = res[-2][1], res[-1][1]
+        if rflags & 2:   # OPEN4_RESULT_CONFIRM
+            x = X()
+            put_stateid(x, sid)
+            x.u32(self.oseq)
+            st, res = self.compound([putfh(fh), Op(OP_OPEN_CONFIRM, x.b, lambda r, s: stateid(r)
+                                                   if s == OK else None)])
+            check(st == OK, "OPEN_CONFIRM: %d" % st)
+            self.oseq += 1
+            sid = res[-1][1]
+        return OK, sid, fh
+
+    def close40(self, fh, sid):
+        x = X().u32(self.oseq)
+        put_stateid(x, sid)
+        st, _ = self.compound([putfh(fh), Op(OP_CLOSE, x.b)])
+        if st in (OK, BAD_STATEID):
+            self.oseq += 1 if st == OK else 0
+        return st
+
+    def getattr_u64(self, fh, num):
+        st, res = self.compound([putfh(fh), Op(OP_GETATTR, bitmap(num),
+                                               lambda r, s: ([r.gu32() for _ in range(r.gu32())],
+                                                             r.gopaque()) if s == OK else None)])
+        check(st == OK, "GETATTR %d: %d" % (num, st))
+        return X(res[-1][1][1]).gu64()
+
+
+def mode_v40_rules(name):
+    """NFSv4.0 state and attribute rules (pynfs OPEN2 OPEN7 OPEN21 OPDG2 WRT1 WRT2
+    WRT4 WRT19 CLOSE4 LOCK10 CID1 CID2a GATT3 VF5 ACC2 RDLK2d)."""
+    host, port, exp, owner = ctx()
+    c = Client40(host, port, owner + "-40")
+    c.setclientid()
+    # OPEN create with a size makes a file of that size; UNCHECKED4 over it
+    # ignores a size but zero, which truncates.
+    size = lambda n: X().u64(n).b
+    mode = X().u32(0o600).b
+    st, sid, fh = c.open40(exp, name, create_attrs={FATTR4_SIZE: size(32), FATTR4_MODE: mode})
+    check(st == OK, "OPEN create %s: %d" % (name, st))
+    check(c.getattr_u64(fh, FATTR4_SIZE) == 32, "size after OPEN create with size 32")
+    st, sid, _ = c.open40(exp, name, create_attrs={FATTR4_SIZE: size(16)})
+    check(st == OK, "OPEN UNCHECKED4 of an existing file: %d" % st)
+    check(c.getattr_u64(fh, FATTR4_SIZE) == 32, "an existing file took a create size of 16")
+    # WRITE: the bypass stateid counts as the anonymous one; nothing written
+    # changes nothing; another user's credential may not use the opener's stateid.
+    st, res = c.compound([putfh(fh), op_write(ONES, 0, b"one", stable=1)])
+    check(st == OK, "WRITE with the all-ones stateid: %d" % st)
+    before = c.getattr_u64(fh, FATTR4_CHANGE)
+    st, _ = c.compound([putfh(fh), op_write(sid, 5, b"")])
+    check(st == OK and c.getattr_u64(fh, FATTR4_CHANGE) == before,
+          "a zero-length WRITE: %d, or it changed the file" % st)
+    c.cred = auth_sys(uid=3912, gid=2422, machine=b"whatever")
+    st, _ = c.compound([putfh(fh), op_write(sid, 0, b"stolen")])
+    c.cred = None
+    check(st == ACCESS, "WRITE by another user with the opener's stateid: %d, not ACCESS" % st)
+    # Special stateids name no state; LOCK's lock-owner is its open's client's.
+    st = c.close40(fh, ZEROS)
+    check(st == BAD_STATEID, "CLOSE with the anonymous stateid: %d, not BAD_STATEID" % st)
+    lk = X().u32(WRITE_LT).u32(0).u64(0).u64(25).u32(1).u32(c.oseq)
+    put_stateid(lk, sid)
+    lk.u32(0).u64(c.clientid ^ 0x5a5a5a5a).opaque(b"lock-owner")
+    st, _ = c.compound([putfh(fh), Op(OP_LOCK, lk.b)])
+    check(st == STALE_CLIENTID, "LOCK with a lock-owner of an unknown client: %d" % st)
+    # OPEN_DOWNGRADE only to what was opened; the owner's own deny applies to it.
+    dg = X()
+    put_stateid(dg, sid)
+    dg.u32(c.oseq).u32(1).u32(0)
+    st, _ = c.compound([putfh(fh), Op(OP_OPEN_DOWNGRADE, dg.b)])
+    check(st == INVAL, "OPEN_DOWNGRADE to read, never opened alone: %d, not INVAL" % st)
+    denied = name + ".deny"
+    st, dsid, dfh = c.open40(exp, denied, access=3, deny=1, create_attrs={})
+    check(st == OK, "OPEN create, deny read: %d" % st)
+    st, _, _ = c.open40(exp, denied, access=1, deny=0)
+    check(st == SHARE_DENIED, "the same owner's read OPEN of a read-denied file: %d" % st)
+    check(c.close40(dfh, dsid) == OK, "CLOSE")
+    # Write-only attributes cannot be read or compared.
+    st, _ = c.compound([putfh(fh), Op(OP_GETATTR, bitmap(FATTR4_TIME_MODIFY_SET))])
+    check(st == INVAL, "GETATTR of time_modify_set: %d, not INVAL" % st)
+    st, _ = c.compound([putfh(fh), Op(OP_VERIFY, fattr({FATTR4_TIME_MODIFY_SET: X().u32(0).b}))])
+    check(st == INVAL, "VERIFY of time_modify_set: %d, not INVAL" % st)
+    # ACCESS supports only the bits meaningful for the type.
+    every = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY | ACCESS4_EXTEND | ACCESS4_DELETE \
+        | ACCESS4_EXECUTE
+    acc = lambda r, s: (r.gu32(), r.gu32()) if s == OK else None
+    st, res = c.compound([putfh(fh), Op(OP_ACCESS, X().u32(every).b, acc)])
+    check(st == OK and not res[-1][1][0] & (ACCESS4_LOOKUP | ACCESS4_DELETE),
+          "ACCESS of a file: %d, supported %r" % (st, res[-1][1]))
+    st, res = c.compound(op_lookup_path(exp) + [Op(OP_ACCESS, X().u32(every).b, acc)])
+    check(st == OK and not res[-1][1][0] & ACCESS4_EXECUTE,
+          "ACCESS of a directory: %d, supported %r" % (st, res[-1][1]))
+    # READLINK of a directory; OPEN of a FIFO.
+    st, _ = c.compound(op_lookup_path(exp) + [Op(OP_READLINK)])
+    check(st == INVAL, "READLINK of a directory: %d, not INVAL" % st)
+    fifo = name + ".fifo"
+    st, _ = c.compound(op_lookup_path(exp) + [Op(OP_CREATE, X().u32(7).opaque(fifo.encode())
+                                                  .fixed(fattr({})).b)])
+    check(st == OK, "CREATE fifo: %d" % st)
+    st, _, _ = c.open40(exp, fifo)
+    check(st == SYMLINK, "OPEN of a FIFO: %d, not SYMLINK" % st)
+    # A retransmission (same XID, same arguments) gets the first answer from the
+    # duplicate request cache; the same call as a new one (new XID) runs again.
+    mkdir = op_lookup_path(exp) + [Op(OP_CREATE, X().u32(2).opaque((name + ".d").encode())
+                                      .fixed(fattr({})).b)]
+    st = status_of(c, mkdir)
+    check(st == OK, "CREATE directory: %d" % st)
+    c.c.xid -= 1
+    st = status_of(c, mkdir)
+    check(st == OK, "the CREATE retransmitted with its XID: %d, not the first answer" % st)
+    st = status_of(c, mkdir)
+    check(st == EXIST, "the CREATE sent again as a new call: %d, not EXIST" % st)
+    # Another principal may not take a name whose client holds state; a
+    # restarted client's old stateids have EXPIRED.
+    other = Client40(host, port, owner + "-40")
+    other.cred = auth_sys(uid=1111, gid=37, machine=b"other")
+    other.setclientid(verifier=c.verifier, want=CLID_INUSE)
+    c.setclientid()
+    st = c.close40(fh, sid)
+    check(st == EXPIRED, "CLOSE with the stateid of the client before its restart: %d" % st)
+    print("v40-rules ok")
+
+
 def main():
     mode = sys.argv[5]
     if mode == "removed-open":
@@ -551,6 +913,12 @@ def main():
         return
     if mode == "session":
         mode_session()
+    elif mode == "session-rules":
+        mode_session_rules(sys.argv[6])
+    elif mode == "v40-rules":
+        mode_v40_rules(sys.argv[6])
+    elif mode == "unconfirmed-expiry":
+        mode_unconfirmed_expiry(int(sys.argv[6]))
     elif mode == "lockt":
         mode_lockt(sys.argv[6])
     elif mode == "open":

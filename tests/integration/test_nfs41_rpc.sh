@@ -3,7 +3,8 @@
 # of our own (tests/integration/nfs4_rpc.py): sessions, RECLAIM_COMPLETE (once, then
 # COMPLETE_ALREADY), DESTROY_SESSION and DESTROY_CLIENTID (refused while a session
 # lives, stale afterwards), LOCKT against another client's lock (DENIED naming it) and
-# a free range; and RECLAIM_COMPLETE ending the grace period after a restart: a new
+# a free range; the session and client-ID rules a well-behaved client never meets
+# (nfs4_rpc.py session-rules); and RECLAIM_COMPLETE ending the grace period after a restart: a new
 # client's OPEN waits with NFS4ERR_GRACE until the one client of the previous run says
 # RECLAIM_COMPLETE, long before the 90 s grace would run out.
 set -euo pipefail
@@ -18,6 +19,8 @@ expect_share /tank/share
 
 nfs4_rpc /tank/share "session-$$" session
 pass "EXCHANGE_ID, CREATE_SESSION, SEQUENCE, RECLAIM_COMPLETE (twice: COMPLETE_ALREADY), DESTROY_CLIENTID (busy, then done, then stale), DESTROY_SESSION"
+nfs4_rpc /tank/share "rules-$$" session-rules rulesfile
+pass "session and client-ID rules: NOT_ONLY_OP, CREATE_SESSION flags/sizes/principal, EXCHANGE_ID collisions (PERM, CLID_INUSE, replacement), REQ/REP_TOO_BIG(_TO_CACHE), SECINFO_NO_NAME parent, RENAME from a file, current stateid, GRACE before RECLAIM_COMPLETE"
 nfs4_rpc /tank/share "locks-$$" lockt locked
 pass "LOCKT: DENIED with the holder's lock under another client's write lock, granted on a free range and to the holder, INVAL for length 0"
 

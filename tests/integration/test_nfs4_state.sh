@@ -8,7 +8,8 @@
 #     (`cairn check` of the exported pool is clean);
 #   - the lease is the configured one (lease_time attribute), and a silent client's
 #     lock yields to another client's LOCK once its lease is over; the silent
-#     client's session is then gone.
+#     client's session is then gone; a client ID never confirmed is gone after a lease;
+#   - NFSv4.0 state and attribute rules (nfs4_rpc.py v40-rules, from pynfs failures).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -25,6 +26,12 @@ pass "removed and renamed-over files stay usable by their openers; a new file un
 
 nfs4_rpc /tank/share "cour-$$" courtesy contended 5
 pass "lease_time is cairnd.conf's 5 s; a silent client's lock yields to a conflicting LOCK once its lease is over"
+
+nfs4_rpc /tank/share "v40-$$" v40-rules rules40
+pass "NFSv4.0 rules: OPEN create size, UNCHECKED4 over a file, bypass/anonymous/zero-length/foreign-user WRITEs, special stateids, lock-owner clientid, OPEN_DOWNGRADE and own deny, write-only attributes, ACCESS bits, READLINK/OPEN of non-files, CLID_INUSE, EXPIRED after a client restart"
+
+nfs4_rpc /tank/share "unconf-$$" unconfirmed-expiry 5
+pass "a client ID left unconfirmed for a lease is gone (STALE_CLIENTID)"
 
 daemon_stop
 check_clean tank "$T/dev"

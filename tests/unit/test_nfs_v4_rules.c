@@ -281,6 +281,12 @@ static void test_sattr_decode(void **state)
     nfs4_bm_set(&ow, FATTR4_OWNER);
     const uint8_t who[] = { 0, 0, 0, 9, 'a', 'l', 'i', 'c', 'e', '@', 'x', 'y', 'z', 0, 0, 0 };
     assert_int_equal(decode_sattr(&ow, who, sizeof who, &sa), NFS4ERR_BADOWNER);
+    /* An empty owner or group names no principal: INVAL (pynfs SATT16/17). */
+    const uint8_t empty[] = { 0, 0, 0, 0 };
+    assert_int_equal(decode_sattr(&ow, empty, sizeof empty, &sa), NFS4ERR_INVAL);
+    nfs4_bitmap_t grp = { { 0 } };
+    nfs4_bm_set(&grp, FATTR4_OWNER_GROUP);
+    assert_int_equal(decode_sattr(&grp, empty, sizeof empty, &sa), NFS4ERR_INVAL);
     /* Nanoseconds out of range. */
     nfs4_bitmap_t at = { { 0 } };
     nfs4_bm_set(&at, FATTR4_TIME_ACCESS_SET);

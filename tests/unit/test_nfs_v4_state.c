@@ -218,6 +218,11 @@ static void restart_server(uint32_t lease)
     if (rc) fail_msg("restart: %s", err);
     assert_int_equal(nfs_server_export(srv, fix.dp, fix.fsname, "/tank/share",
                                        "rw,no_root_squash", err, sizeof err), 0);
+    /* The pool keeps the clients of the previous run (docs/ha.md), so the new
+     * server grants them a grace period for reclaims: the tests here open anew,
+     * so they wait for it to end (a lease) as a new client would. */
+    nfs4_server_t *st = nfs_server_nfs4_state(srv);
+    while (nfs4_in_grace(st)) usleep(100000);
 }
 
 /* The clientid of the newest client (clients are pushed at the head). */
