@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The web UI in a real browser: cairnd serves the pages (no credential for the
 # static files; strict CSP, no framing; nothing outside its table of assets),
-# and headless Chromium logs in, creates a filesystem, watches the NFS chart
+# and headless Chromium logs in, creates a filesystem, sets a property, takes
+# and destroys a snapshot, starts a scrub, watches the NFS chart
 # move while an NFS client writes, sees an offlined disk on the dashboard and
 # in the pool tree, logs out, and checks a read-only user has no change buttons
 # (tests/integration/webui_check.py). Screenshots are kept in

@@ -4,7 +4,8 @@
     webui_check.py URL SHOTS ADMIN:PASSWORD VIEWER:PASSWORD WRITER_CMD OFFLINE_CMD DEVICE
 
 Logs in as ADMIN (after a refused log-in), creates a filesystem and sees it
-listed (and the API's one-line error for a duplicate), watches the dashboard's
+listed (and the API's one-line error for a duplicate), sets a property, takes and
+destroys a snapshot, starts a scrub, watches the dashboard's
 NFS operations counter and chart move while WRITER_CMD (an NFS client writing)
 runs, runs OFFLINE_CMD and sees DEVICE as a failed disk on the dashboard and in
 the pools page's tree, logs out, then logs in as the read-only VIEWER and finds
@@ -21,7 +22,8 @@ import time
 
 try:
     from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException, WebDriverException
+    from selenium.common.exceptions import (StaleElementReferenceException, TimeoutException,
+                                            WebDriverException)
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
@@ -67,7 +69,9 @@ class Ui:
 
     def wait(self, cond, what, timeout=WAIT_S):
         try:
-            return WebDriverWait(self.d, timeout, poll_frequency=0.2).until(cond)
+            # A page re-rendered between finding an element and reading it: look again.
+            return WebDriverWait(self.d, timeout, poll_frequency=0.2,
+                                 ignored_exceptions=[StaleElementReferenceException]).until(cond)
         except TimeoutException:
             self.shot("failed")
             fail("%s (waited %d s); page text: %s" % (what, timeout, self.text()[:400]))
@@ -87,8 +91,9 @@ class Ui:
         self.d.save_screenshot(path)
         print("screenshot " + path)
 
-    def click(self, css, what):
-        self.wait(EC.element_to_be_clickable((By.CSS_SELECTOR, css)), what).click()
+    def click(self, where, what):
+        by = By.XPATH if where.startswith("//") else By.CSS_SELECTOR
+        self.wait(EC.element_to_be_clickable((by, where)), what).click()
 
     def go(self, page):
         self.click('#nav a[data-page="%s"]' % page, "the %s link" % page)
@@ -169,6 +174,37 @@ def main():
             fail("the error is not one line of text: %r" % msg)
         ui.shot("datasets")
         print("ok: created tank/webfs in the browser; duplicate refused with: %s" % msg)
+
+        # ---- set a property from the row's dialog; the table shows it ----
+        row = '//tr[td/span[@class="ds-name" and text()="tank/webfs"]]'
+        ui.click(row + '//button[text()="Set property"]', "tank/webfs's Set property")
+        ui.dialog_fill({"prop": "compression", "value": "off"})
+        ui.toast(r"compression set on tank/webfs", "the property's notice")
+        ui.wait(lambda d: "off" in [c.text for c in d.find_elements(By.XPATH, row + "/td")][6:7],
+                "compression=off in tank/webfs's row")
+        print("ok: compression=off set on tank/webfs from its row")
+
+        # ---- snapshots: take one, see it, destroy it after the confirmation ----
+        ui.go("snapshots")
+        ui.click("#create-snapshot", "Take snapshot")
+        ui.dialog_fill({"dataset": "tank/webfs", "snap": "ui1"})
+        snap_row = '//tr[td[text()="tank/webfs@ui1"]]'
+        ui.wait(lambda d: d.find_elements(By.XPATH, snap_row), "tank/webfs@ui1 in the snapshots table")
+        ui.shot("snapshots")
+        ui.click(snap_row + '//button[text()="Destroy"]', "the snapshot's Destroy")
+        ui.visible("#dialog[open]", "the confirmation")
+        if "cannot be undone" not in driver.find_element(By.ID, "dialog").text:
+            fail("the destroy confirmation: %r" % driver.find_element(By.ID, "dialog").text)
+        ui.click("#dialog-ok", "the confirmation's Destroy")
+        ui.wait(lambda d: not d.find_elements(By.XPATH, snap_row), "tank/webfs@ui1 to go")
+        print("ok: snapshot taken and destroyed (after a confirmation)")
+
+        # ---- a scrub started from the pools page ----
+        ui.go("pools")
+        ui.click("#scrub-tank", "Start scrub")
+        ui.toast(r"Scrub started", "the scrub's notice")
+        ui.wait(lambda d: re.search(r"scrub: (scanning|finished)", ui.text()), "the scrub's state")
+        print("ok: scrub started from the browser")
 
         # ---- the NFS operations chart moves while a client writes ----
         ui.go("dashboard")
