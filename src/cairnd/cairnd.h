@@ -187,6 +187,8 @@ const cairnd_ui_asset_t *cairnd_ui_find(const char *method, const char *url, htt
 /* GET /api/v1/counters: the front ends' running totals as JSON (metrics.c), for
  * pages that chart rates without parsing /metrics. */
 json_t *cairnd_counters_json(void);
+/* Its OpenAPI path item, for the document (http_api.c). */
+json_t *cairnd_counters_openapi(void);
 /* out = {"error": "<message>"} with status. */
 void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

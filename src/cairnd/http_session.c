@@ -243,18 +243,8 @@ json_t *cairnd_http_sessions_openapi(void)
         err, "delete", "operationId", "session_close", "summary",
         "Logs the session out (its token and cookie stop working).", "responses", "200",
         "description", "logged out", "default", err);
-    json_t *totals = json_pack("{s:s,s:{s:s}}", "type", "object", "additionalProperties",
-                               "type", "integer");
-    json_t *counters = json_pack(
-        "{s:{s:s,s:s,s:{s:{s:s,s:{s:{s:{s:s,s:{s:{s:s},s:o,s:O}}}}},s:O}}}", "get",
-        "operationId", "counters", "summary",
-        "Running totals of the front ends (NFS operations, iSCSI commands, bytes read and "
-        "written) and the server time (s) they were read at; two readings give rates.",
-        "responses", "200", "description", "the totals", "content", "application/json",
-        "schema", "type", "object", "properties", "time", "type", "number", "nfs", totals,
-        "iscsi", totals, "401", err);
-    json_t *paths = json_pack("{s:{s:o},s:o,s:o}", "/sessions", "post", login,
-                              "/sessions/current", current, "/counters", counters);
+    json_t *paths = json_pack("{s:{s:o},s:o}", "/sessions", "post", login, "/sessions/current",
+                              current);
     json_decref(err);
     return paths;
 }

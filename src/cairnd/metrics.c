@@ -475,3 +475,19 @@ json_t *cairnd_counters_json(void)
                      "nfs", nfs_totals(cairnd_shares_stats()), "iscsi",
                      iscsi_totals(cairnd_iscsi_stats()));
 }
+
+json_t *cairnd_counters_openapi(void)
+{
+    json_t *totals = json_pack("{s:s,s:{s:s}}", "type", "object", "additionalProperties",
+                               "type", "integer");
+    return json_pack(
+        "{s:{s:s,s:s,s:{s:{s:s,s:{s:{s:{s:s,s:{s:{s:s},s:O,s:o}}}}},s:{s:s,s:{s:{s:{s:s}}}}}}}",
+        "get",
+        "operationId", "counters", "summary",
+        "Running totals of the front ends (NFS operations, iSCSI commands, bytes read and "
+        "written) and the server time (s) they were read at; two readings give rates.",
+        "responses", "200", "description", "the totals", "content", "application/json",
+        "schema", "type", "object", "properties", "time", "type", "number", "nfs", totals,
+        "iscsi", totals, "401", "description", "no or a wrong credential", "content",
+        "application/json", "schema", "$ref", "#/components/schemas/Error");
+}
