@@ -228,6 +228,23 @@ void cairnd_job_start(const char *operation, const cairnd_http_api_t *req, cairn
                       void *arg, void (*free_arg)(void *), http_reply_t *out);
 void cairnd_jobs_get(const char *id, http_reply_t *out);
 void cairnd_jobs_stop(void);
+/* The web UI's static files (http_ui.c; the table is generated from web/ by the
+ * build): served without authentication, looked up by exact URL only. */
+typedef struct cairnd_ui_asset {
+    const char *path, *content_type;
+    const unsigned char *data;
+    size_t len;
+} cairnd_ui_asset_t;
+extern const cairnd_ui_asset_t cairnd_ui_assets[];
+extern const size_t cairnd_ui_asset_count;
+bool cairnd_ui_is_asset_url(const char *url);
+/* The asset of url, or NULL with err filled (404, or 405 for a method but GET/HEAD). */
+const cairnd_ui_asset_t *cairnd_ui_find(const char *method, const char *url, http_reply_t *err);
+/* GET /api/v1/counters: the front ends' running totals as JSON (metrics.c), for
+ * pages that chart rates without parsing /metrics. */
+json_t *cairnd_counters_json(void);
+/* Its OpenAPI path item, for the document (http_api.c). */
+json_t *cairnd_counters_openapi(void);
 /* out = {"error": "<message>"} with status. */
 void cairnd_http_error(http_reply_t *out, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,19 +1,22 @@
 /*
- * The HTTPS server of cairnd: the REST API (http_api.c), its OpenAPI document
- * and /metrics (metrics.c), on libmicrohttpd with GnuTLS.
+ * The HTTPS server of cairnd: the REST API (http_api.c), its OpenAPI document,
+ * /metrics (metrics.c) and the web UI's static files (http_ui.c) at / and /ui/,
+ * on libmicrohttpd with GnuTLS.
  *
  * TLS: the certificate and key named by http_cert/http_key, or else a
  * self-signed pair (ECDSA P-256, ten years) made on the first start as
  * STATE_DIR/http-cert.pem and http-key.pem (0600) and kept, so clients can pin
  * it. Plain HTTP is never served.
  *
- * Authentication: every request but the OpenAPI document, the log-in (POST
+ * Authentication: every request but the web UI's files, the OpenAPI document, the log-in (POST
  * /api/v1/sessions) and /metrics with http_metrics_public=on carries
  * `Authorization: Bearer TOKEN`, an API token of `cairn token create`
  * (include/cairn/mgmt_token.h) or a session token of a user's log-in
  * (http_session.c), or the session cookie a log-in sets. A missing or wrong one is
  * answered 401 before anything is parsed further, so it changes nothing. Each
- * failure (a refused log-in too) counts against the client's address; an address with
+ * wrong credential (a refused log-in too) counts against the client's address (a
+ * missing one guesses nothing, and the web UI asks who is logged in without one
+ * on every load of its log-in page); an address with
  * AUTH_FAIL_LIMIT failures in AUTH_FAIL_WINDOW_S seconds gets 429 for every
  * request until that window ends (brute force then costs a window per
  * AUTH_FAIL_LIMIT guesses of a 256-bit secret).
@@ -258,6 +261,35 @@ static void peer_addr(struct MHD_Connection *c, char *buf, size_t len)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
 }
 
+/* On every answer: the web UI's pages may load scripts, styles and data only from
+ * this origin (no inline script), and nothing here may be framed or sniffed. */
+#define CONTENT_SECURITY_POLICY                                                                   \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "             \
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+static void add_security_headers(struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "Content-Security-Policy", CONTENT_SECURITY_POLICY);
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+}
+
+/* A web UI file, from the table built into the program (never copied or freed). */
+static enum MHD_Result send_asset(struct MHD_Connection *c, const cairnd_ui_asset_t *a)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a->content_type);
+    /* Revalidated on each load, so the pages of a new cairnd replace the old at once. */
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    add_security_headers(resp);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
 {
     struct MHD_Response *resp =
@@ -269,6 +301,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    add_security_headers(resp);
     if (r->set_cookie[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, r->set_cookie);
     if (r->location[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
     if (r->status == MHD_HTTP_UNAUTHORIZED)
@@ -339,9 +372,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
+    http_reply_t r = {0};
+    if (cairnd_ui_is_asset_url(url)) { /* no data in them: no credential needed */
+        const cairnd_ui_asset_t *a = cairnd_ui_find(method, url, &r);
+        return a ? send_asset(c, a) : send_reply(c, &r);
+    }
     char addr[INET6_ADDRSTRLEN];
     peer_addr(c, addr, sizeof addr);
-    http_reply_t r = {0};
     bool is_metrics = !strcmp(url, "/metrics");
     bool is_login = !strcmp(url, CAIRND_API_PREFIX "/sessions");
     bool open_doc = !strcmp(url, CAIRND_API_PREFIX "/openapi.json") ||
@@ -354,7 +391,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_reply(c, &r);
     }
     if (!open_doc && authenticate(secret, &who, &via)) {
-        count_failure(addr);
+        if (secret) count_failure(addr);
         log_info(SUB, "%s: %s %s: %s", addr, method, url, secret ? "wrong credential" : "no credential");
         cairnd_http_error(&r, MHD_HTTP_UNAUTHORIZED,
                           secret ? "the API token or session is not valid (or has expired)"
@@ -386,7 +423,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                  .addr = addr,
                                  .authenticated = !open_doc,
                                  .respond_async = prefers_async(c)};
-        if (is_login || !strcmp(url, CAIRND_API_PREFIX "/sessions/current")) {
+        if (!strcmp(url, CAIRND_API_PREFIX "/counters")) {
+            if (strcmp(method, "GET"))
+                cairnd_http_error(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s only answers GET", url);
+            else cairnd_http_reply_json(&r, MHD_HTTP_OK, cairnd_counters_json());
+        } else if (is_login || !strcmp(url, CAIRND_API_PREFIX "/sessions/current")) {
             cairnd_http_sessions(&req, &r);
             if (is_login && r.status == MHD_HTTP_UNAUTHORIZED) count_failure(addr);
         } else {

@@ -659,6 +659,7 @@ static json_t *openapi_document(void)
     json_t *jobs = jobs_openapi();
     json_object_update(paths, jobs);
     json_decref(jobs);
+    json_object_set_new(paths, "/counters", cairnd_counters_openapi());
     for (size_t i = 0; i < CAIRN_ARRAY_SIZE(g_routes); i++) {
         const route_t *r = &g_routes[i];
         json_t *item = json_object_get(paths, r->path);

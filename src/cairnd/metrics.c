@@ -8,12 +8,18 @@
  * iostat through cairnd_handle_request), so /metrics, `cairn pool status` and
  * the REST API cannot disagree; the front ends' counters are read from the NFS
  * and iSCSI layers' statistics structs (include/cairn/stats.h).
+ *
+ * cairnd_counters_json() gives the front ends' totals as JSON as well
+ * (GET /api/v1/counters), with the time they were read, for the web UI's live
+ * charts: a page turns two readings into rates without a Prometheus parser.
  */
 #include "cairnd.h"
 
 #include <cairn/stats.h>
 
 #include <inttypes.h>
+#include <jansson.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,4 +437,57 @@ char *cairnd_metrics_render(size_t *len)
         return NULL;
     }
     return buf;
+}
+
+/* ------------------------------------------------------------ as JSON */
+
+static uint64_t sum_counters(const cairn_counter_t *c, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += cairn_counter_get(&c[i]);
+    return sum;
+}
+
+static json_t *nfs_totals(const nfs_stats_t *s)
+{
+    if (!s) return json_pack("{s:i,s:i,s:i}", "operations", 0, "read_bytes", 0, "written_bytes", 0);
+    uint64_t ops = sum_counters(s->v3_calls, NFS_STATS_V3_PROCS) +
+                   sum_counters(s->v4_ops, NFS_STATS_V4_OPS);
+    return json_pack("{s:I,s:I,s:I}", "operations", (json_int_t)ops, "read_bytes",
+                     (json_int_t)sum_counters(s->read_bytes, NFS_STATS_VERSIONS), "written_bytes",
+                     (json_int_t)sum_counters(s->write_bytes, NFS_STATS_VERSIONS));
+}
+
+static json_t *iscsi_totals(const iscsi_stats_t *s)
+{
+    if (!s) return json_pack("{s:i,s:i,s:i}", "commands", 0, "read_bytes", 0, "written_bytes", 0);
+    return json_pack("{s:I,s:I,s:I}", "commands",
+                     (json_int_t)sum_counters(s->commands, ISCSI_CMD_KINDS), "read_bytes",
+                     (json_int_t)cairn_counter_get(&s->read_bytes), "written_bytes",
+                     (json_int_t)cairn_counter_get(&s->write_bytes));
+}
+
+json_t *cairnd_counters_json(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return json_pack("{s:f,s:o,s:o}", "time", (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+                     "nfs", nfs_totals(cairnd_shares_stats()), "iscsi",
+                     iscsi_totals(cairnd_iscsi_stats()));
+}
+
+json_t *cairnd_counters_openapi(void)
+{
+    json_t *totals = json_pack("{s:s,s:{s:s}}", "type", "object", "additionalProperties",
+                               "type", "integer");
+    return json_pack(
+        "{s:{s:s,s:s,s:{s:{s:s,s:{s:{s:{s:s,s:{s:{s:s},s:O,s:o}}}}},s:{s:s,s:{s:{s:{s:s}}}}}}}",
+        "get",
+        "operationId", "counters", "summary",
+        "Running totals of the front ends (NFS operations, iSCSI commands, bytes read and "
+        "written) and the server time (s) they were read at; two readings give rates.",
+        "responses", "200", "description", "the totals", "content", "application/json",
+        "schema", "type", "object", "properties", "time", "type", "number", "nfs", totals,
+        "iscsi", totals, "401", "description", "no or a wrong credential", "content",
+        "application/json", "schema", "$ref", "#/components/schemas/Error");
 }
