@@ -35,6 +35,12 @@ ha_network
 ha_start_nodes
 pass "corosync and pacemaker up on node1 and node2"
 
+# A takeover brings the pool's NFSv4 clients a grace period for their reclaims
+# (docs/ha.md). The test's v4 writers are libnfs 4.0 clients that come back as new
+# clients and must wait it out, so leases and grace are short here; the default is
+# a 90 s lease and grace.
+printf 'nfs_lease_time = 10\nnfs_grace_time = 10\n' >"$T/ha-cairnd.conf"
+
 # The configuration, with the pcs commands of docs/ha.md (and the test's fence device),
 # built in a file and pushed at once so nothing starts half configured.
 CIB="$HA_DIR/cairn.xml"
@@ -47,6 +53,7 @@ pcsf stonith create fence fence_cairn_netns pcmk_host_list="node1 node2" nodes_d
 for i in 1 2; do
     pcsf resource create "pool_ha$i" ocf:cairn:cairn-pool pool="ha$i" cairn="$CAIRN" cairnd="$CAIRND" \
         state_dir=/run/cairn socket=/run/cairn/cairnd.sock import_dirs="$T/disks" \
+        daemon_options="--config $T/ha-cairnd.conf" \
         op monitor interval=2s timeout=20s monitor interval=30s timeout=20s OCF_CHECK_LEVEL=10 \
         start timeout=60s stop timeout=60s
     pcsf resource create "ip_ha$i" ocf:heartbeat:IPaddr2 ip="10.99.0.10$i" cidr_netmask=24 nic=eth0 \
@@ -62,6 +69,10 @@ ha_wait 90 "ha2 on node2" ha_running_on ip_ha2 node2
 pass "ha1 and its address on node1, ha2 and its address on node2 (active/active)"
 
 url() { echo "nfs://10.99.0.10$1/ha$1/fs?nfsport=2049&mountport=20048&version=${2:-3}"; }
+# The writers run for minutes: unpaced, a fast machine fills the 2 GiB pools with
+# records (64 KiB each) before the last failover. 20 acknowledged writes a second
+# each keep every pool under 1 GiB and still prove each pause.
+export CAIRN_HAWRITE_PACE_MS=50
 # Not through the ha_client function: $! must be the writer itself (ip netns exec execs it).
 ip netns exec "$HA-c" "$CAIRN_BIN/nfs_client" "$(url 1)" hawrite rec >"$HA_DIR/w1.acks" 2>"$HA_DIR/w1.err" &
 W1=$!

@@ -301,6 +301,15 @@ static struct iscsi_context *ha_session(const char *portal, const char *target)
     }
 }
 
+/* CAIRN_HAWRITE_PACE_MS: a pause after each acknowledged write, so a writer that
+ * runs for minutes stays within its pool on a fast machine (0: none). */
+static void hawrite_pace(void)
+{
+    const char *v = getenv("CAIRN_HAWRITE_PACE_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms > 0) usleep((useconds_t)ms * 1000);
+}
+
 static int hawrite(const char *portal, const char *target, uint64_t seed, uint64_t blocks)
 {
     struct iscsi_context *c = ha_session(portal, target);
@@ -319,6 +328,7 @@ static int hawrite(const char *portal, const char *target, uint64_t seed, uint64
         }
         printf("%llu %llu\n", (unsigned long long)lba, (unsigned long long)wall_ms());
         fflush(stdout);
+        hawrite_pace();
     }
     iscsi_destroy_context(c);
     return 0;

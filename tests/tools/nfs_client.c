@@ -521,6 +521,15 @@ static bool try_write_record(struct nfs_context *nfs, struct nfsfh *fh, uint64_t
  * it, so a failed request (connection reset, server gone) is not an error but a
  * reason to reconnect and send the same record again. Each request has a deadline
  * so a connection to a dead head cannot hang the client. */
+/* CAIRN_HAWRITE_PACE_MS: a pause after each acknowledged record, so a writer that
+ * runs for minutes stays within its pool on a fast machine (0: none). */
+static void hawrite_pace(void)
+{
+    const char *v = getenv("CAIRN_HAWRITE_PACE_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms > 0) usleep((useconds_t)ms * 1000);
+}
+
 static void mode_hawrite(const char *name)
 {
     char p[256];
@@ -547,6 +556,7 @@ static void mode_hawrite(const char *name)
         }
         printf("%" PRIu64 " %" PRIu64 "\n", i, wall_ms());
         fflush(stdout);
+        hawrite_pace();
     }
 }
 
