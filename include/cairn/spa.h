@@ -464,6 +464,8 @@ bool spa_memory_only_refused(void);
  * workers read by read); returns whether it was on, for _resume. */
 bool spa_memory_only_pause(void);
 void spa_memory_only_resume(bool was_on);
+/* Whether the calling thread is in memory-only mode now. */
+bool spa_memory_only_active(void);
 /* spa_block_read() through the ARC with a dataset's cache policy (ARC_POLICY() of
  * include/cairn/arc.h: primarycache and secondarycache); spa_block_read() uses
  * ARC_POLICY_DEFAULT (cache everything). */

@@ -738,8 +738,9 @@ static cairn_checksum_t checksum_of(const char *v)
     return CAIRN_CHECKSUM_FLETCHER4;
 }
 
-/* Looks every property up (under dp->lock): ancestors' local values, names compared. */
-static void props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+/* Looks every property up (caller holds dp->lock): ancestors' local values, names
+ * compared. */
+static void props_lookup_locked(dsl_dataset_t *ds, dsl_dataset_props_t *out)
 {
     dsl_pool_t *dp = ds->dp;
     dsl_node_t *n = ds->node;
@@ -747,7 +748,6 @@ static void props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
     uint64_t num;
     dsl_prop_source_t src;
     memset(out, 0, sizeof(*out));
-    pthread_mutex_lock(&dp->lock);
     bool fs = head_of(n)->phys.type == DSL_TYPE_FILESYSTEM;
     out->recordsize = fs ? (uint32_t)dsl_prop_num(dp, n, "recordsize") : 0;
     out->volblocksize = fs ? 0 : (uint32_t)dsl_prop_num(dp, n, "volblocksize");
@@ -775,7 +775,26 @@ static void props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
     } else {
         cairn_strlcpy(out->sharenfs, "off", sizeof(out->sharenfs));
     }
+}
+
+/* props_lookup_locked under dp->lock. A thread that must not wait (the NFS I/O
+ * thread's memory-only mode) only tries the lock, which a txg sync holds: when
+ * it is taken, false, and the refusal makes the caller drop the call and run it
+ * on a worker. */
+static bool props_lookup(dsl_dataset_t *ds, dsl_dataset_props_t *out)
+{
+    dsl_pool_t *dp = ds->dp;
+    if (spa_memory_only_active()) {
+        if (pthread_mutex_trylock(&dp->lock) != 0) {
+            spa_memory_only_refuse();
+            return false;
+        }
+    } else {
+        pthread_mutex_lock(&dp->lock);
+    }
+    props_lookup_locked(ds, out);
     pthread_mutex_unlock(&dp->lock);
+    return true;
 }
 
 /*
@@ -790,15 +809,16 @@ void dsl_dataset_get_props(dsl_dataset_t *ds, dsl_dataset_props_t *out)
     uint64_t gen = atomic_load(&ds->dp->props_gen);
     pthread_rwlock_rdlock(&ds->props_lock);
     bool hit = ds->props.gen == gen;
-    /* A thread that must not wait (the NFS I/O thread's memory-only mode) does
-     * not take dp->lock, which a txg sync holds: the refusal makes its caller
-     * drop the call and run it on a worker, so the stale copy it gets is never
-     * used for an answer. */
-    bool refused = !hit && spa_memory_only_refuse() != 0;
-    if (hit || refused) *out = ds->props;
+    if (hit) *out = ds->props;
     pthread_rwlock_unlock(&ds->props_lock);
-    if (hit || refused) return;
-    props_lookup(ds, out);
+    if (hit) return;
+    if (!props_lookup(ds, out)) {
+        /* Refused (memory-only): the stale copy is never used for an answer. */
+        pthread_rwlock_rdlock(&ds->props_lock);
+        *out = ds->props;
+        pthread_rwlock_unlock(&ds->props_lock);
+        return;
+    }
     out->gen = gen;
     /* ARC: the object set's cache policy follows primarycache/secondarycache
      * (inherited ones too) from here, at the first call after any change. */

@@ -401,6 +401,8 @@ bool spa_memory_only_pause(void)
 
 void spa_memory_only_resume(bool was_on) { memory_only = was_on; }
 
+bool spa_memory_only_active(void) { return memory_only; }
+
 int spa_memory_only_refuse(void)
 {
     if (!memory_only) return 0;

@@ -462,15 +462,20 @@ pool_space() {
     echo "$size $(($(ds_get used "$1") + $(ds_get available "$1")))"
 }
 # same_space POOL BEFORE WHAT: the size is BEFORE's to the byte, used+available within 2%
-# (what a user reads: a spare or a replacement adds no capacity).
+# (what a user reads: a spare or a replacement adds no capacity). Writes still in flight
+# count against available until their txg syncs, so used+available gets 10 s to settle.
 same_space() {
-    local now b_size b_tot n_size n_tot
-    now=$(pool_space "$1")
+    local now b_size b_tot n_size n_tot i
     read -r b_size b_tot <<<"$2"
-    read -r n_size n_tot <<<"$now"
-    [ "$n_size" = "$b_size" ] || fail "$1 $3: pool size $n_size, was $b_size"
-    [ $(((n_tot - b_tot) * 50)) -le "$b_tot" ] && [ $(((b_tot - n_tot) * 50)) -le "$b_tot" ] ||
-        fail "$1 $3: used+available $n_tot, was $b_tot"
+    for i in $(seq 1 20); do
+        now=$(pool_space "$1")
+        read -r n_size n_tot <<<"$now"
+        [ "$n_size" = "$b_size" ] || fail "$1 $3: pool size $n_size, was $b_size"
+        [ $(((n_tot - b_tot) * 50)) -le "$b_tot" ] && [ $(((b_tot - n_tot) * 50)) -le "$b_tot" ] &&
+            return 0
+        sleep 0.5
+    done
+    fail "$1 $3: used+available $n_tot, was $b_tot"
 }
 
 # ---- dataset helpers (test_cli_datasets*.sh) ----
