@@ -134,7 +134,7 @@ static int by_rank(const void *a, const void *b)
 size_t an_merge_topn(const an_entry_t *in, size_t n, size_t topn, an_entry_t *out)
 {
     an_entry_t *tmp = cairn_zalloc((n ? n : 1) * sizeof *tmp);
-    memcpy(tmp, in, n * sizeof *tmp);
+    if (n) memcpy(tmp, in, n * sizeof *tmp);
     qsort(tmp, n, sizeof *tmp, by_key);
     size_t m = 0; /* same (stat, dim, name) summed */
     for (size_t i = 0; i < n; i++) {
@@ -207,7 +207,7 @@ static void roll_up(an_ring_t *src, an_ring_t *dst, int64_t start, int64_t span)
             cap = (n + s->n) * 2;
             all = cairn_realloc(all, cap * sizeof *all);
         }
-        memcpy(all + n, s->e, s->n * sizeof *all);
+        if (s->n) memcpy(all + n, s->e, s->n * sizeof *all);
         n += s->n;
     }
     size_t m;
@@ -262,6 +262,7 @@ typedef struct wbuf {
 
 static void put(wbuf_t *b, const void *v, size_t n)
 {
+    if (!n) return; /* an empty sample's entries may be NULL: memcpy must not see it */
     if (b->len + n > b->cap) {
         b->cap = (b->len + n) * 2;
         b->p = cairn_realloc(b->p, b->cap);
