@@ -154,60 +154,41 @@ static void read_password(char *buf, size_t len)
     if (!read_line(stdin, buf, len)) fail("no password on stdin (give it as the first line)");
 }
 
-static int cmd_user_add(int argc, char **argv)
+/* `user add [--read-only] NAME`, `user passwd NAME`, `user remove NAME`: one name,
+ * and a password for add and passwd. */
+static int cmd_user_change(int argc, char **argv, const char *sub)
 {
-    const char *what = "user add";
-    static const struct option longopts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
-    bool read_only = false;
+    char what[32];
+    snprintf(what, sizeof what, "user %s", sub);
+    static const struct option add_opts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
+    bool add = !strcmp(sub, "add"), remove = !strcmp(sub, "remove"), read_only = false;
     int c;
     reset_getopt();
-    while ((c = next_opt(argc, argv, ":", longopts, what)) != -1)
+    while ((c = next_opt(argc, argv, ":", add ? add_opts : NULL, what)) != -1)
         if (c == 'r') read_only = true;
     want_args(argc, argv, 1, 1, what, "NAME");
-    char password[MGMT_PASSWORD_MAX + 2];
-    read_password(password, sizeof password);
+    char password[MGMT_PASSWORD_MAX + 2] = "";
+    if (!remove) read_password(password, sizeof password);
     Cairn__Mgmt__UserAdd ua = CAIRN__MGMT__USER_ADD__INIT;
-    ua.name = argv[optind];
-    ua.read_only = read_only;
-    ua.password = password;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_ADD;
-    req.user_add = &ua;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
-    return 0;
-}
-
-static int cmd_user_passwd(int argc, char **argv)
-{
-    const char *what = "user passwd";
-    reset_getopt();
-    while (next_opt(argc, argv, ":", NULL, what) != -1) {
-    }
-    want_args(argc, argv, 1, 1, what, "NAME");
-    char password[MGMT_PASSWORD_MAX + 2];
-    read_password(password, sizeof password);
     Cairn__Mgmt__UserPasswd up = CAIRN__MGMT__USER_PASSWD__INIT;
-    up.name = argv[optind];
-    up.password = password;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_PASSWD;
-    req.user_passwd = &up;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
-    return 0;
-}
-
-static int cmd_user_remove(int argc, char **argv)
-{
-    const char *what = "user remove";
-    reset_getopt();
-    while (next_opt(argc, argv, ":", NULL, what) != -1) {
-    }
-    want_args(argc, argv, 1, 1, what, "NAME");
     Cairn__Mgmt__UserRemove ur = CAIRN__MGMT__USER_REMOVE__INIT;
-    ur.name = argv[optind];
     Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_REMOVE;
-    req.user_remove = &ur;
+    if (add) {
+        ua.name = argv[optind];
+        ua.read_only = read_only;
+        ua.password = password;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_ADD;
+        req.user_add = &ua;
+    } else if (remove) {
+        ur.name = argv[optind];
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_REMOVE;
+        req.user_remove = &ur;
+    } else {
+        up.name = argv[optind];
+        up.password = password;
+        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_PASSWD;
+        req.user_passwd = &up;
+    }
     cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
 }
@@ -235,9 +216,8 @@ int user_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "user")) return -1;
     if (argc < 2) fail("user: missing subcommand (add, passwd, remove, list)");
-    if (!strcmp(argv[1], "add")) return cmd_user_add(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "passwd")) return cmd_user_passwd(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "remove")) return cmd_user_remove(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "add") || !strcmp(argv[1], "passwd") || !strcmp(argv[1], "remove"))
+        return cmd_user_change(argc - 1, argv + 1, argv[1]);
     if (!strcmp(argv[1], "list")) return cmd_user_list(argc - 1, argv + 1);
     fail("user: unknown subcommand '%s' (add, passwd, remove, list)", argv[1]);
 }
