@@ -9,6 +9,7 @@
 # CLI and the API (the same request); live output with -i.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
 
 command -v curl >/dev/null || { echo "skip: curl is not installed"; exit 77; }
@@ -48,15 +49,6 @@ run_ok "$CAIRN" create -o sharenfs=no_root_squash tank/y
 run_ok "$CAIRN" create -V 16M tank/vol
 run_ok "$CAIRN" iscsi target create "$TGT"
 run_ok "$CAIRN" iscsi lun add "$TGT" tank/vol
-
-# http METHOD PATH TOKEN [BODY]: status in $CODE, body in $LAST_STDOUT.
-http() {
-    local args=(-sk -o "$LAST_STDOUT" -w '%{http_code}' -X "$1" "$U$2")
-    [ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
-    [ $# -ge 4 ] && args+=(-H 'Content-Type: application/json' --data "$4")
-    CODE=$(curl "${args[@]}")
-}
-expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STDOUT")"; }
 
 # ---- the catalogue and its defaults: cheap drill-downs on, client and file off ----
 run_ok "$CAIRN" analytics list -H

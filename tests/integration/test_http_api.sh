@@ -9,6 +9,7 @@
 # answered 429.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
 
 command -v curl >/dev/null || { echo "skip: curl is not installed"; exit 77; }
@@ -65,15 +66,6 @@ run_ok "$CAIRN" token list -H
     fail "token list: $(cat "$LAST_STDOUT")"
 grep -q "$ADMIN" "$T/d1/http-tokens" && fail "the token store holds a token in the clear"
 pass "token create/list/revoke; only hashes stored"
-
-# http METHOD PATH TOKEN [BODY]: status in $CODE, body in $LAST_STDOUT.
-http() {
-    local args=(-sk -o "$LAST_STDOUT" -w '%{http_code}' -X "$1" "$U$2")
-    [ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
-    [ $# -ge 4 ] && args+=(-H 'Content-Type: application/json' --data "$4")
-    CODE=$(curl "${args[@]}")
-}
-expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STDOUT")"; }
 expect_error() {
     "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert list(d)==["error"] and "\n" not in d["error"], d' \
         "$LAST_STDOUT" || fail "not a JSON error: $(cat "$LAST_STDOUT")"

@@ -7,20 +7,13 @@
 # 403 for every one of them with nothing changed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 
 command -v curl >/dev/null || { echo "skip: curl is not installed"; exit 77; }
 HPORT=$(cairn_random_port)
 U="https://127.0.0.1:$HPORT"
 TGT=iqn.2026-12.org.cairn.test:disks
 sparse_files "$T/dev" 512M a b c d e
-
-http() {
-    local args=(-sk -o "$LAST_STDOUT" -w '%{http_code}' -X "$1" "$U$2")
-    [ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
-    [ $# -ge 4 ] && args+=(-H 'Content-Type: application/json' --data "$4")
-    CODE=$(curl "${args[@]}")
-}
-expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STDOUT")"; }
 # state DEV: the device's state in `pool status tank`.
 state() {
     "$CAIRN" pool status tank >"$LAST_STDOUT"

@@ -6,30 +6,19 @@
 # a read-only token still gets 403 and no job; unknown jobs are 404.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 
 command -v curl >/dev/null || { echo "skip: curl is not installed"; exit 77; }
 HPORT=$(cairn_random_port)
 U="https://127.0.0.1:$HPORT"
 sparse_files "$T/dev" 1G a b
-
-# http METHOD PATH TOKEN [BODY] [curl args...]: $CODE, body in $LAST_STDOUT, headers in $T/h.
-http() {
-    local method=$1 path=$2 token=$3 body=${4:-}
-    shift $(($# < 4 ? $# : 4))
-    local args=(-sk -D "$T/h" -o "$LAST_STDOUT" -w '%{http_code}' -X "$method" "$U$path"
-        -H "Authorization: Bearer $token")
-    [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data "$body")
-    CODE=$(curl "${args[@]}" "$@")
-}
-expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STDOUT")"; }
-jq_() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$LAST_STDOUT"; }
 # wait_job ID: polls GET /jobs/ID until it is no longer running (30 s).
 wait_job() {
     local i
     for i in $(seq 1 300); do
         http GET "/api/v1/jobs/$1" "$ADMIN"
         expect_code 200
-        [ "$(jq_ 'd["state"]')" != running ] && return 0
+        [ "$(json_eval 'd["state"]')" != running ] && return 0
         sleep 0.1
     done
     fail "job $1 still running after 30 s: $(cat "$LAST_STDOUT")"
@@ -47,23 +36,23 @@ RO=$(cat "$LAST_STDOUT")
 # ---- an asynchronous destroy ----
 http DELETE /api/v1/datasets/tank/big "$ADMIN" "" -H 'Prefer: respond-async, wait=5'
 expect_code 202
-ID=$(jq_ 'd["id"]')
+ID=$(json_eval 'd["id"]')
 [[ "$ID" =~ ^job-[0-9]+$ ]] || fail "job id '$ID'"
-grep -qi "^location: /api/v1/jobs/$ID" "$T/h" || fail "no Location: $(cat "$T/h")"
-[ "$(jq_ 'd["operation"]+" "+d["method"]+" "+d["resource"]+" "+d["user"]')" = \
+grep -qi "^location: /api/v1/jobs/$ID" "$T/headers" || fail "no Location: $(cat "$T/headers")"
+[ "$(json_eval 'd["operation"]+" "+d["method"]+" "+d["resource"]+" "+d["user"]')" = \
   "ds_destroy DELETE /api/v1/datasets/tank/big token admin" ] || fail "job: $(cat "$LAST_STDOUT")"
 wait_job "$ID"
-[ "$(jq_ 'd["state"], d["status"]' | tr '\n' ' ')" = "succeeded 200 " ] || fail "job: $(cat "$LAST_STDOUT")"
+[ "$(json_eval 'd["state"], d["status"]' | tr '\n' ' ')" = "succeeded 200 " ] || fail "job: $(cat "$LAST_STDOUT")"
 run_fail "$CAIRN" list tank/big
 pass "DELETE with Prefer: respond-async: 202, Location, the job succeeded, the dataset is gone"
 
 # ---- a job that fails keeps the error and its status ----
 http DELETE /api/v1/datasets/tank/nosuch "$ADMIN" "" -H 'Prefer: respond-async'
 expect_code 202
-ID=$(jq_ 'd["id"]')
+ID=$(json_eval 'd["id"]')
 wait_job "$ID"
-[ "$(jq_ 'd["state"], d["status"]' | tr '\n' ' ')" = "failed 404 " ] || fail "job: $(cat "$LAST_STDOUT")"
-[[ "$(jq_ 'd["error"]')" == *tank/nosuch* ]] || fail "job error: $(cat "$LAST_STDOUT")"
+[ "$(json_eval 'd["state"], d["status"]' | tr '\n' ' ')" = "failed 404 " ] || fail "job: $(cat "$LAST_STDOUT")"
+[[ "$(json_eval 'd["error"]')" == *tank/nosuch* ]] || fail "job error: $(cat "$LAST_STDOUT")"
 # ... and a synchronous request is unchanged by the jobs (no Prefer, no job).
 http POST /api/v1/datasets "$ADMIN" '{"name":"tank/sync"}'
 expect_code 201
@@ -93,13 +82,13 @@ PY
 run_ok "$CAIRN" pool wait tank
 http GET /api/v1/jobs/scan-tank "$RO"
 expect_code 200
-[ "$(jq_ 'd["operation"], d["state"], d["progress"]' | tr '\n' ' ')" = "scrub succeeded 1.0 " ] ||
+[ "$(json_eval 'd["operation"], d["state"], d["progress"]' | tr '\n' ' ')" = "scrub succeeded 1.0 " ] ||
     fail "finished scrub: $(cat "$LAST_STDOUT")"
 run_ok "$CAIRN" pool attach tank "$T/dev/a" "$T/dev/b"
 run_ok "$CAIRN" pool wait tank
 http GET /api/v1/jobs/scan-tank "$ADMIN"
 expect_code 200
-[ "$(jq_ 'd["operation"], d["state"]' | tr '\n' ' ')" = "resilver succeeded " ] ||
+[ "$(json_eval 'd["operation"], d["state"]' | tr '\n' ' ')" = "resilver succeeded " ] ||
     fail "resilver: $(cat "$LAST_STDOUT")"
 http GET /api/v1/jobs/job-999 "$ADMIN"
 expect_code 404

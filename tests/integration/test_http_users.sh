@@ -8,24 +8,13 @@
 # counted towards the 429 of brute force.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/http_lib.sh"
 
 command -v curl >/dev/null || { echo "skip: curl is not installed"; exit 77; }
 HPORT=$(cairn_random_port)
 U="https://127.0.0.1:$HPORT"
 sparse_files "$T/dev" 512M a
-
-# http METHOD PATH [BEARER] [BODY] [curl args...]: status in $CODE, body in $LAST_STDOUT,
-# headers in $T/headers.
-http() {
-    local method=$1 path=$2 bearer=${3:-} body=${4:-}
-    shift $(($# < 4 ? $# : 4))
-    local args=(-sk -D "$T/headers" -o "$LAST_STDOUT" -w '%{http_code}' -X "$method" "$U$path")
-    [ -n "$bearer" ] && args+=(-H "Authorization: Bearer $bearer")
-    [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data "$body")
-    CODE=$(curl "${args[@]}" "$@")
-}
-expect_code() { [ "$CODE" = "$1" ] || fail "HTTP $CODE, not $1: $(cat "$LAST_STDOUT")"; }
-json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$LAST_STDOUT" "$1"; }
+json_field() { json_eval "d['$1']"; }
 # login USER PASSWORD: sets SESSION (and the cookie jar $T/jar).
 login() {
     http POST /api/v1/sessions "" "{\"user\":\"$1\",\"password\":\"$2\"}" -c "$T/jar"
