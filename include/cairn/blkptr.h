@@ -61,7 +61,12 @@ typedef struct cairn_blkptr {
 
 _Static_assert(sizeof(cairn_blkptr_t) == 128, "block pointer is 128 bytes on disk");
 
+/* flags: the DVAs name copies of a gang header, which lists the fragments
+ * the stored bytes were split into (src/spa/spa_gang.c). */
+#define CAIRN_BP_GANG 0x01
+
 static inline bool cairn_bp_is_hole(const cairn_blkptr_t *bp) { return bp->ncopies == 0; }
+static inline bool cairn_bp_is_gang(const cairn_blkptr_t *bp) { return (bp->flags & CAIRN_BP_GANG) != 0; }
 static inline uint64_t cairn_dva_asize(const cairn_dva_t *d)
 {
     return (uint64_t)d->asize << CAIRN_SECTOR_SHIFT;

@@ -63,6 +63,9 @@ dmu_tx_t *dmu_tx_begin(objset_t *os);
 uint64_t dmu_tx_txg(dmu_tx_t *tx);
 /* True when the object set cannot be changed (read-only pool or snapshot). */
 bool dmu_tx_readonly(const dmu_tx_t *tx);
+/* True when the pool was suspended (a sync failed) as it began: its changes fail
+ * with EIO. */
+bool dmu_tx_suspended(const dmu_tx_t *tx);
 void dmu_tx_commit(dmu_tx_t *tx);
 /* Waits until everything committed to os so far is durable. */
 int dmu_objset_sync(objset_t *os);

@@ -394,6 +394,7 @@ typedef struct spa_check_report {
     uint64_t bad_blocks;         /* blocks with no copy that verifies */
     uint64_t leaked_bytes;       /* allocated but referenced by nothing */
     uint64_t double_bytes;       /* referenced twice, or referenced but free */
+    uint64_t gang_blocks;        /* of blocks, those stored in fragments (spa_gang.c) */
 } spa_check_report_t;
 /* Returns 0 when every block verifies and accounting is exact; -EUCLEAN otherwise,
  * with a one-line summary in err. */
@@ -492,7 +493,8 @@ void spa_block_free_at_sync(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
  * spa_tx_hold_nowait() the hold alone (for callers that must wait before
  * taking their locks but join a txg only once they hold them). */
 uint64_t spa_tx_hold(spa_t *spa);
-void spa_tx_throttle(spa_t *spa);
+/* -EIO when the pool is suspended (a failed sync): no change can be made. */
+int spa_tx_throttle(spa_t *spa);
 uint64_t spa_tx_hold_nowait(spa_t *spa);
 /* Whether spa_tx_throttle() might make a writer wait now (the open txg is
  * near the throttle's limit): for callers that must not wait. */

@@ -74,6 +74,7 @@ int cmd_check(int argc, char **argv)
         printf("leaked:      %llu\n", (unsigned long long)rep.leaked_bytes);
         printf("double:      %llu\n", (unsigned long long)rep.double_bytes);
         printf("bad blocks:  %llu\n", (unsigned long long)rep.bad_blocks);
+        printf("gang blocks: %llu\n", (unsigned long long)rep.gang_blocks);
         printf("result:      %s\n", rc == 0 ? "clean" : "ERRORS");
     }
     for (size_t i = 0; i < ndirs; i++) free(dirs[i]);

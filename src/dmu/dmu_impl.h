@@ -260,6 +260,7 @@ struct dmu_tx {
     bool assigned;
     bool readonly;
     bool sync_ctx;         /* dmu_tx_create_sync(): no txg hold, no dirty accounting */
+    bool suspended;        /* begun on a suspended pool: every change fails with EIO */
 };
 
 /* dnode.c: whether writing [off, off + len) would read a record from disk. */

@@ -33,6 +33,7 @@ static uint8_t object_type(const dmu_object_props_t *p)
 static int tx_check(objset_t *os, dmu_tx_t *tx)
 {
     if (!tx || tx->os->dp != os->dp) return -EINVAL;
+    if (tx->suspended) return -EIO;
     if (!dmu_tx_assign(tx)) return -EROFS;
     return 0;
 }

@@ -935,12 +935,13 @@ dmu_tx_t *dmu_tx_begin(objset_t *os)
     tx->os = os;
     spa_t *spa = os->dp->spa;
     tx->readonly = spa_readonly(spa) || os->readonly;
-    if (!tx->readonly) spa_tx_throttle(spa);
+    if (!tx->readonly && spa_tx_throttle(spa)) tx->suspended = true;
     return tx;
 }
 
 uint64_t dmu_tx_assign(dmu_tx_t *tx)
 {
+    if (tx->suspended) return 0;
     if (!tx->assigned) {
         tx->assigned = true;
         tx->txg = tx->readonly ? 0 : spa_tx_hold_nowait(tx->os->dp->spa);
@@ -949,6 +950,7 @@ uint64_t dmu_tx_assign(dmu_tx_t *tx)
 }
 
 bool dmu_tx_readonly(const dmu_tx_t *tx) { return tx->readonly; }
+bool dmu_tx_suspended(const dmu_tx_t *tx) { return tx->suspended; }
 
 dmu_tx_t *dmu_tx_create_sync(objset_t *os, uint64_t txg)
 {

@@ -300,6 +300,7 @@ struct spa {
     _Atomic uint64_t frees_deferred;
     uint64_t held_synced_txg;       /* frees released up to here before the hold */
     _Atomic uint64_t data_errors;   /* blocks read with no good copy */
+    _Atomic uint64_t gang_blocks;   /* blocks written as gang blocks since open (spa_gang.c) */
 
     /* fault management (spa_fault.c) */
     pthread_mutex_t fault_lock;     /* leaves' error windows and pending faults (after config_lock) */
@@ -352,6 +353,33 @@ int spa_write_dvas(spa_t *spa, const cairn_dva_t *dvas, int n, const void *buf, 
 int spa_block_read_flags(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int vflags,
                          uint64_t *repaired);
 bool spa_bp_verify(const cairn_blkptr_t *bp, const void *data);
+/* vdev_verify_fn for a plain block: arg is its pointer. */
+bool spa_bp_verify_cb(const void *buf, uint64_t psize, void *arg);
+/* Reads psize bytes of one of n copies (dvas) into raw (aligned, psize rounded up
+ * to a sector) until one verifies; a scrub or resilver read (vflags) checks every
+ * copy, and a whole copy that failed is rewritten from the good one unless
+ * NOREPAIR. 0 or the last copy's error. */
+int spa_read_copies(spa_t *spa, const cairn_dva_t *dvas, int n, uint64_t psize, void *raw,
+                    vdev_verify_fn verify, void *arg, int vflags, uint64_t *repaired);
+
+/* spa_gang.c: blocks stored in fragments when no extent holds them whole */
+#define SPA_GANG_HEADER_SIZE 4096
+#define SPA_GANG_FRAGS 31
+typedef struct spa_gang spa_gang_t;
+typedef void (*spa_extent_fn)(void *arg, uint32_t vdev, uint64_t offset, uint64_t size);
+/* Allocates bp (prepared, psize stored bytes at stored) as a gang block under
+ * txg: sets CAIRN_BP_GANG and its DVAs, *out the tree spa_gang_write needs.
+ * -ENOSPC when even fragments of one sector do not fit. */
+int spa_gang_alloc(spa_t *spa, uint64_t txg, cairn_blkptr_t *bp, const uint8_t *stored,
+                   spa_gang_t **out);
+int spa_gang_write(spa_t *spa, const cairn_blkptr_t *bp, const spa_gang_t *g, const uint8_t *stored);
+void spa_gang_unalloc(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp, spa_gang_t *g);
+void spa_gang_destroy(spa_gang_t *g);
+/* The stored bytes of gang block bp into raw (bp->psize, verified). */
+int spa_gang_read(spa_t *spa, const cairn_blkptr_t *bp, uint8_t *raw, int vflags,
+                  uint64_t *repaired);
+int spa_gang_extents(spa_t *spa, const cairn_blkptr_t *bp, spa_extent_fn fn, void *arg);
+void spa_gang_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 
 /* spa_spacemap.c */
 int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub);

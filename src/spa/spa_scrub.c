@@ -162,6 +162,8 @@ static bool rs_needs(const scan_ctx_t *c, const cairn_blkptr_t *bp)
         for (uint32_t r = 0; r < l->ndtl && !born; r++)
             born = bp->birth_txg >= l->dtl[r][0] && bp->birth_txg <= l->dtl[r][1];
         if (!born) continue;
+        /* A gang block's fragments may lie on any vdev: read it all again. */
+        if (cairn_bp_is_gang(bp)) return true;
         for (int k = 0; k < bp->ncopies && k < CAIRN_MAX_COPIES; k++)
             if (bp->dva[k].vdev == c->top_of[i]) return true;
     }
@@ -698,29 +700,39 @@ void spa_clear_errors(spa_t *spa)
 /* ---------------- offline check ---------------- */
 
 typedef struct check_ctx {
+    spa_t *spa;
     range_tree_t **referenced; /* per top-level vdev */
     spa_check_report_t *rep;
 } check_ctx_t;
+
+/* One extent a block holds, into the referenced set (spa_extent_fn). */
+static void check_extent(void *arg, uint32_t vdev, uint64_t offset, uint64_t size)
+{
+    check_ctx_t *c = arg;
+    spa_t *spa = c->spa;
+    if (!spa_top_vdev(spa, vdev) || size == 0 || offset + size > spa->root->children[vdev]->asize) {
+        c->rep->double_bytes += size; /* points outside the pool: cannot be allocated */
+        return;
+    }
+    c->rep->bytes_referenced += size;
+    range_tree_t *rt = c->referenced[vdev];
+    uint64_t dup = range_tree_overlap_space(rt, offset, size);
+    c->rep->double_bytes += dup;
+    if (dup) range_tree_clear(rt, offset, size);
+    range_tree_add(rt, offset, size);
+}
 
 static int check_visit(spa_t *spa, const cairn_blkptr_t *bp, const spa_bookmark_t *bm, void *arg)
 {
     (void)bm;
     check_ctx_t *c = arg;
     c->rep->blocks++;
-    for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++) {
-        const cairn_dva_t *d = &bp->dva[i];
-        uint64_t size = cairn_dva_asize(d);
-        if (!spa_top_vdev(spa, d->vdev) || size == 0 ||
-            d->offset + size > spa->root->children[d->vdev]->asize) {
-            c->rep->double_bytes += size; /* points outside the pool: cannot be allocated */
-            continue;
-        }
-        c->rep->bytes_referenced += size;
-        range_tree_t *rt = c->referenced[d->vdev];
-        uint64_t dup = range_tree_overlap_space(rt, d->offset, size);
-        c->rep->double_bytes += dup;
-        if (dup) range_tree_clear(rt, d->offset, size);
-        range_tree_add(rt, d->offset, size);
+    if (cairn_bp_is_gang(bp)) {
+        c->rep->gang_blocks++;
+        if (spa_gang_extents(spa, bp, check_extent, c)) c->rep->bad_blocks++;
+    } else {
+        for (int i = 0; i < bp->ncopies && i < CAIRN_MAX_COPIES; i++)
+            check_extent(c, bp->dva[i].vdev, bp->dva[i].offset, cairn_dva_asize(&bp->dva[i]));
     }
     void *buf = cairn_zalloc(bp->lsize ? bp->lsize : 1);
     int e = spa_block_read_flags(spa, bp, buf, VDEV_READ_SCRUB | VDEV_READ_NOREPAIR, NULL);
@@ -752,7 +764,7 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     spa_t *spa = NULL;
     int e = spa_import(name, paths, npaths, SPA_IMPORT_READONLY, &spa, err, errlen);
     if (e) return e;
-    check_ctx_t c = {.rep = rep};
+    check_ctx_t c = {.spa = spa, .rep = rep};
     c.referenced = cairn_zalloc(sizeof(range_tree_t *) * spa->ntop);
     for (uint32_t i = 0; i < spa->ntop; i++) c.referenced[i] = range_tree_create();
     e = spa_upper->traverse(spa, &spa->ub.mos_root, NULL, check_visit, &c);

@@ -129,13 +129,56 @@ static int take_all(spa_t *spa, uint64_t txg, rec_list_t *l)
     return 0;
 }
 
+#define SPA_SM_MIN_BLOCK 4096u
+
 static uint32_t choose_block_size(spa_t *spa, size_t nrecs)
 {
     size_t want = SPA_SM_HEADER + SPACEMAP_HEADER_SIZE + (nrecs + 32) * 2 * SPACEMAP_ENTRY_SIZE;
     size_t sz = (size_t)1 << spa->ashift;
-    if (sz < 4096) sz = 4096;
+    if (sz < SPA_SM_MIN_BLOCK) sz = SPA_SM_MIN_BLOCK;
     while (sz < want && sz < SPA_SM_MAX_BLOCK) sz <<= 1;
     return (uint32_t)sz;
+}
+
+/* The log blocks being allocated for one sync, each with its own size. */
+typedef struct sm_blocks {
+    cairn_dva_t (*dvas)[CAIRN_MAX_COPIES];
+    uint32_t *size;
+    size_t n, cap;
+} sm_blocks_t;
+
+/* One more log block: bsize, else halves of it down to SPA_SM_MIN_BLOCK. */
+static int sm_block_alloc(spa_t *spa, uint64_t txg, uint32_t bsize, sm_blocks_t *b)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 4;
+        b->dvas = cairn_realloc(b->dvas, b->cap * sizeof *b->dvas);
+        b->size = cairn_realloc(b->size, b->cap * sizeof *b->size);
+    }
+    memset(b->dvas[b->n], 0, sizeof b->dvas[b->n]);
+    int err;
+    for (;; bsize /= 2) {
+        err = spa_alloc_dvas(spa, txg, bsize, SPA_SM_COPIES, b->dvas[b->n]);
+        if (err != -ENOSPC || bsize <= SPA_SM_MIN_BLOCK) break;
+    }
+    if (err) return err;
+    b->size[b->n++] = bsize;
+    return 0;
+}
+
+/* How many of recs[0..n) the blocks hold, encoded in order (scratch: room for
+ * the largest block). */
+static size_t records_fitting(const sm_blocks_t *b, uint64_t txg, uint32_t flags,
+                              const spacemap_record_t *recs, size_t n, uint8_t *scratch)
+{
+    size_t done = 0;
+    for (size_t i = 0; i < b->n && done < n; i++) {
+        long used = spacemap_encode(scratch, b->size[i] - SPA_SM_HEADER, txg, flags, recs + done,
+                                    n - done);
+        if (used <= 0) break;
+        done += (size_t)used;
+    }
+    return done;
 }
 
 int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
@@ -162,57 +205,57 @@ int spa_spacemap_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub)
     if (err) { free(recs.r); return err; }
     if (!condense && recs.n == 0) return 0; /* nothing allocated or freed: log unchanged */
 
+    /* Blocks of bsize, or smaller ones where the pool has no extent of bsize
+     * left (a fragmented pool must still sync): the chain names each block
+     * with its own size. */
     uint32_t bsize = choose_block_size(spa, recs.n);
-    size_t payload = bsize - SPA_SM_HEADER;
-    cairn_dva_t (*dvas)[CAIRN_MAX_COPIES] = NULL;
-    size_t nblocks = 0;
-    for (;;) {
-        size_t need = spacemap_blocks_needed(payload, recs.r, recs.n);
-        if (need == 0) need = 1;
-        if (need <= nblocks) break;
-        dvas = cairn_realloc(dvas, need * sizeof *dvas);
-        for (size_t b = nblocks; b < need; b++) {
-            memset(dvas[b], 0, sizeof dvas[b]);
-            err = spa_alloc_dvas(spa, txg, bsize, SPA_SM_COPIES, dvas[b]);
-            if (err) { free(dvas); free(recs.r); return err; }
-        }
-        nblocks = need;
-        err = take_all(spa, txg, &recs); /* the allocations just made */
-        if (err) { free(dvas); free(recs.r); return err; }
-    }
-
     uint8_t *buf = cairn_alloc_aligned(bsize);
+    sm_blocks_t blk = {0};
+    for (;;) {
+        const uint32_t h = condense ? SPACEMAP_FLAG_SNAPSHOT : 0;
+        size_t fit = records_fitting(&blk, txg, h, recs.r, recs.n, buf);
+        if (fit == recs.n && blk.n > 0) break;
+        size_t need = spacemap_blocks_needed(bsize - SPA_SM_HEADER, recs.r + fit, recs.n - fit);
+        if (need == 0) need = 1;
+        for (size_t b = 0; b < need && !err; b++) err = sm_block_alloc(spa, txg, bsize, &blk);
+        if (!err) err = take_all(spa, txg, &recs); /* the allocations just made */
+        if (err) { free(buf); free(blk.dvas); free(blk.size); free(recs.r); return err; }
+    }
+    size_t nblocks = blk.n;
+
     cairn_blkptr_t prev = condense ? (cairn_blkptr_t){0} : ub->sm_head;
     size_t done = 0;
     cairn_blkptr_t *written = cairn_zalloc(nblocks * sizeof *written);
     for (size_t b = 0; b < nblocks && !err; b++) {
-        memset(buf, 0, bsize);
+        uint32_t bs = blk.size[b];
+        memset(buf, 0, bs);
         spa_sm_block_phys_t *h = (spa_sm_block_phys_t *)buf;
         h->magic = SPA_SM_MAGIC;
         h->txg = txg;
         h->flags = condense ? SPACEMAP_FLAG_SNAPSHOT : 0;
         h->prev = prev;
-        long used = spacemap_encode(buf + SPA_SM_HEADER, payload, txg, (uint32_t)h->flags,
+        long used = spacemap_encode(buf + SPA_SM_HEADER, bs - SPA_SM_HEADER, txg, (uint32_t)h->flags,
                                     recs.r + done, recs.n - done);
         if (used < 0) { err = (int)used; break; }
         done += (size_t)used;
         cairn_blkptr_t bp = {0};
-        memcpy(bp.dva, dvas[b], sizeof bp.dva);
+        memcpy(bp.dva, blk.dvas[b], sizeof bp.dva);
         bp.birth_txg = txg;
         bp.fill = 1;
-        bp.lsize = bp.psize = bsize;
+        bp.lsize = bp.psize = bs;
         bp.type = CAIRN_BT_SPACEMAP;
         bp.checksum = CAIRN_CHECKSUM_FLETCHER4;
         bp.compress = CAIRN_COMPRESS_OFF;
         bp.ncopies = SPA_SM_COPIES;
-        cairn_checksum(CAIRN_CHECKSUM_FLETCHER4, buf, bsize, bp.cksum);
-        err = spa_write_dvas(spa, bp.dva, SPA_SM_COPIES, buf, bsize);
+        cairn_checksum(CAIRN_CHECKSUM_FLETCHER4, buf, bs, bp.cksum);
+        err = spa_write_dvas(spa, bp.dva, SPA_SM_COPIES, buf, bs);
         written[b] = bp;
         prev = bp;
     }
     if (!err && done != recs.n) err = -EIO; /* cannot happen: blocks_needed said it fits */
     free(buf);
-    free(dvas);
+    free(blk.dvas);
+    free(blk.size);
     free(recs.r);
     if (err) { free(written); return err; }
 

@@ -112,11 +112,13 @@ bool spa_tx_would_throttle(spa_t *spa)
     return near;
 }
 
-void spa_tx_throttle(spa_t *spa)
+int spa_tx_throttle(spa_t *spa)
 {
     pthread_mutex_lock(&spa->tx.lock);
     throttle_locked(spa);
+    int err = spa->tx.failed ? -EIO : 0;
     pthread_mutex_unlock(&spa->tx.lock);
+    return err;
 }
 
 uint64_t spa_tx_hold_nowait(spa_t *spa)
@@ -235,6 +237,11 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
 {
     spa_txg_state_t *tx = &spa->tx;
     uint64_t t = tx->open_txg;
+    /* A failed pool closes no more txgs: the failed one's changes stay in
+     * their slots (nothing wrote them), and a txg four later would reuse
+     * those slots. New transactions are refused (spa_tx_throttle); what was
+     * acknowledged lives in the intent log until the pool is imported again. */
+    if (tx->failed) return false;
     if (tx->wait_target >= t) return true;
     if (atomic_load(&spa->frees_deferred) && !atomic_load(&spa->hold_frees) && !tx->failed &&
         now - tx->last_sync_ns >= SPA_FREE_SYNC_MS * 1000000ULL)

@@ -100,7 +100,7 @@ bool spa_bp_verify(const cairn_blkptr_t *bp, const void *data)
     return memcmp(ck, bp->cksum, CAIRN_CHECKSUM_LEN) == 0;
 }
 
-static bool verify_cb(const void *buf, uint64_t psize, void *arg)
+bool spa_bp_verify_cb(const void *buf, uint64_t psize, void *arg)
 {
     const cairn_blkptr_t *bp = arg;
     return psize == bp->psize && spa_bp_verify(bp, buf);
@@ -273,19 +273,24 @@ static void block_unalloc(spa_t *spa, uint64_t txg, cairn_blkptr_t *bp)
     memset(bp, 0, sizeof *bp);
 }
 
+static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                      const uint32_t *lsizes, const spa_write_props_t *props, cairn_blkptr_t *bps,
+                      bool may_gang);
+
 int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                     const spa_write_props_t *props, cairn_blkptr_t *bp)
 {
-    return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
+    return write_many(spa, txg, 1, &data, &lsize, props, bp, true);
 }
 
 /* Nothing in the pipeline is tied to the syncing thread: the allocator records
  * the allocation under txg, which the caller holds open, so it reaches the
- * space map log with that txg (and a condense of an older txg leaves it out). */
+ * space map log with that txg (and a condense of an older txg leaves it out).
+ * Never a gang block: the intent log then carries the data itself. */
 int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                          const spa_write_props_t *props, cairn_blkptr_t *bp)
 {
-    return spa_block_write_many(spa, txg, 1, &data, &lsize, props, bp);
+    return write_many(spa, txg, 1, &data, &lsize, props, bp, false);
 }
 
 int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
@@ -308,6 +313,13 @@ int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
 int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
                          const uint32_t *lsizes, const spa_write_props_t *props,
                          cairn_blkptr_t *bps)
+{
+    return write_many(spa, txg, n, datas, lsizes, props, bps, true);
+}
+
+static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                      const uint32_t *lsizes, const spa_write_props_t *props, cairn_blkptr_t *bps,
+                      bool may_gang)
 {
     if (spa->readonly) return -EROFS;
     for (size_t i = 0; i < n; i++)
@@ -332,10 +344,16 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
         at += block_out_cap(spa, lsizes[i]);
     }
     /* Allocated together, once sizes are known: the batch's blocks end to end. */
+    /* A block no free extent holds whole is stored in fragments (spa_gang.c). */
     size_t prepared = 0;
+    spa_gang_t **gangs = cairn_zalloc(n * sizeof *gangs);
     pthread_mutex_lock(&spa->batch_alloc_lock);
-    for (; prepared < n && !err; prepared++)
-        err = spa_alloc_dvas(spa, txg, bps[prepared].psize, bps[prepared].ncopies, bps[prepared].dva);
+    for (; prepared < n && !err; prepared++) {
+        cairn_blkptr_t *bp = &bps[prepared];
+        err = spa_alloc_dvas(spa, txg, bp->psize, bp->ncopies, bp->dva);
+        if (err == -ENOSPC && may_gang)
+            err = spa_gang_alloc(spa, txg, bp, stored[prepared], &gangs[prepared]);
+    }
     pthread_mutex_unlock(&spa->batch_alloc_lock);
     if (err) {
         prepared--; /* the failed one allocated nothing */
@@ -350,7 +368,7 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
         for (uint32_t v = 0; v < spa->ntop; v++) {
             size_t k = 0;
             for (size_t i = 0; i < prepared; i++) {
-                if (bps[i].ncopies <= c || bps[i].dva[c].vdev != v) continue;
+                if (gangs[i] || bps[i].ncopies <= c || bps[i].dva[c].vdev != v) continue;
                 gidx[k] = i;
                 grp[k++] = (vdev_block_write_t){.offset = bps[i].dva[c].offset,
                                                 .buf = stored[i], .psize = bps[i].psize};
@@ -361,12 +379,22 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
         }
     }
     for (size_t i = 0; i < prepared && !err; i++)
+        if (gangs[i]) copies_ok[i] = spa_gang_write(spa, &bps[i], gangs[i], stored[i]) == 0;
+    for (size_t i = 0; i < prepared && !err; i++)
         if (!copies_ok[i]) err = -EIO; /* no copy of it reached a device */
     if (err)
-        for (size_t i = 0; i < prepared; i++) block_unalloc(spa, txg, &bps[i]);
+        for (size_t i = 0; i < prepared; i++) {
+            if (gangs[i]) spa_gang_unalloc(spa, txg, &bps[i], gangs[i]);
+            else block_unalloc(spa, txg, &bps[i]);
+            memset(&bps[i], 0, sizeof bps[i]);
+        }
     else if (props->cache)
         arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, n, props->cache_policy);
-    for (size_t i = 0; i < n; i++) free(owned[i]);
+    for (size_t i = 0; i < n; i++) {
+        free(owned[i]);
+        spa_gang_destroy(gangs[i]);
+    }
+    free(gangs);
     free(owned);
     free(stored);
     free(copies_ok);
@@ -408,6 +436,44 @@ int spa_memory_only_refuse(void)
     if (!memory_only) return 0;
     memory_only_refused = true;
     return -EWOULDBLOCK;
+}
+
+int spa_read_copies(spa_t *spa, const cairn_dva_t *dvas, int n, uint64_t psize, void *raw,
+                    vdev_verify_fn verify, void *arg, int vflags, uint64_t *repaired)
+{
+    int err = -EIO;
+    int good = -1;
+    bool bad[CAIRN_MAX_COPIES] = {false};
+    size_t cap = CAIRN_P2ROUNDUP((size_t)psize, (size_t)1 << spa->ashift);
+    for (int c = 0; c < n && c < CAIRN_MAX_COPIES; c++) {
+        vdev_t *top = spa_top(spa, dvas[c].vdev);
+        if (!top || dvas[c].offset + cairn_dva_asize(&dvas[c]) > top->asize) continue;
+        vdev_read_result_t res = {0};
+        int e;
+        if (good >= 0 && !(vflags & (VDEV_READ_SCRUB | VDEV_READ_RESILVER))) break;
+        /* Scrub: verify the other copies too, into a scratch buffer; resilver:
+         * each copy's vdev may have stale leaves to write. */
+        void *into = good >= 0 ? zbuf_get(ZBUF_SCRUB, cap) : raw;
+        e = vdev_read_block(top, dvas[c].offset, into, psize, verify, arg, vflags, &res);
+        if (repaired) *repaired += res.repaired_bytes;
+        if (e == 0) {
+            if (good < 0) good = c;
+        } else {
+            bad[c] = true;
+            err = e;
+        }
+    }
+    if (good < 0) return err == 0 ? -EIO : err;
+    /* A whole copy failed while another verified: rewrite it from the good one. */
+    if (!(vflags & VDEV_READ_NOREPAIR)) {
+        for (int c = 0; c < n && c < CAIRN_MAX_COPIES; c++) {
+            if (!bad[c]) continue;
+            vdev_t *top = spa_top(spa, dvas[c].vdev);
+            if (vdev_write_block(top, dvas[c].offset, raw, psize) == 0 && repaired)
+                *repaired += psize;
+        }
+    }
+    return 0;
 }
 
 /* buf NULL: read ahead, i.e. only bring the verified block into the ARC. */
@@ -455,49 +521,13 @@ static int block_read_impl(spa_t *spa, const cairn_blkptr_t *bp, void *buf, int 
         arc_policy_allows(ARC_POLICY_PRIMARY(cache_policy), bp->type))
         keep = cairn_rbuf_new_aligned(bp->psize, cap);
     uint8_t *raw = direct ? buf : keep ? keep->data : zbuf_get(ZBUF_READ, cap);
-    int err = -EIO;
-    int good = -1;
-    bool bad[CAIRN_MAX_COPIES] = {false};
-    for (int c = 0; c < bp->ncopies; c++) {
-        vdev_t *top = spa_top(spa, bp->dva[c].vdev);
-        if (!top || bp->dva[c].offset + cairn_dva_asize(&bp->dva[c]) > top->asize) {
-            bad[c] = false;
-            continue;
-        }
-        vdev_read_result_t res = {0};
-        int e;
-        if (good >= 0 && !(vflags & (VDEV_READ_SCRUB | VDEV_READ_RESILVER))) break;
-        if (good >= 0) {
-            /* Scrub: verify the other copies too, into a scratch buffer; resilver:
-             * each copy's vdev may have stale leaves to write. */
-            uint8_t *tmp = zbuf_get(ZBUF_SCRUB, cap);
-            e = vdev_read_block(top, bp->dva[c].offset, tmp, bp->psize, verify_cb, (void *)bp,
-                                vflags, &res);
-        } else {
-            e = vdev_read_block(top, bp->dva[c].offset, raw, bp->psize, verify_cb, (void *)bp,
-                                vflags, &res);
-        }
-        if (repaired) *repaired += res.repaired_bytes;
-        if (e == 0) {
-            if (good < 0) good = c;
-        } else {
-            bad[c] = true;
-            err = e;
-        }
-    }
-    if (good < 0) {
+    int err = cairn_bp_is_gang(bp) ? spa_gang_read(spa, bp, raw, vflags, repaired)
+                                   : spa_read_copies(spa, bp->dva, bp->ncopies, bp->psize, raw,
+                                                     spa_bp_verify_cb, (void *)bp, vflags, repaired);
+    if (err) {
         atomic_fetch_add(&spa->data_errors, 1);
         cairn_rbuf_rele(keep);
-        return err == 0 ? -EIO : err;
-    }
-    /* A whole copy failed while another verified: rewrite it from the good one. */
-    if (!(vflags & VDEV_READ_NOREPAIR)) {
-        for (int c = 0; c < bp->ncopies; c++) {
-            if (!bad[c]) continue;
-            vdev_t *top = spa_top(spa, bp->dva[c].vdev);
-            if (vdev_write_block(top, bp->dva[c].offset, raw, bp->psize) == 0 && repaired)
-                *repaired += bp->psize;
-        }
+        return err;
     }
     err = 0;
     if (!buf) {
@@ -559,7 +589,8 @@ int spa_block_prefetch(spa_t *spa, const cairn_blkptr_t *bp, uint8_t cache_polic
 /* Where a block read ahead in a run lies: its one copy, on a mirror or leaf. */
 static vdev_t *run_top(spa_t *spa, const cairn_blkptr_t *bp)
 {
-    if (cairn_bp_is_hole(bp) || bp->ncopies != 1 || bp->psize == 0 || bp->psize > bp->lsize ||
+    if (cairn_bp_is_hole(bp) || cairn_bp_is_gang(bp) || bp->ncopies != 1 || bp->psize == 0 ||
+        bp->psize > bp->lsize ||
         bp->compress >= CAIRN_COMPRESS_COUNT)
         return NULL;
     vdev_t *top = spa_top(spa, bp->dva[0].vdev);
@@ -601,7 +632,7 @@ static void prefetch_run(spa_t *spa, vdev_t *top, const cairn_blkptr_t *bps, siz
     }
     int err = vdev_read_run_now(top, bps[0].dva[0].offset, iov, (int)n);
     for (size_t i = 0; i < n; i++) {
-        if (!err && verify_cb(iov[i].iov_base, bps[i].psize, (void *)&bps[i])) {
+        if (!err && spa_bp_verify_cb(iov[i].iov_base, bps[i].psize, (void *)&bps[i])) {
             if (keep[i]) arc_insert_adopt(spa->guid, &bps[i], keep[i], policy, true);
             else arc_insert_unread(spa->guid, &bps[i], iov[i].iov_base, policy);
             continue;
@@ -670,6 +701,10 @@ void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (cairn_bp_is_hole(bp) || spa->readonly) return;
     arc_free(spa->guid, bp); /* ARC: a freed block's cached copies go at once */
+    if (cairn_bp_is_gang(bp)) {
+        spa_gang_free(spa, txg, bp);
+        return;
+    }
     for (int c = 0; c < bp->ncopies; c++) {
         const cairn_dva_t *d = &bp->dva[c];
         metaslab_t *ms = d->vdev < spa->ntop ? spa->ms[d->vdev] : NULL;

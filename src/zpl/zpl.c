@@ -465,11 +465,9 @@ static int op_begin(zpl_fs_t *fs, uint64_t space, dsl_dataset_props_t *props, dm
         if (err) return err;
     }
     *tx = dmu_tx_begin(fs->os);
-    if (dmu_tx_readonly(*tx)) {
-        dmu_tx_commit(*tx);
-        return -EROFS;
-    }
-    return 0;
+    int err = dmu_tx_suspended(*tx) ? -EIO : dmu_tx_readonly(*tx) ? -EROFS : 0;
+    if (err) dmu_tx_commit(*tx);
+    return err;
 }
 
 /* Commits; makes it durable when asked (FILE_SYNC) or when sync=always.

@@ -288,6 +288,130 @@ static void run_heal(const char *layout, int nbad)
     fixture_fini(&f);
 }
 
+/* ---- gang blocks: a block no free extent holds whole ---- */
+
+/* Takes all of top-level vdev 0's free space, then frees every other sector of
+ * it and, every 16th chunk of 256 KiB, its first 64 KiB: the largest free extent
+ * is then well under 128 KiB while the pool has megabytes free. Returns the
+ * bytes still held (allocated, referenced by nothing) for the caller to free. */
+static void hold_push(uint64_t **v, size_t *n, size_t *cap, uint64_t off)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        *v = cairn_realloc(*v, *cap * sizeof **v);
+    }
+    (*v)[(*n)++] = off;
+}
+
+/* Takes all of top-level vdev 0's free space in chunks of 256 KiB and gives
+ * back at once (metaslab_unalloc: free now, no record) every other grain of
+ * each (a grain: what a one-sector block allocates, two sectors on raidz1)
+ * and the first 64 KiB of every 16th: the largest free extent is then
+ * well under 128 KiB while megabytes are free. The tail that no chunk took is
+ * held in 128 KiB pieces. Returns the bytes held (allocated, referenced by
+ * nothing), each sector's offset in *held for the caller to free. */
+static uint64_t fragment_free_space(spa_t *spa, uint64_t **held, size_t *nheld)
+{
+    metaslab_t *ms = spa->ms[0];
+    uint64_t unit = vdev_psize_to_asize(spa->root->children[0], 1ULL << spa->ashift);
+    uint64_t chunk = 256 * 1024, run = 64 * 1024, piece = 128 * 1024;
+    uint64_t txg = spa_tx_hold_nowait(spa);
+    uint64_t *v = NULL, bytes = 0, off;
+    size_t n = 0, cap = 0;
+    for (uint64_t k = 0; metaslab_alloc(ms, txg, chunk, &off) == 0; k++) {
+        for (uint64_t at = 0; at < chunk; at += unit) {
+            if ((k % 16 == 0 && at < run) || (at / unit) % 2) {
+                assert_int_equal(metaslab_unalloc(ms, txg, off + at, unit), 0);
+            } else {
+                hold_push(&v, &n, &cap, off + at);
+                bytes += unit;
+            }
+        }
+    }
+    while (metaslab_alloc(ms, txg, piece, &off) == 0) {
+        for (uint64_t at = 0; at < piece; at += unit) hold_push(&v, &n, &cap, off + at);
+        bytes += piece;
+    }
+    spa_tx_rele(spa, txg);
+    assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    metaslab_stats_t st;
+    metaslab_get_stats(ms, &st);
+    assert_true(st.largest_free < piece);
+    assert_true(st.free > 8 * CAIRN_MIB);
+    *held = v;
+    *nheld = n;
+    return bytes;
+}
+
+static void run_gang(const char *layout)
+{
+    fixture_t f;
+    fixture_init(&f, layout, layout_leaves(layout));
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed() + 11);
+    spa_t *spa = create_pool(&f, layout, "");
+    uint64_t *held;
+    size_t nheld;
+    uint64_t held_bytes = fragment_free_space(spa, &held, &nheld);
+    uint64_t before = atomic_load(&spa->gang_blocks);
+    /* Raw 128 KiB and 1 MiB blocks (32 and 256 sectors of 4 KiB: fragments of
+     * fragments), with one and two copies. */
+    toy_write(spa, 0, cairn_rng_next(&r), 128 * 1024, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_SHA256, 1);
+    toy_write(spa, 1, cairn_rng_next(&r), 1024 * 1024, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_FLETCHER4, 1);
+    toy_write(spa, 2, cairn_rng_next(&r), 200 * 1024 + 24, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_XXHASH, 2);
+    assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    assert_true(atomic_load(&spa->gang_blocks) >= before + 3);
+    toy_root_phys_t *expect = cairn_zalloc(sizeof *expect);
+    *expect = ((toy_state_t *)spa_get_upper_private(spa))->root;
+    for (int sl = 0; sl < 3; sl++) assert_true(cairn_bp_is_gang(&expect->slot[sl].bp));
+    assert_int_equal(toy_verify(spa, expect), 0);
+    for (int i = 0; i <= SPA_DEFER_TXGS; i++) assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    assert_int_equal(spa_export(spa), 0);
+
+    /* The check walks the fragments: the only unreferenced space is what this
+     * test holds, to the byte. */
+    const char *paths[] = {f.dir};
+    spa_check_report_t rep;
+    char err[256] = "";
+    spa_check("tank", paths, 1, &rep, err, sizeof err);
+    assert_int_equal(rep.bad_blocks, 0);
+    assert_int_equal(rep.double_bytes, 0);
+    assert_true(rep.gang_blocks >= 3);
+    assert_int_equal(rep.leaked_bytes, held_bytes);
+
+    if (f.nleaves > 1) corrupt_leaf(f.paths[0], &r, 600, false);
+    spa = import_pool(&f, 0);
+    assert_int_equal(toy_verify(spa, expect), 0);
+    assert_int_equal(spa_scrub_start(spa), 0);
+    spa_scrub_wait(spa);
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.state, SPA_SCRUB_FINISHED);
+    assert_int_equal(st.errors, 0);
+    if (f.nleaves > 1) assert_true(st.repaired > 0);
+
+    /* Overwritten, the gang blocks free everything they held; so do we. */
+    for (int sl = 0; sl < 3; sl++)
+        toy_write(spa, sl, cairn_rng_next(&r), 4096, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_FLETCHER4, 1);
+    uint64_t txg = spa_tx_hold_nowait(spa);
+    uint64_t grain = vdev_psize_to_asize(spa->root->children[0], 1ULL << spa->ashift);
+    for (size_t i = 0; i < nheld; i++)
+        assert_int_equal(metaslab_free(spa->ms[0], txg, held[i], grain), 0);
+    spa_tx_rele(spa, txg);
+    for (int i = 0; i <= SPA_DEFER_TXGS + 1; i++) assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    *expect = ((toy_state_t *)spa_get_upper_private(spa))->root;
+    assert_int_equal(toy_verify(spa, expect), 0);
+    assert_int_equal(spa_export(spa), 0);
+    check_pool(&f);
+    free(held);
+    free(expect);
+    fixture_fini(&f);
+}
+
+static void test_gang_single(void **s) { (void)s; run_gang("single"); }
+static void test_gang_mirror2(void **s) { (void)s; run_gang("mirror2"); }
+static void test_gang_raidz1(void **s) { (void)s; run_gang("raidz1"); }
+
 static void test_heal_mirror2(void **s) { (void)s; run_heal("mirror2", 1); }
 static void test_heal_mirror3(void **s) { (void)s; run_heal("mirror3", 2); }
 static void test_heal_raidz1(void **s) { (void)s; run_heal("raidz1", 1); }
@@ -615,6 +739,9 @@ int main(void)
 {
     spa_register_upper(&toy_ops);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gang_single),
+        cmocka_unit_test(test_gang_mirror2),
+        cmocka_unit_test(test_gang_raidz1),
         cmocka_unit_test(test_layout_single),
         cmocka_unit_test(test_layout_stripe2),
         cmocka_unit_test(test_layout_mirror2),
