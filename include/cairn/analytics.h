@@ -15,6 +15,9 @@
  * bounded however many clients or files there are; the sampler frees slots
  * idle for AN_IDLE_FREE_S seconds so new keys get them. Latency and size are
  * dimensions too, keyed by log2 bucket: a histogram per second, a heat map.
+ * op-latency is both at once, keyed by (operation, bucket) and named "OP
+ * BUCKET" ("WRITE 64us"): one heat map per operation, the drill-down from an
+ * operation to its latencies (off until enabled: one more probe per call).
  *
  * Cheap drill-downs (op, share, latency, size, initiator, target, ...) are on
  * by default; the costly ones (client: an address to hash; file: a path to
@@ -65,6 +68,7 @@ typedef enum an_dim {
     AN_BY_DISK,      /* leaf vdev path */
     AN_BY_PROTOCOL,  /* net: "nfs3 read", "iscsi write", ... */
     AN_BY_MODE,      /* cpu: user or system */
+    AN_BY_OP_LATENCY,/* latency per operation: "OP BUCKET" (an_add_op_latency), a heat map per op */
     AN_NDIMS
 } an_dim_t;
 
@@ -105,6 +109,10 @@ void an_add_total(an_stat_t s, uint64_t v);
 void an_add(an_stat_t s, an_dim_t d, uint64_t key, uint64_t v, an_name_fn name, const void *arg);
 void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v);
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v);
+/* op-latency: the log2 bucket of ns for the operation op_key (below 2^58), named
+ * by op_name(arg, op_key) and the bucket, when the slot is first claimed. */
+void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
+                       const void *arg);
 /* What a lower layer's events are for, known only above it: the DMU tags the
  * thread with the dataset around its reads, and the ARC's lookups count under
  * it. Returns the previous tag (restore it after); NULL: none. */
@@ -119,12 +127,14 @@ const an_tag_t *an_thread_tag(void);
 void an_name_string(const void *arg, uint64_t key, char *buf, size_t len);
 /* 64-bit FNV-1a of n bytes: keys from names or addresses. */
 uint64_t an_hash(const void *p, size_t n);
-/* Latency and size: histograms, kept whole (at most AN_LOG2_BUCKETS keys), never
- * cut to a top N. */
+/* Latency, size and op-latency: histograms, kept whole (at most AN_LOG2_BUCKETS
+ * keys, per operation for op-latency), never cut to a top N. */
 bool an_dim_is_histogram(unsigned d);
 /* Bucket of a log2 dimension and its name ("<1us", "8us", "4K", ...); the bucket a
- * name is of, -1 for none. */
+ * name is of, -1 for none (op-latency: of the name's last word). */
 int an_bucket_of(an_dim_t d, const char *name);
+/* Histogram names in reading order: bucket order, op-latency by operation first. */
+int an_histogram_cmp(an_dim_t d, const char *a, const char *b);
 unsigned an_log2_bucket(uint64_t v);
 void an_bucket_name(an_dim_t d, unsigned bucket, char *buf, size_t len);
 

@@ -9,10 +9,12 @@
  *
  * The same moment records the call into analytics (include/cairn/analytics.h):
  * nfs3.ops / nfs4.ops by operation, share, client and file, latency and size
- * (per call: an NFSv4 COMPOUND's), and net.bytes by protocol. Client and file
+ * (per call: an NFSv4 COMPOUND's), latency per operation (op-latency), and
+ * net.bytes by protocol and client. Client and file
  * are off by default; a name (an address printed, a file's path looked up) is
  * made once per key, when it first claims its slot.
  */
+#include "nfs4_impl.h"
 #include "nfs_impl.h"
 #include "nfs_srv.h"
 
@@ -207,6 +209,28 @@ void nfs_stats_v4_answered(nfs_call_t *call, struct nfs_export *exp)
     call->stat_v4_shared = true;
 }
 
+/* The operation an NFSv4 COMPOUND's latency is charged to in op-latency: its
+ * first that is not SEQUENCE or a PUT*FH (the work the rest sets up). */
+static unsigned v4_work_op(const nfs_call_t *call)
+{
+    for (uint32_t i = 0; i < call->stat_nops; i++) {
+        unsigned op = call->stat_ops[i];
+        if (op != OP4_SEQUENCE && op != OP4_PUTFH && op != OP4_PUTPUBFH && op != OP4_PUTROOTFH)
+            return op;
+    }
+    return call->stat_nops ? call->stat_ops[0] : 0;
+}
+
+/* Payload bytes of one direction, by protocol and (when on) by client. */
+static void record_net(unsigned vers, bool write, uint64_t bytes, uint64_t client_key,
+                       const struct sockaddr_storage *peer)
+{
+    if (!bytes) return;
+    an_add_total(AN_NET_BYTES, bytes);
+    an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1 | write, bytes, name_net, NULL);
+    if (client_key) an_add(AN_NET_BYTES, AN_BY_CLIENT, client_key, bytes, name_client, peer);
+}
+
 static void record_analytics(nfs_call_t *call, uint64_t ns)
 {
     bool v3 = call->vers == 3;
@@ -219,23 +243,24 @@ static void record_analytics(nfs_call_t *call, uint64_t ns)
         for (uint32_t i = 0; i < call->stat_nops; i++)
             an_add(st, AN_BY_OP, call->stat_ops[i], 1, name_v4_op, NULL);
     if (v3 || !call->stat_v4_shared) record_share(call, v3 ? call->stat_exp : NULL, ops);
-    if (an_dim_enabled(st, AN_BY_CLIENT)) {
+    bool net_client = an_dim_enabled(AN_NET_BYTES, AN_BY_CLIENT) &&
+                      (call->stat_read_bytes || call->stat_write_bytes);
+    uint64_t client_key = 0;
+    if (an_dim_enabled(st, AN_BY_CLIENT) || net_client) {
         size_t alen;
         int family;
         const void *a = client_addr(&call->peer, &alen, &family);
-        an_add(st, AN_BY_CLIENT, an_hash(a, alen), ops, name_client, &call->peer);
+        client_key = an_hash(a, alen) | 1;
+        an_add(st, AN_BY_CLIENT, client_key, ops, name_client, &call->peer);
     }
     an_add_latency(st, ns, 1);
+    if (v3) an_add_op_latency(st, call->proc, ns, name_v3_proc, NULL);
+    else an_add_op_latency(st, v4_work_op(call), ns, name_v4_op, NULL);
     an_add_size(st, call->stat_read_bytes + call->stat_write_bytes, 1);
-    unsigned vers = v3 ? 3 : 4;
-    if (call->stat_read_bytes) {
-        an_add_total(AN_NET_BYTES, call->stat_read_bytes);
-        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1, call->stat_read_bytes, name_net, NULL);
-    }
-    if (call->stat_write_bytes) {
-        an_add_total(AN_NET_BYTES, call->stat_write_bytes);
-        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1 | 1, call->stat_write_bytes, name_net,
-               NULL);
+    if (an_stat_enabled(AN_NET_BYTES)) {
+        unsigned vers = v3 ? 3 : 4;
+        record_net(vers, false, call->stat_read_bytes, net_client ? client_key : 0, &call->peer);
+        record_net(vers, true, call->stat_write_bytes, net_client ? client_key : 0, &call->peer);
     }
 }
 

@@ -49,16 +49,16 @@ typedef struct an_stat_def {
 static const an_stat_def_t g_defs[AN_NSTATS] = {
     [AN_NFS3_OPS] = {"nfs3.ops", "NFSv3 calls per second",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | D(AN_BY_OP_LATENCY)},
     [AN_NFS4_OPS] = {"nfs4.ops", "NFSv4 operations per second (latency, size: per COMPOUND)",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | D(AN_BY_OP_LATENCY)},
     [AN_ISCSI_OPS] = {"iscsi.ops", "iSCSI SCSI commands per second",
                       D(AN_BY_OP) | D(AN_BY_INITIATOR) | D(AN_BY_TARGET) | D(AN_BY_LATENCY) |
-                          D(AN_BY_SIZE),
-                      0},
+                          D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
+                      D(AN_BY_OP_LATENCY)},
     [AN_ARC_ACCESSES] = {"arc.accesses", "ARC lookups per second",
                          D(AN_BY_RESULT) | D(AN_BY_DATASET), 0},
     [AN_DISK_IO] = {"disk.ops", "leaf vdev I/Os per second",
@@ -69,7 +69,7 @@ static const an_stat_def_t g_defs[AN_NSTATS] = {
                        "microseconds of leaf vdev I/O latency per second (/ disk.ops: the mean)",
                        D(AN_BY_DISK) | D(AN_BY_OP), 0},
     [AN_NET_BYTES] = {"net.bytes", "payload bytes per second moved by the front ends",
-                      D(AN_BY_PROTOCOL), 0},
+                      D(AN_BY_PROTOCOL) | D(AN_BY_CLIENT) | D(AN_BY_INITIATOR), D(AN_BY_CLIENT)},
     [AN_CPU] = {"cpu.usecs", "microseconds of CPU per second used by cairnd", D(AN_BY_MODE), 0},
 };
 #undef D
@@ -79,7 +79,7 @@ static const char *const g_dim_names[AN_NDIMS] = {
     [AN_BY_FILE] = "file",       [AN_BY_LATENCY] = "latency", [AN_BY_SIZE] = "size",
     [AN_BY_INITIATOR] = "initiator", [AN_BY_TARGET] = "target", [AN_BY_DATASET] = "dataset",
     [AN_BY_RESULT] = "result",   [AN_BY_DISK] = "disk",       [AN_BY_PROTOCOL] = "protocol",
-    [AN_BY_MODE] = "mode",
+    [AN_BY_MODE] = "mode",       [AN_BY_OP_LATENCY] = "op-latency",
 };
 
 /* The switches and table pointers are read by every event and written almost
@@ -277,7 +277,7 @@ unsigned an_log2_bucket(uint64_t v)
 /* Bucket b holds [2^(b-1), 2^b): named by its lower bound. */
 void an_bucket_name(an_dim_t d, unsigned b, char *buf, size_t len)
 {
-    if (d == AN_BY_LATENCY) {
+    if (d == AN_BY_LATENCY || d == AN_BY_OP_LATENCY) {
         if (b == 0) cairn_strlcpy(buf, "<1us", len);
         else {
             uint64_t us = 1ull << (b - 1);
@@ -298,16 +298,35 @@ void an_bucket_name(an_dim_t d, unsigned b, char *buf, size_t len)
     else snprintf(buf, len, "%llu", (unsigned long long)bytes);
 }
 
-bool an_dim_is_histogram(unsigned d) { return d == AN_BY_LATENCY || d == AN_BY_SIZE; }
+bool an_dim_is_histogram(unsigned d)
+{
+    return d == AN_BY_LATENCY || d == AN_BY_SIZE || d == AN_BY_OP_LATENCY;
+}
 
 int an_bucket_of(an_dim_t d, const char *name)
 {
     char b[32];
+    if (d == AN_BY_OP_LATENCY) {
+        const char *last = strrchr(name, ' ');
+        name = last ? last + 1 : name;
+    }
     for (unsigned i = 0; i < AN_LOG2_BUCKETS; i++) {
         an_bucket_name(d, i, b, sizeof b);
         if (!strcmp(b, name)) return (int)i;
     }
     return -1;
+}
+
+int an_histogram_cmp(an_dim_t d, const char *a, const char *b)
+{
+    if (d == AN_BY_OP_LATENCY) { /* the operation (all but the last word) first */
+        const char *sa = strrchr(a, ' '), *sb = strrchr(b, ' ');
+        size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+        int c = strncmp(a, b, la < lb ? la : lb);
+        if (c || la != lb) return c ? c : (la < lb ? -1 : 1);
+    }
+    int ba = an_bucket_of(d, a), bb = an_bucket_of(d, b);
+    return ba != bb ? (ba < bb ? -1 : 1) : 0;
 }
 
 static void name_latency(const void *arg, uint64_t key, char *buf, size_t len)
@@ -330,6 +349,33 @@ void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v)
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v)
 {
     an_add(s, AN_BY_SIZE, an_log2_bucket(bytes), v, name_size, NULL);
+}
+
+typedef struct op_name {
+    an_name_fn name;
+    const void *arg;
+    uint64_t op_key;
+} op_name_t;
+
+#define AN_BUCKET_BITS 5
+_Static_assert(1u << AN_BUCKET_BITS == AN_LOG2_BUCKETS, "an op-latency key's bucket bits");
+
+static void name_op_latency(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    const op_name_t *op = arg;
+    char opname[AN_NAME_MAX - 8], bucket[8];
+    op->name(op->arg, op->op_key, opname, sizeof opname);
+    an_bucket_name(AN_BY_OP_LATENCY, (unsigned)(key & (AN_LOG2_BUCKETS - 1)), bucket, sizeof bucket);
+    snprintf(buf, len, "%s %s", opname[0] ? opname : "?", bucket);
+}
+
+void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
+                       const void *arg)
+{
+    if (!an_dim_enabled(s, AN_BY_OP_LATENCY)) return; /* the name's struct is not even built */
+    op_name_t op = {op_name, arg, op_key};
+    an_add(s, AN_BY_OP_LATENCY, op_key << AN_BUCKET_BITS | an_log2_bucket(ns / 1000), 1,
+           name_op_latency, &op);
 }
 
 /* ------------------------------------------------------------- sampling */
