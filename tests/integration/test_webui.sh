@@ -3,8 +3,11 @@
 # static files; strict CSP, no framing; nothing outside its table of assets),
 # and headless Chromium logs in, creates a filesystem, sets a property, takes
 # and destroys a snapshot, starts a scrub, watches the NFS chart
-# move while an NFS client writes, sees an offlined disk on the dashboard and
+# move while an NFS client writes, switches analytics drill-downs on, sees 32
+# known WRITEs in the dashboard's top clients, in a worksheet series and in the
+# heat map the WRITE row drills down to, sees an offlined disk on the dashboard and
 # in the pool tree, logs out, and checks a read-only user has no change buttons
+# (nor analytics switches)
 # (tests/integration/webui_check.py). Screenshots are kept in
 # $CAIRN_BIN/artefacts/webui (printed below). Skips (77) only when Chromium or
 # Selenium is missing or Chromium cannot start here.
@@ -64,7 +67,9 @@ rc=0
 "$PY" "$CAIRN_SRC/tests/integration/webui_check.py" "$U" "$SHOTS" \
     'webadmin:web admin password' 'viewer:web viewer password' \
     "$CAIRN_BIN/nfs_client $(nfs_url /tank/share) syncwrite webload" \
-    "$CAIRN pool offline tank $DEV" "$DEV" || rc=$?
+    "$CAIRN pool offline tank $DEV" "$DEV" \
+    "$CAIRN_BIN/nfs_client $(nfs_url /tank/share) stream counted 2 64 0" /tank/share/counted 32 ||
+    rc=$?
 KEEP="$CAIRN_BIN/artefacts/webui"
 if [ -d "$SHOTS" ]; then
     rm -rf "$KEEP"

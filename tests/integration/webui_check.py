@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
 """The web UI in a real browser (headless Chromium driven by Selenium).
 
-    webui_check.py URL SHOTS ADMIN:PASSWORD VIEWER:PASSWORD WRITER_CMD OFFLINE_CMD DEVICE
+    webui_check.py URL SHOTS ADMIN:PASSWORD VIEWER:PASSWORD WRITER_CMD OFFLINE_CMD DEVICE \
+                   TRAFFIC_CMD TRAFFIC_FILE TRAFFIC_WRITES
 
 Logs in as ADMIN (after a refused log-in), creates a filesystem and sees it
 listed (and the API's one-line error for a duplicate), sets a property, takes and
 destroys a snapshot, starts a scrub, watches the dashboard's
 NFS operations counter and chart move while WRITER_CMD (an NFS client writing)
-runs, runs OFFLINE_CMD and sees DEVICE as a failed disk on the dashboard and in
+runs. On the analytics page it switches on the drill-downs by file, client and
+op-latency, runs TRAFFIC_CMD (TRAFFIC_WRITES NFSv3 WRITEs to TRAFFIC_FILE), sees
+the client among the dashboard's top clients, and in the worksheet finds the
+file's series and row summing to TRAFFIC_WRITES, drills down from the WRITE row
+to its latencies and finds the heat map holding TRAFFIC_WRITES and drawn. Then
+runs OFFLINE_CMD and sees DEVICE as a failed disk on the dashboard and in
 the pools page's tree, logs out, then logs in as the read-only VIEWER and finds
-no change buttons. Screenshots go to SHOTS. Exits 77 when Chromium cannot start
+no change buttons (on the analytics page: no switches, a worksheet that works). Screenshots go to SHOTS. Exits 77 when Chromium cannot start
 at all, 1 on any failed check.
 """
+import json
 import os
 import re
 import shlex
@@ -134,10 +141,124 @@ class Ui:
         return float(m.group(1)) if m else None
 
 
+def row_value(d, item, name):
+    rows = d.find_elements(By.CSS_SELECTOR, item + " .an-rows tbody tr")
+    for r in rows:
+        if r.get_attribute("data-name") == name:
+            return int(r.get_attribute("data-value"))
+    return -1
+
+
+def add_item(ui, stat, by, range_label):
+    """Adds STAT by BY over RANGE to the worksheet; returns the new card's selector."""
+    d = ui.d
+    before = len(d.find_elements(By.CSS_SELECTOR, ".an-item"))
+    Select(d.find_element(By.ID, "an-stat")).select_by_value(stat)
+    Select(d.find_element(By.ID, "an-by")).select_by_value(by)
+    Select(d.find_element(By.ID, "an-range")).select_by_visible_text(range_label)
+    ui.click("#an-add", "Add to worksheet")
+    ui.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".an-item")) > before, "the new worksheet item")
+    item_id = d.find_elements(By.CSS_SELECTOR, ".an-item")[-1].get_attribute("data-item")
+    return '.an-item[data-item="%s"]' % item_id
+
+
+# Pixels of a canvas in the heat map's colours (red well above blue), not the
+# background's grey or the labels'.
+HEAT_PIXELS_JS = """
+const c = document.querySelector(arguments[0]);
+if (!c) return -1;
+const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+let n = 0;
+for (let i = 0; i < px.length; i += 4) if (px[i + 3] > 0 && px[i] - px[i + 2] > 60) n++;
+return n;
+"""
+
+
+def analytics_checks(ui, traffic_cmd, traffic_file, writes):
+    d = ui.d
+    # ---- switch the costly drill-downs on from the page ----
+    ui.go("analytics")
+    for sw in ("nfs3.ops by file", "nfs3.ops by client", "nfs3.ops by op-latency", "net.bytes by client"):
+        row = '#an-switches tr[data-switch="%s"]' % sw
+        if "OFF" not in ui.visible(row, "the switch of " + sw).text:
+            fail("%s is on before it is switched on: %r" % (sw, d.find_element(By.CSS_SELECTOR, row).text))
+        ui.click(row + " button.an-switch", "the Enable of " + sw)
+        ui.wait(lambda d: "ON" in d.find_element(By.CSS_SELECTOR, row).text and
+                d.find_element(By.CSS_SELECTOR, row + " button").text == "Disable", sw + " switched on")
+    ui.shot("analytics-switches")
+    print("ok: drill-downs by file, client and op-latency switched on from the analytics page")
+
+    # ---- known traffic: WRITES NFSv3 WRITEs to one file ----
+    r = subprocess.run(shlex.split(traffic_cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if r.returncode:
+        fail("the traffic command failed: %s" % r.stdout[-300:])
+
+    # ---- the dashboard's top clients (last minute): this client, its ops and bytes ----
+    ui.go("dashboard")
+    row = '#top-nfs-clients tr[data-name="127.0.0.1"]'
+
+    def client_figures(d):
+        rows = d.find_elements(By.CSS_SELECTOR, row)
+        return (int(rows[0].get_attribute("data-ops")), int(rows[0].get_attribute("data-bytes"))) if rows else (0, 0)
+    ui.wait(lambda d: client_figures(d)[0] >= writes and client_figures(d)[1] >= writes * 65536,
+            "127.0.0.1 among the top NFS clients with %d operations and %d bytes" % (writes, writes * 65536))
+    d.execute_script("document.getElementById('top-clients').scrollIntoView()")
+    ui.shot("dashboard-top-clients")
+    print("ok: top NFS clients: 127.0.0.1 with %d operations, %d bytes" % client_figures(d))
+
+    # ---- the worksheet: the file's row and series hold exactly the writes ----
+    ui.go("analytics")
+    item = add_item(ui, "nfs3.ops", "file", "Last 10 minutes (per second)")
+
+    def series_sum(d):
+        sums = d.find_element(By.CSS_SELECTOR, item + " .plot").get_attribute("data-sums")
+        return json.loads(sums).get(traffic_file, -1) if sums else -1
+    ui.wait(lambda d: row_value(d, item, traffic_file) == writes and series_sum(d) == writes,
+            "%s at %d in the worksheet's by-file row and series" % (traffic_file, writes))
+    ui.visible(item + " .plot canvas", "the by-file chart")
+    print("ok: worksheet nfs3.ops by file: %s row %d, series sum %d" %
+          (traffic_file, row_value(d, item, traffic_file), series_sum(d)))
+
+    # ---- drill down: by share, then the share's row to its files ----
+    share = traffic_file.rsplit("/", 1)[0]
+    shares = add_item(ui, "nfs3.ops", "share", "Last 10 minutes (per second)")
+    ui.wait(lambda d: row_value(d, shares, share) >= writes, "the %s row of nfs3.ops by share" % share)
+    ui.click(shares + ' tr[data-name="%s"] button.an-drill' % share, "the share row's Files drill-down")
+    files = '.an-item[data-by="file"][data-within="%s"]' % share
+    ui.wait(lambda d: row_value(d, files, traffic_file) == writes,
+            "%s at %d in the share's drill-down by file" % (traffic_file, writes))
+    outside = [r.get_attribute("data-name") for r in d.find_elements(By.CSS_SELECTOR, files + " .an-rows tbody tr")
+               if not r.get_attribute("data-name").startswith(share + "/")]
+    if outside:
+        fail("the drill-down into %s shows files of other shares: %r" % (share, outside))
+    print("ok: drill-down share %s -> files: %s %d" % (share, traffic_file, writes))
+
+    # ---- drill down: by op, then the WRITE row's latencies as a heat map ----
+    ops = add_item(ui, "nfs3.ops", "op", "Last 10 minutes (per second)")
+    ui.wait(lambda d: row_value(d, ops, "WRITE") >= writes, "the WRITE row of nfs3.ops by op")
+    ui.click(ops + ' tr[data-name="WRITE"] button.an-drill', "the WRITE row's Latency drill-down")
+    heat = '.an-item[data-by="op-latency"][data-within="WRITE"]'
+    ui.wait(lambda d: d.find_elements(By.CSS_SELECTOR, heat + " .plot[data-count]") and
+            int(d.find_element(By.CSS_SELECTOR, heat + " .plot").get_attribute("data-count")) == writes,
+            "the WRITE latency heat map holding %d WRITEs" % writes)
+    rows_sum = sum(int(r.get_attribute("data-value")) for r in d.find_elements(By.CSS_SELECTOR, heat + " .an-rows tbody tr"))
+    if rows_sum != writes:
+        fail("the WRITE latency buckets sum to %d, not %d" % (rows_sum, writes))
+    pixels = d.execute_script(HEAT_PIXELS_JS, heat + " canvas")
+    if pixels <= 0:
+        fail("the heat map canvas is blank (%d heat pixels)" % pixels)
+    d.execute_script("document.querySelector(arguments[0]).scrollIntoView()", heat)
+    ui.shot("analytics-heatmap")
+    print("ok: drill-down WRITE -> latency: heat map of %d WRITEs in %s cells, %d pixels drawn" %
+          (writes, d.find_element(By.CSS_SELECTOR, heat + " .plot").get_attribute("data-cells"), pixels))
+
+
 def main():
-    if len(sys.argv) != 8:
+    if len(sys.argv) != 11:
         fail(__doc__)
-    url, shots, admin, viewer, writer_cmd, offline_cmd, device = sys.argv[1:]
+    url, shots, admin, viewer, writer_cmd, offline_cmd, device = sys.argv[1:8]
+    traffic_cmd, traffic_file, writes = sys.argv[8], sys.argv[9], int(sys.argv[10])
     admin_user, admin_pw = admin.split(":", 1)
     viewer_user, viewer_pw = viewer.split(":", 1)
     os.makedirs(shots, exist_ok=True)
@@ -238,6 +359,8 @@ def main():
         writer.wait()
         writer = None
 
+        analytics_checks(ui, traffic_cmd, traffic_file, writes)
+
         # ---- a failed disk shows on the dashboard and in the pool's tree ----
         subprocess.run(shlex.split(offline_cmd), check=True)
         ui.go("pools")
@@ -279,6 +402,17 @@ def main():
         ui.go("datasets")
         if "tank/webfs" not in ui.text():
             fail("the read-only user does not see the datasets")
+        ui.go("analytics")
+        ui.visible('#an-switches tr[data-switch="nfs3.ops by file"]', "the switches' states")
+        switches = driver.find_elements(By.CSS_SELECTOR, "#main .an-switch")
+        labels = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#main button")]
+        if switches or "Enable" in labels or "Disable" in labels:
+            fail("a read-only user sees analytics switches: %r" % labels)
+        if "ON" not in driver.find_element(By.CSS_SELECTOR, '#an-switches tr[data-switch="nfs3.ops by file"]').text:
+            fail("the read-only user does not see that nfs3.ops by file is on")
+        item = add_item(ui, "nfs3.ops", "op", "Last 10 minutes (per second)")
+        ui.wait(lambda d: row_value(d, item, "WRITE") >= writes, "the WRITE row in the read-only user's worksheet")
+        ui.shot("read-only-analytics")
         ui.shot("read-only-datasets")
         print("ok: the read-only user sees the pages and no change buttons")
 

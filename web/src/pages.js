@@ -6,6 +6,7 @@
 import { api, enc, datasetProps } from './api.js';
 import { LiveChart, CounterSampler, formatBytes, formatCount } from './chart.js';
 import { h, toast, badge, capacityBar, table, formDialog, confirmDialog } from './ui.js';
+import { analytics, topClients } from './analytics.js';
 
 // Runs a change, shows its error's one line if it fails, reloads the page if not.
 async function change(ctx, what, fn) {
@@ -70,9 +71,12 @@ async function dashboard(main) {
       st && st.scrub && st.scrub.state !== 'NONE' ? h('div', { class: 'muted' }, 'Scrub: ' + st.scrub.state.toLowerCase()) : null);
   });
   const charts = h('div', { class: 'charts' });
+  const clients = h('div', { class: 'top-clients', id: 'top-clients' });
   main.replaceChildren(pageHeader('Dashboard'), tiles,
     h('div', { class: 'pool-cards' }, poolCards.length ? poolCards : h('p', { class: 'muted' }, 'No pools.')),
-    h('h2', { class: 'section' }, 'Live activity'), charts);
+    h('h2', { class: 'section' }, 'Live activity'), charts,
+    h('h2', { class: 'section' }, 'Top clients (last minute)'), clients);
+  const stopClients = refreshTopClients(clients);
 
   const defs = [
     { id: 'nfs-ops', title: 'NFS operations', labels: ['ops'], unit: 'count', pick: (r) => [r.nfs.operations], readout: (r) => formatCount(r.nfs.operations) + ' ops/s' },
@@ -97,7 +101,37 @@ async function dashboard(main) {
     live[2].total.textContent = `${totals.iscsi.commands} commands since start`;
   }, (e) => toast(e.message));
   sampler.start();
-  return () => { sampler.stop(); live.forEach((l) => l.chart.destroy()); };
+  return () => { sampler.stop(); stopClients(); live.forEach((l) => l.chart.destroy()); };
+}
+
+// NFS clients and iSCSI initiators by operations and payload bytes over the last
+// minute (analytics' client and initiator drill-downs), re-read every 5 s.
+function refreshTopClients(el) {
+  let timer = null;
+  let stopped = false;
+  const card = (id, title, rows, recording, what) => h('section', { class: 'card', id },
+    h('div', { class: 'card-title' }, h('h3', {}, title)),
+    recording || rows.length ? null : h('p', { class: 'muted' }, `Not recorded: the ${what} drill-down is off (Analytics page).`),
+    table([title === 'NFS clients' ? 'Client' : 'Initiator', 'Operations', 'Bytes'],
+      rows.slice(0, 10).map((r) => [h('span', { class: 'client-name' }, r.name), formatCount(r.ops), formatBytes(r.bytes)]),
+      'No traffic in the last minute.'));
+  const tick = async () => {
+    try {
+      const t = await topClients();
+      if (stopped) return;
+      const nfs = card('top-nfs-clients', 'NFS clients', t.nfs, t.nfsRecording, 'nfs3.ops/nfs4.ops by client');
+      const iscsi = card('top-iscsi-initiators', 'iSCSI initiators', t.iscsi, t.iscsiRecording, 'iscsi.ops by initiator');
+      // Rows' figures as attributes for tests and tools.
+      for (const [c, rows] of [[nfs, t.nfs], [iscsi, t.iscsi]])
+        c.querySelectorAll('tbody tr').forEach((tr, i) => Object.assign(tr.dataset, { name: rows[i].name, ops: String(rows[i].ops), bytes: String(rows[i].bytes) }));
+      el.replaceChildren(nfs, iscsi);
+    } catch (e) {
+      if (!stopped) el.replaceChildren(h('p', { class: 'error-line' }, e.message));
+    }
+    if (!stopped) timer = setTimeout(tick, 5000);
+  };
+  tick();
+  return () => { stopped = true; clearTimeout(timer); };
 }
 
 function tile(label, value) {
@@ -268,4 +302,4 @@ async function iscsi(main, ctx) {
   main.replaceChildren(pageHeader('iSCSI targets', create), ...(cards.length ? cards : [h('p', { class: 'muted' }, 'No targets.')]));
 }
 
-export const PAGES = { dashboard, pools, datasets, snapshots, shares, iscsi };
+export const PAGES = { dashboard, pools, datasets, snapshots, shares, iscsi, analytics };
