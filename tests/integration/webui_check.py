@@ -2,15 +2,17 @@
 """The web UI in a real browser (headless Chromium driven by Selenium).
 
     webui_check.py URL SHOTS ADMIN:PASSWORD VIEWER:PASSWORD WRITER_CMD OFFLINE_CMD DEVICE \
-                   TRAFFIC_CMD TRAFFIC_FILE TRAFFIC_WRITES
+                   TRAFFIC_CMD TRAFFIC_FILE TRAFFIC_WRITES ISCSI_CMD INITIATOR LUN ISCSI_WRITES
 
 Logs in as ADMIN (after a refused log-in), creates a filesystem and sees it
 listed (and the API's one-line error for a duplicate), sets a property, takes and
 destroys a snapshot, starts a scrub, watches the dashboard's
 NFS operations counter and chart move while WRITER_CMD (an NFS client writing)
 runs. On the analytics page it switches on the drill-downs by file, client and
-op-latency, runs TRAFFIC_CMD (TRAFFIC_WRITES NFSv3 WRITEs to TRAFFIC_FILE), sees
-the client among the dashboard's top clients, and in the worksheet finds the
+op-latency, runs TRAFFIC_CMD (TRAFFIC_WRITES NFSv3 WRITEs to TRAFFIC_FILE) and
+ISCSI_CMD (ISCSI_WRITES 4 KiB writes of INITIATOR to LUN, "TARGET lun N"), sees
+the client, the share, the initiator and the LUN on the dashboard's top lists
+with at least those operations and bytes, and in the worksheet finds the
 file's series and row summing to TRAFFIC_WRITES, drills down from the WRITE row
 to its latencies and finds the heat map holding TRAFFIC_WRITES and drawn. Then
 runs OFFLINE_CMD and sees DEVICE as a failed disk on the dashboard and in
@@ -174,7 +176,22 @@ return n;
 """
 
 
-def analytics_checks(ui, traffic_cmd, traffic_file, writes):
+def run_traffic(cmd):
+    r = subprocess.run(shlex.split(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if r.returncode:
+        fail("%s failed: %s" % (cmd, r.stdout[-300:]))
+
+
+def top_row(d, card, name):
+    """(operations, bytes) of NAME's row in a top list of the dashboard; (0, 0) if absent."""
+    for r in d.find_elements(By.CSS_SELECTOR, "#%s tbody tr" % card):
+        if r.get_attribute("data-name") == name:
+            return int(r.get_attribute("data-ops")), int(r.get_attribute("data-bytes"))
+    return 0, 0
+
+
+def analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi):
     d = ui.d
     # ---- switch the costly drill-downs on from the page ----
     ui.go("analytics")
@@ -188,24 +205,25 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes):
     ui.shot("analytics-switches")
     print("ok: drill-downs by file, client and op-latency switched on from the analytics page")
 
-    # ---- known traffic: WRITES NFSv3 WRITEs to one file ----
-    r = subprocess.run(shlex.split(traffic_cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    if r.returncode:
-        fail("the traffic command failed: %s" % r.stdout[-300:])
+    # ---- known traffic: NFSv3 WRITEs to one file, iSCSI writes to one LUN ----
+    run_traffic(traffic_cmd)
+    run_traffic(iscsi["cmd"])
 
-    # ---- the dashboard's top clients (last minute): this client, its ops and bytes ----
+    # ---- the dashboard's top lists (last minute): who, where, how much ----
     ui.go("dashboard")
-    row = '#top-nfs-clients tr[data-name="127.0.0.1"]'
-
-    def client_figures(d):
-        rows = d.find_elements(By.CSS_SELECTOR, row)
-        return (int(rows[0].get_attribute("data-ops")), int(rows[0].get_attribute("data-bytes"))) if rows else (0, 0)
-    ui.wait(lambda d: client_figures(d)[0] >= writes and client_figures(d)[1] >= writes * 65536,
-            "127.0.0.1 among the top NFS clients with %d operations and %d bytes" % (writes, writes * 65536))
+    share = traffic_file.rsplit("/", 1)[0]
+    k = iscsi["writes"]
+    expect = [("top-nfs-clients", "127.0.0.1", writes, writes * 65536),
+              ("top-shares", share, writes, 0),
+              ("top-iscsi-initiators", iscsi["initiator"], k, k * 4096),
+              ("top-luns", iscsi["lun"], k, 0)]
+    for card, name, ops, nbytes in expect:
+        ui.wait(lambda d: top_row(d, card, name)[0] >= ops and top_row(d, card, name)[1] >= nbytes,
+                "%s in %s with %d operations and %d bytes" % (name, card, ops, nbytes))
     d.execute_script("document.getElementById('top-clients').scrollIntoView()")
     ui.shot("dashboard-top-clients")
-    print("ok: top NFS clients: 127.0.0.1 with %d operations, %d bytes" % client_figures(d))
+    print("ok: top lists: " + "; ".join("%s %s ops %d bytes %d" % ((card, name) + top_row(d, card, name))
+                                        for card, name, _, _ in expect))
 
     # ---- the worksheet: the file's row and series hold exactly the writes ----
     ui.go("analytics")
@@ -255,10 +273,11 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes):
 
 
 def main():
-    if len(sys.argv) != 11:
+    if len(sys.argv) != 15:
         fail(__doc__)
     url, shots, admin, viewer, writer_cmd, offline_cmd, device = sys.argv[1:8]
     traffic_cmd, traffic_file, writes = sys.argv[8], sys.argv[9], int(sys.argv[10])
+    iscsi = {"cmd": sys.argv[11], "initiator": sys.argv[12], "lun": sys.argv[13], "writes": int(sys.argv[14])}
     admin_user, admin_pw = admin.split(":", 1)
     viewer_user, viewer_pw = viewer.split(":", 1)
     os.makedirs(shots, exist_ok=True)
@@ -359,7 +378,7 @@ def main():
         writer.wait()
         writer = None
 
-        analytics_checks(ui, traffic_cmd, traffic_file, writes)
+        analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi)
 
         # ---- a failed disk shows on the dashboard and in the pool's tree ----
         subprocess.run(shlex.split(offline_cmd), check=True)

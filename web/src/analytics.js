@@ -268,26 +268,31 @@ export async function analytics(main, ctx) {
   return () => { for (const item of worksheet) if (item.stop) item.stop(); };
 }
 
-// ------------------------------------------------- top clients (dashboard)
+// --------------------------------------------- top clients, shares, LUNs (dashboard)
 
-// NFS clients (nfs3 and nfs4 operations, payload bytes) and iSCSI initiators over
-// the last minute, from the client/initiator drill-downs. Returns [{name, ops,
-// bytes}] largest first and whether the NFS client drill-down records.
-export async function topClients() {
-  const range = { window: 60, resolution: 'second' };
-  const get = (stat, by) => api('GET', `/analytics/${stat}?by=${by}&window=${range.window}&resolution=${range.resolution}`);
-  const [v3, v4, nfsBytes, iscsi, iscsiBytes] = await Promise.all([
+// Over the last minute, from analytics' drill-downs: NFS clients (nfs3 and nfs4
+// operations, payload bytes), iSCSI initiators (commands, bytes), NFS shares and
+// iSCSI target LUNs (operations). Each a list of {name, ops, bytes} largest first
+// ("other" last) with whether its drill-down records.
+export async function topActivity() {
+  const get = (stat, by) => api('GET', `/analytics/${stat}?by=${by}&window=60&resolution=second`);
+  const [v3, v4, nfsBytes, iscsi, iscsiBytes, s3, s4, luns] = await Promise.all([
     get('nfs3.ops', 'client'), get('nfs4.ops', 'client'), get('net.bytes', 'client'),
-    get('iscsi.ops', 'initiator'), get('net.bytes', 'initiator')]);
+    get('iscsi.ops', 'initiator'), get('net.bytes', 'initiator'),
+    get('nfs3.ops', 'share'), get('nfs4.ops', 'share'), get('iscsi.ops', 'target')]);
   const merge = (opsResults, bytesResult) => {
     const m = new Map();
     const at = (name) => { if (!m.has(name)) m.set(name, { name, ops: 0, bytes: 0 }); return m.get(name); };
     for (const r of opsResults) for (const v of r.values || []) at(v.name).ops += v.value;
-    for (const v of bytesResult.values || []) at(v.name).bytes += v.value;
+    for (const v of (bytesResult && bytesResult.values) || []) at(v.name).bytes += v.value;
     return [...m.values()].sort((a, b) => (a.name === 'other') - (b.name === 'other') || b.ops - a.ops || b.bytes - a.bytes);
   };
+  const recording = (...rs) => rs.some((r) => r.by_enabled);
   return {
-    nfs: merge([v3, v4], nfsBytes), nfsRecording: !!(v3.by_enabled || v4.by_enabled),
-    iscsi: merge([iscsi], iscsiBytes), iscsiRecording: !!iscsi.by_enabled,
+    nfs: { rows: merge([v3, v4], nfsBytes), recording: recording(v3, v4), what: 'nfs3.ops/nfs4.ops by client' },
+    iscsi: { rows: merge([iscsi], iscsiBytes), recording: recording(iscsi), what: 'iscsi.ops by initiator' },
+    // "-": calls on no share's file (NULL, EXCHANGE_ID, ...), not a share.
+    shares: { rows: merge([s3, s4]).filter((r) => r.name !== '-'), recording: recording(s3, s4), what: 'nfs3.ops/nfs4.ops by share' },
+    luns: { rows: merge([luns]), recording: recording(luns), what: 'iscsi.ops by target' },
   };
 }

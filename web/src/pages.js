@@ -6,7 +6,7 @@
 import { api, enc, datasetProps } from './api.js';
 import { LiveChart, CounterSampler, formatBytes, formatCount } from './chart.js';
 import { h, toast, badge, capacityBar, table, formDialog, confirmDialog } from './ui.js';
-import { analytics, topClients } from './analytics.js';
+import { analytics, topActivity } from './analytics.js';
 
 // Runs a change, shows its error's one line if it fails, reloads the page if not.
 async function change(ctx, what, fn) {
@@ -75,7 +75,7 @@ async function dashboard(main) {
   main.replaceChildren(pageHeader('Dashboard'), tiles,
     h('div', { class: 'pool-cards' }, poolCards.length ? poolCards : h('p', { class: 'muted' }, 'No pools.')),
     h('h2', { class: 'section' }, 'Live activity'), charts,
-    h('h2', { class: 'section' }, 'Top clients (last minute)'), clients);
+    h('h2', { class: 'section' }, 'Top clients, shares and LUNs (last minute)'), clients);
   const stopClients = refreshTopClients(clients);
 
   const defs = [
@@ -104,27 +104,31 @@ async function dashboard(main) {
   return () => { sampler.stop(); stopClients(); live.forEach((l) => l.chart.destroy()); };
 }
 
-// NFS clients and iSCSI initiators by operations and payload bytes over the last
-// minute (analytics' client and initiator drill-downs), re-read every 5 s.
+// NFS clients and iSCSI initiators by operations and payload bytes, NFS shares and
+// LUNs by operations, over the last minute (analytics' drill-downs), re-read every 5 s.
 function refreshTopClients(el) {
   let timer = null;
   let stopped = false;
-  const card = (id, title, rows, recording, what) => h('section', { class: 'card', id },
-    h('div', { class: 'card-title' }, h('h3', {}, title)),
-    recording || rows.length ? null : h('p', { class: 'muted' }, `Not recorded: the ${what} drill-down is off (Analytics page).`),
-    table([title === 'NFS clients' ? 'Client' : 'Initiator', 'Operations', 'Bytes'],
-      rows.slice(0, 10).map((r) => [h('span', { class: 'client-name' }, r.name), formatCount(r.ops), formatBytes(r.bytes)]),
-      'No traffic in the last minute.'));
+  const card = (id, title, column, top, bytes) => {
+    const rows = top.rows.slice(0, 10);
+    const c = h('section', { class: 'card', id },
+      h('div', { class: 'card-title' }, h('h3', {}, title)),
+      top.recording || rows.length ? null : h('p', { class: 'muted' }, `Not recorded: the ${top.what} drill-down is off (Analytics page).`),
+      table(bytes ? [column, 'Operations', 'Bytes'] : [column, 'Operations'],
+        rows.map((r) => [h('span', { class: 'client-name' }, r.name), formatCount(r.ops)].concat(bytes ? [formatBytes(r.bytes)] : [])),
+        'No traffic in the last minute.'));
+    // Rows' figures as attributes for tests and tools.
+    c.querySelectorAll('tbody tr').forEach((tr, i) => Object.assign(tr.dataset, { name: rows[i].name, ops: String(rows[i].ops), bytes: String(rows[i].bytes) }));
+    return c;
+  };
   const tick = async () => {
     try {
-      const t = await topClients();
+      const t = await topActivity();
       if (stopped) return;
-      const nfs = card('top-nfs-clients', 'NFS clients', t.nfs, t.nfsRecording, 'nfs3.ops/nfs4.ops by client');
-      const iscsi = card('top-iscsi-initiators', 'iSCSI initiators', t.iscsi, t.iscsiRecording, 'iscsi.ops by initiator');
-      // Rows' figures as attributes for tests and tools.
-      for (const [c, rows] of [[nfs, t.nfs], [iscsi, t.iscsi]])
-        c.querySelectorAll('tbody tr').forEach((tr, i) => Object.assign(tr.dataset, { name: rows[i].name, ops: String(rows[i].ops), bytes: String(rows[i].bytes) }));
-      el.replaceChildren(nfs, iscsi);
+      el.replaceChildren(card('top-nfs-clients', 'NFS clients', 'Client', t.nfs, true),
+        card('top-iscsi-initiators', 'iSCSI initiators', 'Initiator', t.iscsi, true),
+        card('top-shares', 'NFS shares', 'Share', t.shares, false),
+        card('top-luns', 'iSCSI LUNs', 'Target and LUN', t.luns, false));
     } catch (e) {
       if (!stopped) el.replaceChildren(h('p', { class: 'error-line' }, e.message));
     }
