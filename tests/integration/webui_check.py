@@ -271,6 +271,15 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi):
     print("ok: drill-down WRITE -> latency: heat map of %d WRITEs in %s cells, %d pixels drawn" %
           (writes, d.find_element(By.CSS_SELECTOR, heat + " .plot").get_attribute("data-cells"), pixels))
 
+    # ---- the worksheet outlives a reload of the page ----
+    kept = len(d.find_elements(By.CSS_SELECTOR, ".an-item"))
+    d.refresh()
+    ui.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".an-item")) == kept and
+            d.find_elements(By.CSS_SELECTOR, heat + " .plot[data-count]") and
+            int(d.find_element(By.CSS_SELECTOR, heat + " .plot").get_attribute("data-count")) == writes,
+            "the %d worksheet items, the heat map among them, after a reload" % kept)
+    print("ok: the worksheet's %d items are back after a reload" % kept)
+
 
 def main():
     if len(sys.argv) != 15:
@@ -423,6 +432,9 @@ def main():
             fail("the read-only user does not see the datasets")
         ui.go("analytics")
         ui.visible('#an-switches tr[data-switch="nfs3.ops by file"]', "the switches' states")
+        left = driver.find_elements(By.CSS_SELECTOR, ".an-item")
+        if left:
+            fail("the read-only user finds the admin's worksheet (%d items) after log-out" % len(left))
         switches = driver.find_elements(By.CSS_SELECTOR, "#main .an-switch")
         labels = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#main button")]
         if switches or "Enable" in labels or "Disable" in labels:

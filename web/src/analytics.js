@@ -28,9 +28,28 @@ const RANGES = {
 const HISTOGRAMS = new Set(['latency', 'size', 'op-latency']);
 const SERIES_SHOWN = 6; // lines on a breakdown's chart: the largest rows
 
-// The worksheet outlives a visit to another page (not a reload): its items only.
+// The worksheet outlives a visit to another page and a reload of this tab, not
+// the session: its items' specs are kept in sessionStorage (what to show, no data,
+// no credential) until log-out.
+const SAVED = 'cairn.worksheet';
 const worksheet = [];
 let nextId = 1;
+
+function validSpec(s) {
+  return s && typeof s.stat === 'string' && typeof (s.by || '') === 'string' && RANGES[s.range] &&
+    (!s.within || (DRILLS[s.within.from] && typeof s.within.name === 'string'));
+}
+
+function saveWorksheet() {
+  const specs = worksheet.map(({ stat, by, within, range }) => ({ stat, by, within, range }));
+  try { sessionStorage.setItem(SAVED, JSON.stringify(specs)); } catch (e) { /* storage off: not kept */ }
+}
+
+export function clearWorksheet() {
+  for (const item of worksheet) if (item.stop) item.stop();
+  worksheet.length = 0;
+  try { sessionStorage.removeItem(SAVED); } catch (e) { /* storage off */ }
+}
 
 function unitOf(stat) {
   return stat === 'net.bytes' ? 'bytes' : 'count';
@@ -66,6 +85,11 @@ function rowsOf(item, values) {
   return (values || []).filter((v) => drill.keep(row, v.name)).map((v) => ({ name: drill.show(row, v.name), value: v.value }));
 }
 
+try {
+  for (const spec of JSON.parse(sessionStorage.getItem(SAVED) || '[]'))
+    if (validSpec(spec)) worksheet.push({ stat: spec.stat, by: spec.by || '', within: spec.within, range: spec.range, id: nextId++ });
+} catch (e) { /* nothing kept, or not ours: start empty */ }
+
 function itemTitle(item) {
   const range = RANGES[item.range];
   const by = item.by === 'op-latency' && item.within ? 'latency' : item.by;
@@ -97,6 +121,7 @@ function renderItem(item, ctx, statsByName, container) {
     card.remove();
     const i = worksheet.indexOf(item);
     if (i >= 0) worksheet.splice(i, 1);
+    saveWorksheet();
   };
 
   function drawLines(result, rows) {
@@ -198,6 +223,7 @@ function renderItem(item, ctx, statsByName, container) {
 function addItem(spec, ctx, statsByName, container) {
   const item = { id: nextId++, ...spec };
   worksheet.push(item);
+  saveWorksheet();
   renderItem(item, ctx, statsByName, container);
   return item;
 }

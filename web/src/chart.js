@@ -20,6 +20,7 @@ export function formatBytes(n) {
 export function formatCount(n) {
   if (n >= 1e6) return (n / 1e6).toFixed(1) + 'M';
   if (n >= 1e4) return (n / 1e3).toFixed(1) + 'k';
+  if (n > 0 && n < 0.1) return n.toFixed(2); // a rare event's rate: not "0.0"
   return n < 10 && !Number.isInteger(n) ? n.toFixed(1) : String(Math.round(n));
 }
 
