@@ -99,6 +99,7 @@ pass "client and file drill-downs enabled (CLI and API)"
 # The NFSv4 file is written before the v4 file drill-down is on: only the READs count there.
 run_ok "$NFSCLIENT" "nfs://127.0.0.1/tank/y?nfsport=$NFS_PORT&version=4" put f4 "read over NFSv4"
 run_ok "$CAIRN" analytics enable nfs4.ops --by file
+run_ok "$CAIRN" analytics enable nfs4.ops --by op-latency
 N=32 # FILE_SYNC WRITEs of 64 KiB to /tank/x/counted
 run_ok "$NFSCLIENT" "$(nfs_url /tank/x)" stream counted 2 64 0
 M=7 # NFSv4.1 READs of /tank/y/f4, a COMPOUND each
@@ -143,9 +144,13 @@ V4=$(total nfs4.ops)
 [ "$(count nfs4.ops op READ)" -eq "$M" ] || fail "nfs4.ops by op: READ $(count nfs4.ops op READ), not $M"
 [ "$(count nfs4.ops file /tank/y/f4)" -eq "$M" ] || fail "nfs4.ops by file: $(cat "$LAST_STDOUT")"
 [ "$(count nfs4.ops client 127.0.0.1)" -eq "$V4" ] || fail "nfs4.ops by client (total $V4): $(cat "$LAST_STDOUT")"
+# A COMPOUND's latency goes to its first op past SEQUENCE and PUTFH: READ, M times.
+READLAT=$(run_ok "$CAIRN" analytics show nfs4.ops --by op-latency -w 600 -H -p; awk -F'\t' '$1 ~ /^READ / {s += $2} END {print s + 0}' "$LAST_STDOUT")
+[ "$READLAT" -eq "$M" ] || fail "nfs4.ops op-latency holds $READLAT READs, not $M: $(cat "$LAST_STDOUT")"
+grep -q '^SEQUENCE \|^PUTFH ' "$LAST_STDOUT" && fail "nfs4.ops op-latency charged SEQUENCE/PUTFH: $(cat "$LAST_STDOUT")"
 SUM4=$(run_ok "$CAIRN" analytics show nfs4.ops --by op -w 600 -H -p; awk -F'\t' '{s += $2} END {print s}' "$LAST_STDOUT")
 [ "$SUM4" -eq "$V4" ] || fail "nfs4.ops by op sums to $SUM4, not the total $V4"
-pass "NFSv4: $M READs counted as READ $M and file /tank/y/f4 $M; by client and by op sum to the total $V4"
+pass "NFSv4: $M READs counted as READ $M, file /tank/y/f4 $M and READ latencies $M; by client and by op sum to the total $V4"
 
 VI=$(total iscsi.ops)
 [ "$(count iscsi.ops op 'WRITE(16)')" -eq "$K" ] || fail "iscsi.ops by op: $(cat "$LAST_STDOUT")"
