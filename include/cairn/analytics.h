@@ -15,9 +15,12 @@
  * bounded however many clients or files there are; the sampler frees slots
  * idle for AN_IDLE_FREE_S seconds so new keys get them. Latency and size are
  * dimensions too, keyed by log2 bucket: a histogram per second, a heat map.
- * op-latency is both at once, keyed by (operation, bucket) and named "OP
- * BUCKET" ("WRITE 64us"): one heat map per operation, the drill-down from an
- * operation to its latencies (off until enabled: one more probe per call).
+ *
+ * Joint drill-downs count two things at once, keyed by both and named "A B"
+ * (an_add_pair), so a row of one breakdown drills down into the other: the
+ * names that begin with the row's. op-latency (a heat map per operation:
+ * "WRITE 64us", kept whole like the other histograms), client-op, client-file
+ * and initiator-op; each is off until enabled (one more probe per event).
  *
  * Cheap drill-downs (op, share, latency, size, initiator, target, ...) are on
  * by default; the costly ones (client: an address to hash; file: a path to
@@ -55,20 +58,23 @@ typedef enum an_stat {
 } an_stat_t;
 
 typedef enum an_dim {
-    AN_BY_OP,        /* NFS procedure/operation, SCSI command, read/write */
-    AN_BY_CLIENT,    /* NFS client address */
-    AN_BY_SHARE,     /* NFS share (export path) */
-    AN_BY_FILE,      /* NFS file: share and path */
-    AN_BY_LATENCY,   /* log2 microsecond buckets */
-    AN_BY_SIZE,      /* log2 byte buckets */
-    AN_BY_INITIATOR, /* iSCSI initiator name */
-    AN_BY_TARGET,    /* iSCSI target and LUN */
-    AN_BY_RESULT,    /* ARC: hit or miss */
-    AN_BY_DATASET,   /* ARC: the dataset read (the DMU tags its thread, an_thread_tag) */
-    AN_BY_DISK,      /* leaf vdev path */
-    AN_BY_PROTOCOL,  /* net: "nfs3 read", "iscsi write", ... */
-    AN_BY_MODE,      /* cpu: user or system */
-    AN_BY_OP_LATENCY,/* latency per operation: "OP BUCKET" (an_add_op_latency), a heat map per op */
+    AN_BY_OP,           /* NFS procedure/operation, SCSI command, read/write */
+    AN_BY_CLIENT,       /* NFS client address */
+    AN_BY_SHARE,        /* NFS share (export path) */
+    AN_BY_FILE,         /* NFS file: share and path */
+    AN_BY_LATENCY,      /* log2 microsecond buckets */
+    AN_BY_SIZE,         /* log2 byte buckets */
+    AN_BY_INITIATOR,    /* iSCSI initiator name */
+    AN_BY_TARGET,       /* iSCSI target and LUN */
+    AN_BY_RESULT,       /* ARC: hit or miss */
+    AN_BY_DATASET,      /* ARC: the dataset read (the DMU tags its thread, an_thread_tag) */
+    AN_BY_DISK,         /* leaf vdev path */
+    AN_BY_PROTOCOL,     /* net: "nfs3 read", "iscsi write", ... */
+    AN_BY_MODE,         /* cpu: user or system */
+    AN_BY_OP_LATENCY,   /* latency per operation: "OP BUCKET", a heat map per op */
+    AN_BY_CLIENT_OP,    /* NFS client and operation: "CLIENT OP" */
+    AN_BY_CLIENT_FILE,  /* NFS client and file: "CLIENT SHARE/PATH" */
+    AN_BY_INITIATOR_OP, /* iSCSI initiator and command: "INITIATOR COMMAND" */
     AN_NDIMS
 } an_dim_t;
 
@@ -109,8 +115,17 @@ void an_add_total(an_stat_t s, uint64_t v);
 void an_add(an_stat_t s, an_dim_t d, uint64_t key, uint64_t v, an_name_fn name, const void *arg);
 void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v);
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v);
-/* op-latency: the log2 bucket of ns for the operation op_key (below 2^58), named
- * by op_name(arg, op_key) and the bucket, when the slot is first claimed. */
+/* One part of a joint key: its key and how to name it. */
+typedef struct an_part {
+    uint64_t key;
+    an_name_fn name; /* NULL: the key in decimal */
+    const void *arg;
+} an_part_t;
+/* A joint drill-down d: v under the pair (a, b), named "A B" when the pair first
+ * claims a slot (nothing, not even a name, while d is off). */
+void an_add_pair(an_stat_t s, an_dim_t d, an_part_t a, an_part_t b, uint64_t v);
+/* op-latency: the log2 bucket of ns for the operation op_key, named by
+ * op_name(arg, op_key) and the bucket. */
 void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
                        const void *arg);
 /* What a lower layer's events are for, known only above it: the DMU tags the

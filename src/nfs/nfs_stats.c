@@ -9,8 +9,8 @@
  *
  * The same moment records the call into analytics (include/cairn/analytics.h):
  * nfs3.ops / nfs4.ops by operation, share, client and file, latency and size
- * (per call: an NFSv4 COMPOUND's), latency per operation (op-latency), and
- * net.bytes by protocol and client. Client and file
+ * (per call: an NFSv4 COMPOUND's), the joint drill-downs op-latency, client-op
+ * and client-file, and net.bytes by protocol and client. Client and file
  * are off by default; a name (an address printed, a file's path looked up) is
  * made once per key, when it first claims its slot.
  */
@@ -85,6 +85,7 @@ static const char *const nfs4_op_names[NFS_STATS_V4_OPS] = {
 };
 
 static void name_v4_op(const void *arg, uint64_t key, char *buf, size_t len);
+static an_part_t client_part(const nfs_call_t *call);
 
 const char *nfs4_op_name(uint32_t op) { return op < NFS_STATS_V4_OPS ? nfs4_op_names[op] : NULL; }
 
@@ -101,6 +102,9 @@ void nfs_stats_v4_op(nfs_call_t *call, uint32_t op)
     else {
         cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
         an_add(AN_NFS4_OPS, AN_BY_OP, v4_index(op), 1, name_v4_op, NULL);
+        if (an_dim_enabled(AN_NFS4_OPS, AN_BY_CLIENT_OP))
+            an_add_pair(AN_NFS4_OPS, AN_BY_CLIENT_OP, client_part(call),
+                        (an_part_t){v4_index(op), name_v4_op, NULL}, 1);
     }
 }
 
@@ -147,6 +151,15 @@ static void name_client(const void *arg, uint64_t key, char *buf, size_t len)
     if (!inet_ntop(family, a, buf, (socklen_t)len)) cairn_strlcpy(buf, "?", len);
 }
 
+/* The call's client as a key (never 0) and its name. */
+static an_part_t client_part(const nfs_call_t *call)
+{
+    size_t alen;
+    int family;
+    const void *a = client_addr(&call->peer, &alen, &family);
+    return (an_part_t){an_hash(a, alen) | 1, name_client, &call->peer};
+}
+
 typedef struct file_name {
     struct nfs_export *exp;
     zpl_node_t *node;
@@ -171,7 +184,8 @@ static void name_net(const void *arg, uint64_t key, char *buf, size_t len)
 void nfs_stats_file(nfs_call_t *call, struct nfs_export *exp, zpl_node_t *n)
 {
     an_stat_t st = call->vers == 3 ? AN_NFS3_OPS : AN_NFS4_OPS;
-    if (!exp || !n || !an_dim_enabled(st, AN_BY_FILE)) return;
+    if (!exp || !n || (!an_dim_enabled(st, AN_BY_FILE) && !an_dim_enabled(st, AN_BY_CLIENT_FILE)))
+        return;
     if (call->stat_file && call->stat_file != n) return; /* a COMPOUND's first file */
     if (!call->stat_file) {
         zpl_node_hold(n);
@@ -193,8 +207,11 @@ static void record_share(nfs_call_t *call, struct nfs_export *exp, uint64_t ops)
         an_add(st, AN_BY_SHARE, guid, ops, an_name_string, nfs_export_path(exp));
         if (call->stat_file) {
             file_name_t f = {exp, call->stat_file};
-            an_add(st, AN_BY_FILE, guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file),
-                   call->stat_file_ops, name_file, &f);
+            uint64_t file_key = guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file);
+            an_add(st, AN_BY_FILE, file_key, call->stat_file_ops, name_file, &f);
+            if (an_dim_enabled(st, AN_BY_CLIENT_FILE))
+                an_add_pair(st, AN_BY_CLIENT_FILE, client_part(call),
+                            (an_part_t){file_key, name_file, &f}, call->stat_file_ops);
         }
     }
     if (call->stat_file) zpl_node_rele(call->stat_file);
@@ -245,13 +262,19 @@ static void record_analytics(nfs_call_t *call, uint64_t ns)
     if (v3 || !call->stat_v4_shared) record_share(call, v3 ? call->stat_exp : NULL, ops);
     bool net_client = an_dim_enabled(AN_NET_BYTES, AN_BY_CLIENT) &&
                       (call->stat_read_bytes || call->stat_write_bytes);
+    bool client_op = an_dim_enabled(st, AN_BY_CLIENT_OP);
     uint64_t client_key = 0;
-    if (an_dim_enabled(st, AN_BY_CLIENT) || net_client) {
-        size_t alen;
-        int family;
-        const void *a = client_addr(&call->peer, &alen, &family);
-        client_key = an_hash(a, alen) | 1;
+    if (an_dim_enabled(st, AN_BY_CLIENT) || client_op || net_client) {
+        an_part_t client = client_part(call);
+        client_key = client.key;
         an_add(st, AN_BY_CLIENT, client_key, ops, name_client, &call->peer);
+        if (client_op && v3)
+            an_add_pair(st, AN_BY_CLIENT_OP, client, (an_part_t){call->proc, name_v3_proc, NULL},
+                        1);
+        else if (client_op)
+            for (uint32_t i = 0; i < call->stat_nops; i++)
+                an_add_pair(st, AN_BY_CLIENT_OP, client,
+                            (an_part_t){call->stat_ops[i], name_v4_op, NULL}, 1);
     }
     an_add_latency(st, ns, 1);
     if (v3) an_add_op_latency(st, call->proc, ns, name_v3_proc, NULL);

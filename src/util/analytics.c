@@ -46,19 +46,20 @@ typedef struct an_stat_def {
 } an_stat_def_t;
 
 #define D(x) (1u << (x))
+#define NFS_JOINT (D(AN_BY_OP_LATENCY) | D(AN_BY_CLIENT_OP) | D(AN_BY_CLIENT_FILE))
 static const an_stat_def_t g_defs[AN_NSTATS] = {
     [AN_NFS3_OPS] = {"nfs3.ops", "NFSv3 calls per second",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | D(AN_BY_OP_LATENCY)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | NFS_JOINT,
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | NFS_JOINT},
     [AN_NFS4_OPS] = {"nfs4.ops", "NFSv4 operations per second (latency, size: per COMPOUND)",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | D(AN_BY_OP_LATENCY)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | NFS_JOINT,
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | NFS_JOINT},
     [AN_ISCSI_OPS] = {"iscsi.ops", "iSCSI SCSI commands per second",
                       D(AN_BY_OP) | D(AN_BY_INITIATOR) | D(AN_BY_TARGET) | D(AN_BY_LATENCY) |
-                          D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY),
-                      D(AN_BY_OP_LATENCY)},
+                          D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY) | D(AN_BY_INITIATOR_OP),
+                      D(AN_BY_OP_LATENCY) | D(AN_BY_INITIATOR_OP)},
     [AN_ARC_ACCESSES] = {"arc.accesses", "ARC lookups per second",
                          D(AN_BY_RESULT) | D(AN_BY_DATASET), 0},
     [AN_DISK_IO] = {"disk.ops", "leaf vdev I/Os per second",
@@ -72,14 +73,27 @@ static const an_stat_def_t g_defs[AN_NSTATS] = {
                       D(AN_BY_PROTOCOL) | D(AN_BY_CLIENT) | D(AN_BY_INITIATOR), D(AN_BY_CLIENT)},
     [AN_CPU] = {"cpu.usecs", "microseconds of CPU per second used by cairnd", D(AN_BY_MODE), 0},
 };
+#undef NFS_JOINT
 #undef D
 
 static const char *const g_dim_names[AN_NDIMS] = {
-    [AN_BY_OP] = "op",           [AN_BY_CLIENT] = "client",   [AN_BY_SHARE] = "share",
-    [AN_BY_FILE] = "file",       [AN_BY_LATENCY] = "latency", [AN_BY_SIZE] = "size",
-    [AN_BY_INITIATOR] = "initiator", [AN_BY_TARGET] = "target", [AN_BY_DATASET] = "dataset",
-    [AN_BY_RESULT] = "result",   [AN_BY_DISK] = "disk",       [AN_BY_PROTOCOL] = "protocol",
-    [AN_BY_MODE] = "mode",       [AN_BY_OP_LATENCY] = "op-latency",
+    [AN_BY_OP] = "op",
+    [AN_BY_CLIENT] = "client",
+    [AN_BY_SHARE] = "share",
+    [AN_BY_FILE] = "file",
+    [AN_BY_LATENCY] = "latency",
+    [AN_BY_SIZE] = "size",
+    [AN_BY_INITIATOR] = "initiator",
+    [AN_BY_TARGET] = "target",
+    [AN_BY_DATASET] = "dataset",
+    [AN_BY_RESULT] = "result",
+    [AN_BY_DISK] = "disk",
+    [AN_BY_PROTOCOL] = "protocol",
+    [AN_BY_MODE] = "mode",
+    [AN_BY_OP_LATENCY] = "op-latency",
+    [AN_BY_CLIENT_OP] = "client-op",
+    [AN_BY_CLIENT_FILE] = "client-file",
+    [AN_BY_INITIATOR_OP] = "initiator-op",
 };
 
 /* The switches and table pointers are read by every event and written almost
@@ -351,31 +365,39 @@ void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v)
     an_add(s, AN_BY_SIZE, an_log2_bucket(bytes), v, name_size, NULL);
 }
 
-typedef struct op_name {
-    an_name_fn name;
-    const void *arg;
-    uint64_t op_key;
-} op_name_t;
+typedef struct pair_name {
+    const an_part_t *a, *b;
+} pair_name_t;
 
-#define AN_BUCKET_BITS 5
-_Static_assert(1u << AN_BUCKET_BITS == AN_LOG2_BUCKETS, "an op-latency key's bucket bits");
-
-static void name_op_latency(const void *arg, uint64_t key, char *buf, size_t len)
+static void name_part(const an_part_t *p, char *buf, size_t len)
 {
-    const op_name_t *op = arg;
-    char opname[AN_NAME_MAX - 8], bucket[8];
-    op->name(op->arg, op->op_key, opname, sizeof opname);
-    an_bucket_name(AN_BY_OP_LATENCY, (unsigned)(key & (AN_LOG2_BUCKETS - 1)), bucket, sizeof bucket);
-    snprintf(buf, len, "%s %s", opname[0] ? opname : "?", bucket);
+    if (p->name) p->name(p->arg, p->key, buf, len);
+    else snprintf(buf, len, "%llu", (unsigned long long)p->key);
+    if (!buf[0]) cairn_strlcpy(buf, "?", len);
+}
+
+static void name_pair(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)key;
+    const pair_name_t *p = arg;
+    char a[AN_NAME_MAX], b[AN_NAME_MAX];
+    name_part(p->a, a, sizeof a);
+    name_part(p->b, b, sizeof b);
+    snprintf(buf, len, "%s %s", a, b);
+}
+
+void an_add_pair(an_stat_t s, an_dim_t d, an_part_t a, an_part_t b, uint64_t v)
+{
+    if (!an_dim_enabled(s, d)) return; /* no key mixed, no name struct built */
+    pair_name_t n = {&a, &b};
+    an_add(s, d, a.key * 0x9e3779b97f4a7c15ull ^ b.key, v, name_pair, &n);
 }
 
 void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
                        const void *arg)
 {
-    if (!an_dim_enabled(s, AN_BY_OP_LATENCY)) return; /* the name's struct is not even built */
-    op_name_t op = {op_name, arg, op_key};
-    an_add(s, AN_BY_OP_LATENCY, op_key << AN_BUCKET_BITS | an_log2_bucket(ns / 1000), 1,
-           name_op_latency, &op);
+    an_add_pair(s, AN_BY_OP_LATENCY, (an_part_t){op_key, op_name, arg},
+                (an_part_t){an_log2_bucket(ns / 1000), name_latency, NULL}, 1);
 }
 
 /* ------------------------------------------------------------- sampling */

@@ -55,8 +55,8 @@ run_ok "$CAIRN" analytics list -H
 for stat in nfs3.ops nfs4.ops iscsi.ops arc.accesses disk.ops disk.busy disk.usecs net.bytes cpu.usecs; do
     grep -q "^$stat	yes	" "$LAST_STDOUT" || fail "analytics list lacks $stat (on): $(cat "$LAST_STDOUT")"
 done
-expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*,op-latency	'
-expect_stdout '^iscsi.ops	yes	op\*,latency\*,size\*,initiator\*,target\*,op-latency	'
+expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*,op-latency,client-op,client-file	'
+expect_stdout '^iscsi.ops	yes	op\*,latency\*,size\*,initiator\*,target\*,op-latency,initiator-op	'
 expect_stdout '^arc.accesses	yes	result\*,dataset\*	'
 pass "analytics list: the statistics, cheap drill-downs on, client and file off"
 
@@ -64,7 +64,7 @@ pass "analytics list: the statistics, cheap drill-downs on, client and file off"
 run_fail "$CAIRN" analytics show nfs3.opz
 expect_stderr "no statistic named 'nfs3.opz' \(there are: nfs3.ops, "
 run_fail "$CAIRN" analytics show nfs3.ops --by initiator
-expect_stderr "nfs3.ops has no drill-down by 'initiator' \(it has: op, client, share, file, latency, size, op-latency\)"
+expect_stderr "nfs3.ops has no drill-down by 'initiator' \(it has: op, client, share, file, latency, size, op-latency, client-op, client-file\)"
 run_fail "$CAIRN" analytics enable iscsi.ops --by colour
 expect_stderr "iscsi.ops has no drill-down by 'colour'"
 run_fail "$CAIRN" analytics show nfs3.ops -r fortnight
@@ -88,6 +88,9 @@ pass "bad statistic/drill-down/resolution names refused in one line (CLI and HTT
 # ---- drill-downs on demand: file by the CLI, client through the API ----
 run_ok "$CAIRN" analytics enable nfs3.ops --by file
 run_ok "$CAIRN" analytics enable nfs3.ops --by op-latency
+run_ok "$CAIRN" analytics enable nfs3.ops --by client-op
+run_ok "$CAIRN" analytics enable nfs3.ops --by client-file
+run_ok "$CAIRN" analytics enable iscsi.ops --by initiator-op
 http POST /api/v1/analytics/nfs3.ops/enable "$ADMIN" '{"by":"client"}'
 expect_code 200
 run_ok "$CAIRN" analytics enable nfs4.ops --by client
@@ -137,8 +140,11 @@ LAT=$(run_ok "$CAIRN" analytics show nfs3.ops --by latency -w 600 -H -p; awk -F'
 [ "$LAT" -eq "$V3" ] || fail "nfs3.ops latency histogram holds $LAT calls of $V3"
 [ "$(count nfs3.ops size 64K)" -ge "$N" ] || fail "nfs3.ops by size: $(cat "$LAST_STDOUT")"
 OPLAT=$(run_ok "$CAIRN" analytics show nfs3.ops --by op-latency -w 600 -H -p; awk -F'\t' '$1 ~ /^WRITE / {s += $2} END {print s + 0}' "$LAST_STDOUT")
+[ "$(count nfs3.ops client-op '127.0.0.1 WRITE')" -eq "$N" ] || fail "nfs3.ops by client-op: $(cat "$LAST_STDOUT")"
+[ "$(count nfs3.ops client-file '127.0.0.1 /tank/x/counted')" -eq "$N" ] ||
+    fail "nfs3.ops by client-file: $(cat "$LAST_STDOUT")"
 [ "$OPLAT" -eq "$N" ] || fail "nfs3.ops op-latency holds $OPLAT WRITEs, not $N: $(cat "$LAST_STDOUT")"
-pass "NFSv3: $N WRITEs from 127.0.0.1 to /tank/x counted as WRITE $N, file /tank/x/counted $N, WRITE latencies $N; share, client, latency sum to the total $V3"
+pass "NFSv3: $N WRITEs from 127.0.0.1 to /tank/x counted as WRITE $N, file /tank/x/counted $N, WRITE latencies $N, client 127.0.0.1's WRITEs and file $N; share, client, latency sum to the total $V3"
 
 V4=$(total nfs4.ops)
 [ "$(count nfs4.ops op READ)" -eq "$M" ] || fail "nfs4.ops by op: READ $(count nfs4.ops op READ), not $M"
@@ -154,6 +160,7 @@ pass "NFSv4: $M READs counted as READ $M, file /tank/y/f4 $M and READ latencies 
 
 VI=$(total iscsi.ops)
 [ "$(count iscsi.ops op 'WRITE(16)')" -eq "$K" ] || fail "iscsi.ops by op: $(cat "$LAST_STDOUT")"
+[ "$(count iscsi.ops initiator-op "$INITIATOR WRITE(16)")" -eq "$K" ] || fail "iscsi.ops by initiator-op: $(cat "$LAST_STDOUT")"
 [ "$(count iscsi.ops initiator "$INITIATOR")" -eq "$VI" ] || fail "iscsi.ops by initiator (total $VI): $(cat "$LAST_STDOUT")"
 [ "$(count iscsi.ops target "$TGT lun 0")" -ge "$K" ] || fail "iscsi.ops by target: $(cat "$LAST_STDOUT")"
 [ "$(count net.bytes protocol 'iscsi write')" -eq $((K * 4096)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"

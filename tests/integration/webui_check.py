@@ -8,17 +8,19 @@ Logs in as ADMIN (after a refused log-in), creates a filesystem and sees it
 listed (and the API's one-line error for a duplicate), sets a property, takes and
 destroys a snapshot, starts a scrub, watches the dashboard's
 NFS operations counter and chart move while WRITER_CMD (an NFS client writing)
-runs. On the analytics page it switches on the drill-downs by file, client and
-op-latency, runs TRAFFIC_CMD (TRAFFIC_WRITES NFSv3 WRITEs to TRAFFIC_FILE) and
-ISCSI_CMD (ISCSI_WRITES 4 KiB writes of INITIATOR to LUN, "TARGET lun N"), sees
-the client, the share, the initiator and the LUN on the dashboard's top lists
-with at least those operations and bytes, and in the worksheet finds the
-file's series and row summing to TRAFFIC_WRITES, drills down from the WRITE row
-to its latencies and finds the heat map holding TRAFFIC_WRITES and drawn. Then
-runs OFFLINE_CMD and sees DEVICE as a failed disk on the dashboard and in
-the pools page's tree, logs out, then logs in as the read-only VIEWER and finds
-no change buttons (on the analytics page: no switches, a worksheet that works). Screenshots go to SHOTS. Exits 77 when Chromium cannot start
-at all, 1 on any failed check.
+runs. On the analytics page it switches on the drill-downs by file, client,
+op-latency and client-file, runs TRAFFIC_CMD (TRAFFIC_WRITES NFSv3 WRITEs to
+TRAFFIC_FILE) and ISCSI_CMD (ISCSI_WRITES 4 KiB writes of INITIATOR to LUN,
+"TARGET lun N"), sees the client, the share, the initiator and the LUN on the
+dashboard's top lists with at least those operations and bytes, and in the
+worksheet finds the file's series and row summing to TRAFFIC_WRITES, drills down
+from the share's and the client's rows to their files and from the WRITE row to
+its latencies, finds the heat map holding TRAFFIC_WRITES and drawn, and the
+worksheet back after a reload. Then runs OFFLINE_CMD and sees DEVICE as a failed
+disk on the dashboard and in the pools page's tree, logs out, then logs in as the
+read-only VIEWER and finds no change buttons (on the analytics page: no switches,
+an empty worksheet that works). Screenshots go to SHOTS. Exits 77 when Chromium
+cannot start at all, 1 on any failed check.
 """
 import json
 import os
@@ -195,7 +197,8 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi):
     d = ui.d
     # ---- switch the costly drill-downs on from the page ----
     ui.go("analytics")
-    for sw in ("nfs3.ops by file", "nfs3.ops by client", "nfs3.ops by op-latency", "net.bytes by client"):
+    for sw in ("nfs3.ops by file", "nfs3.ops by client", "nfs3.ops by op-latency", "nfs3.ops by client-file",
+               "net.bytes by client"):
         row = '#an-switches tr[data-switch="%s"]' % sw
         if "OFF" not in ui.visible(row, "the switch of " + sw).text:
             fail("%s is on before it is switched on: %r" % (sw, d.find_element(By.CSS_SELECTOR, row).text))
@@ -203,7 +206,7 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi):
         ui.wait(lambda d: "ON" in d.find_element(By.CSS_SELECTOR, row).text and
                 d.find_element(By.CSS_SELECTOR, row + " button").text == "Disable", sw + " switched on")
     ui.shot("analytics-switches")
-    print("ok: drill-downs by file, client and op-latency switched on from the analytics page")
+    print("ok: drill-downs by file, client, op-latency and client-file switched on from the analytics page")
 
     # ---- known traffic: NFSv3 WRITEs to one file, iSCSI writes to one LUN ----
     run_traffic(traffic_cmd)
@@ -251,6 +254,20 @@ def analytics_checks(ui, traffic_cmd, traffic_file, writes, iscsi):
     if outside:
         fail("the drill-down into %s shows files of other shares: %r" % (share, outside))
     print("ok: drill-down share %s -> files: %s %d" % (share, traffic_file, writes))
+
+    # ---- drill down: by client, then the client's row to its files (series too) ----
+    clients = add_item(ui, "nfs3.ops", "client", "Last 10 minutes (per second)")
+    ui.wait(lambda d: row_value(d, clients, "127.0.0.1") >= writes, "the 127.0.0.1 row of nfs3.ops by client")
+    ui.click(clients + ' tr[data-name="127.0.0.1"] button.an-drill[data-drill="client-file"]',
+             "the client row's Files drill-down")
+    cfiles = '.an-item[data-by="client-file"][data-within="127.0.0.1"]'
+
+    def cfile_sum(d):
+        sums = d.find_element(By.CSS_SELECTOR, cfiles + " .plot").get_attribute("data-sums")
+        return json.loads(sums).get(traffic_file, -1) if sums else -1
+    ui.wait(lambda d: row_value(d, cfiles, traffic_file) == writes and cfile_sum(d) == writes,
+            "%s at %d in the client's drill-down by file, row and series" % (traffic_file, writes))
+    print("ok: drill-down client 127.0.0.1 -> files: %s %d (row and series)" % (traffic_file, writes))
 
     # ---- drill down: by op, then the WRITE row's latencies as a heat map ----
     ops = add_item(ui, "nfs3.ops", "op", "Last 10 minutes (per second)")

@@ -273,6 +273,50 @@ static void test_op_latency(void **state)
     an_history_free(h);
 }
 
+static int g_names_made;
+
+static void name_counted(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    g_names_made++;
+    snprintf(buf, len, "%s", (const char *)arg);
+    (void)key;
+}
+
+/* Joint drill-downs: a pair counts under "A B", exact per pair; off, nothing is
+ * recorded and no name is made; a part without a name function is its key. */
+static void test_pairs(void **state)
+{
+    (void)state;
+    an_history_t *h = an_history_create(2);
+    an_entry_t *e;
+    collect(h, &e); /* what earlier tests left */
+    free(e);
+    an_part_t c1 = {0x11, name_counted, "10.0.0.1"}, c2 = {0x22, name_counted, "10.0.0.2"};
+    an_part_t write = {3, name_op, NULL}, read = {1, name_op, NULL};
+    assert_false(an_dim_default_on(AN_NFS3_OPS, AN_BY_CLIENT_OP));
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, write, 1);
+    assert_int_equal(g_names_made, 0);
+
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_CLIENT_OP, true);
+    for (int i = 0; i < 4; i++) an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, write, 1);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, read, 2);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c2, write, 5);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c2, (an_part_t){42, NULL, NULL}, 1);
+    assert_int_equal(g_names_made, 4); /* once per pair, not per event */
+    size_t n = collect(h, &e);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.1 WRITE"), 4);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.1 READ"), 2);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.2 WRITE"), 5);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.2 42"), 1);
+    assert_int_equal(sum_dim(e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP), 12);
+    free(e);
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_CLIENT_OP, false);
+    assert_true(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_INITIATOR_OP));
+    assert_false(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_CLIENT_FILE));
+    assert_int_equal(an_dim_lookup("client-file"), AN_BY_CLIENT_FILE);
+    an_history_free(h);
+}
+
 typedef struct sum_ctx {
     an_history_t *h;
     size_t samples;
@@ -369,7 +413,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_topn), cmocka_unit_test(test_histograms_whole),
         cmocka_unit_test(test_table_bounds),
-        cmocka_unit_test(test_buckets),    cmocka_unit_test(test_op_latency),    cmocka_unit_test(test_rollups),
+        cmocka_unit_test(test_buckets),    cmocka_unit_test(test_op_latency),
+        cmocka_unit_test(test_pairs),    cmocka_unit_test(test_rollups),
         cmocka_unit_test(test_save_load), cmocka_unit_test(test_concurrent_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,9 +8,10 @@
 //
 // Drill-downs offered are the ones the engine records jointly, where a further
 // breakdown's names carry the row's: an operation's row leads to its latencies
-// (op-latency, names "OP BUCKET"), a share's row to its files (file, names
-// "SHARE/PATH"). Breakdowns recorded independently (client and file) are not
-// joined, so a client's row does not pretend to break down by file.
+// (op-latency, names "OP BUCKET"), a client's to its operations and files
+// (client-op, client-file: "CLIENT OP", "CLIENT SHARE/PATH"), an initiator's to
+// its commands (initiator-op), a share's to its files (file: "SHARE/PATH").
+// Breakdowns recorded only independently are never joined by guesswork.
 
 import { api, enc } from './api.js';
 import { LiveChart, HeatMap, formatBytes, formatCount, bucketIndex } from './chart.js';
@@ -37,7 +38,7 @@ let nextId = 1;
 
 function validSpec(s) {
   return s && typeof s.stat === 'string' && typeof (s.by || '') === 'string' && RANGES[s.range] &&
-    (!s.within || (DRILLS[s.within.from] && typeof s.within.name === 'string'));
+    (!s.within || (drillOf(s.within, s.by) && typeof s.within.name === 'string'));
 }
 
 function saveWorksheet() {
@@ -67,20 +68,23 @@ export async function showStat(stat, by, range) {
   return api('GET', `/analytics/${enc(stat)}?${q}`);
 }
 
-// The drill-downs from a row of breakdown `from` ({by, label}), and how the
-// further breakdown's names are narrowed to that row.
+// The drill-downs from a row of breakdown `from`: [{by, label, keep, show}], keep
+// and show narrowing the further breakdown's names to the row's and shortening them.
+const JOINT = { keep: (row, name) => name.startsWith(row + ' '), show: (row, name) => name.slice(row.length + 1) };
 const DRILLS = {
-  op: { by: 'op-latency', label: 'Latency ›',
-    keep: (row, name) => name.startsWith(row + ' '), show: (row, name) => name.slice(row.length + 1) },
-  share: { by: 'file', label: 'Files ›',
-    keep: (row, name) => name === row || name.startsWith(row.endsWith('/') ? row : row + '/'), show: (row, name) => name },
+  op: [{ by: 'op-latency', label: 'Latency ›', ...JOINT }],
+  client: [{ by: 'client-op', label: 'Ops ›', ...JOINT }, { by: 'client-file', label: 'Files ›', ...JOINT }],
+  initiator: [{ by: 'initiator-op', label: 'Commands ›', ...JOINT }],
+  share: [{ by: 'file', label: 'Files ›', show: (row, name) => name,
+    keep: (row, name) => name === row || name.startsWith(row.endsWith('/') ? row : row + '/') }],
 };
+const drillOf = (within, by) => (DRILLS[within.from] || []).find((d) => d.by === by);
 
 // An item's rows from a result: [{name, value}] summed over the window, narrowed
 // to the row it was drilled down from (item.within: {from, name}).
 function rowsOf(item, values) {
   if (!item.within) return values || [];
-  const drill = DRILLS[item.within.from];
+  const drill = drillOf(item.within, item.by);
   const row = item.within.name;
   return (values || []).filter((v) => drill.keep(row, v.name)).map((v) => ({ name: drill.show(row, v.name), value: v.value }));
 }
@@ -92,7 +96,8 @@ try {
 
 function itemTitle(item) {
   const range = RANGES[item.range];
-  const by = item.by === 'op-latency' && item.within ? 'latency' : item.by;
+  // A drilled item is named by what it adds to the row: "nfs3.ops client 10.0.0.1: by op".
+  const by = item.within ? { 'op-latency': 'latency', 'client-op': 'op', 'client-file': 'file', 'initiator-op': 'command' }[item.by] || item.by : item.by;
   return `${item.stat}${item.within ? ` ${item.within.from} ${item.within.name}:` : ''}${by ? ' by ' + by : ''} · ${range.label}`;
 }
 
@@ -140,7 +145,7 @@ function renderItem(item, ctx, statsByName, container) {
     for (const s of samples) {
       const secs = s.seconds || 1;
       const by = {};
-      for (const v of s.values || []) by[v.name] = (by[v.name] || 0) + v.value;
+      for (const v of rowsOf(item, s.values)) by[v.name] = (by[v.name] || 0) + v.value;
       series.forEach((sr, i) => {
         const v = item.by ? by[sr.label] || 0 : s.total || 0;
         sums[i] += v;
@@ -166,13 +171,13 @@ function renderItem(item, ctx, statsByName, container) {
   }
 
   function drillButtons(row) {
-    const drill = item.within ? null : DRILLS[item.by];
     const stat = statsByName[item.stat];
-    if (!drill || !stat || !(stat.dims || []).includes(drill.by) || row.name === 'other' || row.name === '-') return '';
-    return h('button', { type: 'button', class: 'small an-drill', 'data-drill': drill.by,
+    if (item.within || !stat || row.name === 'other' || row.name === '-') return '';
+    const drills = (DRILLS[item.by] || []).filter((d) => (stat.dims || []).includes(d.by));
+    return h('span', { class: 'row-actions' }, drills.map((drill) => h('button', { type: 'button', class: 'small an-drill', 'data-drill': drill.by,
       onclick: () => addItem({ stat: item.stat, by: drill.by, within: { from: item.by, name: row.name }, range: item.range },
         ctx, statsByName, container) },
-    drill.label);
+    drill.label)));
   }
 
   function drawRows(result, rows) {
@@ -285,10 +290,10 @@ export async function analytics(main, ctx) {
     h('section', { class: 'card an-picker' },
       h('div', { class: 'an-pick-row' },
         h('label', {}, 'Statistic', statSel), h('label', {}, 'Breakdown', bySel), h('label', {}, 'Range', rangeSel), add),
-      h('p', { class: 'muted' }, 'Drill down from a row: an operation to its latencies (Latency ›), drawn as a heat map - time across, latency up, colour the count - and a share to its files (Files ›).')),
+      h('p', { class: 'muted' }, 'Drill down from a row: an operation to its latencies (Latency ›), drawn as a heat map - time across, latency up, colour the count; a client to its operations and files; an initiator to its commands; a share to its files.')),
     container,
     h('h2', { class: 'section' }, 'Statistics recorded'),
-    h('p', { class: 'muted' }, ctx.admin ? 'Costly drill-downs (client, file, op-latency) are off until switched on.' : 'Read-only: an administrator switches statistics on and off.'),
+    h('p', { class: 'muted' }, ctx.admin ? 'Costly drill-downs (client, file and the joint ones: op-latency, client-op, client-file, initiator-op) are off until switched on.' : 'Read-only: an administrator switches statistics on and off.'),
     switchesEl);
   for (const item of worksheet) renderItem(item, ctx, statsByName, container);
   return () => { for (const item of worksheet) if (item.stop) item.stop(); };
