@@ -16,6 +16,12 @@
  * idle for AN_IDLE_FREE_S seconds so new keys get them. Latency and size are
  * dimensions too, keyed by log2 bucket: a histogram per second, a heat map.
  *
+ * Joint drill-downs count two things at once, keyed by both and named "A B"
+ * (an_add_pair), so a row of one breakdown drills down into the other: the
+ * names that begin with the row's. op-latency (a heat map per operation:
+ * "WRITE 64us", kept whole like the other histograms), client-op, client-file
+ * and initiator-op; each is off until enabled (one more probe per event).
+ *
  * Cheap drill-downs (op, share, latency, size, initiator, target, ...) are on
  * by default; the costly ones (client: an address to hash; file: a path to
  * find once per file) are off until enabled (an_set_dim_enabled). A disabled
@@ -52,19 +58,23 @@ typedef enum an_stat {
 } an_stat_t;
 
 typedef enum an_dim {
-    AN_BY_OP,        /* NFS procedure/operation, SCSI command, read/write */
-    AN_BY_CLIENT,    /* NFS client address */
-    AN_BY_SHARE,     /* NFS share (export path) */
-    AN_BY_FILE,      /* NFS file: share and path */
-    AN_BY_LATENCY,   /* log2 microsecond buckets */
-    AN_BY_SIZE,      /* log2 byte buckets */
-    AN_BY_INITIATOR, /* iSCSI initiator name */
-    AN_BY_TARGET,    /* iSCSI target and LUN */
-    AN_BY_RESULT,    /* ARC: hit or miss */
-    AN_BY_DATASET,   /* ARC: the dataset read (the DMU tags its thread, an_thread_tag) */
-    AN_BY_DISK,      /* leaf vdev path */
-    AN_BY_PROTOCOL,  /* net: "nfs3 read", "iscsi write", ... */
-    AN_BY_MODE,      /* cpu: user or system */
+    AN_BY_OP,           /* NFS procedure/operation, SCSI command, read/write */
+    AN_BY_CLIENT,       /* NFS client address */
+    AN_BY_SHARE,        /* NFS share (export path) */
+    AN_BY_FILE,         /* NFS file: share and path */
+    AN_BY_LATENCY,      /* log2 microsecond buckets */
+    AN_BY_SIZE,         /* log2 byte buckets */
+    AN_BY_INITIATOR,    /* iSCSI initiator name */
+    AN_BY_TARGET,       /* iSCSI target and LUN */
+    AN_BY_RESULT,       /* ARC: hit or miss */
+    AN_BY_DATASET,      /* ARC: the dataset read (the DMU tags its thread, an_thread_tag) */
+    AN_BY_DISK,         /* leaf vdev path */
+    AN_BY_PROTOCOL,     /* net: "nfs3 read", "iscsi write", ... */
+    AN_BY_MODE,         /* cpu: user or system */
+    AN_BY_OP_LATENCY,   /* latency per operation: "OP BUCKET", a heat map per op */
+    AN_BY_CLIENT_OP,    /* NFS client and operation: "CLIENT OP" */
+    AN_BY_CLIENT_FILE,  /* NFS client and file: "CLIENT SHARE/PATH" */
+    AN_BY_INITIATOR_OP, /* iSCSI initiator and command: "INITIATOR COMMAND" */
     AN_NDIMS
 } an_dim_t;
 
@@ -105,6 +115,19 @@ void an_add_total(an_stat_t s, uint64_t v);
 void an_add(an_stat_t s, an_dim_t d, uint64_t key, uint64_t v, an_name_fn name, const void *arg);
 void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v);
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v);
+/* One part of a joint key: its key and how to name it. */
+typedef struct an_part {
+    uint64_t key;
+    an_name_fn name; /* NULL: the key in decimal */
+    const void *arg;
+} an_part_t;
+/* A joint drill-down d: v under the pair (a, b), named "A B" when the pair first
+ * claims a slot (nothing, not even a name, while d is off). */
+void an_add_pair(an_stat_t s, an_dim_t d, an_part_t a, an_part_t b, uint64_t v);
+/* op-latency: the log2 bucket of ns for the operation op_key, named by
+ * op_name(arg, op_key) and the bucket. */
+void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
+                       const void *arg);
 /* What a lower layer's events are for, known only above it: the DMU tags the
  * thread with the dataset around its reads, and the ARC's lookups count under
  * it. Returns the previous tag (restore it after); NULL: none. */
@@ -119,12 +142,14 @@ const an_tag_t *an_thread_tag(void);
 void an_name_string(const void *arg, uint64_t key, char *buf, size_t len);
 /* 64-bit FNV-1a of n bytes: keys from names or addresses. */
 uint64_t an_hash(const void *p, size_t n);
-/* Latency and size: histograms, kept whole (at most AN_LOG2_BUCKETS keys), never
- * cut to a top N. */
+/* Latency, size and op-latency: histograms, kept whole (at most AN_LOG2_BUCKETS
+ * keys, per operation for op-latency), never cut to a top N. */
 bool an_dim_is_histogram(unsigned d);
 /* Bucket of a log2 dimension and its name ("<1us", "8us", "4K", ...); the bucket a
- * name is of, -1 for none. */
+ * name is of, -1 for none (op-latency: of the name's last word). */
 int an_bucket_of(an_dim_t d, const char *name);
+/* Histogram names in reading order: bucket order, op-latency by operation first. */
+int an_histogram_cmp(an_dim_t d, const char *a, const char *b);
 unsigned an_log2_bucket(uint64_t v);
 void an_bucket_name(an_dim_t d, unsigned bucket, char *buf, size_t len);
 

@@ -367,9 +367,7 @@ static int by_value_desc(const void *x, const void *y)
 static int by_bucket(const void *x, const void *y, void *dim)
 {
     const Cairn__Mgmt__AnalyticsValue *const *a = x, *const *b = y;
-    an_dim_t d = *(const an_dim_t *)dim;
-    int ba = an_bucket_of(d, (*a)->name), bb = an_bucket_of(d, (*b)->name);
-    return ba != bb ? (ba < bb ? -1 : 1) : 0;
+    return an_histogram_cmp(*(const an_dim_t *)dim, (*a)->name, (*b)->name);
 }
 
 static const char *const g_res_names[AN_NRES] = {"second", "minute", "hour"};

@@ -148,7 +148,8 @@ static void add_nonzero(cairn_counter_t *c, uint64_t n)
 }
 
 /* Analytics (include/cairn/analytics.h): iscsi.ops by command, initiator,
- * target and LUN, latency and size; net.bytes. The names' hashes are made once
+ * target and LUN, latency (also per command: op-latency), initiator and command
+ * (initiator-op) and size; net.bytes by protocol and initiator. The names' hashes are made once
  * per connection. */
 typedef struct lun_name {
     const char *target;
@@ -190,9 +191,13 @@ static void record_analytics(iconn_t *c, const itask_t *t, uint64_t ns)
     an_add_total(AN_ISCSI_OPS, 1);
     uint64_t key;
     const char *name = scsi_command_name(t->cmd.cdb, &key);
-    an_add(AN_ISCSI_OPS, AN_BY_OP, key, 1, name ? an_name_string : name_command, name);
-    an_add(AN_ISCSI_OPS, AN_BY_INITIATOR, memo_hash(&c->an_initiator_key, c->initiator), 1,
-           an_name_string, c->initiator);
+    an_name_fn name_fn = name ? an_name_string : name_command;
+    an_add(AN_ISCSI_OPS, AN_BY_OP, key, 1, name_fn, name);
+    uint64_t initiator = memo_hash(&c->an_initiator_key, c->initiator);
+    an_add(AN_ISCSI_OPS, AN_BY_INITIATOR, initiator, 1, an_name_string, c->initiator);
+    an_add_pair(AN_ISCSI_OPS, AN_BY_INITIATOR_OP,
+                (an_part_t){initiator, an_name_string, c->initiator},
+                (an_part_t){key, name_fn, name}, 1);
     if (c->tgt) {
         lun_name_t ln = {c->tgt->name, t->cmd.lun};
         an_add(AN_ISCSI_OPS, AN_BY_TARGET,
@@ -200,14 +205,19 @@ static void record_analytics(iconn_t *c, const itask_t *t, uint64_t ns)
                name_target_lun, &ln);
     }
     an_add_latency(AN_ISCSI_OPS, ns, 1);
+    an_add_op_latency(AN_ISCSI_OPS, key, ns, name_fn, name);
     an_add_size(AN_ISCSI_OPS, t->cmd.data_in_len + t->cmd.data_out_len, 1);
     if (t->cmd.data_in_len) {
         an_add_total(AN_NET_BYTES, t->cmd.data_in_len);
         an_add(AN_NET_BYTES, AN_BY_PROTOCOL, 0, t->cmd.data_in_len, name_net, NULL);
+        an_add(AN_NET_BYTES, AN_BY_INITIATOR, initiator, t->cmd.data_in_len, an_name_string,
+               c->initiator);
     }
     if (t->cmd.data_out_len) {
         an_add_total(AN_NET_BYTES, t->cmd.data_out_len);
         an_add(AN_NET_BYTES, AN_BY_PROTOCOL, 1, t->cmd.data_out_len, name_net, NULL);
+        an_add(AN_NET_BYTES, AN_BY_INITIATOR, initiator, t->cmd.data_out_len, an_name_string,
+               c->initiator);
     }
 }
 

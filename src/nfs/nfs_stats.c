@@ -9,10 +9,12 @@
  *
  * The same moment records the call into analytics (include/cairn/analytics.h):
  * nfs3.ops / nfs4.ops by operation, share, client and file, latency and size
- * (per call: an NFSv4 COMPOUND's), and net.bytes by protocol. Client and file
+ * (per call: an NFSv4 COMPOUND's), the joint drill-downs op-latency, client-op
+ * and client-file, and net.bytes by protocol and client. Client and file
  * are off by default; a name (an address printed, a file's path looked up) is
  * made once per key, when it first claims its slot.
  */
+#include "nfs4_impl.h"
 #include "nfs_impl.h"
 #include "nfs_srv.h"
 
@@ -83,6 +85,7 @@ static const char *const nfs4_op_names[NFS_STATS_V4_OPS] = {
 };
 
 static void name_v4_op(const void *arg, uint64_t key, char *buf, size_t len);
+static an_part_t client_part(const nfs_call_t *call);
 
 const char *nfs4_op_name(uint32_t op) { return op < NFS_STATS_V4_OPS ? nfs4_op_names[op] : NULL; }
 
@@ -99,6 +102,9 @@ void nfs_stats_v4_op(nfs_call_t *call, uint32_t op)
     else {
         cairn_counter_add(&call->srv->stats.v4_ops[v4_index(op)], 1);
         an_add(AN_NFS4_OPS, AN_BY_OP, v4_index(op), 1, name_v4_op, NULL);
+        if (an_dim_enabled(AN_NFS4_OPS, AN_BY_CLIENT_OP))
+            an_add_pair(AN_NFS4_OPS, AN_BY_CLIENT_OP, client_part(call),
+                        (an_part_t){v4_index(op), name_v4_op, NULL}, 1);
     }
 }
 
@@ -145,6 +151,15 @@ static void name_client(const void *arg, uint64_t key, char *buf, size_t len)
     if (!inet_ntop(family, a, buf, (socklen_t)len)) cairn_strlcpy(buf, "?", len);
 }
 
+/* The call's client as a key (never 0) and its name. */
+static an_part_t client_part(const nfs_call_t *call)
+{
+    size_t alen;
+    int family;
+    const void *a = client_addr(&call->peer, &alen, &family);
+    return (an_part_t){an_hash(a, alen) | 1, name_client, &call->peer};
+}
+
 typedef struct file_name {
     struct nfs_export *exp;
     zpl_node_t *node;
@@ -169,7 +184,8 @@ static void name_net(const void *arg, uint64_t key, char *buf, size_t len)
 void nfs_stats_file(nfs_call_t *call, struct nfs_export *exp, zpl_node_t *n)
 {
     an_stat_t st = call->vers == 3 ? AN_NFS3_OPS : AN_NFS4_OPS;
-    if (!exp || !n || !an_dim_enabled(st, AN_BY_FILE)) return;
+    if (!exp || !n || (!an_dim_enabled(st, AN_BY_FILE) && !an_dim_enabled(st, AN_BY_CLIENT_FILE)))
+        return;
     if (call->stat_file && call->stat_file != n) return; /* a COMPOUND's first file */
     if (!call->stat_file) {
         zpl_node_hold(n);
@@ -191,8 +207,11 @@ static void record_share(nfs_call_t *call, struct nfs_export *exp, uint64_t ops)
         an_add(st, AN_BY_SHARE, guid, ops, an_name_string, nfs_export_path(exp));
         if (call->stat_file) {
             file_name_t f = {exp, call->stat_file};
-            an_add(st, AN_BY_FILE, guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file),
-                   call->stat_file_ops, name_file, &f);
+            uint64_t file_key = guid * 0x9e3779b97f4a7c15ull ^ zpl_node_ino(call->stat_file);
+            an_add(st, AN_BY_FILE, file_key, call->stat_file_ops, name_file, &f);
+            if (an_dim_enabled(st, AN_BY_CLIENT_FILE))
+                an_add_pair(st, AN_BY_CLIENT_FILE, client_part(call),
+                            (an_part_t){file_key, name_file, &f}, call->stat_file_ops);
         }
     }
     if (call->stat_file) zpl_node_rele(call->stat_file);
@@ -207,6 +226,28 @@ void nfs_stats_v4_answered(nfs_call_t *call, struct nfs_export *exp)
     call->stat_v4_shared = true;
 }
 
+/* The operation an NFSv4 COMPOUND's latency is charged to in op-latency: its
+ * first that is not SEQUENCE or a PUT*FH (the work the rest sets up). */
+static unsigned v4_work_op(const nfs_call_t *call)
+{
+    for (uint32_t i = 0; i < call->stat_nops; i++) {
+        unsigned op = call->stat_ops[i];
+        if (op != OP4_SEQUENCE && op != OP4_PUTFH && op != OP4_PUTPUBFH && op != OP4_PUTROOTFH)
+            return op;
+    }
+    return call->stat_nops ? call->stat_ops[0] : 0;
+}
+
+/* Payload bytes of one direction, by protocol and (when on) by client. */
+static void record_net(unsigned vers, bool write, uint64_t bytes, uint64_t client_key,
+                       const struct sockaddr_storage *peer)
+{
+    if (!bytes) return;
+    an_add_total(AN_NET_BYTES, bytes);
+    an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1 | write, bytes, name_net, NULL);
+    if (client_key) an_add(AN_NET_BYTES, AN_BY_CLIENT, client_key, bytes, name_client, peer);
+}
+
 static void record_analytics(nfs_call_t *call, uint64_t ns)
 {
     bool v3 = call->vers == 3;
@@ -219,23 +260,30 @@ static void record_analytics(nfs_call_t *call, uint64_t ns)
         for (uint32_t i = 0; i < call->stat_nops; i++)
             an_add(st, AN_BY_OP, call->stat_ops[i], 1, name_v4_op, NULL);
     if (v3 || !call->stat_v4_shared) record_share(call, v3 ? call->stat_exp : NULL, ops);
-    if (an_dim_enabled(st, AN_BY_CLIENT)) {
-        size_t alen;
-        int family;
-        const void *a = client_addr(&call->peer, &alen, &family);
-        an_add(st, AN_BY_CLIENT, an_hash(a, alen), ops, name_client, &call->peer);
+    bool net_client = an_dim_enabled(AN_NET_BYTES, AN_BY_CLIENT) &&
+                      (call->stat_read_bytes || call->stat_write_bytes);
+    bool client_op = an_dim_enabled(st, AN_BY_CLIENT_OP);
+    uint64_t client_key = 0;
+    if (an_dim_enabled(st, AN_BY_CLIENT) || client_op || net_client) {
+        an_part_t client = client_part(call);
+        client_key = client.key;
+        an_add(st, AN_BY_CLIENT, client_key, ops, name_client, &call->peer);
+        if (client_op && v3)
+            an_add_pair(st, AN_BY_CLIENT_OP, client, (an_part_t){call->proc, name_v3_proc, NULL},
+                        1);
+        else if (client_op)
+            for (uint32_t i = 0; i < call->stat_nops; i++)
+                an_add_pair(st, AN_BY_CLIENT_OP, client,
+                            (an_part_t){call->stat_ops[i], name_v4_op, NULL}, 1);
     }
     an_add_latency(st, ns, 1);
+    if (v3) an_add_op_latency(st, call->proc, ns, name_v3_proc, NULL);
+    else an_add_op_latency(st, v4_work_op(call), ns, name_v4_op, NULL);
     an_add_size(st, call->stat_read_bytes + call->stat_write_bytes, 1);
-    unsigned vers = v3 ? 3 : 4;
-    if (call->stat_read_bytes) {
-        an_add_total(AN_NET_BYTES, call->stat_read_bytes);
-        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1, call->stat_read_bytes, name_net, NULL);
-    }
-    if (call->stat_write_bytes) {
-        an_add_total(AN_NET_BYTES, call->stat_write_bytes);
-        an_add(AN_NET_BYTES, AN_BY_PROTOCOL, vers << 1 | 1, call->stat_write_bytes, name_net,
-               NULL);
+    if (an_stat_enabled(AN_NET_BYTES)) {
+        unsigned vers = v3 ? 3 : 4;
+        record_net(vers, false, call->stat_read_bytes, net_client ? client_key : 0, &call->peer);
+        record_net(vers, true, call->stat_write_bytes, net_client ? client_key : 0, &call->peer);
     }
 }
 

@@ -46,19 +46,20 @@ typedef struct an_stat_def {
 } an_stat_def_t;
 
 #define D(x) (1u << (x))
+#define NFS_JOINT (D(AN_BY_OP_LATENCY) | D(AN_BY_CLIENT_OP) | D(AN_BY_CLIENT_FILE))
 static const an_stat_def_t g_defs[AN_NSTATS] = {
     [AN_NFS3_OPS] = {"nfs3.ops", "NFSv3 calls per second",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | NFS_JOINT,
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | NFS_JOINT},
     [AN_NFS4_OPS] = {"nfs4.ops", "NFSv4 operations per second (latency, size: per COMPOUND)",
                      D(AN_BY_OP) | D(AN_BY_CLIENT) | D(AN_BY_SHARE) | D(AN_BY_FILE) |
-                         D(AN_BY_LATENCY) | D(AN_BY_SIZE),
-                     D(AN_BY_CLIENT) | D(AN_BY_FILE)},
+                         D(AN_BY_LATENCY) | D(AN_BY_SIZE) | NFS_JOINT,
+                     D(AN_BY_CLIENT) | D(AN_BY_FILE) | NFS_JOINT},
     [AN_ISCSI_OPS] = {"iscsi.ops", "iSCSI SCSI commands per second",
                       D(AN_BY_OP) | D(AN_BY_INITIATOR) | D(AN_BY_TARGET) | D(AN_BY_LATENCY) |
-                          D(AN_BY_SIZE),
-                      0},
+                          D(AN_BY_SIZE) | D(AN_BY_OP_LATENCY) | D(AN_BY_INITIATOR_OP),
+                      D(AN_BY_OP_LATENCY) | D(AN_BY_INITIATOR_OP)},
     [AN_ARC_ACCESSES] = {"arc.accesses", "ARC lookups per second",
                          D(AN_BY_RESULT) | D(AN_BY_DATASET), 0},
     [AN_DISK_IO] = {"disk.ops", "leaf vdev I/Os per second",
@@ -69,17 +70,30 @@ static const an_stat_def_t g_defs[AN_NSTATS] = {
                        "microseconds of leaf vdev I/O latency per second (/ disk.ops: the mean)",
                        D(AN_BY_DISK) | D(AN_BY_OP), 0},
     [AN_NET_BYTES] = {"net.bytes", "payload bytes per second moved by the front ends",
-                      D(AN_BY_PROTOCOL), 0},
+                      D(AN_BY_PROTOCOL) | D(AN_BY_CLIENT) | D(AN_BY_INITIATOR), D(AN_BY_CLIENT)},
     [AN_CPU] = {"cpu.usecs", "microseconds of CPU per second used by cairnd", D(AN_BY_MODE), 0},
 };
+#undef NFS_JOINT
 #undef D
 
 static const char *const g_dim_names[AN_NDIMS] = {
-    [AN_BY_OP] = "op",           [AN_BY_CLIENT] = "client",   [AN_BY_SHARE] = "share",
-    [AN_BY_FILE] = "file",       [AN_BY_LATENCY] = "latency", [AN_BY_SIZE] = "size",
-    [AN_BY_INITIATOR] = "initiator", [AN_BY_TARGET] = "target", [AN_BY_DATASET] = "dataset",
-    [AN_BY_RESULT] = "result",   [AN_BY_DISK] = "disk",       [AN_BY_PROTOCOL] = "protocol",
+    [AN_BY_OP] = "op",
+    [AN_BY_CLIENT] = "client",
+    [AN_BY_SHARE] = "share",
+    [AN_BY_FILE] = "file",
+    [AN_BY_LATENCY] = "latency",
+    [AN_BY_SIZE] = "size",
+    [AN_BY_INITIATOR] = "initiator",
+    [AN_BY_TARGET] = "target",
+    [AN_BY_DATASET] = "dataset",
+    [AN_BY_RESULT] = "result",
+    [AN_BY_DISK] = "disk",
+    [AN_BY_PROTOCOL] = "protocol",
     [AN_BY_MODE] = "mode",
+    [AN_BY_OP_LATENCY] = "op-latency",
+    [AN_BY_CLIENT_OP] = "client-op",
+    [AN_BY_CLIENT_FILE] = "client-file",
+    [AN_BY_INITIATOR_OP] = "initiator-op",
 };
 
 /* The switches and table pointers are read by every event and written almost
@@ -277,7 +291,7 @@ unsigned an_log2_bucket(uint64_t v)
 /* Bucket b holds [2^(b-1), 2^b): named by its lower bound. */
 void an_bucket_name(an_dim_t d, unsigned b, char *buf, size_t len)
 {
-    if (d == AN_BY_LATENCY) {
+    if (d == AN_BY_LATENCY || d == AN_BY_OP_LATENCY) {
         if (b == 0) cairn_strlcpy(buf, "<1us", len);
         else {
             uint64_t us = 1ull << (b - 1);
@@ -298,16 +312,35 @@ void an_bucket_name(an_dim_t d, unsigned b, char *buf, size_t len)
     else snprintf(buf, len, "%llu", (unsigned long long)bytes);
 }
 
-bool an_dim_is_histogram(unsigned d) { return d == AN_BY_LATENCY || d == AN_BY_SIZE; }
+bool an_dim_is_histogram(unsigned d)
+{
+    return d == AN_BY_LATENCY || d == AN_BY_SIZE || d == AN_BY_OP_LATENCY;
+}
 
 int an_bucket_of(an_dim_t d, const char *name)
 {
     char b[32];
+    if (d == AN_BY_OP_LATENCY) {
+        const char *last = strrchr(name, ' ');
+        name = last ? last + 1 : name;
+    }
     for (unsigned i = 0; i < AN_LOG2_BUCKETS; i++) {
         an_bucket_name(d, i, b, sizeof b);
         if (!strcmp(b, name)) return (int)i;
     }
     return -1;
+}
+
+int an_histogram_cmp(an_dim_t d, const char *a, const char *b)
+{
+    if (d == AN_BY_OP_LATENCY) { /* the operation (all but the last word) first */
+        const char *sa = strrchr(a, ' '), *sb = strrchr(b, ' ');
+        size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+        int c = strncmp(a, b, la < lb ? la : lb);
+        if (c || la != lb) return c ? c : (la < lb ? -1 : 1);
+    }
+    int ba = an_bucket_of(d, a), bb = an_bucket_of(d, b);
+    return ba != bb ? (ba < bb ? -1 : 1) : 0;
 }
 
 static void name_latency(const void *arg, uint64_t key, char *buf, size_t len)
@@ -330,6 +363,41 @@ void an_add_latency(an_stat_t s, uint64_t ns, uint64_t v)
 void an_add_size(an_stat_t s, uint64_t bytes, uint64_t v)
 {
     an_add(s, AN_BY_SIZE, an_log2_bucket(bytes), v, name_size, NULL);
+}
+
+typedef struct pair_name {
+    const an_part_t *a, *b;
+} pair_name_t;
+
+static void name_part(const an_part_t *p, char *buf, size_t len)
+{
+    if (p->name) p->name(p->arg, p->key, buf, len);
+    else snprintf(buf, len, "%llu", (unsigned long long)p->key);
+    if (!buf[0]) cairn_strlcpy(buf, "?", len);
+}
+
+static void name_pair(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)key;
+    const pair_name_t *p = arg;
+    char a[AN_NAME_MAX], b[AN_NAME_MAX];
+    name_part(p->a, a, sizeof a);
+    name_part(p->b, b, sizeof b);
+    snprintf(buf, len, "%s %s", a, b);
+}
+
+void an_add_pair(an_stat_t s, an_dim_t d, an_part_t a, an_part_t b, uint64_t v)
+{
+    if (!an_dim_enabled(s, d)) return; /* no key mixed, no name struct built */
+    pair_name_t n = {&a, &b};
+    an_add(s, d, a.key * 0x9e3779b97f4a7c15ull ^ b.key, v, name_pair, &n);
+}
+
+void an_add_op_latency(an_stat_t s, uint64_t op_key, uint64_t ns, an_name_fn op_name,
+                       const void *arg)
+{
+    an_add_pair(s, AN_BY_OP_LATENCY, (an_part_t){op_key, op_name, arg},
+                (an_part_t){an_log2_bucket(ns / 1000), name_latency, NULL}, 1);
 }
 
 /* ------------------------------------------------------------- sampling */

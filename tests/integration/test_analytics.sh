@@ -55,8 +55,8 @@ run_ok "$CAIRN" analytics list -H
 for stat in nfs3.ops nfs4.ops iscsi.ops arc.accesses disk.ops disk.busy disk.usecs net.bytes cpu.usecs; do
     grep -q "^$stat	yes	" "$LAST_STDOUT" || fail "analytics list lacks $stat (on): $(cat "$LAST_STDOUT")"
 done
-expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*	'
-expect_stdout '^iscsi.ops	yes	op\*,latency\*,size\*,initiator\*,target\*	'
+expect_stdout '^nfs3.ops	yes	op\*,client,share\*,file,latency\*,size\*,op-latency,client-op,client-file	'
+expect_stdout '^iscsi.ops	yes	op\*,latency\*,size\*,initiator\*,target\*,op-latency,initiator-op	'
 expect_stdout '^arc.accesses	yes	result\*,dataset\*	'
 pass "analytics list: the statistics, cheap drill-downs on, client and file off"
 
@@ -64,7 +64,7 @@ pass "analytics list: the statistics, cheap drill-downs on, client and file off"
 run_fail "$CAIRN" analytics show nfs3.opz
 expect_stderr "no statistic named 'nfs3.opz' \(there are: nfs3.ops, "
 run_fail "$CAIRN" analytics show nfs3.ops --by initiator
-expect_stderr "nfs3.ops has no drill-down by 'initiator' \(it has: op, client, share, file, latency, size\)"
+expect_stderr "nfs3.ops has no drill-down by 'initiator' \(it has: op, client, share, file, latency, size, op-latency, client-op, client-file\)"
 run_fail "$CAIRN" analytics enable iscsi.ops --by colour
 expect_stderr "iscsi.ops has no drill-down by 'colour'"
 run_fail "$CAIRN" analytics show nfs3.ops -r fortnight
@@ -87,6 +87,10 @@ pass "bad statistic/drill-down/resolution names refused in one line (CLI and HTT
 
 # ---- drill-downs on demand: file by the CLI, client through the API ----
 run_ok "$CAIRN" analytics enable nfs3.ops --by file
+run_ok "$CAIRN" analytics enable nfs3.ops --by op-latency
+run_ok "$CAIRN" analytics enable nfs3.ops --by client-op
+run_ok "$CAIRN" analytics enable nfs3.ops --by client-file
+run_ok "$CAIRN" analytics enable iscsi.ops --by initiator-op
 http POST /api/v1/analytics/nfs3.ops/enable "$ADMIN" '{"by":"client"}'
 expect_code 200
 run_ok "$CAIRN" analytics enable nfs4.ops --by client
@@ -98,6 +102,7 @@ pass "client and file drill-downs enabled (CLI and API)"
 # The NFSv4 file is written before the v4 file drill-down is on: only the READs count there.
 run_ok "$NFSCLIENT" "nfs://127.0.0.1/tank/y?nfsport=$NFS_PORT&version=4" put f4 "read over NFSv4"
 run_ok "$CAIRN" analytics enable nfs4.ops --by file
+run_ok "$CAIRN" analytics enable nfs4.ops --by op-latency
 N=32 # FILE_SYNC WRITEs of 64 KiB to /tank/x/counted
 run_ok "$NFSCLIENT" "$(nfs_url /tank/x)" stream counted 2 64 0
 M=7 # NFSv4.1 READs of /tank/y/f4, a COMPOUND each
@@ -134,22 +139,33 @@ X3=$(count nfs3.ops share /tank/x)
 LAT=$(run_ok "$CAIRN" analytics show nfs3.ops --by latency -w 600 -H -p; awk -F'\t' '{s += $2} END {print s}' "$LAST_STDOUT")
 [ "$LAT" -eq "$V3" ] || fail "nfs3.ops latency histogram holds $LAT calls of $V3"
 [ "$(count nfs3.ops size 64K)" -ge "$N" ] || fail "nfs3.ops by size: $(cat "$LAST_STDOUT")"
-pass "NFSv3: $N WRITEs from 127.0.0.1 to /tank/x counted as WRITE $N, file /tank/x/counted $N; share, client, latency sum to the total $V3"
+OPLAT=$(run_ok "$CAIRN" analytics show nfs3.ops --by op-latency -w 600 -H -p; awk -F'\t' '$1 ~ /^WRITE / {s += $2} END {print s + 0}' "$LAST_STDOUT")
+[ "$(count nfs3.ops client-op '127.0.0.1 WRITE')" -eq "$N" ] || fail "nfs3.ops by client-op: $(cat "$LAST_STDOUT")"
+[ "$(count nfs3.ops client-file '127.0.0.1 /tank/x/counted')" -eq "$N" ] ||
+    fail "nfs3.ops by client-file: $(cat "$LAST_STDOUT")"
+[ "$OPLAT" -eq "$N" ] || fail "nfs3.ops op-latency holds $OPLAT WRITEs, not $N: $(cat "$LAST_STDOUT")"
+pass "NFSv3: $N WRITEs from 127.0.0.1 to /tank/x counted as WRITE $N, file /tank/x/counted $N, WRITE latencies $N, client 127.0.0.1's WRITEs and file $N; share, client, latency sum to the total $V3"
 
 V4=$(total nfs4.ops)
 [ "$(count nfs4.ops op READ)" -eq "$M" ] || fail "nfs4.ops by op: READ $(count nfs4.ops op READ), not $M"
 [ "$(count nfs4.ops file /tank/y/f4)" -eq "$M" ] || fail "nfs4.ops by file: $(cat "$LAST_STDOUT")"
 [ "$(count nfs4.ops client 127.0.0.1)" -eq "$V4" ] || fail "nfs4.ops by client (total $V4): $(cat "$LAST_STDOUT")"
+# A COMPOUND's latency goes to its first op past SEQUENCE and PUTFH: READ, M times.
+READLAT=$(run_ok "$CAIRN" analytics show nfs4.ops --by op-latency -w 600 -H -p; awk -F'\t' '$1 ~ /^READ / {s += $2} END {print s + 0}' "$LAST_STDOUT")
+[ "$READLAT" -eq "$M" ] || fail "nfs4.ops op-latency holds $READLAT READs, not $M: $(cat "$LAST_STDOUT")"
+grep -q '^SEQUENCE \|^PUTFH ' "$LAST_STDOUT" && fail "nfs4.ops op-latency charged SEQUENCE/PUTFH: $(cat "$LAST_STDOUT")"
 SUM4=$(run_ok "$CAIRN" analytics show nfs4.ops --by op -w 600 -H -p; awk -F'\t' '{s += $2} END {print s}' "$LAST_STDOUT")
 [ "$SUM4" -eq "$V4" ] || fail "nfs4.ops by op sums to $SUM4, not the total $V4"
-pass "NFSv4: $M READs counted as READ $M and file /tank/y/f4 $M; by client and by op sum to the total $V4"
+pass "NFSv4: $M READs counted as READ $M, file /tank/y/f4 $M and READ latencies $M; by client and by op sum to the total $V4"
 
 VI=$(total iscsi.ops)
 [ "$(count iscsi.ops op 'WRITE(16)')" -eq "$K" ] || fail "iscsi.ops by op: $(cat "$LAST_STDOUT")"
+[ "$(count iscsi.ops initiator-op "$INITIATOR WRITE(16)")" -eq "$K" ] || fail "iscsi.ops by initiator-op: $(cat "$LAST_STDOUT")"
 [ "$(count iscsi.ops initiator "$INITIATOR")" -eq "$VI" ] || fail "iscsi.ops by initiator (total $VI): $(cat "$LAST_STDOUT")"
 [ "$(count iscsi.ops target "$TGT lun 0")" -ge "$K" ] || fail "iscsi.ops by target: $(cat "$LAST_STDOUT")"
 [ "$(count net.bytes protocol 'iscsi write')" -eq $((K * 4096)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"
 [ "$(count net.bytes protocol 'nfs3 write')" -eq $((N * 65536)) ] || fail "net.bytes: $(cat "$LAST_STDOUT")"
+[ "$(count net.bytes initiator "$INITIATOR")" -ge $((K * 4096)) ] || fail "net.bytes by initiator: $(cat "$LAST_STDOUT")"
 [ "$(count disk.ops disk "$T/dev/a")" -gt 0 ] || fail "disk.ops by disk: $(cat "$LAST_STDOUT")"
 [ "$(count disk.usecs disk "$T/dev/a")" -gt 0 ] || fail "disk.usecs by disk: $(cat "$LAST_STDOUT")"
 [ "$(count disk.busy disk "$T/dev/a")" -gt 0 ] || fail "disk.busy by disk: $(cat "$LAST_STDOUT")"

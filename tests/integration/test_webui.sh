@@ -3,8 +3,12 @@
 # static files; strict CSP, no framing; nothing outside its table of assets),
 # and headless Chromium logs in, creates a filesystem, sets a property, takes
 # and destroys a snapshot, starts a scrub, watches the NFS chart
-# move while an NFS client writes, sees an offlined disk on the dashboard and
+# move while an NFS client writes, switches analytics drill-downs on, sees 32
+# known NFS WRITEs and 40 iSCSI writes in the dashboard's top clients, shares and
+# LUNs, the NFS WRITEs in a worksheet series, a share's files and in the
+# heat map the WRITE row drills down to, sees an offlined disk on the dashboard and
 # in the pool tree, logs out, and checks a read-only user has no change buttons
+# (nor analytics switches)
 # (tests/integration/webui_check.py). Screenshots are kept in
 # $CAIRN_BIN/artefacts/webui (printed below). Skips (77) only when Chromium or
 # Selenium is missing or Chromium cannot start here.
@@ -27,6 +31,12 @@ sparse_files "$T/dev" 512M a b
 nfs_daemon_start d1 --http-listen "127.0.0.1:$HPORT"
 run_ok "$CAIRN" pool create tank mirror "$T/dev/a" "$T/dev/b"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash tank/share
+run_ok "$CAIRN" create -V 16M tank/vol
+TGT=iqn.2026-12.org.cairn.test:webui
+INITIATOR=iqn.2026-11.org.cairn.test:client # iscsi_client's
+run_ok "$CAIRN" iscsi target create "$TGT"
+run_ok "$CAIRN" iscsi lun add "$TGT" tank/vol
+ISCSI_PORT=$(grep -a 'iscsi: listening on port' "$T/d1.daemon.log" | tail -n 1 | sed -E 's/.*port ([0-9]+).*/\1/')
 echo 'web admin password' | run_ok "$CAIRN" user add webadmin
 echo 'web viewer password' | run_ok "$CAIRN" user add --read-only viewer
 
@@ -64,7 +74,10 @@ rc=0
 "$PY" "$CAIRN_SRC/tests/integration/webui_check.py" "$U" "$SHOTS" \
     'webadmin:web admin password' 'viewer:web viewer password' \
     "$CAIRN_BIN/nfs_client $(nfs_url /tank/share) syncwrite webload" \
-    "$CAIRN pool offline tank $DEV" "$DEV" || rc=$?
+    "$CAIRN pool offline tank $DEV" "$DEV" \
+    "$CAIRN_BIN/nfs_client $(nfs_url /tank/share) stream counted 2 64 0" /tank/share/counted 32 \
+    "$CAIRN_BIN/iscsi_client write 127.0.0.1:$ISCSI_PORT $TGT 7 40 1" "$INITIATOR" "$TGT lun 0" 40 ||
+    rc=$?
 KEEP="$CAIRN_BIN/artefacts/webui"
 if [ -d "$SHOTS" ]; then
     rm -rf "$KEEP"

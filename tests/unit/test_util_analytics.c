@@ -211,6 +211,112 @@ static void test_buckets(void **state)
     assert_false(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_FILE));
 }
 
+static void name_op(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    (void)arg;
+    if (key == 1) snprintf(buf, len, "READ");
+    else if (key == 3) snprintf(buf, len, "WRITE");
+    else snprintf(buf, len, "OP%llu", (unsigned long long)key);
+}
+
+/* op-latency: off by default; on, each (operation, bucket) is exact under the
+ * name "OP BUCKET", kept whole however many operations (a heat map per op),
+ * and names sort by operation, then bucket. */
+static void test_op_latency(void **state)
+{
+    (void)state;
+    an_history_t *h = an_history_create(2);
+    an_entry_t *e;
+    collect(h, &e); /* what earlier tests left */
+    free(e);
+    assert_false(an_dim_default_on(AN_NFS3_OPS, AN_BY_OP_LATENCY));
+    assert_true(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_OP_LATENCY));
+    assert_false(an_stat_has_dim(AN_DISK_IO, AN_BY_OP_LATENCY));
+    an_add_op_latency(AN_NFS3_OPS, 3, 100000, name_op, NULL); /* off: nothing */
+    size_t n = collect(h, &e);
+    assert_int_equal(sum_dim(e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY), 0);
+    free(e);
+
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_OP_LATENCY, true);
+    for (int i = 0; i < 5; i++) an_add_op_latency(AN_NFS3_OPS, 3, 100000, name_op, NULL);
+    for (int i = 0; i < 2; i++) an_add_op_latency(AN_NFS3_OPS, 3, 2500000, name_op, NULL);
+    an_add_op_latency(AN_NFS3_OPS, 1, 1500, name_op, NULL);
+    for (uint64_t op = 10; op < 10 + 2 * AN_TOPN; op++)
+        an_add_op_latency(AN_NFS3_OPS, op, 1000000, name_op, NULL);
+    n = collect(h, &e);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY, "WRITE 64us"), 5);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY, "WRITE 2ms"), 2);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY, "READ 1us"), 1);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY, "OP29 512us"), 1);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY, AN_OTHER), 0);
+    assert_int_equal(sum_dim(e, n, AN_NFS3_OPS, AN_BY_OP_LATENCY), 8 + 2 * AN_TOPN);
+    /* the stored sample keeps them whole too */
+    an_entry_t *out = malloc(n * sizeof *out);
+    size_t m = an_merge_topn(e, n, AN_TOPN, out);
+    assert_int_equal(sum_dim(out, m, AN_NFS3_OPS, AN_BY_OP_LATENCY), 8 + 2 * AN_TOPN);
+    assert_int_equal(find(h, out, m, AN_NFS3_OPS, AN_BY_OP_LATENCY, AN_OTHER), 0);
+    free(out);
+    free(e);
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_OP_LATENCY, false);
+
+    assert_int_equal(an_bucket_of(AN_BY_OP_LATENCY, "WRITE 64us"), 7);
+    assert_int_equal(an_bucket_of(AN_BY_OP_LATENCY, "WRITE SAME(16) <1us"), 0);
+    assert_true(an_histogram_cmp(AN_BY_OP_LATENCY, "READ 2us", "READ 1ms") < 0);
+    assert_true(an_histogram_cmp(AN_BY_OP_LATENCY, "READ 1ms", "WRITE <1us") < 0);
+    assert_true(an_histogram_cmp(AN_BY_OP_LATENCY, "WRITE <1us", "READ 1ms") > 0);
+    assert_true(an_histogram_cmp(AN_BY_OP_LATENCY, "READ 2us", "READDIR <1us") < 0);
+    assert_int_equal(an_histogram_cmp(AN_BY_OP_LATENCY, "READ 2us", "READ 2us"), 0);
+    assert_true(an_histogram_cmp(AN_BY_LATENCY, "8us", "1ms") < 0);
+    /* bytes by client: off by default (an address to hash); by initiator: on */
+    assert_false(an_dim_default_on(AN_NET_BYTES, AN_BY_CLIENT));
+    assert_true(an_dim_default_on(AN_NET_BYTES, AN_BY_INITIATOR));
+    an_history_free(h);
+}
+
+static int g_names_made;
+
+static void name_counted(const void *arg, uint64_t key, char *buf, size_t len)
+{
+    g_names_made++;
+    snprintf(buf, len, "%s", (const char *)arg);
+    (void)key;
+}
+
+/* Joint drill-downs: a pair counts under "A B", exact per pair; off, nothing is
+ * recorded and no name is made; a part without a name function is its key. */
+static void test_pairs(void **state)
+{
+    (void)state;
+    an_history_t *h = an_history_create(2);
+    an_entry_t *e;
+    collect(h, &e); /* what earlier tests left */
+    free(e);
+    an_part_t c1 = {0x11, name_counted, "10.0.0.1"}, c2 = {0x22, name_counted, "10.0.0.2"};
+    an_part_t write = {3, name_op, NULL}, read = {1, name_op, NULL};
+    assert_false(an_dim_default_on(AN_NFS3_OPS, AN_BY_CLIENT_OP));
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, write, 1);
+    assert_int_equal(g_names_made, 0);
+
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_CLIENT_OP, true);
+    for (int i = 0; i < 4; i++) an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, write, 1);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c1, read, 2);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c2, write, 5);
+    an_add_pair(AN_NFS3_OPS, AN_BY_CLIENT_OP, c2, (an_part_t){42, NULL, NULL}, 1);
+    assert_int_equal(g_names_made, 4); /* once per pair, not per event */
+    size_t n = collect(h, &e);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.1 WRITE"), 4);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.1 READ"), 2);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.2 WRITE"), 5);
+    assert_int_equal(find(h, e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP, "10.0.0.2 42"), 1);
+    assert_int_equal(sum_dim(e, n, AN_NFS3_OPS, AN_BY_CLIENT_OP), 12);
+    free(e);
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_CLIENT_OP, false);
+    assert_true(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_INITIATOR_OP));
+    assert_false(an_stat_has_dim(AN_ISCSI_OPS, AN_BY_CLIENT_FILE));
+    assert_int_equal(an_dim_lookup("client-file"), AN_BY_CLIENT_FILE);
+    an_history_free(h);
+}
+
 typedef struct sum_ctx {
     an_history_t *h;
     size_t samples;
@@ -307,7 +413,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_topn), cmocka_unit_test(test_histograms_whole),
         cmocka_unit_test(test_table_bounds),
-        cmocka_unit_test(test_buckets),    cmocka_unit_test(test_rollups),
+        cmocka_unit_test(test_buckets),    cmocka_unit_test(test_op_latency),
+        cmocka_unit_test(test_pairs),    cmocka_unit_test(test_rollups),
         cmocka_unit_test(test_save_load), cmocka_unit_test(test_concurrent_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

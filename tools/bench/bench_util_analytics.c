@@ -3,7 +3,7 @@
  * nfs_stats.c makes per answered call (total, op, share, latency, size, and
  * net.bytes for a WRITE), in T threads at once over a few keys, as a server's
  * workers do; then with the client and file drill-downs on too (the file's name
- * made once, as there); then with the statistic off (one relaxed load).
+ * made once, as there); then op-latency on as well; then with the statistic off (one relaxed load).
  * Reports CPU-ns per call, the figure to set against the tens of microseconds of
  * CPU a call costs the server (docs/benchmarks.md, "Issue 28: analytics").
  *
@@ -37,6 +37,7 @@ static void *one_thread(void *arg)
             an_add(AN_NFS3_OPS, AN_BY_CLIENT, an_hash(&k, 4), 1, an_name_string, "192.0.2.1");
         an_add(AN_NFS3_OPS, AN_BY_FILE, k * 977, 1, an_name_string, "/tank/share/f");
         an_add_latency(AN_NFS3_OPS, 40000 + k * 3000, 1);
+        an_add_op_latency(AN_NFS3_OPS, 7, 40000 + k * 3000, name_op, NULL);
         an_add_size(AN_NFS3_OPS, 65536, 1);
         an_add_total(AN_NET_BYTES, 65536);
         an_add(AN_NET_BYTES, AN_BY_PROTOCOL, 7, 65536, an_name_string, "nfs3 write");
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
     an_set_dim_enabled(AN_NFS3_OPS, AN_BY_CLIENT, true);
     an_set_dim_enabled(AN_NFS3_OPS, AN_BY_FILE, true);
     printf("with client and file:                     %.1f CPU-ns per call\n", run(threads));
+    an_set_dim_enabled(AN_NFS3_OPS, AN_BY_OP_LATENCY, true);
+    printf("with client, file and op-latency:         %.1f CPU-ns per call\n", run(threads));
     an_set_all(false);
     printf("analytics off:                            %.1f CPU-ns per call\n", run(threads));
     return 0;

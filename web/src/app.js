@@ -3,6 +3,7 @@
 
 import { api, newSessionEpoch, setUnauthorizedHandler } from './api.js';
 import { PAGES } from './pages.js';
+import { clearWorksheet } from './analytics.js';
 import { h, toast } from './ui.js';
 
 const main = document.getElementById('main');
@@ -14,6 +15,7 @@ function showLogin(message) {
   session = null;
   routeGeneration++;
   if (leavePage) { leavePage(); leavePage = null; }
+  clearWorksheet(); // the next user starts with an empty one
   document.getElementById('shell').hidden = true;
   document.getElementById('login-view').hidden = false;
   document.getElementById('login-error').textContent = message || '';

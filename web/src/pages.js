@@ -6,6 +6,7 @@
 import { api, enc, datasetProps } from './api.js';
 import { LiveChart, CounterSampler, formatBytes, formatCount } from './chart.js';
 import { h, toast, badge, capacityBar, table, formDialog, confirmDialog } from './ui.js';
+import { analytics, topActivity } from './analytics.js';
 
 // Runs a change, shows its error's one line if it fails, reloads the page if not.
 async function change(ctx, what, fn) {
@@ -70,9 +71,12 @@ async function dashboard(main) {
       st && st.scrub && st.scrub.state !== 'NONE' ? h('div', { class: 'muted' }, 'Scrub: ' + st.scrub.state.toLowerCase()) : null);
   });
   const charts = h('div', { class: 'charts' });
+  const clients = h('div', { class: 'top-clients', id: 'top-clients' });
   main.replaceChildren(pageHeader('Dashboard'), tiles,
     h('div', { class: 'pool-cards' }, poolCards.length ? poolCards : h('p', { class: 'muted' }, 'No pools.')),
-    h('h2', { class: 'section' }, 'Live activity'), charts);
+    h('h2', { class: 'section' }, 'Live activity'), charts,
+    h('h2', { class: 'section' }, 'Top clients, shares and LUNs (last minute)'), clients);
+  const stopClients = refreshTopClients(clients);
 
   const defs = [
     { id: 'nfs-ops', title: 'NFS operations', labels: ['ops'], unit: 'count', pick: (r) => [r.nfs.operations], readout: (r) => formatCount(r.nfs.operations) + ' ops/s' },
@@ -97,7 +101,41 @@ async function dashboard(main) {
     live[2].total.textContent = `${totals.iscsi.commands} commands since start`;
   }, (e) => toast(e.message));
   sampler.start();
-  return () => { sampler.stop(); live.forEach((l) => l.chart.destroy()); };
+  return () => { sampler.stop(); stopClients(); live.forEach((l) => l.chart.destroy()); };
+}
+
+// NFS clients and iSCSI initiators by operations and payload bytes, NFS shares and
+// LUNs by operations, over the last minute (analytics' drill-downs), re-read every 5 s.
+function refreshTopClients(el) {
+  let timer = null;
+  let stopped = false;
+  const card = (id, title, column, top, bytes) => {
+    const rows = top.rows.slice(0, 10);
+    const c = h('section', { class: 'card', id },
+      h('div', { class: 'card-title' }, h('h3', {}, title)),
+      top.recording || rows.length ? null : h('p', { class: 'muted' }, `Not recorded: the ${top.what} drill-down is off (Analytics page).`),
+      table(bytes ? [column, 'Operations', 'Bytes'] : [column, 'Operations'],
+        rows.map((r) => [h('span', { class: 'client-name' }, r.name), formatCount(r.ops)].concat(bytes ? [formatBytes(r.bytes)] : [])),
+        'No traffic in the last minute.'));
+    // Rows' figures as attributes for tests and tools.
+    c.querySelectorAll('tbody tr').forEach((tr, i) => Object.assign(tr.dataset, { name: rows[i].name, ops: String(rows[i].ops), bytes: String(rows[i].bytes) }));
+    return c;
+  };
+  const tick = async () => {
+    try {
+      const t = await topActivity();
+      if (stopped) return;
+      el.replaceChildren(card('top-nfs-clients', 'NFS clients', 'Client', t.nfs, true),
+        card('top-iscsi-initiators', 'iSCSI initiators', 'Initiator', t.iscsi, true),
+        card('top-shares', 'NFS shares', 'Share', t.shares, false),
+        card('top-luns', 'iSCSI LUNs', 'Target and LUN', t.luns, false));
+    } catch (e) {
+      if (!stopped) el.replaceChildren(h('p', { class: 'error-line' }, e.message));
+    }
+    if (!stopped) timer = setTimeout(tick, 5000);
+  };
+  tick();
+  return () => { stopped = true; clearTimeout(timer); };
 }
 
 function tile(label, value) {
@@ -268,4 +306,4 @@ async function iscsi(main, ctx) {
   main.replaceChildren(pageHeader('iSCSI targets', create), ...(cards.length ? cards : [h('p', { class: 'muted' }, 'No targets.')]));
 }
 
-export const PAGES = { dashboard, pools, datasets, snapshots, shares, iscsi };
+export const PAGES = { dashboard, pools, datasets, snapshots, shares, iscsi, analytics };
