@@ -420,7 +420,6 @@ typedef struct nfs4_server {
     bool records_thread_started, records_stop;
     pthread_cond_t records_work, records_done;
     uint64_t records_asked, records_durable;
-    uint64_t records_writes;          /* batches written (tests, logs) */
     /* Nodes of files that lost their last state, to release once the lock is
      * dropped: the last release of a removed file frees it, a transaction
      * that may wait on the pool. */

@@ -244,7 +244,6 @@ static void *records_writer(void *arg)
         /* Out of memory the changes are not written; their waiters go on
          * (as when a pool refuses the write): grace is a promise kept where we can. */
         st->records_durable = upto;
-        st->records_writes++;
         pthread_cond_broadcast(&st->records_done);
     }
     pthread_cond_broadcast(&st->records_done);
