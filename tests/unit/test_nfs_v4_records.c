@@ -11,6 +11,8 @@
  *  - The records survive the server: a new server with an empty state
  *    directory (a partner head) exports the pool, starts in grace, and of the
  *    clients that come back only the recorded ones may reclaim.
+ *  - A client that closed everything loses its record once its lease runs
+ *    out; one that goes silent with a file open keeps it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,15 +45,15 @@ static zfix_t fix;
 static nfs_server_t *srv;
 static uint16_t port;
 
-static void start_server(const char *state_dir)
+static void start_server_leased(const char *state_dir, uint32_t lease, uint32_t grace)
 {
     nfs_server_config_t cfg = { 0 };
     strcpy(cfg.nfs.host, "127.0.0.1");
     cfg.nfs.port = port;
     cfg.max_conns_per_client = 4 * NCLIENTS;
     cfg.state_dir = state_dir;
-    cfg.lease_seconds = 30;
-    cfg.grace_seconds = 30;
+    cfg.lease_seconds = lease;
+    cfg.grace_seconds = grace;
     char err[256];
     int rc = -1;
     for (int i = 0; i < 50 && rc; i++) {
@@ -65,6 +67,8 @@ static void start_server(const char *state_dir)
     uint16_t m, p;
     nfs_server_ports(srv, &port, &m, &p);
 }
+
+static void start_server(const char *state_dir) { start_server_leased(state_dir, 30, 30); }
 
 static void state_dir(char *buf, size_t cap, const char *head)
 {
@@ -333,11 +337,71 @@ static void test_records_survive_and_gate_reclaim(void **state)
     idle_owner = opener_owner = NULL;
 }
 
+static bool pool_holds(const char *owner)
+{
+    nfs_pool_records_t r;
+    nfs_pool_records_load(fix.dp, RECORD_PREFIX, &r);
+    bool h = holds(&r, owner);
+    nfs_pool_records_free(&r);
+    return h;
+}
+
+static void test_record_goes_with_the_state(void **state)
+{
+    (void)state;
+    nfs_server_stop(srv);
+    srv = NULL;
+    char dir[700];
+    state_dir(dir, sizeof dir, "c");
+    start_server_leased(dir, 2, 2);
+    /* The pool's clients of the runs before never come back: grace runs out. */
+    for (int i = 0; i < 100 && in_grace(); i++) usleep(100000);
+    assert_false(in_grace());
+
+    char name[64];
+    client_name(name, sizeof name, 1000);
+    struct nfs_context *keeper = client(name);
+    char *keeper_owner = newest_owner(NULL);
+    struct nfsfh *kf;
+    assert_int_equal(nfs_open2(keeper, "/kept", O_CREAT | O_RDWR, 0644, &kf), 0);
+    client_name(name, sizeof name, 1001);
+    struct nfs_context *closer = client(name);
+    char *closer_owner = newest_owner(NULL);
+    struct nfsfh *cf;
+    assert_int_equal(nfs_open2(closer, "/closed", O_CREAT | O_RDWR, 0644, &cf), 0);
+    /* Both replies came after their records were on disk. */
+    assert_true(pool_holds(keeper_owner));
+    assert_true(pool_holds(closer_owner));
+    assert_int_equal(nfs_close(closer, cf), 0);
+
+    /* Both go silent; a third client's requests run the reaper meanwhile. */
+    client_name(name, sizeof name, 1002);
+    struct nfs_context *watcher = client(name);
+    char *watcher_owner = newest_owner(NULL);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        struct nfs_stat_64 sb;
+        assert_int_equal(nfs_stat64(watcher, "/", &sb), 0);
+        gone = !pool_holds(closer_owner);
+        if (!gone) usleep(100000);
+    }
+    assert_true(gone);
+    assert_true(pool_holds(keeper_owner));
+    assert_false(pool_holds(watcher_owner));
+    nfs_destroy_context(watcher);
+    nfs_destroy_context(closer);
+    nfs_destroy_context(keeper);
+    free(keeper_owner);
+    free(closer_owner);
+    free(watcher_owner);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records_for_state_only_and_batched),
         cmocka_unit_test(test_records_survive_and_gate_reclaim),
+        cmocka_unit_test(test_record_goes_with_the_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
