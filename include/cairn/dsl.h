@@ -226,6 +226,18 @@ int dsl_pool_config_set(dsl_pool_t *dp, const char *key, const void *val, uint32
 int dsl_pool_config_remove(dsl_pool_t *dp, const char *key); /* -ENOENT */
 /* -ENOENT; copies min(len, cap) bytes, the full length goes to *len. */
 int dsl_pool_config_get(dsl_pool_t *dp, const char *key, void *val, uint32_t cap, uint32_t *len);
+/* Several sets (val non-NULL) and removes (val NULL; a key that is not there is
+ * no error) in one task, so one txg: durable together when it returns. A key
+ * or value out of bounds refuses the whole batch, changing nothing. */
+typedef struct dsl_config_change {
+    const char *key;
+    const void *val;
+    uint32_t len;
+} dsl_config_change_t;
+int dsl_pool_config_apply(dsl_pool_t *dp, const dsl_config_change_t *v, size_t n);
+/* Configuration store tasks run since the pool was opened (one per set, remove
+ * or batch): how a test counts the txgs the front ends' records cost. */
+uint64_t dsl_pool_config_writes(dsl_pool_t *dp);
 /* Calls fn for every record whose key starts with prefix (NULL: all). */
 int dsl_pool_config_list(dsl_pool_t *dp, const char *prefix,
                          void (*fn)(const char *key, const void *val, uint32_t len, void *arg),

@@ -438,10 +438,11 @@ static int dead_replace(dsl_pool_t *dp, dsl_node_t *n, const cairn_blkptr_t *v, 
 
 /* ---------------- tasks ---------------- */
 
-int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg)
+static int run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg,
+                    bool keeps_datasets)
 {
     if (spa_readonly(dp->spa)) return -EROFS;
-    dsl_task_t t = {.fn = fn, .arg = arg};
+    dsl_task_t t = {.fn = fn, .arg = arg, .keeps_datasets = keeps_datasets};
     uint64_t txg = spa_tx_hold(dp->spa);
     pthread_mutex_lock(&dp->lock);
     t.txg = txg;
@@ -465,6 +466,16 @@ int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void
     /* A task that ran in a txg that then failed to reach the disks (a suspended
      * pool) changed nothing durable: its caller hears the failure. */
     return err ? err : t.result;
+}
+
+int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg)
+{
+    return run_task(dp, fn, arg, false);
+}
+
+int dsl_run_pool_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg)
+{
+    return run_task(dp, fn, arg, true);
 }
 
 /* A task's validation run now under the pool lock, as the sync thread would run
@@ -502,7 +513,8 @@ static int dsl_pool_sync_hook(spa_t *spa, uint64_t txg)
         dp->tasks = t->next;
         t->result = t->fn(dp, t->arg, txg);
         t->done = true;
-        atomic_fetch_add(&dp->props_gen, 1); /* after the change: see dsl_dataset_get_props */
+        /* After the change: see dsl_dataset_get_props. */
+        if (!t->keeps_datasets) atomic_fetch_add(&dp->props_gen, 1);
     }
     for (size_t i = 0; i < dp->nall && !err; i++) {
         dsl_node_t *n = dp->all[i];

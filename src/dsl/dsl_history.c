@@ -284,7 +284,7 @@ int dsl_history_log(dsl_pool_t *dp, uint64_t when, const char *line, const char 
 {
     if (!line || !*line) return -EINVAL;
     history_task_t ht = {when, line, info ? info : ""};
-    return dsl_run_task(dp, task_history, &ht);
+    return dsl_run_pool_task(dp, task_history, &ht);
 }
 
 int dsl_history_walk(dsl_pool_t *dp, dsl_history_fn fn, void *arg, uint64_t *dropped)

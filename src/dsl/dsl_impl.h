@@ -84,6 +84,7 @@ typedef struct dsl_task {
     uint64_t txg;
     int result;
     bool done;
+    bool keeps_datasets;      /* changes no dataset's properties or space: props_gen stays */
     struct dsl_task *next;
 } dsl_task_t;
 
@@ -103,12 +104,16 @@ struct dsl_pool {
     bool reservers_stale;     /* rebuild before use: the tree or those properties changed */
     dsl_task_t *tasks;
     uint64_t dead_gen_seq;    /* source of dsl_node_t.dead_gen */
-    /* Bumped (under lock) after every task: any dataset's effective properties
-     * may have changed (a set, an inherit, a rename under another parent), and
-     * its space limits (a quota, a reservation elsewhere, a destroy): what a
-     * hold computed at an older value may be stale (dsl_dataset_get_props,
-     * dsl_dataset_check_space). Starts at 1. */
+    /* Bumped (under lock) after every task of the dataset tree: any dataset's
+     * effective properties may have changed (a set, an inherit, a rename under
+     * another parent), and its space limits (a quota, a reservation elsewhere,
+     * a destroy): what a hold computed at an older value may be stale
+     * (dsl_dataset_get_props, dsl_dataset_check_space). Tasks of the pool's own
+     * records (dsl_run_pool_task: the configuration store, the history) leave
+     * it alone, so the front ends' frequent record writes cost no dataset its
+     * cached properties. Starts at 1. */
     _Atomic uint64_t props_gen;
+    _Atomic uint64_t config_writes; /* configuration store tasks run (dsl_pool_config_writes) */
     dsl_pool_t *next_pool;
 };
 
@@ -148,6 +153,9 @@ static inline int dsl_pool_lock(dsl_pool_t *dp)
 dsl_node_t *dsl_lookup(dsl_pool_t *dp, const char *name); /* dp->lock held */
 void dsl_node_fullname(const dsl_node_t *n, char *buf, size_t len);
 int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg);
+/* The same for a task that changes no dataset's properties or space (records of
+ * the pool itself): it leaves dp->props_gen, and so every cached answer, alone. */
+int dsl_run_pool_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg);
 dsl_node_t *dsl_node_by_obj(dsl_pool_t *dp, uint64_t obj);
 
 /* Space numbers of a node (dp->lock held; reads stat_lock). */

@@ -1551,6 +1551,10 @@ static nfs_accept_t compound(nfs_call_t *call)
         nfs4_cfh_clear(&cx.saved);
         return NFS_ACCEPT_SUCCESS; /* nothing is sent; the worker's run answers */
     }
+    /* State granted to a client not yet in the records is not answered before
+     * its record is on disk: the client must be able to reclaim it after a
+     * restart or a takeover (RFC 7530 9.6.3, RFC 8881 8.4.3). */
+    if (cx.record_wait) nfs4_records_wait(st, cx.record_wait);
     if (!cx.replayed) {
         patch_u32(r, start, status);
         patch_u32(r, numres_pos, numres);

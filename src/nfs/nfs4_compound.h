@@ -54,6 +54,9 @@ typedef struct nfs4_cx {
     size_t args;                      /* where this op's arguments start in a */
     size_t body;                      /* where this op's result body starts */
     bool keep_body;                   /* an error result that still has a body */
+    /* The client's record (nfs4_client_record) this COMPOUND granted state
+     * under: the reply waits until it is on disk (0: nothing to wait for). */
+    uint64_t record_wait;
 } nfs4_cx_t;
 
 /* nfs4.c helpers used by the state operations */

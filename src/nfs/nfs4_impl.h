@@ -370,6 +370,10 @@ struct nfs4_client {
     uint32_t cs_reply_len;
     bool reclaim_complete;
     bool may_reclaim;                 /* held state before the restart */
+    /* In the records (nfs4_client_record): it took state worth reclaiming.
+     * record_ticket: the records change that added it (nfs4_records_wait). */
+    bool recorded;
+    uint64_t record_ticket;
     nfs4_owner_t *owners;
     nfs4_stid_t *stids;
     nfs4_session_t *sessions;
@@ -405,9 +409,17 @@ typedef struct nfs4_server {
     char *record_path;                /* NULL: no state dir */
     /* Pools that keep the client records too (nfs4_records_pool_*), so the
      * head that imports one after a takeover knows who may reclaim. Taken
-     * under lock (records_save), never the other way round. */
+     * by the record writer without lock, never under it. */
     pthread_mutex_t pools_lock;
     nfs_pool_list_t record_pools;
+    /* The record writer (nfs4_state.c): changes of the recorded set are
+     * counted under lock (records_asked); the writer writes the whole set
+     * once for all the changes made since its last write and then says how
+     * far it got (records_durable), signalling records_done. */
+    pthread_t records_thread;
+    bool records_thread_started, records_stop;
+    pthread_cond_t records_work, records_done;
+    uint64_t records_asked, records_durable;
     /* Nodes of files that lost their last state, to release once the lock is
      * dropped: the last release of a removed file frees it, a transaction
      * that may wait on the pool. */
@@ -431,8 +443,16 @@ nfs4_client_t *nfs4_client_by_owner(nfs4_server_t *st, const uint8_t *owner, uin
 nfs4_client_t *nfs4_client_new(nfs4_server_t *st, const uint8_t *owner, uint32_t len,
                                const uint8_t verifier[8], uint32_t minor);
 /* Confirms c (4.0 SETCLIENTID_CONFIRM, 4.1 first CREATE_SESSION): drops any other
- * record of the same owner with its state, and records the client for grace. */
+ * record of the same owner with its state. The client is not recorded for grace
+ * until it takes state (nfs4_client_record). */
 void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c);
+/* c takes state worth reclaiming (an open, a lock, a delegation): adds it to the
+ * records if it is not there yet. Returns the records change that added it, for
+ * nfs4_records_wait before the reply grants the state (at once if on disk). */
+uint64_t nfs4_client_record(nfs4_server_t *st, nfs4_client_t *c);
+/* Without st->lock: waits until the records change `ticket` is on disk (in the
+ * state directory and every pool), or the server stops. */
+void nfs4_records_wait(nfs4_server_t *st, uint64_t ticket);
 void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired);
 /* Drops clients silent for NFS4_COURTESY_MAX (at most once a second). */
 void nfs4_reap(nfs4_server_t *st);

@@ -1087,6 +1087,7 @@ uint32_t nfs4_op_open(nfs4_cx_t *cx)
         uint32_t rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
         if (cx->minor >= 1) o->confirmed = true;
         else if (!o->confirmed) rflags |= OPEN4_RESULT_CONFIRM;
+        cx->record_wait = nfs4_client_record(st, c);   /* on disk before the reply */
         put_stid(cx, s);
         nfs4_put_cinfo(cx->r, &wcc);
         nfs_xdr_put_u32(cx->r, rflags);
@@ -1379,6 +1380,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         } else {
             if (!lock->open) lock->open = open;
             if (lock->seqid != 1 || !new_owner || lock->open != open) lock->seqid++;
+            cx->record_wait = nfs4_client_record(st, c);   /* on disk before the reply */
             put_stid(cx, lock);
         }
     }

@@ -18,24 +18,45 @@
  * the clients silent for NFS4_COURTESY_MAX, so an abandoned client's state
  * (and any removed file it held open) does not stay for ever.
  *
- * Grace: confirmed clients are written (owner id in hex, one a line) to
- * `nfs4-clients` in the server's state directory, atomically (temporary file,
- * fsync, rename). At start, if the file names any client, the server is in
- * grace for `grace` seconds: only those clients may reclaim, and new opens
- * and locks wait with NFS4ERR_GRACE. The file keeps the previous run's
- * clients until grace ends, so a second restart during grace loses nobody.
+ * Grace: the clients that hold state worth reclaiming are recorded (owner id
+ * in hex, one a line) in `nfs4-clients` in the server's state directory,
+ * atomically (temporary file, fsync, rename). At start, if the file names any
+ * client, the server is in grace for `grace` seconds: only those clients may
+ * reclaim, and new opens and locks wait with NFS4ERR_GRACE. The file keeps the
+ * previous run's clients until grace ends, so a second restart during grace
+ * loses nobody.
+ *
+ * Who is recorded (RFC 7530 9.6.3, RFC 8881 8.4.3): a confirmed client when it
+ * first takes an open, a lock or a delegation (a reclaim in grace too), not at
+ * SETCLIENTID_CONFIRM or CREATE_SESSION: a client that never opened anything
+ * has nothing to reclaim and gets no grace period after the next start (a
+ * client retrying during grace as a new client each time no longer piles up
+ * records). The reply that grants the first state waits until the record is
+ * on disk (nfs4_records_wait), so a client told it holds state can always
+ * reclaim it. The record goes when the client does (DESTROY_CLIENTID, a new
+ * incarnation, revocation of a courtesy client, the reaper), and when a client
+ * without state lets its lease run out; a client that closed everything but
+ * still renews keeps it (the RFCs allow that), so a client opening and closing
+ * files costs no record churn.
+ *
+ * Writing: changes of the recorded set are counted under the lock, and one
+ * writer thread per server writes the whole set (the file, then each pool)
+ * once for all the changes made since its previous write: 200 clients opening
+ * at once cost a few writes, each one DSL task and so one txg per pool, not
+ * one each. Nobody holds st->lock while a write runs.
  *
  * The same records live in every pool with exported filesystems, one
- * configuration entry per client (`nfs4.client:<hash>` = owner in hex),
- * written before the confirming reply like the file: the head that imports
- * a pool after a takeover adds the pool's clients to those that may reclaim
- * and starts a grace period if any of them is new to it (docs/ha.md). A pool
- * imported back by the head that already knew all its clients changes
- * nothing. The file stays (the pools it mirrors may be gone), and a pool
- * that predates this gets the file's records when it is first exported.
+ * configuration entry per client (`nfs4.client:<hash>` = owner in hex): the
+ * head that imports a pool after a takeover adds the pool's clients to those
+ * that may reclaim and starts a grace period if any of them is new to it
+ * (docs/ha.md). A pool imported back by the head that already knew all its
+ * clients changes nothing. The file stays (the pools it mirrors may be gone),
+ * and a pool that predates this gets the file's records when it is first
+ * exported, before the export is announced.
  *
  * Every function here runs with st->lock held, except nfs4_records_pool_add
- * and _remove (called by the exports code), which take it themselves.
+ * and _remove (called by the exports code) and nfs4_records_wait, which take
+ * it themselves.
  */
 #include "nfs4_impl.h"
 
@@ -66,17 +87,17 @@ static char *hex_of(const uint8_t *p, uint32_t len)
 }
 
 /* The owners (hex) the records hold: the previous run's still reclaimable,
- * then every confirmed client, no duplicates; NULL entries where memory ran out. */
+ * then every recorded client, no duplicates; NULL entries where memory ran out. */
 static char **records_collect(nfs4_server_t *st, size_t *n)
 {
     size_t cap = st->nreclaimable;
-    for (nfs4_client_t *c = st->clients; c; c = c->next) cap += c->confirmed;
+    for (nfs4_client_t *c = st->clients; c; c = c->next) cap += c->recorded;
     char **v = calloc(cap ? cap : 1, sizeof *v);
     *n = 0;
     if (!v) return NULL;
     for (size_t i = 0; i < st->nreclaimable; i++) v[(*n)++] = strdup(st->reclaimable[i]);
     for (nfs4_client_t *c = st->clients; c; c = c->next) {
-        if (!c->confirmed) continue;
+        if (!c->recorded) continue;
         char *h = hex_of(c->owner, c->owner_len);
         bool dup = false;
         for (size_t i = 0; h && i < st->nreclaimable && !dup; i++)
@@ -139,15 +160,22 @@ static void records_load(nfs4_server_t *st)
     fclose(f);
 }
 
-/* ------------------------------------------------- records kept in pools */
+/* ------------------------------------------------- the record writer */
 
 #define POOL_RECORD_PREFIX "nfs4.client:"
 
-static void records_save(nfs4_server_t *st)
+/* The recorded set changed: the writer writes it again. Never waits, so the
+ * reaper and the I/O thread's COMPOUNDs may call it. Returns the change's number. */
+static uint64_t records_changed(nfs4_server_t *st)
 {
-    size_t n = 0;
-    char **v = records_collect(st, &n);
-    if (!v) return;
+    uint64_t ticket = ++st->records_asked;
+    pthread_cond_signal(&st->records_work);
+    return ticket;
+}
+
+/* One write of the whole set, without st->lock: the file, then every pool. */
+static void records_write(nfs4_server_t *st, char **v, size_t n)
+{
     records_write_file(st, v, n);
     pthread_mutex_lock(&st->pools_lock);
     for (size_t i = 0; i < st->record_pools.n; i++) {
@@ -156,8 +184,123 @@ static void records_save(nfs4_server_t *st)
             log_warn("nfs4", "cannot keep the NFSv4 client records in a pool: %s", strerror(-rc));
     }
     pthread_mutex_unlock(&st->pools_lock);
-    records_free(v, n);
 }
+
+/* Changes come in bursts (clients opening after a mount storm, a takeover,
+ * a grace period's end): once one is there, the writer waits while more keep
+ * coming, RECORDS_GATHER_QUIET_MS apart at most, for RECORDS_GATHER_MAX_MS in
+ * all, so the OPENs the workers are running go into the same write. A first
+ * OPEN waits that much longer, once per client. */
+#define RECORDS_GATHER_QUIET_MS 2
+#define RECORDS_GATHER_MAX_MS 10
+
+static struct timespec mono_in_ms(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
+static bool mono_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static void records_gather(nfs4_server_t *st)
+{
+    struct timespec end = mono_in_ms(RECORDS_GATHER_MAX_MS);
+    uint64_t seen;
+    do {
+        seen = st->records_asked;
+        struct timespec quiet = mono_in_ms(RECORDS_GATHER_QUIET_MS);
+        if (!mono_before(&quiet, &end)) quiet = end;
+        pthread_cond_timedwait(&st->records_work, &st->lock, &quiet);
+        struct timespec now = mono_in_ms(0);
+        if (!mono_before(&now, &end)) break;
+    } while (st->records_asked != seen && !st->records_stop);
+}
+
+static void *records_writer(void *arg)
+{
+    nfs4_server_t *st = arg;
+    pthread_mutex_lock(&st->lock);
+    while (!st->records_stop) {
+        if (st->records_durable == st->records_asked) {
+            pthread_cond_wait(&st->records_work, &st->lock);
+            continue;
+        }
+        records_gather(st);
+        uint64_t upto = st->records_asked;   /* every change made so far */
+        size_t n = 0;
+        char **v = records_collect(st, &n);
+        /* No file of ours is released here: a plain unlock (see nfs4_unlock). */
+        pthread_mutex_unlock(&st->lock);
+        if (v) records_write(st, v, n);
+        records_free(v, n);
+        pthread_mutex_lock(&st->lock);
+        /* Out of memory the changes are not written; their waiters go on
+         * (as when a pool refuses the write): grace is a promise kept where we can. */
+        st->records_durable = upto;
+        pthread_cond_broadcast(&st->records_done);
+    }
+    pthread_cond_broadcast(&st->records_done);
+    pthread_mutex_unlock(&st->lock);
+    return NULL;
+}
+
+uint64_t nfs4_client_record(nfs4_server_t *st, nfs4_client_t *c)
+{
+    if (!c->recorded) {
+        c->recorded = true;
+        c->record_ticket = records_changed(st);
+    }
+    return c->record_ticket;
+}
+
+/* c's record goes (it holds nothing worth reclaiming any more). */
+static void client_unrecord(nfs4_server_t *st, nfs4_client_t *c)
+{
+    if (!c->recorded) return;
+    c->recorded = false;
+    records_changed(st);
+}
+
+void nfs4_records_wait(nfs4_server_t *st, uint64_t ticket)
+{
+    pthread_mutex_lock(&st->lock);
+    while (st->records_durable < ticket && !st->records_stop && st->records_thread_started)
+        pthread_cond_wait(&st->records_done, &st->lock);
+    pthread_mutex_unlock(&st->lock);
+}
+
+static void records_writer_start(nfs4_server_t *st)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->records_work, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&st->records_done, NULL);
+    st->records_thread_started =
+        pthread_create(&st->records_thread, NULL, records_writer, st) == 0;
+    if (!st->records_thread_started)
+        log_warn("nfs4", "cannot start the client record writer: clients get no grace period");
+}
+
+static void records_writer_stop(nfs4_server_t *st)
+{
+    pthread_mutex_lock(&st->lock);
+    st->records_stop = true;
+    pthread_cond_signal(&st->records_work);
+    pthread_mutex_unlock(&st->lock);
+    if (st->records_thread_started) pthread_join(st->records_thread, NULL);
+    st->records_thread_started = false;
+}
+
+/* ------------------------------------------------- records kept in pools */
 
 void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
 {
@@ -189,9 +332,12 @@ void nfs4_records_pool_add(void *state, dsl_pool_t *dp)
         log_info("nfs4", "a pool came with %zu clients of another head: grace period of %u s "
                  "for their reclaims", added, st->grace);
     }
-    records_save(st);   /* the pool gets this head's clients too */
+    /* The pool gets this head's recorded clients too, before it is exported:
+     * one of them may open a file in it at once, and its record must be there. */
+    uint64_t ticket = records_changed(st);
     nfs4_unlock(st);
     nfs_pool_records_free(&stored);
+    nfs4_records_wait(st, ticket);
 }
 
 void nfs4_records_pool_remove(void *state, dsl_pool_t *dp)
@@ -227,6 +373,7 @@ nfs4_server_t *nfs4_server_new(nfs_server_t *srv, const char *state_dir, uint32_
     }
     records_load(st);
     if (st->nreclaimable) st->grace_end = nfs4_now() + grace;
+    records_writer_start(st);
     return st;
 }
 
@@ -253,17 +400,16 @@ void nfs4_unlock(nfs4_server_t *st)
 
 void nfs4_server_free(nfs4_server_t *st)
 {
-    while (st->clients) {
-        /* Keep the records: the clients may reclaim after the next start. */
-        nfs4_client_t *c = st->clients;
-        c->confirmed = false;
-        nfs4_client_destroy(st, c, false);
-    }
+    /* Keep the records: the clients may reclaim after the next start. */
+    records_writer_stop(st);
+    while (st->clients) nfs4_client_destroy(st, st->clients, false);
     for (size_t i = 0; i < st->nreclaimable; i++) free(st->reclaimable[i]);
     free(st->reclaimable);
     free(st->record_path);
     nfs_pool_list_free(&st->record_pools);
     pthread_mutex_destroy(&st->pools_lock);
+    pthread_cond_destroy(&st->records_work);
+    pthread_cond_destroy(&st->records_done);
     release_files(st->released, st->nreleased);
     free(st->released);
     pthread_mutex_destroy(&st->lock);
@@ -282,7 +428,7 @@ bool nfs4_in_grace(nfs4_server_t *st)
     free(st->reclaimable);
     st->reclaimable = NULL;
     st->nreclaimable = 0;
-    records_save(st);
+    records_changed(st);
     return nlm;
 }
 
@@ -372,7 +518,6 @@ void nfs4_client_confirm(nfs4_server_t *st, nfs4_client_t *c)
     }
     c->confirmed = true;
     c->renewed = nfs4_now();
-    records_save(st);
 }
 
 void nfs4_file_put(nfs4_server_t *st, nfs4_file_t *f)
@@ -423,7 +568,7 @@ static void owner_free(nfs4_owner_t *o)
 
 void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired)
 {
-    bool recorded = c->confirmed;
+    client_unrecord(st, c);
     while (c->sessions) nfs4_session_destroy(st, c->sessions);
     while (c->stids) nfs4_stid_free(st, c->stids);
     while (c->owners) {
@@ -438,7 +583,6 @@ void nfs4_client_destroy(nfs4_server_t *st, nfs4_client_t *c, bool expired)
     free(c->owner);
     free(c->cs_reply);
     free(c);
-    if (recorded) records_save(st);
 }
 
 /* A request of c is running on one of its session slots (it renews when done). */
@@ -459,6 +603,9 @@ void nfs4_reap(nfs4_server_t *st)
         next = c->next;
         /* An unconfirmed record lives one lease (RFC 8881 18.35.4). */
         time_t keep = c->confirmed ? NFS4_COURTESY_MAX : (time_t)st->lease;
+        bool lapsed = now - c->renewed > (time_t)st->lease;
+        /* Nothing to reclaim and no longer renewing: no grace for it. */
+        if (lapsed && !c->stids) client_unrecord(st, c);
         if (now - c->renewed <= keep || client_busy(c)) continue;
         nfs4_client_destroy(st, c, c->confirmed);
     }
@@ -588,6 +735,7 @@ nfs4_stid_t *nfs4_stid_new(nfs4_server_t *st, uint32_t type, nfs4_client_t *c,
     st->stids[s->key % NFS4_STID_HASH] = s;
     s->cnext = c->stids;
     c->stids = s;
+    nfs4_client_record(st, c);
     return s;
 }
 

@@ -8,8 +8,9 @@
  * configuration store (dsl_pool_config_*): one entry per string, keyed by
  * the prefix and a 64-bit FNV-1a of the string (a string may be longer than
  * a key), the string itself as the value. Writing a set only sets the entries
- * missing and removes those no longer wanted, each a DSL task durable when
- * it returns; a set that did not change costs one listing.
+ * missing and removes those no longer wanted, all in one batch of the store
+ * (one DSL task, one txg), durable when it returns; a set that did not change
+ * costs one listing and no txg.
  */
 #include "nfs_srv.h"
 
@@ -57,24 +58,37 @@ static bool listed(char *const *v, size_t n, const char *s)
     return false;
 }
 
+/* One change of the batch: its key (a string of keys owned by the batch) and
+ * the value to set, NULL to remove. */
+static bool change_add(dsl_config_change_t **v, size_t *n, const char *prefix, const char *value,
+                       bool set)
+{
+    dsl_config_change_t *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    if (!nv) return false;
+    *v = nv;
+    char *key = malloc(ZAP_NAME_MAX + 1);
+    if (!key) return false;
+    record_key(prefix, value, key, ZAP_NAME_MAX + 1);
+    nv[(*n)++] = (dsl_config_change_t){
+        .key = key, .val = set ? value : NULL, .len = set ? (uint32_t)strlen(value) : 0};
+    return true;
+}
+
 int nfs_pool_records_store(dsl_pool_t *dp, const char *prefix, char *const *v, size_t n)
 {
     nfs_pool_records_t have;
     nfs_pool_records_load(dp, prefix, &have);
-    char key[ZAP_NAME_MAX + 1];
-    int rc = 0;
-    for (size_t i = 0; i < have.n; i++) {
-        if (listed(v, n, have.v[i])) continue;
-        record_key(prefix, have.v[i], key, sizeof key);
-        int e = dsl_pool_config_remove(dp, key);
-        if (e && e != -ENOENT) rc = e;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!v[i] || listed(have.v, have.n, v[i])) continue;
-        record_key(prefix, v[i], key, sizeof key);
-        int e = dsl_pool_config_set(dp, key, v[i], (uint32_t)strlen(v[i]));
-        if (e) rc = e;
-    }
+    dsl_config_change_t *changes = NULL;
+    size_t nchanges = 0;
+    bool ok = true;
+    for (size_t i = 0; i < have.n && ok; i++)
+        if (!listed(v, n, have.v[i])) ok = change_add(&changes, &nchanges, prefix, have.v[i], false);
+    for (size_t i = 0; i < n && ok; i++)
+        if (v[i] && !listed(have.v, have.n, v[i]))
+            ok = change_add(&changes, &nchanges, prefix, v[i], true);
+    int rc = ok ? dsl_pool_config_apply(dp, changes, nchanges) : -ENOMEM;
+    for (size_t i = 0; i < nchanges; i++) free((char *)changes[i].key);
+    free(changes);
     nfs_pool_records_free(&have);
     return rc;
 }

@@ -47,6 +47,12 @@ operations libnfs 4.0, which speaks only NFSv4.0, cannot send.
       OPEN CLAIM_PREVIOUS of the handle is granted in the grace period, READ with
       the reclaimed stateid gives back "held", a new client's OPEN (CLAIM_NULL)
       meanwhile gets GRACE; then RECLAIM_COMPLETE and CLOSE.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER idle
+      EXCHANGE_ID, CREATE_SESSION and RECLAIM_COMPLETE, then exits without opening
+      anything: a client with nothing to reclaim after its server is replaced.
+  nfs4_rpc.py HOST NFSPORT EXPORT OWNER no-reclaim HEXFH
+      that client after its server was replaced, in the grace period: OPEN
+      CLAIM_PREVIOUS of the handle is refused with NO_GRACE (it was not recorded).
   nfs4_rpc.py HOST NFSPORT EXPORT OWNER session-rules NAME
       the rules a well-behaved client never meets: EXCHANGE_ID, CREATE_SESSION and
       DESTROY_CLIENTID not alone without SEQUENCE (NOT_ONLY_OP); CREATE_SESSION with
@@ -88,6 +94,7 @@ OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_DESTROY_SESSION = 42, 43, 44
 OP_SEQUENCE, OP_DESTROY_CLIENTID, OP_RECLAIM_COMPLETE = 53, 57, 58
 OP_GETATTR, OP_REMOVE, OP_RENAME, OP_SAVEFH = 9, 28, 29, 32
 OK, DENIED, GRACE, STALE_CLIENTID, INVAL = 0, 10010, 10013, 10022, 22
+NO_GRACE = 10033
 UNCHECKED4 = 0
 OP_ILLEGAL, ILLEGAL = 10044, 10044   # the operation number and status
 BADSESSION, COMPLETE_ALREADY, CLIENTID_BUSY = 10052, 10054, 10074
@@ -589,6 +596,23 @@ def mode_reclaim(hexfh):
     print("reclaim ok")
 
 
+def mode_idle():
+    host, port, exp, owner = ctx()
+    Client(host, port, owner).connect()
+    print("idle ok")
+
+
+def mode_no_reclaim(hexfh):
+    host, port, exp, owner = ctx()
+    cl = Client(host, port, owner).connect(reclaim_complete=False)
+    status, res = cl.compound([Op(OP_PUTFH, X().opaque(bytes.fromhex(hexfh)).b),
+                               op_open_previous(cl.clientid, cl.owner)])
+    check(status == NO_GRACE, "OPEN CLAIM_PREVIOUS of a client that never opened anything: "
+          "%d, not NO_GRACE" % status)
+    cl.goodbye()
+    print("no-reclaim ok")
+
+
 def status_of(cl, ops, session=True):
     return cl.compound(ops, session=session)[0]
 
@@ -931,6 +955,10 @@ def main():
         mode_hold(sys.argv[6])
     elif mode == "reclaim":
         mode_reclaim(sys.argv[6])
+    elif mode == "idle":
+        mode_idle()
+    elif mode == "no-reclaim":
+        mode_no_reclaim(sys.argv[6])
     elif mode == "verify":
         mode_verify(sys.argv[6], int(sys.argv[7]))
     elif mode == "reads":

@@ -36,9 +36,12 @@ ha_start_nodes
 pass "corosync and pacemaker up on node1 and node2"
 
 # A takeover brings the pool's NFSv4 clients a grace period for their reclaims
-# (docs/ha.md). The test's v4 writers are libnfs 4.0 clients that come back as new
-# clients and must wait it out, so leases and grace are short here; the default is
-# a 90 s lease and grace.
+# (docs/ha.md). Only clients that held state are recorded, so the retries of a
+# writer during grace no longer add records and the list stays at the writers that
+# had a file open; but those are rightly in grace, and libnfs's 4.0 client does not
+# reclaim (it comes back as a new client), so it waits out the whole grace period,
+# which 4.0 cannot end early. Leases and grace are therefore short here; the default
+# is a 90 s lease and grace.
 printf 'nfs_lease_time = 10\nnfs_grace_time = 10\n' >"$T/ha-cairnd.conf"
 
 # The configuration, with the pcs commands of docs/ha.md (and the test's fence device),

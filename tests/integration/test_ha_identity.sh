@@ -8,7 +8,9 @@
 #   - a v3 file handle from a works on b (no STALE), and b's write verifier differs
 #     from a's (a client re-sends what it had not committed);
 #   - the v4 client reclaims its open (CLAIM_PREVIOUS) in b's grace period, while a
-#     new client's OPEN gets GRACE;
+#     new client's OPEN gets GRACE; a v4 client that only connected to a and never
+#     opened anything was not recorded in the pool, and b refuses its reclaim
+#     (NO_GRACE);
 #   - the host that held an NLM lock on a gets SM_NOTIFY from b with a state number
 #     above a's, and reclaims its lock in b's grace period (nlm_rpc.py reclaim);
 #   - VPD 0x80/0x83 name the same LU (serial, NAA); b's port and group are its own
@@ -83,6 +85,7 @@ run_ok "$CAIRN" create -o sharenfs=no_root_squash tank/share
 expect_share /tank/share
 nfs4_rpc /tank/share "ha-$$" hold held
 FH4=$(tail -n 1 "$LAST_STDOUT")
+nfs4_rpc /tank/share "ha-idle-$$" idle
 nfs_rpc /tank/share savefh held
 FH3=$(cat "$LAST_STDOUT")
 nfs_rpc /tank/share verifier
@@ -130,6 +133,9 @@ nfs_rpc /tank/share usefh "$FH3" 0
 nfs_rpc /tank/share verifier
 [ "$(cat "$LAST_STDOUT")" != "$VERF_A" ] || fail "b's write verifier is a's ($VERF_A)"
 pass "a's v3 file handle works on b; b's write verifier is not a's"
+# While b is surely in grace (the recorded client has not said RECLAIM_COMPLETE).
+nfs4_rpc /tank/share "ha-idle-$$" no-reclaim "$FH4"
+pass "a's v4 client that never opened anything may not reclaim on b"
 nfs4_rpc /tank/share "ha-$$" reclaim "$FH4"
 pass "a's v4 client reclaims its open in b's grace period; a new client waits"
 
