@@ -309,6 +309,16 @@ void spa_clear_errors(spa_t *spa);
  * write a leaf failed puts that txg in its log, so a resilver rewrites it.
  * Process-wide policy (cairnd.conf fault_errors, fault_window). */
 void spa_fault_set_policy(uint32_t errors, uint32_t window_s);
+/* A leaf whose device is gone (ENXIO/ENODEV) or could not be opened at import
+ * is missing (UNAVAIL), not FAULTED: every `interval` ms (cairnd.conf
+ * vdev_probe_interval_ms; 0: never) its path is opened again, and the very
+ * device that left - its labels name this pool and leaf - is taken back and
+ * resilvered, without the administrator (src/spa/spa_probe.c). Anything else
+ * at that path is refused (event ereport.fs.cairn.vdev.bad_label). Process-wide;
+ * read when a pool opens. spa_probe_missing: one such pass now. */
+#define SPA_PROBE_INTERVAL_MS_DEFAULT 5000
+void spa_set_probe_interval(uint32_t interval_ms);
+void spa_probe_missing(spa_t *spa);
 /* `pool clear POOL [DEV]`: resets the error counts of DEV (NULL: every leaf,
  * and the pool's data error count) and reopens a FAULTED leaf that answers a
  * read of its label again: it takes I/O again and resilvers what it missed.

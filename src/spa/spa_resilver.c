@@ -186,6 +186,11 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
         if (e) goto out;
         goto back_in_service;
     }
+    if (st == VDEV_STATE_UNAVAIL) {
+        e = spa_probe_leaf_locked(spa, leaf, err, errlen); /* missing: back if it is there */
+        if (e) goto out;
+        goto back_in_service;
+    }
     if (st != VDEV_STATE_OFFLINE) {
         if (st == VDEV_STATE_ONLINE) goto out;
         cairn_seterr(err, errlen, "cannot online '%s': the device is %s; replace it", path,
@@ -250,10 +255,7 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     }
     nl->guid = cairn_random_guid();
     nl->ashift = old->ashift;
-    vdev_t *top = vdev_top(old);
-    uint64_t need = top->type == VDEV_TYPE_RAIDZ ? top->asize / top->nchildren : top->asize;
-    uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(nl->psize), 1ULL << top->ashift);
-    if (nl->psize < VDEV_MIN_LEAF_SIZE || have < need) {
+    if (!spa_leaf_fits(vdev_top(old), nl->psize)) {
         cairn_seterr(err, errlen, "device '%s' is too small", path);
         e = -EOVERFLOW;
     }
@@ -280,6 +282,13 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     }
     *out = nl;
     return 0;
+}
+
+bool spa_leaf_fits(const vdev_t *top, uint64_t psize)
+{
+    uint64_t need = top->type == VDEV_TYPE_RAIDZ ? top->asize / top->nchildren : top->asize;
+    uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(psize), 1ULL << top->ashift);
+    return psize >= VDEV_MIN_LEAF_SIZE && have >= need;
 }
 
 /* Refuses -s while a resilver runs (its own pass would take the new leaf). */

@@ -336,8 +336,7 @@ void spa_spare_activate(spa_t *spa, const char *faulted_path)
         /* Forced: the administrator accepted the device when adding it. */
         int e = spa_vdev_replace(spa, faulted_path, cand[i], true, false, err, sizeof err);
         if (!e) {
-            log_warn("spa", "pool %s: spare %s steps in for FAULTED %s", spa->name, cand[i],
-                     faulted_path);
+            log_warn("spa", "pool %s: spare %s steps in for %s", spa->name, cand[i], faulted_path);
             spa_event_post(spa->name, "sysevent.fs.cairn.vdev_spare", "vdev=%s spare=%s",
                            faulted_path, cand[i]);
             return;
