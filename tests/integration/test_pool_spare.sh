@@ -44,7 +44,7 @@ expect_stdout "state: ONLINE"
 cp "$LAST_STDOUT" "$T/status.before"
 
 run_fail "$CAIRN" pool add sm spare "$L1"
-expect_stderr "already a device of pool 'sm'"
+expect_stderr "already in pool 'sm'"
 run_fail "$CAIRN" pool add sm spare "$d/s1"
 expect_stderr "already a spare of pool 'sm'"
 run_fail "$CAIRN" pool add sm spare "$d/nosuch"
@@ -60,7 +60,7 @@ for n in "" -n; do
     run_fail "$CAIRN" pool add $n sm spare "$d/s1"
     expect_stderr "already a spare of pool 'sm'"
     run_fail "$CAIRN" pool add $n sm spare "$L1"
-    expect_stderr "already a device of pool 'sm'"
+    expect_stderr "already in pool 'sm'"
 done
 run_ok "$CAIRN" pool add -n sm log "$d/lg" spare "$d/s2"
 expect_stdout "would update 'sm' to the following configuration"
