@@ -261,6 +261,8 @@ void vdev_foreach_leaf(vdev_t *vd, void (*fn)(vdev_t *leaf, void *arg), void *ar
 int vdev_leaf_open(const char *path, vdev_t **out);
 /* The file or device a leaf path names: the path without a "fault:" prefix. */
 const char *vdev_leaf_device_path(const char *path);
+/* Whether leaf's path names the very file or device node its handle holds open. */
+bool vdev_leaf_holds_path(const vdev_t *leaf);
 /* Opens leaf's path again, for a leaf that went missing: 0 and *out, a new leaf
  * on whatever device is at that path now; -EALREADY (and *out NULL) when that
  * is the very device leaf still holds open (its lock refuses a second open: a
@@ -272,6 +274,10 @@ int vdev_leaf_open_again(const vdev_t *leaf, vdev_t **out);
  * I/O may be submitted to either meanwhile (the missing leaf is UNAVAIL). The
  * old handle must stay open while a reader may still hold it. */
 void vdev_leaf_swap_device(vdev_t *leaf, vdev_t *other);
+/* Leaf `to` takes the device of leaf `from`, which is left UNAVAIL with ops
+ * that fail every I/O but keeps its handle pointer (a reader that loaded it
+ * still finds the device open); only `to` closes it. */
+void vdev_leaf_take_device(vdev_t *to, vdev_t *from);
 /* Synchronous leaf I/O at absolute device offsets (labels, tests). */
 int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
 /* Absolute offset of label l (0..3) on a leaf of psize bytes. */

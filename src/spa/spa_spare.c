@@ -23,7 +23,8 @@
  *    when the resilver has made it whole again, the spare steps back out
  *    by itself and is available again, as in ZFS.
  * A spare whose leaf left the tree stays open (a reader may hold it) until
- * the pool closes: it can be taken again after the next import.
+ * the pool closes; taken again, its new leaf takes that open device over
+ * (spa_resilver.c, take_retired_device).
  *
  * WHEN. A spare steps in for a leaf fault management just FAULTED, and for
  * every leaf found FAULTED or missing at import or when a spare is added

@@ -73,6 +73,7 @@
  * device's place in the tree and can show it as missing.
  */
 #include <cairn/assert.h>
+#include <cairn/raidz.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 #include <cairn/log.h>
@@ -767,8 +768,7 @@ const char *vdev_leaf_device_path(const char *path)
     return strncmp(path, VDEV_FAULT_PREFIX, plen) ? path : path + plen;
 }
 
-/* Whether leaf's path names the very file or device node its handle has open. */
-static bool leaf_holds_its_path(const vdev_t *leaf)
+bool vdev_leaf_holds_path(const vdev_t *leaf)
 {
     struct stat held, named;
     if (!leaf->path || !leaf->ops || !leaf->ops->fstat || leaf->ops->fstat(leaf, &held)) return false;
@@ -789,7 +789,7 @@ int vdev_leaf_open_again(const vdev_t *leaf, vdev_t **out)
     vdev_free(fresh);
     /* Our own lock on the same file refused the open: the device came back
      * under the handle the leaf never closed. */
-    if (e == -EBUSY && leaf_holds_its_path(leaf)) return -EALREADY;
+    if (e == -EBUSY && vdev_leaf_holds_path(leaf)) return -EALREADY;
     return e;
 }
 
@@ -806,6 +806,16 @@ void vdev_leaf_swap_device(vdev_t *leaf, vdev_t *other)
     other->psize = psize;
     vdev_fault_leaf_rebind(leaf);
     vdev_fault_leaf_rebind(other);
+}
+
+void vdev_leaf_take_device(vdev_t *to, vdev_t *from)
+{
+    to->psize = from->psize;
+    to->leaf_priv = from->leaf_priv;
+    __atomic_store_n(&to->ops, from->ops, __ATOMIC_RELEASE);
+    vdev_fault_leaf_rebind(to);
+    atomic_store(&from->state, VDEV_STATE_UNAVAIL);
+    __atomic_store_n(&from->ops, &vdev_gone_ops, __ATOMIC_RELEASE);
 }
 
 int vdev_leaf_open(const char *path, vdev_t **out)

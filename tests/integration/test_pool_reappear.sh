@@ -15,6 +15,7 @@
 #    (a scrub then repairs nothing);
 #  - a FAULTED disk (too many errors) and an OFFLINE one are not taken back by the
 #    probe, though their devices answer: another missing disk is taken back meanwhile;
+#    the spare, back in the list, steps in again for the FAULTED one;
 #  - a disk missing at import is UNAVAIL and is taken back once its file is there again;
 #    `cairn check` is clean after export.
 set -euo pipefail
@@ -115,6 +116,7 @@ wait_state rp "$L3" UNAVAIL
 mv "$d/l3.old" "$d/l3"
 wait_state rp "$L3" ONLINE
 run_ok "$CAIRN" pool wait -t resilver rp
+wait_spare_avail rp "$d/s1"
 pool_verify_all rp
 scrub_clean rp
 pass "an older copy put back is resilvered with everything it lacks (scrub repairs nothing)"
@@ -123,6 +125,7 @@ pass "an older copy put back is resilvered with everything it lacks (scrub repai
 touch "$d/l1.eio"
 pool_put rp f 4
 wait_state rp "$L1" FAULTED
+wait_spare_in rp "$d/s1" # the spare that stepped back out serves again
 rm "$d/l1.eio" # it answers again; only the administrator takes it back
 mv "$d/l2" "$a/l2"
 pool_put rp g 4
@@ -132,6 +135,7 @@ wait_state rp "$L2" ONLINE # the probe ran
 [ "$(leaf_state rp "$L1")" = FAULTED ] || fail "a FAULTED disk was taken back: $(cat "$LAST_STDOUT")"
 run_ok "$CAIRN" pool clear rp "$L1"
 run_ok "$CAIRN" pool wait -t resilver rp
+wait_spare_avail rp "$d/s1"
 run_ok "$CAIRN" pool offline rp "$L1"
 mv "$d/l2" "$a/l2"
 pool_put rp h 4
