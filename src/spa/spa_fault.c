@@ -13,8 +13,9 @@
  * DECIDING. Each error goes into the leaf's error window; more than the
  * policy's errors within its window (ZFS's zed: 10 in 600 s) faults the leaf
  * - at once: its state turns FAULTED in the hook, so no new I/O is sent to it.
- * An error saying the device is gone (ENXIO, ENODEV) takes it out the same way
- * but as UNAVAIL: a missing disk, not a failing one, which the pool takes back
+ * An error saying the device is gone (ENXIO, ENODEV), or errors past the
+ * threshold of a device whose path no longer names it (pulled out, its node
+ * removed, though its driver answers EIO), take it out the same way but as UNAVAIL: a missing disk, not a failing one, which the pool takes back
  * by itself if it reappears (spa_probe.c); it is not kept so in the labels. Checksum
  * errors alone only make it DEGRADED ("too many errors"), as ZFS's retire
  * agent does: the disk answers, every block it returns is verified, and a
@@ -118,8 +119,11 @@ static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, ui
         if (fault && top && top != leaf && spa_vdev_survives_without(top, leaf)) {
             leaf->fault_from = from;
             /* No new I/O from here on. A device that is gone is missing, not
-             * failing: UNAVAIL, and taken back when it reappears (spa_probe.c). */
-            atomic_store(&leaf->state, device_gone(error) ? VDEV_STATE_UNAVAIL : VDEV_STATE_FAULTED);
+             * failing: UNAVAIL, and taken back when it reappears (spa_probe.c).
+             * Gone: it said so, or its path no longer names it (a disk pulled
+             * out whose driver answers EIO, its node removed). */
+            bool gone = device_gone(error) || !vdev_leaf_holds_path(leaf);
+            atomic_store(&leaf->state, gone ? VDEV_STATE_UNAVAIL : VDEV_STATE_FAULTED);
             queue = true;
         } else if (over && st == VDEV_STATE_ONLINE) {
             atomic_store(&leaf->state, VDEV_STATE_DEGRADED);

@@ -13,6 +13,8 @@
 #  - an older copy of a disk (taken while it was offline) put back in its place after
 #    it went missing: taken back, and the resilver also rewrites what the copy lacks
 #    (a scrub then repairs nothing);
+#  - a disk pulled out whose I/O fails with EIO (not ENXIO): its path no longer
+#    names it, so it is UNAVAIL as well, and taken back;
 #  - a FAULTED disk (too many errors) and an OFFLINE one are not taken back by the
 #    probe, though their devices answer: another missing disk is taken back meanwhile;
 #    the spare, back in the list, steps in again for the FAULTED one;
@@ -120,6 +122,18 @@ wait_spare_avail rp "$d/s1"
 pool_verify_all rp
 scrub_clean rp
 pass "an older copy put back is resilvered with everything it lacks (scrub repairs nothing)"
+
+# ---- a disk pulled out whose driver answers EIO rather than ENXIO ----
+touch "$d/l3.eio"
+mv "$d/l3" "$a/l3" # its path no longer names it: missing, not failing
+pool_put rp e2 4
+wait_state rp "$L3" UNAVAIL
+rm "$d/l3.eio"
+mv "$a/l3" "$d/l3"
+wait_state rp "$L3" ONLINE
+run_ok "$CAIRN" pool wait -t resilver rp
+wait_spare_avail rp "$d/s1"
+pass "a disk pulled out that fails with EIO is UNAVAIL too, and taken back"
 
 # ---- FAULTED and OFFLINE disks are not the probe's ----
 touch "$d/l1.eio"
