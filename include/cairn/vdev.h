@@ -263,6 +263,10 @@ int vdev_leaf_open(const char *path, vdev_t **out);
 const char *vdev_leaf_device_path(const char *path);
 /* Whether leaf's path names the very file or device node its handle holds open. */
 bool vdev_leaf_holds_path(const vdev_t *leaf);
+/* Whether leaf is a regular file that is no longer at its path (removed, moved
+ * away): I/O to it still works, but the disk the administrator named is gone.
+ * (Not asked of block devices, whose /dev links come and go with udev events.) */
+bool vdev_leaf_file_gone(const vdev_t *leaf);
 /* Opens leaf's path again, for a leaf that went missing: 0 and *out, a new leaf
  * on whatever device is at that path now; -EALREADY (and *out NULL) when that
  * is the very device leaf still holds open (its lock refuses a second open: a

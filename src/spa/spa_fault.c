@@ -91,6 +91,15 @@ static void fault_queue_locked(spa_t *spa)
 
 static bool device_gone(int error) { return error == -ENXIO || error == -ENODEV; }
 
+/* Under fault_lock: leaf leaves service at once - no new I/O - as FAULTED or
+ * UNAVAIL (gone) as of txg from; the taskq applies the rest. */
+static void take_out_locked(spa_t *spa, vdev_t *leaf, uint64_t from, vdev_state_t st)
+{
+    leaf->fault_from = from;
+    atomic_store(&leaf->state, st);
+    fault_queue_locked(spa);
+}
+
 static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset,
                              uint64_t size, int error)
 {
@@ -117,14 +126,11 @@ static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, ui
          * answers, and what it returns is verified and repaired anyway. */
         bool fault = (over && kind != VDEV_ERR_CHECKSUM) || device_gone(error);
         if (fault && top && top != leaf && spa_vdev_survives_without(top, leaf)) {
-            leaf->fault_from = from;
-            /* No new I/O from here on. A device that is gone is missing, not
-             * failing: UNAVAIL, and taken back when it reappears (spa_probe.c).
-             * Gone: it said so, or its path no longer names it (a disk pulled
-             * out whose driver answers EIO, its node removed). */
+            /* A device that is gone is missing, not failing: UNAVAIL, and taken
+             * back when it reappears (spa_probe.c). Gone: it said so, or its path
+             * no longer names it (pulled out, its driver answering EIO). */
             bool gone = device_gone(error) || !vdev_leaf_holds_path(leaf);
-            atomic_store(&leaf->state, gone ? VDEV_STATE_UNAVAIL : VDEV_STATE_FAULTED);
-            queue = true;
+            take_out_locked(spa, leaf, from, gone ? VDEV_STATE_UNAVAIL : VDEV_STATE_FAULTED);
         } else if (over && st == VDEV_STATE_ONLINE) {
             atomic_store(&leaf->state, VDEV_STATE_DEGRADED);
             queue = true;
@@ -216,6 +222,18 @@ static void fault_apply(void *arg)
     pthread_mutex_unlock(&spa->config_lock);
     if (a.resilver) spa_resilver_check(spa);
     for (uint32_t i = 0; i < a.nfaulted; i++) spa_spare_activate(spa, a.faulted[i]);
+}
+
+bool spa_fault_leaf_gone(spa_t *spa, vdev_t *leaf)
+{
+    pthread_mutex_lock(&spa->fault_lock);
+    int st = atomic_load(&leaf->state);
+    vdev_t *top = vdev_top(leaf);
+    bool out = (st == VDEV_STATE_ONLINE || st == VDEV_STATE_DEGRADED) && spa->fault_tq && top &&
+               top != leaf && spa_vdev_survives_without(top, leaf);
+    if (out) take_out_locked(spa, leaf, spa_last_synced_txg(spa) + 1, VDEV_STATE_UNAVAIL);
+    pthread_mutex_unlock(&spa->fault_lock);
+    return out;
 }
 
 void spa_health_refresh_locked(spa_t *spa)

@@ -532,6 +532,10 @@ int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
  * back) takes I/O again: ONLINE, its log closed at the open txg, stale and
  * resilvered when the log is not empty; its statechange posted. */
 void spa_leaf_back_in_service(spa_t *spa, vdev_t *leaf);
+/* A leaf in service whose device is gone though its I/O still works (a file
+ * removed or moved away, spa_probe.c): UNAVAIL as an ENXIO would make it,
+ * when its vdev can do without it (false: it stays). */
+bool spa_fault_leaf_gone(spa_t *spa, vdev_t *leaf);
 /* Under config_lock: the root's state recomputed, a change of the pool's
  * health posted as an event. */
 void spa_health_refresh_locked(spa_t *spa);

@@ -2,8 +2,14 @@
  * Missing disks taken back by themselves (API in include/cairn/spa.h).
  *
  * A leaf is missing (UNAVAIL) when its device could not be opened at import,
- * or vanished under the running pool (I/O failing with ENXIO/ENODEV: a disk
- * unplugged, its file removed; spa_fault.c). Such a disk often comes back as
+ * or vanished under the running pool: I/O failing with ENXIO/ENODEV, or past
+ * the error threshold from a device its path no longer names (a disk
+ * unplugged; spa_fault.c). A file leaf removed or moved away still takes I/O
+ * through its open descriptor, so each pass of the thread below also asks
+ * every file leaf in service whether it is still at its path
+ * (vdev_leaf_file_gone) and, when not, takes it out as a vanished device
+ * (spa_fault_leaf_gone) - not block devices, whose /dev links udev may remove
+ * and re-create for a moment. Such a disk often comes back as
  * it was: plugged in again, its path restored, its file put back. As ZFS's
  * zed does when a device arrives, the pool then takes it back without the
  * administrator: every probe interval (cairnd.conf vdev_probe_interval_ms) a
@@ -211,9 +217,33 @@ static void note_candidate(vdev_t *leaf, void *arg)
     c->guid[c->n++] = leaf->guid;
 }
 
+/* Under config_lock: a file leaf in service that is no longer at its path. */
+static void note_file_gone(vdev_t *leaf, void *arg)
+{
+    candidates_t *c = arg;
+    int st = atomic_load(&leaf->state);
+    if ((st != VDEV_STATE_ONLINE && st != VDEV_STATE_DEGRADED) || !vdev_leaf_file_gone(leaf)) return;
+    c->leaf = cairn_realloc(c->leaf, (c->n + 1) * sizeof *c->leaf);
+    c->leaf[c->n++] = leaf;
+}
+
+/* File leaves removed or moved away leave service as vanished devices do. */
+static void take_out_gone_files(spa_t *spa)
+{
+    candidates_t c = {0};
+    pthread_mutex_lock(&spa->config_lock);
+    vdev_foreach_leaf(spa->root, note_file_gone, &c);
+    pthread_mutex_unlock(&spa->config_lock);
+    for (size_t i = 0; i < c.n; i++)
+        if (spa_fault_leaf_gone(spa, c.leaf[i]))
+            log_warn("spa", "pool %s: %s is no longer at its path", spa->name, c.leaf[i]->path);
+    free(c.leaf);
+}
+
 void spa_probe_missing(spa_t *spa)
 {
     if (spa->readonly) return;
+    take_out_gone_files(spa);
     candidates_t c = {0};
     pthread_mutex_lock(&spa->config_lock);
     vdev_foreach_leaf(spa->root, note_candidate, &c);

@@ -776,6 +776,14 @@ bool vdev_leaf_holds_path(const vdev_t *leaf)
     return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
+bool vdev_leaf_file_gone(const vdev_t *leaf)
+{
+    struct stat held;
+    if (!leaf->ops || !leaf->ops->fstat || leaf->ops->fstat(leaf, &held) || !S_ISREG(held.st_mode))
+        return false;
+    return !vdev_leaf_holds_path(leaf);
+}
+
 int vdev_leaf_open_again(const vdev_t *leaf, vdev_t **out)
 {
     *out = NULL;

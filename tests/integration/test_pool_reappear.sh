@@ -18,6 +18,8 @@
 #  - a FAULTED disk (too many errors) and an OFFLINE one are not taken back by the
 #    probe, though their devices answer: another missing disk is taken back meanwhile;
 #    the spare, back in the list, steps in again for the FAULTED one;
+#  - a plain file leaf (io_uring; its I/O goes on through its descriptor) moved away
+#    is noticed by the probe and UNAVAIL, and taken back when it is there again;
 #  - a disk missing at import is UNAVAIL and is taken back once its file is there again;
 #    `cairn check` is clean after export.
 set -euo pipefail
@@ -162,6 +164,22 @@ run_ok "$CAIRN" pool wait -t resilver rp
 pool_verify_all rp
 scrub_clean rp
 pass "FAULTED and OFFLINE disks stay so while a missing one is taken back"
+
+# ---- a plain file leaf (its I/O never fails) moved away and back ----
+sparse_files "$d" 256M p1 p2
+run_ok "$CAIRN" pool create fp mirror "$d/p1" "$d/p2"
+run_ok "$CAIRN" create -o sharenfs=no_root_squash fp/fs
+pool_put fp a 8
+mv "$d/p2" "$a/p2"
+wait_state fp "$d/p2" UNAVAIL
+pool_put fp b 8
+mv "$a/p2" "$d/p2"
+wait_state fp "$d/p2" ONLINE
+run_ok "$CAIRN" pool wait -t resilver fp
+pool_verify_all fp
+scrub_clean fp
+run_ok "$CAIRN" pool destroy fp
+pass "a file leaf moved away (its I/O still works) is UNAVAIL, and taken back"
 
 # ---- a disk missing at import ----
 run_ok "$CAIRN" pool export rp
