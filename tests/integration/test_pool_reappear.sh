@@ -21,7 +21,8 @@
 #  - a plain file leaf (io_uring; its I/O goes on through its descriptor) moved away
 #    is noticed by the probe and UNAVAIL, and taken back when it is there again;
 #  - a disk missing at import is UNAVAIL and is taken back once its file is there again;
-#    `cairn check` is clean after export.
+#    `cairn check` is clean after export;
+#  - with vdev_probe_interval_ms = 0 nothing is probed: `pool online` takes it back.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nfs_lib.sh"
@@ -198,3 +199,25 @@ scrub_clean rp
 run_ok "$CAIRN" pool export rp
 check_clean rp "$d"
 pass "a disk missing at import is taken back once it is there; check clean"
+
+# ---- vdev_probe_interval_ms = 0: nothing is probed; `pool online` takes the disk back ----
+daemon_stop
+cat >"$T/noprobe.conf" <<EOF2
+fault_errors = 5
+vdev_probe_interval_ms = 0
+EOF2
+nfs_daemon_start d1 --config "$T/noprobe.conf" --iscsi-listen "$P"
+mv "$d/l2" "$a/l2"
+run_ok "$CAIRN" pool import -d "$d" rp
+[ "$(leaf_state rp "$L2")" = UNAVAIL ] || fail "l2 missing at import: $(cat "$LAST_STDOUT")"
+pool_put rp j 4
+mv "$a/l2" "$d/l2"
+pool_put rp k 4
+[ "$(leaf_state rp "$L2")" = UNAVAIL ] || fail "l2 taken back with probing off: $(cat "$LAST_STDOUT")"
+run_ok "$CAIRN" pool online rp "$L2"
+[ "$(leaf_state rp "$L2")" = ONLINE ] || fail "online did not take l2 back: $(cat "$LAST_STDOUT")"
+run_ok "$CAIRN" pool wait -t resilver rp
+wait_spare_avail rp "$d/s1"
+pool_verify_all rp
+scrub_clean rp
+pass "with probing off a missing disk stays out until 'pool online' takes it back"
