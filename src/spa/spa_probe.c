@@ -153,7 +153,8 @@ static void refuse(spa_t *spa, vdev_t *leaf, const char *why)
 
 /* Under config_lock, leaf still a candidate: takes what probe_look found.
  * 0: the leaf is back in service (the caller writes the labels and starts the
- * resilver); else an error and why in err. Frees f->fresh when not taken. */
+ * resilver); else an error and why in err. f->fresh is NULL on return (taken
+ * into the leaf, or freed). */
 static int probe_take(spa_t *spa, vdev_t *leaf, probe_found_t *f, char *err, size_t errlen)
 {
     CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
