@@ -353,7 +353,8 @@ size_t spa_spares_get(spa_t *spa, spa_spare_info_t *out, size_t max);
 /* ---- events (src/spa/spa_events.c) ----
  * A bounded process-wide ring of what happened to the pools' devices and
  * scans, read by `cairn pool events`. Classes as zpool names them, with
- * "cairn" for "zfs": ereport.fs.cairn.io|checksum, resource.fs.cairn.statechange,
+ * "cairn" for "zfs": ereport.fs.cairn.io|checksum, ereport.fs.cairn.vdev.bad_label (a
+ * device refused at a missing leaf's path), resource.fs.cairn.statechange,
  * sysevent.fs.cairn.{resilver,scrub}_{start,finish}, vdev_attach, vdev_remove,
  * vdev_spare, vdev_clear. */
 #define SPA_EVENTS_MAX 1024
