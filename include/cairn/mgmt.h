@@ -83,6 +83,7 @@ typedef struct cairnd_config {
     /* Fault management: a device with more than fault_errors I/O or checksum
      * errors within fault_window seconds is FAULTED (spa_fault_set_policy). */
     uint32_t fault_errors, fault_window;
+    uint32_t vdev_probe_interval_ms; /* missing disks looked for; 0: never */
     /* How a scan yields to client I/O (spa_scan_throttle_t): the window, and the
      * pause before each block a resilver / scrub issues while clients are busy. */
     uint32_t scan_idle_ms, resilver_delay_ms, scrub_delay_ms;

@@ -309,6 +309,16 @@ void spa_clear_errors(spa_t *spa);
  * write a leaf failed puts that txg in its log, so a resilver rewrites it.
  * Process-wide policy (cairnd.conf fault_errors, fault_window). */
 void spa_fault_set_policy(uint32_t errors, uint32_t window_s);
+/* A leaf whose device is gone (ENXIO/ENODEV) or could not be opened at import
+ * is missing (UNAVAIL), not FAULTED: every `interval` ms (cairnd.conf
+ * vdev_probe_interval_ms; 0: never) its path is opened again, and the very
+ * device that left - its labels name this pool and leaf - is taken back and
+ * resilvered, without the administrator (src/spa/spa_probe.c). Anything else
+ * at that path is refused (event ereport.fs.cairn.vdev.bad_label). Process-wide;
+ * read when a pool opens. spa_probe_missing: one such pass now. */
+#define SPA_PROBE_INTERVAL_MS_DEFAULT 5000
+void spa_set_probe_interval(uint32_t interval_ms);
+void spa_probe_missing(spa_t *spa);
 /* `pool clear POOL [DEV]`: resets the error counts of DEV (NULL: every leaf,
  * and the pool's data error count) and reopens a FAULTED leaf that answers a
  * read of its label again: it takes I/O again and resilvers what it missed.
@@ -343,7 +353,8 @@ size_t spa_spares_get(spa_t *spa, spa_spare_info_t *out, size_t max);
 /* ---- events (src/spa/spa_events.c) ----
  * A bounded process-wide ring of what happened to the pools' devices and
  * scans, read by `cairn pool events`. Classes as zpool names them, with
- * "cairn" for "zfs": ereport.fs.cairn.io|checksum, resource.fs.cairn.statechange,
+ * "cairn" for "zfs": ereport.fs.cairn.io|checksum, ereport.fs.cairn.vdev.bad_label (a
+ * device refused at a missing leaf's path), resource.fs.cairn.statechange,
  * sysevent.fs.cairn.{resilver,scrub}_{start,finish}, vdev_attach, vdev_remove,
  * vdev_spare, vdev_clear. */
 #define SPA_EVENTS_MAX 1024

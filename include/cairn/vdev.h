@@ -33,6 +33,7 @@
 
 #include <cairn/types.h>
 
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 typedef enum vdev_type {
@@ -144,6 +145,9 @@ typedef struct vdev_leaf_ops {
      * the leaf already holds (a file: zeros written over its holes, then
      * flushed). Only for ranges nothing else writes meanwhile. */
     int (*preallocate)(vdev_t *leaf, uint64_t offset, uint64_t len);
+    /* Optional: fstat() of the device the leaf holds open, so that a reopen can
+     * tell whether its path names that very device again (vdev_leaf_open_again). */
+    int (*fstat)(const vdev_t *leaf, struct stat *st);
 } vdev_leaf_ops_t;
 
 struct vdev {
@@ -179,6 +183,9 @@ struct vdev {
     uint64_t missed_from;    /* a write failed: first txg it may lack (0: none) */
     bool fault_persist;      /* FAULTED, kept so in the labels until clear/online/replace */
     bool fault_announced;    /* its state change has been posted and written */
+    /* Missing (UNAVAIL) and probed by path (src/spa/spa_probe.c, config lock): a
+     * hash of why the device last found there was refused, said once (0: none). */
+    uint64_t probe_refused;
     /* replacing only: a hot spare standing in for a failed leaf (spare-N): it
      * stays when the spare is whole (src/spa/spa_spare.c) */
     bool is_spare;
@@ -252,6 +259,29 @@ void vdev_foreach_leaf(vdev_t *vd, void (*fn)(vdev_t *leaf, void *arg), void *ar
  * starting with "fault:" opens a fault-injecting leaf over the file after the prefix.
  * A leaf that cannot be opened comes back with state UNAVAIL and a negative return. */
 int vdev_leaf_open(const char *path, vdev_t **out);
+/* The file or device a leaf path names: the path without a "fault:" prefix. */
+const char *vdev_leaf_device_path(const char *path);
+/* Whether leaf's path names the very file or device node its handle holds open. */
+bool vdev_leaf_holds_path(const vdev_t *leaf);
+/* Whether leaf is a regular file that is no longer at its path (removed, moved
+ * away): I/O to it still works, but the disk the administrator named is gone.
+ * (Not asked of block devices, whose /dev links come and go with udev events.) */
+bool vdev_leaf_file_gone(const vdev_t *leaf);
+/* Opens leaf's path again, for a leaf that went missing: 0 and *out, a new leaf
+ * on whatever device is at that path now; -EALREADY (and *out NULL) when that
+ * is the very device leaf still holds open (its lock refuses a second open: a
+ * file moved away and back), which leaf's own handle then reaches; else a
+ * negative errno (nothing there: -ENOENT; held by another: -EBUSY). */
+int vdev_leaf_open_again(const vdev_t *leaf, vdev_t **out);
+/* Exchanges the devices (driver, handle, size) of two leaves: a missing leaf
+ * takes the device vdev_leaf_open_again found, which takes its old handle. No
+ * I/O may be submitted to either meanwhile (the missing leaf is UNAVAIL). The
+ * old handle must stay open while a reader may still hold it. */
+void vdev_leaf_swap_device(vdev_t *leaf, vdev_t *other);
+/* Leaf `to` takes the device of leaf `from`, which is left UNAVAIL with ops
+ * that fail every I/O but keeps its handle pointer (a reader that loaded it
+ * still finds the device open); only `to` closes it. */
+void vdev_leaf_take_device(vdev_t *to, vdev_t *from);
 /* Synchronous leaf I/O at absolute device offsets (labels, tests). */
 int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
 /* Absolute offset of label l (0..3) on a leaf of psize bytes. */

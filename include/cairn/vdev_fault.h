@@ -95,6 +95,13 @@ int vdev_file_test_lose_next(vdev_t *leaf);
  * with file_path the part after the prefix. Returns 0 and the leaf, or a negative
  * errno and *out == NULL (vdev_leaf_open then builds the UNAVAIL leaf). */
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out);
+/* Internal to the vdev layer: the exclusive lock every leaf takes on its device
+ * at open (unless vdev_set_device_lock(false)); -EBUSY when another holder keeps
+ * it for more than two seconds. */
+int vdev_device_flock(int fd);
+/* Internal to the vdev layer: after vdev_leaf_swap_device, a fault leaf's
+ * device learns which vdev_t it now serves (no-op for other leaves). */
+void vdev_fault_leaf_rebind(vdev_t *vd);
 /* Internal to the vdev layer: counts one finished leaf I/O in leaf->stats (a
  * failed one through vdev_note_error; a failed flush counts against writes:
  * completed writes may be lost). offset: the I/O's device offset; start_ns:

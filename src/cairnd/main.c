@@ -430,6 +430,7 @@ int main(int argc, char **argv)
     cairnd_analytics_start(&cfg);
     cairnd_arc_init(cfg.state_dir, cfg.arc_max);
     spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
+    spa_set_probe_interval(cfg.vdev_probe_interval_ms);
     spa_mmp_set_policy(cfg.mmp_interval_ms, cfg.mmp_fail_intervals);
     vdev_set_device_lock(cfg.device_lock);
     if (cairnd_hostid_init(cfg.state_dir, cfg.hostid, err, sizeof err)) die("%s", err);

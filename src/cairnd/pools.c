@@ -109,11 +109,13 @@ static bool device_path_ok(const char *p)
 
 #define NO_SUCH_POOL(resp, a, name) set_error(resp, a, -ENOENT, "no such pool '%s'", name)
 
+#define SPARES_MAX 32 /* spares a pool may have, and more */
+
 /* The `spares` section of status: AVAIL, or INUSE while standing in for a leaf. */
 static size_t spare_status(cairnd_arena_t *a, spa_t *spa, Cairn__Mgmt__VdevStatus ***out)
 {
-    spa_spare_info_t info[32];
-    size_t n = spa_spares_get(spa, info, 32);
+    spa_spare_info_t info[SPARES_MAX];
+    size_t n = spa_spares_get(spa, info, SPARES_MAX);
     *out = cairnd_arena_alloc(a, (n ? n : 1) * sizeof **out);
     for (size_t i = 0; i < n; i++) {
         Cairn__Mgmt__VdevStatus *s = cairnd_arena_alloc(a, sizeof *s);
@@ -413,6 +415,69 @@ static void do_status(const Cairn__Mgmt__PoolStatus *m, Cairn__Mgmt__Response *r
     resp->pool_status = st;
 }
 
+static void spec_paths(const spa_vdev_spec_t *s, char ***paths, size_t *n);
+
+static void free_paths(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+}
+
+/* Whether two device paths name one device (a test's "fault:FILE" is FILE). */
+static bool same_device(const char *x, const char *y)
+{
+    return !strcmp(vdev_leaf_device_path(x), vdev_leaf_device_path(y));
+}
+
+/* The role device path already has in spa, as words before "pool 'NAME'":
+ * "in", "a spare of", "a cache device of"; NULL: none. */
+static const char *role_in_pool(spa_t *spa, const char *path)
+{
+    char **leaves = NULL;
+    size_t n = 0;
+    const char *role = NULL;
+    if (spa_leaf_paths(spa, &leaves, &n) == 0)
+        for (size_t i = 0; i < n && !role; i++)
+            if (same_device(leaves[i], path)) role = "in";
+    free_paths(leaves, n);
+    spa_spare_info_t spares[SPARES_MAX];
+    size_t ns = spa_spares_get(spa, spares, SPARES_MAX);
+    for (size_t i = 0; i < ns && !role; i++)
+        if (same_device(spares[i].path, path)) role = "a spare of";
+    if (!role && cairnd_arc_is_device(spa, path)) role = "a cache device of";
+    return role;
+}
+
+/* Every device a create or an add names - data and log leaves, cache devices,
+ * spares - is named once, and (add: spa) is none of the pool's already: a disk
+ * that were both a data disk and a spare or a cache device would have two
+ * owners writing it. 0, or an error naming the device. */
+static int devices_once(spa_t *spa, const spa_vdev_spec_t *root, char **cache, size_t ncache,
+                        char **spares, size_t nspares, char *err, size_t errlen)
+{
+    char **given = NULL;
+    size_t n = 0;
+    if (root) spec_paths(root, &given, &n);
+    given = cairn_realloc(given, (n + ncache + nspares + 1) * sizeof *given);
+    for (size_t i = 0; i < ncache; i++) given[n++] = cairn_strdup(cache[i]);
+    for (size_t i = 0; i < nspares; i++) given[n++] = cairn_strdup(spares[i]);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        for (size_t j = 0; j < i && !rc; j++)
+            if (same_device(given[i], given[j])) {
+                snprintf(err, errlen, "device '%s' is given more than once", given[i]);
+                rc = -EINVAL;
+            }
+        const char *role = rc || !spa ? NULL : role_in_pool(spa, given[i]);
+        if (role) {
+            snprintf(err, errlen, "device '%s' is already %s pool '%s'", given[i], role, spa_name(spa));
+            rc = -EEXIST;
+        }
+    }
+    free_paths(given, n);
+    return rc;
+}
+
 static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *resp,
                       cairnd_arena_t *a)
 {
@@ -432,6 +497,12 @@ static void do_create(const Cairn__Mgmt__PoolCreate *m, Cairn__Mgmt__Response *r
     spa_vdev_spec_t *root = spec_from_msg(a, m->root, 0, err, sizeof err);
     if (!root) {
         set_error(resp, a, -EINVAL, "%s", err);
+        return;
+    }
+    int dup = devices_once(NULL, root, m->cache_devices, m->n_cache_devices, m->spares,
+                           m->n_spares, err, sizeof err);
+    if (dup) {
+        set_error(resp, a, dup, "cannot create '%s': %s", m->name, err);
         return;
     }
     spa_create_opts_t opts = {.ashift = 0, .force = m->force};
@@ -900,6 +971,12 @@ static void do_add(const Cairn__Mgmt__PoolAdd *m, Cairn__Mgmt__Response *resp,
     }
     if (!root && !m->n_cache_devices && !m->n_spares) {
         set_error(resp, a, -EINVAL, "cannot add to '%s': no vdevs given", m->name);
+        return;
+    }
+    int dup = devices_once(e->spa, root, m->cache_devices, m->n_cache_devices, m->spares,
+                           m->n_spares, err, sizeof err);
+    if (dup) {
+        set_error(resp, a, dup, "cannot add to '%s': %s", m->name, err);
         return;
     }
     if (m->dry_run) {

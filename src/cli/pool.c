@@ -303,10 +303,10 @@ static void print_advice(const Cairn__Mgmt__PoolStatusResult *p)
                "action: Determine if the device needs to be replaced, and clear the errors\n"
                "\tusing 'cairn pool clear' or replace the device with 'cairn pool replace'.\n");
     } else if (tree_has(p->root, "UNAVAIL") || tree_has(p->root, "FAULTED")) {
-        printf("status: One or more devices could not be used because the label is missing or\n"
-               "\tinvalid.  Sufficient replicas exist for the pool to continue\n"
-               "\tfunctioning in a degraded state.\n"
-               "action: Replace the device using 'cairn pool replace'.\n");
+        printf("status: One or more devices could not be opened.  Sufficient replicas exist for\n"
+               "\tthe pool to continue functioning in a degraded state.\n"
+               "action: Attach the missing device: it is taken back by itself once it answers\n"
+               "\t(or use 'cairn pool online'). Or replace it using 'cairn pool replace'.\n");
     }
 }
 

@@ -46,6 +46,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->alua_tpg_id = 1;
     cfg->fault_errors = 10; /* zed's checksum and io SERD defaults: 10 in 10 minutes */
     cfg->fault_window = 600;
+    cfg->vdev_probe_interval_ms = SPA_PROBE_INTERVAL_MS_DEFAULT;
     cfg->scan_idle_ms = SPA_SCAN_IDLE_MS_DEFAULT;
     cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
     cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
@@ -181,6 +182,9 @@ static const num_setting_t num_settings[] = {
     /* The error window remembers VDEV_ERRWIN_MAX - 1 errors at most. */
     {"fault_errors", offsetof(cairnd_config_t, fault_errors), 1, 63, "errors"},
     {"fault_window", offsetof(cairnd_config_t, fault_window), 1, 86400, "seconds"},
+    /* 0: a missing disk comes back only by `pool online`; at most an hour apart. */
+    {"vdev_probe_interval_ms", offsetof(cairnd_config_t, vdev_probe_interval_ms), 0, 3600000,
+     "milliseconds"},
     /* Scans yielding to clients: 0 turns the pause off. */
     {"scan_idle_ms", offsetof(cairnd_config_t, scan_idle_ms), 0, 60000, "milliseconds"},
     {"resilver_delay_ms", offsetof(cairnd_config_t, resilver_delay_ms), 0, 1000, "milliseconds"},

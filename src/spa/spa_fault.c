@@ -11,9 +11,12 @@
  * fault taskq applies what was decided under the config lock (fault_apply).
  *
  * DECIDING. Each error goes into the leaf's error window; more than the
- * policy's errors within its window (ZFS's zed: 10 in 600 s), or an error
- * saying the device is gone (ENXIO, ENODEV), faults the leaf - at once: its
- * state turns FAULTED in the hook, so no new I/O is sent to it. Checksum
+ * policy's errors within its window (ZFS's zed: 10 in 600 s) faults the leaf
+ * - at once: its state turns FAULTED in the hook, so no new I/O is sent to it.
+ * An error saying the device is gone (ENXIO, ENODEV), or errors past the
+ * threshold of a device whose path no longer names it (pulled out, its node
+ * removed, though its driver answers EIO), take it out the same way but as UNAVAIL: a missing disk, not a failing one, which the pool takes back
+ * by itself if it reappears (spa_probe.c); it is not kept so in the labels. Checksum
  * errors alone only make it DEGRADED ("too many errors"), as ZFS's retire
  * agent does: the disk answers, every block it returns is verified, and a
  * scrub goes on repairing it. A leaf is only faulted when its vdev keeps a
@@ -88,6 +91,15 @@ static void fault_queue_locked(spa_t *spa)
 
 static bool device_gone(int error) { return error == -ENXIO || error == -ENODEV; }
 
+/* Under fault_lock: leaf leaves service at once - no new I/O - as FAULTED or
+ * UNAVAIL (gone) as of txg from; the taskq applies the rest. */
+static void take_out_locked(spa_t *spa, vdev_t *leaf, uint64_t from, vdev_state_t st)
+{
+    leaf->fault_from = from;
+    atomic_store(&leaf->state, st);
+    fault_queue_locked(spa);
+}
+
 static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, uint64_t offset,
                              uint64_t size, int error)
 {
@@ -114,9 +126,11 @@ static void fault_leaf_error(void *arg, vdev_t *leaf, vdev_error_kind_t kind, ui
          * answers, and what it returns is verified and repaired anyway. */
         bool fault = (over && kind != VDEV_ERR_CHECKSUM) || device_gone(error);
         if (fault && top && top != leaf && spa_vdev_survives_without(top, leaf)) {
-            leaf->fault_from = from;
-            atomic_store(&leaf->state, VDEV_STATE_FAULTED); /* no new I/O from here on */
-            queue = true;
+            /* A device that is gone is missing, not failing: UNAVAIL, and taken
+             * back when it reappears (spa_probe.c). Gone: it said so, or its path
+             * no longer names it (pulled out, its driver answering EIO). */
+            bool gone = device_gone(error) || !vdev_leaf_holds_path(leaf);
+            take_out_locked(spa, leaf, from, gone ? VDEV_STATE_UNAVAIL : VDEV_STATE_FAULTED);
         } else if (over && st == VDEV_STATE_ONLINE) {
             atomic_store(&leaf->state, VDEV_STATE_DEGRADED);
             queue = true;
@@ -145,13 +159,16 @@ static void apply_leaf(vdev_t *leaf, void *arg)
     if (leaf->fault_from) {
         vdev_dtl_add(leaf, leaf->fault_from, UINT64_MAX);
         leaf->fault_from = 0;
-        leaf->fault_persist = true;
-        log_warn("spa", "pool %s: %s FAULTED (%llu read, %llu write, %llu checksum errors)",
+        bool gone = st == VDEV_STATE_UNAVAIL;
+        /* FAULTED stays so in the labels; a missing disk found at import is used. */
+        leaf->fault_persist = !gone;
+        log_warn("spa", "pool %s: %s %s (%llu read, %llu write, %llu checksum errors)",
                  a->spa->name, leaf->path ? leaf->path : "?",
+                 gone ? "UNAVAIL: the device is gone" : "FAULTED",
                  (unsigned long long)leaf->stats.read_errors,
                  (unsigned long long)leaf->stats.write_errors,
                  (unsigned long long)leaf->stats.checksum_errors);
-        post_statechange(a->spa, leaf, "too many errors");
+        post_statechange(a->spa, leaf, gone ? "device gone" : "too many errors");
         if (leaf->path && a->nfaulted < FAULTS_PER_APPLY)
             cairn_strlcpy(a->faulted[a->nfaulted++], leaf->path, SPA_PATH_MAX);
         a->changed = true;
@@ -198,18 +215,36 @@ static void fault_apply(void *arg)
     vdev_foreach_leaf(spa->root, apply_leaf, &a);
     pthread_mutex_unlock(&spa->fault_lock);
     if (a.changed) {
-        int before = atomic_load(&spa->root->state);
-        vdev_state_refresh(spa->root);
-        int after = atomic_load(&spa->root->state);
-        if (before != after)
-            spa_event_post(spa->name, "resource.fs.cairn.statechange", "state=%s",
-                           vdev_state_name((vdev_state_t)after));
+        spa_health_refresh_locked(spa);
         int e = spa_config_write_all_locked(spa, SPA_STATE_ACTIVE);
         if (e) log_warn("spa", "pool %s: cannot write labels after a fault: %s", spa->name, strerror(-e));
     }
     pthread_mutex_unlock(&spa->config_lock);
     if (a.resilver) spa_resilver_check(spa);
     for (uint32_t i = 0; i < a.nfaulted; i++) spa_spare_activate(spa, a.faulted[i]);
+}
+
+bool spa_fault_leaf_gone(spa_t *spa, vdev_t *leaf)
+{
+    pthread_mutex_lock(&spa->fault_lock);
+    int st = atomic_load(&leaf->state);
+    vdev_t *top = vdev_top(leaf);
+    bool out = (st == VDEV_STATE_ONLINE || st == VDEV_STATE_DEGRADED) && spa->fault_tq && top &&
+               top != leaf && spa_vdev_survives_without(top, leaf);
+    if (out) take_out_locked(spa, leaf, spa_last_synced_txg(spa) + 1, VDEV_STATE_UNAVAIL);
+    pthread_mutex_unlock(&spa->fault_lock);
+    return out;
+}
+
+void spa_health_refresh_locked(spa_t *spa)
+{
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
+    int before = atomic_load(&spa->root->state);
+    vdev_state_refresh(spa->root);
+    int after = atomic_load(&spa->root->state);
+    if (before != after)
+        spa_event_post(spa->name, "resource.fs.cairn.statechange", "state=%s",
+                       vdev_state_name((vdev_state_t)after));
 }
 
 void spa_fault_init(spa_t *spa) { pthread_mutex_init(&spa->fault_lock, NULL); }
@@ -220,10 +255,12 @@ void spa_fault_start(spa_t *spa)
     spa->fault_tq = taskq_create("spa_fault", 1);
     spa->hooks = (vdev_hooks_t){.leaf_error = fault_leaf_error, .arg = spa};
     vdev_set_hooks(spa->root, &spa->hooks);
+    spa_probe_start(spa);
 }
 
 void spa_fault_stop(spa_t *spa)
 {
+    spa_probe_stop(spa); /* first: a device it takes back starts a resilver */
     if (spa->root) vdev_set_hooks(spa->root, NULL);
     pthread_mutex_lock(&spa->fault_lock);
     taskq_t *tq = spa->fault_tq;
@@ -236,7 +273,6 @@ void spa_fault_fini(spa_t *spa) { pthread_mutex_destroy(&spa->fault_lock); }
 
 int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
 {
-    const char *path = leaf->path ? leaf->path : "?";
     int e = -ENXIO;
     void *buf = NULL;
     if (leaf->ops && leaf->ops != &vdev_gone_ops && leaf->psize) {
@@ -246,9 +282,17 @@ int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
     }
     if (e) {
         cairn_seterr(err, errlen, "cannot reopen '%s': the device does not answer (%s); replace it",
-                     path, strerror(-e));
+                     leaf->path ? leaf->path : "?", strerror(-e));
         return -ENXIO;
     }
+    spa_leaf_back_in_service(spa, leaf);
+    return 0;
+}
+
+void spa_leaf_back_in_service(spa_t *spa, vdev_t *leaf)
+{
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
+    const char *path = leaf->path ? leaf->path : "?";
     pthread_mutex_lock(&spa->fault_lock);
     vdev_errwin_reset(&leaf->errwin);
     leaf->fault_from = 0;
@@ -262,7 +306,6 @@ int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen)
     if (leaf->ndtl) spa_resilver_asked(spa);
     post_statechange(spa, leaf, NULL);
     log_info("spa", "pool %s: %s reopened", spa->name, path);
-    return 0;
 }
 
 typedef struct clear_ctx {

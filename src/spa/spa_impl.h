@@ -307,6 +307,7 @@ struct spa {
     taskq_t *fault_tq;              /* applies faults under the config lock; NULL: not started */
     bool fault_queued;              /* a fault_apply task is pending */
     vdev_hooks_t hooks;
+    struct spa_probe *probe;        /* missing leaves looked for (spa_probe.c); NULL: not */
     /* hot spares (spa_spare.c), under the config lock: devices the pool may take in
      * place of a FAULTED leaf; not opened while available. */
     spa_spare_phys_t spares[SPA_MAX_SPARES];
@@ -555,6 +556,26 @@ void spa_fault_fini(spa_t *spa);
  * I/O and, when it missed txgs, is stale and resilvered. -ENXIO and an error
  * message when it does not answer. */
 int spa_fault_reopen(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
+/* Under config_lock: a leaf that answers (FAULTED, DEGRADED, or missing and
+ * back) takes I/O again: ONLINE, its log closed at the open txg, stale and
+ * resilvered when the log is not empty; its statechange posted. */
+void spa_leaf_back_in_service(spa_t *spa, vdev_t *leaf);
+/* A leaf in service whose device is gone though its I/O still works (a file
+ * removed or moved away, spa_probe.c): UNAVAIL as an ENXIO would make it,
+ * when its vdev can do without it (false: it stays). */
+bool spa_fault_leaf_gone(spa_t *spa, vdev_t *leaf);
+/* Under config_lock: the root's state recomputed, a change of the pool's
+ * health posted as an event. */
+void spa_health_refresh_locked(spa_t *spa);
+
+/* spa_probe.c: the thread that looks for missing leaves (started and stopped
+ * with fault management), and `online` of a missing leaf (config lock): the
+ * device at its path, when it is the very one that left, is taken back. */
+void spa_probe_start(spa_t *spa);
+void spa_probe_stop(spa_t *spa);
+int spa_probe_leaf_locked(spa_t *spa, vdev_t *leaf, char *err, size_t errlen);
+/* spa_resilver.c: whether a leaf of psize bytes can serve in top-level vdev top. */
+bool spa_leaf_fits(const vdev_t *top, uint64_t psize);
 
 /* spa_label.c: what follows the per-vdev extension of a config (the spares). */
 void *spa_config_tail(const spa_config_phys_t *cfg);

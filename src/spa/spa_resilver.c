@@ -186,6 +186,11 @@ int spa_vdev_online(spa_t *spa, const char *path, char *err, size_t errlen)
         if (e) goto out;
         goto back_in_service;
     }
+    if (st == VDEV_STATE_UNAVAIL) {
+        e = spa_probe_leaf_locked(spa, leaf, err, errlen); /* missing: back if it is there */
+        if (e) goto out;
+        goto back_in_service;
+    }
     if (st != VDEV_STATE_OFFLINE) {
         if (st == VDEV_STATE_ONLINE) goto out;
         cairn_seterr(err, errlen, "cannot online '%s': the device is %s; replace it", path,
@@ -221,6 +226,39 @@ static void old_out_of_service(vdev_t *old)
     old->offline_persist = false;
 }
 
+typedef struct retired_find {
+    const char *path;
+    vdev_t *found;
+} retired_find_t;
+
+static void find_retired_holder(vdev_t *leaf, void *arg)
+{
+    retired_find_t *f = arg;
+    if (!f->found && leaf->path && !strcmp(leaf->path, f->path) && leaf->ops != &vdev_gone_ops &&
+        vdev_leaf_holds_path(leaf))
+        f->found = leaf;
+}
+
+/* A leaf that left the tree (a spare that stepped back out, a detached or
+ * replaced disk) keeps its device open until the pool closes, since a reader
+ * may hold it: NEW at its path, refused by that device's lock, takes the
+ * device over (into *nl, *lent the retired leaf, to give it back should NEW be
+ * refused). -EBUSY when no retired leaf holds what is at path. */
+static int take_retired_device(spa_t *spa, const char *path, vdev_t **nl, vdev_t **lent)
+{
+    retired_find_t f = {.path = path};
+    for (size_t i = 0; i < spa->nretired && !f.found; i++)
+        vdev_foreach_leaf(spa->retired[i], find_retired_holder, &f);
+    if (!f.found) return -EBUSY;
+    vdev_free(*nl);
+    *nl = vdev_alloc(VDEV_TYPE_LEAF, 0);
+    (*nl)->path = cairn_strdup(path);
+    atomic_store(&(*nl)->state, VDEV_STATE_ONLINE);
+    vdev_leaf_take_device(*nl, f.found);
+    *lent = f.found;
+    return 0;
+}
+
 /* The leaf opened for NEW. When NEW is the very file OLD has open (rewritten in
  * place: its lock refuses a second open), NEW takes over OLD's open device and
  * OLD is left with ops that fail every I/O; *took tells the caller. */
@@ -242,6 +280,8 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
         *took = true;
         e = 0;
     }
+    vdev_t *lent = NULL;
+    if (e == -EBUSY) e = take_retired_device(spa, path, &nl, &lent);
     if (e) {
         cairn_seterr(err, errlen, "cannot open '%s': %s", path,
                e == -EBUSY ? "device is in use by another pool or process" : strerror(-e));
@@ -250,10 +290,7 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
     }
     nl->guid = cairn_random_guid();
     nl->ashift = old->ashift;
-    vdev_t *top = vdev_top(old);
-    uint64_t need = top->type == VDEV_TYPE_RAIDZ ? top->asize / top->nchildren : top->asize;
-    uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(nl->psize), 1ULL << top->ashift);
-    if (nl->psize < VDEV_MIN_LEAF_SIZE || have < need) {
+    if (!spa_leaf_fits(vdev_top(old), nl->psize)) {
         cairn_seterr(err, errlen, "device '%s' is too small", path);
         e = -EOVERFLOW;
     }
@@ -275,11 +312,19 @@ static int open_new_leaf(spa_t *spa, vdev_t *old, const char *path, bool force, 
             nl->leaf_priv = NULL;
             *took = false;
         }
+        if (lent) vdev_leaf_take_device(lent, nl); /* back where it was */
         vdev_free(nl);
         return e;
     }
     *out = nl;
     return 0;
+}
+
+bool spa_leaf_fits(const vdev_t *top, uint64_t psize)
+{
+    uint64_t need = top->type == VDEV_TYPE_RAIDZ ? top->asize / top->nchildren : top->asize;
+    uint64_t have = CAIRN_P2ALIGN(vdev_leaf_data_size(psize), 1ULL << top->ashift);
+    return psize >= VDEV_MIN_LEAF_SIZE && have >= need;
 }
 
 /* Refuses -s while a resilver runs (its own pass would take the new leaf). */

@@ -23,7 +23,8 @@
  *    when the resilver has made it whole again, the spare steps back out
  *    by itself and is available again, as in ZFS.
  * A spare whose leaf left the tree stays open (a reader may hold it) until
- * the pool closes: it can be taken again after the next import.
+ * the pool closes; taken again, its new leaf takes that open device over
+ * (spa_resilver.c, take_retired_device).
  *
  * WHEN. A spare steps in for a leaf fault management just FAULTED, and for
  * every leaf found FAULTED or missing at import or when a spare is added
@@ -336,8 +337,7 @@ void spa_spare_activate(spa_t *spa, const char *faulted_path)
         /* Forced: the administrator accepted the device when adding it. */
         int e = spa_vdev_replace(spa, faulted_path, cand[i], true, false, err, sizeof err);
         if (!e) {
-            log_warn("spa", "pool %s: spare %s steps in for FAULTED %s", spa->name, cand[i],
-                     faulted_path);
+            log_warn("spa", "pool %s: spare %s steps in for %s", spa->name, cand[i], faulted_path);
             spa_event_post(spa->name, "sysevent.fs.cairn.vdev_spare", "vdev=%s spare=%s",
                            faulted_path, cand[i]);
             return;

@@ -45,7 +45,9 @@
  * I/O with EIO while a file named like its file plus ".eio" exists (one
  * access() per I/O: tests only), so an integration test can make a disk die
  * and come back (fault management, spares); and executes nothing while one
- * named plus ".stall" exists (a hung path: multihost tests).
+ * named plus ".stall" exists (a hung path: multihost tests). A leaf whose
+ * file is moved away fails every I/O with ENXIO, as an unplugged disk does,
+ * until the same file is back (fault management's missing disks, spa_probe.c).
  *
  * Locks: the registry lock (list of open leaves, counters aside) is taken
  * before a leaf's lock, never after. A leaf's lock covers its held writes,
@@ -92,6 +94,8 @@ typedef struct fault_leaf {
     int direct_fd;    /* the same file with O_DIRECT, or -1 (FLUSH's writes) */
     char *file_path;  /* as given after "fault:" */
     char *real_path;  /* canonical, or NULL if realpath failed */
+    dev_t file_dev;   /* the file opened (a file moved away: the disk is gone) */
+    ino_t file_ino;
     taskq_t *tq;
 
     pthread_mutex_t lock;
@@ -260,6 +264,15 @@ static bool fault_file_exists(const fault_leaf_t *fl, const char *suffix)
 
 static bool fault_switch_on(const fault_leaf_t *fl) { return fault_file_exists(fl, ".eio"); }
 
+/* A disk pulled out: while the leaf's file is not at its path (moved away,
+ * removed), every I/O fails with ENXIO, as it does for an unplugged device;
+ * once the same file is back, I/O works again. One stat() per I/O: tests only. */
+static bool fault_file_in_place(const fault_leaf_t *fl)
+{
+    struct stat st;
+    return stat(fl->file_path, &st) == 0 && st.st_dev == fl->file_dev && st.st_ino == fl->file_ino;
+}
+
 /* The other switch: while a file named like the leaf's file plus ".stall"
  * exists, the leaf executes nothing - a path that hangs (a controller, a
  * fabric) with the I/O queued in the host. What was queued runs when it goes,
@@ -273,12 +286,13 @@ static void fault_io_run(void *arg)
 {
     fault_io_t *io = arg;
     fault_leaf_t *fl = io->fl;
-    vdev_t *vd = fl->vd;
+    vdev_t *vd = __atomic_load_n(&fl->vd, __ATOMIC_ACQUIRE); /* rebound by a reopen */
     int rc;
     fault_wait_stall(fl);
     uint64_t start = cairn_now_ns();
     pthread_mutex_lock(&fl->lock);
     if (fl->frozen || fault_switch_on(fl)) rc = -EIO;
+    else if (!fault_file_in_place(fl)) rc = -ENXIO;
     else if (io->op != VDEV_IO_READ && vdev_write_fenced(vd)) rc = -EIO;
     else if (io->op == VDEV_IO_READ) rc = fault_do_read(fl, io->offset, io->buf, io->len);
     else if (io->op == VDEV_IO_WRITE)
@@ -378,18 +392,34 @@ static void fault_close(vdev_t *vd)
     vd->leaf_priv = NULL;
 }
 
-static const vdev_leaf_ops_t fault_leaf_ops = {
-    .submit = fault_submit, .submit_writev = fault_submit_writev, .close = fault_close};
+static int fault_fstat(const vdev_t *vd, struct stat *st)
+{
+    const fault_leaf_t *fl = vd->leaf_priv;
+    if (!fl) return -ENXIO;
+    return fstat(fl->fd, st) ? -errno : 0;
+}
+
+static const vdev_leaf_ops_t fault_leaf_ops = {.submit = fault_submit,
+                                               .submit_writev = fault_submit_writev,
+                                               .close = fault_close,
+                                               .fstat = fault_fstat};
+
+void vdev_fault_leaf_rebind(vdev_t *vd)
+{
+    if (vd->ops != &fault_leaf_ops || !vd->leaf_priv) return;
+    fault_leaf_t *fl = vd->leaf_priv;
+    __atomic_store_n(&fl->vd, vd, __ATOMIC_RELEASE);
+}
 
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out)
 {
     *out = NULL;
     int fd = open(file_path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return -errno;
-    if (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    int lock_err = vdev_device_flock(fd);
+    if (lock_err) {
         close(fd);
-        return err;
+        return lock_err;
     }
     struct stat st;
     uint64_t psize = 0;
@@ -409,6 +439,8 @@ int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t
     fl->fd = fd;
     fl->direct_fd = open(file_path, O_RDWR | O_DIRECT | O_CLOEXEC); /* -1: buffered only */
     fl->file_path = cairn_strdup(file_path);
+    fl->file_dev = st.st_dev;
+    fl->file_ino = st.st_ino;
     char *rp = realpath(file_path, NULL);
     fl->real_path = rp;
     pthread_mutex_init(&fl->lock, NULL);

@@ -73,6 +73,7 @@
  * device's place in the tree and can show it as missing.
  */
 #include <cairn/assert.h>
+#include <cairn/raidz.h>
 #include <cairn/vdev.h>
 #include <cairn/vdev_fault.h>
 #include <cairn/log.h>
@@ -616,12 +617,20 @@ static int file_leaf_preallocate(vdev_t *leaf, uint64_t offset, uint64_t len)
     return err;
 }
 
+static int file_leaf_fstat(const vdev_t *leaf, struct stat *st)
+{
+    const file_leaf_t *fl = leaf->leaf_priv;
+    if (!fl) return -ENXIO;
+    return fstat(fl->fd, st) ? -errno : 0;
+}
+
 static const vdev_leaf_ops_t file_leaf_ops = {.submit = file_leaf_submit,
                                               .submit_writev = file_leaf_submit_writev,
                                               .close = file_leaf_close,
                                               .io_now = file_leaf_io_now,
                                               .readv_now = file_leaf_readv_now,
-                                              .preallocate = file_leaf_preallocate};
+                                              .preallocate = file_leaf_preallocate,
+                                              .fstat = file_leaf_fstat};
 
 /* ---- open ---- */
 
@@ -666,24 +675,32 @@ static int file_leaf_size(int fd, uint64_t *size)
     return -ENODEV;
 }
 
+int vdev_device_flock(int fd)
+{
+    /* A process killed with io_uring I/O in flight keeps its files (and so its
+     * lock) open in the kernel for a few milliseconds after it is reaped; a
+     * daemon restarted at once must not mistake that for a live owner, nor an
+     * administrator's replace a look the probe of missing disks takes at the
+     * device (spa_probe.c). Wait a little before calling the device busy. */
+    int tries = 0;
+    while (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK) return -errno;
+        if (++tries > 100) return -EBUSY;
+        usleep(20000);
+    }
+    return 0;
+}
+
 /* Opens the file leaf; on failure returns -errno and leaves *out untouched. */
 static int vdev_file_open(const char *path, vdev_t **out)
 {
     bool direct = false;
     int fd = file_leaf_open_fd(path, &direct);
     if (fd < 0) return fd;
-    /* A process killed with io_uring I/O in flight keeps its files (and so its
-     * lock) open in the kernel for a few milliseconds after it is reaped; a
-     * daemon restarted at once must not mistake that for a live owner. Wait a
-     * little before calling the device busy. */
-    int tries = 0;
-    while (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno != EWOULDBLOCK || ++tries > 100) {
-            int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
-            close(fd);
-            return err;
-        }
-        usleep(20000);
+    int err = vdev_device_flock(fd);
+    if (err) {
+        close(fd);
+        return err;
     }
     uint64_t psize = 0;
     int rc = file_leaf_size(fd, &psize);
@@ -743,6 +760,70 @@ int vdev_file_test_lose_next(vdev_t *leaf)
     fl->lose_next = true;
     pthread_mutex_unlock(&fl->lock);
     return 0;
+}
+
+const char *vdev_leaf_device_path(const char *path)
+{
+    size_t plen = strlen(VDEV_FAULT_PREFIX);
+    return strncmp(path, VDEV_FAULT_PREFIX, plen) ? path : path + plen;
+}
+
+bool vdev_leaf_holds_path(const vdev_t *leaf)
+{
+    struct stat held, named;
+    if (!leaf->path || !leaf->ops || !leaf->ops->fstat || leaf->ops->fstat(leaf, &held)) return false;
+    if (stat(vdev_leaf_device_path(leaf->path), &named)) return false;
+    return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+bool vdev_leaf_file_gone(const vdev_t *leaf)
+{
+    struct stat held;
+    if (!leaf->ops || !leaf->ops->fstat || leaf->ops->fstat(leaf, &held) || !S_ISREG(held.st_mode))
+        return false;
+    return !vdev_leaf_holds_path(leaf);
+}
+
+int vdev_leaf_open_again(const vdev_t *leaf, vdev_t **out)
+{
+    *out = NULL;
+    if (!leaf->path) return -ENOENT;
+    vdev_t *fresh = NULL;
+    int e = vdev_leaf_open(leaf->path, &fresh);
+    if (!e) {
+        *out = fresh;
+        return 0;
+    }
+    vdev_free(fresh);
+    /* Our own lock on the same file refused the open: the device came back
+     * under the handle the leaf never closed. */
+    if (e == -EBUSY && vdev_leaf_holds_path(leaf)) return -EALREADY;
+    return e;
+}
+
+void vdev_leaf_swap_device(vdev_t *leaf, vdev_t *other)
+{
+    const vdev_leaf_ops_t *ops = leaf->ops;
+    void *priv = leaf->leaf_priv;
+    uint64_t psize = leaf->psize;
+    leaf->leaf_priv = other->leaf_priv;
+    leaf->psize = other->psize;
+    __atomic_store_n(&leaf->ops, other->ops, __ATOMIC_RELEASE);
+    other->ops = ops;
+    other->leaf_priv = priv;
+    other->psize = psize;
+    vdev_fault_leaf_rebind(leaf);
+    vdev_fault_leaf_rebind(other);
+}
+
+void vdev_leaf_take_device(vdev_t *to, vdev_t *from)
+{
+    to->psize = from->psize;
+    to->leaf_priv = from->leaf_priv;
+    __atomic_store_n(&to->ops, from->ops, __ATOMIC_RELEASE);
+    vdev_fault_leaf_rebind(to);
+    atomic_store(&from->state, VDEV_STATE_UNAVAIL);
+    __atomic_store_n(&from->ops, &vdev_gone_ops, __ATOMIC_RELEASE);
 }
 
 int vdev_leaf_open(const char *path, vdev_t **out)

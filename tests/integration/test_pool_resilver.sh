@@ -138,7 +138,7 @@ rm -f "$T/rtank/n4"
 run_ok "$CAIRN" pool import -d "$T/rtank" rtank
 run_ok "$CAIRN" pool status rtank
 expect_stdout "state: DEGRADED"
-expect_stdout "action: Replace the device using 'cairn pool replace'"
+expect_stdout "action: Attach the missing device: it is taken back by itself"
 [ "$(leaf_row "$T/rtank/n4" | cut -d' ' -f1)" = UNAVAIL ] || fail "rtank: n4: $(leaf_row "$T/rtank/n4")"
 pool_verify_all rtank
 truncate -s 256M "$T/rtank/n4"

@@ -12,7 +12,7 @@
 #    back out (AVAIL); every byte the clients wrote verifies.
 #  - the failed disk answers again: `pool clear POOL FAILED` (or `online`) reopens it, and
 #    once it is resilvered the spare steps back out by itself (AVAIL), the disk is a plain
-#    member; a second fault then takes the other spare.
+#    member; a second fault takes the same spare again.
 #  - a disk missing at import: the spare steps in at import, by itself.
 #  - the space a user reads stays right: the pool's size and a dataset's used+available
 #    do not change while a spare stands in or after it returns (a spare adds no capacity).
@@ -44,7 +44,7 @@ expect_stdout "state: ONLINE"
 cp "$LAST_STDOUT" "$T/status.before"
 
 run_fail "$CAIRN" pool add sm spare "$L1"
-expect_stderr "already a device of pool 'sm'"
+expect_stderr "already in pool 'sm'"
 run_fail "$CAIRN" pool add sm spare "$d/s1"
 expect_stderr "already a spare of pool 'sm'"
 run_fail "$CAIRN" pool add sm spare "$d/nosuch"
@@ -60,7 +60,7 @@ for n in "" -n; do
     run_fail "$CAIRN" pool add $n sm spare "$d/s1"
     expect_stderr "already a spare of pool 'sm'"
     run_fail "$CAIRN" pool add $n sm spare "$L1"
-    expect_stderr "already a device of pool 'sm'"
+    expect_stderr "already in pool 'sm'"
 done
 run_ok "$CAIRN" pool add -n sm log "$d/lg" spare "$d/s2"
 expect_stdout "would update 'sm' to the following configuration"
@@ -140,16 +140,17 @@ same_space sc "$space0" "after the spare returned"
 run_ok "$CAIRN" pool events -H sc
 grep -qF "sysevent.fs.cairn.vdev_remove	sc	vdev=$d/s1 spare=1" "$LAST_STDOUT" ||
     fail "no event of the spare's return: $(cat "$LAST_STDOUT")"
-# Again with `online`: the returned spare keeps its device open until the pool closes,
-# so the next fault takes the other spare.
+# Again with `online`: the returned spare (listed first; its device the pool still
+# holds open, which the new spare-N takes over) steps in again for the next fault.
 sparse_files "$d" 256M s2
 run_ok "$CAIRN" pool add sc spare "$d/s2"
 touch "$d/l2.eio"
 pool_put sc d 8
-wait_spare_in sc "$d/s2"
+wait_spare_in sc "$d/s1"
+[ "$(spare_row sc "$d/s2")" = AVAIL ] || fail "s2 not AVAIL: $(cat "$LAST_STDOUT")"
 rm "$d/l2.eio"
 run_ok "$CAIRN" pool online sc "$L2"
-wait_spare_avail sc "$d/s2"
+wait_spare_avail sc "$d/s1"
 run_ok "$CAIRN" pool wait -t resilver sc
 run_ok "$CAIRN" pool status sc
 [ "$(leaf_row "$L2" | cut -d' ' -f1)" = ONLINE ] || fail "l2 not back after online: $(cat "$LAST_STDOUT")"

@@ -165,15 +165,18 @@ static void test_multihost_settings(void **state)
     }
 }
 
-/* The scan throttle: defaults, values taken, 0 allowed (no pause), bounds refused. */
+/* The scan throttle and the probe of missing disks: defaults, values taken, 0 allowed
+ * (no pause; never probed), bounds refused. */
 static void test_scan_throttle_settings(void **state)
 {
     (void)state;
     char path[600], err[1024] = "";
     snprintf(path, sizeof path, "%s/scan.conf", g_dir);
-    write_file(path, "scan_idle_ms = 200\nresilver_delay_ms = 0\nscrub_delay_ms = 10\n");
+    write_file(path, "scan_idle_ms = 200\nresilver_delay_ms = 0\nscrub_delay_ms = 10\n"
+                     "vdev_probe_interval_ms = 0\n");
     cairnd_config_t c;
     mgmt_config_defaults(&c);
+    assert_int_equal(c.vdev_probe_interval_ms, SPA_PROBE_INTERVAL_MS_DEFAULT);
     assert_int_equal(c.scan_idle_ms, SPA_SCAN_IDLE_MS_DEFAULT);
     assert_int_equal(c.resilver_delay_ms, SPA_RESILVER_DELAY_MS_DEFAULT);
     assert_int_equal(c.scrub_delay_ms, SPA_SCRUB_DELAY_MS_DEFAULT);
@@ -181,6 +184,7 @@ static void test_scan_throttle_settings(void **state)
     assert_int_equal(c.scan_idle_ms, 200);
     assert_int_equal(c.resilver_delay_ms, 0);
     assert_int_equal(c.scrub_delay_ms, 10);
+    assert_int_equal(c.vdev_probe_interval_ms, 0); /* missing disks never probed */
 }
 
 /* The connection settings: parsed, bounded, and a per-client cap never above its
@@ -259,6 +263,8 @@ static void test_bad_lines(void **state)
     expect_bad("resilver_delay_ms = 1001\n", "1", "bad resilver_delay_ms '1001' (want milliseconds");
     expect_bad("scrub_delay_ms = 2ms\n", "1", "bad scrub_delay_ms '2ms'");
     expect_bad("scan_idle_ms = -1\n", "1", "bad scan_idle_ms '-1'");
+    expect_bad("vdev_probe_interval_ms = 3600001\n", "1",
+               "bad vdev_probe_interval_ms '3600001' (want milliseconds");
     expect_bad("just words\n", "1", "key = value");
     expect_bad("state_dir =\n", "1", "missing value");
     expect_bad(" = /x\n", "1", "missing key");
