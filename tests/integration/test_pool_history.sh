@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `cairn pool history [-l] POOL`: every command that changed the pool or its datasets,
 # in order, with its time, stored in the pool: it survives a clean restart, a kill -9
-# and export/import. Refused commands, dry runs (`pool add -n`) and reads are not
+# and export/import. Disk service (offline, online, clear, attach, detach, replace) is
+# recorded as well. Refused commands, dry runs (`pool add -n`) and reads are not
 # recorded; -l adds who ran it where. (That the history stays bounded with the
 # creation record kept is the ring's unit test, test_dsl_history.)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-sparse_files "$T/d" 256M a b c d
+sparse_files "$T/d" 256M a b c d e f
 daemon_start d1
 run_ok "$CAIRN" pool create hp mirror "$T/d/a" "$T/d/b"
 run_ok "$CAIRN" create hp/fs
@@ -21,6 +22,16 @@ run_ok "$CAIRN" list -r hp                                   # a read: not histo
 run_ok "$CAIRN" pool add hp mirror "$T/d/c" "$T/d/d"
 run_ok "$CAIRN" create -V 16M hp/vol
 run_ok "$CAIRN" destroy hp/fs@monday
+run_ok "$CAIRN" pool offline hp "$T/d/a"
+run_ok "$CAIRN" pool online hp "$T/d/a"
+run_ok "$CAIRN" pool clear hp
+run_ok "$CAIRN" pool wait hp
+run_ok "$CAIRN" pool attach hp "$T/d/c" "$T/d/e"
+run_ok "$CAIRN" pool wait hp
+run_ok "$CAIRN" pool detach hp "$T/d/e"
+run_ok "$CAIRN" pool replace hp "$T/d/d" "$T/d/f"
+run_ok "$CAIRN" pool wait hp
+run_fail "$CAIRN" pool detach hp "$T/d/nosuch"              # refused: not history
 
 expected() {
     cat <<EOT
@@ -33,6 +44,12 @@ cairn pool set 'comment=two words' hp
 cairn pool add hp mirror $T/d/c $T/d/d
 cairn create -V 16M hp/vol
 cairn destroy hp/fs@monday
+cairn pool offline hp $T/d/a
+cairn pool online hp $T/d/a
+cairn pool clear hp
+cairn pool attach hp $T/d/c $T/d/e
+cairn pool detach hp $T/d/e
+cairn pool replace hp $T/d/d $T/d/f
 EOT
     for l in "$@"; do echo "$l"; done
 }
