@@ -21,7 +21,6 @@
  * /dev as zpool does would open every device node (some block on read), and
  * Cairn's pools are mostly files, so the administrator says where to look.
  */
-#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn/util.h>
 #include <cairn_mgmt.pb-c.h>
