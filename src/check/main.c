@@ -12,7 +12,9 @@
  * `cairn check` runs this program after refusing a pool the running daemon
  * holds (one that changes underneath a check gives a meaningless report);
  * run directly, cairn-check does not ask the daemon. It prints its report
- * whether or not the pool is clean and exits 0 only when it is.
+ * whether or not the pool is clean and exits 0 only when it is. A failure is
+ * one line on stderr named after the program as it was called (argv[0]):
+ * `cairn check` calls it "cairn", so the CLI's contract ("cairn: ...") holds.
  */
 #include <cairn/dsl.h>
 #include <cairn/mgmt.h>
@@ -26,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *g_prog = "cairn-check";
+
 static void check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void check_fail(const char *fmt, ...)
 {
@@ -35,7 +39,7 @@ static void check_fail(const char *fmt, ...)
     cairn_vformat_line(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
-    fprintf(stderr, "cairn-check: %s\n", msg);
+    fprintf(stderr, "%s: %s\n", g_prog, msg);
     exit(1);
 }
 
@@ -85,6 +89,10 @@ static void print_report(const char *pool, const spa_check_report_t *rep, bool c
 
 int main(int argc, char **argv)
 {
+    if (argc > 0 && argv[0][0]) {
+        const char *slash = strrchr(argv[0], '/');
+        g_prog = slash ? slash + 1 : argv[0];
+    }
     check_args_t a = {0};
     parse_args(argc, argv, &a);
     dsl_init();

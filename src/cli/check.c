@@ -71,10 +71,11 @@ int cmd_check(int argc, char **argv)
     set_name(name, what);
     if (ndirs == 0) fail("%s: give -d DIR (where to look for the pool's devices)", what);
     refuse_if_imported(name);
-    /* cairn-check -d DIR... POOL, the directories already made absolute. */
+    /* cairn-check -d DIR... POOL, the directories already made absolute; called
+     * "cairn", its one-line errors read as this program's. */
     char **args = cairn_zalloc(sizeof(char *) * (2 * ndirs + 3));
     size_t k = 0;
-    args[k++] = "cairn-check";
+    args[k++] = "cairn";
     for (size_t i = 0; i < ndirs; i++) {
         args[k++] = "-d";
         args[k++] = dirs[i];

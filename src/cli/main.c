@@ -12,8 +12,7 @@
  *
  * `cairn check` is the exception: it needs no daemon. It hands over to
  * cairn-check (src/check/), a program apart that runs the engine on an
- * exported pool, read-only, so that this CLI links none of the engine (check.c);
- * that program's one-line errors start "cairn-check: ".
+ * exported pool, read-only, so that this CLI links none of the engine (check.c).
  *
  * Error contract (tests rely on it): on any failure exactly one line
  * "cairn: ..." on stderr and a non-zero exit; output goes to stdout only on

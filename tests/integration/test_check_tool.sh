@@ -68,6 +68,7 @@ rc=0
 "$CAIRN" check -d "$T/p" chk >"$LAST_STDOUT" 2>"$LAST_STDERR" || rc=$?
 [ "$rc" -ne 0 ] || fail "cairn check passed a damaged pool"
 expect_stdout '^result: +ERRORS$'
+expect_stderr "^cairn: check of 'chk' failed"   # the CLI's one-line contract
 pass "damage: ERRORS, bad blocks counted, non-zero exit (both ways)"
 
 # The CLI is a thin client: none of the engine is linked into it.
