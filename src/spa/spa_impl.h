@@ -196,10 +196,12 @@ struct spa {
     uint32_t ntop;
     bool readonly;
     uint32_t ashift;
-    char comment[SPA_COMMENT_MAX];
-    uint64_t txg_timeout_ms;
-    uint64_t dirty_max;
-    bool dirty_max_set;             /* set by an administrator: kept in the labels */
+    char comment[SPA_COMMENT_MAX];  /* changed under config_lock (the labels read it) */
+    /* Tunables an administrator changes (spa_prop_set) while the sync thread
+     * and writers read them: atomics. */
+    _Atomic uint64_t txg_timeout_ms;
+    _Atomic uint64_t dirty_max;
+    bool dirty_max_set;             /* set by an administrator: kept in the labels (config_lock) */
     uint64_t config_txg;
 
     spa_uberblock_phys_t ub;        /* the last durable uberblock */
