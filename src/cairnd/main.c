@@ -15,9 +15,10 @@
  * Serving: the main thread polls the listening socket and a signalfd. Each
  * client gets a detached thread that reads framed requests until the client
  * hangs up; a client that sends garbage or an oversized frame gets an error
- * response or is disconnected, touching nothing shared. SIGTERM/SIGINT close
- * every pool cleanly (spa_close) and exit 0; the cache file is left as is so
- * the next start imports the same pools.
+ * response or is disconnected, touching nothing shared. SIGTERM/SIGINT let
+ * the requests in flight finish (later ones are told cairnd is shutting down),
+ * close every pool cleanly (spa_close) and exit 0; the cache file is left as
+ * is so the next start imports the same pools.
  *
  * Under systemd (conf/cairnd.service) cairnd runs with --foreground and tells
  * the service manager the same thing the ready pipe tells a terminal, through
@@ -129,6 +130,41 @@ static int make_dirs(const char *path)
 
 /* ---------------------------------------------------------------- clients */
 
+/* The admin requests being handled. Client threads are detached, and a handler
+ * may be using anything shut_down takes apart (a pool, the analytics), so
+ * shutting down first closes this gate and waits until none is in flight; a
+ * request arriving after that is answered "shutting down". */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    unsigned busy;
+    bool closed;
+} g_requests = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+
+static bool request_begin(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    bool open = !g_requests.closed;
+    if (open) g_requests.busy++;
+    pthread_mutex_unlock(&g_requests.lock);
+    return open;
+}
+
+static void request_end(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    if (--g_requests.busy == 0) pthread_cond_broadcast(&g_requests.idle);
+    pthread_mutex_unlock(&g_requests.lock);
+}
+
+static void requests_drain(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    g_requests.closed = true;
+    while (g_requests.busy) pthread_cond_wait(&g_requests.idle, &g_requests.lock);
+    pthread_mutex_unlock(&g_requests.lock);
+}
+
 static void *client_thread(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -154,8 +190,13 @@ static void *client_thread(void *arg)
             if (!req) {
                 resp.error = -EBADMSG;
                 resp.message = (char *)"malformed request (not a cairn.mgmt.Request)";
+            } else if (!request_begin()) {
+                resp.error = -ESHUTDOWN;
+                resp.message = (char *)"cairnd is shutting down";
+                close_after = true;
             } else {
                 cairnd_handle_request(req, &resp, &arena);
+                request_end();
             }
         }
         free(buf);
@@ -519,13 +560,15 @@ static void serve(int lfd, int sfd)
     }
 }
 
-/* Front ends first (no new work), then every pool closed cleanly; the cache
- * file stays, so the next start imports the same pools. */
+/* Admin requests in flight finished and the front ends stopped first (no new
+ * work), then every pool closed cleanly; the cache file stays, so the next
+ * start imports the same pools. */
 static void shut_down(const cairnd_config_t *cfg, int lfd)
 {
     cairnd_service_stopping();
     close(lfd);
     unlink(cfg->socket);
+    requests_drain();
     cairnd_http_stop();
     cairnd_iscsi_stop();
     cairnd_shares_stop();
