@@ -804,7 +804,8 @@ void spa_space_estimate_init(spa_t *spa)
             uint64_t a = spa_asize_deflate(spa, i, vdev_psize_to_asize(spa->root->children[i], lsize));
             if (a > worst) worst = a;
         }
-        spa->asize_ratio[c] = (uint32_t)((worst * 1024 + lsize - 1) / lsize);
+        __atomic_store_n(&spa->asize_ratio[c], (uint32_t)((worst * 1024 + lsize - 1) / lsize),
+                         __ATOMIC_RELAXED);
     }
 }
 
@@ -828,7 +829,8 @@ uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies)
     uint32_t c = 0;
     while (c + 1 < CAIRN_ARRAY_SIZE(spa->asize_ratio) && (512ULL << c) < lsize) c++;
     if (copies < 1) copies = 1;
-    return (lsize * spa->asize_ratio[c] + 1023) / 1024 * (uint64_t)copies;
+    return (lsize * __atomic_load_n(&spa->asize_ratio[c], __ATOMIC_RELAXED) + 1023) / 1024 *
+           (uint64_t)copies;
 }
 
 uint64_t spa_slop(spa_t *spa)
