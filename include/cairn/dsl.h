@@ -36,20 +36,14 @@
 #define CAIRN_DSL_H
 
 #include <cairn/dmu.h>
+#include <cairn/dsl_types.h>
 #include <cairn/spa.h>
 #include <cairn/types.h>
 
 typedef struct dsl_pool dsl_pool_t;
 typedef struct dsl_dataset dsl_dataset_t;
 
-#define DSL_NAME_MAX 255        /* full name, "pool/a/b@snap" */
 #define DSL_PROP_VALUE_MAX 8192
-
-typedef enum dsl_type {
-    DSL_TYPE_FILESYSTEM = 1,
-    DSL_TYPE_VOLUME = 2,
-    DSL_TYPE_SNAPSHOT = 3,
-} dsl_type_t;
 
 /* Registers the DSL with the layers below (call once, after or instead of dmu_init()). */
 void dsl_init(void);
@@ -60,13 +54,7 @@ int dsl_pool_open(spa_t *spa, dsl_pool_t **out);
 void dsl_pool_close(dsl_pool_t *dp);
 spa_t *dsl_pool_spa(dsl_pool_t *dp);
 
-/* ---- properties ---- */
-typedef enum dsl_prop_source {
-    DSL_SRC_NONE = 0,       /* statistics and read-only values: "-" */
-    DSL_SRC_DEFAULT = 1,
-    DSL_SRC_LOCAL = 2,
-    DSL_SRC_INHERITED = 3,  /* from `inherited_from` */
-} dsl_prop_source_t;
+/* ---- properties (dsl_prop_source_t: dsl_types.h) ---- */
 
 typedef struct dsl_prop {
     char name[256];

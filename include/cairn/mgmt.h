@@ -16,10 +16,13 @@
 #ifndef CAIRN_MGMT_H
 #define CAIRN_MGMT_H
 
-#include <cairn/dsl.h>
-#include <cairn/spa.h>
+#include <cairn/dsl_types.h>
 #include <cairn/types.h>
 #include <stdio.h>
+
+/* The vdev grammar builds the pool's own description of a vdev tree (spa.h);
+ * only a pointer to it crosses this interface. */
+typedef struct spa_vdev_spec spa_vdev_spec_t;
 
 /* ---- defaults (conf/cairnd.conf says the same) ---- */
 #define CAIRN_DEFAULT_STATE_DIR "/var/lib/cairn"

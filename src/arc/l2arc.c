@@ -593,6 +593,7 @@ void l2arc_forget(uint64_t guid, const cairn_blkptr_t *bp)
 /* Writes one batch of candidates to d. Caller holds L.lock (read) and L.feed_lock. */
 static uint64_t feed_dev(l2_dev_t *d, arc_l2_cand_t *c, size_t n)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&L.feed_lock));
     uint64_t len = L2_LOG_SIZE;
     for (size_t i = 0; i < n; i++) len += CAIRN_P2ROUNDUP((uint64_t)c[i].psize, (uint64_t)L2_ALIGN);
     len = CAIRN_P2ROUNDUP(len, (uint64_t)L2_LOG_SIZE);

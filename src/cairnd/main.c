@@ -15,9 +15,10 @@
  * Serving: the main thread polls the listening socket and a signalfd. Each
  * client gets a detached thread that reads framed requests until the client
  * hangs up; a client that sends garbage or an oversized frame gets an error
- * response or is disconnected, touching nothing shared. SIGTERM/SIGINT close
- * every pool cleanly (spa_close) and exit 0; the cache file is left as is so
- * the next start imports the same pools.
+ * response or is disconnected, touching nothing shared. SIGTERM/SIGINT let
+ * the requests in flight finish (later ones are told cairnd is shutting down),
+ * close every pool cleanly (spa_close) and exit 0; the cache file is left as
+ * is so the next start imports the same pools.
  *
  * Under systemd (conf/cairnd.service) cairnd runs with --foreground and tells
  * the service manager the same thing the ready pipe tells a terminal, through
@@ -129,6 +130,41 @@ static int make_dirs(const char *path)
 
 /* ---------------------------------------------------------------- clients */
 
+/* The admin requests being handled. Client threads are detached, and a handler
+ * may be using anything shut_down takes apart (a pool, the analytics), so
+ * shutting down first closes this gate and waits until none is in flight; a
+ * request arriving after that is answered "shutting down". */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    unsigned busy;
+    bool closed;
+} g_requests = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+
+static bool request_begin(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    bool open = !g_requests.closed;
+    if (open) g_requests.busy++;
+    pthread_mutex_unlock(&g_requests.lock);
+    return open;
+}
+
+static void request_end(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    if (--g_requests.busy == 0) pthread_cond_broadcast(&g_requests.idle);
+    pthread_mutex_unlock(&g_requests.lock);
+}
+
+static void requests_drain(void)
+{
+    pthread_mutex_lock(&g_requests.lock);
+    g_requests.closed = true;
+    while (g_requests.busy) pthread_cond_wait(&g_requests.idle, &g_requests.lock);
+    pthread_mutex_unlock(&g_requests.lock);
+}
+
 static void *client_thread(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -154,8 +190,13 @@ static void *client_thread(void *arg)
             if (!req) {
                 resp.error = -EBADMSG;
                 resp.message = (char *)"malformed request (not a cairn.mgmt.Request)";
+            } else if (!request_begin()) {
+                resp.error = -ESHUTDOWN;
+                resp.message = (char *)"cairnd is shutting down";
+                close_after = true;
             } else {
                 cairnd_handle_request(req, &resp, &arena);
+                request_end();
             }
         }
         free(buf);
@@ -296,7 +337,18 @@ static void raise_fd_limit(const cairnd_config_t *cfg)
                  (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
-int main(int argc, char **argv)
+/* ---------------------------------------------------------------- main */
+
+/* The command line: a configuration file, --foreground, and settings that
+ * override the file's (applied after it, in order). */
+typedef struct cmdline {
+    const char *config_path;
+    bool foreground;
+    struct { const char *key, *value; } overrides[32];
+    size_t nover;
+} cmdline_t;
+
+static void parse_command_line(int argc, char **argv, cmdline_t *cl)
 {
     enum { OPT_NFS = 256, OPT_MOUNT, OPT_PORTMAP, OPT_ISCSI, OPT_HTTP, OPT_VERSION };
     static const struct option opts[] = {
@@ -313,98 +365,101 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
     };
-    struct { const char *key, *value; } overrides[32];
-    size_t nover = 0;
-    const char *config_path = NULL;
-    bool foreground = false;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":c:d:s:fh", opts, NULL)) != -1) {
         const char *key = NULL;
         switch (c) {
-        case 'c': config_path = optarg; break;
+        case 'c': cl->config_path = optarg; break;
         case 'd': key = "state_dir"; break;
         case 's': key = "socket"; break;
-        case 'f': foreground = true; break;
+        case 'f': cl->foreground = true; break;
         case OPT_NFS: key = "nfs_listen"; break;
         case OPT_MOUNT: key = "mount_listen"; break;
         case OPT_PORTMAP: key = "portmap_listen"; break;
         case OPT_ISCSI: key = "iscsi_listen"; break;
         case OPT_HTTP: key = "http_listen"; break;
-        case 'h': usage(stdout); return 0;
-        case OPT_VERSION: printf("cairnd %s\n", CAIRN_VERSION); return 0;
+        case 'h': usage(stdout); exit(0);
+        case OPT_VERSION: printf("cairnd %s\n", CAIRN_VERSION); exit(0);
         case ':': die("option '%s' needs an argument", argv[optind - 1]);
         default: die("unknown option '%s' (see cairnd --help)", argv[optind - 1]);
         }
         if (key) {
-            if (nover == CAIRN_ARRAY_SIZE(overrides)) die("too many options");
-            overrides[nover].key = key;
-            overrides[nover++].value = optarg;
+            if (cl->nover == CAIRN_ARRAY_SIZE(cl->overrides)) die("too many options");
+            cl->overrides[cl->nover].key = key;
+            cl->overrides[cl->nover++].value = optarg;
         }
     }
     if (optind < argc) die("unexpected argument '%s'", argv[optind]);
+}
 
-    cairnd_config_t cfg;
+/* Defaults, then the file, then the command line; then what no single setting
+ * can check. */
+static void load_config(const cmdline_t *cl, cairnd_config_t *cfg)
+{
     char err[MGMT_PATH_MAX + 512];
-    mgmt_config_defaults(&cfg);
+    mgmt_config_defaults(cfg);
     /* A packaged install keeps its settings in /etc/cairn; an explicit --config wins. */
-    if (!config_path && access(CAIRN_DEFAULT_CONFIG, F_OK) == 0) config_path = CAIRN_DEFAULT_CONFIG;
-    if (config_path && mgmt_config_load(&cfg, config_path, err, sizeof err)) die("%s", err);
-    for (size_t i = 0; i < nover; i++)
-        if (mgmt_config_set(&cfg, overrides[i].key, overrides[i].value, err, sizeof err))
-            die("--%s: %s", overrides[i].key, err);
-    if (mgmt_config_check(&cfg, err, sizeof err)) die("%s", err);
-    cairn_log_set_level((cairn_log_level_t)cfg.log_level);
+    const char *path = cl->config_path;
+    if (!path && access(CAIRN_DEFAULT_CONFIG, F_OK) == 0) path = CAIRN_DEFAULT_CONFIG;
+    if (path && mgmt_config_load(cfg, path, err, sizeof err)) die("%s", err);
+    for (size_t i = 0; i < cl->nover; i++)
+        if (mgmt_config_set(cfg, cl->overrides[i].key, cl->overrides[i].value, err, sizeof err))
+            die("--%s: %s", cl->overrides[i].key, err);
+    if (mgmt_config_check(cfg, err, sizeof err)) die("%s", err);
+    cairn_log_set_level((cairn_log_level_t)cfg->log_level);
+}
 
-    /* The daemon runs in "/", so every path must be absolute from here on. */
-    int rc = make_dirs(cfg.state_dir);
-    if (rc) die("cannot create state dir %s: %s", cfg.state_dir, strerror(-rc));
+/* The daemon runs in "/", so the state dir and the socket are made absolute
+ * (the state dir created) before it gets there. */
+static void resolve_paths(cairnd_config_t *cfg)
+{
+    int rc = make_dirs(cfg->state_dir);
+    if (rc) die("cannot create state dir %s: %s", cfg->state_dir, strerror(-rc));
     char abs[PATH_MAX];
-    if (!realpath(cfg.state_dir, abs)) die("%s: %s", cfg.state_dir, strerror(errno));
-    cairn_strlcpy(cfg.state_dir, abs, sizeof cfg.state_dir);
-    if (!cfg.socket[0]) {
-        if (strlen(cfg.state_dir) + sizeof "/cairnd.sock" > 108)
+    if (!realpath(cfg->state_dir, abs)) die("%s: %s", cfg->state_dir, strerror(errno));
+    cairn_strlcpy(cfg->state_dir, abs, sizeof cfg->state_dir);
+    if (!cfg->socket[0]) {
+        if (strlen(cfg->state_dir) + sizeof "/cairnd.sock" > 108)
             die("state dir path too long for a socket path; give --socket");
         char sock[MGMT_PATH_MAX + 16];
-        snprintf(sock, sizeof sock, "%s/cairnd.sock", cfg.state_dir);
-        cairn_strlcpy(cfg.socket, sock, sizeof cfg.socket);
-    } else if (cfg.socket[0] != '/') {
+        snprintf(sock, sizeof sock, "%s/cairnd.sock", cfg->state_dir);
+        cairn_strlcpy(cfg->socket, sock, sizeof cfg->socket);
+    } else if (cfg->socket[0] != '/') {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd)) die("getcwd: %s", strerror(errno));
         char sock[PATH_MAX + MGMT_PATH_MAX + 2];
-        snprintf(sock, sizeof sock, "%s/%s", cwd, cfg.socket);
+        snprintf(sock, sizeof sock, "%s/%s", cwd, cfg->socket);
         if (strlen(sock) >= 108) die("socket path too long: %s", sock);
-        cairn_strlcpy(cfg.socket, sock, sizeof cfg.socket);
+        cairn_strlcpy(cfg->socket, sock, sizeof cfg->socket);
     }
+}
 
+/* One daemon per state dir: the lock stays held (its descriptor open) for the
+ * process's life and the kernel drops it when we die. */
+static void take_instance_lock(const char *state_dir)
+{
     char lock_path[MGMT_PATH_MAX + 16];
-    snprintf(lock_path, sizeof lock_path, "%s/cairnd.lock", cfg.state_dir);
+    snprintf(lock_path, sizeof lock_path, "%s/cairnd.lock", state_dir);
     int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0) die("cannot open %s: %s", lock_path, strerror(errno));
     if (flock(lock_fd, LOCK_EX | LOCK_NB))
-        die("another cairnd is running on state dir %s (%s is locked)", cfg.state_dir,
-            lock_path);
+        die("another cairnd is running on state dir %s (%s is locked)", state_dir, lock_path);
+}
 
-    int lfd = open_socket(cfg.socket);
-
-    if (cfg.log_file[0]) {
-        rc = cairn_log_open_file(cfg.log_file);
-        if (rc) die("cannot open log_file %s: %s", cfg.log_file, strerror(-rc));
+static void open_logs(const cairnd_config_t *cfg)
+{
+    if (cfg->log_file[0]) {
+        int rc = cairn_log_open_file(cfg->log_file);
+        if (rc) die("cannot open log_file %s: %s", cfg->log_file, strerror(-rc));
     }
-    if (cfg.log_syslog) cairn_log_enable_syslog("cairnd");
+    if (cfg->log_syslog) cairn_log_enable_syslog("cairnd");
+}
 
-    int ready_fd = -1;
-    if (!foreground) {
-        char log_path[MGMT_PATH_MAX + 16];
-        snprintf(log_path, sizeof log_path, "%s/cairnd.log", cfg.state_dir);
-        ready_fd = daemonize(log_path);
-    }
-    write_pid_file(cfg.state_dir);
-    cairn_log_detect_journal();
-    cairnd_service_init();
-
-    /* Signals are taken synchronously by the main loop; every thread started from
-     * here on inherits the mask. */
+/* Signals are taken synchronously by the main loop through the returned
+ * signalfd; every thread started from here on inherits the mask. */
+static int take_signals(void)
+{
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
@@ -414,36 +469,49 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (sfd < 0) die("signalfd: %s", strerror(errno));
+    return sfd;
+}
 
+static void log_starting(const cairnd_config_t *cfg)
+{
     char nfs[300], mnt[300], pm[300], isc[300];
-    mgmt_listen_format(&cfg.nfs, nfs, sizeof nfs);
-    mgmt_listen_format(&cfg.mount, mnt, sizeof mnt);
-    mgmt_listen_format(&cfg.portmap, pm, sizeof pm);
-    mgmt_listen_format(&cfg.iscsi, isc, sizeof isc);
+    mgmt_listen_format(&cfg->nfs, nfs, sizeof nfs);
+    mgmt_listen_format(&cfg->mount, mnt, sizeof mnt);
+    mgmt_listen_format(&cfg->portmap, pm, sizeof pm);
+    mgmt_listen_format(&cfg->iscsi, isc, sizeof isc);
     log_info(SUB, "cairnd %s starting: pid %ld, state dir %s, socket %s", CAIRN_VERSION,
-             (long)getpid(), cfg.state_dir, cfg.socket);
+             (long)getpid(), cfg->state_dir, cfg->socket);
     log_debug(SUB, "listen (for later layers): nfs %s mount %s portmap %s iscsi %s", nfs, mnt,
               pm, isc);
-    raise_fd_limit(&cfg);
+}
 
+/* The engine with the configuration's policies, and the pools of the cache. */
+static void start_engine(const cairnd_config_t *cfg)
+{
+    char err[MGMT_PATH_MAX + 512];
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
-    cairnd_analytics_start(&cfg);
-    cairnd_arc_init(cfg.state_dir, cfg.arc_max);
-    spa_fault_set_policy(cfg.fault_errors, cfg.fault_window);
-    spa_set_probe_interval(cfg.vdev_probe_interval_ms);
-    spa_mmp_set_policy(cfg.mmp_interval_ms, cfg.mmp_fail_intervals);
-    vdev_set_device_lock(cfg.device_lock);
-    if (cairnd_hostid_init(cfg.state_dir, cfg.hostid, err, sizeof err)) die("%s", err);
-    spa_set_scan_throttle(&(spa_scan_throttle_t){cfg.scan_idle_ms, cfg.resilver_delay_ms,
-                                                 cfg.scrub_delay_ms});
+    cairnd_analytics_start(cfg);
+    cairnd_arc_init(cfg->state_dir, cfg->arc_max);
+    spa_fault_set_policy(cfg->fault_errors, cfg->fault_window);
+    spa_set_probe_interval(cfg->vdev_probe_interval_ms);
+    spa_mmp_set_policy(cfg->mmp_interval_ms, cfg->mmp_fail_intervals);
+    vdev_set_device_lock(cfg->device_lock);
+    if (cairnd_hostid_init(cfg->state_dir, cfg->hostid, err, sizeof err)) die("%s", err);
+    spa_set_scan_throttle(&(spa_scan_throttle_t){cfg->scan_idle_ms, cfg->resilver_delay_ms,
+                                                 cfg->scrub_delay_ms});
     cairnd_service_status("importing pools");
-    if (cairnd_pools_init(cfg.state_dir)) log_warn(SUB, "starting without the pool cache");
-    if (cairnd_tokens_init(cfg.state_dir, err, sizeof err))
+    if (cairnd_pools_init(cfg->state_dir)) log_warn(SUB, "starting without the pool cache");
+    if (cairnd_tokens_init(cfg->state_dir, err, sizeof err))
         log_warn(SUB, "API tokens or users unavailable (HTTPS requests will get 401): %s", err);
     cairnd_pools_import_cached();
-    /* A front end that cannot listen (a taken port, a bad address) stops the
-     * start: an appliance that silently serves no NFS or no iSCSI is worse. */
-    if (cairnd_iscsi_start(&cfg, err, sizeof err) || cairnd_shares_start(&cfg, err, sizeof err))
+}
+
+/* A front end that cannot listen (a taken port, a bad address) stops the
+ * start: an appliance that silently serves no NFS or no iSCSI is worse. */
+static void start_front_ends(const cairnd_config_t *cfg, int ready_fd)
+{
+    char err[MGMT_PATH_MAX + 512];
+    if (cairnd_iscsi_start(cfg, err, sizeof err) || cairnd_shares_start(cfg, err, sizeof err))
         front_end_failed(ready_fd, err);
     /* The NFS port is bound, but nothing is accepted before every share is back:
      * a client reconnecting after a crash must not find its export missing and
@@ -451,8 +519,12 @@ int main(int argc, char **argv)
     debug_delay_exports();
     cairnd_pools_refresh_shares();
     cairnd_shares_serve();
-    if (cairnd_http_start(&cfg, err, sizeof err)) front_end_failed(ready_fd, err);
+    if (cairnd_http_start(cfg, err, sizeof err)) front_end_failed(ready_fd, err);
+}
 
+/* The foreground parent (daemonize) and the service manager hear that we serve. */
+static void tell_ready(int ready_fd)
+{
     if (ready_fd >= 0) {
         if (write(ready_fd, "ok", 2) != 2) { /* parent gone: nothing to tell */
         }
@@ -460,7 +532,11 @@ int main(int argc, char **argv)
     }
     log_info(SUB, "ready");
     cairnd_service_ready();
+}
 
+/* Accepts admin clients until SIGTERM or SIGINT (SIGHUP is ignored). */
+static void serve(int lfd, int sfd)
+{
     for (;;) {
         struct pollfd pfd[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
         int polled = poll(pfd, 2, cairnd_service_poll_timeout_ms());
@@ -468,7 +544,7 @@ int main(int argc, char **argv)
         if (polled < 0) {
             if (errno == EINTR) continue;
             log_error(SUB, "poll: %s", strerror(errno));
-            break;
+            return;
         }
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
@@ -478,22 +554,61 @@ int main(int argc, char **argv)
                     continue;
                 }
                 log_info(SUB, "signal %u: shutting down", si.ssi_signo);
-                break;
+                return;
             }
         }
         if (pfd[0].revents & POLLIN) accept_one(lfd);
     }
+}
+
+/* Admin requests in flight finished and the front ends stopped first (no new
+ * work), then every pool closed cleanly; the cache file stays, so the next
+ * start imports the same pools. */
+static void shut_down(const cairnd_config_t *cfg, int lfd)
+{
     cairnd_service_stopping();
     close(lfd);
-    unlink(cfg.socket);
+    unlink(cfg->socket);
+    requests_drain();
     cairnd_http_stop();
     cairnd_iscsi_stop();
     cairnd_shares_stop();
     cairnd_pools_shutdown();
     cairnd_analytics_stop();
     char pid_path[MGMT_PATH_MAX + 16];
-    snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg.state_dir);
+    snprintf(pid_path, sizeof pid_path, "%s/cairnd.pid", cfg->state_dir);
     unlink(pid_path);
     log_info(SUB, "stopped");
+}
+
+int main(int argc, char **argv)
+{
+    cmdline_t cl = {0};
+    parse_command_line(argc, argv, &cl);
+    cairnd_config_t cfg;
+    load_config(&cl, &cfg);
+    resolve_paths(&cfg);
+    take_instance_lock(cfg.state_dir);
+    int lfd = open_socket(cfg.socket);
+    open_logs(&cfg);
+
+    int ready_fd = -1;
+    if (!cl.foreground) {
+        char log_path[MGMT_PATH_MAX + 16];
+        snprintf(log_path, sizeof log_path, "%s/cairnd.log", cfg.state_dir);
+        ready_fd = daemonize(log_path);
+    }
+    write_pid_file(cfg.state_dir);
+    cairn_log_detect_journal();
+    cairnd_service_init();
+    int sfd = take_signals();
+    log_starting(&cfg);
+    raise_fd_limit(&cfg);
+
+    start_engine(&cfg);
+    start_front_ends(&cfg, ready_fd);
+    tell_ready(ready_fd);
+    serve(lfd, sfd);
+    shut_down(&cfg, lfd);
     return 0;
 }

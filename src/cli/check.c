@@ -1,11 +1,12 @@
 /*
- * `cairn check -d DIR... POOL`: the offline checker. Unlike every other
- * command it runs the engine in this process, on an exported pool, read-only,
- * so it works with no daemon at all; it refuses a pool the running daemon
- * holds, which would change underneath it. It prints its report whether or
- * not the pool is clean.
+ * `cairn check -d DIR... POOL`: the offline checker. The checking itself is a
+ * program apart, cairn-check (src/check/), which runs the engine on an exported
+ * pool, read-only, and needs no daemon; keeping it apart keeps this CLI a thin
+ * client that links none of the engine. What is done here first is what only a
+ * client of cairnd can do: refuse a pool the running daemon holds, which would
+ * change underneath the check. The words are checked here too, so a mistake
+ * reads like every other command's.
  */
-#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn/util.h>
 #include <cairn_mgmt.pb-c.h>
@@ -13,16 +14,11 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <libgen.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 /* A pool the running daemon holds must not be checked: it changes underneath. */
@@ -44,8 +40,22 @@ static void refuse_if_imported(const char *name)
     if (imported) fail("check: pool '%s' is imported by cairnd at %s; export it first", name, g_socket);
 }
 
-/* Kept reachable from a static: fail() exits from deep inside a command. */
-static char **check_dirs;
+/* The checker installed beside this program (a build directory, or `cmake
+ * --install`'s bin), else the first one on PATH. */
+static void exec_checker(char **args) __attribute__((noreturn));
+static void exec_checker(char **args)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char beside[PATH_MAX + 16];
+        snprintf(beside, sizeof beside, "%s/cairn-check", dirname(self));
+        if (access(beside, X_OK) == 0) execv(beside, args);
+    }
+    execvp("cairn-check", args);
+    fail("check: cannot run cairn-check (installed beside cairn or on PATH): %s", strerror(errno));
+}
 
 int cmd_check(int argc, char **argv)
 {
@@ -55,30 +65,22 @@ int cmd_check(int argc, char **argv)
     int c;
     reset_getopt();
     while ((c = next_opt(argc, argv, ":d:", NULL, what)) != -1)
-        if (c == 'd') check_dirs = dirs = collect_dirs(dirs, &ndirs, optarg);
+        if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
     want_args(argc, argv, 1, 1, what, "pool name");
     const char *name = argv[optind];
     set_name(name, what);
     if (ndirs == 0) fail("%s: give -d DIR (where to look for the pool's devices)", what);
     refuse_if_imported(name);
-    dsl_init();
-    spa_check_report_t rep;
-    memset(&rep, 0, sizeof rep);
-    char err[512] = "";
-    int rc = spa_check(name, (const char *const *)dirs, ndirs, &rep, err, sizeof err);
-    if (rc == 0 || rc == -EUCLEAN) {
-        printf("pool:        %s\n", name);
-        printf("blocks:      %llu\n", (unsigned long long)rep.blocks);
-        printf("referenced:  %llu\n", (unsigned long long)rep.bytes_referenced);
-        printf("allocated:   %llu\n", (unsigned long long)rep.bytes_allocated);
-        printf("leaked:      %llu\n", (unsigned long long)rep.leaked_bytes);
-        printf("double:      %llu\n", (unsigned long long)rep.double_bytes);
-        printf("bad blocks:  %llu\n", (unsigned long long)rep.bad_blocks);
-        printf("gang blocks: %llu\n", (unsigned long long)rep.gang_blocks);
-        printf("result:      %s\n", rc == 0 ? "clean" : "ERRORS");
+    /* cairn-check -d DIR... POOL, the directories already made absolute; called
+     * "cairn", its one-line errors read as this program's. */
+    char **args = cairn_zalloc(sizeof(char *) * (2 * ndirs + 3));
+    size_t k = 0;
+    args[k++] = "cairn";
+    for (size_t i = 0; i < ndirs; i++) {
+        args[k++] = "-d";
+        args[k++] = dirs[i];
     }
-    for (size_t i = 0; i < ndirs; i++) free(dirs[i]);
-    free(dirs);
-    if (rc) fail("check of '%s' failed: %s", name, err[0] ? err : strerror(-rc));
-    return 0;
+    args[k++] = (char *)name;
+    fflush(stdout);
+    exec_checker(args);
 }

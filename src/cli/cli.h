@@ -67,7 +67,7 @@ int cmd_pool_simple(int argc, char **argv, const char *sub);
 int cmd_pool_import(int argc, char **argv);
 int cmd_pool_get(int argc, char **argv);
 int cmd_pool_set(int argc, char **argv);
-/* `cairn check` (check.c), the offline checker. */
+/* `cairn check` (check.c): runs the offline checker, cairn-check (src/check/). */
 int cmd_check(int argc, char **argv);
 
 /* `pool add`, `pool remove`, `pool iostat` (pool_admin.c; argv[0] is the subcommand). */

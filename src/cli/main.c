@@ -10,8 +10,9 @@
  * because the daemon runs in "/". Everything that needs the devices' contents
  * is left to the engine in the daemon, which reports it as a one-line message.
  *
- * `cairn check` is the exception: it runs the engine in this process, on an
- * exported pool, read-only, so it works with no daemon at all (check.c).
+ * `cairn check` is the exception: it needs no daemon. It hands over to
+ * cairn-check (src/check/), a program apart that runs the engine on an
+ * exported pool, read-only, so that this CLI links none of the engine (check.c).
  *
  * Error contract (tests rely on it): on any failure exactly one line
  * "cairn: ..." on stderr and a non-zero exit; output goes to stdout only on
@@ -21,7 +22,6 @@
  * /dev as zpool does would open every device node (some block on read), and
  * Cairn's pools are mostly files, so the administrator says where to look.
  */
-#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn/util.h>
 #include <cairn_mgmt.pb-c.h>

@@ -4,7 +4,6 @@
  * simple ones (export, destroy, scrub...). The commands that change a pool's
  * vdevs are pool_admin.c; events and clear pool_events.c.
  */
-#include <cairn/dsl.h>
 #include <cairn/mgmt.h>
 #include <cairn/util.h>
 #include <cairn_mgmt.pb-c.h>

@@ -21,6 +21,7 @@
  */
 #include "cli.h"
 
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <errno.h>

@@ -83,6 +83,7 @@
  */
 #include "dsl_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <inttypes.h>
@@ -207,6 +208,7 @@ static dsl_node_t *snap_named(dsl_node_t *n, const char *s)
 
 dsl_node_t *dsl_lookup(dsl_pool_t *dp, const char *name)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     if (!name_valid(name, true) || !dp->root) return NULL;
     const char *at = strchr(name, '@');
     const char *end = at ? at : name + strlen(name);
@@ -785,6 +787,7 @@ static void unique_add(dsl_pool_t *dp, dsl_unique_cache_t *c, const cairn_blkptr
  * entries added since the last call are read. */
 static uint64_t snap_unique(dsl_pool_t *dp, dsl_node_t *s, uint64_t *logical)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     dsl_node_t *next = s->phys.next_snap ? dsl_node_by_obj(dp, s->phys.next_snap) : s->parent;
     *logical = 0;
     if (!next) return 0;
@@ -825,6 +828,7 @@ static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
  * with its origin (dp->lock held; reads stat_lock). */
 static uint64_t node_own_referenced(dsl_pool_t *dp, const dsl_node_t *n, uint64_t *logical)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     dsl_node_t *o = n->phys.origin ? dsl_node_by_obj(dp, n->phys.origin) : NULL;
     pthread_mutex_lock(&dp->stat_lock);
     uint64_t own = n->phys.referenced;
@@ -983,6 +987,7 @@ static uint64_t node_available(dsl_pool_t *dp, dsl_node_t *n, bool *quota_bound,
 
 void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     node_space_raw(dp, n, out);
     out->available = node_available(dp, n, NULL, false);
 }
@@ -990,6 +995,7 @@ void dsl_node_space(dsl_pool_t *dp, dsl_node_t *n, dsl_space_t *out)
 int dsl_space_check_limit(dsl_pool_t *dp, dsl_node_t *n, const char *prop, uint64_t v,
                           char *err, size_t errlen)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     char fn[DSL_NAME_MAX + 1], have[32], want[32];
     dsl_node_fullname(n, fn, sizeof(fn));
     cairn_format_size(v, want, sizeof(want));
@@ -2067,6 +2073,7 @@ static int fast_answer(dsl_dataset_t *ds, uint64_t bytes, int *err)
 /* dp->lock held: remembers a full answer (avail: what node_available gave). */
 static void fast_remember(dsl_dataset_t *ds, int rofs, uint64_t claim0, uint64_t avail)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&ds->dp->lock));
     uint64_t s = atomic_load_explicit(&ds->fp_seq, memory_order_relaxed);
     atomic_store_explicit(&ds->fp_seq, s + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);

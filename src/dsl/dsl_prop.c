@@ -346,6 +346,7 @@ static dsl_node_t *head_of(dsl_node_t *n)
 int dsl_prop_effective(dsl_pool_t *dp, dsl_node_t *n, const char *name, char *val, size_t len,
                        uint64_t *num, dsl_prop_source_t *src, char *from, size_t fromlen)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     (void)dp;
     const prop_desc_t *d = prop_find(name);
     bool user = is_user_prop(name);
@@ -401,6 +402,7 @@ int dsl_prop_effective(dsl_pool_t *dp, dsl_node_t *n, const char *name, char *va
 
 uint64_t dsl_prop_num(dsl_pool_t *dp, dsl_node_t *n, const char *name)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&dp->lock));
     char val[64];
     uint64_t num = 0;
     dsl_prop_source_t src;
@@ -742,6 +744,7 @@ static cairn_checksum_t checksum_of(const char *v)
  * compared. */
 static void props_lookup_locked(dsl_dataset_t *ds, dsl_dataset_props_t *out)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&ds->dp->lock));
     dsl_pool_t *dp = ds->dp;
     dsl_node_t *n = ds->node;
     char v[1024];

@@ -18,6 +18,7 @@
  * wrapped or saturated number.
  */
 #include <cairn/mgmt.h>
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <ctype.h>

@@ -21,6 +21,7 @@
  * whether the devices are big enough and unused is spa_create()'s to decide.
  */
 #include <cairn/mgmt.h>
+#include <cairn/spa.h>
 #include <cairn/util.h>
 
 #include <ctype.h>

@@ -203,6 +203,7 @@ static void conn_rele(nfs_conn_t *c)
 /* With c->lock held: brings the epoll interest in line with the state. */
 static void conn_update_events(nfs_conn_t *c)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&c->lock));
     if (c->closed) return;
     uint32_t ev = 0;
     if (c->inflight < NFS_CONN_INFLIGHT_MAX && c->outq_bytes < OUTQ_MAX) ev |= EPOLLIN;
@@ -823,6 +824,7 @@ static void conn_writable(nfs_conn_t *c)
  * caller; NULL when all are busy. */
 static nfs_conn_t *oldest_idle_of(nfs_server_t *srv, const conn_addr_t *a)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->conns_lock));
     nfs_conn_t *best = NULL;
     uint64_t best_t = 0;
     for (nfs_conn_t *c = srv->conns; c; c = c->next) {
@@ -846,6 +848,7 @@ static nfs_conn_t *oldest_idle_of(nfs_server_t *srv, const conn_addr_t *a)
  * is dropped). Reaching a cap is logged, rate-limited. */
 static bool conn_admit(nfs_server_t *srv, const conn_addr_t *a, nfs_conn_t **evict)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&srv->conns_lock));
     conn_limits_t *l = &srv->limits;
     conn_addr_t victim;
     unsigned vcount = 0;

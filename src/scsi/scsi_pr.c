@@ -43,7 +43,7 @@
  */
 #include "scsi_impl.h"
 
-
+#include <cairn/assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -540,35 +540,219 @@ static void reg_remove(scsi_ctx_t *c, ua_notes_t *un, pr_reg_t *r, bool ua_relea
     reg_free(r);
 }
 
-void pr_out(scsi_ctx_t *c)
+/* The parameter list and CDB fields of a PERSISTENT RESERVE OUT. */
+typedef struct pr_out_args {
+    uint8_t sa, scope, type;
+    uint64_t key, sa_key;       /* RESERVATION KEY, SERVICE ACTION RESERVATION KEY */
+    bool all_tg_pt, aptpl;
+    bool registering;           /* REGISTER or REGISTER AND IGNORE EXISTING KEY */
+} pr_out_args_t;
+
+/* What a service action did to the state, or which error ends the command.
+ * The actions change nothing before they know they will succeed. */
+typedef enum pr_outcome {
+    PR_UNCHANGED,
+    PR_CHANGED,               /* stored (when persistent) before it stands */
+    PR_CONFLICT,              /* RESERVATION CONFLICT */
+    PR_BAD_SCOPE,
+    PR_BAD_TYPE,
+    PR_BAD_SA_KEY,            /* PREEMPT of nobody with key 0 */
+    PR_BAD_ACTION,            /* an unknown service action */
+    PR_INVALID_RELEASE,
+    PR_NOMEM,
+} pr_outcome_t;
+
+/* Decodes the CDB and the 24-byte parameter list; false after answering with
+ * the sense that says what is wrong with them. */
+static bool pr_out_decode(scsi_ctx_t *c, pr_out_args_t *a)
 {
-    scsi_lu_t *lu = c->lu;
     const uint8_t *cdb = c->cdb;
-    uint8_t sa = cdb[1] & 0x1f, scope = cdb[2] >> 4, type = cdb[2] & 0x0f;
+    a->sa = cdb[1] & 0x1f;
+    a->scope = cdb[2] >> 4;
+    a->type = cdb[2] & 0x0f;
     uint32_t declared = be32(cdb + 5);
-    if (declared != 24) {
+    if (declared != 24 || param_len(c, declared) < 24) {
         param_len_error(c);
-        return;
-    }
-    if (param_len(c, declared) < 24) {
-        param_len_error(c);
-        return;
+        return false;
     }
     const uint8_t *p = c->cmd->data_out;
-    uint64_t key = be64(p), sa_key = be64(p + 8);
-    bool spec_i_pt = p[20] & 0x08, all_tg_pt = p[20] & 0x04, aptpl = p[20] & 0x01;
+    a->key = be64(p);
+    a->sa_key = be64(p + 8);
+    bool spec_i_pt = p[20] & 0x08;
+    a->all_tg_pt = p[20] & 0x04;
+    a->aptpl = p[20] & 0x01;
+    a->registering = a->sa == 0x00 || a->sa == 0x06;
     if (spec_i_pt) {
         bad_param(c, 20, 3);
-        return;
+        return false;
     }
-    bool registering = sa == 0x00 || sa == 0x06;
-    if (all_tg_pt && !registering) {
+    if (a->all_tg_pt && !a->registering) {
         bad_param(c, 20, 2);
-        return;
+        return false;
     }
+    return true;
+}
 
+/* REGISTER, REGISTER AND IGNORE EXISTING KEY. */
+static pr_outcome_t pr_register(scsi_ctx_t *c, const pr_out_args_t *a, pr_reg_t *me,
+                                ua_notes_t *un)
+{
+    scsi_lu_t *lu = c->lu;
+    if (a->sa == 0x00 && (me ? me->key != a->key : a->key != 0)) return PR_CONFLICT;
+    if (!me) {
+        if (a->sa_key == 0) return PR_UNCHANGED;   /* nothing to do, APTPL included */
+        pr_reg_t *r = reg_new(c->nexus, a->sa_key, a->all_tg_pt);
+        if (!r) return PR_NOMEM;
+        r->next = lu->regs;
+        lu->regs = r;
+    } else if (a->sa_key == 0) {
+        reg_remove(c, un, me, true);
+    } else {
+        me->key = a->sa_key;
+    }
+    /* SPC-4: the APTPL of the last registration decides for the whole LU
+     * (ignored by every other service action). */
+    lu->pr_aptpl = a->aptpl;
+    lu->pr_generation++;
+    return PR_CHANGED;
+}
+
+static pr_outcome_t pr_reserve(scsi_lu_t *lu, const pr_out_args_t *a, pr_reg_t *me)
+{
+    if (!me || me->key != a->key) return PR_CONFLICT;
+    if (a->scope != 0) return PR_BAD_SCOPE;
+    if (!type_valid(a->type)) return PR_BAD_TYPE;
+    if (lu->holder) return is_holder(lu, me) && lu->pr_type == a->type ? PR_UNCHANGED : PR_CONFLICT;
+    lu->holder = me;
+    lu->pr_type = a->type;
+    return PR_CHANGED;
+}
+
+static pr_outcome_t pr_release(scsi_lu_t *lu, const pr_out_args_t *a, pr_reg_t *me,
+                               ua_notes_t *un)
+{
+    if (!me || me->key != a->key) return PR_CONFLICT;
+    if (!lu->holder || !is_holder(lu, me)) return PR_UNCHANGED;
+    if (a->scope != 0 || lu->pr_type != a->type) return PR_INVALID_RELEASE;
+    if (lu->pr_type != PR_WE && lu->pr_type != PR_EA)
+        for (pr_reg_t *o = lu->regs; o; o = o->next)
+            if (o != me) ua_reg(un, o, UA_RES_RELEASED);
+    lu->holder = NULL;
+    lu->pr_type = 0;
+    return PR_CHANGED;
+}
+
+static pr_outcome_t pr_clear(scsi_lu_t *lu, const pr_out_args_t *a, pr_reg_t *me, ua_notes_t *un)
+{
+    if (!me || me->key != a->key) return PR_CONFLICT;
+    while (lu->regs) {
+        pr_reg_t *r = lu->regs;
+        lu->regs = r->next;
+        if (r != me) ua_reg(un, r, UA_RES_PREEMPTED);
+        reg_free(r);
+    }
+    lu->holder = NULL;
+    lu->pr_type = 0;
+    lu->pr_generation++;
+    return PR_CHANGED;
+}
+
+/* PREEMPT, and PREEMPT AND ABORT (the transport aborts nothing for us, so it
+ * is PREEMPT): removes the registrations of sa_key and, when they held the
+ * reservation, takes it. */
+static pr_outcome_t pr_preempt(scsi_lu_t *lu, const pr_out_args_t *a, pr_reg_t *me,
+                               ua_notes_t *un)
+{
+    if (!me || me->key != a->key) return PR_CONFLICT;
+    bool all_regs = lu->holder && type_all_regs(lu->pr_type);
+    bool takes_reservation =
+        lu->holder && (all_regs ? a->sa_key == 0 : lu->holder->key == a->sa_key);
+    if (takes_reservation) {
+        if (a->scope != 0) return PR_BAD_SCOPE;
+        if (!type_valid(a->type)) return PR_BAD_TYPE;
+    } else if (a->sa_key == 0) {
+        return PR_BAD_SA_KEY;
+    }
+    unsigned removed = 0;
+    for (pr_reg_t **pp = &lu->regs; *pp;) {
+        pr_reg_t *r = *pp;
+        bool victim = r != me && (all_regs && a->sa_key == 0 ? true : r->key == a->sa_key);
+        if (!victim) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        ua_reg(un, r, UA_REG_PREEMPTED);
+        if (lu->holder == r) lu->holder = NULL;
+        reg_free(r);
+        removed++;
+    }
+    if (takes_reservation) {
+        lu->holder = me;
+        lu->pr_type = a->type;
+    } else {
+        /* Nobody had the key: nothing was removed, so nothing changed either. */
+        if (!removed) return PR_CONFLICT;
+        if (all_regs && !lu->holder) lu->holder = me;   /* still held by the rest */
+    }
+    lu->pr_generation++;
+    return PR_CHANGED;
+}
+
+static pr_outcome_t pr_service_action(scsi_ctx_t *c, const pr_out_args_t *a, ua_notes_t *un)
+{
+    scsi_lu_t *lu = c->lu;
+    CAIRN_ASSERT(cairn_mutex_held(&lu->lock));
+    pr_reg_t *me = reg_find(lu, c->nexus);
+    switch (a->sa) {
+    case 0x00:   /* REGISTER */
+    case 0x06:   /* REGISTER AND IGNORE EXISTING KEY */
+        return pr_register(c, a, me, un);
+    case 0x01: return pr_reserve(lu, a, me);
+    case 0x02: return pr_release(lu, a, me, un);
+    case 0x03: return pr_clear(lu, a, me, un);
+    case 0x04:   /* PREEMPT */
+    case 0x05:   /* PREEMPT AND ABORT */
+        return pr_preempt(lu, a, me, un);
+    default: return PR_BAD_ACTION;
+    }
+}
+
+/* The answer to a command that changed nothing: success or the error's sense. */
+static void pr_out_answer(scsi_ctx_t *c, pr_outcome_t outcome)
+{
+    switch (outcome) {
+    case PR_UNCHANGED:
+    case PR_CHANGED: scsi_respond(c, NULL, 0, 0); break;
+    case PR_CONFLICT: res_conflict(c); break;
+    case PR_BAD_SCOPE: bad_cdb(c, 2, 7); break;
+    case PR_BAD_TYPE: bad_cdb(c, 2, 3); break;
+    case PR_BAD_SA_KEY: bad_param(c, 8, -1); break;
+    case PR_BAD_ACTION: bad_cdb(c, 1, 4); break;
+    case PR_INVALID_RELEASE:   /* INVALID RELEASE OF PERSISTENT RESERVATION */
+        scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
+        break;
+    case PR_NOMEM: scsi_zvol_error(c, -ENOMEM, false); break;
+    }
+}
+
+/* A change the store refused is not done: the command fails, the state went
+ * back to what it was, and nobody hears of a change. */
+static void pr_store_refused(scsi_ctx_t *c, const pr_out_args_t *a, int err)
+{
+    if (err == -E2BIG && a->registering)   /* INSUFFICIENT REGISTRATION RESOURCES */
+        scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x55, 0x04);
+    else
+        scsi_zvol_error(c, err, true);
+}
+
+void pr_out(scsi_ctx_t *c)
+{
+    pr_out_args_t a;
+    if (!pr_out_decode(c, &a)) return;
+    scsi_lu_t *lu = c->lu;
     pthread_mutex_lock(&lu->lock);
-    if (aptpl && registering && !lu->pr_hook) {
+    if (a.aptpl && a.registering && !lu->pr_hook) {
         pthread_mutex_unlock(&lu->lock);
         bad_param(c, 20, 0);
         return;
@@ -576,162 +760,15 @@ void pr_out(scsi_ctx_t *c)
     /* What the state was, to go back to when the store refuses the new one. */
     wbuf_t before = {0};
     ua_notes_t un = {0};
-    if (lu->pr_hook) {
-        pr_serialize(lu, &before);
-        if (before.fail) goto nomem;
-    }
-    pr_reg_t *me = reg_find(lu, c->nexus);
-    bool changed = false;
-    switch (sa) {
-    case 0x00:   /* REGISTER */
-    case 0x06:   /* REGISTER AND IGNORE EXISTING KEY */
-        if (sa == 0x00 && (me ? me->key != key : key != 0)) goto conflict;
-        if (!me) {
-            if (sa_key == 0) break;   /* nothing to do, APTPL included */
-            pr_reg_t *r = reg_new(c->nexus, sa_key, all_tg_pt);
-            if (!r) goto nomem;
-            r->next = lu->regs;
-            lu->regs = r;
-        } else if (sa_key == 0) {
-            reg_remove(c, &un, me, true);
-        } else {
-            me->key = sa_key;
-        }
-        /* SPC-4: the APTPL of the last registration decides for the whole LU
-         * (ignored by every other service action). */
-        lu->pr_aptpl = aptpl;
-        lu->pr_generation++;
-        changed = true;
-        break;
-    case 0x01:   /* RESERVE */
-        if (!me || me->key != key) goto conflict;
-        if (scope != 0) goto bad_scope;
-        if (!type_valid(type)) goto bad_type;
-        if (lu->holder) {
-            if (is_holder(lu, me) && lu->pr_type == type) break;
-            goto conflict;
-        }
-        lu->holder = me;
-        lu->pr_type = type;
-        changed = true;
-        break;
-    case 0x02:   /* RELEASE */
-        if (!me || me->key != key) goto conflict;
-        if (!lu->holder || !is_holder(lu, me)) break;
-        if (scope != 0 || lu->pr_type != type) {
-            pthread_mutex_unlock(&lu->lock);
-            free(before.p);
-            /* INVALID RELEASE OF PERSISTENT RESERVATION */
-            scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
-            return;
-        }
-        if (lu->pr_type != PR_WE && lu->pr_type != PR_EA)
-            for (pr_reg_t *o = lu->regs; o; o = o->next)
-                if (o != me) ua_reg(&un, o, UA_RES_RELEASED);
-        lu->holder = NULL;
-        lu->pr_type = 0;
-        changed = true;
-        break;
-    case 0x03:   /* CLEAR */
-        if (!me || me->key != key) goto conflict;
-        while (lu->regs) {
-            pr_reg_t *r = lu->regs;
-            lu->regs = r->next;
-            if (r != me) ua_reg(&un, r, UA_RES_PREEMPTED);
-            reg_free(r);
-        }
-        lu->holder = NULL;
-        lu->pr_type = 0;
-        lu->pr_generation++;
-        changed = true;
-        break;
-    case 0x04:   /* PREEMPT */
-    case 0x05: { /* PREEMPT AND ABORT: the transport aborts nothing for us; as PREEMPT */
-        if (!me || me->key != key) goto conflict;
-        bool all_regs = lu->holder && type_all_regs(lu->pr_type);
-        bool takes_reservation = lu->holder && (all_regs ? sa_key == 0 : lu->holder->key == sa_key);
-        if (takes_reservation) {
-            if (scope != 0) goto bad_scope;
-            if (!type_valid(type)) goto bad_type;
-        } else if (sa_key == 0) {
-            pthread_mutex_unlock(&lu->lock);
-            free(before.p);
-            bad_param(c, 8, -1);
-            return;
-        }
-        unsigned removed = 0;
-        for (pr_reg_t **pp = &lu->regs; *pp;) {
-            pr_reg_t *r = *pp;
-            bool victim = r != me && (all_regs && sa_key == 0 ? true : r->key == sa_key);
-            if (!victim) {
-                pp = &r->next;
-                continue;
-            }
-            *pp = r->next;
-            ua_reg(&un, r, UA_REG_PREEMPTED);
-            if (lu->holder == r) lu->holder = NULL;
-            reg_free(r);
-            removed++;
-        }
-        if (takes_reservation) {
-            lu->holder = me;
-            lu->pr_type = type;
-        } else {
-            if (!removed) goto conflict;
-            if (all_regs && !lu->holder) lu->holder = me;   /* still held by the rest */
-        }
-        lu->pr_generation++;
-        changed = true;
-        break;
-    }
-    default:
-        pthread_mutex_unlock(&lu->lock);
-        free(before.p);
-        bad_cdb(c, 1, 4);
-        return;
-    }
-    if (changed) {
-        int err = pr_persist(lu);
-        if (err) {
-            /* Not stored, so not done: the command fails, the state is what
-             * it was and nobody hears of a change. */
-            pr_load(lu, before.p, before.len);
-            pthread_mutex_unlock(&lu->lock);
-            free(before.p);
-            ua_notes_done(c, &un, false);
-            if (err == -E2BIG && registering)
-                scsi_set_sense(c->cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x55, 0x04);   /* INSUFFICIENT REGISTRATION RESOURCES */
-            else
-                scsi_zvol_error(c, err, true);
-            return;
-        }
-    }
-    ua_notes_done(c, &un, true);
+    pr_outcome_t outcome = PR_NOMEM;
+    if (lu->pr_hook) pr_serialize(lu, &before);
+    if (!before.fail) outcome = pr_service_action(c, &a, &un);
+    int err = outcome == PR_CHANGED ? pr_persist(lu) : 0;
+    if (err) pr_load(lu, before.p, before.len);
+    /* The unit attentions are raised under the lock, once the change stands. */
+    ua_notes_done(c, &un, !err && (outcome == PR_CHANGED || outcome == PR_UNCHANGED));
     pthread_mutex_unlock(&lu->lock);
     free(before.p);
-    scsi_respond(c, NULL, 0, 0);
-    return;
-conflict:
-    pthread_mutex_unlock(&lu->lock);
-    free(before.p);
-    ua_notes_done(c, &un, false);
-    res_conflict(c);
-    return;
-bad_scope:
-    pthread_mutex_unlock(&lu->lock);
-    free(before.p);
-    ua_notes_done(c, &un, false);
-    bad_cdb(c, 2, 7);
-    return;
-bad_type:
-    pthread_mutex_unlock(&lu->lock);
-    free(before.p);
-    ua_notes_done(c, &un, false);
-    bad_cdb(c, 2, 3);
-    return;
-nomem:
-    pthread_mutex_unlock(&lu->lock);
-    free(before.p);
-    ua_notes_done(c, &un, false);
-    scsi_zvol_error(c, -ENOMEM, false);
+    if (err) pr_store_refused(c, &a, err);
+    else pr_out_answer(c, outcome);
 }

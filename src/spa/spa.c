@@ -533,11 +533,11 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     spa_config_host(cfg, &spa->last_host);
     spa_spares_from_config(spa, cfg);
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
+    spa->ntop = spa->root->nchildren;
+    spa_vdev_reserve(spa);   /* moves the top-level array: before the heartbeat walks it */
     /* Claimed (spa_mmp_import_check): heartbeats from now on, before the long
      * reads below, so the import itself looks alive to another host. */
     if (mmp_claim_ns) spa_mmp_start(spa, mmp_claim_ns);
-    spa->ntop = spa->root->nchildren;
-    spa_vdev_reserve(spa);
     spa_space_estimate_init(spa);
     spa->ashift = VDEV_DEFAULT_ASHIFT;
     for (uint32_t i = spa->ntop; i-- > 0;)
@@ -804,7 +804,8 @@ void spa_space_estimate_init(spa_t *spa)
             uint64_t a = spa_asize_deflate(spa, i, vdev_psize_to_asize(spa->root->children[i], lsize));
             if (a > worst) worst = a;
         }
-        spa->asize_ratio[c] = (uint32_t)((worst * 1024 + lsize - 1) / lsize);
+        __atomic_store_n(&spa->asize_ratio[c], (uint32_t)((worst * 1024 + lsize - 1) / lsize),
+                         __ATOMIC_RELAXED);
     }
 }
 
@@ -828,7 +829,8 @@ uint64_t spa_space_estimate(spa_t *spa, uint64_t lsize, int copies)
     uint32_t c = 0;
     while (c + 1 < CAIRN_ARRAY_SIZE(spa->asize_ratio) && (512ULL << c) < lsize) c++;
     if (copies < 1) copies = 1;
-    return (lsize * spa->asize_ratio[c] + 1023) / 1024 * (uint64_t)copies;
+    return (lsize * __atomic_load_n(&spa->asize_ratio[c], __ATOMIC_RELAXED) + 1023) / 1024 *
+           (uint64_t)copies;
 }
 
 uint64_t spa_slop(spa_t *spa)
@@ -916,7 +918,11 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "multihost")) snprintf(buf, len, "%s", spa->multihost ? "on" : "off");
     else if (!strcmp(prop, "guid")) snprintf(buf, len, "%llu", (unsigned long long)spa->guid);
     else if (!strcmp(prop, "ashift")) snprintf(buf, len, "%u", spa->ashift);
-    else if (!strcmp(prop, "comment")) snprintf(buf, len, "%s", spa->comment[0] ? spa->comment : "-");
+    else if (!strcmp(prop, "comment")) {
+        pthread_mutex_lock(&spa->config_lock);
+        snprintf(buf, len, "%s", spa->comment[0] ? spa->comment : "-");
+        pthread_mutex_unlock(&spa->config_lock);
+    }
     else if (!strcmp(prop, "txg_timeout"))
         snprintf(buf, len, "%llu", (unsigned long long)(spa->txg_timeout_ms / 1000));
     else if (!strcmp(prop, "dirty_max")) snprintf(buf, len, "%llu", (unsigned long long)spa->dirty_max);
@@ -940,9 +946,13 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
 
 bool spa_prop_is_default(spa_t *spa, const char *prop)
 {
-    if (!strcmp(prop, "comment")) return !spa->comment[0];
+    if (!strcmp(prop, "comment") || !strcmp(prop, "dirty_max")) {
+        pthread_mutex_lock(&spa->config_lock);   /* spa_prop_set changes them under it */
+        bool dflt = prop[0] == 'c' ? !spa->comment[0] : !spa->dirty_max_set;
+        pthread_mutex_unlock(&spa->config_lock);
+        return dflt;
+    }
     if (!strcmp(prop, "txg_timeout")) return spa->txg_timeout_ms == SPA_DEFAULT_TXG_TIMEOUT_MS;
-    if (!strcmp(prop, "dirty_max")) return !spa->dirty_max_set;
     if (!strcmp(prop, "autoexpand")) return !spa->autoexpand;
     if (!strcmp(prop, "multihost")) return !spa->multihost;
     return false;
@@ -1001,7 +1011,9 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
                 return -EINVAL;
             }
         }
+        pthread_mutex_lock(&spa->config_lock);
         cairn_strlcpy(spa->comment, value, sizeof spa->comment);
+        pthread_mutex_unlock(&spa->config_lock);
     } else if (!strcmp(prop, "txg_timeout")) {
         char *end;
         unsigned long v = strtoul(value, &end, 10);
@@ -1016,8 +1028,10 @@ int spa_prop_set(spa_t *spa, const char *prop, const char *value, char *err, siz
             cairn_seterr(err, errlen, "dirty_max must be a size from 16M to 64G");
             return -EINVAL;
         }
+        pthread_mutex_lock(&spa->config_lock);
         spa->dirty_max = v;
         spa->dirty_max_set = true;
+        pthread_mutex_unlock(&spa->config_lock);
     } else if (!strcmp(prop, "autoexpand")) {
         if (strcmp(value, "on") && strcmp(value, "off")) {
             cairn_seterr(err, errlen, "autoexpand must be 'on' or 'off'");

@@ -196,10 +196,12 @@ struct spa {
     uint32_t ntop;
     bool readonly;
     uint32_t ashift;
-    char comment[SPA_COMMENT_MAX];
-    uint64_t txg_timeout_ms;
-    uint64_t dirty_max;
-    bool dirty_max_set;             /* set by an administrator: kept in the labels */
+    char comment[SPA_COMMENT_MAX];  /* changed under config_lock (the labels read it) */
+    /* Tunables an administrator changes (spa_prop_set) while the sync thread
+     * and writers read them: atomics. */
+    _Atomic uint64_t txg_timeout_ms;
+    _Atomic uint64_t dirty_max;
+    bool dirty_max_set;             /* set by an administrator: kept in the labels (config_lock) */
     uint64_t config_txg;
 
     spa_uberblock_phys_t ub;        /* the last durable uberblock */
@@ -220,7 +222,7 @@ struct spa {
     /* Allocated bytes per logical byte, x1024, for blocks of 512 << i bytes: the
      * worst over the data vdevs (raidz parity and padding), for estimates of what
      * dirty data will take once written (spa_space_estimate). Set at open. */
-    uint32_t asize_ratio[12];
+    uint32_t asize_ratio[12];       /* rewritten by a vdev add while writers read: __atomic */
     /* Per top-level vdev: deflated bytes per 512-byte sector of it, so that
      * (asize >> 9) * deflate is what the user's data took without raidz
      * parity and padding (512 on a disk or mirror, about 341 on a 6-wide
@@ -422,16 +424,25 @@ void spa_leaf_set_ashift(vdev_t *leaf, void *arg);  /* arg: uint32_t */
 /* spa_vdev.c */
 #define SPA_MAX_TOP 32
 /* Whether top-level id v is a hole: a removed vdev's place (spa_vdev.c). */
+/* Lock-free readers of the top-level array (the write path, the log): a
+ * vdev added in syncing context stores its slot, then the count, both with
+ * release (spa_vdev.c, apply_add); these load them with acquire, so a reader
+ * that sees the count sees the slot. */
+static inline vdev_t *spa_top_slot(const spa_t *spa, uint32_t v)
+{
+    if (v >= __atomic_load_n(&spa->ntop, __ATOMIC_ACQUIRE)) return NULL;
+    return __atomic_load_n(&spa->root->children[v], __ATOMIC_ACQUIRE);
+}
 static inline bool spa_top_is_hole(const spa_t *spa, uint32_t v)
 {
-    return v < spa->ntop && spa->root->children[v]->type == VDEV_TYPE_HOLE;
+    vdev_t *top = spa_top_slot(spa, v);
+    return top && top->type == VDEV_TYPE_HOLE;
 }
 /* Top-level vdev v that can hold blocks: NULL beyond the tree or for a hole. */
 static inline vdev_t *spa_top_vdev(const spa_t *spa, uint32_t v)
 {
-    if (v >= spa->ntop) return NULL;
-    vdev_t *top = spa->root->children[v];
-    return top->type == VDEV_TYPE_HOLE ? NULL : top;
+    vdev_t *top = spa_top_slot(spa, v);
+    return top && top->type != VDEV_TYPE_HOLE ? top : NULL;
 }
 void spa_vdev_reserve(spa_t *spa);               /* after the tree is built */
 void spa_space_estimate_init(spa_t *spa);        /* after the tree is built (spa.c) */

@@ -961,7 +961,8 @@ int spa_log_load(spa_t *spa)
 
 bool spa_top_is_log(const spa_t *spa, uint32_t v)
 {
-    return v < spa->ntop && spa->root->children[v]->alloc_class == VDEV_CLASS_LOG;
+    vdev_t *top = spa_top_slot(spa, v);   /* lock-free: a vdev add may be growing the array */
+    return top && top->alloc_class == VDEV_CLASS_LOG;
 }
 
 /* ---------------- removing a log vdev (spa_vdev.c) ---------------- */

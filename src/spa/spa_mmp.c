@@ -42,6 +42,7 @@
  */
 #include "spa_impl.h"
 
+#include <cairn/assert.h>
 #include <cairn/raidz.h>
 
 #include <stdio.h>
@@ -363,6 +364,7 @@ static void fence_extend(spa_t *spa, uint64_t issued_ns)
 /* One heartbeat; false when the pool was suspended. Config lock held (the tree). */
 static bool heartbeat_locked(spa_t *spa, spa_mmp_t *m, void *buf)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->config_lock));
     if (vdev_write_fenced(spa->root)) {
         spa_suspend(spa, "multihost heartbeats could not be written for mmp_fail_intervals "
                          "intervals (I/O stalled?): another host may import it");

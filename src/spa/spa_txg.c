@@ -235,6 +235,7 @@ void spa_txg_kick(spa_t *spa)
 
 static bool txg_should_close(spa_t *spa, uint64_t now)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&spa->tx.lock));
     spa_txg_state_t *tx = &spa->tx;
     uint64_t t = tx->open_txg;
     /* A failed pool closes no more txgs: the failed one's changes stay in
@@ -295,9 +296,10 @@ static void *spa_sync_thread(void *arg)
         while (tx->holders[t & 3]) pthread_cond_wait(&tx->quiesce_cv, &tx->lock);
         tx->quiescing_txg = 0;
         tx->syncing_txg = t;
+        bool failed = tx->failed;   /* spa_abandon, a suspension set it under the lock */
         pthread_mutex_unlock(&tx->lock);
 
-        int err = tx->failed ? -EIO : spa_sync(spa, t);
+        int err = failed ? -EIO : spa_sync(spa, t);
 
         pthread_mutex_lock(&tx->lock);
         tx->syncing_txg = 0;

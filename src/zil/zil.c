@@ -549,45 +549,51 @@ static void wait_prior(zilog_t *zl, uint64_t ticket)
     pthread_mutex_unlock(&zl->lock);
 }
 
-/* Phase 1, the writer (one at a time, no lock held): packs the batch into
- * chained log blocks and writes them. Everything that touches the chain happens
- * here. Slow paths (no chain, a failed write) wait for txgs right here. */
-static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
+/* What the batch asks of the log: the records not yet covered by a synced txg
+ * (*synced, updated), their encoded size (*bytes), whether any is to be logged
+ * (*any: barriers are not), and the txgs they need (p->max_txg, p->barrier_txg).
+ * A barrier stands for a change the log does not describe (a create, a rename,
+ * a truncate...), and records logged after it may depend on it (a write's
+ * attributes carry the link count a link set). Its txg must be on disk before
+ * any log block that replay could apply on top of it, so it is waited for here,
+ * before writing, not after the flush; then the batch is measured again. */
+static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *synced,
+                         uint64_t *bytes, bool *any)
 {
-    uint64_t synced = spa_last_synced_txg(zl->spa);
-    uint64_t bytes = 0;
-    bool any = false;
+    *synced = spa_last_synced_txg(zl->spa);
     for (int pass = 0; pass < 2; pass++) {
-        bytes = 0;
-        any = false;
+        *bytes = 0;
+        *any = false;
         p->max_txg = p->barrier_txg = 0;
         for (itx_t *it = batch; it; it = it->next) {
-            if (it->rec.txg <= synced) continue;
+            if (it->rec.txg <= *synced) continue;
             if (it->rec.txg > p->max_txg) p->max_txg = it->rec.txg;
             if (it->barrier) {
                 if (it->rec.txg > p->barrier_txg) p->barrier_txg = it->rec.txg;
                 continue;
             }
-            any = true;
-            bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
-                     (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
+            *any = true;
+            *bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
+                      (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
         }
-        /* A barrier stands for a change the log does not describe (a create, a
-         * rename, a truncate...), and records logged after it may depend on it
-         * (a write's attributes carry the link count a link set). Its txg must be
-         * on disk before any log block that replay could apply on top of it, so
-         * the wait is here, before writing, not after the flush. */
-        if (pass == 0 && p->barrier_txg && any && !atomic_load(&zl->txg_only)) {
+        if (pass == 0 && p->barrier_txg && *any && !atomic_load(&zl->txg_only)) {
             atomic_fetch_add(&zl->st_txg_waits, 1);
             int err = spa_txg_wait_synced(zl->spa, p->barrier_txg);
             if (err) return err;
-            synced = spa_last_synced_txg(zl->spa);
+            *synced = spa_last_synced_txg(zl->spa);
             continue;
         }
         break;
     }
-    if (!p->max_txg) return 0;   /* everything already synced */
-    atomic_fetch_add(&zl->st_commits, 1);
+    return 0;
+}
+
+/* A chain to write the batch on: restarted after a failed flush, or, when the
+ * log is off (txg_only) or the region had no room for a chain, none: then
+ * *txg_instead and the batch waits for its txg (p->wait_txg). Blocks of txgs
+ * already synced leave the chain (chain_clean). */
+static int chain_prepare(zilog_t *zl, batch_plan_t *p, uint64_t synced, bool *txg_instead)
+{
     if (zl->chain_broken && zl->hdr.chain_guid) {
         /* A flush failed under an earlier batch: its blocks may be lost, and with
          * them the way to everything after. Start over once the txgs cover it. */
@@ -598,14 +604,14 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         zl->chain_broken = false;
     }
     if (atomic_load(&zl->txg_only)) {
-        p->wait_txg = true;
+        p->wait_txg = *txg_instead = true;
         return 0;
     }
     if (!zl->hdr.chain_guid) {
         /* No chain (the region had no room when the last one was started):
          * this batch waits for its txg, which gives log blocks back, and the
          * next finds a chain again. */
-        p->wait_txg = true;
+        p->wait_txg = *txg_instead = true;
         atomic_fetch_add(&zl->st_txg_waits, 1);
         wait_prior(zl, p->ticket);
         int err = spa_txg_wait_synced(zl->spa, p->max_txg);
@@ -613,67 +619,121 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         return err;
     }
     chain_clean(zl, synced);
-    if (!any) return 0;
-    int err = 0;
+    return 0;
+}
+
+/* Blocks the batch's records point at are written but maybe not durable: one
+ * flush of their vdevs for the whole batch, before any log block names them
+ * (a log device's flush does not cover the main disks). */
+static int flush_referenced_blocks(zilog_t *zl, itx_t *batch, uint64_t synced)
+{
+    size_t nbps = 0;
+    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
+    if (!nbps) return 0;
+    cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
+    size_t k = 0;
+    for (itx_t *it = batch; it; it = it->next)
+        if (it->rec.txg > synced && is_block_rec(&it->rec)) memcpy(&bps[k++], it->rec.data, sizeof *bps);
+    int err = spa_blocks_flush(zl->spa, bps, k);
+    free(bps);
+    return err;
+}
+
+/* A write logged with its data: the current bytes of the range, read back
+ * in chunks, each a record of its own. */
+static int fill_add_write(zilog_t *zl, fill_t *f, const itx_t *it, uint64_t *remaining)
+{
+    /* Kept across batches (one writer at a time): no allocation per commit. */
+    if (!zl->chunk_buf) zl->chunk_buf = cairn_zalloc(ZIL_WRITE_CHUNK);
+    uint8_t *chunk = zl->chunk_buf;
+    for (uint64_t done = 0; done < it->rec.len;) {
+        uint32_t n = (uint32_t)CAIRN_MIN((uint64_t)ZIL_WRITE_CHUNK, it->rec.len - done);
+        int err = dmu_read(zl->os, it->rec.obj, it->rec.off + done, n, chunk);
+        if (err) return err;
+        zil_rec_t r = it->rec;
+        r.off += done;
+        r.len = n;
+        r.data = chunk;
+        r.dlen = n;
+        err = fill_add(zl, f, &r, *remaining);
+        if (err) return err;
+        *remaining -= CAIRN_MIN(*remaining, (uint64_t)n + ZIL_REC_HDR_SIZE);
+        done += n;
+    }
+    return 0;
+}
+
+/* Packs the batch's records into chained blocks (those full are written as
+ * they fill, fill_flush), then the last block with its successor allocated. */
+static int fill_batch(zilog_t *zl, fill_t *f, itx_t *batch, uint64_t synced, uint64_t bytes)
+{
+    uint64_t remaining = bytes;
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced || it->barrier) continue;
+        int err;
+        if (it->read_back) {
+            err = fill_add_write(zl, f, it, &remaining);
+        } else {
+            err = fill_add(zl, f, &it->rec, remaining);
+            remaining -= CAIRN_MIN(remaining, zil_rec_encoded_size(&it->rec));
+        }
+        if (err) return err;
+    }
+    /* The successor is allocated now, before the next batch is known: sized
+     * for the largest of the recent batches. Sized for this one alone, every
+     * batch larger than its predecessor spilled into a second block, written
+     * after the first in the writer's phase: 1.45 blocks per batch at 32 sync
+     * writes in flight, 1.09 sized this way. */
+    zl->recent_bytes[zl->recent_next++ % ZIL_RECENT] = bytes;
+    uint64_t predict = 0;
+    for (int i = 0; i < ZIL_RECENT; i++) predict = CAIRN_MAX(predict, zl->recent_bytes[i]);
+    return fill_flush(zl, f, predict, false);
+}
+
+/* A batch the log could not take waits for its txg instead, and the chain
+ * starts over once that has synced. */
+static int batch_to_txg(zilog_t *zl, batch_plan_t *p, int err)
+{
+    /* A full region is no failure: the pool has the room, in the txg. */
+    if (err == -ENOSPC)
+        log_debug("zil", "object set %llu: intent-log region full; this commit waits "
+                  "for the txg", (unsigned long long)zl->os_id);
+    else
+        log_warn("zil", "object set %llu: log write failed (%s); waiting for the txg "
+                 "instead", (unsigned long long)zl->os_id, strerror(-err));
+    atomic_fetch_add(&zl->st_region_full, err == -ENOSPC);
+    atomic_fetch_add(&zl->st_txg_waits, 1);
+    wait_prior(zl, p->ticket);
+    err = spa_txg_wait_synced(zl->spa, 0);
+    if (!err) chain_restart(zl, NULL, 0);
+    p->nwritten = 0;
+    p->barrier_txg = 0;
+    return err;
+}
+
+/* Phase 1, the writer (one at a time, no lock held): packs the batch into
+ * chained log blocks and writes them. Everything that touches the chain happens
+ * here. Slow paths (no chain, a failed write) wait for txgs right here. */
+static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
+{
+    uint64_t synced, bytes;
+    bool any, txg_instead = false;
+    int err = batch_measure(zl, batch, p, &synced, &bytes, &any);
+    if (err || !p->max_txg) return err;   /* !max_txg: everything already synced */
+    atomic_fetch_add(&zl->st_commits, 1);
+    err = chain_prepare(zl, p, synced, &txg_instead);
+    if (err || txg_instead || !any) return err;
     if (zl->chain_ready_txg > spa_last_synced_txg(zl->spa)) {
         err = spa_txg_wait_synced(zl->spa, zl->chain_ready_txg);
         if (err) return err;
     }
-    /* Blocks the batch's records point at are written but maybe not durable: one
-     * flush of their vdevs for the whole batch, before any log block names them
-     * (a log device's flush does not cover the main disks). */
-    size_t nbps = 0;
-    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
-    if (nbps) {
-        cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
-        size_t k = 0;
-        for (itx_t *it = batch; it; it = it->next)
-            if (it->rec.txg > synced && is_block_rec(&it->rec))
-                memcpy(&bps[k++], it->rec.data, sizeof *bps);
-        err = spa_blocks_flush(zl->spa, bps, k);
-        free(bps);
-    }
+    err = flush_referenced_blocks(zl, batch, synced);
     fill_t f = {.cap = spa_log_capacity(&zl->next_dva), .block = block_get(zl)};
     f.buf = f.block + SPA_LOG_BLOCK_FRAME;
-    /* Buffers kept across batches (one writer at a time): no allocation per commit. */
+    /* Kept across batches (one writer at a time): no allocation per commit. */
     if (!zl->refs_buf) zl->refs_buf = cairn_zalloc(ZIL_REFS_MAX * sizeof *zl->refs_buf);
     f.refs = zl->refs_buf;
-    uint8_t *chunk = zl->chunk_buf;
-    uint64_t remaining = bytes;
-    for (itx_t *it = batch; it && !err; it = it->next) {
-        if (it->rec.txg <= synced || it->barrier) continue;
-        if (!it->read_back) {
-            err = fill_add(zl, &f, &it->rec, remaining);
-            remaining -= CAIRN_MIN(remaining, zil_rec_encoded_size(&it->rec));
-            continue;
-        }
-        /* A write: the current bytes of the range, in chunks. */
-        if (!chunk) chunk = zl->chunk_buf = cairn_zalloc(ZIL_WRITE_CHUNK);
-        for (uint64_t done = 0; done < it->rec.len && !err;) {
-            uint32_t n = (uint32_t)CAIRN_MIN((uint64_t)ZIL_WRITE_CHUNK, it->rec.len - done);
-            err = dmu_read(zl->os, it->rec.obj, it->rec.off + done, n, chunk);
-            if (err) break;
-            zil_rec_t r = it->rec;
-            r.off += done;
-            r.len = n;
-            r.data = chunk;
-            r.dlen = n;
-            err = fill_add(zl, &f, &r, remaining);
-            remaining -= CAIRN_MIN(remaining, (uint64_t)n + ZIL_REC_HDR_SIZE);
-            done += n;
-        }
-    }
-    if (!err) {
-        /* The successor is allocated now, before the next batch is known: sized
-         * for the largest of the recent batches. Sized for this one alone, every
-         * batch larger than its predecessor spilled into a second block, written
-         * after the first in the writer's phase: 1.45 blocks per batch at 32 sync
-         * writes in flight, 1.09 sized this way. */
-        zl->recent_bytes[zl->recent_next++ % ZIL_RECENT] = bytes;
-        uint64_t predict = 0;
-        for (int i = 0; i < ZIL_RECENT; i++) predict = CAIRN_MAX(predict, zl->recent_bytes[i]);
-        err = fill_flush(zl, &f, predict, false);
-    }
+    if (!err) err = fill_batch(zl, &f, batch, synced, bytes);
     /* The writes stay in the writer's phase: while they run, the next batch
      * gathers (measured: handing them to phase 2 makes batches, and so flushes,
      * smaller and slower). Only the flush overlaps the next writer. */
@@ -685,23 +745,7 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     memcpy(p->written, f.written, f.nwritten * sizeof *f.written);
     p->nwritten = f.nwritten;
     p->last_blk_seq = zl->next_blk_seq - 1;
-    if (err) {
-        /* A full region is no failure: the pool has the room, in the txg. */
-        if (err == -ENOSPC)
-            log_debug("zil", "object set %llu: intent-log region full; this commit waits "
-                      "for the txg", (unsigned long long)zl->os_id);
-        else
-            log_warn("zil", "object set %llu: log write failed (%s); waiting for the txg "
-                     "instead", (unsigned long long)zl->os_id, strerror(-err));
-        atomic_fetch_add(&zl->st_region_full, err == -ENOSPC);
-        atomic_fetch_add(&zl->st_txg_waits, 1);
-        wait_prior(zl, p->ticket);
-        err = spa_txg_wait_synced(zl->spa, 0);
-        if (!err) chain_restart(zl, NULL, 0);
-        p->nwritten = 0;
-        p->barrier_txg = 0;
-        return err;
-    }
+    if (err) return batch_to_txg(zl, p, err);
     if (p->nwritten) atomic_fetch_add(&zl->st_log_writes, 1);
     return 0;
 }

@@ -1498,6 +1498,7 @@ int zpl_rmdir(zpl_node_t *dir, const char *name, zpl_wcc_t *dir_wcc)
  * bonus buffers (stable under fs->rename_lock, which the caller holds). */
 static int is_ancestor(zpl_fs_t *fs, uint64_t anc, uint64_t obj, bool *yes)
 {
+    CAIRN_ASSERT(cairn_mutex_held(&fs->rename_lock));
     *yes = false;
     for (int depth = 0; depth < 100000; depth++) {
         if (obj == anc) {

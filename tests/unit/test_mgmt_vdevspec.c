@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <cairn/mgmt.h>
+#include <cairn/spa.h>
 
 #include <string.h>
 

@@ -15,6 +15,7 @@
 #include "../../src/nfs/nfs4_impl.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include "lock_holder.h"
 #include "test_zpl_fixture.h"
 #pragma GCC diagnostic pop
 
@@ -558,13 +559,14 @@ static void test_session_memory_path(void **state)
     uint32_t n;
     /* The space attributes need the pool's lock: held (as a txg sync holds it),
      * the I/O thread is refused - twice, and the slot keeps its seqid 0. */
-    pthread_mutex_lock(&fix.dp->lock);
+    lock_holder_t sync;
+    lock_holder_start(&sync, &fix.dp->lock);
     for (int i = 0; i < 2; i++) {
         seq_compound(&r, sid, 1, true, false, true);
         assert_true(r.would_block);
         raw_free(&r);
     }
-    pthread_mutex_unlock(&fix.dp->lock);
+    lock_holder_stop(&sync);
     seq_compound(&r, sid, 1, true, false, false);
     assert_int_equal(raw_status(&r, &n), 0);
     assert_int_equal(n, 5);

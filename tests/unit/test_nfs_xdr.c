@@ -17,6 +17,7 @@
 #include "../../src/nfs/nfs_srv.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include "lock_holder.h"
 #include "test_zpl_fixture.h"
 #pragma GCC diagnostic pop
 
@@ -581,11 +582,12 @@ static void test_snapshot_memory_path(void **state)
     assert_int_equal(lookup3(&r, s1, "f", true, &st, f1), 1);
     assert_int_equal(st, 0);
     /* The snapshot's name is checked under the pool's lock: while a txg sync
-     * (here: this thread) holds it, the I/O thread's try is refused and leaves
+     * (here: another thread) holds it, the I/O thread's try is refused and leaves
      * the mount as it was. */
-    pthread_mutex_lock(&r.f.dp->lock);
+    lock_holder_t sync;
+    lock_holder_start(&sync, &r.f.dp->lock);
     assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1b), NFS_RPC_WOULD_BLOCK);
-    pthread_mutex_unlock(&r.f.dp->lock);
+    lock_holder_stop(&sync);
     assert_int_equal(lookup3(&r, sd, "s1", true, &st, s1b), 1);
     assert_int_equal(st, 0);
     assert_memory_equal(s1, s1b, ZPL_FH_SIZE);
@@ -640,9 +642,10 @@ static void test_metadata4_memory_path(void **state)
     uint8_t *body;
     size_t blen;
     uint32_t st = 99;
-    pthread_mutex_lock(&r.f.dp->lock); /* held, as a txg sync holds it: refused */
+    lock_holder_t sync;
+    lock_holder_start(&sync, &r.f.dp->lock); /* held, as a txg sync holds it: refused */
     assert_int_equal(nfs_run(&r, 4, 1, &a, true, &body, &blen, &st), NFS_RPC_WOULD_BLOCK);
-    pthread_mutex_unlock(&r.f.dp->lock);
+    lock_holder_stop(&sync);
     assert_int_equal(nfs_run(&r, 4, 1, &a, false, &body, &blen, &st), 1);
     assert_int_equal(st, 0);
     free(body);
