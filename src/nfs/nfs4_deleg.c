@@ -29,6 +29,14 @@
  * SEQ4_STATUS_RECALLABLE_STATE_REVOKED until the client frees it) or EXPIRED
  * (4.0). Delegations are not recorded: a restart loses them, and none are
  * granted in grace (reclaims get OPEN_DELEGATE_NONE).
+ *
+ * Attributes under a write delegation (nfs4_deleg_getattr, RFC 8881 10.4.3,
+ * RFC 7530 10.4.3): the holder may have written into its cache, so another
+ * client's GETATTR of size or change asks it with CB_GETATTR and answers with
+ * its size, and with our change attribute moved one past the file's for each
+ * new change value the holder reports (so it grows as the holder's does), the
+ * modify time being when that value was first seen. A holder that does not
+ * answer has its delegation recalled, and the GETATTR is told DELAY.
  */
 #include "nfs4_compound.h"
 
@@ -162,6 +170,95 @@ uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name)
     if (zpl_lookup(dir, name, &n) < 0) return NFS4_OK;
     uint32_t status = nfs4_deleg_check(cx, n, NULL);
     zpl_node_rele(n);
+    return status;
+}
+
+/* ---------------------------------------------------------------- CB_GETATTR */
+
+/* A write delegation on f of a client other than requester (0: unknown). */
+static nfs4_stid_t *write_deleg_of_other(nfs4_server_t *st, nfs4_file_t *f, uint64_t requester)
+{
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (requester && c->clientid == requester) continue;
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext)
+            if (s->type == NFS4_STID_DELEG && s->file == f && !s->revoked &&
+                (s->access & OPEN4_SHARE_ACCESS_WRITE))
+                return s;
+    }
+    return NULL;
+}
+
+/* The holder's answer h laid over the file's attributes a (lock held). */
+static void apply_holder_attrs(nfs4_stid_t *d, const nfs4_cb_attrs_t *h, zpl_attr_t *a)
+{
+    if (h->change == a->change && !d->cb_bumps) return;   /* nothing written in its cache */
+    if (!d->cb_bumps || h->change != d->cb_change) {
+        d->cb_change = h->change;
+        d->cb_bumps++;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        d->cb_mtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    }
+    a->change += d->cb_bumps;
+    a->size = h->size;
+    a->mtime_ns = a->ctime_ns = d->cb_mtime_ns;
+}
+
+/* Finds the delegation sid names again after the lock was dropped (NULL: it
+ * was returned or revoked meanwhile). */
+static nfs4_stid_t *deleg_again(nfs4_server_t *st, const nfs4_stateid_t *sid)
+{
+    nfs4_stateid_t any = *sid;
+    any.seqid = 0;
+    nfs4_stid_t *d = NULL;
+    if (nfs4_stid_find(st, 1, &any, &d) != NFS4_OK || d->type != NFS4_STID_DELEG) return NULL;
+    return d;
+}
+
+uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t *a)
+{
+    nfs4_server_t *st = cx->st;
+    if (!nfs4_bm_isset(req, FATTR4_CHANGE) && !nfs4_bm_isset(req, FATTR4_SIZE)) return NFS4_OK;
+    if (cx->cur.kind != NFS4_FH_REAL || !atomic_load(&st->ndelegs)) return NFS4_OK;
+    uint64_t requester = cx->minor >= 1 ? requester_of(cx, NULL) : cx->client40;
+    pthread_mutex_lock(&st->lock);
+    nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
+    nfs4_stid_t *d = f && f->ndelegs ? write_deleg_of_other(st, f, requester) : NULL;
+    uint32_t status = NFS4_OK;
+    zpl_fh_t fh;
+    if (d && (d->recalled || zpl_fh_encode(f->node, &fh) < 0)) {
+        status = NFS4ERR_DELAY;   /* its holder is writing back and returning it */
+    } else if (d && cx->call->memory_only) {
+        cx->call->would_block = true;   /* waiting for the holder is a worker's job */
+        status = NFS4ERR_DELAY;
+    }
+    if (!d || status) {
+        nfs4_unlock(st);
+        return status;
+    }
+    nfs4_stateid_t sid;
+    nfs4_stid_to_wire(st, d, &sid);
+    uint64_t holder = d->client->clientid;
+    nfs4_unlock(st);
+
+    nfs4_cb_attrs_t h;
+    status = nfs4_cb_getattr(st, holder, fh.bytes, &h);
+    pthread_mutex_lock(&st->lock);
+    if (!(d = deleg_again(st, &sid))) {
+        status = NFS4ERR_DELAY;   /* returned meanwhile: the file's attributes changed */
+    } else if (status == NFS4_OK) {
+        apply_holder_attrs(d, &h, a);
+    } else {
+        nfs4_file_t *df = d->file;
+        log_info(SUB, "client %016llx: CB_GETATTR not answered (%u); recalling its "
+                 "delegation on object %llu", (unsigned long long)holder, status,
+                 (unsigned long long)df->ino);
+        df->nstates++;   /* nfs4_deleg_conflict's contract */
+        nfs4_deleg_conflict(st, df, NULL, true);
+        nfs4_file_put(st, df);
+        status = NFS4ERR_DELAY;
+    }
+    nfs4_unlock(st);
     return status;
 }
 

@@ -534,6 +534,31 @@ static uint32_t open_state(nfs4_cx_t *cx, const open_req_t *q, const open_seq_t 
 
 /* ---------------------------------------------------------------- OPEN */
 
+/* open_arguments4 (RFC 9754): one bitmap per argument of the values OPEN
+ * takes; the claims come from open_claims[]. */
+void nfs4_open_arguments_put(nfs_xdr_t *x, uint32_t minor)
+{
+    nfs4_bitmap_t access = { { 0 } }, deny = { { 0 } }, want = { { 0 } }, claims = { { 0 } },
+                  modes = { { 0 } };
+    for (unsigned v = OPEN4_SHARE_ACCESS_READ; v <= OPEN4_SHARE_ACCESS_BOTH; v++)
+        nfs4_bm_set(&access, v);
+    for (unsigned v = OPEN4_SHARE_DENY_NONE; v <= OPEN4_SHARE_DENY_BOTH; v++)
+        nfs4_bm_set(&deny, v);
+    /* OPEN_ARGS_SHARE_ACCESS_WANT_ANY_DELEG, _NO_DELEG, _CANCEL: the want
+     * field's value (bits 8-15 of share_access). */
+    for (unsigned v = 3; v <= 5; v++) nfs4_bm_set(&want, v);
+    for (unsigned c = 0; c < sizeof open_claims / sizeof open_claims[0]; c++)
+        if (open_claims[c].supported && (minor >= 1 || !open_claims[c].since_41))
+            nfs4_bm_set(&claims, c);
+    for (unsigned m = UNCHECKED4; m <= (minor >= 1 ? EXCLUSIVE4_1 : EXCLUSIVE4); m++)
+        nfs4_bm_set(&modes, m);
+    nfs4_bitmap_put(x, &access);
+    nfs4_bitmap_put(x, &deny);
+    nfs4_bitmap_put(x, &want);
+    nfs4_bitmap_put(x, &claims);
+    nfs4_bitmap_put(x, &modes);
+}
+
 uint32_t nfs4_op_open(nfs4_cx_t *cx)
 {
     open_req_t q;

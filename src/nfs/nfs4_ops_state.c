@@ -63,6 +63,7 @@ uint32_t nfs4_client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out)
         c = nfs4_client_by_id(cx->st, clientid, &status);
         if (!c) return status;
         if (!c->confirmed) return NFS4ERR_STALE_CLIENTID;
+        cx->client40 = c->clientid;
     }
     c->renewed = nfs4_now();
     *out = c;

@@ -34,6 +34,15 @@
       probes it with CB_NULL, the client's OPEN for read gets a read delegation, a 4.1
       client's OPEN for write is DELAY and the 4.0 client receives CB_RECALL on a
       connection the server makes; DELEGRETURN lets the other OPEN through.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr NAME
+      a holds a write delegation and has written through it; b's GETATTR of change
+      and size waits while the server asks a (CB_SEQUENCE + CB_GETATTR on its back
+      channel) and answers with a's size and a change attribute past the file's; the
+      same answer again gives the same change, a new one a greater change; after a's
+      DELEGRETURN b sees the file's own attributes with no callback.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr40 NAME
+      the same CB_GETATTR to a 4.0 holder of a write delegation, on a connection the
+      server makes to its callback address.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
@@ -47,16 +56,19 @@ Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 import os
 import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nfs_rpc import NFS, X, Conn, auth_sys, check, fail  # noqa: E402
-from nfs4_rpc import (GRACE, OK, Client, Op, chan_attrs, op_close, op_getfh,  # noqa: E402
-                      op_lookup_path, op_read, op_write, put_stateid, putfh, stateid)
+from nfs4_rpc import (GRACE, OK, Client, Op, bitmap, chan_attrs, fattr,  # noqa: E402
+                      op_close, op_getfh, op_lookup_path, op_read, op_write, put_stateid,
+                      putfh, stateid)
 
 OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
 OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
-OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
+OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
+OP_GETATTR, FATTR4_CHANGE, FATTR4_SIZE = 9, 3, 4
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
 OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
 SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
@@ -123,6 +135,9 @@ def parse_cb_call(rec):
             ops.append((op, dict(session=sess, seq=seq, slot=slot, high=high)))
         elif op == OP_CB_RECALL:
             ops.append((op, dict(sid=stateid(r), truncate=r.gu32(), fh=r.gopaque())))
+        elif op == OP_CB_GETATTR:
+            fh = r.gopaque()
+            ops.append((op, dict(fh=fh, mask=[r.gu32() for _ in range(r.gu32())])))
         else:
             fail("unexpected callback operation %d" % op)
     return xid, prog, proc, minor, ident, ops
@@ -130,7 +145,7 @@ def parse_cb_call(rec):
 
 def cb_reply(xid, ops=None):
     """The reply to a callback: CB_NULL's when ops is None, else CB_COMPOUND's
-    with every operation OK."""
+    with every operation OK (CB_GETATTR's attributes: its args' "attrs", a fattr4)."""
     x = X().u32(xid).u32(1).u32(0).u32(0).opaque(b"").u32(0)
     if ops is None:
         return bytes(x.b)
@@ -139,6 +154,8 @@ def cb_reply(xid, ops=None):
         x.u32(op).u32(OK)
         if op == OP_CB_SEQUENCE:
             x.fixed(a["session"]).u32(a["seq"]).u32(a["slot"]).u32(a["high"]).u32(a["high"])
+        elif op == OP_CB_GETATTR:
+            x.fixed(a["attrs"])
     return bytes(x.b)
 
 
@@ -255,6 +272,54 @@ class CbClient(Client):
         return ops[0][1]["seq"]
 
 
+def op_getattr_cs():
+    """GETATTR of change and size: (change, size)."""
+    def parse(r, st):
+        if st != OK:
+            return None
+        mask = [r.gu32() for _ in range(r.gu32())]
+        check(mask and mask[0] == (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE),
+              "GETATTR answered attributes %r" % mask)
+        v = X(r.gopaque())
+        return v.gu64(), v.gu64()
+    return Op(OP_GETATTR, bitmap(FATTR4_CHANGE, FATTR4_SIZE), parse)
+
+
+def cs_attrs(change, size):
+    return fattr({FATTR4_CHANGE: bytes(X().u64(change).b), FATTR4_SIZE: bytes(X().u64(size).b)})
+
+
+class Background:
+    """A call run in a thread (it waits for a callback this thread answers)."""
+
+    def __init__(self, fn):
+        self.result, self.error = None, None
+        self.t = threading.Thread(target=self.run, args=(fn,))
+        self.t.start()
+
+    def run(self, fn):
+        try:
+            self.result = fn()
+        except BaseException as e:   # noqa: B036 - fail() exits; report it to the caller
+            self.error = e
+
+    def join(self):
+        self.t.join(30)
+        check(not self.t.is_alive(), "the call never returned")
+        if self.error:
+            raise self.error
+        return self.result
+
+
+def check_cb_getattr(ops, fh):
+    got = [op for op, _ in ops]
+    check(got[-1] == OP_CB_GETATTR, "callback operations %r, not ending in CB_GETATTR" % got)
+    args = ops[-1][1]
+    check(args["fh"] == fh, "CB_GETATTR of another file handle")
+    check(args["mask"] and args["mask"][0] & (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE) ==
+          (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE), "CB_GETATTR asks %r" % args["mask"])
+
+
 def ctx():
     a = sys.argv
     return a[1], int(a[2]), a[3], a[4]
@@ -328,6 +393,57 @@ def mode_write(name):
     a.goodbye()
     b.goodbye()
     print("write ok")
+
+
+def getattr_via_holder(b, fh, answer):
+    """b's GETATTR of change and size while answer(ops, xid) replies to the
+    holder's CB_GETATTR: b's (change, size)."""
+    call = Background(lambda: b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR")[-1])
+    answer()
+    return call.join()
+
+
+def mode_cbgetattr(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, o, fh = a.open(exp, name, True, access=3)
+    check(st == OK and o["dtype"] == OPEN_DELEGATE_WRITE,
+          "a's OPEN (create) for write: %d, delegation %d" % (st, o and o["dtype"]))
+    a.ok([putfh(fh), op_write(o["dsid"], 0, b"cached by a")], "WRITE with the delegation")
+    change0, size0 = a.ok([putfh(fh), op_getattr_cs()], "a's own GETATTR")[-1]
+    check(size0 == 11 and not a.c.callbacks, "a's own GETATTR: size %d, %d callbacks" %
+          (size0, len(a.c.callbacks)))
+
+    def answer(change, size):
+        def run():
+            xid, prog, proc, minor, _i, ops = parse_cb_call(a.c.wait_callback())
+            check(proc == 1 and minor == 1, "callback procedure %d minor %d" % (proc, minor))
+            check([op for op, _ in ops] == [OP_CB_SEQUENCE, OP_CB_GETATTR],
+                  "callback operations %r" % [op for op, _ in ops])
+            check_cb_getattr(ops, fh)
+            ops[1][1]["attrs"] = cs_attrs(change, size)
+            a.c.send_record(cb_reply(xid, ops))
+        return run
+    change1, size1 = getattr_via_holder(b, fh, answer(change0, size0))
+    check((change1, size1) == (change0, size0),
+          "b sees %r though a reports the file unchanged %r" % ((change1, size1), (change0, size0)))
+    change2, size2 = getattr_via_holder(b, fh, answer(change0 + 7, 4096))
+    check(size2 == 4096 and change2 > change0,
+          "b sees change %d size %d after a reported a change in its cache" % (change2, size2))
+    change3, _ = getattr_via_holder(b, fh, answer(change0 + 7, 4096))
+    check(change3 == change2, "the same report moved the change attribute %d -> %d" %
+          (change2, change3))
+    change4, _ = getattr_via_holder(b, fh, answer(change0 + 8, 8192))
+    check(change4 > change3, "a new report left the change attribute at %d" % change4)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    change5, size5 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after the return")[-1]
+    check(size5 == 11 and not a.c.callbacks, "after DELEGRETURN: size %d, %d callbacks" %
+          (size5, len(a.c.callbacks)))
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("cbgetattr ok")
 
 
 def mode_revoke(name, lease):
@@ -479,10 +595,9 @@ def accept_callback(lsock):
     return cb, cb.recv_record()
 
 
-def mode_v40(name):
-    host, port, exp, owner = ctx()
-    b = CbClient(host, port, owner + "-b", back=False).connect()
-    make_file(b, exp, name, b"data")
+def client40_with_callback(host, port, owner):
+    """A 4.0 client whose callback address we listen on, confirmed and probed:
+    (connection, clientid, listening socket)."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(4)
@@ -502,12 +617,17 @@ def mode_v40(name):
     check(prog == CB_PROG and proc == 0, "first callback is %#x/%d, not CB_NULL" % (prog, proc))
     cb.send_record(cb_reply(xid))
     cb.s.close()
+    return a, clientid, lsock
+
+
+def open40_delegation(a, clientid, exp, name, access, dtype):
+    """4.0 OPENs (confirmed) until one gets delegation dtype: (open, fh)."""
     seqid = 0
     for _ in range(20):   # the probe's answer is taken in asynchronously: open again
         st, res = compound40(a, op_lookup_path(exp) +
-                             [op_open_d(clientid, b"owner40", name, access=1, seqid=seqid),
+                             [op_open_d(clientid, b"owner40", name, access=access, seqid=seqid),
                               op_getfh()])
-        check(st == OK, "4.0 OPEN for read: %d" % st)
+        check(st == OK, "4.0 OPEN: %d" % st)
         seqid += 1
         o, fh = res[-2][1], res[-1][1]
         if o["rflags"] & 2:
@@ -517,11 +637,20 @@ def mode_v40(name):
             st, _ = compound40(a, [putfh(fh), Op(OP_OPEN_CONFIRM, x.b)])
             check(st == OK, "OPEN_CONFIRM: %d" % st)
             seqid += 1
-        if o["dtype"] == OPEN_DELEGATE_READ:
+        if o["dtype"] == dtype:
             break
         time.sleep(0.2)
-    check(o["dtype"] == OPEN_DELEGATE_READ,
+    check(o["dtype"] == dtype,
           "the 4.0 client with a working callback got delegation %d" % o["dtype"])
+    return o, fh
+
+
+def mode_v40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    o, fh = open40_delegation(a, clientid, exp, name, 1, OPEN_DELEGATE_READ)
     st, _, _ = b.open(exp, name, access=3)
     check(st == DELAY, "4.1 OPEN for write under a 4.0 read delegation: %d, not DELAY" % st)
     cb, rec = accept_callback(lsock)
@@ -541,6 +670,36 @@ def mode_v40(name):
     b.goodbye()
     a.close()
     print("v40 ok")
+
+
+def mode_cbgetattr40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    fh = make_file(b, exp, name, b"data")
+    change0, size0 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR")[-1]
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    o, fh = open40_delegation(a, clientid, exp, name, 3, OPEN_DELEGATE_WRITE)
+
+    def answer():
+        cb, rec = accept_callback(lsock)
+        xid, _prog, proc, minor, ident, ops = parse_cb_call(rec)
+        check(proc == 1 and minor == 0 and ident == 77,
+              "4.0 callback: procedure %d minor %d ident %d" % (proc, minor, ident))
+        check([op for op, _ in ops] == [OP_CB_GETATTR], "4.0 callback operations %r" % ops)
+        check_cb_getattr(ops, fh)
+        ops[0][1]["attrs"] = cs_attrs(change0 + 1, 100000)
+        cb.send_record(cb_reply(xid, ops))
+        cb.s.close()
+    change1, size1 = getattr_via_holder(b, fh, answer)
+    check(size1 == 100000 and change1 > change0,
+          "b sees change %d size %d after the 4.0 holder reported a change" % (change1, size1))
+    st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+    check(st == OK, "4.0 DELEGRETURN: %d" % st)
+    _, size2 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after the return")[-1]
+    check(size2 == size0, "after the 4.0 DELEGRETURN b sees size %d, not %d" % (size2, size0))
+    b.goodbye()
+    a.close()
+    print("cbgetattr40 ok")
 
 
 def mode_none(name):
@@ -605,6 +764,10 @@ def main():
         mode_nlm(sys.argv[6])
     elif mode == "v40":
         mode_v40(sys.argv[6])
+    elif mode == "cbgetattr":
+        mode_cbgetattr(sys.argv[6])
+    elif mode == "cbgetattr40":
+        mode_cbgetattr40(sys.argv[6])
     elif mode == "none":
         mode_none(sys.argv[6])
     else:

@@ -13,6 +13,9 @@
 #   - an NFSv3 WRITE is JUKEBOX and an NLM LOCK DENIED_GRACE_PERIOD while they recall
 #     the delegation;
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
+#   - another client's GETATTR of size and change under a write delegation asks the
+#     holder (CB_GETATTR, 4.1 back channel and 4.0 callback address) and answers with
+#     its values;
 #   - with nfs_delegations = 0 no delegation is granted.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -53,6 +56,12 @@ pass "an NLM LOCK is DENIED_GRACE_PERIOD while the delegation is recalled, then 
 
 deleg_rpc /tank/share "v40-$$" v40 f-v40
 pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new connection"
+
+deleg_rpc /tank/share "cg-$$" cbgetattr f-cbgetattr
+pass "GETATTR under another client's write delegation: CB_GETATTR, the holder's size and change"
+
+deleg_rpc /tank/share "cg40-$$" cbgetattr40 f-cbgetattr40
+pass "CB_GETATTR to a 4.0 holder of a write delegation on its callback address"
 
 daemon_stop
 printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"
