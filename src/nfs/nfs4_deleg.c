@@ -27,8 +27,12 @@
  * out, is revoked by the next conflicting request: it stops counting, and its
  * stateid answers DELEG_REVOKED (4.1, and SEQUENCE flags
  * SEQ4_STATUS_RECALLABLE_STATE_REVOKED until the client frees it) or EXPIRED
- * (4.0). Delegations are not recorded: a restart loses them, and none are
- * granted in grace (reclaims get OPEN_DELEGATE_NONE).
+ * (4.0). Delegations are not written down: after a restart a client
+ * reclaims those it held by naming their type in its CLAIM_PREVIOUS OPEN
+ * (nfs4_deleg_reclaim, RFC 7530 10.2.1, RFC 8881 10.2.1), which gives it one
+ * back when nothing else on the file conflicts, with `recall` set (and the
+ * lease-long wait for its return started) when it cannot be called back yet.
+ * No new delegations are granted in grace.
  *
  * Attributes under a write delegation (nfs4_deleg_getattr, RFC 8881 10.4.3,
  * RFC 7530 10.4.3): the holder may have written into its cache, so another
@@ -287,19 +291,37 @@ static bool grant_allowed(nfs4_server_t *st, nfs4_client_t *c, nfs4_file_t *f, b
     return true;
 }
 
-nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
-                              bool want_none)
+/* A delegation of client c on f, read or write, if f's state allows it. */
+static nfs4_stid_t *deleg_new(nfs4_server_t *st, nfs4_client_t *c, nfs4_file_t *f, bool write)
 {
-    nfs4_file_t *f = open->file;
-    bool write = open->access & OPEN4_SHARE_ACCESS_WRITE;
-    if (!st->delegations || want_none || nfs4_in_grace(st) || !nfs4_cb_path_up(c) ||
-        nlm_locked(f) || !grant_allowed(st, c, f, write))
-        return NULL;
+    if (!st->delegations || nlm_locked(f) || !grant_allowed(st, c, f, write)) return NULL;
     nfs4_stid_t *d = nfs4_stid_new(st, NFS4_STID_DELEG, c, NULL, f);
     if (!d) return NULL;
     d->access = write ? OPEN4_SHARE_ACCESS_BOTH : OPEN4_SHARE_ACCESS_READ;
     f->ndelegs++;
     atomic_fetch_add(&st->ndelegs, 1);
+    return d;
+}
+
+nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                              bool want_none)
+{
+    if (want_none || nfs4_in_grace(st) || !nfs4_cb_path_up(c)) return NULL;
+    return deleg_new(st, c, open->file, open->access & OPEN4_SHARE_ACCESS_WRITE);
+}
+
+nfs4_stid_t *nfs4_deleg_reclaim(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                                bool write, bool *recall)
+{
+    *recall = false;
+    if (write && !(open->access & OPEN4_SHARE_ACCESS_WRITE)) return NULL;
+    nfs4_stid_t *d = deleg_new(st, c, open->file, write);
+    if (d && !nfs4_cb_path_up(c)) {
+        /* Nobody could recall it: the client is to give it back by itself,
+         * and a conflict a lease from now revokes it if it does not. */
+        *recall = true;
+        d->recalled = nfs4_now();
+    }
     return d;
 }
 

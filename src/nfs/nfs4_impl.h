@@ -519,6 +519,11 @@ bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64
 /* OPEN's grant: a delegation for client c's open s, or NULL (lock held). */
 nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
                               bool want_none);
+/* A CLAIM_PREVIOUS OPEN's reclaim of the delegation (read, or write) client c
+ * held before the restart, for its open s, or NULL (lock held). *recall: the
+ * client is to return it at once (it cannot be called back). */
+nfs4_stid_t *nfs4_deleg_reclaim(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                                bool write, bool *recall);
 /* Bookkeeping when a delegation stateid is freed (nfs4_stid_free). */
 void nfs4_deleg_forget(nfs4_server_t *st, nfs4_stid_t *s);
 

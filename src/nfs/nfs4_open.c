@@ -8,7 +8,9 @@
  * type is a row of open_claims[]: how its arguments decode, which minor
  * versions know it, what it must satisfy under the state lock (grace for
  * reclaims, no grace for new state, a delegation of the client for the
- * DELEGATE ones) and whether it may be granted a delegation. Everything else
+ * DELEGATE ones) and which delegation it may get: a new one (CLAIM_NULL,
+ * CLAIM_FH), the one held before a restart (CLAIM_PREVIOUS names its type;
+ * nfs4_deleg_reclaim), or none (an open under a delegation). Everything else
  * is common:
  *
  *   decode        open_decode: share access/deny, owner, create mode, claim
@@ -85,43 +87,51 @@ typedef struct open_work {
 } open_work_t;
 
 struct open_claim {
-    /* Decodes the claim's arguments after its type. */
-    void (*decode)(nfs4_cx_t *cx, open_req_t *q);
+    /* Decodes the claim's arguments after its type: BADXDR or NFS4_OK (a bad
+     * name is told later, in q->name_status, once the seqid is consumed). */
+    uint32_t (*decode)(nfs4_cx_t *cx, open_req_t *q);
     /* Its rule in phase 1 (client c, lock held): NFS4_OK to go on. */
     uint32_t (*admit)(nfs4_cx_t *cx, nfs4_client_t *c, const open_req_t *q);
+    /* The delegation it gets with open s (lock held; *recall: to be returned
+     * at once); NULL: none. */
+    nfs4_stid_t *(*deleg)(nfs4_cx_t *cx, const open_req_t *q, nfs4_client_t *c, nfs4_stid_t *s,
+                          bool *recall);
     bool by_name;                     /* the current fh is the directory of q->name */
     bool since_41;                    /* 4.0 knows it not: NFS4ERR_INVAL there */
     bool supported;
-    bool grants_deleg;
 };
 
 /* ---------------------------------------------------------------- claims */
 
-static void decode_name(nfs4_cx_t *cx, open_req_t *q)
+static uint32_t decode_name(nfs4_cx_t *cx, open_req_t *q)
 {
     q->name_status = nfs4_name_get(cx, q->name);
+    return q->name_status == NFS4ERR_BADXDR ? NFS4ERR_BADXDR : NFS4_OK;
 }
 
-static void decode_previous(nfs4_cx_t *cx, open_req_t *q)
+static uint32_t decode_previous(nfs4_cx_t *cx, open_req_t *q)
 {
     q->reclaim_deleg = nfs_xdr_get_u32(cx->a);
+    return q->reclaim_deleg > OPEN_DELEGATE_WRITE ? NFS4ERR_BADXDR : NFS4_OK;
 }
 
-static void decode_deleg_cur(nfs4_cx_t *cx, open_req_t *q)
+static uint32_t decode_deleg_cur(nfs4_cx_t *cx, open_req_t *q)
 {
     nfs4_get_stateid(cx->a, &q->deleg_sid);
-    decode_name(cx, q);
+    return decode_name(cx, q);
 }
 
-static void decode_deleg_cur_fh(nfs4_cx_t *cx, open_req_t *q)
+static uint32_t decode_deleg_cur_fh(nfs4_cx_t *cx, open_req_t *q)
 {
     nfs4_get_stateid(cx->a, &q->deleg_sid);
+    return NFS4_OK;
 }
 
-static void decode_nothing(nfs4_cx_t *cx, open_req_t *q)
+static uint32_t decode_nothing(nfs4_cx_t *cx, open_req_t *q)
 {
     (void)cx;
     (void)q;
+    return NFS4_OK;
 }
 
 /* New state: not in grace, nor (4.1) before the client's RECLAIM_COMPLETE. */
@@ -151,14 +161,48 @@ static uint32_t admit_deleg_cur(nfs4_cx_t *cx, nfs4_client_t *c, const open_req_
     return status;
 }
 
+/* 4.1: the client asked for no delegation with this open. */
+static bool wants_no_deleg(const open_req_t *q)
+{
+    uint32_t wants = q->want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
+    return wants == OPEN4_SHARE_ACCESS_WANT_NO_DELEG || wants == OPEN4_SHARE_ACCESS_WANT_CANCEL;
+}
+
+/* A new delegation, as the grant policy allows (nfs4_deleg.c). */
+static nfs4_stid_t *deleg_new(nfs4_cx_t *cx, const open_req_t *q, nfs4_client_t *c,
+                              nfs4_stid_t *s, bool *recall)
+{
+    *recall = false;
+    return nfs4_deleg_grant(cx->st, c, s, wants_no_deleg(q));
+}
+
+/* The delegation the client held before the restart, if it names one. */
+static nfs4_stid_t *deleg_reclaimed(nfs4_cx_t *cx, const open_req_t *q, nfs4_client_t *c,
+                                    nfs4_stid_t *s, bool *recall)
+{
+    *recall = false;
+    if (q->reclaim_deleg == OPEN_DELEGATE_NONE) return NULL;
+    return nfs4_deleg_reclaim(cx->st, c, s, q->reclaim_deleg == OPEN_DELEGATE_WRITE, recall);
+}
+
 static const open_claim_t open_claims[] = {
-    [CLAIM_NULL] = { decode_name, admit_new, true, false, true, true },
-    [CLAIM_PREVIOUS] = { decode_previous, admit_reclaim, false, false, true, false },
-    [CLAIM_DELEGATE_CUR] = { decode_deleg_cur, admit_deleg_cur, true, false, true, false },
-    [CLAIM_DELEGATE_PREV] = { decode_name, NULL, true, false, false, false },
-    [CLAIM_FH] = { decode_nothing, admit_new, false, true, true, true },
-    [CLAIM_DELEG_CUR_FH] = { decode_deleg_cur_fh, admit_deleg_cur, false, true, true, false },
-    [CLAIM_DELEG_PREV_FH] = { decode_nothing, NULL, false, false, false, false },
+    [CLAIM_NULL] = {
+        .decode = decode_name, .admit = admit_new, .deleg = deleg_new, .by_name = true,
+        .supported = true },
+    [CLAIM_PREVIOUS] = {
+        .decode = decode_previous, .admit = admit_reclaim, .deleg = deleg_reclaimed,
+        .supported = true },
+    [CLAIM_DELEGATE_CUR] = {
+        .decode = decode_deleg_cur, .admit = admit_deleg_cur, .by_name = true,
+        .supported = true },
+    [CLAIM_DELEGATE_PREV] = { .decode = decode_name, .by_name = true },
+    [CLAIM_FH] = {
+        .decode = decode_nothing, .admit = admit_new, .deleg = deleg_new, .since_41 = true,
+        .supported = true },
+    [CLAIM_DELEG_CUR_FH] = {
+        .decode = decode_deleg_cur_fh, .admit = admit_deleg_cur, .since_41 = true,
+        .supported = true },
+    [CLAIM_DELEG_PREV_FH] = { .decode = decode_nothing },
 };
 
 /* ---------------------------------------------------------------- decode */
@@ -197,8 +241,7 @@ static uint32_t open_decode(nfs4_cx_t *cx, open_req_t *q)
     q->claim = nfs_xdr_get_u32(a);
     if (q->claim >= sizeof open_claims / sizeof open_claims[0]) return NFS4ERR_BADXDR;
     q->kind = &open_claims[q->claim];
-    q->kind->decode(cx, q);
-    if (a->err || q->name_status == NFS4ERR_BADXDR) return NFS4ERR_BADXDR;
+    if (q->kind->decode(cx, q) || a->err) return NFS4ERR_BADXDR;
     if (q->kind->since_41 && cx->minor == 0) return NFS4ERR_INVAL;
     if (!q->kind->supported) return NFS4ERR_NOTSUPP;
     q->want = q->access & ~0xffu;
@@ -454,7 +497,8 @@ static uint32_t open_reserve(nfs4_cx_t *cx, const open_req_t *q, nfs4_client_t *
 
 /* open_delegation4 of an OPEN reply: the delegation granted, or none (4.1
  * says why when the client asked for one). */
-static void put_delegation(nfs4_cx_t *cx, const nfs4_stid_t *d, uint32_t wants, bool want_none)
+static void put_delegation(nfs4_cx_t *cx, const nfs4_stid_t *d, bool recall, uint32_t wants,
+                           bool want_none)
 {
     nfs_xdr_t *r = cx->r;
     if (!d) {
@@ -472,7 +516,7 @@ static void put_delegation(nfs4_cx_t *cx, const nfs4_stid_t *d, uint32_t wants, 
     nfs4_stateid_t w;
     nfs4_stid_to_wire(cx->st, d, &w);
     nfs4_put_stateid(r, &w);
-    nfs_xdr_put_u32(r, 0);                           /* recall: no */
+    nfs_xdr_put_u32(r, recall);
     if (write) {
         nfs_xdr_put_u32(r, 1);                       /* NFS_LIMIT_SIZE: no limit */
         nfs_xdr_put_u64(r, UINT64_MAX);
@@ -495,11 +539,10 @@ static void open_reply(nfs4_cx_t *cx, const open_req_t *q, nfs4_client_t *c, nfs
     nfs4_put_cinfo(cx->r, &w->wcc);
     nfs_xdr_put_u32(cx->r, rflags);
     nfs4_bitmap_put(cx->r, &w->attrset);
-    uint32_t wants = q->want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
-    bool want_none = wants == OPEN4_SHARE_ACCESS_WANT_NO_DELEG ||
-                     wants == OPEN4_SHARE_ACCESS_WANT_CANCEL;
-    nfs4_stid_t *d = q->kind->grants_deleg ? nfs4_deleg_grant(cx->st, c, s, want_none) : NULL;
-    put_delegation(cx, d, wants, want_none);
+    bool recall = false;
+    nfs4_stid_t *d = q->kind->deleg ? q->kind->deleg(cx, q, c, s, &recall) : NULL;
+    put_delegation(cx, d, recall, q->want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK,
+                   wants_no_deleg(q));
 }
 
 /* Phase 3: the open state and the reply, under the state lock; the owner's

@@ -43,6 +43,16 @@
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr40 NAME
       the same CB_GETATTR to a 4.0 holder of a write delegation, on a connection the
       server makes to its callback address.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER deleghold NAME
+      a opens NAME-r for read and NAME-w for write and holds a read and a write
+      delegation; prints both file handles (hex) and leaves without a word.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER delegreclaim HEXR HEXW NAME
+      after a restart: a new client's OPEN is GRACE; a (same owner) reclaims its opens
+      with CLAIM_PREVIOUS naming the delegation type it held and gets both delegations
+      back (recall not set: its back channel is up); CLAIM_DELEGATE_PREV and
+      CLAIM_DELEG_PREV_FH are NOTSUPP; after a's RECLAIM_COMPLETE the new client's
+      conflicting OPENs are DELAY and recall the reclaimed delegations (CB_RECALL of
+      their stateids), and succeed once a returns them.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
@@ -74,7 +84,8 @@ OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
 SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
 OP_BIND_CONN_TO_SESSION, CDFC4_BACK_OR_BOTH, CDFS4_BOTH = 41, 7, 3
 CB_PROG = 0x40000000
-CLAIM_NULL, CLAIM_DELEG_CUR_FH = 0, 5
+CLAIM_NULL, CLAIM_PREVIOUS, CLAIM_DELEGATE_PREV, CLAIM_DELEG_CUR_FH = 0, 1, 3, 5
+CLAIM_DELEG_PREV_FH, NOTSUPP = 6, 10004
 
 
 class CbConn(Conn):
@@ -172,28 +183,31 @@ def parse_open(r, st):
     dsid = None
     if dtype in (OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE):
         dsid = stateid(r)
-        r.gu32()                                      # recall
+        recall = r.gu32()
         if dtype == OPEN_DELEGATE_WRITE:
             check(r.gu32() == 1, "write delegation space limit is not by size")
             r.gu64()
         r.gu32(), r.gu32(), r.gu32(), r.gopaque()     # nfsace4
     elif dtype == 3:
         r.gu32()
-    return dict(sid=sid, rflags=rflags, dtype=dtype, dsid=dsid)
+    return dict(sid=sid, rflags=rflags, dtype=dtype, dsid=dsid,
+                recall=recall if dsid else None)
 
 
 def op_open_d(clientid, owner, name, create=False, access=1, seqid=0, claim=CLAIM_NULL,
-              dsid=None):
+              dsid=None, prev_deleg=OPEN_DELEGATE_NONE):
     x = X().u32(seqid).u32(access).u32(0).u64(clientid).opaque(owner)
     if create:
         x.u32(1).u32(0).u32(0).opaque(b"")
     else:
         x.u32(0)
     x.u32(claim)
-    if claim == CLAIM_NULL:
+    if claim in (CLAIM_NULL, CLAIM_DELEGATE_PREV):
         x.opaque(name.encode())
     elif claim == CLAIM_DELEG_CUR_FH:
         put_stateid(x, dsid)
+    elif claim == CLAIM_PREVIOUS:
+        x.u32(prev_deleg)
     return Op(OP_OPEN, x.b, parse_open)
 
 
@@ -702,6 +716,70 @@ def mode_cbgetattr40(name):
     print("cbgetattr40 ok")
 
 
+def mode_deleghold(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name + "-r", b"before the restart")
+    b.goodbye()
+    fhs = []
+    for suffix, access, dtype in (("-r", 1, OPEN_DELEGATE_READ), ("-w", 3, OPEN_DELEGATE_WRITE)):
+        st, o, fh = a.open(exp, name + suffix, create=suffix == "-w", access=access)
+        check(st == OK and o["dtype"] == dtype,
+              "a's OPEN of %s: %d, delegation %d" % (name + suffix, st, o and o["dtype"]))
+        fhs.append(fh.hex())
+    print(" ".join(fhs))
+
+
+def open_retry_grace(b, exp, name, access, keep):
+    """b's OPEN, again while the server is in grace (bounded): its status.
+    keep's lease is renewed meanwhile (an expired holder would just lose its
+    delegation to the OPEN)."""
+    for _ in range(160):
+        st, _, _ = b.open(exp, name, access=access)
+        if st != GRACE:
+            return st
+        keep.seq_flags()
+        time.sleep(0.25)
+    fail("the grace period never ended")
+
+
+def mode_delegreclaim(hexr, hexw, name):
+    host, port, exp, owner = ctx()
+    fhr, fhw = bytes.fromhex(hexr), bytes.fromhex(hexw)
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, _, _ = b.open(exp, name + "-r", access=2)
+    check(st == GRACE, "a new client's OPEN in grace: %d, not GRACE" % st)
+    a = CbClient(host, port, owner + "-a").connect(reclaim_complete=False)
+    held = {}
+    for fh, access, dtype in ((fhr, 1, OPEN_DELEGATE_READ), (fhw, 3, OPEN_DELEGATE_WRITE)):
+        o = a.ok([putfh(fh), op_open_d(a.clientid, a.owner, "", access=access,
+                                       claim=CLAIM_PREVIOUS, prev_deleg=dtype)],
+                 "OPEN CLAIM_PREVIOUS with delegation type %d" % dtype)[-1]
+        check(o["dtype"] == dtype and o["recall"] == 0,
+              "reclaim of delegation type %d got %d (recall %r)" % (dtype, o["dtype"], o["recall"]))
+        held[fh] = o
+    # Delegations do not outlive a client's restart here: nothing to reclaim that way.
+    for claim, fh_ops in ((CLAIM_DELEGATE_PREV, op_lookup_path(exp)),
+                          (CLAIM_DELEG_PREV_FH, [putfh(fhr)])):
+        st, res = a.compound(fh_ops + [op_open_d(a.clientid, a.owner, name + "-r", claim=claim)])
+        check(res[-1][0] == NOTSUPP, "OPEN claim %d: %d, not NOTSUPP" % (claim, res[-1][0]))
+    check(a.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    for fh, access in ((fhr, 2), (fhw, 1)):
+        suffix = "-r" if fh == fhr else "-w"
+        st = open_retry_grace(b, exp, name + suffix, access, a)
+        check(st == DELAY, "b's conflicting OPEN of %s: %d, not DELAY" % (name + suffix, st))
+        a.answer_recall(held[fh]["dsid"], fh)
+        a.ok([putfh(fh), op_delegreturn(held[fh]["dsid"])], "DELEGRETURN")
+        st, bo, _ = b.open(exp, name + suffix, access=access)
+        check(st == OK, "b's OPEN of %s after the return: %d" % (name + suffix, st))
+        b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+        a.ok([putfh(fh), op_close(held[fh]["sid"])], "a's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("delegreclaim ok")
+
+
 def mode_none(name):
     host, port, exp, owner = ctx()
     a = CbClient(host, port, owner + "-a").connect()
@@ -768,6 +846,10 @@ def main():
         mode_cbgetattr(sys.argv[6])
     elif mode == "cbgetattr40":
         mode_cbgetattr40(sys.argv[6])
+    elif mode == "deleghold":
+        mode_deleghold(sys.argv[6])
+    elif mode == "delegreclaim":
+        mode_delegreclaim(sys.argv[6], sys.argv[7], sys.argv[8])
     elif mode == "none":
         mode_none(sys.argv[6])
     else:

@@ -16,6 +16,8 @@
 #   - another client's GETATTR of size and change under a write delegation asks the
 #     holder (CB_GETATTR, 4.1 back channel and 4.0 callback address) and answers with
 #     its values;
+#   - after a restart a client reclaims the read and write delegations it held
+#     (CLAIM_PREVIOUS with their type) and they are recalled like any other;
 #   - with nfs_delegations = 0 no delegation is granted.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -62,6 +64,16 @@ pass "GETATTR under another client's write delegation: CB_GETATTR, the holder's 
 
 deleg_rpc /tank/share "cg40-$$" cbgetattr40 f-cbgetattr40
 pass "CB_GETATTR to a 4.0 holder of a write delegation on its callback address"
+
+deleg_rpc /tank/share "rcl-$$" deleghold f-rcl
+HELD_FHS=$(cat "$LAST_STDOUT")
+daemon_stop
+printf 'nfs_lease_time = 5\nnfs_grace_time = 10\nnfs_delegations = 1\n' >"$T/grace.conf"
+nfs_daemon_start d1 --config "$T/grace.conf"
+expect_share /tank/share
+# shellcheck disable=SC2086 # two handles
+deleg_rpc /tank/share "rcl-$$" delegreclaim $HELD_FHS f-rcl
+pass "after a restart a client reclaims its read and write delegations (CLAIM_PREVIOUS), which are recalled as usual"
 
 daemon_stop
 printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"
