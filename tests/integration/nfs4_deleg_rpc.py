@@ -60,6 +60,10 @@
       another client (the host, beside a kernel client holding a delegation): OPEN
       NAME for write (read), retrying while DELAY (bounded), then WRITE DATA at 0
       (READ, which must start with DATA); prints how many DELAYs it saw.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostgetattr NAME SIZE
+      the host's GETATTR of NAME's size (retrying while DELAY, bounded) must be SIZE;
+      prints how many DELAYs it saw (none when a write delegation's holder answered
+      CB_GETATTR).
 
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
@@ -78,7 +82,7 @@ from nfs4_rpc import (GRACE, OK, Client, Op, bitmap, chan_attrs, fattr,  # noqa:
 OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
 OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
 OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
-OP_GETATTR, FATTR4_CHANGE, FATTR4_SIZE = 9, 3, 4
+OP_GETATTR, OP_LOOKUP, FATTR4_CHANGE, FATTR4_SIZE = 9, 15, 3, 4
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
 OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
 SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
@@ -823,10 +827,33 @@ def mode_host_io(name, data, write):
     print("delays %d" % delays)
 
 
+def mode_host_getattr(name, size):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner, back=False).connect()
+    status, res = b.compound(op_lookup_path(exp) + [Op(OP_LOOKUP, X().opaque(name.encode()).b),
+                                                    op_getfh()])
+    check(status == OK, "LOOKUP %s: %d" % (name, status))
+    fh = res[-1][1]
+    delays = 0
+    for _ in range(240):
+        status, res = b.compound([putfh(fh), op_getattr_cs()])
+        if status != DELAY:
+            break
+        delays += 1
+        time.sleep(0.5)
+    check(status == OK, "the host's GETATTR: %d" % status)
+    check(res[-1][1][1] == size, "the host's GETATTR: size %d, not %d" % (res[-1][1][1], size))
+    b.goodbye()
+    print("delays %d" % delays)
+
+
 def main():
     mode = sys.argv[5]
     if mode in ("hostwrite", "hostread"):
         mode_host_io(sys.argv[6], sys.argv[7], mode == "hostwrite")
+        return
+    if mode == "hostgetattr":
+        mode_host_getattr(sys.argv[6], int(sys.argv[7]))
         return
     if mode == "recall":
         mode_recall(sys.argv[6])
