@@ -53,6 +53,15 @@
       CLAIM_DELEG_PREV_FH are NOTSUPP; after a's RECLAIM_COMPLETE the new client's
       conflicting OPENs are DELAY and recall the reclaimed delegations (CB_RECALL of
       their stateids), and succeed once a returns them.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER deleghold40 NAME
+      a 4.0 client with a callback address holds a read delegation on NAME; prints
+      the file handle (hex) and leaves without a word.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER delegreclaim40 HEXFH NAME
+      after a restart the 4.0 client (same name) reclaims its open with CLAIM_PREVIOUS
+      naming a read delegation and gets it back; after grace another client's OPEN for
+      write is DELAY until the delegation is returned: through CB_RECALL to its
+      callback address, or (when the reply set `recall`, the callback path not being
+      up yet) by the client on its own.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
@@ -80,7 +89,7 @@ from nfs4_rpc import (GRACE, OK, Client, Op, bitmap, chan_attrs, fattr,  # noqa:
                       putfh, stateid)
 
 OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
-OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
+OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM, OP_RENEW = 35, 36, 20, 30
 OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
 OP_GETATTR, OP_LOOKUP, FATTR4_CHANGE, FATTR4_SIZE = 9, 15, 3, 4
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
@@ -735,15 +744,15 @@ def mode_deleghold(name):
     print(" ".join(fhs))
 
 
-def open_retry_grace(b, exp, name, access, keep):
+def open_retry_grace(b, exp, name, access, renew):
     """b's OPEN, again while the server is in grace (bounded): its status.
-    keep's lease is renewed meanwhile (an expired holder would just lose its
-    delegation to the OPEN)."""
+    renew() keeps the holder's lease alive meanwhile (an expired holder would
+    just lose its delegation to the OPEN)."""
     for _ in range(160):
         st, _, _ = b.open(exp, name, access=access)
         if st != GRACE:
             return st
-        keep.seq_flags()
+        renew()
         time.sleep(0.25)
     fail("the grace period never ended")
 
@@ -771,7 +780,7 @@ def mode_delegreclaim(hexr, hexw, name):
     check(a.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     for fh, access in ((fhr, 2), (fhw, 1)):
         suffix = "-r" if fh == fhr else "-w"
-        st = open_retry_grace(b, exp, name + suffix, access, a)
+        st = open_retry_grace(b, exp, name + suffix, access, a.seq_flags)
         check(st == DELAY, "b's conflicting OPEN of %s: %d, not DELAY" % (name + suffix, st))
         a.answer_recall(held[fh]["dsid"], fh)
         a.ok([putfh(fh), op_delegreturn(held[fh]["dsid"])], "DELEGRETURN")
@@ -782,6 +791,56 @@ def mode_delegreclaim(hexr, hexw, name):
     a.goodbye()
     b.goodbye()
     print("delegreclaim ok")
+
+
+def mode_deleghold40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"before the restart")
+    b.goodbye()
+    a, clientid, _lsock = client40_with_callback(host, port, owner)
+    _o, fh = open40_delegation(a, clientid, exp, name, 1, OPEN_DELEGATE_READ)
+    print(fh.hex())
+
+
+def mode_delegreclaim40(hexfh, name):
+    host, port, exp, owner = ctx()
+    fh = bytes.fromhex(hexfh)
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    st, res = compound40(a, [putfh(fh), op_open_d(clientid, b"owner40", "", access=1,
+                                                  claim=CLAIM_PREVIOUS,
+                                                  prev_deleg=OPEN_DELEGATE_READ)])
+    check(st == OK, "4.0 OPEN CLAIM_PREVIOUS with a read delegation: %d" % st)
+    o = res[-1][1]
+    check(o["dtype"] == OPEN_DELEGATE_READ, "4.0 reclaim got delegation %d" % o["dtype"])
+    if o["rflags"] & 2:
+        x = X()
+        put_stateid(x, o["sid"])
+        x.u32(1)
+        st, _ = compound40(a, [putfh(fh), Op(OP_OPEN_CONFIRM, x.b)])
+        check(st == OK, "OPEN_CONFIRM: %d" % st)
+
+    def renew():
+        st, _ = compound40(a, [Op(OP_RENEW, X().u64(clientid).b)])
+        check(st == OK, "RENEW: %d" % st)
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st = open_retry_grace(b, exp, name, 2, renew)
+    check(st == DELAY, "b's OPEN for write under the reclaimed delegation: %d, not DELAY" % st)
+    if not o["recall"]:
+        cb, rec = accept_callback(lsock)
+        xid, _prog, _proc, _minor, _ident, ops = parse_cb_call(rec)
+        check([op for op, _ in ops] == [OP_CB_RECALL] and ops[0][1]["sid"][1] == o["dsid"][1],
+              "4.0 callback %r is not CB_RECALL of the reclaimed delegation" % ops)
+        cb.send_record(cb_reply(xid, ops))
+        cb.s.close()
+    st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+    check(st == OK, "4.0 DELEGRETURN: %d" % st)
+    st, bo, _ = b.open(exp, name, access=2)
+    check(st == OK, "b's OPEN for write after the return: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "CLOSE")
+    b.goodbye()
+    a.close()
+    print("delegreclaim40 ok (recall %d)" % o["recall"])
 
 
 def mode_none(name):
@@ -877,6 +936,10 @@ def main():
         mode_deleghold(sys.argv[6])
     elif mode == "delegreclaim":
         mode_delegreclaim(sys.argv[6], sys.argv[7], sys.argv[8])
+    elif mode == "deleghold40":
+        mode_deleghold40(sys.argv[6])
+    elif mode == "delegreclaim40":
+        mode_delegreclaim40(sys.argv[6], sys.argv[7])
     elif mode == "none":
         mode_none(sys.argv[6])
     else:

@@ -67,13 +67,21 @@ pass "CB_GETATTR to a 4.0 holder of a write delegation on its callback address"
 
 deleg_rpc /tank/share "rcl-$$" deleghold f-rcl
 HELD_FHS=$(cat "$LAST_STDOUT")
+deleg_rpc /tank/share "rcl40-$$" deleghold40 f-rcl40
+HELD40_FH=$(cat "$LAST_STDOUT")
 daemon_stop
 printf 'nfs_lease_time = 5\nnfs_grace_time = 10\nnfs_delegations = 1\n' >"$T/grace.conf"
 nfs_daemon_start d1 --config "$T/grace.conf"
 expect_share /tank/share
+# Both reclaim in the same grace period, then wait for its end.
+$DELEGRPC 127.0.0.1 "$NFS_PORT" /tank/share "rcl40-$$" delegreclaim40 "$HELD40_FH" f-rcl40 \
+    >"$T/rcl40.out" 2>&1 &
+RCL40=$!
 # shellcheck disable=SC2086 # two handles
 deleg_rpc /tank/share "rcl-$$" delegreclaim $HELD_FHS f-rcl
 pass "after a restart a client reclaims its read and write delegations (CLAIM_PREVIOUS), which are recalled as usual"
+wait "$RCL40" || fail "nfs4_deleg_rpc.py delegreclaim40: $(cat "$T/rcl40.out")"
+pass "a 4.0 client reclaims its read delegation after the restart; it is returned on conflict ($(cat "$T/rcl40.out"))"
 
 daemon_stop
 printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"
