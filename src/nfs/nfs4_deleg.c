@@ -232,6 +232,8 @@ uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t 
     zpl_fh_t fh;
     if (d && (d->recalled || zpl_fh_encode(f->node, &fh) < 0)) {
         status = NFS4ERR_DELAY;   /* its holder is writing back and returning it */
+    } else if (d && d->cb_asking) {
+        status = NFS4ERR_DELAY;   /* one request at a time waits for the holder */
     } else if (d && cx->call->memory_only) {
         cx->call->would_block = true;   /* waiting for the holder is a worker's job */
         status = NFS4ERR_DELAY;
@@ -243,12 +245,14 @@ uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t 
     nfs4_stateid_t sid;
     nfs4_stid_to_wire(st, d, &sid);
     uint64_t holder = d->client->clientid;
+    d->cb_asking = true;
     nfs4_unlock(st);
 
     nfs4_cb_attrs_t h;
     status = nfs4_cb_getattr(st, holder, fh.bytes, &h);
     pthread_mutex_lock(&st->lock);
-    if (!(d = deleg_again(st, &sid))) {
+    if ((d = deleg_again(st, &sid))) d->cb_asking = false;
+    if (!d) {
         status = NFS4ERR_DELAY;   /* returned meanwhile: the file's attributes changed */
     } else if (status == NFS4_OK) {
         apply_holder_attrs(d, &h, a);

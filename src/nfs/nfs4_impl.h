@@ -324,6 +324,7 @@ struct nfs4_stid {
     uint64_t cb_change;
     uint64_t cb_bumps;
     int64_t cb_mtime_ns;
+    bool cb_asking;                   /* a CB_GETATTR is out: other GETATTRs wait (DELAY) */
     bool revoked;                     /* DELEG: revoked, kept to answer DELEG_REVOKED */
 };
 

@@ -37,7 +37,8 @@
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr NAME
       a holds a write delegation and has written through it; b's GETATTR of change
       and size waits while the server asks a (CB_SEQUENCE + CB_GETATTR on its back
-      channel) and answers with a's size and a change attribute past the file's; the
+      channel) and answers with a's size and a change attribute past the file's (a
+      third client's GETATTR meanwhile is DELAY: one request waits for the holder); the
       same answer again gives the same change, a new one a greater change; after a's
       DELEGRETURN b sees the file's own attributes with no callback.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr40 NAME
@@ -57,11 +58,12 @@
       a 4.0 client with a callback address holds a read delegation on NAME; prints
       the file handle (hex) and leaves without a word.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER delegreclaim40 HEXFH NAME
-      after a restart the 4.0 client (same name) reclaims its open with CLAIM_PREVIOUS
-      naming a read delegation and gets it back; after grace another client's OPEN for
-      write is DELAY until the delegation is returned: through CB_RECALL to its
-      callback address, or (when the reply set `recall`, the callback path not being
-      up yet) by the client on its own.
+      after a restart the 4.0 client (same name) answers the CB_NULL probe and
+      reclaims its open with CLAIM_PREVIOUS naming a read delegation, which it gets
+      back. If the server had the probe's answer by then (recall not set), another
+      client's OPEN for write after grace is DELAY and recalls it (CB_RECALL to the
+      callback address); if not (recall set), the client returns it at once, as it is
+      told to. Either way the other client's OPEN then succeeds.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
@@ -98,7 +100,7 @@ SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0
 OP_BIND_CONN_TO_SESSION, CDFC4_BACK_OR_BOTH, CDFS4_BOTH = 41, 7, 3
 CB_PROG = 0x40000000
 CLAIM_NULL, CLAIM_PREVIOUS, CLAIM_DELEGATE_PREV, CLAIM_DELEG_CUR_FH = 0, 1, 3, 5
-CLAIM_DELEG_PREV_FH, NOTSUPP = 6, 10004
+CLAIM_DELEG_PREV_FH, NOTSUPP, CB_PATH_DOWN = 6, 10004, 10048
 
 
 class CbConn(Conn):
@@ -442,9 +444,13 @@ def mode_cbgetattr(name):
     check(size0 == 11 and not a.c.callbacks, "a's own GETATTR: size %d, %d callbacks" %
           (size0, len(a.c.callbacks)))
 
-    def answer(change, size):
+    c = CbClient(host, port, owner + "-c", back=False).connect()
+
+    def answer(change, size, meanwhile=None):
         def run():
             xid, prog, proc, minor, _i, ops = parse_cb_call(a.c.wait_callback())
+            if meanwhile:
+                meanwhile()
             check(proc == 1 and minor == 1, "callback procedure %d minor %d" % (proc, minor))
             check([op for op, _ in ops] == [OP_CB_SEQUENCE, OP_CB_GETATTR],
                   "callback operations %r" % [op for op, _ in ops])
@@ -455,7 +461,10 @@ def mode_cbgetattr(name):
     change1, size1 = getattr_via_holder(b, fh, answer(change0, size0))
     check((change1, size1) == (change0, size0),
           "b sees %r though a reports the file unchanged %r" % ((change1, size1), (change0, size0)))
-    change2, size2 = getattr_via_holder(b, fh, answer(change0 + 7, 4096))
+    def third_client_waits():
+        st, _ = c.compound([putfh(fh), op_getattr_cs()])
+        check(st == DELAY, "c's GETATTR while a is asked for b's: %d, not DELAY" % st)
+    change2, size2 = getattr_via_holder(b, fh, answer(change0 + 7, 4096, third_client_waits))
     check(size2 == 4096 and change2 > change0,
           "b sees change %d size %d after a reported a change in its cache" % (change2, size2))
     change3, _ = getattr_via_holder(b, fh, answer(change0 + 7, 4096))
@@ -470,6 +479,7 @@ def mode_cbgetattr(name):
     a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
     a.goodbye()
     b.goodbye()
+    c.goodbye()
     print("cbgetattr ok")
 
 
@@ -745,13 +755,13 @@ def mode_deleghold(name):
 
 
 def open_retry_grace(b, exp, name, access, renew):
-    """b's OPEN, again while the server is in grace (bounded): its status.
+    """b's OPEN, again while the server is in grace (bounded): (status, open).
     renew() keeps the holder's lease alive meanwhile (an expired holder would
     just lose its delegation to the OPEN)."""
     for _ in range(160):
-        st, _, _ = b.open(exp, name, access=access)
+        st, o, _ = b.open(exp, name, access=access)
         if st != GRACE:
-            return st
+            return st, o
         renew()
         time.sleep(0.25)
     fail("the grace period never ended")
@@ -780,7 +790,7 @@ def mode_delegreclaim(hexr, hexw, name):
     check(a.reclaim_complete() == OK, "RECLAIM_COMPLETE")
     for fh, access in ((fhr, 2), (fhw, 1)):
         suffix = "-r" if fh == fhr else "-w"
-        st = open_retry_grace(b, exp, name + suffix, access, a.seq_flags)
+        st, _ = open_retry_grace(b, exp, name + suffix, access, a.seq_flags)
         check(st == DELAY, "b's conflicting OPEN of %s: %d, not DELAY" % (name + suffix, st))
         a.answer_recall(held[fh]["dsid"], fh)
         a.ok([putfh(fh), op_delegreturn(held[fh]["dsid"])], "DELEGRETURN")
@@ -822,20 +832,25 @@ def mode_delegreclaim40(hexfh, name):
 
     def renew():
         st, _ = compound40(a, [Op(OP_RENEW, X().u64(clientid).b)])
-        check(st == OK, "RENEW: %d" % st)
+        check(st in (OK, CB_PATH_DOWN), "RENEW: %d" % st)
+
+    def delegreturn():
+        st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+        check(st == OK, "4.0 DELEGRETURN: %d" % st)
     b = CbClient(host, port, owner + "-b", back=False).connect()
-    st = open_retry_grace(b, exp, name, 2, renew)
-    check(st == DELAY, "b's OPEN for write under the reclaimed delegation: %d, not DELAY" % st)
+    if o["recall"]:
+        delegreturn()
+    st, bo = open_retry_grace(b, exp, name, 2, renew)
     if not o["recall"]:
+        check(st == DELAY, "b's OPEN for write under the reclaimed delegation: %d, not DELAY" % st)
         cb, rec = accept_callback(lsock)
         xid, _prog, _proc, _minor, _ident, ops = parse_cb_call(rec)
         check([op for op, _ in ops] == [OP_CB_RECALL] and ops[0][1]["sid"][1] == o["dsid"][1],
               "4.0 callback %r is not CB_RECALL of the reclaimed delegation" % ops)
         cb.send_record(cb_reply(xid, ops))
         cb.s.close()
-    st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
-    check(st == OK, "4.0 DELEGRETURN: %d" % st)
-    st, bo, _ = b.open(exp, name, access=2)
+        delegreturn()
+        st, bo, _ = b.open(exp, name, access=2)
     check(st == OK, "b's OPEN for write after the return: %d" % st)
     b.ok([putfh(fh), op_close(bo["sid"])], "CLOSE")
     b.goodbye()

@@ -81,7 +81,7 @@ RCL40=$!
 deleg_rpc /tank/share "rcl-$$" delegreclaim $HELD_FHS f-rcl
 pass "after a restart a client reclaims its read and write delegations (CLAIM_PREVIOUS), which are recalled as usual"
 wait "$RCL40" || fail "nfs4_deleg_rpc.py delegreclaim40: $(cat "$T/rcl40.out")"
-pass "a 4.0 client reclaims its read delegation after the restart; it is returned on conflict ($(cat "$T/rcl40.out"))"
+pass "a 4.0 client reclaims its read delegation after a restart; recalled on conflict, or given back at once when told to ($(cat "$T/rcl40.out"))"
 
 daemon_stop
 printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"
