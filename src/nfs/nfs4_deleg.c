@@ -39,7 +39,9 @@
  * client's GETATTR of size or change asks it with CB_GETATTR and answers with
  * its size, and with our change attribute moved one past the file's for each
  * new change value the holder reports (so it grows as the holder's does), the
- * modify time being when that value was first seen. A holder that does not
+ * modify time being when that value was first seen. One GETATTR at a time
+ * waits for a holder (cb_asking; the others are told DELAY), so a silent
+ * holder ties up one worker, not one per caller. A holder that does not
  * answer has its delegation recalled, and the GETATTR is told DELAY.
  */
 #include "nfs4_compound.h"
