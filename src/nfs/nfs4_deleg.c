@@ -181,15 +181,21 @@ uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name)
 
 /* ---------------------------------------------------------------- CB_GETATTR */
 
-/* A write delegation on f of a client other than requester (0: unknown). */
+/* A write delegation on f of a client other than requester (0: unknown). A
+ * holder whose lease ran out loses its state instead of being asked. The
+ * caller holds a state count on f. */
 static nfs4_stid_t *write_deleg_of_other(nfs4_server_t *st, nfs4_file_t *f, uint64_t requester)
 {
+again:
     for (nfs4_client_t *c = st->clients; c; c = c->next) {
         if (requester && c->clientid == requester) continue;
-        for (nfs4_stid_t *s = c->stids; s; s = s->cnext)
-            if (s->type == NFS4_STID_DELEG && s->file == f && !s->revoked &&
-                (s->access & OPEN4_SHARE_ACCESS_WRITE))
-                return s;
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext) {
+            if (s->type != NFS4_STID_DELEG || s->file != f || s->revoked ||
+                !(s->access & OPEN4_SHARE_ACCESS_WRITE))
+                continue;
+            if (nfs4_revoke_courtesy(st, c)) goto again;   /* c and s are gone */
+            return s;
+        }
     }
     return NULL;
 }
@@ -229,10 +235,17 @@ uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t 
     uint64_t requester = cx->minor >= 1 ? requester_of(cx, NULL) : cx->client40;
     pthread_mutex_lock(&st->lock);
     nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
-    nfs4_stid_t *d = f && f->ndelegs ? write_deleg_of_other(st, f, requester) : NULL;
-    uint32_t status = NFS4_OK;
+    nfs4_stid_t *d = NULL;
     zpl_fh_t fh;
-    if (d && (d->recalled || zpl_fh_encode(f->node, &fh) < 0)) {
+    int fh_rc = 0;
+    if (f && f->ndelegs) {
+        f->nstates++;   /* revoking an expired holder may drop the file's last state */
+        d = write_deleg_of_other(st, f, requester);
+        if (d) fh_rc = zpl_fh_encode(f->node, &fh);
+        nfs4_file_put(st, f);   /* d, if any, keeps f */
+    }
+    uint32_t status = NFS4_OK;
+    if (d && (d->recalled || fh_rc < 0)) {
         status = NFS4ERR_DELAY;   /* its holder is writing back and returning it */
     } else if (d && d->cb_asking) {
         status = NFS4ERR_DELAY;   /* one request at a time waits for the holder */

@@ -41,6 +41,10 @@
       third client's GETATTR meanwhile is DELAY: one request waits for the holder); the
       same answer again gives the same change, a new one a greater change; after a's
       DELEGRETURN b sees the file's own attributes with no callback.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattrexpired NAME LEASE
+      a holds a write delegation, writes through it and then falls silent; once its
+      lease ran out, b's GETATTR is answered at once with the file's own attributes
+      (no CB_GETATTR to a: its state yields), and b can then open the file for write.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr40 NAME
       the same CB_GETATTR to a 4.0 holder of a write delegation, on a connection the
       server makes to its callback address.
@@ -481,6 +485,30 @@ def mode_cbgetattr(name):
     b.goodbye()
     c.goodbye()
     print("cbgetattr ok")
+
+
+def mode_cbgetattr_expired(name, lease):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, o, fh = a.open(exp, name, True, access=3)
+    check(st == OK and o["dtype"] == OPEN_DELEGATE_WRITE,
+          "a's OPEN (create) for write: %d, delegation %d" % (st, o and o["dtype"]))
+    a.ok([putfh(fh), op_write(o["dsid"], 0, b"written by a")], "WRITE with the delegation")
+    time.sleep(lease + 2)        # a falls silent past its lease
+    _change, size = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after a's lease ran out")[-1]
+    check(size == 12, "b's GETATTR: size %d, not the file's 12" % size)
+    a.c.s.settimeout(1)
+    try:
+        rec = a.c.recv_record()
+        fail("a, whose lease ran out, was called back: %r" % rec[:64])
+    except socket.timeout:
+        pass
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "b's OPEN for write after a's state yielded: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    b.goodbye()
+    print("cbgetattrexpired ok")
 
 
 def mode_revoke(name, lease):
@@ -945,6 +973,8 @@ def main():
         mode_v40(sys.argv[6])
     elif mode == "cbgetattr":
         mode_cbgetattr(sys.argv[6])
+    elif mode == "cbgetattrexpired":
+        mode_cbgetattr_expired(sys.argv[6], int(sys.argv[7]))
     elif mode == "cbgetattr40":
         mode_cbgetattr40(sys.argv[6])
     elif mode == "deleghold":

@@ -62,6 +62,9 @@ pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new 
 deleg_rpc /tank/share "cg-$$" cbgetattr f-cbgetattr
 pass "GETATTR under another client's write delegation: CB_GETATTR, the holder's size and change"
 
+deleg_rpc /tank/share "cgx-$$" cbgetattrexpired f-cbgetattrexpired 5
+pass "a write delegation's holder whose lease ran out is not asked: its state yields to the GETATTR"
+
 deleg_rpc /tank/share "cg40-$$" cbgetattr40 f-cbgetattr40
 pass "CB_GETATTR to a 4.0 holder of a write delegation on its callback address"
 
