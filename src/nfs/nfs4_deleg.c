@@ -227,60 +227,83 @@ static nfs4_stid_t *deleg_again(nfs4_server_t *st, const nfs4_stateid_t *sid)
     return d;
 }
 
+/* What a GETATTR needs to ask a write delegation's holder. */
+typedef struct holder_query {
+    nfs4_stateid_t sid;               /* the delegation */
+    uint64_t holder;                  /* its client */
+    zpl_fh_t fh;
+} holder_query_t;
+
+/* Under the lock: whether cx's GETATTR must ask a holder (NFS4_OK with *asking
+ * set and *q filled, the delegation marked cb_asking), may answer from the
+ * file (NFS4_OK), or must wait (DELAY; on the I/O thread, would_block). */
+static uint32_t holder_to_ask(nfs4_cx_t *cx, holder_query_t *q, bool *asking)
+{
+    nfs4_server_t *st = cx->st;
+    uint64_t requester = cx->minor >= 1 ? requester_of(cx, NULL) : cx->client40;
+    nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
+    nfs4_stid_t *d = NULL;
+    int fh_rc = 0;
+    *asking = false;
+    if (f && f->ndelegs) {
+        f->nstates++;   /* revoking an expired holder may drop the file's last state */
+        d = write_deleg_of_other(st, f, requester);
+        if (d) fh_rc = zpl_fh_encode(f->node, &q->fh);
+        nfs4_file_put(st, f);   /* d, if any, keeps f */
+    }
+    if (!d) return NFS4_OK;
+    if (d->recalled || fh_rc < 0) return NFS4ERR_DELAY;   /* it is being returned */
+    if (d->cb_asking) return NFS4ERR_DELAY;   /* one request at a time waits for it */
+    if (cx->call->memory_only) {
+        cx->call->would_block = true;   /* waiting for the holder is a worker's job */
+        return NFS4ERR_DELAY;
+    }
+    nfs4_stid_to_wire(st, d, &q->sid);
+    q->holder = d->client->clientid;
+    d->cb_asking = true;
+    *asking = true;
+    return NFS4_OK;
+}
+
+/* Under the lock, after CB_GETATTR said status (h: its answer): the holder's
+ * values in *a, or DELAY (the delegation is gone, or is recalled now that its
+ * holder did not answer). */
+static uint32_t holder_answered(nfs4_server_t *st, const holder_query_t *q, uint32_t status,
+                                const nfs4_cb_attrs_t *h, zpl_attr_t *a)
+{
+    nfs4_stid_t *d = deleg_again(st, &q->sid);
+    if (!d) return NFS4ERR_DELAY;   /* returned meanwhile: the file's attributes changed */
+    d->cb_asking = false;
+    if (status == NFS4_OK) {
+        apply_holder_attrs(d, h, a);
+        return NFS4_OK;
+    }
+    nfs4_file_t *f = d->file;
+    log_info(SUB, "client %016llx: CB_GETATTR not answered (%u); recalling its delegation "
+             "on object %llu", (unsigned long long)q->holder, status,
+             (unsigned long long)f->ino);
+    f->nstates++;   /* nfs4_deleg_conflict's contract */
+    nfs4_deleg_conflict(st, f, NULL, true);
+    nfs4_file_put(st, f);
+    return NFS4ERR_DELAY;
+}
+
 uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t *a)
 {
     nfs4_server_t *st = cx->st;
     if (!nfs4_bm_isset(req, FATTR4_CHANGE) && !nfs4_bm_isset(req, FATTR4_SIZE)) return NFS4_OK;
     if (cx->cur.kind != NFS4_FH_REAL || !atomic_load(&st->ndelegs)) return NFS4_OK;
-    uint64_t requester = cx->minor >= 1 ? requester_of(cx, NULL) : cx->client40;
+    holder_query_t q;
+    bool asking;
     pthread_mutex_lock(&st->lock);
-    nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
-    nfs4_stid_t *d = NULL;
-    zpl_fh_t fh;
-    int fh_rc = 0;
-    if (f && f->ndelegs) {
-        f->nstates++;   /* revoking an expired holder may drop the file's last state */
-        d = write_deleg_of_other(st, f, requester);
-        if (d) fh_rc = zpl_fh_encode(f->node, &fh);
-        nfs4_file_put(st, f);   /* d, if any, keeps f */
-    }
-    uint32_t status = NFS4_OK;
-    if (d && (d->recalled || fh_rc < 0)) {
-        status = NFS4ERR_DELAY;   /* its holder is writing back and returning it */
-    } else if (d && d->cb_asking) {
-        status = NFS4ERR_DELAY;   /* one request at a time waits for the holder */
-    } else if (d && cx->call->memory_only) {
-        cx->call->would_block = true;   /* waiting for the holder is a worker's job */
-        status = NFS4ERR_DELAY;
-    }
-    if (!d || status) {
-        nfs4_unlock(st);
-        return status;
-    }
-    nfs4_stateid_t sid;
-    nfs4_stid_to_wire(st, d, &sid);
-    uint64_t holder = d->client->clientid;
-    d->cb_asking = true;
+    uint32_t status = holder_to_ask(cx, &q, &asking);
     nfs4_unlock(st);
+    if (status || !asking) return status;
 
     nfs4_cb_attrs_t h;
-    status = nfs4_cb_getattr(st, holder, fh.bytes, &h);
+    status = nfs4_cb_getattr(st, q.holder, q.fh.bytes, &h);
     pthread_mutex_lock(&st->lock);
-    if ((d = deleg_again(st, &sid))) d->cb_asking = false;
-    if (!d) {
-        status = NFS4ERR_DELAY;   /* returned meanwhile: the file's attributes changed */
-    } else if (status == NFS4_OK) {
-        apply_holder_attrs(d, &h, a);
-    } else {
-        nfs4_file_t *df = d->file;
-        log_info(SUB, "client %016llx: CB_GETATTR not answered (%u); recalling its "
-                 "delegation on object %llu", (unsigned long long)holder, status,
-                 (unsigned long long)df->ino);
-        df->nstates++;   /* nfs4_deleg_conflict's contract */
-        nfs4_deleg_conflict(st, df, NULL, true);
-        nfs4_file_put(st, df);
-        status = NFS4ERR_DELAY;
-    }
+    status = holder_answered(st, &q, status, &h, a);
     nfs4_unlock(st);
     return status;
 }
