@@ -708,6 +708,7 @@ static uint32_t op_getattr(nfs4_cx_t *cx)
     nfs4_attr_src_t src;
     uint8_t fhbuf[NFS4_FHSIZE];
     if ((st = attr_src_cur(cx, &req, &src, fhbuf))) return st;
+    if ((st = nfs4_deleg_getattr(cx, &req, &src.a))) return st;
     nfs4_fattr_encode(cx->r, &src, &req);
     return NFS4_OK;
 }

@@ -62,6 +62,7 @@ void nfs4_supported_attrs(uint32_t minor, nfs4_bitmap_t *out)
         nfs4_bm_set(out, FATTR4_SPACE_FREED);
         nfs4_bm_set(out, FATTR4_CHANGE_ATTR_TYPE);
         nfs4_bm_set(out, FATTR4_XATTR_SUPPORT);
+        nfs4_bm_set(out, FATTR4_OPEN_ARGUMENTS);
     }
 }
 
@@ -176,6 +177,7 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
     case FATTR4_CHANGE_ATTR_TYPE: nfs_xdr_put_u32(x, 0); return true;
     /* RFC 8276 extended attributes (nfs42.c). */
     case FATTR4_XATTR_SUPPORT: nfs_xdr_put_u32(x, 1); return true;
+    case FATTR4_OPEN_ARGUMENTS: nfs4_open_arguments_put(x, s->minor); return true;
     default:
         return false;   /* unsupported, or write-only (time_*_set) */
     }

@@ -1,7 +1,8 @@
 /*
  * NFSv4 callbacks (RFC 8881 §20, RFC 7530 §16.2): the server calling its
- * clients, today to recall delegations (CB_RECALL) and to probe a 4.0
- * client's callback address (CB_NULL).
+ * clients to recall delegations (CB_RECALL), to ask the holder of a write
+ * delegation for the file's size and change attribute (CB_GETATTR), and to
+ * probe a 4.0 client's callback address (CB_NULL).
  *
  * One callback thread per server works through a queue, one call at a time:
  * a recall never waits in the request that caused it (that request answers
@@ -24,6 +25,12 @@
  *
  * A recall that goes unanswered is not retried: the delegation is revoked a
  * lease after the recall by the conflicting request's retry (nfs4_deleg.c).
+ *
+ * CB_GETATTR is the one call a request waits for: the GETATTR of another
+ * client needs its answer (nfs4_deleg_getattr). That request runs on a worker
+ * (never the I/O thread, which reads the replies) and waits on the job's
+ * cb_waiter_t; it gives up after CB_GETATTR_WAIT and unhooks itself, so the
+ * job, freed only by the thread that ran it, never writes to a waiter gone.
  */
 #include "nfs4_impl.h"
 
@@ -40,10 +47,19 @@
 #define SUB "nfs4"
 
 enum { CB_NULL = 0, CB_COMPOUND = 1 };
-enum { OP_CB_RECALL = 4, OP_CB_SEQUENCE = 11 };
-enum { CB_JOB_RECALL, CB_JOB_PROBE };
+enum { OP_CB_GETATTR = 3, OP_CB_RECALL = 4, OP_CB_SEQUENCE = 11 };
+enum { CB_JOB_RECALL, CB_JOB_PROBE, CB_JOB_GETATTR };
 /* Seconds a callback waits for its answer. */
 #define CB_REPLY_TIMEOUT 5
+/* Seconds a request waits for its CB_GETATTR: its own call and one queued ahead. */
+#define CB_GETATTR_WAIT (2 * CB_REPLY_TIMEOUT + 1)
+
+/* A request waiting for its callback's result (CB_GETATTR). */
+typedef struct cb_waiter {
+    bool done;
+    uint32_t status;
+    nfs4_cb_attrs_t attrs;
+} cb_waiter_t;
 
 typedef struct cb_job {
     struct cb_job *next;
@@ -51,6 +67,9 @@ typedef struct cb_job {
     uint64_t clientid;
     nfs4_stateid_t sid;
     uint8_t fh[ZPL_FH_SIZE];
+    uint32_t status;                  /* the operation's (SERVERFAULT: no answer) */
+    nfs4_cb_attrs_t attrs;            /* GETATTR's answer */
+    cb_waiter_t *waiter;              /* under nfs4_cb_t.lock; NULL: nobody waits */
 } cb_job_t;
 
 typedef struct nfs4_cb {
@@ -240,6 +259,53 @@ static void put_cb_recall(nfs_xdr_t *x, const cb_job_t *j)
     nfs_xdr_put_opaque(x, j->fh, ZPL_FH_SIZE);
 }
 
+static void put_cb_getattr(nfs_xdr_t *x, const cb_job_t *j)
+{
+    nfs_xdr_put_u32(x, OP_CB_GETATTR);
+    nfs_xdr_put_opaque(x, j->fh, ZPL_FH_SIZE);
+    nfs4_bitmap_t want = { { 0 } };
+    nfs4_bm_set(&want, FATTR4_CHANGE);
+    nfs4_bm_set(&want, FATTR4_SIZE);
+    nfs4_bitmap_put(x, &want);
+}
+
+/* The job's operation in a CB_COMPOUND. */
+static void put_cb_op(nfs_xdr_t *x, const cb_job_t *j)
+{
+    if (j->kind == CB_JOB_GETATTR) put_cb_getattr(x, j);
+    else put_cb_recall(x, j);
+}
+
+/* CB_GETATTR4resok: the fattr4 whose change and size the holder must give. */
+static uint32_t get_cb_getattr_res(nfs_xdr_t *x, nfs4_cb_attrs_t *out)
+{
+    nfs4_bitmap_t got;
+    nfs4_bitmap_get(x, &got, NULL);
+    uint32_t len;
+    const uint8_t *vals = nfs_xdr_get_opaque(x, &len, NFS4_OPAQUE_LIMIT);
+    if (x->err || !nfs4_bm_isset(&got, FATTR4_CHANGE) || !nfs4_bm_isset(&got, FATTR4_SIZE))
+        return NFS4ERR_BADXDR;
+    nfs_xdr_t v;
+    nfs_xdr_init_decode(&v, vals, len);
+    /* In attribute order; nothing below change (3) may come before it but
+     * the ones we did not ask for, which a holder does not send. */
+    out->change = nfs_xdr_get_u64(&v);
+    out->size = nfs_xdr_get_u64(&v);
+    return v.err ? NFS4ERR_BADXDR : NFS4_OK;
+}
+
+/* The result of the job's operation, after those before it: its status (and
+ * CB_GETATTR's attributes in j->attrs). */
+static uint32_t get_cb_op_res(nfs_xdr_t *x, cb_job_t *j)
+{
+    uint32_t op = nfs_xdr_get_u32(x), status = nfs_xdr_get_u32(x);
+    if (x->err) return NFS4ERR_BADXDR;
+    if (op != (j->kind == CB_JOB_GETATTR ? OP_CB_GETATTR : OP_CB_RECALL))
+        return NFS4ERR_SERVERFAULT;
+    if (status == NFS4_OK && j->kind == CB_JOB_GETATTR) status = get_cb_getattr_res(x, &j->attrs);
+    return status;
+}
+
 /* Skips a reply's header up to the procedure's results: false unless the
  * call was accepted and succeeded. */
 static bool reply_accepted(nfs_xdr_t *x, uint32_t xid)
@@ -254,8 +320,10 @@ static bool reply_accepted(nfs_xdr_t *x, uint32_t xid)
     return nfs_xdr_get_u32(x) == 0 && !x->err;
 }
 
-/* The status of a CB_COMPOUND reply and of its CB_SEQUENCE (4.1). */
-static uint32_t compound_status(nfs_xdr_t *x, bool with_sequence, uint32_t *seq_status)
+/* The status of a CB_COMPOUND reply and of its CB_SEQUENCE (4.1); the
+ * job's own result is read into j->status when the reply has it. */
+static uint32_t compound_status(nfs_xdr_t *x, bool with_sequence, uint32_t *seq_status,
+                                cb_job_t *j)
 {
     uint32_t status = nfs_xdr_get_u32(x), l;
     (void)nfs_xdr_get_opaque(x, &l, NFS4_OPAQUE_LIMIT); /* tag */
@@ -264,7 +332,11 @@ static uint32_t compound_status(nfs_xdr_t *x, bool with_sequence, uint32_t *seq_
     if (with_sequence && n >= 1) {
         (void)nfs_xdr_get_u32(x);                     /* OP_CB_SEQUENCE */
         *seq_status = nfs_xdr_get_u32(x);
+        if (*seq_status == NFS4_OK)                   /* sessionid, seqid, slot, slots */
+            (void)nfs_xdr_get_fixed(x, NFS4_SESSIONID_SIZE + 4 * 4);
     }
+    if (n > (with_sequence ? 1u : 0u) && (!with_sequence || *seq_status == NFS4_OK))
+        j->status = get_cb_op_res(x, j);
     return x->err ? NFS4ERR_BADXDR : status;
 }
 
@@ -336,14 +408,15 @@ static void put_cb_sequence(nfs_xdr_t *x, const uint8_t sid[NFS4_SESSIONID_SIZE]
     nfs_xdr_put_u32(x, 0);                            /* referring call lists */
 }
 
-/* CB_RECALL over c's back channel; the lock is held on entry and dropped. */
-static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
+/* The job's CB_COMPOUND over c's back channel; the lock is held on entry and
+ * dropped. */
+static void call_41(nfs4_cb_t *cb, nfs4_client_t *c, cb_job_t *j)
 {
     nfs4_server_t *st = cb->st;
     nfs4_session_t *s = live_back_channel(c);
     if (!s) {
         nfs4_unlock(st);
-        log_debug(SUB, "client %016llx: no back channel to recall a delegation on",
+        log_debug(SUB, "client %016llx: no back channel to call back on",
                   (unsigned long long)j->clientid);
         return;
     }
@@ -361,7 +434,7 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     nfs_xdr_put_u32(&x, 0);                           /* callback_ident */
     nfs_xdr_put_u32(&x, 2);
     put_cb_sequence(&x, sid, seqid);
-    put_cb_recall(&x, j);
+    put_cb_op(&x, j);
     size_t len = 0;
     uint8_t *rep = back_channel_call(cb, conn, &x, &len);
     nfs_xdr_free(&x);
@@ -370,15 +443,17 @@ static void recall_41(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     if (rep) {
         nfs_xdr_t r;
         nfs_xdr_init_decode(&r, rep, len);
-        if (reply_accepted(&r, xid)) status = compound_status(&r, true, &seq_status);
-        log_debug(SUB, "client %016llx: CB_RECALL answered %u (CB_SEQUENCE %u)",
-                  (unsigned long long)j->clientid, status, seq_status);
+        if (reply_accepted(&r, xid)) status = compound_status(&r, true, &seq_status, j);
+        log_debug(SUB, "client %016llx: CB_COMPOUND (%s) answered %u (CB_SEQUENCE %u, op %u)",
+                  (unsigned long long)j->clientid,
+                  j->kind == CB_JOB_GETATTR ? "CB_GETATTR" : "CB_RECALL", status, seq_status,
+                  j->status);
     }
     pthread_mutex_lock(&st->lock);
     nfs4_session_t *now = nfs4_session_find(st, sid);
     if (now && seq_status == NFS4_OK) now->cb_seqid = seqid;
     if (now && !rep && now->back_conn == conn) {
-        log_info(SUB, "client %016llx: no answer to CB_RECALL on its back channel; "
+        log_info(SUB, "client %016llx: no answer to a callback on its back channel; "
                  "the channel is down", (unsigned long long)j->clientid);
         nfs4_cb_bind(now, NULL);
     }
@@ -457,9 +532,10 @@ out:
     return rec;
 }
 
-/* Runs a 4.0 callback (CB_NULL, or CB_COMPOUND with CB_RECALL) for c; the lock
- * is held on entry and dropped. True when the client answered it. */
-static bool callback_40(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
+/* Runs a 4.0 callback (CB_NULL, or CB_COMPOUND with CB_RECALL or CB_GETATTR)
+ * for c; the lock is held on entry and dropped. True when the client answered
+ * it. */
+static bool callback_40(nfs4_cb_t *cb, nfs4_client_t *c, cb_job_t *j)
 {
     nfs4_server_t *st = cb->st;
     struct sockaddr_storage addr = c->cb_addr;
@@ -472,14 +548,14 @@ static bool callback_40(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
     pthread_mutex_unlock(&cb->lock);
     nfs_xdr_t x;
     nfs_xdr_init_encode(&x, 256);
-    bool recall = j->kind == CB_JOB_RECALL;
-    put_call_header(&x, xid, prog, recall ? CB_COMPOUND : CB_NULL, NULL);
-    if (recall) {
+    bool compound = j->kind != CB_JOB_PROBE;
+    put_call_header(&x, xid, prog, compound ? CB_COMPOUND : CB_NULL, NULL);
+    if (compound) {
         nfs_xdr_put_u32(&x, 0);                       /* tag */
         nfs_xdr_put_u32(&x, 0);                       /* minor version */
         nfs_xdr_put_u32(&x, ident);
         nfs_xdr_put_u32(&x, 1);
-        put_cb_recall(&x, j);
+        put_cb_op(&x, j);
     }
     size_t len = 0;
     uint8_t *rep = x.err ? NULL : call_40(&addr, alen, &x, &len);
@@ -490,9 +566,10 @@ static bool callback_40(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
         nfs_xdr_init_decode(&r, rep, len);
         uint32_t seq_status;
         ok = reply_accepted(&r, xid);
-        if (ok && recall)
-            log_debug(SUB, "client %016llx: CB_RECALL answered %u",
-                      (unsigned long long)j->clientid, compound_status(&r, false, &seq_status));
+        uint32_t status = ok && compound ? compound_status(&r, false, &seq_status, j) : 0;
+        if (ok && compound)
+            log_debug(SUB, "client %016llx: CB_COMPOUND answered %u (op %u)",
+                      (unsigned long long)j->clientid, status, j->status);
     }
     free(rep);
     return ok;
@@ -500,7 +577,21 @@ static bool callback_40(nfs4_cb_t *cb, nfs4_client_t *c, const cb_job_t *j)
 
 /* ---------------------------------------------------------------- thread */
 
-static void run_job(nfs4_cb_t *cb, const cb_job_t *j)
+/* Hands a job's result to the request waiting for it, if one still does. */
+static void deliver(nfs4_cb_t *cb, cb_job_t *j)
+{
+    pthread_mutex_lock(&cb->lock);
+    if (j->waiter) {
+        j->waiter->status = j->status;
+        j->waiter->attrs = j->attrs;
+        j->waiter->done = true;
+        j->waiter = NULL;
+        pthread_cond_broadcast(&cb->cv);
+    }
+    pthread_mutex_unlock(&cb->lock);
+}
+
+static void run_job(nfs4_cb_t *cb, cb_job_t *j)
 {
     nfs4_server_t *st = cb->st;
     pthread_mutex_lock(&st->lock);
@@ -511,7 +602,7 @@ static void run_job(nfs4_cb_t *cb, const cb_job_t *j)
         return;
     }
     if (c->minor >= 1) {
-        recall_41(cb, c, j);   /* probes are 4.0 only */
+        call_41(cb, c, j);   /* probes are 4.0 only */
         return;
     }
     bool ok = callback_40(cb, c, j);
@@ -528,7 +619,7 @@ static void run_job(nfs4_cb_t *cb, const cb_job_t *j)
     if (!ok)
         log_debug(SUB, "client %016llx: its callback address does not answer %s; "
                  "no delegations for it", (unsigned long long)j->clientid,
-                 j->kind == CB_JOB_PROBE ? "CB_NULL" : "CB_RECALL");
+                 j->kind == CB_JOB_PROBE ? "CB_NULL" : "CB_COMPOUND");
 }
 
 static void *cb_thread(void *arg)
@@ -542,7 +633,9 @@ static void *cb_thread(void *arg)
         cb->head = j->next;
         if (!cb->head) cb->tail = NULL;
         pthread_mutex_unlock(&cb->lock);
+        j->status = NFS4ERR_SERVERFAULT;
         run_job(cb, j);
+        deliver(cb, j);
         free(j);
         pthread_mutex_lock(&cb->lock);
     }
@@ -581,10 +674,38 @@ void nfs4_cb_stop(nfs4_server_t *st)
     st->cb = NULL;
     for (cb_job_t *j = cb->head, *n; j; j = n) {
         n = j->next;
+        j->status = NFS4ERR_SERVERFAULT;
+        deliver(cb, j);
         free(j);
     }
     free(cb->reply);
     pthread_mutex_destroy(&cb->lock);
     pthread_cond_destroy(&cb->cv);
     free(cb);
+}
+
+/* ---------------------------------------------------------------- CB_GETATTR */
+
+uint32_t nfs4_cb_getattr(nfs4_server_t *st, uint64_t clientid, const uint8_t fh[ZPL_FH_SIZE],
+                         nfs4_cb_attrs_t *out)
+{
+    nfs4_cb_t *cb = st->cb;
+    cb_job_t *j = cb ? calloc(1, sizeof *j) : NULL;
+    if (!j) return NFS4ERR_SERVERFAULT;
+    cb_waiter_t w = { .status = NFS4ERR_SERVERFAULT };
+    j->kind = CB_JOB_GETATTR;
+    j->clientid = clientid;
+    memcpy(j->fh, fh, ZPL_FH_SIZE);
+    j->waiter = &w;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += CB_GETATTR_WAIT;
+    enqueue(st, j);
+    pthread_mutex_lock(&cb->lock);
+    while (!w.done && pthread_cond_timedwait(&cb->cv, &cb->lock, &until) != ETIMEDOUT) {
+    }
+    if (!w.done) j->waiter = NULL;   /* not delivered yet, so j is still alive */
+    pthread_mutex_unlock(&cb->lock);
+    *out = w.attrs;
+    return w.done ? w.status : NFS4ERR_SERVERFAULT;
 }

@@ -34,6 +34,8 @@ typedef struct nfs4_cx {
     uint8_t sessionid[NFS4_SESSIONID_SIZE];
     uint32_t slot;
     uint64_t clientid;
+    uint64_t client40;                /* 4.0: the client an op of this COMPOUND named
+                                         (nfs4_client_of), 0 if none */
     bool cachethis;
     uint32_t reply_limit;             /* the reply's size limit (reply_size_status) */
     bool replayed;                    /* the whole reply came from the slot cache */
@@ -78,6 +80,23 @@ void nfs4_put_cinfo(nfs_xdr_t *x, const zpl_wcc_t *wcc);
 uint32_t nfs4_resolve_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid);
 void nfs4_set_cur_stateid(nfs4_cx_t *cx, const nfs4_stateid_t *sid);
 
+/* nfs4_ops_state.c: helpers shared with OPEN (nfs4_open.c), all under st->lock */
+/* The client this COMPOUND acts for: 4.1 the session's, 4.0 the confirmed
+ * one named by clientid. Renews its lease. */
+uint32_t nfs4_client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out);
+/* 4.0 sequencing verdict for owner o: NFS4_OK to run; otherwise the status
+ * to return (*replayed when it is a cached reply, already in cx->r). */
+uint32_t nfs4_seq_check(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, bool *replayed);
+/* Records a 4.0 seqid and the reply now in cx->r. */
+void nfs4_seq_finish(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, uint32_t status);
+/* Puts s's stateid in the reply and makes it the current stateid. */
+void nfs4_put_stid(nfs4_cx_t *cx, const nfs4_stid_t *s);
+/* Calls fn on every open state of file f; stops on non-zero. */
+uint32_t nfs4_each_open(nfs4_server_t *st, nfs4_file_t *f,
+                        uint32_t (*fn)(nfs4_stid_t *s, void *arg), void *arg);
+/* A 4.1 client that has not said RECLAIM_COMPLETE takes no new state. */
+bool nfs4_awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *c);
+
 /* nfs4_ops_state.c */
 uint32_t nfs4_op_setclientid(nfs4_cx_t *cx);
 uint32_t nfs4_op_setclientid_confirm(nfs4_cx_t *cx);
@@ -91,7 +110,6 @@ uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx);
 uint32_t nfs4_op_bind_conn(nfs4_cx_t *cx);
 uint32_t nfs4_op_test_stateid(nfs4_cx_t *cx);
 uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx);
-uint32_t nfs4_op_open(nfs4_cx_t *cx);
 uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx);
 uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx);
 uint32_t nfs4_op_close(nfs4_cx_t *cx);
@@ -99,6 +117,8 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx);
 uint32_t nfs4_op_lockt(nfs4_cx_t *cx);
 uint32_t nfs4_op_locku(nfs4_cx_t *cx);
 uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx);
+/* nfs4_open.c */
+uint32_t nfs4_op_open(nfs4_cx_t *cx);
 /* nfs4_deleg.c */
 uint32_t nfs4_op_delegreturn(nfs4_cx_t *cx);
 uint32_t nfs4_op_delegpurge(nfs4_cx_t *cx);
@@ -108,6 +128,11 @@ uint32_t nfs4_op_backchannel_ctl(nfs4_cx_t *cx);
  * requester in 4.0 (may be NULL). */
 uint32_t nfs4_deleg_check(nfs4_cx_t *cx, zpl_node_t *node, const nfs4_stateid_t *sid);
 uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name);
+/* GETATTR of change or size (req) on the current file while another client
+ * holds a write delegation on it: asks the holder (CB_GETATTR) and puts its
+ * values in *a (RFC 8881 10.4.3); NFS4ERR_DELAY while the delegation is being
+ * recalled (also when the holder does not answer, which recalls it). */
+uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t *a);
 /* The stateid of a READ, WRITE or SETATTR(size) on the current file. */
 uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);
 /* Stores the reply of a 4.1 COMPOUND in its slot and frees the slot. */

@@ -27,8 +27,22 @@
  * out, is revoked by the next conflicting request: it stops counting, and its
  * stateid answers DELEG_REVOKED (4.1, and SEQUENCE flags
  * SEQ4_STATUS_RECALLABLE_STATE_REVOKED until the client frees it) or EXPIRED
- * (4.0). Delegations are not recorded: a restart loses them, and none are
- * granted in grace (reclaims get OPEN_DELEGATE_NONE).
+ * (4.0). Delegations are not written down: after a restart a client
+ * reclaims those it held by naming their type in its CLAIM_PREVIOUS OPEN
+ * (nfs4_deleg_reclaim, RFC 7530 10.2.1, RFC 8881 10.2.1), which gives it one
+ * back when nothing else on the file conflicts, with `recall` set (and the
+ * lease-long wait for its return started) when it cannot be called back yet.
+ * No new delegations are granted in grace.
+ *
+ * Attributes under a write delegation (nfs4_deleg_getattr, RFC 8881 10.4.3,
+ * RFC 7530 10.4.3): the holder may have written into its cache, so another
+ * client's GETATTR of size or change asks it with CB_GETATTR and answers with
+ * its size, and with our change attribute moved one past the file's for each
+ * new change value the holder reports (so it grows as the holder's does), the
+ * modify time being when that value was first seen. One GETATTR at a time
+ * waits for a holder (cb_asking; the others are told DELAY), so a silent
+ * holder ties up one worker, not one per caller. A holder that does not
+ * answer has its delegation recalled, and the GETATTR is told DELAY.
  */
 #include "nfs4_compound.h"
 
@@ -165,6 +179,135 @@ uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name)
     return status;
 }
 
+/* ---------------------------------------------------------------- CB_GETATTR */
+
+/* A write delegation on f of a client other than requester (0: unknown). A
+ * holder whose lease ran out loses its state instead of being asked. The
+ * caller holds a state count on f. */
+static nfs4_stid_t *write_deleg_of_other(nfs4_server_t *st, nfs4_file_t *f, uint64_t requester)
+{
+again:
+    for (nfs4_client_t *c = st->clients; c; c = c->next) {
+        if (requester && c->clientid == requester) continue;
+        for (nfs4_stid_t *s = c->stids; s; s = s->cnext) {
+            if (s->type != NFS4_STID_DELEG || s->file != f || s->revoked ||
+                !(s->access & OPEN4_SHARE_ACCESS_WRITE))
+                continue;
+            if (nfs4_revoke_courtesy(st, c)) goto again;   /* c and s are gone */
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* The holder's answer h laid over the file's attributes a (lock held). */
+static void apply_holder_attrs(nfs4_stid_t *d, const nfs4_cb_attrs_t *h, zpl_attr_t *a)
+{
+    if (h->change == a->change && !d->cb_bumps) return;   /* nothing written in its cache */
+    if (!d->cb_bumps || h->change != d->cb_change) {
+        d->cb_change = h->change;
+        d->cb_bumps++;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        d->cb_mtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    }
+    a->change += d->cb_bumps;
+    a->size = h->size;
+    a->mtime_ns = a->ctime_ns = d->cb_mtime_ns;
+}
+
+/* Finds the delegation sid names again after the lock was dropped (NULL: it
+ * was returned or revoked meanwhile). */
+static nfs4_stid_t *deleg_again(nfs4_server_t *st, const nfs4_stateid_t *sid)
+{
+    nfs4_stateid_t any = *sid;
+    any.seqid = 0;
+    nfs4_stid_t *d = NULL;
+    if (nfs4_stid_find(st, 1, &any, &d) != NFS4_OK || d->type != NFS4_STID_DELEG) return NULL;
+    return d;
+}
+
+/* What a GETATTR needs to ask a write delegation's holder. */
+typedef struct holder_query {
+    nfs4_stateid_t sid;               /* the delegation */
+    uint64_t holder;                  /* its client */
+    zpl_fh_t fh;
+} holder_query_t;
+
+/* Under the lock: whether cx's GETATTR must ask a holder (NFS4_OK with *asking
+ * set and *q filled, the delegation marked cb_asking), may answer from the
+ * file (NFS4_OK), or must wait (DELAY; on the I/O thread, would_block). */
+static uint32_t holder_to_ask(nfs4_cx_t *cx, holder_query_t *q, bool *asking)
+{
+    nfs4_server_t *st = cx->st;
+    uint64_t requester = cx->minor >= 1 ? requester_of(cx, NULL) : cx->client40;
+    nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
+    nfs4_stid_t *d = NULL;
+    int fh_rc = 0;
+    *asking = false;
+    if (f && f->ndelegs) {
+        f->nstates++;   /* revoking an expired holder may drop the file's last state */
+        d = write_deleg_of_other(st, f, requester);
+        if (d) fh_rc = zpl_fh_encode(f->node, &q->fh);
+        nfs4_file_put(st, f);   /* d, if any, keeps f */
+    }
+    if (!d) return NFS4_OK;
+    if (d->recalled || fh_rc < 0) return NFS4ERR_DELAY;   /* it is being returned */
+    if (d->cb_asking) return NFS4ERR_DELAY;   /* one request at a time waits for it */
+    if (cx->call->memory_only) {
+        cx->call->would_block = true;   /* waiting for the holder is a worker's job */
+        return NFS4ERR_DELAY;
+    }
+    nfs4_stid_to_wire(st, d, &q->sid);
+    q->holder = d->client->clientid;
+    d->cb_asking = true;
+    *asking = true;
+    return NFS4_OK;
+}
+
+/* Under the lock, after CB_GETATTR said status (h: its answer): the holder's
+ * values in *a, or DELAY (the delegation is gone, or is recalled now that its
+ * holder did not answer). */
+static uint32_t holder_answered(nfs4_server_t *st, const holder_query_t *q, uint32_t status,
+                                const nfs4_cb_attrs_t *h, zpl_attr_t *a)
+{
+    nfs4_stid_t *d = deleg_again(st, &q->sid);
+    if (!d) return NFS4ERR_DELAY;   /* returned meanwhile: the file's attributes changed */
+    d->cb_asking = false;
+    if (status == NFS4_OK) {
+        apply_holder_attrs(d, h, a);
+        return NFS4_OK;
+    }
+    nfs4_file_t *f = d->file;
+    log_info(SUB, "client %016llx: CB_GETATTR not answered (%u); recalling its delegation "
+             "on object %llu", (unsigned long long)q->holder, status,
+             (unsigned long long)f->ino);
+    f->nstates++;   /* nfs4_deleg_conflict's contract */
+    nfs4_deleg_conflict(st, f, NULL, true);
+    nfs4_file_put(st, f);
+    return NFS4ERR_DELAY;
+}
+
+uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t *a)
+{
+    nfs4_server_t *st = cx->st;
+    if (!nfs4_bm_isset(req, FATTR4_CHANGE) && !nfs4_bm_isset(req, FATTR4_SIZE)) return NFS4_OK;
+    if (cx->cur.kind != NFS4_FH_REAL || !atomic_load(&st->ndelegs)) return NFS4_OK;
+    holder_query_t q;
+    bool asking;
+    pthread_mutex_lock(&st->lock);
+    uint32_t status = holder_to_ask(cx, &q, &asking);
+    nfs4_unlock(st);
+    if (status || !asking) return status;
+
+    nfs4_cb_attrs_t h;
+    status = nfs4_cb_getattr(st, q.holder, q.fh.bytes, &h);
+    pthread_mutex_lock(&st->lock);
+    status = holder_answered(st, &q, status, &h, a);
+    nfs4_unlock(st);
+    return status;
+}
+
 /* ---------------------------------------------------------------- grant */
 
 static bool nlm_locked(const nfs4_file_t *f)
@@ -190,19 +333,37 @@ static bool grant_allowed(nfs4_server_t *st, nfs4_client_t *c, nfs4_file_t *f, b
     return true;
 }
 
-nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
-                              bool want_none)
+/* A delegation of client c on f, read or write, if f's state allows it. */
+static nfs4_stid_t *deleg_new(nfs4_server_t *st, nfs4_client_t *c, nfs4_file_t *f, bool write)
 {
-    nfs4_file_t *f = open->file;
-    bool write = open->access & OPEN4_SHARE_ACCESS_WRITE;
-    if (!st->delegations || want_none || nfs4_in_grace(st) || !nfs4_cb_path_up(c) ||
-        nlm_locked(f) || !grant_allowed(st, c, f, write))
-        return NULL;
+    if (!st->delegations || nlm_locked(f) || !grant_allowed(st, c, f, write)) return NULL;
     nfs4_stid_t *d = nfs4_stid_new(st, NFS4_STID_DELEG, c, NULL, f);
     if (!d) return NULL;
     d->access = write ? OPEN4_SHARE_ACCESS_BOTH : OPEN4_SHARE_ACCESS_READ;
     f->ndelegs++;
     atomic_fetch_add(&st->ndelegs, 1);
+    return d;
+}
+
+nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                              bool want_none)
+{
+    if (want_none || nfs4_in_grace(st) || !nfs4_cb_path_up(c)) return NULL;
+    return deleg_new(st, c, open->file, open->access & OPEN4_SHARE_ACCESS_WRITE);
+}
+
+nfs4_stid_t *nfs4_deleg_reclaim(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                                bool write, bool *recall)
+{
+    *recall = false;
+    if (write && !(open->access & OPEN4_SHARE_ACCESS_WRITE)) return NULL;
+    nfs4_stid_t *d = deleg_new(st, c, open->file, write);
+    if (d && !nfs4_cb_path_up(c)) {
+        /* Nobody could recall it: the client is to give it back by itself,
+         * and a conflict a lease from now revokes it if it does not. */
+        *recall = true;
+        d->recalled = nfs4_now();
+    }
     return d;
 }
 

@@ -194,6 +194,8 @@ enum {
     FATTR4_SUPPATTR_EXCLCREAT = 75,
     /* 4.2 (RFC 7862 12.2) */
     FATTR4_SPACE_FREED = 78, FATTR4_CHANGE_ATTR_TYPE = 79, FATTR4_XATTR_SUPPORT = 82,
+    /* RFC 9754 (4.2) */
+    FATTR4_OPEN_ARGUMENTS = 86,
 };
 
 #define NFS4_BITMAP_WORDS 3
@@ -253,6 +255,8 @@ uint32_t nfs4_sattr_decode(nfs_xdr_t *x, nfs4_sattr_t *out);
 bool nfs4_parse_owner(const uint8_t *s, uint32_t len, uint32_t *id);
 
 uint32_t nfs4_errno_to_status(int err);
+/* nfs4_open.c: the open_arguments attribute (RFC 9754), what OPEN takes. */
+void nfs4_open_arguments_put(nfs_xdr_t *x, uint32_t minor);
 
 #endif
 
@@ -314,6 +318,13 @@ struct nfs4_stid {
                                          may go back to */
     nfs4_stid_t *open;                /* LOCK: the open state it was made from */
     time_t recalled;                  /* DELEG: when CB_RECALL was queued (0: not) */
+    /* Write DELEG: what CB_GETATTR learned (nfs4_deleg_getattr): the holder's
+     * last change attribute, how many new ones it reported (each moves ours
+     * one past the file's), and when it first reported the latest. */
+    uint64_t cb_change;
+    uint64_t cb_bumps;
+    int64_t cb_mtime_ns;
+    bool cb_asking;                   /* a CB_GETATTR is out: other GETATTRs wait (DELAY) */
     bool revoked;                     /* DELEG: revoked, kept to answer DELEG_REVOKED */
 };
 
@@ -529,6 +540,11 @@ bool nfs4_deleg_conflict_node_locked(nfs4_server_t *st, zpl_node_t *node, uint64
 /* OPEN's grant: a delegation for client c's open s, or NULL (lock held). */
 nfs4_stid_t *nfs4_deleg_grant(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
                               bool want_none);
+/* A CLAIM_PREVIOUS OPEN's reclaim of the delegation (read, or write) client c
+ * held before the restart, for its open s, or NULL (lock held). *recall: the
+ * client is to return it at once (it cannot be called back). */
+nfs4_stid_t *nfs4_deleg_reclaim(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t *open,
+                                bool write, bool *recall);
 /* Bookkeeping when a delegation stateid is freed (nfs4_stid_free). */
 void nfs4_deleg_forget(nfs4_server_t *st, nfs4_stid_t *s);
 
@@ -540,6 +556,15 @@ void nfs4_cb_stop(nfs4_server_t *st);
 void nfs4_cb_recall(nfs4_server_t *st, nfs4_stid_t *s);
 /* Queues a CB_NULL probe of c's 4.0 callback address (lock held). */
 void nfs4_cb_probe(nfs4_server_t *st, nfs4_client_t *c);
+/* The attributes a write delegation's holder reports in CB_GETATTR. */
+typedef struct nfs4_cb_attrs {
+    uint64_t change, size;
+} nfs4_cb_attrs_t;
+/* CB_GETATTR of change and size of the file with handle fh to client clientid
+ * (lock not held): waits for the answer, a few seconds at most. NFS4_OK with
+ * *out, or the status that went wrong (SERVERFAULT: no answer). */
+uint32_t nfs4_cb_getattr(nfs4_server_t *st, uint64_t clientid, const uint8_t fh[ZPL_FH_SIZE],
+                         nfs4_cb_attrs_t *out);
 /* Whether c can be called back now (lock held). */
 bool nfs4_cb_path_up(nfs4_client_t *c);
 /* Decodes callback_sec_parms4<> (CREATE_SESSION, BACKCHANNEL_CTL): keeps the

@@ -10,9 +10,8 @@
  * is one that does not consume a seqid. In 4.1 the session slot does this job
  * for the whole COMPOUND and seqids are ignored.
  *
- * OPEN is the only one that touches the filesystem (lookup/create/truncate);
- * it does that without the state lock, between a first locked phase
- * (client, grace, seqid) and a second one (share reservations, stateid).
+ * OPEN itself, the one that touches the filesystem, lives in nfs4_open.c and
+ * shares the sequencing helpers declared in nfs4_compound.h.
  */
 #include "nfs4_compound.h"
 
@@ -29,13 +28,6 @@ enum {
     EXCHGID4_FLAG_USE_PNFS_MDS = 0x20000, EXCHGID4_FLAG_USE_PNFS_DS = 0x40000,
     EXCHGID4_FLAG_UPD_CONFIRMED_REC_A = 0x40000000, EXCHGID4_FLAG_CONFIRMED_R = 0x80000000u,
 };
-enum { OPEN4_NOCREATE = 0, OPEN4_CREATE = 1 };
-enum { UNCHECKED4 = 0, GUARDED4 = 1, EXCLUSIVE4 = 2, EXCLUSIVE4_1 = 3 };
-enum {
-    CLAIM_NULL = 0, CLAIM_PREVIOUS = 1, CLAIM_DELEGATE_CUR = 2, CLAIM_DELEGATE_PREV = 3,
-    CLAIM_FH = 4, CLAIM_DELEG_CUR_FH = 5, CLAIM_DELEG_PREV_FH = 6,
-};
-enum { OPEN4_RESULT_CONFIRM = 2, OPEN4_RESULT_LOCKTYPE_POSIX = 4 };
 enum {
     CREATE_SESSION4_FLAG_PERSIST = 0x1, CREATE_SESSION4_FLAG_CONN_BACK_CHAN = 0x2,
     CREATE_SESSION4_FLAG_CONN_RDMA = 0x4,
@@ -45,13 +37,6 @@ enum {
 };
 enum { CDFC4_FORE = 0x1, CDFC4_BACK = 0x2, CDFS4_FORE = 0x1, CDFS4_BACK = 0x2, CDFS4_BOTH = 0x3 };
 enum { SEQ4_STATUS_RECALLABLE_STATE_REVOKED = 0x40, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x200 };
-enum {
-    OPEN_DELEGATE_NONE = 0, OPEN_DELEGATE_READ = 1, OPEN_DELEGATE_WRITE = 2,
-    OPEN_DELEGATE_NONE_EXT = 3,
-};
-enum { OPEN4_SHARE_ACCESS_WANT_DELEG_MASK = 0xff00, OPEN4_SHARE_ACCESS_WANT_NO_DELEG = 0x0400,
-       OPEN4_SHARE_ACCESS_WANT_CANCEL = 0x0500 };
-enum { WND4_NOT_WANTED = 0, WND4_CONTENTION = 1 };
 
 #define SESSION_MAX_SLOTS 64
 #define SESSION_MAX_OPS 64
@@ -65,7 +50,7 @@ enum { WND4_NOT_WANTED = 0, WND4_CONTENTION = 1 };
 
 /* The client this COMPOUND acts for (lock held): 4.1 the session's, 4.0 the
  * confirmed one named by clientid. Renews its lease. */
-static uint32_t client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out)
+uint32_t nfs4_client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out)
 {
     nfs4_client_t *c;
     if (cx->minor >= 1) {
@@ -78,6 +63,7 @@ static uint32_t client_of(nfs4_cx_t *cx, uint64_t clientid, nfs4_client_t **out)
         c = nfs4_client_by_id(cx->st, clientid, &status);
         if (!c) return status;
         if (!c->confirmed) return NFS4ERR_STALE_CLIENTID;
+        cx->client40 = c->clientid;
     }
     c->renewed = nfs4_now();
     *out = c;
@@ -115,7 +101,7 @@ static uint64_t args_hash(nfs4_cx_t *cx)
 }
 
 /* Records a 4.0 seqid and the reply now in cx->r (lock held). */
-static void seq_finish(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, uint32_t status)
+void nfs4_seq_finish(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, uint32_t status)
 {
     if (cx->minor >= 1 || !o || !nfs4_status_bumps_seqid(status)) return;
     o->seqid = seqid;
@@ -128,7 +114,7 @@ static void seq_finish(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, uint32_t 
 
 /* 4.0 sequencing verdict for owner o (lock held): NFS4_OK to run; otherwise
  * the status to return (*replayed when it is a cached reply). */
-static uint32_t seq_check(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, bool *replayed)
+uint32_t nfs4_seq_check(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, bool *replayed)
 {
     *replayed = false;
     if (cx->minor >= 1) return NFS4_OK;
@@ -145,7 +131,7 @@ static uint32_t seq_check(nfs4_cx_t *cx, nfs4_owner_t *o, uint32_t seqid, bool *
     }
 }
 
-static void put_stid(nfs4_cx_t *cx, const nfs4_stid_t *s)
+void nfs4_put_stid(nfs4_cx_t *cx, const nfs4_stid_t *s)
 {
     nfs4_stateid_t w;
     nfs4_stid_to_wire(cx->st, s, &w);
@@ -154,8 +140,8 @@ static void put_stid(nfs4_cx_t *cx, const nfs4_stid_t *s)
 }
 
 /* Calls fn on every open state of file f (lock held); stops on non-zero. */
-static uint32_t each_open(nfs4_server_t *st, nfs4_file_t *f,
-                          uint32_t (*fn)(nfs4_stid_t *s, void *arg), void *arg)
+uint32_t nfs4_each_open(nfs4_server_t *st, nfs4_file_t *f,
+                        uint32_t (*fn)(nfs4_stid_t *s, void *arg), void *arg)
 {
     for (nfs4_client_t *c = st->clients; c; c = c->next)
         for (nfs4_stid_t *s = c->stids; s; s = s->cnext) {
@@ -265,7 +251,7 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
     if (cx->a->err) return NFS4ERR_BADXDR;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_client_t *c;
-    uint32_t status = client_of(cx, clientid, &c);
+    uint32_t status = nfs4_client_of(cx, clientid, &c);
     /* Renewed, but a client holding delegations it cannot be called back
      * about is told so (RFC 7530 16.29.5), and may give a new address. */
     if (status == NFS4_OK && !c->cb_up)
@@ -280,7 +266,7 @@ uint32_t nfs4_op_renew(nfs4_cx_t *cx)
 /* A 4.1 client must say RECLAIM_COMPLETE before it takes new locks, even
  * with nothing to reclaim; until then new OPENs and LOCKs are told
  * NFS4ERR_GRACE (RFC 8881 18.51.3). */
-static bool awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *c)
+bool nfs4_awaiting_reclaim_complete(const nfs4_cx_t *cx, const nfs4_client_t *c)
 {
     return cx->minor >= 1 && !c->reclaim_complete;
 }
@@ -655,7 +641,7 @@ uint32_t nfs4_op_reclaim_complete(nfs4_cx_t *cx)
     if (cx->a->err) return NFS4ERR_BADXDR;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_client_t *c;
-    uint32_t status = client_of(cx, 0, &c);
+    uint32_t status = nfs4_client_of(cx, 0, &c);
     if (status == NFS4_OK && !one_fs) {
         if (c->reclaim_complete) status = NFS4ERR_COMPLETE_ALREADY;
         else {
@@ -742,382 +728,12 @@ uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx)
     return status;
 }
 
-/* ---------------------------------------------------------------- OPEN */
-
-typedef struct share_req {
-    nfs4_owner_t *owner;
-    uint32_t access, deny;
-    nfs4_stid_t *mine;
-    nfs4_client_t *against;       /* whose open denied us */
-} share_req_t;
-
-static uint32_t share_cb(nfs4_stid_t *s, void *arg)
-{
-    share_req_t *q = arg;
-    if (s->owner == q->owner) q->mine = s;
-    /* The owner's own open counts too: what it denies, it denies itself
-     * (RFC 7530 9.9, 16.16.5). */
-    if ((q->access & s->deny) || (q->deny & s->access)) {
-        q->against = s->client;
-        return NFS4ERR_SHARE_DENIED;
-    }
-    return NFS4_OK;
-}
-
-/* Looks the opened name up again after a 4.0 replay so GETFH/GETATTR that
- * follow see the file. */
-static void replay_set_fh(nfs4_cx_t *cx, uint32_t claim, const char *name)
-{
-    if (claim != CLAIM_NULL || cx->cur.kind != NFS4_FH_REAL) return;
-    zpl_node_t *n;
-    if (zpl_lookup(cx->cur.node, name, &n) < 0) return;
-    zpl_node_rele(cx->cur.node);
-    cx->cur.node = n;
-}
-
-static uint32_t open_file_type(nfs4_cx_t *cx, zpl_node_t *n, zpl_attr_t *a)
-{
-    int rc = zpl_getattr(n, a);
-    if (rc < 0) return nfs4_errno_to_status(rc);
-    if (S_ISDIR(a->mode)) return NFS4ERR_ISDIR;
-    if (S_ISLNK(a->mode)) return NFS4ERR_SYMLINK;
-    /* 4.0 says SYMLINK for every other kind too: the client's arguments were
-     * right, the name just is not a file (RFC 7530 16.16.5). */
-    if (!S_ISREG(a->mode)) return cx->minor >= 1 ? NFS4ERR_WRONG_TYPE : NFS4ERR_SYMLINK;
-    return NFS4_OK;
-}
-
-/* open_delegation4 of an OPEN reply: the delegation granted, or none (4.1
- * says why when the client asked for one). */
-static void put_delegation(nfs4_cx_t *cx, const nfs4_stid_t *d, uint32_t wants, bool want_none)
-{
-    nfs_xdr_t *r = cx->r;
-    if (!d) {
-        if (cx->minor == 0 || !wants) {
-            nfs_xdr_put_u32(r, OPEN_DELEGATE_NONE);
-            return;
-        }
-        nfs_xdr_put_u32(r, OPEN_DELEGATE_NONE_EXT);
-        nfs_xdr_put_u32(r, want_none ? WND4_NOT_WANTED : WND4_CONTENTION);
-        if (!want_none) nfs_xdr_put_u32(r, 0);      /* no signal when it frees up */
-        return;
-    }
-    bool write = d->access & OPEN4_SHARE_ACCESS_WRITE;
-    nfs_xdr_put_u32(r, write ? OPEN_DELEGATE_WRITE : OPEN_DELEGATE_READ);
-    nfs4_stateid_t w;
-    nfs4_stid_to_wire(cx->st, d, &w);
-    nfs4_put_stateid(r, &w);
-    nfs_xdr_put_u32(r, 0);                           /* recall: no */
-    if (write) {
-        nfs_xdr_put_u32(r, 1);                       /* NFS_LIMIT_SIZE: no limit */
-        nfs_xdr_put_u64(r, UINT64_MAX);
-    }
-    /* An empty ACE: the client asks ACCESS as usual. */
-    nfs_xdr_put_u32(r, 0);                           /* ACE4_ACCESS_ALLOWED_ACE_TYPE */
-    nfs_xdr_put_u32(r, 0);
-    nfs_xdr_put_u32(r, 0);
-    nfs_xdr_put_u32(r, 0);                           /* who: "" */
-}
-
-uint32_t nfs4_op_open(nfs4_cx_t *cx)
-{
-    nfs_xdr_t *a = cx->a;
-    uint32_t seqid = nfs_xdr_get_u32(a);
-    uint32_t access = nfs_xdr_get_u32(a);
-    uint32_t deny = nfs_xdr_get_u32(a);
-    uint64_t clientid = nfs_xdr_get_u64(a);
-    uint32_t olen;
-    const uint8_t *oid = nfs_xdr_get_opaque(a, &olen, NFS4_OPAQUE_LIMIT);
-    uint32_t opentype = nfs_xdr_get_u32(a);
-    uint32_t how = UNCHECKED4, sattr_status = NFS4_OK;
-    nfs4_sattr_t sattr;
-    memset(&sattr, 0, sizeof sattr);
-    uint8_t verf[8] = { 0 };
-    if (opentype == OPEN4_CREATE) {
-        how = nfs_xdr_get_u32(a);
-        if (how == UNCHECKED4 || how == GUARDED4) {
-            sattr_status = nfs4_sattr_decode(a, &sattr);
-        } else if (how == EXCLUSIVE4 || (how == EXCLUSIVE4_1 && cx->minor >= 1)) {
-            const uint8_t *v = nfs_xdr_get_fixed(a, 8);
-            if (v) memcpy(verf, v, 8);
-            if (how == EXCLUSIVE4_1) sattr_status = nfs4_sattr_decode(a, &sattr);
-        } else {
-            return NFS4ERR_BADXDR;
-        }
-    } else if (opentype != OPEN4_NOCREATE) {
-        return NFS4ERR_BADXDR;
-    }
-    uint32_t claim = nfs_xdr_get_u32(a);
-    char name[ZPL_NAME_MAX + 1] = "";
-    uint32_t name_status = NFS4_OK;
-    nfs4_stateid_t dsid;
-    memset(&dsid, 0, sizeof dsid);
-    switch (claim) {
-    case CLAIM_NULL:
-    case CLAIM_DELEGATE_PREV:
-        name_status = nfs4_name_get(cx, name);
-        break;
-    case CLAIM_PREVIOUS:
-        (void)nfs_xdr_get_u32(a);
-        break;
-    case CLAIM_DELEGATE_CUR:
-        nfs4_get_stateid(a, &dsid);
-        name_status = nfs4_name_get(cx, name);
-        break;
-    case CLAIM_DELEG_CUR_FH:
-        nfs4_get_stateid(a, &dsid);
-        break;
-    case CLAIM_FH:
-    case CLAIM_DELEG_PREV_FH:
-        break;
-    default:
-        return NFS4ERR_BADXDR;
-    }
-    if (a->err || name_status == NFS4ERR_BADXDR) return NFS4ERR_BADXDR;
-    if (claim == CLAIM_FH && cx->minor == 0) return NFS4ERR_INVAL;
-    if (claim == CLAIM_DELEG_CUR_FH && cx->minor == 0) return NFS4ERR_INVAL;
-    /* A client opening under a delegation it holds (before returning it) names
-     * the file or its handle and the delegation; reclaims of delegations of a
-     * previous client incarnation are not served (none survive anyway). */
-    bool deleg_cur = claim == CLAIM_DELEGATE_CUR || claim == CLAIM_DELEG_CUR_FH;
-    if (claim != CLAIM_NULL && claim != CLAIM_PREVIOUS && claim != CLAIM_FH && !deleg_cur)
-        return NFS4ERR_NOTSUPP;
-    uint32_t want = access & ~0xffu;
-    access &= 0xff;
-    if ((want && cx->minor == 0) || access < 1 || access > 3 || deny > 3) return NFS4ERR_INVAL;
-    if (cx->cur.kind == NFS4_FH_NONE) return NFS4ERR_NOFILEHANDLE;
-
-    /* Phase 1: client, grace, sequencing. */
-    nfs4_server_t *st = cx->st;
-    pthread_mutex_lock(&st->lock);
-    nfs4_client_t *c;
-    uint32_t status = client_of(cx, clientid, &c);
-    nfs4_owner_t *o = status ? NULL : nfs4_owner_find(c, false, oid, olen);
-    bool replayed = false;
-    if (status == NFS4_OK && o) status = seq_check(cx, o, seqid, &replayed);
-    bool seen_have = o && o->have_seqid;
-    uint32_t seen_seqid = o ? o->seqid : 0;
-    if (replayed) {
-        nfs4_unlock(st);
-        replay_set_fh(cx, claim, name);
-        return status;
-    }
-    bool seq_ok = status == NFS4_OK;   /* this seqid is ours to record */
-    if (status == NFS4_OK) {
-        bool grace = nfs4_in_grace(st);
-        if (claim == CLAIM_PREVIOUS) {
-            if (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete))
-                status = NFS4ERR_NO_GRACE;
-        } else if (deleg_cur) {
-            nfs4_stid_t *d;
-            status = nfs4_stid_find(st, cx->minor, &dsid, &d);
-            if (status == NFS4_OK && (d->type != NFS4_STID_DELEG || d->client != c))
-                status = NFS4ERR_BAD_STATEID;
-        } else if (grace || awaiting_reclaim_complete(cx, c)) {
-            status = NFS4ERR_GRACE;
-        }
-    }
-    nfs4_unlock(st);
-    if (status == NFS4_OK) status = sattr_status != NFS4_OK ? sattr_status : name_status;
-
-    /* Phase 2: the filesystem, without the state lock. */
-    zpl_node_t *obj = NULL;
-    zpl_wcc_t wcc;
-    memset(&wcc, 0, sizeof wcc);
-    bool created = false;
-    nfs4_bitmap_t attrset = { { 0 } };
-    nfs4_cfh_t *dir = &cx->cur;
-    zpl_attr_t fa;
-    if (status == NFS4_OK && (claim == CLAIM_NULL || claim == CLAIM_DELEGATE_CUR)) {
-        if (dir->kind == NFS4_FH_PSEUDO) {
-            status = opentype == OPEN4_CREATE ? NFS4ERR_ROFS : NFS4ERR_ISDIR;
-        } else {
-            zpl_attr_t da;
-            int rc = zpl_getattr(dir->node, &da);
-            if (rc < 0) status = nfs4_errno_to_status(rc);
-            else if (S_ISLNK(da.mode)) status = NFS4ERR_SYMLINK;
-            else if (!S_ISDIR(da.mode)) status = NFS4ERR_NOTDIR;
-            if (status == NFS4_OK) status = nfs4_perm(dir, dir->node, ZPL_ACCESS_EXEC);
-            wcc.pre_change = wcc.post.change = da.change;
-        }
-        if (status == NFS4_OK && opentype == OPEN4_CREATE) {
-            if (!dir->writable || zpl_fs_readonly(zpl_node_fs(dir->node))) status = NFS4ERR_ROFS;
-            bool has_mode = sattr.sa.mask & ZPL_SET_MODE;
-            uint32_t mode = has_mode ? sattr.sa.mode : 0644;
-            int rc = 0;
-            if (status == NFS4_OK && how == UNCHECKED4) {
-                rc = zpl_lookup(dir->node, name, &obj);
-                if (rc == -ENOENT) {
-                    obj = NULL;
-                    status = nfs4_perm(dir, dir->node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
-                    if (status == NFS4_OK) {
-                        rc = zpl_create(dir->node, name, mode, &dir->cred, ZPL_CREATE_UNCHECKED,
-                                        NULL, &obj, &wcc);
-                        created = rc == 0;
-                    }
-                }
-            } else if (status == NFS4_OK) {
-                status = nfs4_perm(dir, dir->node, ZPL_ACCESS_WRITE | ZPL_ACCESS_EXEC);
-                if (status == NFS4_OK && how == GUARDED4) {
-                    rc = zpl_create(dir->node, name, mode, &dir->cred, ZPL_CREATE_GUARDED, NULL,
-                                    &obj, &wcc);
-                    created = rc == 0;
-                } else if (status == NFS4_OK) {
-                    rc = zpl_create(dir->node, name, how == EXCLUSIVE4_1 ? mode : 0644,
-                                    &dir->cred, ZPL_CREATE_EXCLUSIVE, verf, &obj, &wcc);
-                    created = rc == 0;   /* ours, whether new or a retransmission */
-                }
-            }
-            if (status == NFS4_OK && rc < 0) status = nfs4_errno_to_status(rc);
-            if (status == NFS4_OK && created && (how == UNCHECKED4 || how == GUARDED4)) {
-                /* The create attributes beyond the mode, the size among them
-                 * (a new file of 32 bytes is 32 zeros, as SETATTR would make it). */
-                if (sattr.sa.mask & ~(uint32_t)ZPL_SET_MODE) {
-                    zpl_setattr_t s = sattr.sa;
-                    s.mask &= ~(uint32_t)ZPL_SET_MODE;
-                    if ((s.mask & ZPL_SET_UID) && s.uid != dir->cred.uid && dir->cred.uid != 0)
-                        s.mask &= ~(uint32_t)ZPL_SET_UID;
-                    if (zpl_setattr(obj, &s, NULL) == 0) attrset = sattr.set;
-                } else {
-                    attrset = sattr.set;
-                }
-            } else if (status == NFS4_OK && created && how == EXCLUSIVE4_1 && has_mode) {
-                nfs4_bm_set(&attrset, FATTR4_MODE);
-            }
-            if (status == NFS4_OK && created) status = nfs4_durable(dir);
-        } else if (status == NFS4_OK) {
-            int rc = zpl_lookup(dir->node, name, &obj);
-            if (rc < 0) status = nfs4_errno_to_status(rc);
-        }
-    } else if (status == NFS4_OK) {
-        /* CLAIM_PREVIOUS / CLAIM_FH: the current fh is the file. */
-        if (dir->kind != NFS4_FH_REAL) status = NFS4ERR_ISDIR;
-        else {
-            obj = dir->node;
-            zpl_node_hold(obj);
-        }
-    }
-    if (status == NFS4_OK) status = open_file_type(cx, obj, &fa);
-    /* Another client's delegation yields first (before any truncation). */
-    bool writes = (access & OPEN4_SHARE_ACCESS_WRITE) || (sattr.sa.mask & ZPL_SET_SIZE);
-    if (status == NFS4_OK && !created &&
-        nfs4_deleg_conflict_node(st, obj, cx->minor >= 1 ? cx->clientid : clientid, writes))
-        status = NFS4ERR_DELAY;
-    nfs4_cfh_t fh = { .kind = NFS4_FH_REAL, .node = obj, .cred = dir->cred, .writable = dir->writable };
-    if (status == NFS4_OK && !created) {
-        uint32_t want_perm = 0;
-        if (access & OPEN4_SHARE_ACCESS_READ) want_perm |= ZPL_ACCESS_READ;
-        if (access & OPEN4_SHARE_ACCESS_WRITE) want_perm |= ZPL_ACCESS_WRITE;
-        /* The owner passes for a file he just made with EXCLUSIVE4 (no mode yet). */
-        status = nfs4_perm(&fh, obj, want_perm);
-    }
-    if (status == NFS4_OK && (access & OPEN4_SHARE_ACCESS_WRITE) &&
-        (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
-        status = NFS4ERR_ROFS;
-    /* An UNCHECKED4 create that finds the file ignores its attributes, but for
-     * a size of zero, which truncates it (RFC 7530 16.16.5, O_TRUNC). */
-    if (!created && (sattr.sa.mask & ZPL_SET_SIZE) && sattr.sa.size != 0)
-        sattr.sa.mask &= ~(uint32_t)ZPL_SET_SIZE;
-    if (status == NFS4_OK && !created && (sattr.sa.mask & ZPL_SET_SIZE)) {
-        /* O_TRUNC on an existing file. */
-        status = nfs4_perm(&fh, obj, ZPL_ACCESS_WRITE);
-        if (status == NFS4_OK && (!dir->writable || zpl_fs_readonly(zpl_node_fs(obj))))
-            status = NFS4ERR_ROFS;
-        if (status == NFS4_OK) {
-            zpl_setattr_t s = { .mask = ZPL_SET_SIZE, .size = sattr.sa.size };
-            int rc = zpl_setattr(obj, &s, NULL);
-            if (rc < 0) status = nfs4_errno_to_status(rc);
-            else {
-                nfs4_bm_set(&attrset, FATTR4_SIZE);
-                status = nfs4_durable(dir);
-            }
-        }
-    }
-
-    /* Phase 3: share reservations and the open state. */
-    pthread_mutex_lock(&st->lock);
-    o = NULL;
-    if (status == NFS4_OK || seq_ok) {
-        uint32_t cst = client_of(cx, clientid, &c);
-        if (cst == NFS4_OK) {
-            o = nfs4_owner_find(c, false, oid, olen);
-            if (!o && status == NFS4_OK && !(o = nfs4_owner_new(c, false, oid, olen)))
-                status = NFS4ERR_RESOURCE;
-        } else if (status == NFS4_OK) {
-            status = cst;   /* the client went away meanwhile */
-        }
-    }
-    if (status == NFS4_OK && cx->minor == 0 &&
-        (o->have_seqid != seen_have || o->seqid != seen_seqid))
-        status = NFS4ERR_BAD_SEQID;   /* a concurrent OPEN of the same owner got there first */
-    nfs4_stid_t *s = NULL;
-    if (status == NFS4_OK) {
-        nfs4_file_t *f = nfs4_file_get(st, dir->exp, obj);
-        if (!f) status = NFS4ERR_RESOURCE;
-        share_req_t q = { .owner = o, .access = access, .deny = deny };
-        if (status == NFS4_OK) {
-            f->nstates++;   /* keep f while we look (and revoke) */
-            do {
-                q.mine = NULL;
-                q.against = NULL;
-                status = each_open(st, f, share_cb, &q);
-            } while (status == NFS4ERR_SHARE_DENIED && nfs4_revoke_courtesy(st, q.against));
-            f->nstates--;
-        }
-        if (status == NFS4_OK && q.mine) {
-            s = q.mine;
-            s->access |= access;
-            s->deny |= deny;
-            s->seqid++;
-        } else if (status == NFS4_OK) {
-            s = nfs4_stid_new(st, NFS4_STID_OPEN, c, o, f);
-            if (!s) status = NFS4ERR_RESOURCE;
-            else {
-                s->access = access;
-                s->deny = deny;
-            }
-        }
-        if (status == NFS4_OK) {
-            s->access_modes |= (uint8_t)(1u << access);
-            s->deny_modes |= (uint8_t)(1u << deny);
-        }
-        if (f) nfs4_file_drop_unused(st, f);
-    }
-    if (status == NFS4_OK) {
-        uint32_t rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
-        if (cx->minor >= 1) o->confirmed = true;
-        else if (!o->confirmed) rflags |= OPEN4_RESULT_CONFIRM;
-        cx->record_wait = nfs4_client_record(st, c);   /* on disk before the reply */
-        put_stid(cx, s);
-        nfs4_put_cinfo(cx->r, &wcc);
-        nfs_xdr_put_u32(cx->r, rflags);
-        nfs4_bitmap_put(cx->r, &attrset);
-        uint32_t wants = want & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
-        bool want_none = wants == OPEN4_SHARE_ACCESS_WANT_NO_DELEG ||
-                         wants == OPEN4_SHARE_ACCESS_WANT_CANCEL;
-        nfs4_stid_t *d = claim == CLAIM_NULL || claim == CLAIM_FH
-                             ? nfs4_deleg_grant(st, c, s, want_none) : NULL;
-        put_delegation(cx, d, wants, want_none);
-    }
-    if (seq_ok) seq_finish(cx, o, seqid, status);
-    nfs4_unlock(st);
-    if (status == NFS4_OK) {
-        if (obj != cx->cur.node) {
-            zpl_node_rele(cx->cur.node);
-            cx->cur.node = obj;
-        } else {
-            zpl_node_rele(obj);
-        }
-    } else if (obj) {
-        zpl_node_rele(obj);
-    }
-    return status;
-}
+/* ---------------------------------------------------------------- OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE */
 
 /* OPEN_CONFIRM, OPEN_DOWNGRADE and CLOSE, under st->lock: the open stateid sid
  * names on the current file, and its owner's seqid check. *o is NULL when the
  * stateid is bad (the status says why); *replayed when the request is a
- * retransmission whose reply seq_check already put back. */
+ * retransmission whose reply nfs4_seq_check already put back. */
 static uint32_t open_stid_seq(nfs4_cx_t *cx, const nfs4_stateid_t *sid, uint32_t seqid,
                               nfs4_stid_t **s, nfs4_owner_t **o, bool *replayed)
 {
@@ -1126,7 +742,7 @@ static uint32_t open_stid_seq(nfs4_cx_t *cx, const nfs4_stateid_t *sid, uint32_t
         status = NFS4ERR_BAD_STATEID;
     *o = status ? NULL : (*s)->owner;
     *replayed = false;
-    if (*o) status = seq_check(cx, *o, seqid, replayed);
+    if (*o) status = nfs4_seq_check(cx, *o, seqid, replayed);
     return status;
 }
 
@@ -1150,9 +766,9 @@ uint32_t nfs4_op_open_confirm(nfs4_cx_t *cx)
             o->confirmed = true;
             s->seqid++;
             s->client->renewed = nfs4_now();
-            put_stid(cx, s);
+            nfs4_put_stid(cx, s);
         }
-        seq_finish(cx, o, seqid, status);
+        nfs4_seq_finish(cx, o, seqid, status);
     }
     nfs4_unlock(cx->st);
     return status;
@@ -1198,9 +814,9 @@ uint32_t nfs4_op_open_downgrade(nfs4_cx_t *cx)
             s->deny_modes &= share_modes_within(deny);
             s->seqid++;
             s->client->renewed = nfs4_now();
-            put_stid(cx, s);
+            nfs4_put_stid(cx, s);
         }
-        seq_finish(cx, o, seqid, status);
+        nfs4_seq_finish(cx, o, seqid, status);
     }
     nfs4_unlock(cx->st);
     return status;
@@ -1225,7 +841,7 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
         /* A retransmitted CLOSE: its open is gone, its owner keeps the reply. */
         nfs4_owner_t *co = nfs4_closed_owner(st, &sid);
         bool again = false;
-        uint32_t rc = co ? seq_check(cx, co, seqid, &again) : NFS4_OK;
+        uint32_t rc = co ? nfs4_seq_check(cx, co, seqid, &again) : NFS4_OK;
         if (again) {
             nfs4_unlock(st);
             return rc;
@@ -1253,7 +869,7 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
             nfs4_stid_free(st, s);
             nfs4_put_stateid(cx->r, &out);
         }
-        seq_finish(cx, o, seqid, status);
+        nfs4_seq_finish(cx, o, seqid, status);
     }
     nfs4_unlock(st);
     return status;
@@ -1323,7 +939,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
     if (status == NFS4_OK) {
         seq_owner = s->owner;
         bool replayed = false;
-        status = seq_check(cx, seq_owner, seqid, &replayed);
+        status = nfs4_seq_check(cx, seq_owner, seqid, &replayed);
         if (replayed) {
             nfs4_unlock(st);
             return status;
@@ -1344,7 +960,7 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
         bool grace = nfs4_in_grace(st);
         if (reclaim && (!grace || !c->may_reclaim || (cx->minor >= 1 && c->reclaim_complete)))
             status = NFS4ERR_NO_GRACE;
-        else if (!reclaim && (grace || awaiting_reclaim_complete(cx, c)))
+        else if (!reclaim && (grace || nfs4_awaiting_reclaim_complete(cx, c)))
             status = NFS4ERR_GRACE;
     }
     if (status == NFS4_OK) {
@@ -1381,14 +997,14 @@ uint32_t nfs4_op_lock(nfs4_cx_t *cx)
             if (!lock->open) lock->open = open;
             if (lock->seqid != 1 || !new_owner || lock->open != open) lock->seqid++;
             cx->record_wait = nfs4_client_record(st, c);   /* on disk before the reply */
-            put_stid(cx, lock);
+            nfs4_put_stid(cx, lock);
         }
     }
     if (new_owner && lo && cx->minor == 0 && nfs4_status_bumps_seqid(status)) {
         lo->seqid = lock_seqid;
         lo->have_seqid = true;
     }
-    seq_finish(cx, seq_owner, seqid, status);
+    nfs4_seq_finish(cx, seq_owner, seqid, status);
     nfs4_unlock(st);
     return status;
 }
@@ -1410,7 +1026,7 @@ uint32_t nfs4_op_lockt(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c;
-    status = client_of(cx, clientid, &c);
+    status = nfs4_client_of(cx, clientid, &c);
     if (status == NFS4_OK && nfs4_in_grace(st)) status = NFS4ERR_GRACE;
     if (status == NFS4_OK) {
         nfs4_owner_t *lo = nfs4_owner_find(c, true, loid, lolen);
@@ -1454,7 +1070,7 @@ uint32_t nfs4_op_locku(nfs4_cx_t *cx)
         status = NFS4ERR_BAD_STATEID;
     nfs4_owner_t *o = status ? NULL : s->owner;
     bool replayed = false;
-    if (o) status = seq_check(cx, o, seqid, &replayed);
+    if (o) status = nfs4_seq_check(cx, o, seqid, &replayed);
     if (!replayed && o && status == NFS4_OK) {
         status = nfs4_stateid_seqid_check(cx->minor, sid.seqid, s->seqid);
         if (status == NFS4_OK && nfs4_range_clear(&s->file->locks, o, first, last) < 0)
@@ -1462,9 +1078,9 @@ uint32_t nfs4_op_locku(nfs4_cx_t *cx)
         if (status == NFS4_OK) {
             s->seqid++;
             s->client->renewed = nfs4_now();
-            put_stid(cx, s);
+            nfs4_put_stid(cx, s);
         }
-        seq_finish(cx, o, seqid, status);
+        nfs4_seq_finish(cx, o, seqid, status);
     }
     nfs4_unlock(st);
     return status;
@@ -1479,7 +1095,7 @@ uint32_t nfs4_op_release_lockowner(nfs4_cx_t *cx)
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);
     nfs4_client_t *c;
-    uint32_t status = client_of(cx, clientid, &c);
+    uint32_t status = nfs4_client_of(cx, clientid, &c);
     nfs4_owner_t *lo = status ? NULL : nfs4_owner_find(c, true, loid, lolen);
     if (lo) {
         for (nfs4_stid_t *s = c->stids; s && status == NFS4_OK; s = s->cnext)
@@ -1529,7 +1145,7 @@ uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, b
         do {
             nfs4_file_t *f = nfs4_file_find(st, cx->cur.node);
             q.against = NULL;
-            status = f ? each_open(st, f, anon_cb, &q) : NFS4_OK;
+            status = f ? nfs4_each_open(st, f, anon_cb, &q) : NFS4_OK;
         } while (status == NFS4ERR_LOCKED && nfs4_revoke_courtesy(st, q.against));
     } else {
         nfs4_stid_t *s;

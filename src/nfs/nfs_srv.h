@@ -132,7 +132,8 @@ struct nfs_server {
     int udp_fd[2];                    /* rpc_udp.c: portmapper and NSM over UDP */
     uint16_t udp_port[2];
     int nudp;
-    uint16_t port_nsm_udp, port_pmap_udp; /* 0: none */
+    uint16_t port_nfs_udp, port_pmap_udp; /* UDP on the NFS port (NLM, NSM) and the
+                                             portmapper's; 0: none */
     pthread_t udp_thread;
     bool udp_started;
 };

@@ -1,7 +1,7 @@
 /*
  * NLM (RFC 1813 appendix, X/Open XNFS): byte-range locks for NFSv3 clients,
  * program 100021 versions 1 and 3 (32-bit offsets) and 4 (64-bit), on the
- * NFS port over TCP (the server has no UDP transport).
+ * NFS port over TCP and UDP (rpc_udp.c).
  *
  * One lock table: an NLM lock is a range in the NFSv4 file's list
  * (nfs4_file_t.locks, under nfs4_server_t.lock), tagged as NLM, so an NFSv3

@@ -1,8 +1,8 @@
 /*
  * The built-in portmapper (RFC 1833): PMAP v2 and rpcbind v3/v4, answering
  * only for this server's own programs (NFS v3/v4, NLM v1/v3/v4 and NSM v1 on
- * the NFS port, MOUNT v1/v3 on the MOUNT port; itself and NSM over UDP too,
- * see rpc_udp.c, everything else over TCP only). It keeps no registrations: SET
+ * the NFS port, MOUNT v1/v3 on the MOUNT port; itself, NLM and NSM over UDP
+ * too, see rpc_udp.c, everything else over TCP only). It keeps no registrations: SET
  * and UNSET are refused, and anything else a full rpcbind offers (CALLIT, address translation) is
  * PROC_UNAVAIL. rpcbind addresses are universal addresses built from the
  * address the client reached us on, so a client connected over IPv6 gets an
@@ -11,11 +11,15 @@
 #include "nfs_srv.h"
 #include "nlm_impl.h"
 
+#include <cairn/assert.h>
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <time.h>
 
 enum { IPPROTO_TCP_NUM = 6, IPPROTO_UDP_NUM = 17 };
+
+#define MAPPINGS_MAX 24
 
 typedef struct mapping {
     uint32_t prog, vers;
@@ -36,16 +40,22 @@ static size_t mappings(nfs_server_t *srv, mapping_t *m)
     m[n++] = (mapping_t){NFS_PROG_MOUNT, 3, mp, IPPROTO_TCP_NUM};
     if (srv->port_pmap_udp)
         m[n++] = (mapping_t){NFS_PROG_PORTMAP, 2, srv->port_pmap_udp, IPPROTO_UDP_NUM};
-    /* NLM and NSM share the NFS port. */
+    /* NLM and NSM share the NFS port, over UDP too: client hosts' sm-notify
+     * sends SM_NOTIFY over UDP, and hosts that mount with proto=udp (or older
+     * lockd setups) take their locks over UDP. */
     if (srv->nlm_state) {
-        m[n++] = (mapping_t){NFS_PROG_NLM, 1, srv->port_nfs, IPPROTO_TCP_NUM};
-        m[n++] = (mapping_t){NFS_PROG_NLM, 3, srv->port_nfs, IPPROTO_TCP_NUM};
-        m[n++] = (mapping_t){NFS_PROG_NLM, 4, srv->port_nfs, IPPROTO_TCP_NUM};
+        static const uint32_t nlm_versions[] = {1, 3, 4};
+        for (size_t i = 0; i < sizeof nlm_versions / sizeof nlm_versions[0]; i++) {
+            m[n++] = (mapping_t){NFS_PROG_NLM, nlm_versions[i], srv->port_nfs, IPPROTO_TCP_NUM};
+            if (srv->port_nfs_udp)
+                m[n++] = (mapping_t){NFS_PROG_NLM, nlm_versions[i], srv->port_nfs_udp,
+                                     IPPROTO_UDP_NUM};
+        }
         m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nfs, IPPROTO_TCP_NUM};
-        /* NSM also over UDP, where client hosts' sm-notify sends SM_NOTIFY. */
-        if (srv->port_nsm_udp)
-            m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nsm_udp, IPPROTO_UDP_NUM};
+        if (srv->port_nfs_udp)
+            m[n++] = (mapping_t){NFS_PROG_NSM, 1, srv->port_nfs_udp, IPPROTO_UDP_NUM};
     }
+    CAIRN_VERIFY(n <= MAPPINGS_MAX);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (m[i].port) m[k++] = m[i];
@@ -54,7 +64,7 @@ static size_t mappings(nfs_server_t *srv, mapping_t *m)
 
 static uint16_t lookup_port(nfs_server_t *srv, uint32_t prog, uint32_t vers, uint32_t prot)
 {
-    mapping_t m[16];
+    mapping_t m[MAPPINGS_MAX];
     size_t n = mappings(srv, m);
     for (size_t i = 0; i < n; i++)
         if (m[i].prog == prog && m[i].vers == vers && m[i].prot == prot) return m[i].port;
@@ -108,7 +118,7 @@ static nfs_accept_t pmap_v2(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[16];
+        mapping_t m[MAPPINGS_MAX];
         size_t n = mappings(call->srv, m);
         for (size_t i = 0; i < n; i++) {
             nfs_xdr_put_u32(r, 1);
@@ -152,7 +162,7 @@ static nfs_accept_t rpcb_v34(nfs_call_t *call)
         return NFS_ACCEPT_SUCCESS;
     }
     case 4: { /* DUMP */
-        mapping_t m[16];
+        mapping_t m[MAPPINGS_MAX];
         size_t n = mappings(call->srv, m);
         char a6[64];
         bool v6;

@@ -1,12 +1,18 @@
 /*
- * The portmapper and NSM over UDP. Everything else is served over TCP only,
- * but a Linux client host that restarts announces it with sm-notify, which
- * asks the server's portmapper for NSM over UDP and sends SM_NOTIFY over UDP:
- * without this the server would never hear of it and the host's old NLM locks
- * would be held for good. One thread reads UDP sockets on the portmapper's and
- * the NFS port (same addresses as the TCP listeners) and answers PMAP/rpcbind
- * and NSM calls in place; any other program gets PROG_UNAVAIL, so a client
- * probing for NFS over UDP fails at once. The destination address of each
+ * The portmapper, NSM and NLM over UDP. NFS and MOUNT are served over TCP
+ * only, but a Linux client host that restarts announces it with sm-notify,
+ * which asks the server's portmapper for NSM over UDP and sends SM_NOTIFY over
+ * UDP (without this the server would never hear of it and the host's old NLM
+ * locks would be held for good), and a host whose lockd talks UDP (a mount
+ * with proto=udp, older clients) takes its locks there. One thread reads UDP
+ * sockets on the portmapper's and the NFS port (same addresses as the TCP
+ * listeners) and answers PMAP/rpcbind, NSM and NLM calls in place (an NLM
+ * call holds the state lock briefly and never waits for a client: blocked
+ * locks are answered BLOCKED and granted later by a callback); any other
+ * program gets PROG_UNAVAIL, so a client probing for NFS over UDP fails at
+ * once. NLM over UDP has no duplicate request cache: its calls are idempotent
+ * for one owner (a retransmitted LOCK finds the lock already its own, an
+ * UNLOCK of nothing is granted), as lockd's are. The destination address of each
  * datagram (IP_PKTINFO) is where rpcbind's universal addresses point and
  * where the reply comes from.
  */
@@ -127,7 +133,7 @@ static void serve_one(nfs_server_t *srv, int fd, uint16_t port)
     size_t hlen = 0;
     nfs_xdr_t res = {0};
     int rc;
-    if (prog == NFS_PROG_PORTMAP || prog == NFS_PROG_NSM) {
+    if (prog == NFS_PROG_PORTMAP || prog == NFS_PROG_NSM || prog == NFS_PROG_NLM) {
         nfs_conn_t *c = nfs_conn_detached(srv, (struct sockaddr *)&peer, mh.msg_namelen);
         if (!c) return;
         if (llen) nfs_conn_set_local(c, (struct sockaddr *)&local, llen);
@@ -180,14 +186,14 @@ void nfs_udp_start(nfs_server_t *srv)
         if (!ports[i]) continue;
         int fd = udp_bind(la[i]->host, ports[i]);
         if (fd < 0) {
-            log_info(SUB, "no UDP on port %u (%s): NSM notifications over UDP will not arrive",
-                     ports[i], strerror(-fd));
+            log_info(SUB, "no UDP on port %u (%s): NSM notifications and NLM over UDP "
+                     "will not arrive", ports[i], strerror(-fd));
             continue;
         }
         srv->udp_fd[srv->nudp] = fd;
         srv->udp_port[srv->nudp++] = ports[i];
         if (i == 0) srv->port_pmap_udp = ports[i];
-        if (i == 1) srv->port_nsm_udp = ports[i];
+        if (i == 1) srv->port_nfs_udp = ports[i];
     }
     if (srv->nudp && pthread_create(&srv->udp_thread, NULL, udp_loop, srv) == 0)
         srv->udp_started = true;

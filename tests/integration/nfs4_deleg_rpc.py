@@ -34,6 +34,40 @@
       probes it with CB_NULL, the client's OPEN for read gets a read delegation, a 4.1
       client's OPEN for write is DELAY and the 4.0 client receives CB_RECALL on a
       connection the server makes; DELEGRETURN lets the other OPEN through.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr NAME
+      a holds a write delegation and has written through it; b's GETATTR of change
+      and size waits while the server asks a (CB_SEQUENCE + CB_GETATTR on its back
+      channel) and answers with a's size and a change attribute past the file's (a
+      third client's GETATTR meanwhile is DELAY: one request waits for the holder); the
+      same answer again gives the same change, a new one a greater change; after a's
+      DELEGRETURN b sees the file's own attributes with no callback.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattrexpired NAME LEASE
+      a holds a write delegation, writes through it and then falls silent; once its
+      lease ran out, b's GETATTR is answered at once with the file's own attributes
+      (no CB_GETATTR to a: its state yields), and b can then open the file for write.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattr40 NAME
+      the same CB_GETATTR to a 4.0 holder of a write delegation, on a connection the
+      server makes to its callback address.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER deleghold NAME
+      a opens NAME-r for read and NAME-w for write and holds a read and a write
+      delegation; prints both file handles (hex) and leaves without a word.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER delegreclaim HEXR HEXW NAME
+      after a restart: a new client's OPEN is GRACE; a (same owner) reclaims its opens
+      with CLAIM_PREVIOUS naming the delegation type it held and gets both delegations
+      back (recall not set: its back channel is up); CLAIM_DELEGATE_PREV and
+      CLAIM_DELEG_PREV_FH are NOTSUPP; after a's RECLAIM_COMPLETE the new client's
+      conflicting OPENs are DELAY and recall the reclaimed delegations (CB_RECALL of
+      their stateids), and succeed once a returns them.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER deleghold40 NAME
+      a 4.0 client with a callback address holds a read delegation on NAME; prints
+      the file handle (hex) and leaves without a word.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER delegreclaim40 HEXFH NAME
+      after a restart the 4.0 client (same name) answers the CB_NULL probe and
+      reclaims its open with CLAIM_PREVIOUS naming a read delegation, which it gets
+      back. If the server had the probe's answer by then (recall not set), another
+      client's OPEN for write after grace is DELAY and recalls it (CB_RECALL to the
+      callback address); if not (recall set), the client returns it at once, as it is
+      told to. Either way the other client's OPEN then succeeds.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER none NAME
       (daemon with nfs_delegations = 0) a client with a back channel gets none.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostwrite NAME DATA
@@ -41,28 +75,36 @@
       another client (the host, beside a kernel client holding a delegation): OPEN
       NAME for write (read), retrying while DELAY (bounded), then WRITE DATA at 0
       (READ, which must start with DATA); prints how many DELAYs it saw.
+  nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER hostgetattr NAME SIZE
+      the host's GETATTR of NAME's size (retrying while DELAY, bounded) must be SIZE;
+      prints how many DELAYs it saw (none when a write delegation's holder answered
+      CB_GETATTR).
 
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
 import os
 import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nfs_rpc import NFS, X, Conn, auth_sys, check, fail  # noqa: E402
-from nfs4_rpc import (GRACE, OK, Client, Op, chan_attrs, op_close, op_getfh,  # noqa: E402
-                      op_lookup_path, op_read, op_write, put_stateid, putfh, stateid)
+from nfs4_rpc import (GRACE, OK, Client, Op, bitmap, chan_attrs, fattr,  # noqa: E402
+                      op_close, op_getfh, op_lookup_path, op_read, op_write, put_stateid,
+                      putfh, stateid)
 
 OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
-OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM = 35, 36, 20
-OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
+OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM, OP_RENEW = 35, 36, 20, 30
+OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
+OP_GETATTR, OP_LOOKUP, FATTR4_CHANGE, FATTR4_SIZE = 9, 15, 3, 4
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
 OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
 SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
 OP_BIND_CONN_TO_SESSION, CDFC4_BACK_OR_BOTH, CDFS4_BOTH = 41, 7, 3
 CB_PROG = 0x40000000
-CLAIM_NULL, CLAIM_DELEG_CUR_FH = 0, 5
+CLAIM_NULL, CLAIM_PREVIOUS, CLAIM_DELEGATE_PREV, CLAIM_DELEG_CUR_FH = 0, 1, 3, 5
+CLAIM_DELEG_PREV_FH, NOTSUPP, CB_PATH_DOWN = 6, 10004, 10048
 
 
 class CbConn(Conn):
@@ -123,6 +165,9 @@ def parse_cb_call(rec):
             ops.append((op, dict(session=sess, seq=seq, slot=slot, high=high)))
         elif op == OP_CB_RECALL:
             ops.append((op, dict(sid=stateid(r), truncate=r.gu32(), fh=r.gopaque())))
+        elif op == OP_CB_GETATTR:
+            fh = r.gopaque()
+            ops.append((op, dict(fh=fh, mask=[r.gu32() for _ in range(r.gu32())])))
         else:
             fail("unexpected callback operation %d" % op)
     return xid, prog, proc, minor, ident, ops
@@ -130,7 +175,7 @@ def parse_cb_call(rec):
 
 def cb_reply(xid, ops=None):
     """The reply to a callback: CB_NULL's when ops is None, else CB_COMPOUND's
-    with every operation OK."""
+    with every operation OK (CB_GETATTR's attributes: its args' "attrs", a fattr4)."""
     x = X().u32(xid).u32(1).u32(0).u32(0).opaque(b"").u32(0)
     if ops is None:
         return bytes(x.b)
@@ -139,6 +184,8 @@ def cb_reply(xid, ops=None):
         x.u32(op).u32(OK)
         if op == OP_CB_SEQUENCE:
             x.fixed(a["session"]).u32(a["seq"]).u32(a["slot"]).u32(a["high"]).u32(a["high"])
+        elif op == OP_CB_GETATTR:
+            x.fixed(a["attrs"])
     return bytes(x.b)
 
 
@@ -155,28 +202,31 @@ def parse_open(r, st):
     dsid = None
     if dtype in (OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE):
         dsid = stateid(r)
-        r.gu32()                                      # recall
+        recall = r.gu32()
         if dtype == OPEN_DELEGATE_WRITE:
             check(r.gu32() == 1, "write delegation space limit is not by size")
             r.gu64()
         r.gu32(), r.gu32(), r.gu32(), r.gopaque()     # nfsace4
     elif dtype == 3:
         r.gu32()
-    return dict(sid=sid, rflags=rflags, dtype=dtype, dsid=dsid)
+    return dict(sid=sid, rflags=rflags, dtype=dtype, dsid=dsid,
+                recall=recall if dsid else None)
 
 
 def op_open_d(clientid, owner, name, create=False, access=1, seqid=0, claim=CLAIM_NULL,
-              dsid=None):
+              dsid=None, prev_deleg=OPEN_DELEGATE_NONE):
     x = X().u32(seqid).u32(access).u32(0).u64(clientid).opaque(owner)
     if create:
         x.u32(1).u32(0).u32(0).opaque(b"")
     else:
         x.u32(0)
     x.u32(claim)
-    if claim == CLAIM_NULL:
+    if claim in (CLAIM_NULL, CLAIM_DELEGATE_PREV):
         x.opaque(name.encode())
     elif claim == CLAIM_DELEG_CUR_FH:
         put_stateid(x, dsid)
+    elif claim == CLAIM_PREVIOUS:
+        x.u32(prev_deleg)
     return Op(OP_OPEN, x.b, parse_open)
 
 
@@ -255,6 +305,54 @@ class CbClient(Client):
         return ops[0][1]["seq"]
 
 
+def op_getattr_cs():
+    """GETATTR of change and size: (change, size)."""
+    def parse(r, st):
+        if st != OK:
+            return None
+        mask = [r.gu32() for _ in range(r.gu32())]
+        check(mask and mask[0] == (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE),
+              "GETATTR answered attributes %r" % mask)
+        v = X(r.gopaque())
+        return v.gu64(), v.gu64()
+    return Op(OP_GETATTR, bitmap(FATTR4_CHANGE, FATTR4_SIZE), parse)
+
+
+def cs_attrs(change, size):
+    return fattr({FATTR4_CHANGE: bytes(X().u64(change).b), FATTR4_SIZE: bytes(X().u64(size).b)})
+
+
+class Background:
+    """A call run in a thread (it waits for a callback this thread answers)."""
+
+    def __init__(self, fn):
+        self.result, self.error = None, None
+        self.t = threading.Thread(target=self.run, args=(fn,))
+        self.t.start()
+
+    def run(self, fn):
+        try:
+            self.result = fn()
+        except BaseException as e:   # noqa: B036 - fail() exits; report it to the caller
+            self.error = e
+
+    def join(self):
+        self.t.join(30)
+        check(not self.t.is_alive(), "the call never returned")
+        if self.error:
+            raise self.error
+        return self.result
+
+
+def check_cb_getattr(ops, fh):
+    got = [op for op, _ in ops]
+    check(got[-1] == OP_CB_GETATTR, "callback operations %r, not ending in CB_GETATTR" % got)
+    args = ops[-1][1]
+    check(args["fh"] == fh, "CB_GETATTR of another file handle")
+    check(args["mask"] and args["mask"][0] & (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE) ==
+          (1 << FATTR4_CHANGE | 1 << FATTR4_SIZE), "CB_GETATTR asks %r" % args["mask"])
+
+
 def ctx():
     a = sys.argv
     return a[1], int(a[2]), a[3], a[4]
@@ -328,6 +426,89 @@ def mode_write(name):
     a.goodbye()
     b.goodbye()
     print("write ok")
+
+
+def getattr_via_holder(b, fh, answer):
+    """b's GETATTR of change and size while answer(ops, xid) replies to the
+    holder's CB_GETATTR: b's (change, size)."""
+    call = Background(lambda: b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR")[-1])
+    answer()
+    return call.join()
+
+
+def mode_cbgetattr(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, o, fh = a.open(exp, name, True, access=3)
+    check(st == OK and o["dtype"] == OPEN_DELEGATE_WRITE,
+          "a's OPEN (create) for write: %d, delegation %d" % (st, o and o["dtype"]))
+    a.ok([putfh(fh), op_write(o["dsid"], 0, b"cached by a")], "WRITE with the delegation")
+    change0, size0 = a.ok([putfh(fh), op_getattr_cs()], "a's own GETATTR")[-1]
+    check(size0 == 11 and not a.c.callbacks, "a's own GETATTR: size %d, %d callbacks" %
+          (size0, len(a.c.callbacks)))
+
+    c = CbClient(host, port, owner + "-c", back=False).connect()
+
+    def answer(change, size, meanwhile=None):
+        def run():
+            xid, prog, proc, minor, _i, ops = parse_cb_call(a.c.wait_callback())
+            if meanwhile:
+                meanwhile()
+            check(proc == 1 and minor == 1, "callback procedure %d minor %d" % (proc, minor))
+            check([op for op, _ in ops] == [OP_CB_SEQUENCE, OP_CB_GETATTR],
+                  "callback operations %r" % [op for op, _ in ops])
+            check_cb_getattr(ops, fh)
+            ops[1][1]["attrs"] = cs_attrs(change, size)
+            a.c.send_record(cb_reply(xid, ops))
+        return run
+    change1, size1 = getattr_via_holder(b, fh, answer(change0, size0))
+    check((change1, size1) == (change0, size0),
+          "b sees %r though a reports the file unchanged %r" % ((change1, size1), (change0, size0)))
+    def third_client_waits():
+        st, _ = c.compound([putfh(fh), op_getattr_cs()])
+        check(st == DELAY, "c's GETATTR while a is asked for b's: %d, not DELAY" % st)
+    change2, size2 = getattr_via_holder(b, fh, answer(change0 + 7, 4096, third_client_waits))
+    check(size2 == 4096 and change2 > change0,
+          "b sees change %d size %d after a reported a change in its cache" % (change2, size2))
+    change3, _ = getattr_via_holder(b, fh, answer(change0 + 7, 4096))
+    check(change3 == change2, "the same report moved the change attribute %d -> %d" %
+          (change2, change3))
+    change4, _ = getattr_via_holder(b, fh, answer(change0 + 8, 8192))
+    check(change4 > change3, "a new report left the change attribute at %d" % change4)
+    a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
+    change5, size5 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after the return")[-1]
+    check(size5 == 11 and not a.c.callbacks, "after DELEGRETURN: size %d, %d callbacks" %
+          (size5, len(a.c.callbacks)))
+    a.ok([putfh(fh), op_close(o["sid"])], "CLOSE")
+    a.goodbye()
+    b.goodbye()
+    c.goodbye()
+    print("cbgetattr ok")
+
+
+def mode_cbgetattr_expired(name, lease):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, o, fh = a.open(exp, name, True, access=3)
+    check(st == OK and o["dtype"] == OPEN_DELEGATE_WRITE,
+          "a's OPEN (create) for write: %d, delegation %d" % (st, o and o["dtype"]))
+    a.ok([putfh(fh), op_write(o["dsid"], 0, b"written by a")], "WRITE with the delegation")
+    time.sleep(lease + 2)        # a falls silent past its lease
+    _change, size = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after a's lease ran out")[-1]
+    check(size == 12, "b's GETATTR: size %d, not the file's 12" % size)
+    a.c.s.settimeout(1)
+    try:
+        rec = a.c.recv_record()
+        fail("a, whose lease ran out, was called back: %r" % rec[:64])
+    except socket.timeout:
+        pass
+    st, bo, _ = b.open(exp, name, access=3)
+    check(st == OK, "b's OPEN for write after a's state yielded: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+    b.goodbye()
+    print("cbgetattrexpired ok")
 
 
 def mode_revoke(name, lease):
@@ -479,10 +660,9 @@ def accept_callback(lsock):
     return cb, cb.recv_record()
 
 
-def mode_v40(name):
-    host, port, exp, owner = ctx()
-    b = CbClient(host, port, owner + "-b", back=False).connect()
-    make_file(b, exp, name, b"data")
+def client40_with_callback(host, port, owner):
+    """A 4.0 client whose callback address we listen on, confirmed and probed:
+    (connection, clientid, listening socket)."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(4)
@@ -502,12 +682,17 @@ def mode_v40(name):
     check(prog == CB_PROG and proc == 0, "first callback is %#x/%d, not CB_NULL" % (prog, proc))
     cb.send_record(cb_reply(xid))
     cb.s.close()
+    return a, clientid, lsock
+
+
+def open40_delegation(a, clientid, exp, name, access, dtype):
+    """4.0 OPENs (confirmed) until one gets delegation dtype: (open, fh)."""
     seqid = 0
     for _ in range(20):   # the probe's answer is taken in asynchronously: open again
         st, res = compound40(a, op_lookup_path(exp) +
-                             [op_open_d(clientid, b"owner40", name, access=1, seqid=seqid),
+                             [op_open_d(clientid, b"owner40", name, access=access, seqid=seqid),
                               op_getfh()])
-        check(st == OK, "4.0 OPEN for read: %d" % st)
+        check(st == OK, "4.0 OPEN: %d" % st)
         seqid += 1
         o, fh = res[-2][1], res[-1][1]
         if o["rflags"] & 2:
@@ -517,11 +702,20 @@ def mode_v40(name):
             st, _ = compound40(a, [putfh(fh), Op(OP_OPEN_CONFIRM, x.b)])
             check(st == OK, "OPEN_CONFIRM: %d" % st)
             seqid += 1
-        if o["dtype"] == OPEN_DELEGATE_READ:
+        if o["dtype"] == dtype:
             break
         time.sleep(0.2)
-    check(o["dtype"] == OPEN_DELEGATE_READ,
+    check(o["dtype"] == dtype,
           "the 4.0 client with a working callback got delegation %d" % o["dtype"])
+    return o, fh
+
+
+def mode_v40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"data")
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    o, fh = open40_delegation(a, clientid, exp, name, 1, OPEN_DELEGATE_READ)
     st, _, _ = b.open(exp, name, access=3)
     check(st == DELAY, "4.1 OPEN for write under a 4.0 read delegation: %d, not DELAY" % st)
     cb, rec = accept_callback(lsock)
@@ -541,6 +735,155 @@ def mode_v40(name):
     b.goodbye()
     a.close()
     print("v40 ok")
+
+
+def mode_cbgetattr40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    fh = make_file(b, exp, name, b"data")
+    change0, size0 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR")[-1]
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    o, fh = open40_delegation(a, clientid, exp, name, 3, OPEN_DELEGATE_WRITE)
+
+    def answer():
+        cb, rec = accept_callback(lsock)
+        xid, _prog, proc, minor, ident, ops = parse_cb_call(rec)
+        check(proc == 1 and minor == 0 and ident == 77,
+              "4.0 callback: procedure %d minor %d ident %d" % (proc, minor, ident))
+        check([op for op, _ in ops] == [OP_CB_GETATTR], "4.0 callback operations %r" % ops)
+        check_cb_getattr(ops, fh)
+        ops[0][1]["attrs"] = cs_attrs(change0 + 1, 100000)
+        cb.send_record(cb_reply(xid, ops))
+        cb.s.close()
+    change1, size1 = getattr_via_holder(b, fh, answer)
+    check(size1 == 100000 and change1 > change0,
+          "b sees change %d size %d after the 4.0 holder reported a change" % (change1, size1))
+    st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+    check(st == OK, "4.0 DELEGRETURN: %d" % st)
+    _, size2 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after the return")[-1]
+    check(size2 == size0, "after the 4.0 DELEGRETURN b sees size %d, not %d" % (size2, size0))
+    b.goodbye()
+    a.close()
+    print("cbgetattr40 ok")
+
+
+def mode_deleghold(name):
+    host, port, exp, owner = ctx()
+    a = CbClient(host, port, owner + "-a").connect()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name + "-r", b"before the restart")
+    b.goodbye()
+    fhs = []
+    for suffix, access, dtype in (("-r", 1, OPEN_DELEGATE_READ), ("-w", 3, OPEN_DELEGATE_WRITE)):
+        st, o, fh = a.open(exp, name + suffix, create=suffix == "-w", access=access)
+        check(st == OK and o["dtype"] == dtype,
+              "a's OPEN of %s: %d, delegation %d" % (name + suffix, st, o and o["dtype"]))
+        fhs.append(fh.hex())
+    print(" ".join(fhs))
+
+
+def open_retry_grace(b, exp, name, access, renew):
+    """b's OPEN, again while the server is in grace (bounded): (status, open).
+    renew() keeps the holder's lease alive meanwhile (an expired holder would
+    just lose its delegation to the OPEN)."""
+    for _ in range(160):
+        st, o, _ = b.open(exp, name, access=access)
+        if st != GRACE:
+            return st, o
+        renew()
+        time.sleep(0.25)
+    fail("the grace period never ended")
+
+
+def mode_delegreclaim(hexr, hexw, name):
+    host, port, exp, owner = ctx()
+    fhr, fhw = bytes.fromhex(hexr), bytes.fromhex(hexw)
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    st, _, _ = b.open(exp, name + "-r", access=2)
+    check(st == GRACE, "a new client's OPEN in grace: %d, not GRACE" % st)
+    a = CbClient(host, port, owner + "-a").connect(reclaim_complete=False)
+    held = {}
+    for fh, access, dtype in ((fhr, 1, OPEN_DELEGATE_READ), (fhw, 3, OPEN_DELEGATE_WRITE)):
+        o = a.ok([putfh(fh), op_open_d(a.clientid, a.owner, "", access=access,
+                                       claim=CLAIM_PREVIOUS, prev_deleg=dtype)],
+                 "OPEN CLAIM_PREVIOUS with delegation type %d" % dtype)[-1]
+        check(o["dtype"] == dtype and o["recall"] == 0,
+              "reclaim of delegation type %d got %d (recall %r)" % (dtype, o["dtype"], o["recall"]))
+        held[fh] = o
+    # Delegations do not outlive a client's restart here: nothing to reclaim that way.
+    for claim, fh_ops in ((CLAIM_DELEGATE_PREV, op_lookup_path(exp)),
+                          (CLAIM_DELEG_PREV_FH, [putfh(fhr)])):
+        st, res = a.compound(fh_ops + [op_open_d(a.clientid, a.owner, name + "-r", claim=claim)])
+        check(res[-1][0] == NOTSUPP, "OPEN claim %d: %d, not NOTSUPP" % (claim, res[-1][0]))
+    check(a.reclaim_complete() == OK, "RECLAIM_COMPLETE")
+    for fh, access in ((fhr, 2), (fhw, 1)):
+        suffix = "-r" if fh == fhr else "-w"
+        st, _ = open_retry_grace(b, exp, name + suffix, access, a.seq_flags)
+        check(st == DELAY, "b's conflicting OPEN of %s: %d, not DELAY" % (name + suffix, st))
+        a.answer_recall(held[fh]["dsid"], fh)
+        a.ok([putfh(fh), op_delegreturn(held[fh]["dsid"])], "DELEGRETURN")
+        st, bo, _ = b.open(exp, name + suffix, access=access)
+        check(st == OK, "b's OPEN of %s after the return: %d" % (name + suffix, st))
+        b.ok([putfh(fh), op_close(bo["sid"])], "b's CLOSE")
+        a.ok([putfh(fh), op_close(held[fh]["sid"])], "a's CLOSE")
+    a.goodbye()
+    b.goodbye()
+    print("delegreclaim ok")
+
+
+def mode_deleghold40(name):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    make_file(b, exp, name, b"before the restart")
+    b.goodbye()
+    a, clientid, _lsock = client40_with_callback(host, port, owner)
+    _o, fh = open40_delegation(a, clientid, exp, name, 1, OPEN_DELEGATE_READ)
+    print(fh.hex())
+
+
+def mode_delegreclaim40(hexfh, name):
+    host, port, exp, owner = ctx()
+    fh = bytes.fromhex(hexfh)
+    a, clientid, lsock = client40_with_callback(host, port, owner)
+    st, res = compound40(a, [putfh(fh), op_open_d(clientid, b"owner40", "", access=1,
+                                                  claim=CLAIM_PREVIOUS,
+                                                  prev_deleg=OPEN_DELEGATE_READ)])
+    check(st == OK, "4.0 OPEN CLAIM_PREVIOUS with a read delegation: %d" % st)
+    o = res[-1][1]
+    check(o["dtype"] == OPEN_DELEGATE_READ, "4.0 reclaim got delegation %d" % o["dtype"])
+    if o["rflags"] & 2:
+        x = X()
+        put_stateid(x, o["sid"])
+        x.u32(1)
+        st, _ = compound40(a, [putfh(fh), Op(OP_OPEN_CONFIRM, x.b)])
+        check(st == OK, "OPEN_CONFIRM: %d" % st)
+
+    def renew():
+        st, _ = compound40(a, [Op(OP_RENEW, X().u64(clientid).b)])
+        check(st in (OK, CB_PATH_DOWN), "RENEW: %d" % st)
+
+    def delegreturn():
+        st, _ = compound40(a, [putfh(fh), op_delegreturn(o["dsid"])])
+        check(st == OK, "4.0 DELEGRETURN: %d" % st)
+    b = CbClient(host, port, owner + "-b", back=False).connect()
+    if o["recall"]:
+        delegreturn()
+    st, bo = open_retry_grace(b, exp, name, 2, renew)
+    if not o["recall"]:
+        check(st == DELAY, "b's OPEN for write under the reclaimed delegation: %d, not DELAY" % st)
+        cb, rec = accept_callback(lsock)
+        xid, _prog, _proc, _minor, _ident, ops = parse_cb_call(rec)
+        check([op for op, _ in ops] == [OP_CB_RECALL] and ops[0][1]["sid"][1] == o["dsid"][1],
+              "4.0 callback %r is not CB_RECALL of the reclaimed delegation" % ops)
+        cb.send_record(cb_reply(xid, ops))
+        cb.s.close()
+        delegreturn()
+        st, bo, _ = b.open(exp, name, access=2)
+    check(st == OK, "b's OPEN for write after the return: %d" % st)
+    b.ok([putfh(fh), op_close(bo["sid"])], "CLOSE")
+    b.goodbye()
+    a.close()
+    print("delegreclaim40 ok (recall %d)" % o["recall"])
 
 
 def mode_none(name):
@@ -586,10 +929,33 @@ def mode_host_io(name, data, write):
     print("delays %d" % delays)
 
 
+def mode_host_getattr(name, size):
+    host, port, exp, owner = ctx()
+    b = CbClient(host, port, owner, back=False).connect()
+    status, res = b.compound(op_lookup_path(exp) + [Op(OP_LOOKUP, X().opaque(name.encode()).b),
+                                                    op_getfh()])
+    check(status == OK, "LOOKUP %s: %d" % (name, status))
+    fh = res[-1][1]
+    delays = 0
+    for _ in range(240):
+        status, res = b.compound([putfh(fh), op_getattr_cs()])
+        if status != DELAY:
+            break
+        delays += 1
+        time.sleep(0.5)
+    check(status == OK, "the host's GETATTR: %d" % status)
+    check(res[-1][1][1] == size, "the host's GETATTR: size %d, not %d" % (res[-1][1][1], size))
+    b.goodbye()
+    print("delays %d" % delays)
+
+
 def main():
     mode = sys.argv[5]
     if mode in ("hostwrite", "hostread"):
         mode_host_io(sys.argv[6], sys.argv[7], mode == "hostwrite")
+        return
+    if mode == "hostgetattr":
+        mode_host_getattr(sys.argv[6], int(sys.argv[7]))
         return
     if mode == "recall":
         mode_recall(sys.argv[6])
@@ -605,6 +971,20 @@ def main():
         mode_nlm(sys.argv[6])
     elif mode == "v40":
         mode_v40(sys.argv[6])
+    elif mode == "cbgetattr":
+        mode_cbgetattr(sys.argv[6])
+    elif mode == "cbgetattrexpired":
+        mode_cbgetattr_expired(sys.argv[6], int(sys.argv[7]))
+    elif mode == "cbgetattr40":
+        mode_cbgetattr40(sys.argv[6])
+    elif mode == "deleghold":
+        mode_deleghold(sys.argv[6])
+    elif mode == "delegreclaim":
+        mode_delegreclaim(sys.argv[6], sys.argv[7], sys.argv[8])
+    elif mode == "deleghold40":
+        mode_deleghold40(sys.argv[6])
+    elif mode == "delegreclaim40":
+        mode_delegreclaim40(sys.argv[6], sys.argv[7])
     elif mode == "none":
         mode_none(sys.argv[6])
     else:

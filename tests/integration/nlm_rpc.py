@@ -6,8 +6,9 @@ statd (the server calls back: NLM_GRANTED, *_RES, SM_NOTIFY).
   nlm_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT locks NAME
       two owners on two hosts: TEST/LOCK/UNLOCK conflicts, shared vs exclusive,
       splitting, 32-bit (v3) and 64-bit (v4) ranges, locks to the end of the file,
-      SHARE/UNSHARE, FREE_ALL, a stale handle; then an NFSv4.1 client on the same
-      file: v3 and v4 locks conflict both ways.
+      SHARE/UNSHARE, FREE_ALL, a stale handle; NLM over UDP (the portmapper names the
+      NFS port for it, and UDP locks conflict with TCP ones); then an NFSv4.1 client
+      on the same file: v3 and v4 locks conflict both ways.
   nlm_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT blocking NAME CBPORT
       blocked LOCKs granted by an NLM_GRANTED call to the lock manager found through
       the portmapper on CBPORT (ours): after an NLM unlock, after an NFSv4 unlock;
@@ -36,6 +37,35 @@ GRANTED, DENIED, NOLOCKS, BLOCKED, GRACE, STALE_FH, FAILED = 0, 1, 2, 3, 4, 7, 9
 P_TEST, P_LOCK, P_CANCEL, P_UNLOCK, P_GRANTED, P_TEST_MSG = 1, 2, 3, 4, 5, 6
 P_TEST_RES, P_SHARE, P_UNSHARE, P_FREE_ALL = 11, 20, 21, 23
 EOF_LEN = 0
+
+
+class UdpConn:
+    """Calls over UDP, as a lockd speaking UDP makes them: one datagram each way
+    (the same call() as Conn's, so an Owner works over it)."""
+
+    def __init__(self, host, port):
+        self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.s.settimeout(10)
+        self.dest = (host, port)
+        self.xid = 0x7000000
+        self.last = None
+
+    def call(self, prog, vers, proc, args=b"", cred=None, resend=False):
+        if not resend:
+            self.xid += 1
+            cred = auth_sys() if cred is None else cred
+            self.last = bytes(X().u32(self.xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc)
+                              .u32(1).opaque(cred).u32(0).opaque(b"").b) + args
+        self.s.sendto(self.last, self.dest)
+        r = X(self.s.recvfrom(65536)[0])
+        check(r.gu32() == self.xid and r.gu32() == 1, "UDP reply header")
+        if r.gu32() != 0:
+            return ("denied", r)
+        r.gu32(), r.gopaque()
+        return r.gu32(), r
+
+    def close(self):
+        self.s.close()
 
 
 class Owner:
@@ -113,9 +143,9 @@ def setup(name):
     return host, nport, pport, exp, c, fh
 
 
-def getport(host, pport, prog, vers):
+def getport(host, pport, prog, vers, prot=6):
     c = Conn(host, pport)
-    st, r = c.call(PMAP, 2, 3, bytes(X().u32(prog).u32(vers).u32(6).u32(0).b))
+    st, r = c.call(PMAP, 2, 3, bytes(X().u32(prog).u32(vers).u32(prot).u32(0).b))
     check(st == 0, "GETPORT accepted")
     p = r.gu32()
     c.close()
@@ -205,6 +235,29 @@ def mode_locks(name):
     u.close()
     expect(b.lock(fh, 1, 0, 40), GRANTED, "B: exclusive [0,40) after A's SM_NOTIFY over UDP")
     expect(b.unlock(fh, 0, EOF_LEN), GRANTED, "B: unlock everything")
+
+    # NLM over UDP: the portmapper names the NFS port for it, and a UDP owner's locks
+    # are the same locks as TCP owners' (one table).
+    for v in (1, 3, 4):
+        check(getport(host, pport, NLM, v, prot=17) == nport,
+              "portmapper: NLM v%d over UDP not on the NFS port" % v)
+    cu = UdpConn(host, nport)
+    cc = Owner(cu, "client-c", 3)
+    expect(cc.lock(fh, 1, 200, 100), GRANTED, "C over UDP: exclusive [200,300)")
+    st, h = b.test(fh, 1, 250, 10)
+    check(st == DENIED and h and h["svid"] == 3 and h["off"] == 200,
+          "B (TCP): TEST under C's UDP lock: %r %r" % (st, h))
+    expect(b.lock(fh, 0, 250, 10), DENIED, "B (TCP): shared [250,260) under C's UDP lock")
+    st, r = cu.call(NLM, 4, P_LOCK, b"", resend=True)
+    check(st == 0 and (r.gopaque(), r.gu32())[1] == GRANTED,
+          "C's LOCK datagram again (a retransmission): %r" % (st,))
+    expect(cc.lock(fh, 0, 400, 10, vers=3), GRANTED, "C over UDP (v3, 32-bit): shared [400,410)")
+    expect(b.lock(fh, 1, 405, 1, vers=3), DENIED, "B (TCP, v3): exclusive byte 405 under C's")
+    expect(cc.unlock(fh, 0, EOF_LEN), GRANTED, "C over UDP: unlock everything")
+    expect(b.lock(fh, 1, 250, 10), GRANTED, "B (TCP): exclusive [250,260) after C's UDP unlock")
+    expect(cc.test(fh, 1, 0, EOF_LEN)[0], DENIED, "C over UDP: TEST under B's lock")
+    expect(b.unlock(fh, 0, EOF_LEN), GRANTED, "B: unlock everything")
+    cu.close()
 
     # FREE_ALL: host A restarted; its locks go. Only A's own address may say so.
     expect(a.lock(fh, 1, 0, 100), GRANTED, "A: exclusive [0,100) again")

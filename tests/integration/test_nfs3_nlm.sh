@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # NFSv3 locking (NLM v1/v3/v4 and NSM) with a raw RPC client: conflicts between two
-# owners, ranges, shares, v3 against v4 locks on one file; blocked locks granted by a
+# owners, ranges, shares, NLM over UDP beside TCP, v3 against v4 locks on one file;
+# blocked locks granted by a
 # callback to the client host's lock manager (the test stands in for the client
 # host's portmapper on a port of its own: nlm_client_portmap_port); and after
 # SIGKILL, SM_NOTIFY to the client and a grace period in which only reclaims pass.

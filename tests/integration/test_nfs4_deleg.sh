@@ -13,6 +13,11 @@
 #   - an NFSv3 WRITE is JUKEBOX and an NLM LOCK DENIED_GRACE_PERIOD while they recall
 #     the delegation;
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
+#   - another client's GETATTR of size and change under a write delegation asks the
+#     holder (CB_GETATTR, 4.1 back channel and 4.0 callback address) and answers with
+#     its values;
+#   - after a restart a client reclaims the read and write delegations it held
+#     (CLAIM_PREVIOUS with their type) and they are recalled like any other;
 #   - with nfs_delegations = 0 no delegation is granted.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -53,6 +58,33 @@ pass "an NLM LOCK is DENIED_GRACE_PERIOD while the delegation is recalled, then 
 
 deleg_rpc /tank/share "v40-$$" v40 f-v40
 pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new connection"
+
+deleg_rpc /tank/share "cg-$$" cbgetattr f-cbgetattr
+pass "GETATTR under another client's write delegation: CB_GETATTR, the holder's size and change"
+
+deleg_rpc /tank/share "cgx-$$" cbgetattrexpired f-cbgetattrexpired 5
+pass "a write delegation's holder whose lease ran out is not asked: its state yields to the GETATTR"
+
+deleg_rpc /tank/share "cg40-$$" cbgetattr40 f-cbgetattr40
+pass "CB_GETATTR to a 4.0 holder of a write delegation on its callback address"
+
+deleg_rpc /tank/share "rcl-$$" deleghold f-rcl
+HELD_FHS=$(cat "$LAST_STDOUT")
+deleg_rpc /tank/share "rcl40-$$" deleghold40 f-rcl40
+HELD40_FH=$(cat "$LAST_STDOUT")
+daemon_stop
+printf 'nfs_lease_time = 5\nnfs_grace_time = 10\nnfs_delegations = 1\n' >"$T/grace.conf"
+nfs_daemon_start d1 --config "$T/grace.conf"
+expect_share /tank/share
+# Both reclaim in the same grace period, then wait for its end.
+$DELEGRPC 127.0.0.1 "$NFS_PORT" /tank/share "rcl40-$$" delegreclaim40 "$HELD40_FH" f-rcl40 \
+    >"$T/rcl40.out" 2>&1 &
+RCL40=$!
+# shellcheck disable=SC2086 # two handles
+deleg_rpc /tank/share "rcl-$$" delegreclaim $HELD_FHS f-rcl
+pass "after a restart a client reclaims its read and write delegations (CLAIM_PREVIOUS), which are recalled as usual"
+wait "$RCL40" || fail "nfs4_deleg_rpc.py delegreclaim40: $(cat "$T/rcl40.out")"
+pass "a 4.0 client reclaims its read delegation after a restart; recalled on conflict, or given back at once when told to ($(cat "$T/rcl40.out"))"
 
 daemon_stop
 printf "nfs_lease_time = 5\nnfs_grace_time = 1\nnfs_delegations = 0\n" >"$T/nodeleg.conf"

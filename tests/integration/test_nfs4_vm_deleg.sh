@@ -6,7 +6,9 @@
 #     called back, and once it got through and wrote, the guest reads the new data
 #     with no I/O error, and its DELEGRETURN count (/proc/self/mountstats) went up;
 #   - the guest writes a file it holds open (a write delegation: its data may sit in
-#     its cache); the host's OPEN for read recalls it, and reads the guest's data.
+#     its cache); the host's GETATTR sees the guest's size at once (the server asks the
+#     guest with CB_GETATTR, no DELAY); the host's OPEN for read recalls it, and reads
+#     the guest's data.
 # Exits 77 (skip) only when the VM image cannot be built on this machine.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -87,6 +89,8 @@ wait_marker GUEST-READY-A
 $DELEGRPC 127.0.0.1 "$NFS_PORT" /tank/share "host-$$" hostwrite r host-wrote \
     >"$T/host-a.out" 2>&1 || { cat "$T/host-a.out" "$T/vm.out"; fail "the host's write"; }
 wait_marker GUEST-READY-B
+$DELEGRPC 127.0.0.1 "$NFS_PORT" /tank/share "host-$$" hostgetattr w 13 \
+    >"$T/host-g.out" 2>&1 || { cat "$T/host-g.out" "$T/vm.out"; fail "the host's GETATTR"; }
 $DELEGRPC 127.0.0.1 "$NFS_PORT" /tank/share "host-$$" hostread w "guest-cached
 " >"$T/host-b.out" 2>&1 || { cat "$T/host-b.out" "$T/vm.out"; fail "the host's read"; }
 rc=0
@@ -97,5 +101,7 @@ echo "host write: $(cat "$T/host-a.out"); host read: $(cat "$T/host-b.out")"
 grep -q "PASS: delegations" "$T/vm.out" || fail "no pass line"
 grep -q "delays [1-9]" "$T/host-a.out" || fail "the host's write was never held back (no delegation?)"
 grep -q "delays [1-9]" "$T/host-b.out" || fail "the host's read was never held back (no write delegation?)"
+grep -q "delays 0" "$T/host-g.out" ||
+    fail "the host's GETATTR under the write delegation was held back: $(cat "$T/host-g.out")"
 pass "the kernel client's read and write delegations are recalled by the host's opens, no I/O error"
 daemon_stop
