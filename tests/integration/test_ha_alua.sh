@@ -55,6 +55,8 @@ session() { # session NAME PORTAL
     TO[$1]=$to FROM[$1]=$from
 }
 CLIENT_PIDS=()
+# The sessions go with the test, also when it fails halfway.
+trap 'rc=$?; kill "${CLIENT_PIDS[@]}" 2>/dev/null || true; (exit "$rc"); cairn_test_cleanup' EXIT
 session SA "$PA"
 session SB "$PB"
 step() {
