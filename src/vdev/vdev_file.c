@@ -667,7 +667,7 @@ static int file_leaf_size(int fd, uint64_t *size)
 }
 
 /* Opens the file leaf; on failure returns -errno and leaves *out untouched. */
-static int vdev_file_open(const char *path, vdev_t **out)
+static int vdev_file_open(const char *path, vdev_open_lock_t how, vdev_t **out)
 {
     bool direct = false;
     int fd = file_leaf_open_fd(path, &direct);
@@ -675,9 +675,9 @@ static int vdev_file_open(const char *path, vdev_t **out)
     /* A process killed with io_uring I/O in flight keeps its files (and so its
      * lock) open in the kernel for a few milliseconds after it is reaped; a
      * daemon restarted at once must not mistake that for a live owner. Wait a
-     * little before calling the device busy. */
-    int tries = 0;
-    while (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+     * little before calling the device busy (unless the caller asks not to). */
+    int tries = how == VDEV_OPEN_LOCK_NOWAIT ? 100 : 0;
+    while (how != VDEV_OPEN_PEEK && vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK || ++tries > 100) {
             int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
             close(fd);
@@ -747,13 +747,18 @@ int vdev_file_test_lose_next(vdev_t *leaf)
 
 int vdev_leaf_open(const char *path, vdev_t **out)
 {
+    return vdev_leaf_open_how(path, VDEV_OPEN_LOCK_WAIT, out);
+}
+
+int vdev_leaf_open_how(const char *path, vdev_open_lock_t how, vdev_t **out)
+{
     vdev_t *leaf = NULL;
     int rc;
     size_t plen = strlen(VDEV_FAULT_PREFIX);
     if (strncmp(path, VDEV_FAULT_PREFIX, plen) == 0)
         rc = vdev_fault_leaf_open(path + plen, path, &leaf);
     else
-        rc = vdev_file_open(path, &leaf);
+        rc = vdev_file_open(path, how, &leaf);
     if (rc == 0) {
         *out = leaf;
         return 0;
