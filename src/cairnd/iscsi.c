@@ -589,7 +589,7 @@ static bool lun_standby(cfg_lun_t *l)
     standby_lun_t *ns = realloc(g_standby, (g_nstandby + 1) * sizeof *ns);
     if (!ns) return false;
     g_standby = ns;
-    if (!l->zv || iscsi_lun_standby(g_srv, l->target, l->lun)) return false;
+    if (!g_srv || !l->zv || iscsi_lun_standby(g_srv, l->target, l->lun)) return false;
     standby_lun_t *sl = &g_standby[g_nstandby++];
     cairn_strlcpy(sl->target, l->target, sizeof sl->target);
     sl->lun = l->lun;
