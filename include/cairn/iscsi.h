@@ -88,11 +88,20 @@ int iscsi_target_create(iscsi_server_t *srv, const char *iqn);
 int iscsi_target_destroy(iscsi_server_t *srv, const char *iqn);
 
 /* Adds volume zv (kept open by the caller until iscsi_lun_remove returns) as
- * LUN lun. -ENOENT (no target), -EEXIST (LUN taken), -ERANGE (lun > 16383). */
+ * LUN lun. -ENOENT (no target), -EEXIST (LUN taken, other than by a standby
+ * LU of the same id, which becomes active), -ERANGE (lun > 16383). */
 int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv,
                   const scsi_lu_opts_t *opts);
 /* Waits for the commands running on it. -ENOENT. */
 int iscsi_lun_remove(iscsi_server_t *srv, const char *iqn, uint64_t lun);
+/* ALUA standby LUs (scsi_lu_add_standby, scsi_lu_set_standby): an LU of a pool
+ * the HA partner serves, known by identity only; iscsi_lun_add of the same LU
+ * id makes it active again. -ENOENT, -EEXIST, -ERANGE, -EINVAL. */
+int iscsi_lun_add_standby(iscsi_server_t *srv, const char *iqn, uint64_t lun,
+                          const scsi_lu_opts_t *opts, uint32_t block_size, uint32_t volblocksize);
+/* Its pool leaves this head: the LU turns standby once its commands are done
+ * (the caller closes the volume afterwards). -ENOENT. */
+int iscsi_lun_standby(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 void iscsi_lun_capacity_changed(iscsi_server_t *srv, const char *iqn, uint64_t lun);
 /* Its pool is being exported: ALUA transitioning until iscsi_lun_remove
  * (scsi_lu_set_transitioning). */

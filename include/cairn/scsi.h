@@ -122,6 +122,7 @@ void scsi_target_set_alua(scsi_target_t *tgt, const scsi_alua_t *alua);
  * transitioning for it, and commands that need the medium get NOT READY,
  * ASYMMETRIC ACCESS STATE TRANSITION (retried by initiators) until removal. */
 void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun);
+
 /* Every LU must have been removed. */
 void scsi_target_destroy(scsi_target_t *tgt);
 
@@ -160,12 +161,39 @@ typedef struct scsi_lu_opts {
 } scsi_lu_opts_t;
 
 /* Adds volume zv as LUN `lun` (0..16383); the LU takes no ownership of zv (the
- * caller closes it after scsi_lu_remove). -EEXIST when the LUN is taken,
+ * caller closes it after scsi_lu_remove). -EEXIST when the LUN is taken (a
+ * standby LU with the same id is not: it becomes active, see below),
  * -EINVAL for a malformed pr_state (nothing added). */
 int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
                 scsi_lu_t **out);
 /* Waits until no command runs on the LU, then removes it. */
 int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun);
+
+/*
+ * Standby LUs (SPC-4 5.15.2.4.4): with a partner group, a head keeps the LUs of
+ * the pools the partner serves, by identity only (no volume), so both heads'
+ * ports answer for every LU of the pair. Through a standby LU's port REPORT
+ * TARGET PORT GROUPS says this group is standby and the partner's
+ * active/optimized; INQUIRY, REPORT LUNS, REQUEST SENSE and the MAINTENANCE IN
+ * reports answer, every other command (TEST UNIT READY, media access,
+ * reservations, whose state is with the partner) gets NOT READY, LOGICAL UNIT
+ * NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE (02h 04h/0Bh).
+ *
+ * A change between standby and active (the LU keeps its id) establishes
+ * ASYMMETRIC ACCESS STATE CHANGED (06h 2Ah/06h) for every nexus, reported once
+ * each, instead of the POWER ON and REPORTED LUNS DATA HAS CHANGED of an LU
+ * that comes or goes.
+ */
+/* Adds a standby LU: opts gives its identity (id, vendor, product, revision,
+ * thin, readonly; reservations are ignored) and geometry. -EEXIST, -EINVAL. */
+int scsi_lu_add_standby(scsi_target_t *tgt, uint64_t lun, const scsi_lu_opts_t *opts,
+                        uint32_t block_size, uint32_t volblocksize);
+/* The active LU becomes standby (its pool is leaving this head): it waits for
+ * the commands running on it, then drops the volume (the caller closes it
+ * afterwards) and its reservations. -ENOENT; 0 when it already is standby. */
+int scsi_lu_set_standby(scsi_target_t *tgt, uint64_t lun);
+/* Whether the LUN is a standby LU (false for none or an active one). */
+bool scsi_lu_is_standby(scsi_target_t *tgt, uint64_t lun);
 /* Tells the LU its capacity changed (volsize set): raises CAPACITY DATA HAS
  * CHANGED unit attention on every nexus. */
 void scsi_lu_capacity_changed(scsi_target_t *tgt, uint64_t lun);

@@ -282,6 +282,13 @@ void vdev_leaf_swap_device(vdev_t *leaf, vdev_t *other);
  * that fail every I/O but keeps its handle pointer (a reader that loaded it
  * still finds the device open); only `to` closes it. */
 void vdev_leaf_take_device(vdev_t *to, vdev_t *from);
+/* How an open treats the exclusive lock another process may hold on the device. */
+typedef enum vdev_open_lock {
+    VDEV_OPEN_LOCK_WAIT,    /* vdev_leaf_open: busy only if still held after ~2 s */
+    VDEV_OPEN_LOCK_NOWAIT,  /* -EBUSY at once when another process holds it */
+    VDEV_OPEN_PEEK,         /* no lock at all: only to read labels, never written */
+} vdev_open_lock_t;
+int vdev_leaf_open_how(const char *path, vdev_open_lock_t how, vdev_t **out);
 /* Synchronous leaf I/O at absolute device offsets (labels, tests). */
 int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
 /* Absolute offset of label l (0..3) on a leaf of psize bytes. */

@@ -97,8 +97,8 @@ int vdev_file_test_lose_next(vdev_t *leaf);
 int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t **out);
 /* Internal to the vdev layer: the exclusive lock every leaf takes on its device
  * at open (unless vdev_set_device_lock(false)); -EBUSY when another holder keeps
- * it for more than two seconds. */
-int vdev_device_flock(int fd);
+ * it for more than two seconds, or at once unless wait. */
+int vdev_device_flock(int fd, bool wait);
 /* Internal to the vdev layer: after vdev_leaf_swap_device, a fault leaf's
  * device learns which vdev_t it now serves (no-op for other leaves). */
 void vdev_fault_leaf_rebind(vdev_t *vd);

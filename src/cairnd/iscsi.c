@@ -28,6 +28,13 @@
  * with that pool: the pool's records are its configuration, and nothing
  * outside the pools remembers the destruction.
  *
+ * ALUA standby (a head with a partner group, docs/ha.md): a pool that leaves
+ * this head leaves its LUs behind in the standby state (identity only, no
+ * volume; g_standby), so an initiator still logged in here is told the path is
+ * standby, not that the LU is gone, and sees them become active again if the
+ * pool comes back. A head knows the standby LUs of the pools it has served
+ * since it started; they go with the target, or when the daemon stops.
+ *
  * Every command runs under one mutex; a refusal is a one-line error and
  * changes nothing (a LUN is served only once its record is on disk, and is
  * taken back if the record cannot be written).
@@ -79,8 +86,19 @@ typedef struct cfg_lun {
     pr_store_t *prs;
 } cfg_lun_t;
 
+/* An LU this head left standby when its pool went (the pool, and the LU's
+ * records, are with the partner now). */
+typedef struct standby_lun {
+    char target[ISCSI_NAME_MAX + 1];
+    uint32_t lun;
+    uint64_t luid;
+} standby_lun_t;
+
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static iscsi_server_t *g_srv;
+static bool g_alua_partner;   /* a partner group is configured: keep standby LUs */
+static standby_lun_t *g_standby;
+static size_t g_nstandby;
 static cfg_target_t *g_targets;
 static size_t g_ntargets;
 static cfg_lun_t *g_luns;
@@ -98,6 +116,25 @@ static cfg_lun_t *find_lun(const char *target, uint32_t lun)
     for (size_t i = 0; i < g_nluns; i++)
         if (!strcmp(g_luns[i].target, target) && g_luns[i].lun == lun) return &g_luns[i];
     return NULL;
+}
+
+static standby_lun_t *find_standby(const char *target, uint32_t lun)
+{
+    for (size_t i = 0; i < g_nstandby; i++)
+        if (!strcmp(g_standby[i].target, target) && g_standby[i].lun == lun) return &g_standby[i];
+    return NULL;
+}
+
+/* Whether a LUN number of the target is in use, by an LU here or by one the
+ * partner serves (whose pool may come back here). */
+static bool lun_taken(const char *target, uint32_t lun)
+{
+    return find_lun(target, lun) || find_standby(target, lun);
+}
+
+static void forget_standby(standby_lun_t *sl)
+{
+    *sl = g_standby[--g_nstandby];
 }
 
 static size_t target_nluns(const char *target)
@@ -418,6 +455,11 @@ static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
     cfg_lun_t l = {.dp = pa->dp};
     parse_record(val, len, lun_field, &l);
     if (!l.target[0] || !l.volume[0] || !l.luid || find_lun(l.target, l.lun)) return;
+    standby_lun_t *sl = find_standby(l.target, l.lun);
+    if (sl && sl->luid != l.luid) { /* another LU had that number: the pool's record wins */
+        iscsi_lun_remove(g_srv, sl->target, sl->lun);
+        forget_standby(sl);
+    }
     if (!find_target(l.target)) { /* the target's record was lost: recreate it bare */
         cfg_target_t t = {0};
         cairn_strlcpy(t.name, l.target, sizeof t.name);
@@ -439,6 +481,8 @@ static void load_lun(const char *key, const void *val, uint32_t len, void *arg)
     }
     g_luns = nl;
     g_luns[g_nluns++] = l;
+    sl = find_standby(l.target, l.lun);
+    if (sl) forget_standby(sl); /* it was this LU, now active again */
 }
 
 static void load_pool(dsl_pool_t *dp, lun_arrival_t how)
@@ -486,6 +530,7 @@ int cairnd_iscsi_start(const cairnd_config_t *cfg, char *err, size_t errlen)
                              .login_timeout_s = cfg->iscsi_login_timeout,
                              .alua_group = (uint16_t)cfg->alua_tpg_id,
                              .alua_partner_group = (uint16_t)cfg->alua_partner_tpg_id};
+    g_alua_partner = cfg->alua_partner_tpg_id != 0;
     int rc = iscsi_server_start(&o, &g_srv);
     if (rc) {
         char addr[300];
@@ -509,8 +554,11 @@ void cairnd_iscsi_stop(void)
     pthread_mutex_lock(&g_mu);
     if (g_srv) {
         for (size_t i = 0; i < g_nluns; i++) lun_offline(&g_luns[i]);
-        iscsi_server_stop(g_srv);
+        iscsi_server_stop(g_srv); /* removes the standby LUs too */
         g_srv = NULL;
+        free(g_standby);
+        g_standby = NULL;
+        g_nstandby = 0;
     }
     pthread_mutex_unlock(&g_mu);
 }
@@ -534,12 +582,31 @@ void cairnd_iscsi_pool_exporting(dsl_pool_t *dp)
     pthread_mutex_unlock(&g_mu);
 }
 
+/* The LU of l stays, standby, while its volume is closed; false when it cannot
+ * (it is then removed as on a lone head). */
+static bool lun_standby(cfg_lun_t *l)
+{
+    standby_lun_t *ns = realloc(g_standby, (g_nstandby + 1) * sizeof *ns);
+    if (!ns) return false;
+    g_standby = ns;
+    if (!g_srv || !l->zv || iscsi_lun_standby(g_srv, l->target, l->lun)) return false;
+    standby_lun_t *sl = &g_standby[g_nstandby++];
+    cairn_strlcpy(sl->target, l->target, sizeof sl->target);
+    sl->lun = l->lun;
+    sl->luid = l->luid;
+    zvol_close(l->zv);
+    l->zv = NULL;
+    free(l->prs);
+    l->prs = NULL;
+    return true;
+}
+
 void cairnd_iscsi_pool_closing(dsl_pool_t *dp)
 {
     pthread_mutex_lock(&g_mu);
     for (size_t i = 0; i < g_nluns;) {
         if (g_luns[i].dp == dp) {
-            lun_offline(&g_luns[i]);
+            if (!g_alua_partner || !lun_standby(&g_luns[i])) lun_offline(&g_luns[i]);
             drop_lun(&g_luns[i]);
         } else {
             i++;
@@ -668,6 +735,14 @@ static void do_target_destroy(const Cairn__Mgmt__IscsiTargetDestroy *m,
         if (!strcmp(g_luns[i].target, t->name)) do_lun_remove_one(&g_luns[i]);
         else i++;
     }
+    for (size_t i = 0; i < g_nstandby;) { /* this head forgets them; the partner keeps its own */
+        if (!strcmp(g_standby[i].target, t->name)) {
+            iscsi_lun_remove(g_srv, t->name, g_standby[i].lun);
+            forget_standby(&g_standby[i]);
+        } else {
+            i++;
+        }
+    }
     iscsi_target_destroy(g_srv, t->name);
     forget_target(t->name);
     log_info(SUB, "destroyed target %s", t->name);
@@ -715,13 +790,15 @@ static void do_lun_add(const Cairn__Mgmt__IscsiLunAdd *m, Cairn__Mgmt__Response 
             cairnd_set_error(resp, a, -ERANGE, "LUN %u is out of range (0 to 16383)", m->lun);
             return;
         }
-        if (find_lun(t->name, m->lun)) {
-            cairnd_set_error(resp, a, -EEXIST, "target '%s' already has LUN %u", t->name, m->lun);
+        if (lun_taken(t->name, m->lun)) {
+            cairnd_set_error(resp, a, -EEXIST, "target '%s' already has LUN %u%s", t->name, m->lun,
+                             find_standby(t->name, m->lun) ? " (standby: its pool is on the partner)"
+                                                            : "");
             return;
         }
         lun = m->lun;
     } else {
-        while (find_lun(t->name, lun)) lun++;
+        while (lun_taken(t->name, lun)) lun++;
     }
     cfg_lun_t l = {.lun = lun, .luid = random_luid(), .dp = dp};
     cairn_strlcpy(l.target, t->name, sizeof l.target);

@@ -103,6 +103,20 @@ int iscsi_target_destroy(iscsi_server_t *srv, const char *iqn)
     return 0;
 }
 
+/* A LUN the target does not have yet: volume zv, or a standby LU (zv NULL)
+ * of the geometry given. srv->lock held. */
+static int lun_add_new(itarget_t *t, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
+                       uint32_t block_size, uint32_t volblocksize)
+{
+    uint64_t *l = realloc(t->luns, (t->nluns + 1) * sizeof *l);
+    if (!l) return -ENOMEM;
+    t->luns = l;
+    int rc = zv ? scsi_lu_add(t->scsi, lun, zv, opts, NULL)
+                : scsi_lu_add_standby(t->scsi, lun, opts, block_size, volblocksize);
+    if (!rc) t->luns[t->nluns++] = lun;
+    return rc;
+}
+
 int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv,
                   const scsi_lu_opts_t *opts)
 {
@@ -111,14 +125,42 @@ int iscsi_lun_add(iscsi_server_t *srv, const char *iqn, uint64_t lun, zvol_t *zv
     itarget_t *t = iscsi_find_target(srv, iqn);
     int rc = 0;
     if (!t) rc = -ENOENT;
-    else if (iscsi_target_has_lun(t, lun)) rc = -EEXIST;
-    uint64_t *l = rc ? NULL : realloc(t->luns, (t->nluns + 1) * sizeof *l);
-    if (!rc && !l) rc = -ENOMEM;
-    if (!rc) {
-        t->luns = l;
+    else if (iscsi_target_has_lun(t, lun)) /* a standby LU of that id becomes active */
         rc = scsi_lu_add(t->scsi, lun, zv, opts, NULL);
-        if (!rc) t->luns[t->nluns++] = lun;
+    else
+        rc = lun_add_new(t, lun, zv, opts, 0, 0);
+    pthread_mutex_unlock(&srv->lock);
+    return rc;
+}
+
+int iscsi_lun_add_standby(iscsi_server_t *srv, const char *iqn, uint64_t lun,
+                          const scsi_lu_opts_t *opts, uint32_t block_size, uint32_t volblocksize)
+{
+    if (lun > 16383) return -ERANGE;
+    pthread_mutex_lock(&srv->lock);
+    itarget_t *t = iscsi_find_target(srv, iqn);
+    int rc = 0;
+    if (!t) rc = -ENOENT;
+    else if (iscsi_target_has_lun(t, lun)) rc = -EEXIST;
+    else rc = lun_add_new(t, lun, NULL, opts, block_size, volblocksize);
+    pthread_mutex_unlock(&srv->lock);
+    return rc;
+}
+
+int iscsi_lun_standby(iscsi_server_t *srv, const char *iqn, uint64_t lun)
+{
+    pthread_mutex_lock(&srv->lock);
+    itarget_t *t = iscsi_find_target(srv, iqn);
+    if (!t || !iscsi_target_has_lun(t, lun)) {
+        pthread_mutex_unlock(&srv->lock);
+        return -ENOENT;
     }
+    t->refs++; /* keeps the target while the LU's commands drain unlocked */
+    pthread_mutex_unlock(&srv->lock);
+    int rc = scsi_lu_set_standby(t->scsi, lun);
+    pthread_mutex_lock(&srv->lock);
+    t->refs--;
+    pthread_cond_broadcast(&srv->cond);
     pthread_mutex_unlock(&srv->lock);
     return rc;
 }

@@ -27,7 +27,10 @@
  * (and POWER ON on the new one) for every known nexus.
  *
  * LU lifetime: commands pin the LU (tgt->lock, active count); scsi_lu_remove
- * takes it out of the table, then waits for the count to drain.
+ * takes it out of the table, then waits for the count to drain. A change
+ * between active and ALUA standby (include/cairn/scsi.h) puts a new LU object
+ * with the same identity in the slot and drains the old one the same way, so a
+ * command runs wholly on a volume or wholly without one.
  */
 #include "scsi_impl.h"
 
@@ -185,7 +188,7 @@ static const struct { uint32_t bit; uint8_t asc, ascq; } ua_codes[] = {
     {UA_RES_PREEMPTED, 0x2a, 0x03},  {UA_RES_RELEASED, 0x2a, 0x04},
     {UA_REG_PREEMPTED, 0x2a, 0x05},  {UA_MODE_CHANGED, 0x2a, 0x01},
     {UA_CAPACITY_CHANGED, 0x2a, 0x09}, {UA_LUNS_CHANGED, 0x3f, 0x0e},
-    {UA_CMDS_CLEARED, 0x2f, 0x00},
+    {UA_CMDS_CLEARED, 0x2f, 0x00},   {UA_ALUA_CHANGED, 0x2a, 0x06},
 };
 
 bool scsi_ua_take(scsi_target_t *tgt, uint64_t nexus_id, uint64_t lun, uint8_t *key, uint8_t *asc,
@@ -334,18 +337,22 @@ void scsi_naa_from_id(uint8_t naa[16], uint64_t id)
     put64(naa + 8, id);
 }
 
-int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
-                scsi_lu_t **out)
+/* A new LU, not yet in the table: identity from opts, the volume zv (NULL:
+ * standby) and its geometry. */
+static scsi_lu_t *lu_new(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
+                         uint32_t block_size, uint32_t volblocksize)
 {
-    if (lun >= SCSI_MAX_LUNS || !zv || !opts) return -EINVAL;
     scsi_lu_t *lu = calloc(1, sizeof(*lu));
-    if (!lu) return -ENOMEM;
+    if (!lu) return NULL;
     lu->tgt = tgt;
     lu->lun = lun;
     lu->zv = zv;
+    lu->standby = !zv;
+    lu->block_size = block_size;
+    lu->volblocksize = volblocksize;
     lu->id = opts->id;
     lu->thin = opts->thin;
-    lu->readonly = opts->readonly || zvol_is_readonly(zv);
+    lu->readonly = opts->readonly || (zv && zvol_is_readonly(zv));
     copy_padded(lu->vendor, sizeof(lu->vendor), opts->vendor, "CAIRN");
     copy_padded(lu->product, sizeof(lu->product), opts->product, "Cairn volume");
     copy_padded(lu->revision, sizeof(lu->revision), opts->revision, "0.1");
@@ -353,6 +360,41 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     scsi_naa_from_id(lu->naa, opts->id);
     pthread_mutex_init(&lu->lock, NULL);
     spc_mode_init(lu);
+    return lu;
+}
+
+static void lu_free(scsi_lu_t *lu)
+{
+    pr_free(lu);
+    for (unsigned i = 0; i < COPY_RESULTS_KEPT; i++) free(lu->copies[i].initiator);
+    pthread_mutex_destroy(&lu->lock);
+    free(lu);
+}
+
+/* Puts nlu (NULL: nothing) in old's slot and waits until no command runs on
+ * old, which the caller then frees. tgt->lock held (released while waiting). */
+static void lu_replace_locked(scsi_target_t *tgt, scsi_lu_t *old, scsi_lu_t *nlu)
+{
+    CAIRN_ASSERT(cairn_mutex_held(&tgt->lock));
+    tgt->lus[old->lun] = nlu;
+    if (!nlu) tgt->nlus--;
+    old->removing = true;
+    while (old->active > 0) pthread_cond_wait(&tgt->idle, &tgt->lock);
+}
+
+/* The same LU in the other ALUA state: every nexus is told once. */
+static void lu_swap_state_locked(scsi_target_t *tgt, scsi_lu_t *old, scsi_lu_t *nlu)
+{
+    lu_replace_locked(tgt, old, nlu);
+    scsi_ua_raise_all(tgt, nlu->lun, UA_ALUA_CHANGED, UINT64_MAX);
+}
+
+int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts_t *opts,
+                scsi_lu_t **out)
+{
+    if (lun >= SCSI_MAX_LUNS || !zv || !opts) return -EINVAL;
+    scsi_lu_t *lu = lu_new(tgt, lun, zv, opts, zvol_block_size(zv), zvol_volblocksize(zv));
+    if (!lu) return -ENOMEM;
     lu->pr_hook = opts->pr_hook;
     lu->pr_hook_arg = opts->pr_hook_arg;
     lu->pr_persist_all = opts->pr_persist_all;
@@ -361,20 +403,25 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     if (opts->pr_state) {
         int err = pr_load(lu, opts->pr_state, opts->pr_state_len);
         if (err) {
-            pthread_mutex_destroy(&lu->lock);
-            free(lu);
+            lu_free(lu);
             return err;
         }
         lu->pr_stored = true;
     }
 
     pthread_mutex_lock(&tgt->lock);
-    if (tgt->lus[lun]) {
+    scsi_lu_t *standby = tgt->lus[lun];
+    if (standby && (!standby->standby || standby->id != opts->id)) {
         pthread_mutex_unlock(&tgt->lock);
-        pr_free(lu);
-        pthread_mutex_destroy(&lu->lock);
-        free(lu);
+        lu_free(lu);
         return -EEXIST;
+    }
+    if (standby) {
+        lu_swap_state_locked(tgt, standby, lu);
+        pthread_mutex_unlock(&tgt->lock);
+        lu_free(standby);
+        if (out) *out = lu;
+        return 0;
     }
     tgt->lus[lun] = lu;
     tgt->nlus++;
@@ -386,6 +433,59 @@ int scsi_lu_add(scsi_target_t *tgt, uint64_t lun, zvol_t *zv, const scsi_lu_opts
     return 0;
 }
 
+int scsi_lu_add_standby(scsi_target_t *tgt, uint64_t lun, const scsi_lu_opts_t *opts,
+                        uint32_t block_size, uint32_t volblocksize)
+{
+    if (lun >= SCSI_MAX_LUNS || !opts || !block_size || volblocksize < block_size) return -EINVAL;
+    scsi_lu_t *lu = lu_new(tgt, lun, NULL, opts, block_size, volblocksize);
+    if (!lu) return -ENOMEM;
+    pthread_mutex_lock(&tgt->lock);
+    if (tgt->lus[lun]) {
+        pthread_mutex_unlock(&tgt->lock);
+        lu_free(lu);
+        return -EEXIST;
+    }
+    tgt->lus[lun] = lu;
+    tgt->nlus++;
+    scsi_ua_raise_all(tgt, lun, UA_POWER_ON, UINT64_MAX);
+    for (size_t l = 0; l < SCSI_MAX_LUNS; l++)
+        if (tgt->lus[l] && l != lun) scsi_ua_raise_all(tgt, l, UA_LUNS_CHANGED, UINT64_MAX);
+    pthread_mutex_unlock(&tgt->lock);
+    return 0;
+}
+
+int scsi_lu_set_standby(scsi_target_t *tgt, uint64_t lun)
+{
+    lun = decode_lun(lun);
+    if (lun >= SCSI_MAX_LUNS) return -ENOENT;
+    pthread_mutex_lock(&tgt->lock);
+    scsi_lu_t *old = tgt->lus[lun];
+    if (!old || old->standby) {
+        pthread_mutex_unlock(&tgt->lock);
+        return old ? 0 : -ENOENT;
+    }
+    scsi_lu_opts_t opts = {.id = old->id, .vendor = old->vendor, .product = old->product,
+                           .revision = old->revision, .thin = old->thin, .readonly = old->readonly};
+    scsi_lu_t *twin = lu_new(tgt, lun, NULL, &opts, old->block_size, old->volblocksize);
+    if (!twin) {
+        pthread_mutex_unlock(&tgt->lock);
+        return -ENOMEM;
+    }
+    lu_swap_state_locked(tgt, old, twin);
+    pthread_mutex_unlock(&tgt->lock);
+    lu_free(old);
+    return 0;
+}
+
+bool scsi_lu_is_standby(scsi_target_t *tgt, uint64_t lun)
+{
+    scsi_lu_t *lu = scsi_lu_pin(tgt, decode_lun(lun));
+    if (!lu) return false;
+    bool standby = lu->standby;
+    scsi_lu_unpin(lu);
+    return standby;
+}
+
 int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun)
 {
     if (lun >= SCSI_MAX_LUNS) return -ENOENT;
@@ -395,20 +495,14 @@ int scsi_lu_remove(scsi_target_t *tgt, uint64_t lun)
         pthread_mutex_unlock(&tgt->lock);
         return -ENOENT;
     }
-    tgt->lus[lun] = NULL;
-    tgt->nlus--;
-    lu->removing = true;
-    while (lu->active > 0) pthread_cond_wait(&tgt->idle, &tgt->lock);
+    lu_replace_locked(tgt, lu, NULL);
     pthread_mutex_lock(&tgt->ua_lock);
     for (nexus_rec_t *n = tgt->nexuses; n; n = n->next) ua_drop_lun_locked(n, lun);
     pthread_mutex_unlock(&tgt->ua_lock);
     for (size_t l = 0; l < SCSI_MAX_LUNS && tgt->nlus; l++)
         if (tgt->lus[l]) scsi_ua_raise_all(tgt, l, UA_LUNS_CHANGED, UINT64_MAX);
     pthread_mutex_unlock(&tgt->lock);
-    pr_free(lu);
-    for (unsigned i = 0; i < COPY_RESULTS_KEPT; i++) free(lu->copies[i].initiator);
-    pthread_mutex_destroy(&lu->lock);
-    free(lu);
+    lu_free(lu);
     return 0;
 }
 
@@ -443,7 +537,7 @@ scsi_lu_t *scsi_lu_find_naa(scsi_target_t *tgt, const uint8_t naa[16])
     pthread_mutex_lock(&tgt->lock);
     for (size_t l = 0; l < SCSI_MAX_LUNS && tgt->nlus; l++) {
         scsi_lu_t *lu = tgt->lus[l];
-        if (lu && memcmp(lu->naa, naa, 16) == 0) {
+        if (lu && !lu->standby && memcmp(lu->naa, naa, 16) == 0) {
             lu->active++;
             found = lu;
             break;
@@ -682,7 +776,7 @@ int scsi_cdb_transfer(scsi_target_t *tgt, uint64_t lun, const uint8_t *cdb, uint
     uint32_t bs = ZVOL_DEFAULT_BLOCK_SIZE;
     scsi_lu_t *lu = scsi_lu_pin(tgt, decode_lun(lun));
     if (lu) {
-        bs = zvol_block_size(lu->zv);
+        bs = lu->block_size;
         scsi_lu_unpin(lu);
     }
     return cdb_transfer_bs(cdb, cdb_len, bs, dir, bytes);
@@ -720,6 +814,20 @@ static bool cdb_fields_ok(scsi_ctx_t *c, const scsi_op_t *op)
 static bool alua_transition_ok(const scsi_op_t *op)
 {
     return (op->flags & OPF_NO_UA) || op->opcode == 0xa3 || op->opcode == 0x5e;
+}
+
+/* What a standby LU runs (SPC-4 5.15.2.4.4, less what needs the state the
+ * partner holds, such as reservations): the commands that ignore unit
+ * attentions and the MAINTENANCE IN reports. */
+static bool alua_standby_ok(const scsi_op_t *op)
+{
+    return (op->flags & OPF_NO_UA) || op->opcode == 0xa3;
+}
+
+uint8_t scsi_lu_alua_state(scsi_lu_t *lu)
+{
+    if (lu->standby) return ALUA_STANDBY;
+    return atomic_load(&lu->transitioning) ? ALUA_TRANSITIONING : ALUA_ACTIVE_OPTIMIZED;
 }
 
 void scsi_lu_set_transitioning(scsi_target_t *tgt, uint64_t lun)
@@ -776,6 +884,10 @@ void scsi_execute(scsi_target_t *tgt, scsi_cmd_t *cmd)
             scsi_set_sense(cmd, key, asc, ascq);
             goto out;
         }
+    }
+    if (c.lu && c.lu->standby && !alua_standby_ok(op)) {
+        scsi_set_sense(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0b);
+        goto out;
     }
     if (c.lu && atomic_load(&c.lu->transitioning) && !alua_transition_ok(op)) {
         scsi_set_sense(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0a);

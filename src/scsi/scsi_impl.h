@@ -32,6 +32,7 @@ enum {
     UA_CAPACITY_CHANGED = 1u << 6,  /* 2A/09 */
     UA_LUNS_CHANGED = 1u << 7,      /* 3F/0E */
     UA_CMDS_CLEARED = 1u << 8,      /* 2F/00 */
+    UA_ALUA_CHANGED = 1u << 9,      /* 2A/06 ASYMMETRIC ACCESS STATE CHANGED */
 };
 
 typedef struct ua_entry {
@@ -87,6 +88,8 @@ struct scsi_lu {
     int active;          /* commands running (under tgt->lock) */
     bool removing;
     atomic_bool transitioning;   /* ALUA: its pool is being exported (scsi_lu_set_transitioning) */
+    bool standby;        /* ALUA standby: identity only, zv is NULL (scsi_lu_add_standby) */
+    uint32_t block_size, volblocksize;   /* the geometry INQUIRY reports, also when standby */
 
     pthread_mutex_t lock;
     /* mode pages, current values (full pages with header bytes) */
@@ -235,10 +238,15 @@ void spc_mode_select(scsi_ctx_t *c);
 void spc_report_tpgs(scsi_ctx_t *c);
 /* The REPORT TARGET PORT GROUPS parameter data for alua seen through a port
  * of the local group with relative id rel_port (extended: the format 1
- * header), the local group transitioning or active/optimized; at most cap
- * bytes are written, the full length is returned. */
-uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+ * header), the local group in local_state (ALUA_*; the partner's group is
+ * active/optimized while the local one is standby, standby otherwise); at
+ * most cap bytes are written, the full length is returned. */
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, uint8_t local_state, uint16_t rel_port,
                          bool extended, uint8_t *buf, uint32_t cap);
+/* Asymmetric access states (SPC-4 table 166) Cairn reports. */
+enum { ALUA_ACTIVE_OPTIMIZED = 0x0, ALUA_STANDBY = 0x2, ALUA_TRANSITIONING = 0xf };
+/* The state of this head's group for lu (pinned). */
+uint8_t scsi_lu_alua_state(scsi_lu_t *lu);
 void spc_report_opcodes(scsi_ctx_t *c);
 void spc_report_tmfs(scsi_ctx_t *c);
 void spc_start_stop(scsi_ctx_t *c);

@@ -13,16 +13,16 @@
  * MODE SELECT with SP=1 is refused. A change raises MODE PARAMETERS CHANGED on
  * the other nexuses.
  *
- * ALUA: implicit (TPGS=01). This head's target port group (scsi_alua_t; id 1
- * when none is configured) is active/optimized, since an LU is only here while
- * this head has its pool imported; an HA partner's group is listed as standby
- * (its port reaches the same target, not this LU until the pool moves). VPD
- * 0x83 names the nexus's relative port and the local group. A pool's import
- * or export adds or removes its LUs, so a host that asks again after a
- * takeover finds the other head's group active/optimized. While an export
- * drains (scsi_lu_set_transitioning) the local group is transitioning: only
- * the commands SPC-4 5.15.2.6 lets through run, the others get NOT READY,
- * ASYMMETRIC ACCESS STATE TRANSITION, which initiators retry.
+ * ALUA: implicit (TPGS=01). For an LU this head serves (its pool imported
+ * here) this head's target port group (scsi_alua_t; id 1 when none is
+ * configured) is active/optimized and preferred, an HA partner's group
+ * standby. For a standby LU (its pool is on the partner, scsi_lu_add_standby)
+ * it is the other way round: this group standby, the partner's
+ * active/optimized and preferred. VPD 0x83 names the nexus's relative port
+ * and the local group. While an export drains (scsi_lu_set_transitioning)
+ * the local group is transitioning: only the commands SPC-4 5.15.2.6 lets
+ * through run, the others get NOT READY, ASYMMETRIC ACCESS STATE TRANSITION,
+ * which initiators retry. The standby gate is in scsi.c (scsi_execute).
  */
 #include "scsi_impl.h"
 
@@ -127,8 +127,8 @@ static void inquiry_vpd(scsi_ctx_t *c, uint8_t page, uint32_t alloc)
     scsi_lu_t *lu = c->lu;
     uint8_t b[256] = {0};
     uint32_t len;
-    uint32_t bs = zvol_block_size(lu->zv);
-    uint32_t gran = zvol_volblocksize(lu->zv) / bs;
+    uint32_t bs = lu->block_size;
+    uint32_t gran = lu->volblocksize / bs;
     if (!gran) gran = 1;
     b[1] = page;
     switch (page) {
@@ -487,9 +487,7 @@ static void put_tpg_desc(uint8_t *d, uint8_t state, bool preferred, uint16_t gro
     put16(d + 10, port);
 }
 
-enum { ALUA_ACTIVE_OPTIMIZED = 0x0, ALUA_STANDBY = 0x2, ALUA_TRANSITIONING = 0xf };
-
-uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t rel_port,
+uint32_t spc_rtpg_encode(const scsi_alua_t *alua, uint8_t local_state, uint16_t rel_port,
                          bool extended, uint8_t *buf, uint32_t cap)
 {
     uint8_t b[8 + 2 * 12] = {0};
@@ -498,12 +496,14 @@ uint32_t spc_rtpg_encode(const scsi_alua_t *alua, bool transitioning, uint16_t r
         b[4] = 0x10;   /* format type: extended header */
         b[5] = 0;      /* implicit transition time: not specified */
     }
+    /* The preferred path is the head that serves the LU now. */
+    bool local_serves = local_state != ALUA_STANDBY;
     uint16_t port = alua->local_port ? alua->local_port : rel_port;
-    put_tpg_desc(b + n, transitioning ? ALUA_TRANSITIONING : ALUA_ACTIVE_OPTIMIZED, true,
-                 local_group(alua), port ? port : 1);
+    put_tpg_desc(b + n, local_state, local_serves, local_group(alua), port ? port : 1);
     n += 12;
     if (alua->partner_group) {
-        put_tpg_desc(b + n, ALUA_STANDBY, false, alua->partner_group, alua->partner_port);
+        put_tpg_desc(b + n, local_serves ? ALUA_STANDBY : ALUA_ACTIVE_OPTIMIZED, !local_serves,
+                     alua->partner_group, alua->partner_port);
         n += 12;
     }
     put32(b, n - 4);
@@ -520,7 +520,7 @@ void spc_report_tpgs(scsi_ctx_t *c)
         return;
     }
     uint8_t b[8 + 2 * 12];
-    uint32_t n = spc_rtpg_encode(&c->tgt->alua, atomic_load(&c->lu->transitioning),
+    uint32_t n = spc_rtpg_encode(&c->tgt->alua, scsi_lu_alua_state(c->lu),
                                  c->nexus->rel_port_id, fmt == 1, b, sizeof b);
     scsi_respond(c, b, n, alloc);
 }

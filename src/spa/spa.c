@@ -386,10 +386,38 @@ typedef struct scanned {
     char busy_path[SPA_PATH_MAX];
 } scanned_t;
 
-static void scan_add(scanned_t *s, const char *path)
+/* Whether the label of a device another process holds names pool want (a
+ * name or a guid in hex); true when it cannot be read (it may be). */
+static bool busy_leaf_may_be(const char *path, const char *want)
+{
+    vdev_t *peek = NULL;
+    spa_config_phys_t *cfg = NULL;
+    bool may = true;
+    if (vdev_leaf_open_how(path, VDEV_OPEN_PEEK, &peek) == 0 &&
+        spa_label_read_config(peek, &cfg) == 0) {
+        char hex[32];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)cfg->pool_guid);
+        may = !strcmp(cfg->name, want) || !strcmp(hex, want);
+    }
+    free(cfg);
+    if (peek) vdev_free(peek);
+    return may;
+}
+
+/* Opens path and reads its label. A device held by another process costs the
+ * open's grace wait (a just-killed owner's lock lingers) only when it may
+ * belong to the pool wanted (NULL: any): in an active/active pair the
+ * partner's pools are held all along, and waiting on each of their devices
+ * would add seconds to every takeover. */
+static void scan_add(scanned_t *s, const char *path, const char *want)
 {
     vdev_t *leaf = NULL;
-    int e = vdev_leaf_open(path, &leaf);
+    int e = vdev_leaf_open_how(path, VDEV_OPEN_LOCK_NOWAIT, &leaf);
+    if (e == -EBUSY && (!want || busy_leaf_may_be(path, want))) {
+        vdev_free(leaf);
+        leaf = NULL;
+        e = vdev_leaf_open(path, &leaf);
+    }
     if (e != 0) {
         if (leaf) vdev_free(leaf);
         if (e == -EBUSY && s->nbusy++ == 0) cairn_strlcpy(s->busy_path, path, sizeof s->busy_path);
@@ -408,7 +436,7 @@ static void scan_add(scanned_t *s, const char *path)
     s->n++;
 }
 
-static void scan_paths(scanned_t *s, const char *const *paths, size_t npaths)
+static void scan_paths(scanned_t *s, const char *const *paths, size_t npaths, const char *want)
 {
     for (size_t i = 0; i < npaths; i++) {
         const char *p = paths[i];
@@ -426,11 +454,11 @@ static void scan_paths(scanned_t *s, const char *const *paths, size_t npaths)
                 struct stat fst;
                 if (stat(full, &fst) || !(S_ISREG(fst.st_mode) || S_ISBLK(fst.st_mode))) continue;
                 if (fst.st_size && (uint64_t)fst.st_size < VDEV_MIN_LEAF_SIZE / 2) continue;
-                scan_add(s, full);
+                scan_add(s, full, want);
             }
             closedir(d);
         } else {
-            scan_add(s, p);
+            scan_add(s, p, want);
         }
     }
 }
@@ -449,7 +477,7 @@ int spa_import_scan(const char *const *paths, size_t npaths, spa_import_candidat
                     size_t *n)
 {
     scanned_t s = {0};
-    scan_paths(&s, paths, npaths);
+    scan_paths(&s, paths, npaths, NULL);
     spa_import_candidate_t *c = NULL;
     size_t nc = 0;
     for (size_t i = 0; i < s.n; i++) {
@@ -666,7 +694,7 @@ int spa_import(const char *name, const char *const *paths, size_t npaths, int fl
         return -EINVAL;
     }
     scanned_t s = {0};
-    scan_paths(&s, paths, npaths);
+    scan_paths(&s, paths, npaths, name);
     /* Choose the pool: by name (or guid in hex), or the only one present. */
     uint64_t guid = 0;
     const spa_config_phys_t *best = NULL;

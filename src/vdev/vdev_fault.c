@@ -416,7 +416,7 @@ int vdev_fault_leaf_open(const char *file_path, const char *display_path, vdev_t
     *out = NULL;
     int fd = open(file_path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return -errno;
-    int lock_err = vdev_device_flock(fd);
+    int lock_err = vdev_device_flock(fd, true);
     if (lock_err) {
         close(fd);
         return lock_err;

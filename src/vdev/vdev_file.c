@@ -675,14 +675,15 @@ static int file_leaf_size(int fd, uint64_t *size)
     return -ENODEV;
 }
 
-int vdev_device_flock(int fd)
+int vdev_device_flock(int fd, bool wait)
 {
     /* A process killed with io_uring I/O in flight keeps its files (and so its
      * lock) open in the kernel for a few milliseconds after it is reaped; a
      * daemon restarted at once must not mistake that for a live owner, nor an
      * administrator's replace a look the probe of missing disks takes at the
-     * device (spa_probe.c). Wait a little before calling the device busy. */
-    int tries = 0;
+     * device (spa_probe.c). Wait a little before calling the device busy
+     * (unless the caller asks not to: an import scanning others' devices). */
+    int tries = wait ? 0 : 100;
     while (vdev_device_lock() && flock(fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK) return -errno;
         if (++tries > 100) return -EBUSY;
@@ -692,12 +693,12 @@ int vdev_device_flock(int fd)
 }
 
 /* Opens the file leaf; on failure returns -errno and leaves *out untouched. */
-static int vdev_file_open(const char *path, vdev_t **out)
+static int vdev_file_open(const char *path, vdev_open_lock_t how, vdev_t **out)
 {
     bool direct = false;
     int fd = file_leaf_open_fd(path, &direct);
     if (fd < 0) return fd;
-    int err = vdev_device_flock(fd);
+    int err = how == VDEV_OPEN_PEEK ? 0 : vdev_device_flock(fd, how == VDEV_OPEN_LOCK_WAIT);
     if (err) {
         close(fd);
         return err;
@@ -828,13 +829,18 @@ void vdev_leaf_take_device(vdev_t *to, vdev_t *from)
 
 int vdev_leaf_open(const char *path, vdev_t **out)
 {
+    return vdev_leaf_open_how(path, VDEV_OPEN_LOCK_WAIT, out);
+}
+
+int vdev_leaf_open_how(const char *path, vdev_open_lock_t how, vdev_t **out)
+{
     vdev_t *leaf = NULL;
     int rc;
     size_t plen = strlen(VDEV_FAULT_PREFIX);
     if (strncmp(path, VDEV_FAULT_PREFIX, plen) == 0)
         rc = vdev_fault_leaf_open(path + plen, path, &leaf);
     else
-        rc = vdev_file_open(path, &leaf);
+        rc = vdev_file_open(path, how, &leaf);
     if (rc == 0) {
         *out = leaf;
         return 0;

@@ -84,6 +84,12 @@ ha_network() {
     done
 }
 
+# Corosync's token timeout (ms): how long a silent node takes to be declared lost
+# (then consensus, 1.2 times as long, before the new membership). The test uses
+# what docs/ha.md recommends for a pair of heads; HA_TOKEN_MS=3000 gives Corosync's
+# own default (tools/bench/takeover.sh measures both).
+: "${HA_TOKEN_MS:=2000}"
+
 ha_corosync_conf() {
     cat <<EOF
 totem {
@@ -92,6 +98,7 @@ totem {
   transport: knet
   crypto_cipher: none
   crypto_hash: none
+  token: $HA_TOKEN_MS
 }
 nodelist {
   node {

@@ -31,6 +31,10 @@
  *       host sees it: "serial=" (VPD 0x80), "naa=", "relport=", "tpg=" (VPD 0x83),
  *       then a "group=ID state=S pref=P port=R" line per REPORT TARGET PORT GROUPS
  *       descriptor (state in hex: 0 active/optimized, 2 standby).
+ *   iscsi_client [options] steps  PORTAL TARGET      one session; per line of stdin
+ *       one command on LUN 0 (tur, read, write (FUA), inquiry, rtpg), one answer
+ *       line each: "good" or "sense KEY ASC ASCQ" in hex; rtpg prints the group
+ *       lines as "ids" does, then "end" (ALUA state changes, test_ha_alua.sh).
  *   iscsi_client [options] dump   PORTAL TARGET FILE copies all of LUN 0 into FILE
  *       (sparse: all-zero blocks become holes), so host tools can check what an
  *       initiator left on the LUN (e2fsck, debugfs).
@@ -75,6 +79,11 @@ static void pattern(uint8_t *buf, uint64_t seed, uint64_t lba)
     }
 }
 
+/* The LUN libiscsi's login tests with TEST UNIT READY (clearing unit
+ * attentions), -1: none. A LUN behind a standby port answers NOT READY, which
+ * fails such a login, so the commands that look at ALUA states log in without. */
+static int g_connect_lun = 0;
+
 static struct iscsi_context *session(const char *portal, const char *target, int quiet)
 {
     struct iscsi_context *c = iscsi_create_context(g_initiator);
@@ -85,7 +94,7 @@ static struct iscsi_context *session(const char *portal, const char *target, int
     if (g_digest) iscsi_set_header_digest(c, ISCSI_HEADER_DIGEST_CRC32C);
     if (g_user) iscsi_set_initiator_username_pwd(c, g_user, g_secret);
     if (g_muser) iscsi_set_target_username_pwd(c, g_muser, g_msecret);
-    if (iscsi_full_connect_sync(c, portal, 0)) {
+    if (iscsi_full_connect_sync(c, portal, g_connect_lun)) {
         if (!quiet) fprintf(stderr, "login to %s %s: %s\n", portal, target, iscsi_get_error(c));
         iscsi_destroy_context(c);
         return NULL;
@@ -443,6 +452,8 @@ static int vpd_page(struct iscsi_context *c, int page, uint8_t *buf, size_t cap)
     return len;
 }
 
+static int print_rtpg(struct iscsi_context *c);
+
 static int print_ids(struct iscsi_context *c)
 {
     uint8_t d[256];
@@ -462,6 +473,13 @@ static int print_ids(struct iscsi_context *c)
         case 5: printf("tpg=%d\n", p[2] << 8 | p[3]); break;
         }
     }
+    return print_rtpg(c);
+}
+
+/* One "group=ID state=S pref=P port=R" line per REPORT TARGET PORT GROUPS
+ * descriptor of LUN 0 (state in hex: 0 active/optimized, 2 standby). */
+static int print_rtpg(struct iscsi_context *c)
+{
     unsigned char cdb[12] = {0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};   /* 256 bytes */
     struct scsi_task *t = scsi_create_task(12, cdb, SCSI_XFER_READ, 256);
     if (!t || !iscsi_scsi_command_sync(c, 0, t, NULL) || t->status != SCSI_STATUS_GOOD ||
@@ -480,6 +498,53 @@ static int print_ids(struct iscsi_context *c)
         off += 8 + 4 * nports;
     }
     scsi_free_scsi_task(t);
+    return 0;
+}
+
+/* "good", or "sense KEY ASC ASCQ" (hex) for a CHECK CONDITION. */
+static int print_outcome(struct iscsi_context *c, struct scsi_task *t)
+{
+    int rc = 0;
+    if (!t) {
+        printf("failed %s\n", iscsi_get_error(c));
+        rc = 1;
+    } else if (t->status == SCSI_STATUS_GOOD) {
+        printf("good\n");
+    } else if (t->status == SCSI_STATUS_CHECK_CONDITION) {
+        printf("sense %x %02x %02x\n", t->sense.key, t->sense.ascq >> 8, t->sense.ascq & 0xff);
+    } else {
+        printf("status %x\n", t->status);
+    }
+    if (t) scsi_free_scsi_task(t);
+    return rc;
+}
+
+/* One session, one command per line of stdin on LUN 0, one answer line each
+ * (print_outcome; rtpg: the descriptors, then "end"), flushed at once so a test
+ * can interleave them with events on the target. */
+static int steps(struct iscsi_context *c)
+{
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!strcmp(line, "tur")) {
+            print_outcome(c, iscsi_testunitready_sync(c, 0));
+        } else if (!strcmp(line, "read")) {
+            print_outcome(c, iscsi_read10_sync(c, 0, 0, 512, 512, 0, 0, 0, 0, 0));
+        } else if (!strcmp(line, "write")) {
+            uint8_t buf[512];
+            memset(buf, 0xa5, sizeof buf);
+            print_outcome(c, iscsi_write10_sync(c, 0, 0, buf, 512, 512, 0, 0, 1, 0, 0));
+        } else if (!strcmp(line, "inquiry")) {
+            print_outcome(c, iscsi_inquiry_sync(c, 0, 1, 0x80, 255));
+        } else if (!strcmp(line, "rtpg")) {
+            if (print_rtpg(c)) return 1;
+            printf("end\n");
+        } else {
+            printf("unknown step %s\n", line);
+        }
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -531,10 +596,19 @@ int main(int argc, char **argv)
         iscsi_destroy_context(c);
         return rc;
     }
+    if (!strcmp(cmd, "ids") || !strcmp(cmd, "steps")) g_connect_lun = -1;
     if (!strcmp(cmd, "ids")) {
         struct iscsi_context *c = session(portal, target, 0);
         if (!c) return 2;
         int rc = settle(c, 0) || print_ids(c);
+        iscsi_logout_sync(c);
+        iscsi_destroy_context(c);
+        return rc;
+    }
+    if (!strcmp(cmd, "steps")) {
+        struct iscsi_context *c = session(portal, target, 0);
+        if (!c) return 2;
+        int rc = steps(c);
         iscsi_logout_sync(c);
         iscsi_destroy_context(c);
         return rc;

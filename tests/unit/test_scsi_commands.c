@@ -837,6 +837,111 @@ static void test_alua_groups(void **state)
     sfix_done(&s);
 }
 
+/*
+ * ALUA standby (an HA pair's partner path): LU 0's pool leaves this head, so
+ * the LU stays by identity only. Every nexus gets ASYMMETRIC ACCESS STATE
+ * CHANGED once; then REPORT TARGET PORT GROUPS says this group is standby and
+ * the partner's active/optimized and preferred; INQUIRY (with the same serial
+ * and NAA), REPORT LUNS and the block limits page answer; TEST UNIT READY,
+ * READ, WRITE, PERSISTENT RESERVE IN and MODE SENSE get NOT READY, TARGET PORT
+ * IN STANDBY STATE. LU 1 is untouched. When the pool comes back (the same LU
+ * id) every nexus is told once again and media access works; an LU of another
+ * id cannot take a standby LU's number. A standby LU added from nothing
+ * reports itself like one that went standby.
+ */
+static void test_alua_standby(void **state)
+{
+    (void)state;
+    sfix_t s;
+    sfix_make(&s, "scsi_standby", 512, true);
+    scsi_alua_t alua = {.local_group = 1, .local_port = 1, .partner_group = 2, .partner_port = 2};
+    scsi_target_set_alua(s.tgt, &alua);
+    for (int n = 0; n < 3; n++) {   /* every nexus known (INQUIRY takes no unit attention) */
+        SRUN(&s, n, 0, NULL, 0, 36, 0x12, 0, 0, 0, 36, 0);
+        sfix_expect_good(&s);
+    }
+
+    uint8_t serial[16];
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0x80, 0, 255, 0);
+    sfix_expect_good(&s);
+    memcpy(serial, s.in + 4, 16);
+
+    scsi_lu_set_transitioning(s.tgt, 0);
+    assert_int_equal(scsi_lu_set_standby(s.tgt, 0), 0);
+    assert_true(scsi_lu_is_standby(s.tgt, 0));
+    assert_false(scsi_lu_is_standby(s.tgt, 1));
+    assert_int_equal(scsi_lu_set_standby(s.tgt, 0), 0);   /* already: nothing happens */
+    for (int n = 0; n < 3; n++) {
+        SRUN(&s, n, 0, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+        sfix_expect_sense(&s, 0x6, 0x2a, 0x06);            /* once per nexus... */
+        SRUN(&s, n, 0, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+        sfix_expect_sense(&s, 0x2, 0x04, 0x0b);            /* ...then standby */
+    }
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g32(s.in), 24);
+    assert_int_equal(s.in[4], 0x2);                        /* local: standby, not preferred */
+    assert_int_equal(g16(s.in + 4 + 2), 1);
+    assert_int_equal(s.in[16], 0x80 | 0x0);                /* partner: preferred, active/optimized */
+    assert_int_equal(g16(s.in + 16 + 2), 2);
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0x80, 0, 255, 0);
+    sfix_expect_good(&s);
+    assert_memory_equal(s.in + 4, serial, 16);
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0x83, 0, 255, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g64(find_designator(s.in, 3) + 12), SF_ID0);
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 1, 0xb0, 0, 255, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(g16(s.in + 6), SF_VBS / 512);         /* optimal granularity */
+    SRUN(&s, 0, 0, NULL, 0, 255, 0x12, 0, 0, 0, 255, 0);
+    sfix_expect_good(&s);
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);   /* REPORT LUNS */
+    sfix_expect_good(&s);
+    assert_int_equal(g32(s.in), 16);
+    SRUN(&s, 0, 0, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0b);
+    uint8_t block[512] = {0};
+    SRUN(&s, 0, 0, block, 512, 0, 0x2a, 0x08, 0, 0, 0, 0, 0, 0, 1, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0b);
+    SRUN(&s, 0, 0, NULL, 0, 64, 0x5e, 0x00, 0, 0, 0, 0, 0, 0, 64, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0b);
+    SRUN(&s, 0, 0, NULL, 0, 64, 0x1a, 0, 0x3f, 0, 64, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0b);
+    SRUN(&s, 0, 1, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);   /* LU 1 stays active */
+    sfix_expect_good(&s);
+
+    /* an LU of another id may not take the number; the same LU comes back active */
+    scsi_lu_opts_t other = {.id = SF_ID1 + 1, .thin = true};
+    assert_int_equal(scsi_lu_add(s.tgt, 0, s.zv[0], &other, NULL), -EEXIST);
+    scsi_lu_opts_t same = {.id = SF_ID0, .thin = true};
+    assert_int_equal(scsi_lu_add(s.tgt, 0, s.zv[0], &same, NULL), 0);
+    assert_false(scsi_lu_is_standby(s.tgt, 0));
+    for (int n = 0; n < 3; n++) {
+        SRUN(&s, n, 0, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);
+        sfix_expect_sense(&s, 0x6, 0x2a, 0x06);
+        SRUN(&s, n, 0, NULL, 0, 512, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0);
+        sfix_expect_good(&s);
+    }
+    SRUN(&s, 0, 0, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    assert_int_equal(s.in[4], 0x80 | 0x0);
+    assert_int_equal(s.in[16], 0x2);
+
+    /* a standby LU known only by its identity */
+    assert_int_equal(scsi_lu_add_standby(s.tgt, 5, &other, 512, SF_VBS), 0);
+    assert_int_equal(scsi_lu_add_standby(s.tgt, 5, &other, 512, SF_VBS), -EEXIST);
+    assert_int_equal(scsi_lu_add_standby(s.tgt, 6, &other, 0, SF_VBS), -EINVAL);
+    assert_true(scsi_lu_is_standby(s.tgt, 5));
+    SRUN(&s, 0, 5, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+    sfix_expect_sense(&s, 0x6, 0x29, 0x00);   /* a new LU: POWER ON, as any */
+    SRUN(&s, 0, 5, NULL, 0, 0, 0x00, 0, 0, 0, 0, 0);
+    sfix_expect_sense(&s, 0x2, 0x04, 0x0b);
+    SRUN(&s, 0, 5, NULL, 0, 64, 0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0);
+    sfix_expect_good(&s);
+    assert_int_equal(s.in[4], 0x2);
+    assert_int_equal(scsi_lu_remove(s.tgt, 5), 0);
+    sfix_done(&s);
+}
+
 static void xcopy_cscd(uint8_t *d, uint64_t id, uint32_t bs)
 {
     memset(d, 0, 32);
@@ -1253,6 +1358,7 @@ int main(void)
         cmocka_unit_test(test_write_protected),
         cmocka_unit_test(test_cdb_transfer),
         cmocka_unit_test(test_memory_only),
+        cmocka_unit_test(test_alua_standby),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,13 +5,17 @@
 # last acknowledged write on the old head to the first on the new one, as the clients
 # see it (NFSv3 FILE_SYNC and NFSv4 DATA_SYNC4 records, iSCSI FUA blocks; the clients'
 # per-request deadline is 5 s), and the cluster's own part: from the event to the
-# service address being up on the new head (Pacemaker's log). Median and max over the runs. Usage: tools/bench/takeover.sh [RUNS]
+# service address being up on the new head (Pacemaker's log), and where that time went:
+# peer declared lost (Corosync token + consensus), fenced, address stopped on the old
+# head (planned), pool started and address up on the new one, in seconds after the event. Median and max over the runs.
+# Usage: [HA_TOKEN_MS=3000] tools/bench/takeover.sh [RUNS] (the Corosync token the test
+# cluster uses, tests/integration/ha_lib.sh)
 set -euo pipefail
 RUNS=${1:-1}
 BUILD=$(cd "${BUILD:-build}" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mktemp)
-trap 'rm -f "$OUT"' EXIT
+trap 'rm -f "$OUT" "$OUT.tl"' EXIT
 for r in $(seq 1 "$RUNS"); do
     if ! CAIRN_BIN="$BUILD" CAIRN_SRC="$SRC" CAIRN_TEST_TMP="$BUILD/testtmp" \
         bash "$SRC/tests/integration/test_ha_cluster.sh" >"$OUT.run" 2>&1; then
@@ -22,6 +26,9 @@ for r in $(seq 1 "$RUNS"); do
     # "takeover (EVENT): NFS X s, NFSv4 Y s, iSCSI Z s from ...; address up on NODE A s after the event"
     sed -n 's/^takeover (\(.*\)): NFS \([0-9.]*\) s, NFSv4 \([0-9.]*\) s, iSCSI \([0-9.]*\) s.* \([0-9.]*\) s after the event/\1|\2|\3|\4|\5/p' \
         "$OUT.run" >>"$OUT"
+    # "timeline (EVENT): peer lost A s, fenced B s, address down C s, pool started D s, address up E s"
+    sed -n 's/^timeline (\(.*\)): peer lost \([0-9.-]*\) s, fenced \([0-9.-]*\) s, address down \([0-9.-]*\) s, pool started \([0-9.-]*\) s, address up \([0-9.-]*\) s$/\1|\2|\3|\4|\5|\6/p' \
+        "$OUT.run" >>"$OUT.tl"
 done
 rm -f "$OUT.run"
 printf '%-62s %10s %10s %10s %10s\n' "event ($RUNS run(s)), seconds median/max" "NFSv3" "NFSv4" "iSCSI" "address"
@@ -34,3 +41,15 @@ awk -F'|' '!seen[$1]++ { order[++n] = $1 }
      }
      END { for (i = 1; i <= n; i++) { e = order[i]
                printf "%-62s %10s %10s %10s %10s\n", e, medmax(v3[e]), medmax(v4[e]), medmax(isc[e]), medmax(ip[e]) } }' "$OUT"
+
+echo
+printf '%-62s %9s %9s %9s %9s %9s\n' "where the time went, seconds after the event (median)" "lost" "fenced" "down" "started" "up"
+awk -F'|' '!seen[$1]++ { order[++n] = $1 }
+     { for (k = 2; k <= 6; k++) col[$1, k] = col[$1, k] " " $k }
+     function med(list,   a, m, i, j, t) {
+         m = split(list, a, " ")
+         for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+         return a[int((m + 1) / 2)] == "-" ? "-" : sprintf("%.1f", a[int((m + 1) / 2)])
+     }
+     END { for (i = 1; i <= n; i++) { e = order[i]; printf "%-62s", e
+               for (k = 2; k <= 6; k++) printf " %9s", med(col[e, k]); printf "\n" } }' "$OUT.tl"
