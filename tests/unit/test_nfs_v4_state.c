@@ -222,7 +222,14 @@ static void restart_server(uint32_t lease)
      * server grants them a grace period for reclaims: the tests here open anew,
      * so they wait for it to end (a lease) as a new client would. */
     nfs4_server_t *st = nfs_server_nfs4_state(srv);
-    while (nfs4_in_grace(st)) usleep(100000);
+    for (;;) {
+        /* nfs4_in_grace ends grace under the state lock, as COMPOUNDs call it. */
+        pthread_mutex_lock(&st->lock);
+        bool grace = nfs4_in_grace(st);
+        pthread_mutex_unlock(&st->lock);
+        if (!grace) break;
+        usleep(100000);
+    }
 }
 
 /* The clientid of the newest client (clients are pushed at the head). */
