@@ -1111,6 +1111,8 @@ static uint32_t op_verify(nfs4_cx_t *cx, bool negate)
     nfs4_attr_src_t src;
     uint8_t fhbuf[NFS4_FHSIZE];
     if ((st = attr_src_cur(cx, &req, &src, fhbuf))) return st;
+    /* Compared with what a write delegation's holder says, as GETATTR answers. */
+    if ((st = nfs4_deleg_getattr(cx, &req, &src.a))) return st;
     nfs_xdr_t mine;
     nfs4_bitmap_t done;
     nfs_xdr_init_encode(&mine, 256);
@@ -1119,6 +1121,33 @@ static uint32_t op_verify(nfs4_cx_t *cx, bool negate)
     nfs_xdr_free(&mine);
     if (negate) return same ? NFS4ERR_SAME : NFS4_OK;
     return same ? NFS4_OK : NFS4ERR_NOT_SAME;
+}
+
+enum { GDD4_OK = 0, GDD4_UNAVAIL = 1 };
+
+/* GET_DIR_DELEGATION (RFC 8881 18.39): Cairn grants no directory delegations,
+ * and says so the way 18.39.3 gives a server that will not grant one:
+ * NFS4_OK with GDD4_UNAVAIL, and no promise to signal one later
+ * (CB_RECALLABLE_OBJ_AVAIL). Unlike NOTSUPP or DIRDELEG_UNAVAIL this lets the
+ * rest of the COMPOUND run, for clients that ask for one alongside ACCESS,
+ * CREATE or REMOVE. */
+static uint32_t op_get_dir_delegation(nfs4_cx_t *cx)
+{
+    nfs_xdr_get_u32(cx->a);   /* gdda_signal_deleg_avail */
+    nfs4_bitmap_t ignored;
+    nfs4_bitmap_get(cx->a, &ignored, NULL);   /* notification types */
+    for (int i = 0; i < 2; i++) {   /* child and directory attribute delays */
+        nfs_xdr_get_u64(cx->a);
+        nfs_xdr_get_u32(cx->a);
+    }
+    nfs4_bitmap_get(cx->a, &ignored, NULL);   /* child attributes */
+    nfs4_bitmap_get(cx->a, &ignored, NULL);   /* directory attributes */
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    uint32_t st = need_dir(cx, true);
+    if (st) return st;
+    nfs_xdr_put_u32(cx->r, GDD4_UNAVAIL);
+    nfs_xdr_put_u32(cx->r, 0);   /* gddrnf_will_signal_deleg_avail */
+    return NFS4_OK;
 }
 
 static uint32_t put_secinfo(nfs4_cx_t *cx)
@@ -1379,8 +1408,8 @@ static uint32_t dispatch(nfs4_cx_t *cx, uint32_t op)
     case OP4_DELEGPURGE: return nfs4_op_delegpurge(cx);
     case OP4_DELEGRETURN: return nfs4_op_delegreturn(cx);
     case OP4_BACKCHANNEL_CTL: return nfs4_op_backchannel_ctl(cx);
+    case OP4_GET_DIR_DELEGATION: return op_get_dir_delegation(cx);
     case OP4_OPENATTR:
-    case OP4_GET_DIR_DELEGATION:
     case OP4_GETDEVICEINFO:
     case OP4_GETDEVICELIST:
     case OP4_LAYOUTCOMMIT:

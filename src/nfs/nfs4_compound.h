@@ -128,10 +128,11 @@ uint32_t nfs4_op_backchannel_ctl(nfs4_cx_t *cx);
  * requester in 4.0 (may be NULL). */
 uint32_t nfs4_deleg_check(nfs4_cx_t *cx, zpl_node_t *node, const nfs4_stateid_t *sid);
 uint32_t nfs4_deleg_check_name(nfs4_cx_t *cx, zpl_node_t *dir, const char *name);
-/* GETATTR of change or size (req) on the current file while another client
- * holds a write delegation on it: asks the holder (CB_GETATTR) and puts its
- * values in *a (RFC 8881 10.4.3); NFS4ERR_DELAY while the delegation is being
- * recalled (also when the holder does not answer, which recalls it). */
+/* GETATTR, VERIFY or NVERIFY of change or size (req) on the current file while
+ * another client holds a write delegation on it: asks the holder (CB_GETATTR)
+ * and puts its values in *a (RFC 8881 10.4.3); NFS4ERR_DELAY while the
+ * delegation is being recalled (also when the holder does not answer, which
+ * recalls it). */
 uint32_t nfs4_deleg_getattr(nfs4_cx_t *cx, const nfs4_bitmap_t *req, zpl_attr_t *a);
 /* The stateid of a READ, WRITE or SETATTR(size) on the current file. */
 uint32_t nfs4_check_io_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid, bool write, bool *via_open);

@@ -36,10 +36,12 @@
  *
  * Attributes under a write delegation (nfs4_deleg_getattr, RFC 8881 10.4.3,
  * RFC 7530 10.4.3): the holder may have written into its cache, so another
- * client's GETATTR of size or change asks it with CB_GETATTR and answers with
- * its size, and with our change attribute moved one past the file's for each
- * new change value the holder reports (so it grows as the holder's does), the
- * modify time being when that value was first seen. One GETATTR at a time
+ * client's GETATTR, VERIFY or NVERIFY of size or change asks it with
+ * CB_GETATTR and answers (or compares) with its size, and with our change
+ * attribute moved one past the file's for each new change value the holder
+ * reports (so it grows as the holder's does), the modify time being when that
+ * value was first seen. READDIR answers from the file (one callback per entry
+ * would stall a listing behind every holder). One GETATTR at a time
  * waits for a holder (cb_asking; the others are told DELAY), so a silent
  * holder ties up one worker, not one per caller. A holder that does not
  * answer has its delegation recalled, and the GETATTR is told DELAY.

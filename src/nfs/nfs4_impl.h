@@ -44,13 +44,13 @@ enum nfs4_op {
  * only of them (after a 4.1 SEQUENCE) may run on the transport's I/O thread
  * (nfs4.c): handle and name lookups, attributes, ACCESS, READLINK and READ
  * (whose atime update stops it, and whose stateid only renews its client's
- * lease). */
+ * lease), and GET_DIR_DELEGATION (which only says none is available). */
 static inline bool nfs4_op_reads_only(uint32_t op)
 {
     switch (op) {
     case OP4_PUTFH: case OP4_PUTROOTFH: case OP4_PUTPUBFH: case OP4_LOOKUP: case OP4_LOOKUPP:
     case OP4_GETATTR: case OP4_GETFH: case OP4_ACCESS: case OP4_READLINK: case OP4_SAVEFH:
-    case OP4_RESTOREFH: case OP4_READ:
+    case OP4_RESTOREFH: case OP4_READ: case OP4_GET_DIR_DELEGATION:
         return true;
     default:
         return false;

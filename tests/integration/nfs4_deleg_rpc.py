@@ -39,8 +39,10 @@
       and size waits while the server asks a (CB_SEQUENCE + CB_GETATTR on its back
       channel) and answers with a's size and a change attribute past the file's (a
       third client's GETATTR meanwhile is DELAY: one request waits for the holder); the
-      same answer again gives the same change, a new one a greater change; after a's
-      DELEGRETURN b sees the file's own attributes with no callback.
+      same answer again gives the same change, a new one a greater change; b's VERIFY
+      and NVERIFY of change and size ask a the same way and compare with a's values
+      (VERIFY of the file's own is NOT_SAME); after a's DELEGRETURN b sees the file's
+      own attributes with no callback.
   nfs4_deleg_rpc.py HOST NFSPORT EXPORT OWNER cbgetattrexpired NAME LEASE
       a holds a write delegation, writes through it and then falls silent; once its
       lease ran out, b's GETATTR is answered at once with the file's own attributes
@@ -98,6 +100,7 @@ OP_OPEN, OP_DELEGRETURN, OP_FREE_STATEID, OP_CREATE_SESSION = 18, 8, 45, 43
 OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM, OP_OPEN_CONFIRM, OP_RENEW = 35, 36, 20, 30
 OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
 OP_GETATTR, OP_LOOKUP, FATTR4_CHANGE, FATTR4_SIZE = 9, 15, 3, 4
+OP_NVERIFY, OP_VERIFY, SAME, NOT_SAME = 17, 37, 10009, 10027
 DELAY, BAD_STATEID, DELEG_REVOKED, JUKEBOX = 10008, 10025, 10087, 10008
 OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ, OPEN_DELEGATE_WRITE = 0, 1, 2
 SEQ4_STATUS_RECALLABLE_STATE_REVOKED, SEQ4_STATUS_CB_PATH_DOWN_SESSION = 0x40, 0x200
@@ -436,6 +439,15 @@ def getattr_via_holder(b, fh, answer):
     return call.join()
 
 
+def verify_via_holder(b, fh, negate, change, size, answer):
+    """b's VERIFY (NVERIFY if negate) of change and size while answer() replies
+    to the holder's CB_GETATTR: its status."""
+    op = Op(OP_NVERIFY if negate else OP_VERIFY, cs_attrs(change, size))
+    call = Background(lambda: b.compound([putfh(fh), op])[0])
+    answer()
+    return call.join()
+
+
 def mode_cbgetattr(name):
     host, port, exp, owner = ctx()
     a = CbClient(host, port, owner + "-a").connect()
@@ -476,6 +488,15 @@ def mode_cbgetattr(name):
           (change2, change3))
     change4, _ = getattr_via_holder(b, fh, answer(change0 + 8, 8192))
     check(change4 > change3, "a new report left the change attribute at %d" % change4)
+    # VERIFY and NVERIFY compare with the holder's values, as GETATTR answers them.
+    st = verify_via_holder(b, fh, False, change4, 8192, answer(change0 + 8, 8192))
+    check(st == OK, "b's VERIFY of the holder's change and size: %d, not OK" % st)
+    st = verify_via_holder(b, fh, False, change0, 11, answer(change0 + 8, 8192))
+    check(st == NOT_SAME, "b's VERIFY of the file's own change and size: %d, not NOT_SAME" % st)
+    st = verify_via_holder(b, fh, True, change4, 8192, answer(change0 + 8, 8192))
+    check(st == SAME, "b's NVERIFY of the holder's change and size: %d, not SAME" % st)
+    st = verify_via_holder(b, fh, True, change4, 8192, answer(change0 + 9, 12288))
+    check(st == OK, "b's NVERIFY after the holder wrote again: %d, not OK" % st)
     a.ok([putfh(fh), op_delegreturn(o["dsid"])], "DELEGRETURN")
     change5, size5 = b.ok([putfh(fh), op_getattr_cs()], "b's GETATTR after the return")[-1]
     check(size5 == 11 and not a.c.callbacks, "after DELEGRETURN: size %d, %d callbacks" %

@@ -15,7 +15,7 @@
 #   - a 4.0 client's callback address is probed with CB_NULL and receives CB_RECALL;
 #   - another client's GETATTR of size and change under a write delegation asks the
 #     holder (CB_GETATTR, 4.1 back channel and 4.0 callback address) and answers with
-#     its values;
+#     its values; VERIFY and NVERIFY compare with the holder's values;
 #   - after a restart a client reclaims the read and write delegations it held
 #     (CLAIM_PREVIOUS with their type) and they are recalled like any other;
 #   - with nfs_delegations = 0 no delegation is granted.
@@ -60,7 +60,7 @@ deleg_rpc /tank/share "v40-$$" v40 f-v40
 pass "the 4.0 callback path: CB_NULL probe, read delegation, CB_RECALL on a new connection"
 
 deleg_rpc /tank/share "cg-$$" cbgetattr f-cbgetattr
-pass "GETATTR under another client's write delegation: CB_GETATTR, the holder's size and change"
+pass "GETATTR, VERIFY, NVERIFY under another client's write delegation: CB_GETATTR, the holder's size and change"
 
 deleg_rpc /tank/share "cgx-$$" cbgetattrexpired f-cbgetattrexpired 5
 pass "a write delegation's holder whose lease ran out is not asked: its state yields to the GETATTR"

@@ -519,6 +519,84 @@ static void test_sessions(void **state)
     raw_free(&r);
 }
 
+/* GET_DIR_DELEGATION4args asking for nothing in particular. */
+static void put_get_dir_delegation(raw_t *r)
+{
+    nfs_xdr_put_u32(&r->args, 46);
+    nfs_xdr_put_u32(&r->args, 1);   /* signal when one becomes available */
+    nfs_xdr_put_u32(&r->args, 0);   /* no notification types */
+    for (int i = 0; i < 2; i++) {   /* attribute delays */
+        nfs_xdr_put_u64(&r->args, 0);
+        nfs_xdr_put_u32(&r->args, 0);
+    }
+    nfs_xdr_put_u32(&r->args, 0);   /* child attributes */
+    nfs_xdr_put_u32(&r->args, 0);   /* directory attributes */
+}
+
+/* Skips a SEQUENCE4res that succeeded. */
+static void skip_sequence_res(raw_t *r)
+{
+    assert_int_equal(nfs_xdr_get_u32(&r->d), 53);
+    assert_int_equal(nfs_xdr_get_u32(&r->d), 0);
+    nfs_xdr_get_fixed(&r->d, 16 + 5 * 4);
+}
+
+/* No directory delegations: GET_DIR_DELEGATION is NFS4_OK with GDD4_UNAVAIL and
+ * no promise to signal one (RFC 8881 18.39.3), and the COMPOUND goes on; it
+ * still needs a directory as the current filehandle, and 4.0 has no such
+ * operation. */
+static void test_get_dir_delegation(void **state)
+{
+    (void)state;
+    uint8_t sid[16];
+    make_session(sid, "dir-delegation-client");
+    raw_t r;
+    uint32_t n;
+    raw_begin(&r, 1, 4);   /* SEQUENCE, PUTROOTFH, GET_DIR_DELEGATION, GETFH */
+    put_sequence(&r, sid, 1, 0);
+    nfs_xdr_put_u32(&r.args, 24);
+    put_get_dir_delegation(&r);
+    nfs_xdr_put_u32(&r.args, 10);
+    raw_call(&r);
+    assert_int_equal(raw_status(&r, &n), 0);
+    assert_int_equal(n, 4);
+    skip_sequence_res(&r);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 24);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 46);
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);    /* NFS4_OK */
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 1);    /* GDD4_UNAVAIL */
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);    /* will not signal */
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 10);   /* GETFH ran after it */
+    assert_int_equal(nfs_xdr_get_u32(&r.d), 0);
+    assert_false(r.d.err);
+    raw_free(&r);
+    /* Without a current filehandle: NOFILEHANDLE. */
+    raw_begin(&r, 1, 2);
+    put_sequence(&r, sid, 2, 0);
+    put_get_dir_delegation(&r);
+    raw_call(&r);
+    assert_int_equal(raw_status(&r, &n), 10020);
+    assert_int_equal(n, 2);
+    raw_free(&r);
+    /* Arguments cut short: BADXDR. */
+    raw_begin(&r, 1, 3);
+    put_sequence(&r, sid, 3, 0);
+    nfs_xdr_put_u32(&r.args, 24);
+    nfs_xdr_put_u32(&r.args, 46);
+    nfs_xdr_put_u32(&r.args, 1);
+    raw_call(&r);
+    assert_int_equal(raw_status(&r, &n), 10036);
+    raw_free(&r);
+    /* Not an operation of 4.0. */
+    raw_begin(&r, 0, 2);
+    nfs_xdr_put_u32(&r.args, 24);
+    put_get_dir_delegation(&r);
+    raw_call(&r);
+    assert_int_equal(raw_status(&r, &n), 10044);
+    raw_free(&r);
+}
+
 /* SEQUENCE seq on slot 0, PUTROOTFH, LOOKUP tank, LOOKUP share, then GETATTR of
  * size (and of space_avail, which needs the pool's lock, when space) or, when mutate, a COMMIT (an operation that may wait). */
 static void seq_compound(raw_t *r, const uint8_t sid[16], uint32_t seq, bool space, bool mutate,
@@ -693,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_pseudo_root),
         cmocka_unit_test(test_compound_garbage),
         cmocka_unit_test(test_sessions),
+        cmocka_unit_test(test_get_dir_delegation),
         cmocka_unit_test(test_session_memory_path),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_lease_and_grace),
