@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,87 @@ static void test_nsm_record(void **state)
     assert_int_equal(nsm_record_format(&r, line, 10), -1);   /* does not fit */
 }
 
+/* Accepts one connection on the listening socket *arg points at and leaves the
+ * caller's address, as text, in it for the test (what a statd's source check sees). */
+static char accepted_from[64];
+static void *accept_one(void *arg)
+{
+    int ls = *(int *)arg;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept(ls, (struct sockaddr *)&ss, &sl);
+    if (fd >= 0) {
+        nfs_addr_string((struct sockaddr *)&ss, accepted_from, sizeof accepted_from);
+        close(fd);   /* no answer: the call ends at once */
+    }
+    return NULL;
+}
+
+/* SM_NOTIFY leaves from the recorded service address: the call binds it (an
+ * IPv4 source for an IPv4-mapped peer too), and an address that is not this
+ * host's (a service address not up yet) is EADDRNOTAVAIL, which makes the
+ * notification wait rather than go out from another address. */
+static void test_call_from_source(void **state)
+{
+    (void)state;
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in at = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
+    assert_int_equal(bind(ls, (struct sockaddr *)&at, sizeof at), 0);
+    assert_int_equal(listen(ls, 4), 0);
+    socklen_t al = sizeof at;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&at, &al), 0);
+    uint16_t port = ntohs(at.sin_port);
+
+    struct sockaddr_storage peer = {0}, source = {0};
+    memcpy(&peer, &at, sizeof at);
+    struct sockaddr_in *src = (struct sockaddr_in *)&source;
+    src->sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.2", &src->sin_addr);
+    uint8_t *res = NULL;
+    size_t rlen = 0;
+    pthread_t t;
+    accepted_from[0] = '\0';
+    assert_int_equal(pthread_create(&t, NULL, accept_one, &ls), 0);
+    int rc = nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL, 0,
+                               &res, &rlen);
+    pthread_join(t, NULL);
+    assert_true(rc < 0);                       /* nobody answered */
+    assert_string_equal(accepted_from, "127.0.0.2");
+    free(res);
+
+    /* Without a source: whatever the kernel picks (127.0.0.1 on loopback). */
+    accepted_from[0] = '\0';
+    assert_int_equal(pthread_create(&t, NULL, accept_one, &ls), 0);
+    nlm_rpc_call_from(NULL, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL, 0, &res, &rlen);
+    pthread_join(t, NULL);
+    assert_string_equal(accepted_from, "127.0.0.1");
+    close(ls);
+
+    /* TEST-NET-1 is no address of this host (unless the host binds any address). */
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_nonlocal_bind", "r");
+    int nonlocal = 0;
+    if (f) {
+        if (fscanf(f, "%d", &nonlocal) != 1) nonlocal = 0;
+        fclose(f);
+    }
+    if (!nonlocal) {
+        inet_pton(AF_INET, "192.0.2.1", &src->sin_addr);
+        assert_int_equal(nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY,
+                                           NULL, 0, &res, &rlen),
+                         -EADDRNOTAVAIL);
+    }
+    /* An IPv6 source for an IPv4 peer cannot be. */
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&source;
+    memset(&source, 0, sizeof source);
+    s6->sin6_family = AF_INET6;
+    inet_pton(AF_INET6, "2001:db8::1", &s6->sin6_addr);
+    assert_int_equal(nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL,
+                                       0, &res, &rlen),
+                     -EADDRNOTAVAIL);
+}
+
 /* NSM's persisted state: an odd state number bumped at each start, the hosts
  * holding locks listed so the next start notifies them, kept through a stop. */
 static void test_nsm_persistence(void **state)
@@ -279,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_stats_per_version),
         cmocka_unit_test(test_v3_v4_one_table),
         cmocka_unit_test(test_nsm_record),
+        cmocka_unit_test(test_call_from_source),
         cmocka_unit_test(test_nsm_persistence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
