@@ -72,3 +72,25 @@ start_d1
 echo "$NFS_PORT $MOUNT_PORT $PMAP_PORT" >"$T/ports"
 wait "$RPID" || fail "reclaim after a clean stop: $(cat "$T/reclaim.err")"
 pass "after a clean stop: SM_NOTIFY, grace, the lock reclaimed"
+
+# An entry whose service address is not on this head (IPaddr2 has not brought it up, or
+# it belongs to a pool served elsewhere), or whose pool is not served here, is not
+# notified from another address, which a statd would ignore: it waits for them until
+# grace ends, then the log says who was not told.
+daemon_stop
+printf 'client-y 127.0.0.1 192.0.2.1 tank\nclient-z 127.0.0.1 %s elsewhere\n' "$SVC" \
+    >>"$T/d1/nfs/nlm-hosts"
+start_d1
+LOG="$T/d1.daemon.log"
+for i in $(seq 1 600); do
+    grep -q 'client-y (127.0.0.1) was not told .*: 192.0.2.1 is not an address of this head' "$LOG" &&
+        grep -q 'client-z (127.0.0.1) was not told .*: pool elsewhere is not served here' "$LOG" &&
+        break
+    sleep 0.1
+done
+grep -q 'client-y (127.0.0.1) was not told .*: 192.0.2.1 is not an address of this head' "$LOG" ||
+    fail "no word on client-y, whose service address is not here: $(grep -a client-y "$LOG")"
+grep -q 'client-z (127.0.0.1) was not told .*: pool elsewhere is not served here' "$LOG" ||
+    fail "no word on client-z, whose pool is not here: $(grep -a client-z "$LOG")"
+! grep -q 'told client-[yz]' "$LOG" || fail "an entry was notified from another address"
+pass "entries whose service address or pool is not here are not notified from elsewhere"
