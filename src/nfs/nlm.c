@@ -41,6 +41,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,10 @@ typedef struct cb_job {              /* a call to send to a client */
     uint8_t *oh;
     uint32_t ohlen;
     uint64_t fsid, ino, gen, first, last;
+    /* SM_NOTIFY (args built when sent): the entry it is for */
+    bool notify;
+    char server[NSM_ADDR_MAX], pool[NSM_POOL_MAX];
+    time_t not_before, deadline;     /* nfs4_now(): waiting for the address or pool */
 } cb_job_t;
 
 struct nlm_state {
@@ -383,6 +388,21 @@ static nfs4_file_t *file_of(nlm_state_t *ns, nfs_export_t *exp, zpl_node_t *node
 
 static nlm_state_t *state_of(nfs_call_t *call) { return call->srv->nlm_state; }
 
+/* The caller's host holds state on exp's file: monitored, with the address of
+ * ours it reached (what its statd knows us by) and the file's pool. */
+static void host_active(nlm_state_t *ns, nfs_call_t *call, const char *caller,
+                        nfs_export_t *exp)
+{
+    struct sockaddr_storage local;
+    socklen_t ll = sizeof local;
+    bool have_local = nfs_conn_local(call->conn, &local, &ll) == 0;
+    char pool[NSM_POOL_MAX];
+    const char *ds = nfs_export_dataset(exp);
+    snprintf(pool, sizeof pool, "%.*s", (int)strcspn(ds, "/@"), ds);
+    nsm_host_active(ns->nsm, caller, (struct sockaddr *)&call->peer,
+                    have_local ? (struct sockaddr *)&local : NULL, pool);
+}
+
 /* ------------------------------------------------------------ procedures */
 
 /* A holder of a conflicting range, as TEST reports it. */
@@ -507,7 +527,7 @@ static uint32_t do_lock(nfs_call_t *call, bool block, bool excl, const nlm_lock_
             } else {
                 stat = NLM_GRANTED;
                 blocks_drop(ns, o, f, first, last);
-                if (monitor) nsm_host_active(ns->nsm, l->caller, (struct sockaddr *)&call->peer);
+                if (monitor) host_active(ns, call, l->caller, exp);
             }
         } else if (block) {
             bool have = false;
@@ -526,8 +546,7 @@ static uint32_t do_lock(nfs_call_t *call, bool block, bool excl, const nlm_lock_
                     memcpy(b->fh, l->fh, l->fh_len);
                     b->next = ns->blocks;
                     ns->blocks = b;
-                    if (monitor)
-                        nsm_host_active(ns->nsm, l->caller, (struct sockaddr *)&call->peer);
+                    if (monitor) host_active(ns, call, l->caller, exp);
                 } else {
                     block_free(b);
                     b = NULL;
@@ -699,7 +718,7 @@ static nfs_accept_t proc_share(nfs_call_t *call, nfs_xdr_t *r, bool share)
             if (stat == NLM_GRANTED && !mine) stat = NLM_DENIED_NOLOCKS;
             if (stat == NLM_GRANTED) {
                 mine->mode = mode, mine->access = access;
-                nsm_host_active(ns->nsm, caller, (struct sockaddr *)&call->peer);
+                host_active(ns, call, caller, exp);
             }
         }
         if (o) tidy(ns, o, f);
@@ -878,9 +897,90 @@ static void grant_blocked(nlm_state_t *ns)
     }
 }
 
-static void send_job(nlm_state_t *ns, cb_job_t *j)
+/* With st->lock: the first queued call not waiting for later, taken off. */
+static cb_job_t *cb_take_ready(nlm_state_t *ns, time_t now)
+{
+    cb_job_t *prev = NULL;
+    for (cb_job_t *j = ns->jobs; j; prev = j, j = j->next) {
+        if (j->not_before > now) continue;
+        if (prev) prev->next = j->next;
+        else ns->jobs = j->next;
+        if (ns->jobs_tail == j) ns->jobs_tail = prev;
+        return j;
+    }
+    return NULL;
+}
+
+/* SM_NOTIFY for one host entry of the previous run. mon_name is the pool's
+ * NSM_NOTIFY_NAME_PROP, else the server address the host reached us on, else
+ * our host name (entries from before addresses were kept), and the call
+ * leaves from that server address, since statd checks the sender's address
+ * against mon_name too. A pool's service address comes up after the pool
+ * (Pacemaker starts IPaddr2 once the import is done) and a pool imported at
+ * start may be served a moment after grace began: until either is here the
+ * call waits (true: queue it again), up to the end of grace, after which a
+ * reclaim would be refused anyway. */
+static bool send_notify(nlm_state_t *ns, cb_job_t *j, uint16_t pmap)
+{
+    char override[256], where[64];
+    bool served = nsm_pool_notify_name(ns->nsm, j->pool, override, sizeof override);
+    time_t now = nfs4_now();
+    nfs_addr_string((struct sockaddr *)&j->peer, where, sizeof where);
+    if (!served) {
+        if (now < j->deadline) goto later;
+        log_warn(SUB, "host %s (%s) was not told to reclaim its locks: pool %s is not "
+                 "served here", j->caller, where, j->pool);
+        return false;
+    }
+    const char *mon = override[0] ? override : j->server[0] ? j->server : ns->hostname;
+    struct sockaddr_storage source;
+    bool bound = false;
+    if (j->server[0]) {
+        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST}, *ai;
+        if (getaddrinfo(j->server, NULL, &hints, &ai) == 0) {
+            memset(&source, 0, sizeof source);
+            memcpy(&source, ai->ai_addr, ai->ai_addrlen);
+            freeaddrinfo(ai);
+            bound = true;
+        }
+    }
+    nfs_xdr_t x;
+    nfs_xdr_init_encode(&x, 128);
+    nfs_xdr_put_string(&x, mon);
+    nfs_xdr_put_u32(&x, nsm_state_number(ns->nsm));
+    int rc = x.err ? -ENOMEM : -EIO;
+    uint8_t *res = NULL;
+    size_t rlen = 0;
+    for (int attempt = 0; attempt < 3 && !x.err && rc < 0 && rc != -EADDRNOTAVAIL && !ns->stop;
+         attempt++) {
+        if (attempt) sleep(1);
+        rc = nlm_rpc_call_from(bound ? &source : NULL, &j->peer, pmap, 0, NFS_PROG_NSM, 1,
+                               SM_NOTIFY, x.buf, x.len, &res, &rlen);
+        free(res);
+        res = NULL;
+    }
+    nfs_xdr_free(&x);
+    if (rc == -EADDRNOTAVAIL) {
+        if (now < j->deadline) goto later;
+        log_warn(SUB, "host %s (%s) was not told to reclaim its locks: %s is not an address "
+                 "of this head", j->caller, where, j->server);
+    } else if (rc < 0) {
+        log_info(SUB, "SM_NOTIFY to %s (%s) failed: %s", j->caller, where, strerror(-rc));
+    } else {
+        log_info(SUB, "told %s (%s, monitored before) to reclaim its locks: SM_NOTIFY for %s%s%s",
+                 j->caller, where, mon, bound ? " from " : "", bound ? j->server : "");
+    }
+    return false;
+later:
+    j->not_before = now + 1;
+    return true;
+}
+
+/* A queued call to a client; true when it must be queued again (later). */
+static bool send_job(nlm_state_t *ns, cb_job_t *j)
 {
     uint16_t pmap = ns->srv->cfg.nlm_client_portmap ? ns->srv->cfg.nlm_client_portmap : 111;
+    if (j->notify) return send_notify(ns, j, pmap);
     uint8_t *res = NULL;
     size_t rlen = 0;
     int rc = -EIO;
@@ -915,27 +1015,25 @@ static void send_job(nlm_state_t *ns, cb_job_t *j)
         }
     }
     free(res);
+    return false;
 }
 
-static void notify_one(const char *name, const struct sockaddr_storage *addr, void *arg)
+/* With st->lock: queues SM_NOTIFY for a host entry (send_notify). */
+static void notify_one(const nsm_record_t *rec, const struct sockaddr_storage *addr, void *arg)
 {
     nlm_state_t *ns = arg;
     cb_job_t *j = calloc(1, sizeof *j);
-    nfs_xdr_t x;
-    nfs_xdr_init_encode(&x, 128);
-    nfs_xdr_put_string(&x, ns->hostname);
-    nfs_xdr_put_u32(&x, nsm_state_number(ns->nsm));
-    if (j && !x.err && (j->args = malloc(x.len))) {
-        memcpy(j->args, x.buf, x.len);
-        j->alen = x.len;
-        j->peer = *addr;
-        j->prog = NFS_PROG_NSM, j->vers = 1, j->proc = SM_NOTIFY;
-        cb_queue(ns, j);
-        log_info(SUB, "telling %s (monitored before the restart) to reclaim its locks", name);
-    } else if (j) {
-        cb_free(j);
+    if (!j || !(j->caller = strdup(rec->name))) {
+        free(j);
+        return;
     }
-    nfs_xdr_free(&x);
+    j->notify = true;
+    j->peer = *addr;
+    j->prog = NFS_PROG_NSM, j->vers = 1, j->proc = SM_NOTIFY;
+    snprintf(j->server, sizeof j->server, "%s", rec->server);
+    snprintf(j->pool, sizeof j->pool, "%s", rec->pool);
+    j->deadline = ns->st->nlm_grace_end;
+    cb_queue(ns, j);
 }
 
 static void *nlm_thread(void *arg)
@@ -950,14 +1048,13 @@ static void *nlm_thread(void *arg)
             ns->prune_pending = false;
             nsm_prune_previous(ns->nsm);
         }
-        if (ns->jobs) {
-            cb_job_t *j = ns->jobs;
-            ns->jobs = j->next;
-            if (!ns->jobs) ns->jobs_tail = NULL;
+        cb_job_t *j = cb_take_ready(ns, nfs4_now());
+        if (j) {
             nfs4_unlock(st);
-            send_job(ns, j);
-            cb_free(j);
+            bool again = send_job(ns, j);
             pthread_mutex_lock(&st->lock);
+            if (again && !ns->stop) cb_queue(ns, j);
+            else cb_free(j);
             continue;
         }
         if (ns->retry) continue;

@@ -81,15 +81,47 @@ uint32_t nsm_state_number(nsm_state_t *ns);
  * already known changes nothing (0). */
 size_t nsm_pool_add(nsm_state_t *ns, dsl_pool_t *dp);
 void nsm_pool_remove(nsm_state_t *ns, dsl_pool_t *dp);   /* dp NULL: all */
-/* The host holds NLM state now: monitored (persisted) with its address. */
-void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr);
+/* One monitored host as it is kept (state dir file, pool records): its name,
+ * the address it called from, the server address it reached us on (the local
+ * address of its connection or datagram: a pool's service address) and the
+ * pool its latest lock is in. "" for what is not known (records written before
+ * the server address and pool were kept; SM_MON). */
+#define NSM_ADDR_MAX 64u
+#define NSM_POOL_MAX 256u
+typedef struct nsm_record {
+    char name[NLM_MAXSTR + 1];
+    char client[NSM_ADDR_MAX];
+    char server[NSM_ADDR_MAX];
+    char pool[NSM_POOL_MAX];
+} nsm_record_t;
+/* "NAME CLIENT SERVER POOL", "-" for a field not known: the length (as
+ * snprintf), or -1 when a field holds a space or does not fit. */
+int nsm_record_format(const nsm_record_t *r, char *buf, size_t len);
+/* A line of that form, or of the older "NAME CLIENT" (server and pool ""): 0,
+ * or -EINVAL. */
+int nsm_record_parse(const char *line, nsm_record_t *r);
+/* The user property, set on a pool (its root dataset), naming the server in the
+ * SM_NOTIFY sent to the hosts that locked files in the pool. */
+#define NSM_NOTIFY_NAME_PROP "cairn:nfs_notify_name"
+
+/* The host holds NLM state now: monitored (persisted) with the address it
+ * calls from, the server address it reached (local, NULL: not known) and the
+ * pool of the file (NULL: not known). One entry per host and server address. */
+void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr,
+                     const struct sockaddr *local, const char *pool);
 /* The host holds nothing any more: no longer monitored. */
 void nsm_host_idle(nsm_state_t *ns, const char *name);
 /* After grace: forget the previous run's hosts that did not come back. */
 void nsm_prune_previous(nsm_state_t *ns);
-/* Calls fn for each host of the previous run (for SM_NOTIFY after a restart). */
-void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
+/* Calls fn for each host entry of the previous run (for SM_NOTIFY after a
+ * restart): rec as kept, addr the address to call (rec->client, or the name
+ * resolved). */
+void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const nsm_record_t *rec,
                           const struct sockaddr_storage *addr, void *arg), void *arg);
+/* For SM_NOTIFY to the hosts that locked files in pool: whether the pool is
+ * served here now (true for pool ""), and its NSM_NOTIFY_NAME_PROP into name
+ * ("" when unset or not served). */
+bool nsm_pool_notify_name(nsm_state_t *ns, const char *pool, char *name, size_t len);
 /* Adds/removes a monitor requested over SM_MON / SM_UNMON. */
 void nsm_monitor(nsm_state_t *ns, const char *name, bool on);
 void nsm_unmonitor_all(nsm_state_t *ns);
@@ -108,5 +140,11 @@ void nlm_host_rebooted(nfs_server_t *srv, const char *name, const struct sockadd
 int nlm_rpc_call(const struct sockaddr_storage *peer, uint16_t pmap_port, uint16_t port,
                  uint32_t prog, uint32_t vers, uint32_t proc, const uint8_t *args,
                  size_t alen, uint8_t **res, size_t *rlen);
+/* The same from the local address source (NULL: any): -EADDRNOTAVAIL when
+ * source is not an address of this host (a service address not up yet). */
+int nlm_rpc_call_from(const struct sockaddr_storage *source,
+                      const struct sockaddr_storage *peer, uint16_t pmap_port, uint16_t port,
+                      uint32_t prog, uint32_t vers, uint32_t proc, const uint8_t *args,
+                      size_t alen, uint8_t **res, size_t *rlen);
 
 #endif

@@ -8,12 +8,23 @@
  * restart from a retransmission.
  *
  * Monitored hosts: every host holding an NLM lock or share (and every name
- * given with SM_MON) is written, with the address it called from, to
- * `nlm-hosts` (one "NAME ADDRESS" a line, replaced atomically: temporary
- * file, fsync, rename). After a restart the hosts listed are the previous
+ * given with SM_MON) is written to `nlm-hosts` (one "NAME CLIENT SERVER POOL"
+ * a line, nsm_record_format; replaced atomically: temporary file, fsync,
+ * rename): the address it called from, the address of ours it reached (the
+ * local address of its connection or datagram) and the pool of its latest
+ * lock. A host has one entry per server address it reached us on: a client of
+ * two pools, each with its own service address, is two entries, as its statd
+ * monitors two names. After a restart the entries listed are the previous
  * run's: each is sent SM_NOTIFY (through the portmapper on its host) so its
  * lock manager reclaims, and the server is in grace. The previous run's hosts
  * stay listed until grace ends, so a second restart during grace loses none.
+ *
+ * The server address is what the notification names (nlm.c): a client's statd
+ * matches SM_NOTIFY's mon_name, and the address it came from, against the
+ * server it monitors, which is the address the client mounted (a pool's
+ * service address, on whichever head serves the pool). Lines of the older
+ * "NAME CLIENT" form are read as entries without server and pool; an older
+ * reader ignores the fields it does not know.
  *
  * The same lines are kept in every pool with exported filesystems (entries
  * `nlm.host:<hash>`, nfs_pool_records.c), so the head that imports a pool
@@ -31,6 +42,7 @@
 #include "nlm_impl.h"
 
 #include <cairn/log.h>
+#include <cairn/spa.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,6 +59,8 @@
 typedef struct nsm_host {
     struct nsm_host *next;
     char *name;
+    char server[NSM_ADDR_MAX];       /* "": not known */
+    char pool[NSM_POOL_MAX];         /* "": not known */
     struct sockaddr_storage addr;
     bool has_addr;
     bool previous;                   /* listed by the previous run */
@@ -66,24 +80,82 @@ struct nsm_state {
 #define POOL_RECORD_PREFIX "nlm.host:"
 #define POOL_STATE_KEY "nlm.state"
 
-static nsm_host_t *host_find(nsm_state_t *ns, const char *name)
+/* ------------------------------------------------------------ records */
+
+static bool field_ok(const char *f) { return !strpbrk(f, " \t\n\r"); }
+
+int nsm_record_format(const nsm_record_t *r, char *buf, size_t len)
+{
+    if (!r->name[0] || !field_ok(r->name) || !field_ok(r->client) || !field_ok(r->server) ||
+        !field_ok(r->pool))
+        return -1;
+    int n = snprintf(buf, len, "%s %s %s %s", r->name, r->client[0] ? r->client : "-",
+                     r->server[0] ? r->server : "-", r->pool[0] ? r->pool : "-");
+    return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+/* The next field of *p into out (cap bytes with the NUL), "-" read as "". */
+static bool take_field(const char **p, char *out, size_t cap)
+{
+    const char *s = *p + strspn(*p, " \t\r\n");
+    size_t n = strcspn(s, " \t\r\n");
+    out[0] = '\0';
+    *p = s + n;
+    if (!n) return false;
+    if (n >= cap) return false;
+    if (!(n == 1 && s[0] == '-')) {
+        memcpy(out, s, n);
+        out[n] = '\0';
+    }
+    return true;
+}
+
+int nsm_record_parse(const char *line, nsm_record_t *r)
+{
+    memset(r, 0, sizeof *r);
+    const char *p = line;
+    if (!take_field(&p, r->name, sizeof r->name) || !r->name[0] ||
+        !take_field(&p, r->client, sizeof r->client))
+        return -EINVAL;
+    /* Older records end here. */
+    const char *rest = p + strspn(p, " \t\r\n");
+    if (*rest && !take_field(&p, r->server, sizeof r->server)) return -EINVAL;
+    rest = p + strspn(p, " \t\r\n");
+    if (*rest && !take_field(&p, r->pool, sizeof r->pool)) return -EINVAL;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the host list */
+
+static nsm_host_t *host_find(nsm_state_t *ns, const char *name, const char *server)
 {
     for (nsm_host_t *h = ns->hosts; h; h = h->next)
-        if (!strcmp(h->name, name)) return h;
+        if (!strcmp(h->name, name) && !strcmp(h->server, server)) return h;
     return NULL;
 }
 
-static nsm_host_t *host_get(nsm_state_t *ns, const char *name)
+static nsm_host_t *host_get(nsm_state_t *ns, const char *name, const char *server)
 {
-    nsm_host_t *h = host_find(ns, name);
+    nsm_host_t *h = host_find(ns, name, server);
     if (h) return h;
+    if (strlen(server) >= sizeof h->server) return NULL;
     if (!(h = calloc(1, sizeof *h)) || !(h->name = strdup(name))) {
         free(h);
         return NULL;
     }
+    snprintf(h->server, sizeof h->server, "%s", server);
     h->next = ns->hosts;
     ns->hosts = h;
     return h;
+}
+
+static void host_record(const nsm_host_t *h, nsm_record_t *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", h->name);
+    if (h->has_addr) nfs_addr_string((const struct sockaddr *)&h->addr, r->client, sizeof r->client);
+    snprintf(r->server, sizeof r->server, "%s", h->server);
+    snprintf(r->pool, sizeof r->pool, "%s", h->pool);
 }
 
 static bool write_file(const char *path, const char *data, size_t len)
@@ -99,7 +171,7 @@ static bool write_file(const char *path, const char *data, size_t len)
     return false;
 }
 
-/* With ns->lock: the "NAME ADDRESS" lines of the hosts to keep. */
+/* With ns->lock: the lines (nsm_record_format) of the hosts to keep. */
 static char **host_lines(nsm_state_t *ns, size_t *n)
 {
     size_t cap = 0;
@@ -109,10 +181,11 @@ static char **host_lines(nsm_state_t *ns, size_t *n)
     if (!v) return NULL;
     for (nsm_host_t *h = ns->hosts; h; h = h->next) {
         if (!h->previous && !h->active && !h->monitored) continue;
-        char a[64] = "-";
-        if (h->has_addr) nfs_addr_string((struct sockaddr *)&h->addr, a, sizeof a);
-        size_t len = strlen(h->name) + strlen(a) + 2;
-        if ((v[*n] = malloc(len))) snprintf(v[(*n)++], len, "%s %s", h->name, a);
+        nsm_record_t r;
+        host_record(h, &r);
+        size_t len = strlen(r.name) + sizeof r.client + sizeof r.server + sizeof r.pool + 4;
+        if ((v[*n] = malloc(len)) && nsm_record_format(&r, v[*n], len) > 0) (*n)++;
+        else free(v[*n]);
     }
     return v;
 }
@@ -151,17 +224,25 @@ static void host_set_addr(nsm_host_t *h, const char *text)
     freeaddrinfo(ai);
 }
 
-/* Lists the host of a "NAME ADDRESS" line as one of the previous run's: 1 if
- * it was not listed as such already, 0 if it was, -1 for a bad line. */
+/* Lists the host entry of a line (nsm_record_parse) as one of the previous
+ * run's: 1 if it was not listed as such already, 0 if it was, -1 for a bad
+ * line. */
 static int host_from_line(nsm_state_t *ns, const char *line)
 {
-    char name[1100], addr[80];
-    if (sscanf(line, "%1099s %79s", name, addr) != 2) return -1;
-    nsm_host_t *h = host_get(ns, name);
-    if (!h) return -1;
-    int fresh = !h->previous;
-    h->previous = true;
-    if (strcmp(addr, "-")) host_set_addr(h, addr);
+    nsm_record_t *r = malloc(sizeof *r);
+    if (!r || nsm_record_parse(line, r)) {
+        free(r);
+        return -1;
+    }
+    nsm_host_t *h = host_get(ns, r->name, r->server);
+    int fresh = -1;
+    if (h) {
+        fresh = !h->previous;
+        h->previous = true;
+        if (r->client[0]) host_set_addr(h, r->client);
+        if (r->pool[0]) snprintf(h->pool, sizeof h->pool, "%s", r->pool);
+    }
+    free(r);
     return fresh;
 }
 
@@ -197,7 +278,7 @@ nsm_state_t *nsm_open(const char *state_dir, bool *had_hosts)
             fclose(f);
         }
         f = ns->hosts_path ? fopen(ns->hosts_path, "r") : NULL;
-        char line[1200];
+        char line[NLM_MAXSTR + 2 * NSM_ADDR_MAX + NSM_POOL_MAX + 16];
         while (f && fgets(line, sizeof line, f))
             if (host_from_line(ns, line) >= 0) *had_hosts = true;
         if (f) fclose(f);
@@ -275,12 +356,19 @@ void nsm_pool_remove(nsm_state_t *ns, dsl_pool_t *dp)
     pthread_mutex_unlock(&ns->lock);
 }
 
-void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr)
+void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *addr,
+                     const struct sockaddr *local, const char *pool)
 {
+    char server[NSM_ADDR_MAX] = "";
+    if (local) nfs_addr_string(local, server, sizeof server);
     pthread_mutex_lock(&ns->lock);
-    nsm_host_t *h = host_get(ns, name);
+    nsm_host_t *h = host_get(ns, name, server);
     if (h) {
         bool changed = !h->active || !h->has_addr;
+        if (pool && pool[0] && strcmp(h->pool, pool)) {
+            snprintf(h->pool, sizeof h->pool, "%s", pool);
+            changed = true;
+        }
         if (addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
             size_t sl = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                                    : sizeof(struct sockaddr_in6);
@@ -298,12 +386,14 @@ void nsm_host_active(nsm_state_t *ns, const char *name, const struct sockaddr *a
 void nsm_host_idle(nsm_state_t *ns, const char *name)
 {
     pthread_mutex_lock(&ns->lock);
-    nsm_host_t *h = host_find(ns, name);
-    if (h && h->active) {
+    bool changed = false;
+    for (nsm_host_t *h = ns->hosts; h; h = h->next) {
+        if (!h->active || strcmp(h->name, name)) continue;
         h->active = false;
         h->previous = false;     /* it came back and let go */
-        hosts_save(ns);
+        changed = true;
     }
+    if (changed) hosts_save(ns);
     pthread_mutex_unlock(&ns->lock);
 }
 
@@ -319,9 +409,11 @@ void nsm_prune_previous(nsm_state_t *ns)
     pthread_mutex_unlock(&ns->lock);
 }
 
-void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
+void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const nsm_record_t *rec,
                           const struct sockaddr_storage *addr, void *arg), void *arg)
 {
+    nsm_record_t *r = malloc(sizeof *r);
+    if (!r) return;
     pthread_mutex_lock(&ns->lock);
     for (nsm_host_t *h = ns->hosts; h; h = h->next) {
         if (!h->previous) continue;
@@ -333,9 +425,33 @@ void nsm_foreach_previous(nsm_state_t *ns, void (*fn)(const char *name,
             h->has_addr = true;
             freeaddrinfo(ai);
         }
-        fn(h->name, &h->addr, arg);
+        host_record(h, r);
+        fn(r, &h->addr, arg);
     }
     pthread_mutex_unlock(&ns->lock);
+    free(r);
+}
+
+bool nsm_pool_notify_name(nsm_state_t *ns, const char *pool, char *name, size_t len)
+{
+    name[0] = '\0';
+    if (!pool[0]) return true;
+    bool served = false;
+    pthread_mutex_lock(&ns->lock);
+    for (size_t i = 0; i < ns->pools.n && !served; i++) {
+        dsl_pool_t *dp = ns->pools.v[i];
+        if (strcmp(spa_name(dsl_pool_spa(dp)), pool)) continue;
+        served = true;
+        /* Read at each notification: the pool (and its setting) is the one
+         * served now, and dp stays valid while ns->lock keeps it listed. */
+        dsl_prop_t p;
+        char err[128];
+        if (dsl_prop_get(dp, pool, NSM_NOTIFY_NAME_PROP, &p, err, sizeof err) == 0 &&
+            p.source != DSL_SRC_NONE && p.value[0] && strcmp(p.value, "-"))
+            snprintf(name, len, "%s", p.value);
+    }
+    pthread_mutex_unlock(&ns->lock);
+    return served;
 }
 
 bool nsm_host_is(nsm_state_t *ns, const char *name, const struct sockaddr *peer)
@@ -343,24 +459,32 @@ bool nsm_host_is(nsm_state_t *ns, const char *name, const struct sockaddr *peer)
     char a[64], b[64];
     nfs_addr_string(peer, a, sizeof a);
     pthread_mutex_lock(&ns->lock);
-    nsm_host_t *h = host_find(ns, name);
-    bool ok = !h || !h->has_addr;
-    if (!ok) {
+    bool any = false, match = false;
+    for (nsm_host_t *h = ns->hosts; h && !match; h = h->next) {
+        if (strcmp(h->name, name) || !h->has_addr) continue;
+        any = true;
         nfs_addr_string((struct sockaddr *)&h->addr, b, sizeof b);
-        ok = !strcmp(a, b);
+        match = !strcmp(a, b);
     }
     pthread_mutex_unlock(&ns->lock);
-    return ok;
+    return !any || match;
 }
 
 void nsm_monitor(nsm_state_t *ns, const char *name, bool on)
 {
     pthread_mutex_lock(&ns->lock);
-    nsm_host_t *h = on ? host_get(ns, name) : host_find(ns, name);
-    if (h && h->monitored != on) {
-        h->monitored = on;
-        hosts_save(ns);
+    bool changed = false;
+    if (on) {
+        nsm_host_t *h = host_get(ns, name, "");
+        if (h && !h->monitored) h->monitored = changed = true;
+    } else {
+        for (nsm_host_t *h = ns->hosts; h; h = h->next)
+            if (h->monitored && !strcmp(h->name, name)) {
+                h->monitored = false;
+                changed = true;
+            }
     }
+    if (changed) hosts_save(ns);
     pthread_mutex_unlock(&ns->lock);
 }
 
@@ -481,9 +605,42 @@ static int recv_all(int fd, uint8_t *p, size_t n)
     return 0;
 }
 
-static int call_once(const struct sockaddr_storage *peer, uint16_t port, uint32_t prog,
-                     uint32_t vers, uint32_t proc, const uint8_t *args, size_t alen,
-                     uint8_t **res, size_t *rlen)
+/* source as an address of dest's family (an IPv4 address as IPv4-mapped for
+ * an IPv6 peer), port 0: its length, or 0 when it cannot be. */
+static socklen_t source_like(const struct sockaddr_storage *source, int family,
+                             struct sockaddr_storage *out)
+{
+    memset(out, 0, sizeof *out);
+    if (source->ss_family == family) {
+        *out = *source;
+        if (family == AF_INET) {
+            ((struct sockaddr_in *)out)->sin_port = 0;
+            return sizeof(struct sockaddr_in);
+        }
+        ((struct sockaddr_in6 *)out)->sin6_port = 0;
+        return sizeof(struct sockaddr_in6);
+    }
+    if (source->ss_family == AF_INET && family == AF_INET6) {
+        struct sockaddr_in6 *o = (struct sockaddr_in6 *)out;
+        o->sin6_family = AF_INET6;
+        o->sin6_addr.s6_addr[10] = o->sin6_addr.s6_addr[11] = 0xff;
+        memcpy(&o->sin6_addr.s6_addr[12], &((const struct sockaddr_in *)source)->sin_addr, 4);
+        return sizeof *o;
+    }
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)source;
+    if (source->ss_family == AF_INET6 && family == AF_INET &&
+        IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+        struct sockaddr_in *o = (struct sockaddr_in *)out;
+        o->sin_family = AF_INET;
+        memcpy(&o->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+        return sizeof *o;
+    }
+    return 0;
+}
+
+static int call_once(const struct sockaddr_storage *source, const struct sockaddr_storage *peer,
+                     uint16_t port, uint32_t prog, uint32_t vers, uint32_t proc,
+                     const uint8_t *args, size_t alen, uint8_t **res, size_t *rlen)
 {
     struct sockaddr_storage ss = *peer;
     socklen_t sl;
@@ -496,9 +653,17 @@ static int call_once(const struct sockaddr_storage *peer, uint16_t port, uint32_
     } else {
         return -EAFNOSUPPORT;
     }
+    struct sockaddr_storage from;
+    socklen_t fl = source ? source_like(source, ss.ss_family, &from) : 0;
+    if (source && !fl) return -EADDRNOTAVAIL;   /* an IPv6 source for an IPv4 peer */
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     int rc = 0;
+    if (fl && bind(fd, (struct sockaddr *)&from, fl) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
     if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
         if (errno != EINPROGRESS) rc = -errno;
         else if (!(rc = wait_fd(fd, POLLOUT, 5000))) {
@@ -589,6 +754,15 @@ int nlm_rpc_call(const struct sockaddr_storage *peer, uint16_t pmap_port, uint16
                  uint32_t prog, uint32_t vers, uint32_t proc, const uint8_t *args,
                  size_t alen, uint8_t **res, size_t *rlen)
 {
+    return nlm_rpc_call_from(NULL, peer, pmap_port, port, prog, vers, proc, args, alen, res,
+                             rlen);
+}
+
+int nlm_rpc_call_from(const struct sockaddr_storage *source,
+                      const struct sockaddr_storage *peer, uint16_t pmap_port, uint16_t port,
+                      uint32_t prog, uint32_t vers, uint32_t proc, const uint8_t *args,
+                      size_t alen, uint8_t **res, size_t *rlen)
+{
     *res = NULL;
     *rlen = 0;
     if (!port) {
@@ -598,7 +772,7 @@ int nlm_rpc_call(const struct sockaddr_storage *peer, uint16_t pmap_port, uint16
         for (int i = 0; i < 4; i++)
             q[4 * i] = (uint8_t)(v[i] >> 24), q[4 * i + 1] = (uint8_t)(v[i] >> 16),
             q[4 * i + 2] = (uint8_t)(v[i] >> 8), q[4 * i + 3] = (uint8_t)v[i];
-        int rc = call_once(peer, pmap_port, 100000, 2, 3, q, sizeof q, &pr, &pl);
+        int rc = call_once(source, peer, pmap_port, 100000, 2, 3, q, sizeof q, &pr, &pl);
         if (rc) return rc;
         uint32_t p = pl >= 4 ? ((uint32_t)pr[0] << 24 | (uint32_t)pr[1] << 16 |
                                 (uint32_t)pr[2] << 8 | pr[3]) : 0;
@@ -606,5 +780,5 @@ int nlm_rpc_call(const struct sockaddr_storage *peer, uint16_t pmap_port, uint16
         if (!p || p > 65535) return -ECONNREFUSED;   /* not registered there */
         port = (uint16_t)p;
     }
-    return call_once(peer, port, prog, vers, proc, args, alen, res, rlen);
+    return call_once(source, peer, port, prog, vers, proc, args, alen, res, rlen);
 }

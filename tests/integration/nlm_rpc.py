@@ -15,11 +15,14 @@ statd (the server calls back: NLM_GRANTED, *_RES, SM_NOTIFY).
       CANCEL takes a blocked request out; TEST_MSG answered by a TEST_RES call.
   nlm_rpc.py HOST NFSPORT MOUNTPORT PMAPPORT EXPORT hold NAME
       owner A locks [0,100) of NAME; prints the server's NSM state number.
-  nlm_rpc.py HOST 0 0 0 EXPORT reclaim NAME CBPORT PORTSFILE OLDSTATE
+  nlm_rpc.py HOST 0 0 0 EXPORT reclaim NAME CBPORT PORTSFILE OLDSTATE [MONNAME [SOURCE]]
       (before the server restarts) listens on CBPORT, waits for PORTSFILE
       ("NFSPORT MOUNTPORT PMAPPORT"), expects SM_NOTIFY with an odd state above
-      OLDSTATE, then in grace: new locks and TESTs get DENIED_GRACE_PERIOD, A's
-      reclaim is granted; after grace B's lock conflicts with A's reclaimed one.
+      OLDSTATE naming the server MONNAME (default HOST: the address the lock was
+      taken through, as a client's statd knows the server) and sent from the
+      address SOURCE (default HOST), then in grace: new locks and TESTs get
+      DENIED_GRACE_PERIOD, A's reclaim is granted; after grace B's lock conflicts
+      with A's reclaimed one.
 Exit 0 when every check holds; "FAIL: ..." and exit 1 otherwise.
 """
 import os
@@ -333,7 +336,7 @@ class Peer:
         self.ls.bind(("127.0.0.1", port))
         self.ls.listen(16)
         self.port = port
-        self.calls = []          # (prog, vers, proc, X of args)
+        self.calls = []          # (prog, vers, proc, X of args, the caller's address)
         self.cv = threading.Condition()
         threading.Thread(target=self.accept_loop, daemon=True).start()
 
@@ -370,7 +373,7 @@ class Peer:
                     body.opaque(X(rec[x.p:]).gopaque()).u32(GRANTED)
                 with self.cv:
                     if prog != PMAP:
-                        self.calls.append((prog, vers, proc, X(rec[x.p:])))
+                        self.calls.append((prog, vers, proc, X(rec[x.p:]), s.getpeername()[0]))
                     self.cv.notify_all()
                 reply = X().u32(xid).u32(1).u32(0).u32(0).opaque(b"").u32(0)
                 out = bytes(reply.b) + bytes(body.b)
@@ -468,7 +471,7 @@ def mode_hold(name):
     print(s)
 
 
-def mode_reclaim(name, cbport, portsfile, old):
+def mode_reclaim(name, cbport, portsfile, old, monname=None, source=None):
     peer = Peer(cbport)
     open(portsfile + ".ready", "w").close()
     end = time.time() + 120
@@ -478,10 +481,15 @@ def mode_reclaim(name, cbport, portsfile, old):
     time.sleep(0.1)
     ports = open(portsfile).read().split()
     sys.argv[2:5] = ports
-    x = peer.wait(NSM, 6, "SM_NOTIFY")[3]
+    call = peer.wait(NSM, 6, "SM_NOTIFY")
+    x, sender = call[3], call[4]
     mon, state = x.gopaque(), x.gu32()
     check(state % 2 == 1 and state > old, "SM_NOTIFY state %d after %d" % (state, old))
-    check(mon == socket.gethostname().encode(), "SM_NOTIFY names %r" % mon)
+    # What a client's statd checks: mon_name and the sender both the server it monitors.
+    want = (monname or sys.argv[1]).encode()
+    check(mon == want, "SM_NOTIFY names %r, not %r" % (mon, want))
+    check(sender == (source or sys.argv[1]), "SM_NOTIFY sent from %s, not %s" %
+          (sender, source or sys.argv[1]))
     host, nport, pport, exp, c, fh = setup(name)
     check(nsm_stat(host, nport) == state, "SM_STAT agrees with SM_NOTIFY")
     a, b = Owner(c, "client-a", 1), Owner(Conn(host, nport), "client-b", 2)
@@ -512,7 +520,8 @@ def main():
     elif mode == "hold":
         mode_hold(sys.argv[7])
     elif mode == "reclaim":
-        mode_reclaim(sys.argv[7], int(sys.argv[8]), sys.argv[9], int(sys.argv[10]))
+        mode_reclaim(sys.argv[7], int(sys.argv[8]), sys.argv[9], int(sys.argv[10]),
+                     *sys.argv[11:13])
     else:
         fail("unknown mode " + mode)
 

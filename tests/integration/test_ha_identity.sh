@@ -12,7 +12,9 @@
 #     opened anything was not recorded in the pool, and b refuses its reclaim
 #     (NO_GRACE);
 #   - the host that held an NLM lock on a gets SM_NOTIFY from b with a state number
-#     above a's, and reclaims its lock in b's grace period (nlm_rpc.py reclaim);
+#     above a's, naming the server by the pool's cairn:nfs_notify_name (set on a,
+#     read by b from the pool) and sent from the address the lock was taken through,
+#     and reclaims its lock in b's grace period (nlm_rpc.py reclaim);
 #   - VPD 0x80/0x83 name the same LU (serial, NAA); b's port and group are its own
 #     (relative port 2, group 2), and REPORT TARGET PORT GROUPS says group 2
 #     active/optimized and group 1 standby where a said the opposite;
@@ -82,6 +84,7 @@ nfs_daemon_start a --config "$T/a.conf" --iscsi-listen "$PA"
 A_PID=$DAEMON_PID
 run_ok "$CAIRN" pool create tank "$T/dev/a"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash tank/share
+run_ok "$CAIRN" set cairn:nfs_notify_name=tank-nfs.example tank
 expect_share /tank/share
 nfs4_rpc /tank/share "ha-$$" hold held
 FH4=$(tail -n 1 "$LAST_STDOUT")
@@ -120,7 +123,7 @@ expect_status 3 "$PA" IB 0 write
 
 # ---- a dies; b takes the pool over
 $NLMRPC 127.0.0.1 0 0 0 /tank/share reclaim locked.dat "$CBPORT" "$T/ports" "$NSM_A" \
-    >"$T/nlm.out" 2>"$T/nlm.err" &
+    tank-nfs.example 127.0.0.1 >"$T/nlm.out" 2>"$T/nlm.err" &
 NLM_PID=$!
 for i in $(seq 1 100); do [ -e "$T/ports.ready" ] && break; sleep 0.1; done
 daemon_kill9 "$A_PID"
@@ -157,7 +160,7 @@ expect_status 0 "$PB" IA 0 write
 expect_status 3 "$PB" IB 0 write
 pass "registrations and the Exclusive Access reservation moved with the pool"
 wait "$NLM_PID" || fail "NLM reclaim on b: $(cat "$T/nlm.err")"
-pass "the NLM host of a got SM_NOTIFY from b (state above $NSM_A) and reclaimed its lock in grace"
+pass "the NLM host of a got SM_NOTIFY from b for tank-nfs.example (state above $NSM_A) and reclaimed its lock in grace"
 
 # ---- b restarts by itself: a power loss for its LUs
 daemon_stop

@@ -12,6 +12,8 @@
 #include "../../src/nfs/nlm_impl.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +123,146 @@ static void test_v3_v4_one_table(void **state)
     nlm_owner_free_one(b);
 }
 
-static void collect(const char *name, const struct sockaddr_storage *addr, void *arg)
+/* "NAME@CALLED>SERVER/POOL;" per entry: the address to call, and what the
+ * notification will name (the server address) for which pool. */
+static void collect(const nsm_record_t *rec, const struct sockaddr_storage *addr, void *arg)
 {
     char *out = arg, a[64];
     nfs_addr_string((const struct sockaddr *)addr, a, sizeof a);
-    snprintf(out + strlen(out), 256 - strlen(out), "%s@%s;", name, a);
+    snprintf(out + strlen(out), 256 - strlen(out), "%s@%s>%s/%s;", rec->name, a, rec->server,
+             rec->pool);
+}
+
+/* The lines of nlm-hosts and the pools' nlm.host records: the server address
+ * and pool added after the client's address, older two-field lines still read. */
+static void test_nsm_record(void **state)
+{
+    (void)state;
+    nsm_record_t r = {.name = "client-a", .client = "10.0.0.7", .server = "192.0.2.101",
+                      .pool = "tank"};
+    char line[2048];
+    assert_int_equal(nsm_record_format(&r, line, sizeof line), 34);
+    assert_string_equal(line, "client-a 10.0.0.7 192.0.2.101 tank");
+    nsm_record_t back;
+    assert_int_equal(nsm_record_parse(line, &back), 0);
+    assert_string_equal(back.name, "client-a");
+    assert_string_equal(back.client, "10.0.0.7");
+    assert_string_equal(back.server, "192.0.2.101");
+    assert_string_equal(back.pool, "tank");
+
+    /* Unknown fields are "-" on disk and "" in memory. */
+    nsm_record_t bare = {.name = "h", .server = "2001:db8::1"};
+    assert_true(nsm_record_format(&bare, line, sizeof line) > 0);
+    assert_string_equal(line, "h - 2001:db8::1 -");
+    assert_int_equal(nsm_record_parse(line, &back), 0);
+    assert_string_equal(back.client, "");
+    assert_string_equal(back.server, "2001:db8::1");
+    assert_string_equal(back.pool, "");
+
+    /* The old form (before server addresses were kept), as an older head wrote it. */
+    assert_int_equal(nsm_record_parse("client-b 10.0.0.8\n", &back), 0);
+    assert_string_equal(back.name, "client-b");
+    assert_string_equal(back.client, "10.0.0.8");
+    assert_string_equal(back.server, "");
+    assert_string_equal(back.pool, "");
+    assert_int_equal(nsm_record_parse("client-c -", &back), 0);
+    assert_string_equal(back.client, "");
+    /* An older reader takes the first two fields ("%s %s") and ignores the rest. */
+    char name[64], addr[64];
+    assert_int_equal(sscanf("client-a 10.0.0.7 192.0.2.101 tank", "%63s %63s", name, addr), 2);
+    assert_string_equal(addr, "10.0.0.7");
+
+    assert_int_equal(nsm_record_parse("", &back), -EINVAL);
+    assert_int_equal(nsm_record_parse("lonely", &back), -EINVAL);
+    char longaddr[200];
+    memset(longaddr, '1', sizeof longaddr - 1);
+    longaddr[sizeof longaddr - 1] = '\0';
+    snprintf(line, sizeof line, "h 10.0.0.1 %s tank", longaddr);
+    assert_int_equal(nsm_record_parse(line, &back), -EINVAL);
+    nsm_record_t spaced = {.name = "a b", .client = "10.0.0.1"};
+    assert_int_equal(nsm_record_format(&spaced, line, sizeof line), -1);
+    assert_int_equal(nsm_record_format(&r, line, 10), -1);   /* does not fit */
+}
+
+/* Accepts one connection on the listening socket *arg points at and leaves the
+ * caller's address, as text, in it for the test (what a statd's source check sees). */
+static char accepted_from[64];
+static void *accept_one(void *arg)
+{
+    int ls = *(int *)arg;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int fd = accept(ls, (struct sockaddr *)&ss, &sl);
+    if (fd >= 0) {
+        nfs_addr_string((struct sockaddr *)&ss, accepted_from, sizeof accepted_from);
+        close(fd);   /* no answer: the call ends at once */
+    }
+    return NULL;
+}
+
+/* SM_NOTIFY leaves from the recorded service address: the call binds it (an
+ * IPv4 source for an IPv4-mapped peer too), and an address that is not this
+ * host's (a service address not up yet) is EADDRNOTAVAIL, which makes the
+ * notification wait rather than go out from another address. */
+static void test_call_from_source(void **state)
+{
+    (void)state;
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in at = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
+    assert_int_equal(bind(ls, (struct sockaddr *)&at, sizeof at), 0);
+    assert_int_equal(listen(ls, 4), 0);
+    socklen_t al = sizeof at;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&at, &al), 0);
+    uint16_t port = ntohs(at.sin_port);
+
+    struct sockaddr_storage peer = {0}, source = {0};
+    memcpy(&peer, &at, sizeof at);
+    struct sockaddr_in *src = (struct sockaddr_in *)&source;
+    src->sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.2", &src->sin_addr);
+    uint8_t *res = NULL;
+    size_t rlen = 0;
+    pthread_t t;
+    accepted_from[0] = '\0';
+    assert_int_equal(pthread_create(&t, NULL, accept_one, &ls), 0);
+    int rc = nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL, 0,
+                               &res, &rlen);
+    pthread_join(t, NULL);
+    assert_true(rc < 0);                       /* nobody answered */
+    assert_string_equal(accepted_from, "127.0.0.2");
+    free(res);
+
+    /* Without a source: whatever the kernel picks (127.0.0.1 on loopback). */
+    accepted_from[0] = '\0';
+    assert_int_equal(pthread_create(&t, NULL, accept_one, &ls), 0);
+    nlm_rpc_call_from(NULL, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL, 0, &res, &rlen);
+    pthread_join(t, NULL);
+    assert_string_equal(accepted_from, "127.0.0.1");
+    close(ls);
+
+    /* TEST-NET-1 is no address of this host (unless the host binds any address). */
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_nonlocal_bind", "r");
+    int nonlocal = 0;
+    if (f) {
+        if (fscanf(f, "%d", &nonlocal) != 1) nonlocal = 0;
+        fclose(f);
+    }
+    if (!nonlocal) {
+        inet_pton(AF_INET, "192.0.2.1", &src->sin_addr);
+        assert_int_equal(nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY,
+                                           NULL, 0, &res, &rlen),
+                         -EADDRNOTAVAIL);
+    }
+    /* An IPv6 source for an IPv4 peer cannot be. */
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&source;
+    memset(&source, 0, sizeof source);
+    s6->sin6_family = AF_INET6;
+    inet_pton(AF_INET6, "2001:db8::1", &s6->sin6_addr);
+    assert_int_equal(nlm_rpc_call_from(&source, &peer, 0, port, NFS_PROG_NSM, 1, SM_NOTIFY, NULL,
+                                       0, &res, &rlen),
+                     -EADDRNOTAVAIL);
 }
 
 /* NSM's persisted state: an odd state number bumped at each start, the hosts
@@ -140,6 +277,11 @@ static void test_nsm_persistence(void **state)
     assert_non_null(mkdtemp(dir));
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(700)};
     inet_pton(AF_INET, "127.0.0.7", &sin.sin_addr);
+    /* Two service addresses of ours, as IPv4-mapped as a dual-stack listener sees them. */
+    struct sockaddr_in6 svc1 = {.sin6_family = AF_INET6, .sin6_port = htons(2049)};
+    inet_pton(AF_INET6, "::ffff:127.0.0.9", &svc1.sin6_addr);
+    struct sockaddr_in svc2 = {.sin_family = AF_INET, .sin_port = htons(2049)};
+    inet_pton(AF_INET, "127.0.0.10", &svc2.sin_addr);
 
     bool had = true;
     nsm_state_t *ns = nsm_open(dir, &had);
@@ -147,8 +289,9 @@ static void test_nsm_persistence(void **state)
     assert_false(had);
     uint32_t s1 = nsm_state_number(ns);
     assert_true(s1 & 1);
-    nsm_host_active(ns, "h1", (struct sockaddr *)&sin);
-    nsm_host_active(ns, "h2", (struct sockaddr *)&sin);
+    nsm_host_active(ns, "h1", (struct sockaddr *)&sin, (struct sockaddr *)&svc1, "tank");
+    nsm_host_active(ns, "h1", (struct sockaddr *)&sin, (struct sockaddr *)&svc2, "tank2");
+    nsm_host_active(ns, "h2", (struct sockaddr *)&sin, NULL, NULL);
     nsm_host_idle(ns, "h2");          /* let go: not monitored any more */
     assert_true(nsm_host_is(ns, "h1", (struct sockaddr *)&sin));
     assert_true(nsm_host_is(ns, "unknown", (struct sockaddr *)&sin));
@@ -162,8 +305,11 @@ static void test_nsm_persistence(void **state)
     assert_int_equal(nsm_state_number(ns), s1 + 2);
     char seen[256] = "";
     nsm_foreach_previous(ns, collect, seen);
-    assert_string_equal(seen, "h1@127.0.0.7;");
-    nsm_host_active(ns, "h1", (struct sockaddr *)&sin);   /* it reclaimed */
+    /* One entry per address of ours the host reached: its statd monitors each. */
+    assert_int_equal(strlen(seen), strlen("h1@127.0.0.7>127.0.0.9/tank;h1@127.0.0.7>127.0.0.10/tank2;"));
+    assert_non_null(strstr(seen, "h1@127.0.0.7>127.0.0.9/tank;"));
+    assert_non_null(strstr(seen, "h1@127.0.0.7>127.0.0.10/tank2;"));
+    nsm_host_active(ns, "h1", (struct sockaddr *)&sin, (struct sockaddr *)&svc1, "tank");   /* it reclaimed */
     nsm_freeze(ns);                    /* a stop releases everything: still listed */
     nsm_host_idle(ns, "h1");
     nsm_close(ns);
@@ -177,10 +323,24 @@ static void test_nsm_persistence(void **state)
     assert_false(had);
     nsm_close(ns);
 
-    /* An even number on disk (written by someone else): the next odd one. */
+    /* A host list written before server addresses were kept: read, nothing to bind. */
     char path[600];
-    snprintf(path, sizeof path, "%s/nsm-state", dir);
+    snprintf(path, sizeof path, "%s/nlm-hosts", dir);
     FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "h3 127.0.0.5\n");
+    fclose(f);
+    ns = nsm_open(dir, &had);
+    assert_true(had);
+    seen[0] = '\0';
+    nsm_foreach_previous(ns, collect, seen);
+    assert_string_equal(seen, "h3@127.0.0.5>/;");
+    nsm_prune_previous(ns);
+    nsm_close(ns);
+
+    /* An even number on disk (written by someone else): the next odd one. */
+    snprintf(path, sizeof path, "%s/nsm-state", dir);
+    f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f, "10\n");
     fclose(f);
@@ -200,6 +360,8 @@ int main(void)
         cmocka_unit_test(test_wire_ranges),
         cmocka_unit_test(test_stats_per_version),
         cmocka_unit_test(test_v3_v4_one_table),
+        cmocka_unit_test(test_nsm_record),
+        cmocka_unit_test(test_call_from_source),
         cmocka_unit_test(test_nsm_persistence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
