@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sequential reads after random rewrites (issue 27 goal 4). bench_zvol_fragseq writes a
+# volume (volblocksize 8K, arc_max 16 MiB) in sequence, reads it in sequence, rewrites
+# 100% and then 200% of it with random 8 KiB writes and reads it in sequence after each;
+# every read pass starts with the ARC and the leaf file's page cache empty. It prints per
+# pass MB/s and the mean size of the disk reads (leaf bytes read / read operations: how
+# well logical neighbours lie together, independent of machine load), and the loss against
+# the first pass. DIR must be on a real disk (not tmpfs: its pages cannot be dropped).
+# Usage: [SIZE=MiB] [THREADS=n] tools/bench/frag-seqread.sh [DIR]
+set -euo pipefail
+DIR=${1:-/var/tmp}; SIZE=${SIZE:-2048}; THREADS=${THREADS:-8}; BUILD=${BUILD:-build}
+args=(-d "$DIR" -s "$SIZE" -q "$THREADS")
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores;" \
+     "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BUILD/tools/bench/bench_zvol_fragseq" "${args[@]}"
