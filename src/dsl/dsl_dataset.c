@@ -334,7 +334,20 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     if (!shared) spa_block_free(dp->spa, txg, bp);
 }
 
-static const dmu_objset_hooks_t dsl_hooks = {.born = hook_born, .kill = hook_kill};
+/* A head's blocks born up to its newest snapshot (a clone's: up to its origin)
+ * are held there too. */
+static uint64_t hook_shared_upto(objset_t *os, void *arg)
+{
+    (void)os;
+    dsl_node_t *n = arg;
+    pthread_mutex_lock(&n->dp->stat_lock);
+    uint64_t txg = n->phys.prev_snap_txg;
+    pthread_mutex_unlock(&n->dp->stat_lock);
+    return txg;
+}
+
+static const dmu_objset_hooks_t dsl_hooks = {.born = hook_born, .kill = hook_kill,
+                                             .shared_upto = hook_shared_upto};
 
 /* Opens a node's object set (heads with the hooks, snapshots read-only). */
 static int node_open_os(dsl_pool_t *dp, dsl_node_t *n)
