@@ -288,8 +288,9 @@ typedef struct dmu_defrag_stats {
 } dmu_defrag_stats_t;
 /* One pass over object obj of os (a plain object: a volume's data or a file),
  * adding to *st. Returns 0 at the object's end or at max_bytes, -EAGAIN when the
- * pool was busy (idle_ms) or the record size changed, -ENOENT for a free object,
- * -EROFS for a read-only object set, or another -errno. */
+ * pool was busy (idle_ms) or the record size changed, -ENOSPC while the pool is
+ * short of free space (under an eighth, its slop and two txgs' worth), -ENOENT
+ * for a free object, -EROFS for a read-only object set, or another -errno. */
 int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
                       dmu_defrag_stats_t *st);
 /* Tests only: called for each scattered window after its block pointers were

@@ -30,7 +30,9 @@
  * BOUNDS. One transaction per window, at most txg_bytes re-dirtied per txg
  * (past it, the txg is synced before the next window), and with idle_ms set,
  * nothing while clients use the pool (its own reads and dirtied data are not
- * counted as client I/O: spa_background_thread).
+ * counted as client I/O: spa_background_thread). A rewrite allocates before it
+ * frees, so it stops (-ENOSPC) while less than an eighth of the pool, its slop
+ * and a txg's worth are free: defragmenting must never be what fills a pool.
  */
 #include "dmu_impl.h"
 
@@ -82,6 +84,15 @@ static size_t window_runs(const cairn_blkptr_t *bps, size_t n, place_t *tmp, uin
     return runs;
 }
 
+static bool pool_has_room(spa_t *spa, uint64_t txg_budget)
+{
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    uint64_t pending = spa_space_pending(spa);
+    uint64_t reserve = spa_slop(spa) + sp.size / 8 + 2 * txg_budget;
+    return sp.free > pending && sp.free - pending > reserve;
+}
+
 int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
                       dmu_defrag_stats_t *st)
 {
@@ -118,6 +129,10 @@ int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
         if (opts->max_bytes && done_bytes >= opts->max_bytes) break;
         if (idle_ns && spa_client_idle_ns(spa) < idle_ns) {
             err = -EAGAIN;
+            break;
+        }
+        if (!pool_has_room(spa, txg_budget)) {
+            err = -ENOSPC;
             break;
         }
         uint32_t got = dnode_prefetch_bps(dn, b, n, bps);
