@@ -17,10 +17,13 @@
  * their mean size (bytes read / read operations: the number that says how
  * well logical neighbours lie together on disk, and that does not depend on
  * how busy the machine is). Printed per rewrite phase: its IOPS (random write
- * cost).
+ * cost). With -D, after the 200% rewrites the volume is defragmented
+ * (dmu_defrag_object, defaults; its time and the records it rewrote printed),
+ * read in sequence again, and rewritten randomly once more (its IOPS: what the
+ * defragmented layout costs random writes).
  * This is a benchmark, never a test.
  *
- * usage: bench_zvol_fragseq [-d DIR] [-s VOLSIZE_MIB] [-q THREADS]
+ * usage: bench_zvol_fragseq [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-D]
  */
 #include <cairn/arc.h>
 #include <cairn/dmu.h>
@@ -173,14 +176,16 @@ int main(int argc, char **argv)
     const char *dir = ".";
     uint64_t vol_mib = 2048;
     int nthreads = 8;
+    bool defrag = false;
     int c;
-    while ((c = getopt(argc, argv, "d:s:q:")) != -1) {
+    while ((c = getopt(argc, argv, "d:s:q:D")) != -1) {
         switch (c) {
         case 'd': dir = optarg; break;
         case 's': vol_mib = strtoull(optarg, NULL, 0); break;
         case 'q': nthreads = atoi(optarg); break;
+        case 'D': defrag = true; break;
         default:
-            fprintf(stderr, "usage: %s [-d DIR] [-s VOLSIZE_MIB] [-q THREADS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-D]\n", argv[0]);
             return 2;
         }
     }
@@ -230,6 +235,27 @@ int main(int argc, char **argv)
         char label[32];
         snprintf(label, sizeof(label), "after-%d%%-rewrite", pct);
         report(label, seq_read(&b), &base);
+    }
+    if (defrag) {
+        dmu_defrag_opts_t dopts = {0};
+        dmu_defrag_stats_t st = {0};
+        uint64_t t0 = cairn_now_ns();
+        int e = dmu_defrag_object(os, ZVOL_OBJECT, &dopts, &st);
+        if (e) die("defrag", e);
+        e = zvol_flush(b.zv);
+        if (e) die("defrag flush", e);
+        double el = (cairn_now_ns() - t0) / 1e9;
+        printf("defrag                 %9.1f s   %llu of %llu windows rewritten, %llu MiB, %.1f MB/s\n",
+               el, (unsigned long long)st.windows_rewritten, (unsigned long long)st.windows,
+               (unsigned long long)(st.bytes / MIB), st.bytes / el / 1e6);
+        printf("RESULT pass=defrag seconds=%.1f windows=%llu rewritten=%llu bytes=%llu\n", el,
+               (unsigned long long)st.windows, (unsigned long long)st.windows_rewritten,
+               (unsigned long long)st.bytes);
+        report("after-defrag", seq_read(&b), &base);
+        double iops = random_rewrite(&b, nthreads);
+        printf("random-rewrite-300%%     %9.0f IOPS (8 KiB, %d threads, incl. flush)\n", iops,
+               nthreads);
+        printf("RESULT pass=rewrite-300 rewrite_iops=%.0f\n", iops);
     }
     zvol_close(b.zv);
     dmu_objset_close(os);

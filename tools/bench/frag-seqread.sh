@@ -5,11 +5,13 @@
 # every read pass starts with the ARC and the leaf file's page cache empty. It prints per
 # pass MB/s and the mean size of the disk reads (leaf bytes read / read operations: how
 # well logical neighbours lie together, independent of machine load), and the loss against
-# the first pass. DIR must be on a real disk (not tmpfs: its pages cannot be dropped).
-# Usage: [SIZE=MiB] [THREADS=n] tools/bench/frag-seqread.sh [DIR]
+# the first pass. DEFRAG=1 also defragments the volume after the rewrites and reads it
+# again. DIR must be on a real disk (not tmpfs: its pages cannot be dropped).
+# Usage: [SIZE=MiB] [THREADS=n] [DEFRAG=1] tools/bench/frag-seqread.sh [DIR]
 set -euo pipefail
 DIR=${1:-/var/tmp}; SIZE=${SIZE:-2048}; THREADS=${THREADS:-8}; BUILD=${BUILD:-build}
 args=(-d "$DIR" -s "$SIZE" -q "$THREADS")
+[ "${DEFRAG:-0}" = 1 ] && args+=(-D)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores;" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BUILD/tools/bench/bench_zvol_fragseq" "${args[@]}"
