@@ -124,7 +124,7 @@ int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
     spa_t *spa = os->dp->spa;
     bool was_background = spa_background_thread(true);
     uint64_t done_bytes = 0, last_txg = 0, txg_bytes = 0;
-    uint64_t b = opts->start_blkid - opts->start_blkid % n; /* windows aligned as read-ahead's */
+    uint64_t b = opts->start_blkid - opts->start_blkid % n; /* the same windows when resuming */
     for (; b <= maxblkid; b += n) {
         if (opts->max_bytes && done_bytes >= opts->max_bytes) break;
         if (idle_ns && spa_client_idle_ns(spa) < idle_ns) {

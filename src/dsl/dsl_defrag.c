@@ -92,7 +92,8 @@ static bool step_head(dsl_pool_t *dp, dsl_node_t *n, cursor_t *c, uint32_t idle_
     uint64_t step_bytes = 0;
     for (int k = 0; k < DEFRAG_STEP_OBJECTS && c->idx < c->objs.n; k++) {
         if (atomic_load(&dp->defrag_stop) || atomic_load(&dp->defrag_fence)) return true;
-        dmu_defrag_opts_t o = {.start_blkid = c->blkid, .max_bytes = DEFRAG_STEP_BYTES - step_bytes,
+        dmu_defrag_opts_t o = {.start_blkid = c->blkid,
+                               .max_bytes = DEFRAG_STEP_BYTES - step_bytes,
                                .idle_ms = idle_ms};
         dmu_defrag_stats_t st = {0};
         int err = dmu_defrag_object(os, c->objs.v[c->idx], &o, &st);

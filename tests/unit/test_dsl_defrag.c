@@ -30,8 +30,10 @@
 #define REC 8192u
 #define NREC 512u /* 4 MiB: four 1 MiB windows */
 
-static const dmu_object_props_t obj_props = {.recordsize = REC, .compress = CAIRN_COMPRESS_OFF,
-                                             .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
+static const dmu_object_props_t obj_props = {.recordsize = REC,
+                                             .compress = CAIRN_COMPRESS_OFF,
+                                             .checksum = CAIRN_CHECKSUM_FLETCHER4,
+                                             .copies = 1};
 
 typedef struct vol {
     fx_t f;
@@ -45,14 +47,16 @@ typedef struct vol {
 
 static void stamp(uint8_t *rec, uint32_t r, uint32_t gen)
 {
-    for (uint32_t i = 0; i < REC / 4; i++) ((uint32_t *)rec)[i] = gen * 2654435761u ^ (r * 40503u + i);
+    for (uint32_t i = 0; i < REC / 4; i++)
+        ((uint32_t *)rec)[i] = gen * 2654435761u ^ (r * 40503u + i);
 }
 
 static void write_rec(vol_t *v, uint32_t r, uint32_t gen)
 {
     stamp(v->model + (size_t)r * REC, r, gen);
     dmu_tx_t *tx = dmu_tx_begin(v->os);
-    assert_int_equal(dmu_write(v->os, v->obj, (uint64_t)r * REC, REC, v->model + (size_t)r * REC, tx), 0);
+    assert_int_equal(
+        dmu_write(v->os, v->obj, (uint64_t)r * REC, REC, v->model + (size_t)r * REC, tx), 0);
     dmu_tx_commit(tx);
 }
 
@@ -131,7 +135,8 @@ static void check_content(vol_t *v)
     uint8_t *buf = malloc((size_t)NREC * REC);
     assert_int_equal(dmu_read(v->os, v->obj, 0, (uint64_t)NREC * REC, buf), 0);
     for (uint32_t r = 0; r < NREC; r++)
-        if (memcmp(buf + (size_t)r * REC, v->model + (size_t)r * REC, REC)) fail_msg("record %u differs", r);
+        if (memcmp(buf + (size_t)r * REC, v->model + (size_t)r * REC, REC))
+            fail_msg("record %u differs", r);
     free(buf);
 }
 
@@ -164,8 +169,8 @@ static void test_defrag_gathers_records(void **state)
     check_content(&v);
     double gap_before = mean_gap(&v);
     uint32_t breaks_before = breaks(&v);
-    printf("written in sequence: %u breaks; scattered: %u breaks, mean gap %.0f bytes\n", seq_breaks,
-           breaks_before, gap_before);
+    printf("written in sequence: %u breaks; scattered: %u breaks, mean gap %.0f bytes\n",
+           seq_breaks, breaks_before, gap_before);
     assert_true(breaks_before > NREC / 2); /* the rewrites did scatter it */
 
     dmu_defrag_stats_t st;
@@ -226,9 +231,11 @@ static void test_defrag_leaves_snapshot_blocks(void **state)
     for (uint32_t r = 0; r < NREC; r++) {
         if (memcmp(&before[r], &pre[r], sizeof(pre[r]))) continue;
         held++;
-        if (memcmp(&after[r], &before[r], sizeof(before[r]))) fail_msg("snapshot's record %u moved", r);
+        if (memcmp(&after[r], &before[r], sizeof(before[r])))
+            fail_msg("snapshot's record %u moved", r);
     }
-    printf("with a snapshot: %u records held by it; %llu rewritten, %llu shared left; used %llu -> %llu\n",
+    printf("with a snapshot: %u records held by it; %llu rewritten, %llu shared left; used %llu -> "
+           "%llu\n",
            held, (unsigned long long)st.records, (unsigned long long)st.shared_records,
            (unsigned long long)used_before, (unsigned long long)used_after);
     assert_true(held >= NREC - 64);
