@@ -23,7 +23,8 @@
  * defragmented layout costs random writes).
  * This is a benchmark, never a test.
  *
- * usage: bench_zvol_fragseq [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-D]
+ * -a sets arc_max (default 16 MiB).
+ * usage: bench_zvol_fragseq [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-a ARC_MIB] [-D]
  */
 #include <cairn/arc.h>
 #include <cairn/dmu.h>
@@ -163,8 +164,9 @@ static void report(const char *label, seq_result_t r, const seq_result_t *base)
 {
     printf("%-22s %9.1f MB/s %10llu disk reads  mean %7.1f KiB", label, r.mbs,
            (unsigned long long)r.reads, r.mean_read_kib);
-    if (base) printf("   loss x%.2f (rate)  x%.2f (read size)", base->mbs / r.mbs,
-                     base->mean_read_kib / r.mean_read_kib);
+    if (base)
+        printf("   loss x%.2f (rate)  x%.2f (read size)", base->mbs / r.mbs,
+               base->mean_read_kib / r.mean_read_kib);
     printf("\n");
     printf("RESULT pass=%s seq_mbs=%.1f disk_reads=%llu mean_read_kib=%.1f\n", label, r.mbs,
            (unsigned long long)r.reads, r.mean_read_kib);
@@ -177,15 +179,18 @@ int main(int argc, char **argv)
     uint64_t vol_mib = 2048;
     int nthreads = 8;
     bool defrag = false;
+    uint64_t arc_mib = 16;
     int c;
-    while ((c = getopt(argc, argv, "d:s:q:D")) != -1) {
+    while ((c = getopt(argc, argv, "d:s:q:a:D")) != -1) {
         switch (c) {
         case 'd': dir = optarg; break;
         case 's': vol_mib = strtoull(optarg, NULL, 0); break;
         case 'q': nthreads = atoi(optarg); break;
         case 'D': defrag = true; break;
+        case 'a': arc_mib = strtoull(optarg, NULL, 0); break;
         default:
-            fprintf(stderr, "usage: %s [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-D]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-a ARC_MIB] [-D]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -205,7 +210,7 @@ int main(int argc, char **argv)
     }
     close(lfd);
     dmu_init();
-    arc_set_max(16 * MIB); /* reads come from the disk, not from memory */
+    arc_set_max(arc_mib * MIB); /* purged before each pass: reads come from the disk */
     spa_vdev_spec_t lspec = {.type = VDEV_TYPE_LEAF, .path = leaf};
     spa_vdev_spec_t root = {.type = VDEV_TYPE_ROOT, .nchildren = 1, .children = &lspec};
     spa_create_opts_t copts = {0};
@@ -218,12 +223,13 @@ int main(int argc, char **argv)
     }
     b.leaf = first_leaf(spa_root_vdev(b.spa));
     objset_t *os;
-    if (dmu_objset_create(b.spa, "vol", NULL) || dmu_objset_open(b.spa, "vol", &os)) die("objset", -EIO);
+    if (dmu_objset_create(b.spa, "vol", NULL) || dmu_objset_open(b.spa, "vol", &os))
+        die("objset", -EIO);
     zvol_objset_opts_t zo = {.volsize = b.size, .volblocksize = BLOCK, .block_size = 4096};
     if (zvol_open_objset(os, &zo, &b.zv)) die("zvol_open_objset", -EIO);
 
-    printf("volume %llu MiB, volblocksize 8K, arc_max 16 MiB, %d rewrite threads, dir %s\n",
-           (unsigned long long)vol_mib, nthreads, dir);
+    printf("volume %llu MiB, volblocksize 8K, arc_max %llu MiB, %d rewrite threads, dir %s\n",
+           (unsigned long long)vol_mib, (unsigned long long)arc_mib, nthreads, dir);
     fill(&b);
     seq_result_t base = seq_read(&b);
     report("sequential-written", base, NULL);
@@ -245,7 +251,8 @@ int main(int argc, char **argv)
         e = zvol_flush(b.zv);
         if (e) die("defrag flush", e);
         double el = (cairn_now_ns() - t0) / 1e9;
-        printf("defrag                 %9.1f s   %llu of %llu windows rewritten, %llu MiB, %.1f MB/s\n",
+        printf("defrag                 %9.1f s   %llu of %llu windows rewritten, %llu MiB, %.1f "
+               "MB/s\n",
                el, (unsigned long long)st.windows_rewritten, (unsigned long long)st.windows,
                (unsigned long long)(st.bytes / MIB), st.bytes / el / 1e6);
         printf("RESULT pass=defrag seconds=%.1f windows=%llu rewritten=%llu bytes=%llu\n", el,

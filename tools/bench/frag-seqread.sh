@@ -7,10 +7,11 @@
 # well logical neighbours lie together, independent of machine load), and the loss against
 # the first pass. DEFRAG=1 also defragments the volume after the rewrites and reads it
 # again. DIR must be on a real disk (not tmpfs: its pages cannot be dropped).
-# Usage: [SIZE=MiB] [THREADS=n] [DEFRAG=1] tools/bench/frag-seqread.sh [DIR]
+# ARC sets arc_max in MiB (default 16; every read pass starts with the pool's blocks purged).
+# Usage: [SIZE=MiB] [THREADS=n] [ARC=MiB] [DEFRAG=1] tools/bench/frag-seqread.sh [DIR]
 set -euo pipefail
 DIR=${1:-/var/tmp}; SIZE=${SIZE:-2048}; THREADS=${THREADS:-8}; BUILD=${BUILD:-build}
-args=(-d "$DIR" -s "$SIZE" -q "$THREADS")
+args=(-d "$DIR" -s "$SIZE" -q "$THREADS" -a "${ARC:-16}")
 [ "${DEFRAG:-0}" = 1 ] && args+=(-D)
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores;" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
