@@ -19,6 +19,7 @@
 #include <cairn/dsl.h>
 #include <cairn/util.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,47 @@ static void test_defrag_leaves_snapshot_blocks(void **state)
     vol_finish(&v);
 }
 
+/* A rewrite allocates before it frees: on a pool short of space the
+ * defragmenter writes nothing. */
+static void test_defrag_leaves_a_full_pool_alone(void **state)
+{
+    (void)state;
+    vol_t v;
+    vol_make(&v, "defrag_full");
+    scatter(&v, 2 * NREC, 2);
+    /* Fill the pool until less than an eighth of it (plus a little) is free. */
+    uint64_t filler;
+    dmu_tx_t *tx = dmu_tx_begin(v.os);
+    assert_int_equal(dmu_object_alloc(v.os, &obj_props, &filler, tx), 0);
+    dmu_tx_commit(tx);
+    size_t chunk = 8u << 20;
+    uint8_t *buf = malloc(chunk);
+    for (size_t i = 0; i < chunk; i++) buf[i] = (uint8_t)(i * 131 + 7);
+    spa_space_t sp;
+    spa_get_space(v.f.spa, &sp);
+    for (uint64_t off = 0; sp.free > sp.size / 8 + (16u << 20); off += chunk) {
+        tx = dmu_tx_begin(v.os);
+        assert_int_equal(dmu_write(v.os, filler, off, chunk, buf, tx), 0);
+        dmu_tx_commit(tx);
+        sync_pool(&v);
+        spa_get_space(v.f.spa, &sp);
+    }
+    free(buf);
+    cairn_blkptr_t *before = malloc(NREC * sizeof(*before)), *after = malloc(NREC * sizeof(*after));
+    bps_of(&v, before);
+    dmu_defrag_stats_t st = {0};
+    dmu_defrag_opts_t o = {0};
+    assert_int_equal(dmu_defrag_object(v.os, v.obj, &o, &st), -ENOSPC);
+    sync_pool(&v);
+    bps_of(&v, after);
+    assert_int_equal(st.records, 0);
+    assert_memory_equal(before, after, NREC * sizeof(*before));
+    check_content(&v);
+    free(before);
+    free(after);
+    vol_finish(&v);
+}
+
 typedef struct race {
     vol_t *v;
     int calls;
@@ -339,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_defrag_gathers_records),
         cmocka_unit_test(test_defrag_leaves_snapshot_blocks),
         cmocka_unit_test(test_defrag_racing_write_wins),
+        cmocka_unit_test(test_defrag_leaves_a_full_pool_alone),
         cmocka_unit_test(test_background_defrag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
