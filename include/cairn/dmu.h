@@ -180,6 +180,10 @@ int dmu_traverse_pool_from(spa_t *spa, const spa_bookmark_t *from, spa_bp_visito
 typedef struct dmu_objset_hooks {
     void (*born)(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void *arg);
     void (*kill)(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void *arg);
+    /* Blocks born at or before the txg this returns are shared (a snapshot or a
+     * clone's origin holds them too): the defragmenter leaves them in place.
+     * NULL: nothing is shared. */
+    uint64_t (*shared_upto)(objset_t *os, void *arg);
 } dmu_objset_hooks_t;
 void dmu_objset_set_hooks(objset_t *os, const dmu_objset_hooks_t *hooks, void *arg);
 /* A read-only object set gives transactions with no txg (every change: -EROFS). */
@@ -251,6 +255,49 @@ uint8_t dmu_objset_cache_policy(objset_t *os);
 /* Prefetch: a sequential reader of an object gets the records ahead of it read
  * into the ARC in the background. For tests: wait until no read-ahead is in
  * flight; how many record reads were issued so far. */
+/* ---- defragmentation (dmu_defrag.c) ----
+ * Random rewrites of a copy-on-write volume or file leave its records scattered
+ * on disk, and a sequential read then reads them in small pieces. The
+ * defragmenter looks at an object window by window (records that read-ahead
+ * reads together) and, where the window's blocks lie in runs shorter than
+ * min_run_bytes on average, re-dirties its records with their current content
+ * so that the sync writes them anew, side by side. Shared blocks (see
+ * dmu_objset_hooks_t.shared_upto) are left alone: rewriting them would double
+ * the space they take. A client write racing it always wins. */
+typedef struct dmu_defrag_opts {
+    uint64_t start_blkid;   /* first record to look at (resuming: the last next_blkid) */
+    uint64_t max_bytes;     /* stop after re-dirtying this much (0: no bound) */
+    uint32_t window_bytes;  /* records judged together (0: DMU_DEFRAG_WINDOW_DEFAULT) */
+    uint32_t min_run_bytes; /* a window whose runs are shorter on average is rewritten
+                               (0: DMU_DEFRAG_MIN_RUN_DEFAULT) */
+    uint64_t txg_bytes;     /* at most this much re-dirtied per txg; past it the txg is
+                               synced first (0: DMU_DEFRAG_TXG_BYTES_DEFAULT) */
+    uint32_t idle_ms;       /* nonzero: stop (-EAGAIN) unless the pool saw no client
+                               I/O for this long (checked before each window) */
+} dmu_defrag_opts_t;
+#define DMU_DEFRAG_WINDOW_DEFAULT (1024u * 1024)
+#define DMU_DEFRAG_MIN_RUN_DEFAULT (256u * 1024)
+#define DMU_DEFRAG_TXG_BYTES_DEFAULT (32ull * 1024 * 1024)
+typedef struct dmu_defrag_stats {
+    uint64_t windows;           /* windows looked at */
+    uint64_t windows_rewritten; /* of which scattered, and re-dirtied */
+    uint64_t records;           /* records re-dirtied */
+    uint64_t bytes;             /* their logical bytes */
+    uint64_t shared_records;    /* records of scattered windows left alone: shared */
+    uint64_t next_blkid;        /* where the pass stopped (past the end: done) */
+} dmu_defrag_stats_t;
+/* One pass over object obj of os (a plain object: a volume's data or a file),
+ * adding to *st. Returns 0 at the object's end or at max_bytes, -EAGAIN when the
+ * pool was busy (idle_ms) or the record size changed, -ENOSPC while the pool is
+ * short of free space (under an eighth, its slop and two txgs' worth), -ENOENT
+ * for a free object, -EROFS for a read-only object set, or another -errno. */
+int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
+                      dmu_defrag_stats_t *st);
+/* Tests only: called for each scattered window after its block pointers were
+ * looked up and before its records are re-dirtied (no transaction open). */
+typedef void (*dmu_defrag_test_hook_t)(objset_t *os, uint64_t obj, uint64_t blkid, void *arg);
+void dmu_defrag_set_test_hook(dmu_defrag_test_hook_t fn, void *arg);
+
 void dmu_prefetch_wait(void);
 uint64_t dmu_prefetch_issued(void);
 

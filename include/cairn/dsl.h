@@ -52,6 +52,14 @@ void dsl_init(void);
  * the pool) on a pool that has none. Reference counted: one dsl_pool_t per spa. */
 int dsl_pool_open(spa_t *spa, dsl_pool_t **out);
 void dsl_pool_close(dsl_pool_t *dp);
+/* The background defragmenter (dsl_defrag.c; the mechanism is dmu_defrag_object):
+ * while a pool saw no client I/O for idle_ms it gathers the scattered records of
+ * its heads' objects. Process-wide (cairnd.conf's defrag_idle_ms); 0 turns it off. */
+#define DSL_DEFRAG_IDLE_MS_DEFAULT 10000
+void dsl_set_defrag_idle_ms(uint32_t ms);
+/* Tests: passes over every head the thread has finished, and a wake-up now. */
+uint64_t dsl_defrag_passes(dsl_pool_t *dp);
+void dsl_defrag_kick(dsl_pool_t *dp);
 spa_t *dsl_pool_spa(dsl_pool_t *dp);
 
 /* ---- properties (dsl_prop_source_t: dsl_types.h) ---- */

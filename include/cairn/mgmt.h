@@ -90,6 +90,9 @@ typedef struct cairnd_config {
     /* How a scan yields to client I/O (spa_scan_throttle_t): the window, and the
      * pause before each block a resilver / scrub issues while clients are busy. */
     uint32_t scan_idle_ms, resilver_delay_ms, scrub_delay_ms;
+    /* The background defragmenter runs once a pool saw no client I/O this long
+     * (dsl_set_defrag_idle_ms); 0: never. */
+    uint32_t defrag_idle_ms;
     /* HTTPS (REST API and /metrics): off while http_listen is unset (port 0). Empty
      * cert/key paths: a self-signed pair made in the state dir on first start. */
     mgmt_listen_t http;

@@ -288,6 +288,14 @@ typedef struct spa_scan_throttle {
     uint32_t idle_ms, resilver_delay_ms, scrub_delay_ms;
 } spa_scan_throttle_t;
 void spa_set_scan_throttle(const spa_scan_throttle_t *t);
+/* Nanoseconds since a client read of the pool reached its disks or client writes
+ * dirtied data (UINT64_MAX: never since it opened): background work (the DMU's
+ * defragmenter) runs only once this exceeds its idle threshold. */
+uint64_t spa_client_idle_ns(spa_t *spa);
+/* Marks the calling thread's reads and dirtied data as background work, not client
+ * I/O (on: true), so that it does not keep itself or a scan from seeing the pool
+ * idle; returns the previous setting for the caller to put back. */
+bool spa_background_thread(bool on);
 /* Runs in the background; -EBUSY while a scrub or resilver runs. */
 int spa_scrub_start(spa_t *spa);
 int spa_scrub_stop(spa_t *spa);

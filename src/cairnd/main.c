@@ -499,6 +499,7 @@ static void start_engine(const cairnd_config_t *cfg)
     if (cairnd_hostid_init(cfg->state_dir, cfg->hostid, err, sizeof err)) die("%s", err);
     spa_set_scan_throttle(&(spa_scan_throttle_t){cfg->scan_idle_ms, cfg->resilver_delay_ms,
                                                  cfg->scrub_delay_ms});
+    dsl_set_defrag_idle_ms(cfg->defrag_idle_ms);
     cairnd_service_status("importing pools");
     if (cairnd_pools_init(cfg->state_dir)) log_warn(SUB, "starting without the pool cache");
     if (cairnd_tokens_init(cfg->state_dir, err, sizeof err))

@@ -354,6 +354,12 @@ void dmu_cache_purge_pool(const spa_t *spa);
 void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len);
 uint32_t dnode_prefetch_bps(dnode_t *dn, uint64_t blkid, size_t n, cairn_blkptr_t *bps);
 
+/* ---------------- dmu_defrag.c (and its helper in dnode.c) ---------------- */
+/* Re-dirties the records [blkid, blkid + n) still in the blocks expect[] names,
+ * with their current content, in txg; returns how many, or -errno. */
+int dnode_redirty_impl(dnode_t *dn, uint64_t txg, uint64_t blkid, size_t n,
+                       const cairn_blkptr_t *expect);
+
 /* ---------------- objset.c ---------------- */
 dmu_pool_t *dmu_pool(spa_t *spa);
 

@@ -109,16 +109,19 @@ typedef struct pf_stream {
 } pf_stream_t;
 
 /* Records per task: about this many bytes, read with one vectored read where
- * they lie end to end on disk (spa_blocks_prefetch). */
+ * they lie end to end on disk (spa_blocks_prefetch, which reads at most 64
+ * blocks per call). At most 16 records had capped a volume of 8 KiB records
+ * at 128 KiB disk reads even where its records lay end to end (the mean disk
+ * read of a sequential pass: ~70 KiB, tools/bench/frag-seqread.sh). */
 #define PF_TASK_BYTES CAIRN_MIB
-#define PF_TASK_MAX_RECORDS 16
-_Static_assert(PF_TASK_MAX_RECORDS <= 32, "pf_task_t.hot has a bit per record");
+#define PF_TASK_MAX_RECORDS 64
+_Static_assert(PF_TASK_MAX_RECORDS <= 64, "pf_task_t.hot has a bit per record");
 
 typedef struct pf_task {
     spa_t *spa;
     uint8_t policy;
     bool decompress; /* the records are in memory, compressed: decompress them */
-    uint32_t hot;    /* decompress: bit i set when record i was used before */
+    uint64_t hot;    /* decompress: bit i set when record i was used before */
     size_t n;
     cairn_blkptr_t bps[PF_TASK_MAX_RECORDS];
 } pf_task_t;
@@ -301,7 +304,7 @@ void dmu_prefetch_note(dnode_t *dn, uint64_t off, uint64_t len)
                 **tp = (pf_task_t){.spa = spa, .policy = policy,
                                    .decompress = st != ARC_AHEAD_READ};
             }
-            if (st == ARC_AHEAD_DECOMPRESS_HOT) (*tp)->hot |= 1u << (*tp)->n;
+            if (st == ARC_AHEAD_DECOMPRESS_HOT) (*tp)->hot |= 1ull << (*tp)->n;
             (*tp)->bps[(*tp)->n++] = bps[i];
             if (dt && dt->n == per_task) {
                 pf_dispatch(dt);

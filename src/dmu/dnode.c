@@ -1413,6 +1413,49 @@ uint32_t dnode_prefetch_bps(dnode_t *dn, uint64_t blkid, size_t n, cairn_blkptr_
     return rs;
 }
 
+/* ---- for the defragmenter (dmu_defrag.c) ----
+ * Re-dirties records [blkid, blkid + n) in txg (held open by the caller's
+ * transaction) with their current content, as a client writing back the bytes
+ * it read would, so that txg's sync writes them anew, side by side (records go
+ * out in record order, allocated together). A record is taken only while, seen
+ * from txg, it still lies in the block expect[i] names (holes in expect are
+ * skipped); the check and the dirtying are done under the record's shard mutex,
+ * and dirty_rec() looks again after a disk read, so a client write to the record
+ * wins whichever comes first: before, the record is dirty or elsewhere and left
+ * alone; after, it changes the dirty copy made here. Nothing in newer txgs is
+ * touched: a newer slot's copy of the record already shadows this one. Returns
+ * how many records were re-dirtied, or -errno. */
+int dnode_redirty_impl(dnode_t *dn, uint64_t txg, uint64_t blkid, size_t n,
+                       const cairn_blkptr_t *expect)
+{
+    dn_wlock(dn);
+    if (dn->cur.type != DNODE_TYPE_FREE) slot_get(dn, txg, false);
+    dn_unlock(dn);
+    dn_rlock(dn);
+    int done = 0, err = 0;
+    dn_newbytes_t nb = {0, 0};
+    if (dn->cur.type == DNODE_TYPE_FREE || !slot_find(dn, txg)) err = -ENOENT;
+    else if (slot_find(dn, txg)->snap.datablksz != dn->cur.datablksz) err = -EAGAIN;
+    for (size_t i = 0; i < n && !err; i++) {
+        if (cairn_bp_is_hole(&expect[i])) continue;
+        uint64_t b = blkid + i;
+        unsigned sh = dn_shard(b);
+        pthread_mutex_lock(&dn->shard_lock[sh]);
+        const uint8_t *src = NULL;
+        cairn_blkptr_t bp;
+        int k = dn_lookup(dn, txg, b, &src, &bp, &err);
+        if (!err && k == LK_BP && !memcmp(&bp, &expect[i], sizeof(bp))) {
+            dmu_rec_t *r = NULL;
+            err = dirty_rec(dn, txg, b, false, true, &r, &nb);
+            if (!err) done++;
+        }
+        pthread_mutex_unlock(&dn->shard_lock[sh]);
+    }
+    dn_unlock(dn);
+    dn_account(dn, txg, &nb);
+    return err ? err : done;
+}
+
 /* ---------------- syncing context ---------------- */
 
 static void mark_ind_dirty(dnode_t *dn, dn_ind_t *ind)

@@ -334,7 +334,20 @@ static void hook_kill(objset_t *os, const cairn_blkptr_t *bp, uint64_t txg, void
     if (!shared) spa_block_free(dp->spa, txg, bp);
 }
 
-static const dmu_objset_hooks_t dsl_hooks = {.born = hook_born, .kill = hook_kill};
+/* A head's blocks born up to its newest snapshot (a clone's: up to its origin)
+ * are held there too. */
+static uint64_t hook_shared_upto(objset_t *os, void *arg)
+{
+    (void)os;
+    dsl_node_t *n = arg;
+    pthread_mutex_lock(&n->dp->stat_lock);
+    uint64_t txg = n->phys.prev_snap_txg;
+    pthread_mutex_unlock(&n->dp->stat_lock);
+    return txg;
+}
+
+static const dmu_objset_hooks_t dsl_hooks = {.born = hook_born, .kill = hook_kill,
+                                             .shared_upto = hook_shared_upto};
 
 /* Opens a node's object set (heads with the hooks, snapshots read-only). */
 static int node_open_os(dsl_pool_t *dp, dsl_node_t *n)
@@ -444,6 +457,8 @@ static int run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), v
                     bool keeps_datasets)
 {
     if (spa_readonly(dp->spa)) return -EROFS;
+    /* A dataset task never meets the defragmenter's hold or a half-done window. */
+    if (!keeps_datasets) dsl_defrag_fence(dp);
     dsl_task_t t = {.fn = fn, .arg = arg, .keeps_datasets = keeps_datasets};
     uint64_t txg = spa_tx_hold(dp->spa);
     pthread_mutex_lock(&dp->lock);
@@ -465,6 +480,7 @@ static int run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), v
             }
     }
     pthread_mutex_unlock(&dp->lock);
+    if (!keeps_datasets) dsl_defrag_unfence(dp);
     /* A task that ran in a txg that then failed to reach the disks (a suspended
      * pool) changed nothing durable: its caller hears the failure. */
     return err ? err : t.result;
@@ -689,6 +705,7 @@ static void pool_free(dsl_pool_t *dp)
     pthread_mutex_destroy(&dp->lock);
     pthread_mutex_destroy(&dp->stat_lock);
     pthread_cond_destroy(&dp->task_cv);
+    pthread_cond_destroy(&dp->defrag_cv);
     free(dp);
 }
 
@@ -711,6 +728,7 @@ int dsl_pool_open(spa_t *spa, dsl_pool_t **out)
     atomic_store(&dp->props_gen, 1);
     pthread_mutex_init(&dp->stat_lock, NULL);
     pthread_cond_init(&dp->task_cv, NULL);
+    pthread_cond_init(&dp->defrag_cv, NULL);
     if (!dp->mos) {
         pthread_mutex_unlock(&pools_lock);
         pool_free(dp);
@@ -736,6 +754,7 @@ int dsl_pool_open(spa_t *spa, dsl_pool_t **out)
         dsl_pool_close(dp);
         return err;
     }
+    dsl_defrag_start(dp);
     *out = dp;
     return 0;
 }
@@ -747,6 +766,8 @@ void dsl_pool_close(dsl_pool_t *dp)
     bool last = --dp->refcount == 0;
     pthread_mutex_unlock(&pools_lock);
     if (!last) return;
+    /* First: the defragmenter writes through the hooks too. */
+    dsl_defrag_stop(dp);
     /* Everything written so far must go through the hooks before they go away. */
     if (!spa_readonly(dp->spa)) spa_txg_wait_synced(dp->spa, 0);
     pthread_mutex_lock(&pools_lock);

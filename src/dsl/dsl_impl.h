@@ -9,6 +9,7 @@
 #include <cairn/zap.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #define DSL_PHYS_MAGIC 0x3153445f4e524943ULL /* "CIRN_DS1" */
 
@@ -115,6 +116,15 @@ struct dsl_pool {
     _Atomic uint64_t props_gen;
     _Atomic uint64_t config_writes; /* configuration store tasks run (dsl_pool_config_writes) */
     dsl_pool_t *next_pool;
+    /* The background defragmenter (dsl_defrag.c); the fields under lock but the atomics. */
+    pthread_t defrag_thread;
+    bool defrag_started;
+    pthread_cond_t defrag_cv;   /* wakes the thread; a step ended (defrag_busy cleared) */
+    bool defrag_busy;           /* a step runs (the thread holds a head) */
+    time_t defrag_rest_until;   /* after a pass that rewrote nothing */
+    _Atomic bool defrag_stop;
+    _Atomic unsigned defrag_fence; /* dataset tasks waiting or running: no step starts */
+    _Atomic uint64_t defrag_passes; /* passes over every head ended */
 };
 
 struct dsl_dataset {
@@ -157,6 +167,12 @@ int dsl_run_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void
  * the pool itself): it leaves dp->props_gen, and so every cached answer, alone. */
 int dsl_run_pool_task(dsl_pool_t *dp, int (*fn)(dsl_pool_t *, void *, uint64_t), void *arg);
 dsl_node_t *dsl_node_by_obj(dsl_pool_t *dp, uint64_t obj);
+/* dsl_defrag.c: the thread (started once the pool is loaded, stopped first at
+ * close) and the fence a dataset task puts up around itself. */
+void dsl_defrag_start(dsl_pool_t *dp);
+void dsl_defrag_stop(dsl_pool_t *dp);
+void dsl_defrag_fence(dsl_pool_t *dp);
+void dsl_defrag_unfence(dsl_pool_t *dp);
 
 /* Space numbers of a node (dp->lock held; reads stat_lock). */
 typedef struct dsl_space {

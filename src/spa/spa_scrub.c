@@ -70,6 +70,20 @@ void spa_set_scan_throttle(const spa_scan_throttle_t *t)
     atomic_store(&throttle_scrub_ms, t->scrub_delay_ms);
 }
 
+uint64_t spa_client_idle_ns(spa_t *spa)
+{
+    uint64_t last = atomic_load_explicit(&spa->last_client_io_ns, memory_order_relaxed);
+    uint64_t now = cairn_now_ns();
+    return !last ? UINT64_MAX : now > last ? now - last : 0;
+}
+
+bool spa_background_thread(bool on)
+{
+    bool was = spa_in_scan_thread;
+    spa_in_scan_thread = on;
+    return was;
+}
+
 /* Before the scan issues a block: the test delay, then the pause while clients are busy. */
 static void scan_throttle(spa_t *spa, spa_scan_func_t func, uint64_t test_delay_us)
 {

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <cairn/dsl.h>
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
 #include <cairn/spa.h>
@@ -122,6 +123,7 @@ static void test_shipped_conf(void **state)
     assert_int_equal(c.scan_idle_ms, d.scan_idle_ms);
     assert_int_equal(c.resilver_delay_ms, d.resilver_delay_ms);
     assert_int_equal(c.scrub_delay_ms, d.scrub_delay_ms);
+    assert_int_equal(c.defrag_idle_ms, d.defrag_idle_ms);
     assert_string_equal(c.http.host, ""); /* HTTPS stays off unless asked for */
     assert_false(c.http_metrics_public);
     assert_false(c.log_syslog);
@@ -173,18 +175,20 @@ static void test_scan_throttle_settings(void **state)
     char path[600], err[1024] = "";
     snprintf(path, sizeof path, "%s/scan.conf", g_dir);
     write_file(path, "scan_idle_ms = 200\nresilver_delay_ms = 0\nscrub_delay_ms = 10\n"
-                     "vdev_probe_interval_ms = 0\n");
+                     "vdev_probe_interval_ms = 0\ndefrag_idle_ms = 0\n");
     cairnd_config_t c;
     mgmt_config_defaults(&c);
     assert_int_equal(c.vdev_probe_interval_ms, SPA_PROBE_INTERVAL_MS_DEFAULT);
     assert_int_equal(c.scan_idle_ms, SPA_SCAN_IDLE_MS_DEFAULT);
     assert_int_equal(c.resilver_delay_ms, SPA_RESILVER_DELAY_MS_DEFAULT);
     assert_int_equal(c.scrub_delay_ms, SPA_SCRUB_DELAY_MS_DEFAULT);
+    assert_int_equal(c.defrag_idle_ms, DSL_DEFRAG_IDLE_MS_DEFAULT);
     assert_int_equal(mgmt_config_load(&c, path, err, sizeof err), 0);
     assert_int_equal(c.scan_idle_ms, 200);
     assert_int_equal(c.resilver_delay_ms, 0);
     assert_int_equal(c.scrub_delay_ms, 10);
     assert_int_equal(c.vdev_probe_interval_ms, 0); /* missing disks never probed */
+    assert_int_equal(c.defrag_idle_ms, 0);           /* the defragmenter off */
 }
 
 /* The connection settings: parsed, bounded, and a per-client cap never above its
@@ -263,6 +267,7 @@ static void test_bad_lines(void **state)
     expect_bad("resilver_delay_ms = 1001\n", "1", "bad resilver_delay_ms '1001' (want milliseconds");
     expect_bad("scrub_delay_ms = 2ms\n", "1", "bad scrub_delay_ms '2ms'");
     expect_bad("scan_idle_ms = -1\n", "1", "bad scan_idle_ms '-1'");
+    expect_bad("defrag_idle_ms = 86400001\n", "1", "bad defrag_idle_ms");
     expect_bad("vdev_probe_interval_ms = 3600001\n", "1",
                "bad vdev_probe_interval_ms '3600001' (want milliseconds");
     expect_bad("just words\n", "1", "key = value");
