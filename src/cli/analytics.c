@@ -56,8 +56,10 @@ static int cmd_list(int argc, char **argv)
     return 0;
 }
 
-static int cmd_switch(int argc, char **argv, bool on)
+/* `enable` and `disable`. */
+static int cmd_switch(int argc, char **argv)
 {
+    bool on = !strcmp(argv[0], "enable");
     const char *what = on ? "analytics enable" : "analytics disable";
     const char *by = "";
     int c;
@@ -190,10 +192,8 @@ static int cmd_show(int argc, char **argv)
 int analytics_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "analytics")) return -1;
-    if (argc < 2) fail("analytics: missing subcommand (list, enable, disable, show)");
-    if (!strcmp(argv[1], "list")) return cmd_list(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "enable")) return cmd_switch(argc - 1, argv + 1, true);
-    if (!strcmp(argv[1], "disable")) return cmd_switch(argc - 1, argv + 1, false);
-    if (!strcmp(argv[1], "show")) return cmd_show(argc - 1, argv + 1);
-    fail("analytics: unknown subcommand '%s' (list, enable, disable, show)", argv[1]);
+    static const cli_verb_t verbs[] = {
+        {"list", cmd_list}, {"enable", cmd_switch}, {"disable", cmd_switch}, {"show", cmd_show}};
+    return cli_run_group("analytics", "list, enable, disable, show", verbs, CLI_NVERBS(verbs), argc,
+                         argv);
 }

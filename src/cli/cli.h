@@ -43,6 +43,19 @@ list_opts_t list_args(int argc, char **argv, int lo, int hi, const char *what, c
 /* Prints t in mode (JSON: under key) and frees it. */
 void table_print_free(mgmt_table_t *t, mgmt_out_mode_t mode, const char *key);
 
+/* A table of (sub)commands: the one named name runs on argc/argv (argv[0] is its name). */
+typedef struct cli_verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} cli_verb_t;
+/* Runs the verb named name; -1 when the table (n verbs) names none so. */
+int cli_run_verb(const cli_verb_t *verbs, size_t n, const char *name, int argc, char **argv);
+/* `GROUP SUB ...` (argv[0] is the group's word): runs the verb SUB, or fails naming
+ * the group and its subcommands (names) when SUB is missing or unknown. */
+int cli_run_group(const char *group, const char *names, const cli_verb_t *verbs, size_t n,
+                  int argc, char **argv);
+#define CLI_NVERBS(verbs) (sizeof(verbs) / sizeof((verbs)[0]))
+
 /* getopt_long with one-line errors naming the command `what`. */
 int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
              const char *what);
@@ -85,7 +98,7 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 int cmd_pool_create(int argc, char **argv);
 int cmd_pool_list(int argc, char **argv);
 int cmd_pool_status(int argc, char **argv);
-int cmd_pool_simple(int argc, char **argv, const char *sub);
+int cmd_pool_simple(int argc, char **argv);
 int cmd_pool_import(int argc, char **argv);
 int cmd_pool_get(int argc, char **argv);
 int cmd_pool_set(int argc, char **argv);
@@ -105,10 +118,10 @@ int cmd_pool_history(int argc, char **argv);
 /* `pool list -v`: a row per vdev of pool under its pool's row (pool_admin.c). */
 void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact);
 int cmd_pool_remove(int argc, char **argv);
-int cmd_pool_offline(int argc, char **argv, bool online);
+int cmd_pool_offline(int argc, char **argv); /* and online */
 int cmd_pool_replace(int argc, char **argv);
 int cmd_pool_wait(int argc, char **argv);
-int cmd_pool_attach(int argc, char **argv, bool detach);
+int cmd_pool_attach(int argc, char **argv); /* and detach */
 int cmd_pool_iostat(int argc, char **argv);
 /* The `spare DEV...` section of `pool create|add` (pool_spares.c): taken out of
  * the words (*argc shrinks), device paths resolved into *spares (malloc'd). */

@@ -30,14 +30,9 @@ const char *g_socket;
 
 void fail(const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    cairn_vformat_line(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    fprintf(stderr, "cairn: %s\n", msg);
-    exit(1);
+    cairn_vdie("cairn", fmt, ap);
 }
 
 static char g_line[4096];
@@ -155,6 +150,22 @@ Cairn__Mgmt__Response *call_cmd_expect(Cairn__Mgmt__Request__CmdCase cmd, void *
 void call_cmd_simple(Cairn__Mgmt__Request__CmdCase cmd, void *msg)
 {
     cairn__mgmt__response__free_unpacked(call_cmd(cmd, msg), NULL);
+}
+
+int cli_run_verb(const cli_verb_t *verbs, size_t n, const char *name, int argc, char **argv)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(verbs[i].name, name)) return verbs[i].run(argc, argv);
+    return -1;
+}
+
+int cli_run_group(const char *group, const char *names, const cli_verb_t *verbs, size_t n,
+                  int argc, char **argv)
+{
+    if (argc < 2) fail("%s: missing subcommand (%s)", group, names);
+    int rc = cli_run_verb(verbs, n, argv[1], argc - 1, argv + 1);
+    if (rc < 0) fail("%s: unknown subcommand '%s' (%s)", group, argv[1], names);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- options */

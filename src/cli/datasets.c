@@ -143,8 +143,10 @@ static int cmd_rename(int argc, char **argv)
     return 0;
 }
 
-static int cmd_snapshot(int argc, char **argv, bool rollback)
+/* `snapshot` (or `snap`) and `rollback`. */
+static int cmd_snapshot(int argc, char **argv)
 {
+    bool rollback = !strcmp(argv[0], "rollback");
     const char *what = rollback ? "rollback" : "snapshot";
     bool flag = flag_given(argc, argv, ":r", NULL, what);
     want_args(argc, argv, 1, 1, what, "snapshot name (DATASET@NAME)");
@@ -404,15 +406,11 @@ static int cmd_get(int argc, char **argv)
 
 int dataset_command(const char *cmd, int argc, char **argv)
 {
-    if (!strcmp(cmd, "create")) return cmd_create(argc, argv);
-    if (!strcmp(cmd, "destroy")) return cmd_destroy(argc, argv);
-    if (!strcmp(cmd, "rename")) return cmd_rename(argc, argv);
-    if (!strcmp(cmd, "list")) return cmd_list(argc, argv);
-    if (!strcmp(cmd, "get")) return cmd_get(argc, argv);
-    if (!strcmp(cmd, "set")) return cmd_set(argc, argv);
-    if (!strcmp(cmd, "inherit")) return cmd_inherit(argc, argv);
-    if (!strcmp(cmd, "snapshot") || !strcmp(cmd, "snap")) return cmd_snapshot(argc, argv, false);
-    if (!strcmp(cmd, "rollback")) return cmd_snapshot(argc, argv, true);
-    if (!strcmp(cmd, "clone")) return cmd_clone(argc, argv);
-    return -1;
+    static const cli_verb_t verbs[] = {
+        {"create", cmd_create},     {"destroy", cmd_destroy},   {"rename", cmd_rename},
+        {"list", cmd_list},         {"get", cmd_get},           {"set", cmd_set},
+        {"inherit", cmd_inherit},   {"snapshot", cmd_snapshot}, {"snap", cmd_snapshot},
+        {"rollback", cmd_snapshot}, {"clone", cmd_clone},
+    };
+    return cli_run_verb(verbs, CLI_NVERBS(verbs), cmd, argc, argv);
 }

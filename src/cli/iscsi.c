@@ -18,12 +18,24 @@
 
 #include "cli.h"
 
-static void no_opts(int argc, char **argv, const char *what)
+/* No options, then exactly n words (named by names). */
+static void exact_words(int argc, char **argv, int n, const char *what, const char *names)
 {
     reset_getopt();
     static const struct option none[] = {{0}};
     while (next_opt(argc, argv, ":", none, what) != -1) {
     }
+    want_args(argc, argv, n, n, what, names);
+}
+
+/* The word after argv[0] (fail with missing when there is none), the words
+ * shifted so that it becomes argv[0]. */
+static const char *subcommand(int *argc, char ***argv, const char *missing)
+{
+    if (*argc < 2) fail("%s", missing);
+    (*argc)--;
+    (*argv)++;
+    return (*argv)[0];
 }
 
 static uint32_t parse_lun(const char *s, const char *what)
@@ -38,14 +50,10 @@ static uint32_t parse_lun(const char *s, const char *what)
 
 static int cmd_target(int argc, char **argv)
 {
-    if (argc < 2) fail("iscsi target: missing subcommand (create, destroy, list)");
-    const char *sub = argv[1];
-    argc--;
-    argv++;
+    const char *sub = subcommand(&argc, &argv, "iscsi target: missing subcommand (create, destroy, list)");
     if (!strcmp(sub, "create")) {
         const char *what = "iscsi target create";
-        no_opts(argc, argv, what);
-        want_args(argc, argv, 1, 1, what, "IQN");
+        exact_words(argc, argv, 1, what, "IQN");
         Cairn__Mgmt__IscsiTargetCreate m = CAIRN__MGMT__ISCSI_TARGET_CREATE__INIT;
         m.name = argv[optind];
         call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_TARGET_CREATE, &m);
@@ -133,10 +141,7 @@ static int cmd_list(int argc, char **argv, bool targets_only)
 
 int iscsi_command(int argc, char **argv)
 {
-    if (argc < 2) fail("iscsi: missing subcommand (target, lun, acl, chap, list)");
-    const char *sub = argv[1];
-    argc--;
-    argv++;
+    const char *sub = subcommand(&argc, &argv, "iscsi: missing subcommand (target, lun, acl, chap, list)");
     if (!strcmp(sub, "target")) {
         int rc = cmd_target(argc, argv);
         if (rc != -2) return rc;
@@ -144,10 +149,7 @@ int iscsi_command(int argc, char **argv)
     }
     if (!strcmp(sub, "list")) return cmd_list(argc, argv, false);
     if (!strcmp(sub, "lun")) {
-        if (argc < 2) fail("iscsi lun: missing subcommand (add, remove)");
-        const char *op = argv[1];
-        argc--;
-        argv++;
+        const char *op = subcommand(&argc, &argv, "iscsi lun: missing subcommand (add, remove)");
         if (!strcmp(op, "add")) {
             const char *what = "iscsi lun add";
             Cairn__Mgmt__IscsiLunAdd m = CAIRN__MGMT__ISCSI_LUN_ADD__INIT;
@@ -167,8 +169,7 @@ int iscsi_command(int argc, char **argv)
         }
         if (!strcmp(op, "remove")) {
             const char *what = "iscsi lun remove";
-            no_opts(argc, argv, what);
-            want_args(argc, argv, 2, 2, what, "IQN LUN");
+            exact_words(argc, argv, 2, what, "IQN LUN");
             Cairn__Mgmt__IscsiLunRemove m = CAIRN__MGMT__ISCSI_LUN_REMOVE__INIT;
             m.target = argv[optind];
             m.lun = parse_lun(argv[optind + 1], what);
@@ -178,14 +179,10 @@ int iscsi_command(int argc, char **argv)
         fail("iscsi lun: unknown subcommand '%s'", op);
     }
     if (!strcmp(sub, "acl")) {
-        if (argc < 2) fail("iscsi acl: missing subcommand (add, remove)");
-        const char *op = argv[1];
+        const char *op = subcommand(&argc, &argv, "iscsi acl: missing subcommand (add, remove)");
         if (strcmp(op, "add") && strcmp(op, "remove")) fail("iscsi acl: unknown subcommand '%s'", op);
-        argc--;
-        argv++;
         const char *what = !strcmp(op, "add") ? "iscsi acl add" : "iscsi acl remove";
-        no_opts(argc, argv, what);
-        want_args(argc, argv, 2, 2, what, "IQN INITIATOR_IQN");
+        exact_words(argc, argv, 2, what, "IQN INITIATOR_IQN");
         Cairn__Mgmt__IscsiAcl m = CAIRN__MGMT__ISCSI_ACL__INIT;
         m.target = argv[optind];
         m.initiator = argv[optind + 1];
@@ -194,10 +191,7 @@ int iscsi_command(int argc, char **argv)
         return 0;
     }
     if (!strcmp(sub, "chap")) {
-        if (argc < 2) fail("iscsi chap: missing subcommand (set, clear)");
-        const char *op = argv[1];
-        argc--;
-        argv++;
+        const char *op = subcommand(&argc, &argv, "iscsi chap: missing subcommand (set, clear)");
         Cairn__Mgmt__IscsiChap m = CAIRN__MGMT__ISCSI_CHAP__INIT;
         if (!strcmp(op, "set")) {
             const char *what = "iscsi chap set";
@@ -225,8 +219,7 @@ int iscsi_command(int argc, char **argv)
             m.secret = argv[optind + 2];
         } else if (!strcmp(op, "clear")) {
             const char *what = "iscsi chap clear";
-            no_opts(argc, argv, what);
-            want_args(argc, argv, 1, 1, what, "IQN");
+            exact_words(argc, argv, 1, what, "IQN");
             m.target = argv[optind];
             m.clear = true;
         } else {

@@ -341,8 +341,9 @@ int cmd_pool_status(int argc, char **argv)
 
 /* ---------------------------------------------------------------- simple pool commands */
 
-int cmd_pool_simple(int argc, char **argv, const char *sub)
+int cmd_pool_simple(int argc, char **argv)
 {
+    const char *sub = argv[0];
     char what[64];
     snprintf(what, sizeof what, "pool %s", sub);
     bool flag = flag_given(argc, argv, !strcmp(sub, "scrub") ? ":s" : ":f", NULL, what);

@@ -177,8 +177,9 @@ int cmd_pool_remove(int argc, char **argv)
 
 /* ---------------------------------------------------------------- offline, online, replace, wait */
 
-int cmd_pool_offline(int argc, char **argv, bool online)
+int cmd_pool_offline(int argc, char **argv)
 {
+    bool online = !strcmp(argv[0], "online");
     const char *what = online ? "pool online" : "pool offline";
     bool temporary = false, expand = false;
     int c;
@@ -228,8 +229,9 @@ int cmd_pool_replace(int argc, char **argv)
     return 0;
 }
 
-int cmd_pool_attach(int argc, char **argv, bool detach)
+int cmd_pool_attach(int argc, char **argv)
 {
+    bool detach = !strcmp(argv[0], "detach");
     const char *what = detach ? "pool detach" : "pool attach";
     bool force = false, sequential = false;
     int c;

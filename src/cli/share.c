@@ -31,7 +31,6 @@ static int cmd_share_list(int argc, char **argv)
 int share_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "share")) return -1;
-    if (argc < 2) fail("share: missing subcommand (list)");
-    if (!strcmp(argv[1], "list")) return cmd_share_list(argc - 1, argv + 1);
-    fail("share: unknown subcommand '%s'", argv[1]);
+    static const cli_verb_t verbs[] = {{"list", cmd_share_list}};
+    return cli_run_group("share", "list", verbs, CLI_NVERBS(verbs), argc, argv);
 }

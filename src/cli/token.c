@@ -58,16 +58,22 @@ static void print_credentials(const Cairn__Mgmt__TokenRows *rows, const list_opt
     table_print_free(t, lo->mode, what);
 }
 
-static int cmd_token_list(int argc, char **argv)
+/* `token list` and `user list` (users). */
+static int cmd_credential_list(int argc, char **argv, bool users)
 {
-    list_opts_t lo = list_args(argc, argv, 0, 0, "token list", "", NULL);
+    list_opts_t lo = list_args(argc, argv, 0, 0, users ? "user list" : "token list", "", NULL);
     Cairn__Mgmt__TokenList tl = CAIRN__MGMT__TOKEN_LIST__INIT;
+    Cairn__Mgmt__UserList ul = CAIRN__MGMT__USER_LIST__INIT;
     Cairn__Mgmt__Response *r =
-        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_TOKEN_LIST, &tl, CAIRN__MGMT__RESPONSE__RESULT_TOKENS);
-    print_credentials(r->tokens, &lo, "tokens");
+        users ? call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_USER_LIST, &ul, CAIRN__MGMT__RESPONSE__RESULT_USERS)
+              : call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_TOKEN_LIST, &tl, CAIRN__MGMT__RESPONSE__RESULT_TOKENS);
+    print_credentials(users ? r->users : r->tokens, &lo, users ? "users" : "tokens");
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
+
+static int cmd_token_list(int argc, char **argv) { return cmd_credential_list(argc, argv, false); }
+static int cmd_user_list(int argc, char **argv) { return cmd_credential_list(argc, argv, true); }
 
 static int cmd_token_revoke(int argc, char **argv)
 {
@@ -83,11 +89,9 @@ static int cmd_token_revoke(int argc, char **argv)
 int token_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "token")) return -1;
-    if (argc < 2) fail("token: missing subcommand (create, list, revoke)");
-    if (!strcmp(argv[1], "create")) return cmd_token_create(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "list")) return cmd_token_list(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "revoke")) return cmd_token_revoke(argc - 1, argv + 1);
-    fail("token: unknown subcommand '%s' (create, list, revoke)", argv[1]);
+    static const cli_verb_t verbs[] = {
+        {"create", cmd_token_create}, {"list", cmd_token_list}, {"revoke", cmd_token_revoke}};
+    return cli_run_group("token", "create, list, revoke", verbs, CLI_NVERBS(verbs), argc, argv);
 }
 
 /* ------------------------------------------------------------------ users */
@@ -135,8 +139,9 @@ static void read_password(char *buf, size_t len)
 
 /* `user add [--read-only] NAME`, `user passwd NAME`, `user remove NAME`: one name,
  * and a password for add and passwd. */
-static int cmd_user_change(int argc, char **argv, const char *sub)
+static int cmd_user_change(int argc, char **argv)
 {
+    const char *sub = argv[0];
     char what[32];
     snprintf(what, sizeof what, "user %s", sub);
     static const struct option add_opts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
@@ -164,23 +169,12 @@ static int cmd_user_change(int argc, char **argv, const char *sub)
     return 0;
 }
 
-static int cmd_user_list(int argc, char **argv)
-{
-    list_opts_t lo = list_args(argc, argv, 0, 0, "user list", "", NULL);
-    Cairn__Mgmt__UserList ul = CAIRN__MGMT__USER_LIST__INIT;
-    Cairn__Mgmt__Response *r =
-        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_USER_LIST, &ul, CAIRN__MGMT__RESPONSE__RESULT_USERS);
-    print_credentials(r->users, &lo, "users");
-    cairn__mgmt__response__free_unpacked(r, NULL);
-    return 0;
-}
-
 int user_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "user")) return -1;
-    if (argc < 2) fail("user: missing subcommand (add, passwd, remove, list)");
-    if (!strcmp(argv[1], "add") || !strcmp(argv[1], "passwd") || !strcmp(argv[1], "remove"))
-        return cmd_user_change(argc - 1, argv + 1, argv[1]);
-    if (!strcmp(argv[1], "list")) return cmd_user_list(argc - 1, argv + 1);
-    fail("user: unknown subcommand '%s' (add, passwd, remove, list)", argv[1]);
+    static const cli_verb_t verbs[] = {{"add", cmd_user_change},
+                                       {"passwd", cmd_user_change},
+                                       {"remove", cmd_user_change},
+                                       {"list", cmd_user_list}};
+    return cli_run_group("user", "add, passwd, remove, list", verbs, CLI_NVERBS(verbs), argc, argv);
 }

@@ -181,6 +181,15 @@ void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
         if (*p == '\n') *p = ' ';
 }
 
+void cairn_vdie(const char *prog, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    cairn_vformat_line(msg, sizeof msg, fmt, ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", prog, msg);
+    exit(1);
+}
+
 void cairn_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen) return;
