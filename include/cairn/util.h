@@ -41,6 +41,11 @@ void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
 void cairn_vdie(const char *prog, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0), noreturn));
 
+/* pread/pwrite of all len bytes at off, through EINTR and short transfers: 0, or
+ * -errno (-EIO where the file ends first). */
+int cairn_pread_all(int fd, void *buf, size_t len, uint64_t off);
+int cairn_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+
 /* "1.5G"-style human size (base 1024) into buf. */
 void cairn_format_size(uint64_t bytes, char *buf, size_t len);
 /* Parse "128K", "4M", "10G", "512" into bytes; -EINVAL on junk. */
