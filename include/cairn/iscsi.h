@@ -18,6 +18,7 @@
 #ifndef CAIRN_ISCSI_H
 #define CAIRN_ISCSI_H
 
+#include <cairn/frontend_defaults.h>
 #include <cairn/stats.h>
 #include <cairn/scsi.h>
 #include <cairn/zvol.h>
@@ -67,9 +68,7 @@ typedef struct iscsi_server_opts {
     uint16_t alua_group, alua_partner_group;
 } iscsi_server_opts_t;
 
-#define ISCSI_DEFAULT_MAX_CONNS 1024u
-#define ISCSI_DEFAULT_MAX_CONNS_PER_CLIENT 64u
-#define ISCSI_DEFAULT_LOGIN_TIMEOUT_S 15u
+/* ISCSI_DEFAULT_*: <cairn/frontend_defaults.h>. */
 
 int iscsi_server_start(const iscsi_server_opts_t *opts, iscsi_server_t **out);
 /* Closes every connection, destroys every target (LUNs are removed; the

@@ -14,6 +14,7 @@
 
 #include <cairn/stats.h>
 #include <cairn/dsl.h>
+#include <cairn/frontend_defaults.h>
 #include <cairn/types.h>
 
 #include <stdbool.h>
@@ -50,10 +51,7 @@ typedef struct nfs_server_config {
                                    nfs_server_serve(): see below */
 } nfs_server_config_t;
 
-#define NFS_DEFAULT_MAX_CONNS 4096u
-#define NFS_DEFAULT_MAX_CONNS_PER_CLIENT 256u
-#define NFS_DEFAULT_IDLE_TIMEOUT_S 360u   /* six minutes, as Linux's knfsd */
-#define NFS_DEFAULT_LEASE_S 90u           /* NFSv4 lease, as Linux's knfsd */
+/* NFS_DEFAULT_*: <cairn/frontend_defaults.h>. */
 
 /* Binds every listener (errors name the address), starts the workers. */
 int nfs_server_start(const nfs_server_config_t *cfg, nfs_server_t **out, char *err,

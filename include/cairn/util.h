@@ -36,6 +36,15 @@ void cairn_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__(
 /* vsnprintf into buf with newlines made spaces: a message that must stay one line. */
 void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
+/* A command-line program's failure: "PROG: MESSAGE" as one line on stderr (after
+ * what stdout holds), then exit status 1. */
+void cairn_vdie(const char *prog, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0), noreturn));
+
+/* pread/pwrite of all len bytes at off, through EINTR and short transfers: 0, or
+ * -errno (-EIO where the file ends first). */
+int cairn_pread_all(int fd, void *buf, size_t len, uint64_t off);
+int cairn_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* "1.5G"-style human size (base 1024) into buf. */
 void cairn_format_size(uint64_t bytes, char *buf, size_t len);

@@ -186,6 +186,21 @@ static void index_add(l2_dev_t *d, l2_ent_t *e)
     d->alloc += e->psize;
 }
 
+/* A new index entry for the block key k, logged as le. */
+static l2_ent_t *ent_from_log(const arc_key_t *k, const l2_log_ent_t *le)
+{
+    l2_ent_t *e = cairn_zalloc(sizeof(*e));
+    e->key = *k;
+    e->dev_off = le->dev_off;
+    e->lsize = le->lsize;
+    e->psize = le->psize;
+    e->compress = le->compress;
+    e->checksum = le->checksum;
+    e->type = le->type;
+    memcpy(e->cksum, le->cksum, CAIRN_CHECKSUM_LEN);
+    return e;
+}
+
 /* Drops every entry whose bytes lie in [lo, hi): the ring is about to overwrite them. */
 static void index_drop_range(l2_dev_t *d, uint64_t lo, uint64_t hi)
 {
@@ -216,34 +231,6 @@ static void dev_drop(l2_dev_t *d, const char *why)
 
 /* ---------------- device I/O ---------------- */
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n < 0 ? -errno : -EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-static int pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n < 0 ? -errno : -EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 static int header_write(l2_dev_t *d)
 {
     uint8_t slot[L2_SLOT_SIZE] = {0};
@@ -254,7 +241,7 @@ static int header_write(l2_dev_t *d)
                         .ring_end = d->ring_end, .hand = d->hand, .newest_log = d->newest_log,
                         .newest_seq = d->newest_seq};
     cairn_checksum(CAIRN_CHECKSUM_XXHASH, h, offsetof(l2_dev_hdr_t, cksum), h->cksum);
-    return pwrite_all(d->fd, slot, sizeof slot, (d->generation % 2) * L2_SLOT_SIZE);
+    return cairn_pwrite_all(d->fd, slot, sizeof slot, (d->generation % 2) * L2_SLOT_SIZE);
 }
 
 static bool header_valid(const l2_dev_hdr_t *h)
@@ -286,7 +273,7 @@ static void rebuild(l2_dev_t *d)
     uint64_t cur = d->newest_log, seq = d->newest_seq;
     uint64_t got = 0;
     while (cur >= d->ring_start && cur + L2_LOG_SIZE <= d->ring_end && seq > 0) {
-        if (pread_all(d->fd, blk, L2_LOG_SIZE, cur) || !log_valid(blk, d->guid, seq)) break;
+        if (cairn_pread_all(d->fd, blk, L2_LOG_SIZE, cur) || !log_valid(blk, d->guid, seq)) break;
         const l2_log_hdr_t *lh = (const l2_log_hdr_t *)blk;
         ext_t x = {cur, cur + lh->len};
         if (x.hi > d->ring_end) break;
@@ -303,16 +290,7 @@ static void rebuild(l2_dev_t *d)
                            .vdev = le[i].vdev};
             l2_ent_t **pp = ent_slot(d, &k);
             if (pp && *pp) continue; /* a newer batch has it */
-            l2_ent_t *e = cairn_zalloc(sizeof(*e));
-            e->key = k;
-            e->dev_off = le[i].dev_off;
-            e->lsize = le[i].lsize;
-            e->psize = le[i].psize;
-            e->compress = le[i].compress;
-            e->checksum = le[i].checksum;
-            e->type = le[i].type;
-            memcpy(e->cksum, le[i].cksum, CAIRN_CHECKSUM_LEN);
-            index_add(d, e);
+            index_add(d, ent_from_log(&k, &le[i]));
             got++;
         }
         cur = lh->prev_log;
@@ -387,7 +365,7 @@ int arc_l2_add(uint64_t pool_guid, const char *path, bool create, char *err, siz
     if (!create) {
         uint8_t slots[2][L2_SLOT_SIZE];
         const l2_dev_hdr_t *best = NULL;
-        if (pread_all(fd, slots, sizeof slots, 0) == 0) {
+        if (cairn_pread_all(fd, slots, sizeof slots, 0) == 0) {
             for (int i = 0; i < 2; i++) {
                 const l2_dev_hdr_t *h = (const l2_dev_hdr_t *)slots[i];
                 if (header_valid(h) && h->pool_guid == pool_guid && h->ring_end <= size &&
@@ -410,7 +388,7 @@ int arc_l2_add(uint64_t pool_guid, const char *path, bool create, char *err, siz
     if (fresh) {
         /* Both slots: a stale header of an earlier life must never win over this one. */
         uint8_t *zero = cairn_zalloc(L2_RING_START);
-        e = pwrite_all(fd, zero, L2_RING_START, 0);
+        e = cairn_pwrite_all(fd, zero, L2_RING_START, 0);
         free(zero);
         if (!e) e = header_write(d);
     }
@@ -538,7 +516,7 @@ int l2arc_read(uint64_t guid, const cairn_blkptr_t *bp, uint8_t policy, uint8_t 
         if (!buf) abort();
         d->reads++;
         d->read_bytes += bp->psize;
-        int e2 = pread_all(d->fd, buf, bp->psize, off);
+        int e2 = cairn_pread_all(d->fd, buf, bp->psize, off);
         uint8_t ck[CAIRN_CHECKSUM_LEN];
         if (!e2 && bp->checksum > CAIRN_CHECKSUM_NONE && bp->checksum < CAIRN_CHECKSUM_COUNT) {
             cairn_checksum((cairn_checksum_t)bp->checksum, buf, bp->psize, ck);
@@ -627,7 +605,7 @@ static uint64_t feed_dev(l2_dev_t *d, arc_l2_cand_t *c, size_t n)
     cairn_checksum(CAIRN_CHECKSUM_XXHASH, batch, L2_LOG_SIZE - CAIRN_CHECKSUM_LEN,
                    batch + L2_LOG_SIZE - CAIRN_CHECKSUM_LEN);
     /* The header may name the batch only once the batch is on the device. */
-    int e = pwrite_all(d->fd, batch, len, at);
+    int e = cairn_pwrite_all(d->fd, batch, len, at);
     if (!e) e = fdatasync(d->fd) ? -errno : 0;
     uint64_t wrote = 0;
     if (!e) {
@@ -644,16 +622,7 @@ static uint64_t feed_dev(l2_dev_t *d, arc_l2_cand_t *c, size_t n)
         d->writes++;
         d->write_bytes += len;
         for (size_t i = 0; i < n; i++) {
-            l2_ent_t *x = cairn_zalloc(sizeof(*x));
-            x->key = c[i].key;
-            x->dev_off = le[i].dev_off;
-            x->lsize = c[i].lsize;
-            x->psize = c[i].psize;
-            x->compress = c[i].compress;
-            x->checksum = c[i].checksum;
-            x->type = c[i].type;
-            memcpy(x->cksum, c[i].cksum, CAIRN_CHECKSUM_LEN);
-            index_add(d, x);
+            index_add(d, ent_from_log(&c[i].key, &le[i])); /* le[i] is c[i] as logged */
             wrote += c[i].psize;
         }
     }

@@ -33,14 +33,9 @@ static const char *g_prog = "cairn-check";
 static void check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void check_fail(const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    cairn_vformat_line(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    fprintf(stderr, "%s: %s\n", g_prog, msg);
-    exit(1);
+    cairn_vdie(g_prog, fmt, ap);
 }
 
 static void usage_fail(const char *why)

@@ -29,27 +29,12 @@
 static const struct option g_show_longopts[] = {
     {"by", required_argument, NULL, 'b'}, {"json", no_argument, NULL, OPT_JSON}, {0}};
 
-static Cairn__Mgmt__Response *expect(const Cairn__Mgmt__Request *req,
-                                     Cairn__Mgmt__Response__ResultCase want)
-{
-    Cairn__Mgmt__Response *r = call(req);
-    if (r->result_case != want) fail("analytics: unexpected answer from cairnd");
-    return r;
-}
-
 static int cmd_list(int argc, char **argv)
 {
-    const char *what = "analytics list";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 0, 0, what, "");
+    list_opts_t lo = list_args(argc, argv, 0, 0, "analytics list", "", NULL);
     Cairn__Mgmt__AnalyticsList m = CAIRN__MGMT__ANALYTICS_LIST__INIT;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ANALYTICS_LIST;
-    req.analytics_list = &m;
-    Cairn__Mgmt__Response *r = expect(&req, CAIRN__MGMT__RESPONSE__RESULT_ANALYTICS_STATS);
+    Cairn__Mgmt__Response *r = call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_ANALYTICS_LIST, &m,
+                                               CAIRN__MGMT__RESPONSE__RESULT_ANALYTICS_STATS);
     static const char *const hdr[] = {"STATISTIC", "ENABLED", "DRILL-DOWNS (* on)", "DESCRIPTION"};
     mgmt_table_t *t = mgmt_table_new(4, hdr, 0);
     for (size_t i = 0; i < r->analytics_stats->n_stats; i++) {
@@ -66,14 +51,15 @@ static int cmd_list(int argc, char **argv)
         const char *cells[] = {s->name, s->enabled ? "yes" : "no", dims, s->description};
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo.mode, "analytics");
-    mgmt_table_free(t);
+    table_print_free(t, lo.mode, "analytics");
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
 
-static int cmd_switch(int argc, char **argv, bool on)
+/* `enable` and `disable`. */
+static int cmd_switch(int argc, char **argv)
 {
+    bool on = !strcmp(argv[0], "enable");
     const char *what = on ? "analytics enable" : "analytics disable";
     const char *by = "";
     int c;
@@ -81,21 +67,17 @@ static int cmd_switch(int argc, char **argv, bool on)
     while ((c = next_opt(argc, argv, ":", g_show_longopts, what)) != -1)
         if (c == 'b') by = optarg;
     want_args(argc, argv, 1, 1, what, "STAT");
-    Cairn__Mgmt__AnalyticsEnable m = CAIRN__MGMT__ANALYTICS_ENABLE__INIT;
-    Cairn__Mgmt__AnalyticsDisable off = CAIRN__MGMT__ANALYTICS_DISABLE__INIT;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
     if (on) {
+        Cairn__Mgmt__AnalyticsEnable m = CAIRN__MGMT__ANALYTICS_ENABLE__INIT;
         m.stat = argv[optind];
         m.by = (char *)by;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ANALYTICS_ENABLE;
-        req.analytics_enable = &m;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ANALYTICS_ENABLE, &m);
     } else {
+        Cairn__Mgmt__AnalyticsDisable off = CAIRN__MGMT__ANALYTICS_DISABLE__INIT;
         off.stat = argv[optind];
         off.by = (char *)by;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ANALYTICS_DISABLE;
-        req.analytics_disable = &off;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ANALYTICS_DISABLE, &off);
     }
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
 }
 
@@ -117,10 +99,8 @@ static Cairn__Mgmt__Response *fetch(const char *stat, const char *by, uint32_t w
     m.by = (char *)by;
     m.window = window;
     m.resolution = (char *)res;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ANALYTICS_SHOW;
-    req.analytics_show = &m;
-    return expect(&req, CAIRN__MGMT__RESPONSE__RESULT_ANALYTICS);
+    return call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_ANALYTICS_SHOW, &m,
+                           CAIRN__MGMT__RESPONSE__RESULT_ANALYTICS);
 }
 
 static void rate(uint64_t v, double secs, char *buf, size_t len)
@@ -147,8 +127,7 @@ static void print_window(const Cairn__Mgmt__AnalyticsResult *a, const list_opts_
         const char *cells[] = {a->values[i]->name, count, per};
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo->mode, "analytics");
-    mgmt_table_free(t);
+    table_print_free(t, lo->mode, "analytics");
 }
 
 /* Live output: a line per interval without --by, a block with it. */
@@ -213,10 +192,8 @@ static int cmd_show(int argc, char **argv)
 int analytics_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "analytics")) return -1;
-    if (argc < 2) fail("analytics: missing subcommand (list, enable, disable, show)");
-    if (!strcmp(argv[1], "list")) return cmd_list(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "enable")) return cmd_switch(argc - 1, argv + 1, true);
-    if (!strcmp(argv[1], "disable")) return cmd_switch(argc - 1, argv + 1, false);
-    if (!strcmp(argv[1], "show")) return cmd_show(argc - 1, argv + 1);
-    fail("analytics: unknown subcommand '%s' (list, enable, disable, show)", argv[1]);
+    static const cli_verb_t verbs[] = {
+        {"list", cmd_list}, {"enable", cmd_switch}, {"disable", cmd_switch}, {"show", cmd_show}};
+    return cli_run_group("analytics", "list, enable, disable, show", verbs, CLI_NVERBS(verbs), argc,
+                         argv);
 }

@@ -53,13 +53,8 @@ void cli_cache_section_free(Cairn__Mgmt__PoolCreate *pc)
 
 static Cairn__Mgmt__Response *fetch(void)
 {
-    Cairn__Mgmt__ArcStat m;
-    cairn__mgmt__arc_stat__init(&m);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ARC_STAT;
-    req.arc_stat = &m;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__ArcStat m = CAIRN__MGMT__ARC_STAT__INIT;
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_ARC_STAT, &m);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_ARC_STATS)
         fail("arcstat: unexpected answer from cairnd");
     return r;

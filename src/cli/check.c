@@ -26,11 +26,9 @@ static void refuse_if_imported(const char *name)
 {
     int fd = cli_connect(true);
     if (fd < 0) return;
-    Cairn__Mgmt__PoolList pl;
-    cairn__mgmt__pool_list__init(&pl);
+    Cairn__Mgmt__PoolList pl = CAIRN__MGMT__POOL_LIST__INIT;
     pl.name = (char *)name;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
     req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_LIST;
     req.pool_list = &pl;
     Cairn__Mgmt__Response *r = cli_call_fd(fd, &req, true);
@@ -66,9 +64,7 @@ int cmd_check(int argc, char **argv)
     reset_getopt();
     while ((c = next_opt(argc, argv, ":d:", NULL, what)) != -1)
         if (c == 'd') dirs = collect_dirs(dirs, &ndirs, optarg);
-    want_args(argc, argv, 1, 1, what, "pool name");
-    const char *name = argv[optind];
-    set_name(name, what);
+    const char *name = pool_args(argc, argv, 1, 1, what, "pool name");
     if (ndirs == 0) fail("%s: give -d DIR (where to look for the pool's devices)", what);
     refuse_if_imported(name);
     /* cairn-check -d DIR... POOL, the directories already made absolute; called

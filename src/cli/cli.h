@@ -14,6 +14,14 @@ extern const char *g_socket;
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Sends req to cairnd and returns its response; exits through fail() on any error. */
 Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req);
+/* call for the command cmd whose message is msg (of cmd's kind: the request's
+ * one-of keeps every command's message in the same slot, cmd_case says which). */
+Cairn__Mgmt__Response *call_cmd(Cairn__Mgmt__Request__CmdCase cmd, void *msg);
+/* call_cmd, failing unless the answer is of the kind want. */
+Cairn__Mgmt__Response *call_cmd_expect(Cairn__Mgmt__Request__CmdCase cmd, void *msg,
+                                       Cairn__Mgmt__Response__ResultCase want);
+/* call_cmd for a command that answers only success or failure. */
+void call_cmd_simple(Cairn__Mgmt__Request__CmdCase cmd, void *msg);
 /* The parts of call (client.c): a connection to cairnd (-1 when quiet and there is
  * none), and one exchange on it (allow_error: a failed command is returned, not fatal). */
 int cli_connect(bool quiet);
@@ -28,6 +36,25 @@ typedef struct list_opts {
 enum { OPT_JSON = 1000 };
 extern const struct option g_list_longopts[];   /* --json */
 void parse_list_opts(int c, list_opts_t *lo);   /* -H, -p, --json */
+/* The words of a list command with no options but those (and -v where verbose is not
+ * NULL): the options, then between lo and hi positional words (want_args). */
+list_opts_t list_args(int argc, char **argv, int lo, int hi, const char *what, const char *names,
+                      bool *verbose);
+/* Prints t in mode (JSON: under key) and frees it. */
+void table_print_free(mgmt_table_t *t, mgmt_out_mode_t mode, const char *key);
+
+/* A table of (sub)commands: the one named name runs on argc/argv (argv[0] is its name). */
+typedef struct cli_verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} cli_verb_t;
+/* Runs the verb named name; -1 when the table (n verbs) names none so. */
+int cli_run_verb(const cli_verb_t *verbs, size_t n, const char *name, int argc, char **argv);
+/* `GROUP SUB ...` (argv[0] is the group's word): runs the verb SUB, or fails naming
+ * the group and its subcommands (names) when SUB is missing or unknown. */
+int cli_run_group(const char *group, const char *names, const cli_verb_t *verbs, size_t n,
+                  int argc, char **argv);
+#define CLI_NVERBS(verbs) (sizeof(verbs) / sizeof((verbs)[0]))
 
 /* getopt_long with one-line errors naming the command `what`. */
 int next_opt(int argc, char **argv, const char *shortopts, const struct option *longopts,
@@ -35,6 +62,14 @@ int next_opt(int argc, char **argv, const char *shortopts, const struct option *
 void reset_getopt(void);
 /* Between lo and hi positional words left, or fail. */
 void want_args(int argc, char **argv, int lo, int hi, const char *what, const char *names);
+/* The options of a command whose only option is one flag (in shortopts or longopts):
+ * whether it was given. */
+bool flag_given(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                const char *what);
+/* A command taking no options: fails on any (no long options either). */
+void want_no_opts(int argc, char **argv, const char *what);
+/* want_args, the first positional word a valid pool name (set_name), returned. */
+const char *pool_args(int argc, char **argv, int lo, int hi, const char *what, const char *names);
 
 /* Dataset commands (datasets.c): runs cmd and returns its exit code, or -1 when cmd
  * is not a dataset command. argv[0] is the command word. */
@@ -63,7 +98,7 @@ void resolve_leaves(spa_vdev_spec_t *s, char ***seen, char ***given, size_t *nse
 int cmd_pool_create(int argc, char **argv);
 int cmd_pool_list(int argc, char **argv);
 int cmd_pool_status(int argc, char **argv);
-int cmd_pool_simple(int argc, char **argv, const char *sub);
+int cmd_pool_simple(int argc, char **argv);
 int cmd_pool_import(int argc, char **argv);
 int cmd_pool_get(int argc, char **argv);
 int cmd_pool_set(int argc, char **argv);
@@ -83,10 +118,10 @@ int cmd_pool_history(int argc, char **argv);
 /* `pool list -v`: a row per vdev of pool under its pool's row (pool_admin.c). */
 void cli_pool_list_vdevs(mgmt_table_t *t, const char *pool, bool exact);
 int cmd_pool_remove(int argc, char **argv);
-int cmd_pool_offline(int argc, char **argv, bool online);
+int cmd_pool_offline(int argc, char **argv); /* and online */
 int cmd_pool_replace(int argc, char **argv);
 int cmd_pool_wait(int argc, char **argv);
-int cmd_pool_attach(int argc, char **argv, bool detach);
+int cmd_pool_attach(int argc, char **argv); /* and detach */
 int cmd_pool_iostat(int argc, char **argv);
 /* The `spare DEV...` section of `pool create|add` (pool_spares.c): taken out of
  * the words (*argc shrinks), device paths resolved into *spares (malloc'd). */

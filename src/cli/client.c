@@ -30,14 +30,9 @@ const char *g_socket;
 
 void fail(const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    cairn_vformat_line(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    fprintf(stderr, "cairn: %s\n", msg);
-    exit(1);
+    cairn_vdie("cairn", fmt, ap);
 }
 
 static char g_line[4096];
@@ -136,6 +131,43 @@ Cairn__Mgmt__Response *call(const Cairn__Mgmt__Request *req)
     return r;
 }
 
+Cairn__Mgmt__Response *call_cmd(Cairn__Mgmt__Request__CmdCase cmd, void *msg)
+{
+    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
+    req.cmd_case = cmd;
+    req.ping = msg; /* any member: they are one pointer slot */
+    return call(&req);
+}
+
+Cairn__Mgmt__Response *call_cmd_expect(Cairn__Mgmt__Request__CmdCase cmd, void *msg,
+                                       Cairn__Mgmt__Response__ResultCase want)
+{
+    Cairn__Mgmt__Response *r = call_cmd(cmd, msg);
+    if (r->result_case != want) fail("unexpected response");
+    return r;
+}
+
+void call_cmd_simple(Cairn__Mgmt__Request__CmdCase cmd, void *msg)
+{
+    cairn__mgmt__response__free_unpacked(call_cmd(cmd, msg), NULL);
+}
+
+int cli_run_verb(const cli_verb_t *verbs, size_t n, const char *name, int argc, char **argv)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(verbs[i].name, name)) return verbs[i].run(argc, argv);
+    return -1;
+}
+
+int cli_run_group(const char *group, const char *names, const cli_verb_t *verbs, size_t n,
+                  int argc, char **argv)
+{
+    if (argc < 2) fail("%s: missing subcommand (%s)", group, names);
+    int rc = cli_run_verb(verbs, n, argv[1], argc - 1, argv + 1);
+    if (rc < 0) fail("%s: unknown subcommand '%s' (%s)", group, argv[1], names);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- options */
 
 /* getopt_long with our error messages; `what` names the command. */
@@ -167,10 +199,33 @@ void want_args(int argc, char **argv, int lo, int hi, const char *what, const ch
     if (have > hi) fail("%s: unexpected argument '%s'", what, argv[optind + hi]);
 }
 
+bool flag_given(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                const char *what)
+{
+    bool given = false;
+    reset_getopt();
+    while (next_opt(argc, argv, shortopts, longopts, what) != -1) given = true;
+    return given;
+}
+
+void want_no_opts(int argc, char **argv, const char *what)
+{
+    reset_getopt();
+    while (next_opt(argc, argv, ":", NULL, what) != -1) {
+    }
+}
+
 void set_name(const char *name, const char *what)
 {
     char err[256];
     if (mgmt_pool_name_check(name, err, sizeof err)) fail("%s: %s", what, err);
+}
+
+const char *pool_args(int argc, char **argv, int lo, int hi, const char *what, const char *names)
+{
+    want_args(argc, argv, lo, hi, what, names);
+    set_name(argv[optind], what);
+    return argv[optind];
 }
 
 void parse_list_opts(int c, list_opts_t *lo)
@@ -178,6 +233,26 @@ void parse_list_opts(int c, list_opts_t *lo)
     if (c == 'H') lo->mode = MGMT_OUT_TABS;
     else if (c == 'p') lo->exact = true;
     else if (c == OPT_JSON) lo->mode = MGMT_OUT_JSON;
+}
+
+list_opts_t list_args(int argc, char **argv, int lo, int hi, const char *what, const char *names,
+                      bool *verbose)
+{
+    list_opts_t opts = {0};
+    int c;
+    reset_getopt();
+    while ((c = next_opt(argc, argv, verbose ? ":vHp" : ":Hp", g_list_longopts, what)) != -1) {
+        if (c == 'v') *verbose = true;
+        else parse_list_opts(c, &opts);
+    }
+    want_args(argc, argv, lo, hi, what, names);
+    return opts;
+}
+
+void table_print_free(mgmt_table_t *t, mgmt_out_mode_t mode, const char *key)
+{
+    mgmt_table_print(t, stdout, mode, key);
+    mgmt_table_free(t);
 }
 
 static char *abs_path(const char *p, const char *what)

@@ -28,11 +28,6 @@ static void check_name(const char *name, unsigned allowed, const char *what)
     if (mgmt_dataset_name_check(name, allowed, err, sizeof err)) fail("%s: %s", what, err);
 }
 
-static void send_simple(Cairn__Mgmt__Request *req)
-{
-    cairn__mgmt__response__free_unpacked(call(req), NULL);
-}
-
 /* -o name=value into a Property list (pointers into argv). */
 typedef struct prop_vec {
     Cairn__Mgmt__Property **v;
@@ -107,11 +102,7 @@ static int cmd_create(int argc, char **argv)
     check_name(dc.name, MGMT_DSNAME_DATASET, what);
     dc.props = pv.v;
     dc.n_props = pv.n;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_CREATE;
-    req.ds_create = &dc;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_CREATE, &dc);
     prop_vec_free(&pv);
     return 0;
 }
@@ -132,21 +123,14 @@ static int cmd_destroy(int argc, char **argv)
     want_args(argc, argv, 1, 1, what, "dataset or snapshot name");
     dd.name = argv[optind];
     check_name(dd.name, MGMT_DSNAME_ANY, what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_DESTROY;
-    req.ds_destroy = &dd;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_DESTROY, &dd);
     return 0;
 }
 
 static int cmd_rename(int argc, char **argv)
 {
     const char *what = "rename";
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":", NULL, what)) != -1) {
-    }
+    want_no_opts(argc, argv, what);
     want_args(argc, argv, 2, 2, what, "old and new names");
     Cairn__Mgmt__DatasetRename dr;
     cairn__mgmt__dataset_rename__init(&dr);
@@ -155,43 +139,30 @@ static int cmd_rename(int argc, char **argv)
     check_name(dr.old_name, MGMT_DSNAME_ANY, what);
     check_name(dr.new_name, strchr(dr.old_name, '@') ? MGMT_DSNAME_SNAPSHOT : MGMT_DSNAME_DATASET,
                what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_RENAME;
-    req.ds_rename = &dr;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_RENAME, &dr);
     return 0;
 }
 
-static int cmd_snapshot(int argc, char **argv, bool rollback)
+/* `snapshot` (or `snap`) and `rollback`. */
+static int cmd_snapshot(int argc, char **argv)
 {
+    bool rollback = !strcmp(argv[0], "rollback");
     const char *what = rollback ? "rollback" : "snapshot";
-    bool flag = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":r", NULL, what)) != -1)
-        if (c == 'r') flag = true;
+    bool flag = flag_given(argc, argv, ":r", NULL, what);
     want_args(argc, argv, 1, 1, what, "snapshot name (DATASET@NAME)");
     char *name = argv[optind];
     check_name(name, MGMT_DSNAME_SNAPSHOT, what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    Cairn__Mgmt__DatasetSnapshot sn;
-    Cairn__Mgmt__DatasetRollback rb;
     if (rollback) {
-        cairn__mgmt__dataset_rollback__init(&rb);
+        Cairn__Mgmt__DatasetRollback rb = CAIRN__MGMT__DATASET_ROLLBACK__INIT;
         rb.name = name;
         rb.destroy_newer = flag;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_ROLLBACK;
-        req.ds_rollback = &rb;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_ROLLBACK, &rb);
     } else {
-        cairn__mgmt__dataset_snapshot__init(&sn);
+        Cairn__Mgmt__DatasetSnapshot sn = CAIRN__MGMT__DATASET_SNAPSHOT__INIT;
         sn.name = name;
         sn.recursive = flag;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_SNAPSHOT;
-        req.ds_snapshot = &sn;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_SNAPSHOT, &sn);
     }
-    send_simple(&req);
     return 0;
 }
 
@@ -212,11 +183,7 @@ static int cmd_clone(int argc, char **argv)
     check_name(dc.name, MGMT_DSNAME_DATASET, what);
     dc.props = pv.v;
     dc.n_props = pv.n;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_CLONE;
-    req.ds_clone = &dc;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_CLONE, &dc);
     prop_vec_free(&pv);
     return 0;
 }
@@ -226,11 +193,7 @@ static int cmd_clone(int argc, char **argv)
 static int cmd_set(int argc, char **argv)
 {
     const char *what = "set";
-    int c;
-    reset_getopt();
-    bool force = false;
-    while ((c = next_opt(argc, argv, "+:f", NULL, what)) != -1)
-        if (c == 'f') force = true;
+    bool force = flag_given(argc, argv, "+:f", NULL, what);
     want_args(argc, argv, 2, 2, what, "PROP=VALUE and dataset name");
     char *eq = strchr(argv[optind], '=');
     if (!eq || eq == argv[optind])
@@ -245,21 +208,14 @@ static int cmd_set(int argc, char **argv)
     check_name(ds.name, MGMT_DSNAME_ANY, what);
     if (force && strcmp(ds.prop, "volsize"))
         fail("%s: -f applies to volsize only (a shrink that destroys data)", what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_SET;
-    req.ds_set = &ds;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_SET, &ds);
     return 0;
 }
 
 static int cmd_inherit(int argc, char **argv)
 {
     const char *what = "inherit";
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":", NULL, what)) != -1) {
-    }
+    want_no_opts(argc, argv, what);
     want_args(argc, argv, 2, 2, what, "property and dataset name");
     if (strchr(argv[optind], '='))
         fail("%s: '%s': give the property name only (inherit PROP DATASET)", what, argv[optind]);
@@ -268,11 +224,7 @@ static int cmd_inherit(int argc, char **argv)
     di.prop = (char *)mgmt_prop_canonical(argv[optind]);
     di.name = argv[optind + 1];
     check_name(di.name, MGMT_DSNAME_ANY, what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_INHERIT;
-    req.ds_inherit = &di;
-    send_simple(&req);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_DS_INHERIT, &di);
     return 0;
 }
 
@@ -334,12 +286,8 @@ static int cmd_list(int argc, char **argv)
     for (size_t i = 0; i < ncols; i++) props[i] = cols[i].prop;
     dl.props = props;
     dl.n_props = ncols;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_LIST;
-    req.ds_list = &dl;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_DATASETS) fail("unexpected response");
+    Cairn__Mgmt__Response *r =
+        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_DS_LIST, &dl, CAIRN__MGMT__RESPONSE__RESULT_DATASETS);
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
     /* Right-align (and make JSON numbers of) the columns holding numbers. */
     uint32_t mask = 0;
@@ -427,12 +375,8 @@ static int cmd_get(int argc, char **argv)
     dg.n_props = np;
     dg.names = argv + optind + 1;
     dg.n_names = (size_t)(argc - optind - 1);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_DS_GET;
-    req.ds_get = &dg;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PROPS) fail("unexpected response");
+    Cairn__Mgmt__Response *r =
+        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_DS_GET, &dg, CAIRN__MGMT__RESPONSE__RESULT_PROPS);
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
     static const char *const names[GET_NFIELDS] = {"NAME", "PROPERTY", "VALUE", "SOURCE"};
     const char *hdr[GET_NFIELDS];
@@ -451,8 +395,7 @@ static int cmd_get(int argc, char **argv)
         for (size_t k = 0; k < nfields; k++) cells[k] = all[fields[k]];
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo.mode, "properties");
-    mgmt_table_free(t);
+    table_print_free(t, lo.mode, "properties");
     cairn__mgmt__response__free_unpacked(r, NULL);
     free(props);
     free(plist);
@@ -463,15 +406,11 @@ static int cmd_get(int argc, char **argv)
 
 int dataset_command(const char *cmd, int argc, char **argv)
 {
-    if (!strcmp(cmd, "create")) return cmd_create(argc, argv);
-    if (!strcmp(cmd, "destroy")) return cmd_destroy(argc, argv);
-    if (!strcmp(cmd, "rename")) return cmd_rename(argc, argv);
-    if (!strcmp(cmd, "list")) return cmd_list(argc, argv);
-    if (!strcmp(cmd, "get")) return cmd_get(argc, argv);
-    if (!strcmp(cmd, "set")) return cmd_set(argc, argv);
-    if (!strcmp(cmd, "inherit")) return cmd_inherit(argc, argv);
-    if (!strcmp(cmd, "snapshot") || !strcmp(cmd, "snap")) return cmd_snapshot(argc, argv, false);
-    if (!strcmp(cmd, "rollback")) return cmd_snapshot(argc, argv, true);
-    if (!strcmp(cmd, "clone")) return cmd_clone(argc, argv);
-    return -1;
+    static const cli_verb_t verbs[] = {
+        {"create", cmd_create},     {"destroy", cmd_destroy},   {"rename", cmd_rename},
+        {"list", cmd_list},         {"get", cmd_get},           {"set", cmd_set},
+        {"inherit", cmd_inherit},   {"snapshot", cmd_snapshot}, {"snap", cmd_snapshot},
+        {"rollback", cmd_snapshot}, {"clone", cmd_clone},
+    };
+    return cli_run_verb(verbs, CLI_NVERBS(verbs), cmd, argc, argv);
 }

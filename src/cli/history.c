@@ -18,22 +18,11 @@
 int cmd_pool_history(int argc, char **argv)
 {
     const char *what = "pool history";
-    bool longform = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, "+:l", NULL, what)) != -1)
-        if (c == 'l') longform = true;
-    want_args(argc, argv, 1, 1, what, "pool name");
-    const char *name = argv[optind];
-    set_name(name, what);
-    Cairn__Mgmt__PoolHistory ph;
-    cairn__mgmt__pool_history__init(&ph);
+    bool longform = flag_given(argc, argv, "+:l", NULL, what);
+    const char *name = pool_args(argc, argv, 1, 1, what, "pool name");
+    Cairn__Mgmt__PoolHistory ph = CAIRN__MGMT__POOL_HISTORY__INIT;
     ph.name = (char *)name;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_HISTORY;
-    req.pool_history = &ph;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_HISTORY, &ph);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_HISTORY || !r->pool_history)
         fail("%s: unexpected answer from cairnd", what);
     const Cairn__Mgmt__PoolHistoryResult *h = r->pool_history;

@@ -18,17 +18,24 @@
 
 #include "cli.h"
 
-static void send_simple(Cairn__Mgmt__Request *req)
-{
-    cairn__mgmt__response__free_unpacked(call(req), NULL);
-}
-
-static void no_opts(int argc, char **argv, const char *what)
+/* No options, then exactly n words (named by names). */
+static void exact_words(int argc, char **argv, int n, const char *what, const char *names)
 {
     reset_getopt();
     static const struct option none[] = {{0}};
     while (next_opt(argc, argv, ":", none, what) != -1) {
     }
+    want_args(argc, argv, n, n, what, names);
+}
+
+/* The word after argv[0] (fail with missing when there is none), the words
+ * shifted so that it becomes argv[0]. */
+static const char *subcommand(int *argc, char ***argv, const char *missing)
+{
+    if (*argc < 2) fail("%s", missing);
+    (*argc)--;
+    (*argv)++;
+    return (*argv)[0];
 }
 
 static uint32_t parse_lun(const char *s, const char *what)
@@ -43,38 +50,23 @@ static uint32_t parse_lun(const char *s, const char *what)
 
 static int cmd_target(int argc, char **argv)
 {
-    if (argc < 2) fail("iscsi target: missing subcommand (create, destroy, list)");
-    const char *sub = argv[1];
-    argc--;
-    argv++;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
+    const char *sub = subcommand(&argc, &argv, "iscsi target: missing subcommand (create, destroy, list)");
     if (!strcmp(sub, "create")) {
         const char *what = "iscsi target create";
-        no_opts(argc, argv, what);
-        want_args(argc, argv, 1, 1, what, "IQN");
-        Cairn__Mgmt__IscsiTargetCreate m;
-        cairn__mgmt__iscsi_target_create__init(&m);
+        exact_words(argc, argv, 1, what, "IQN");
+        Cairn__Mgmt__IscsiTargetCreate m = CAIRN__MGMT__ISCSI_TARGET_CREATE__INIT;
         m.name = argv[optind];
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_TARGET_CREATE;
-        req.iscsi_target_create = &m;
-        send_simple(&req);
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_TARGET_CREATE, &m);
         return 0;
     }
     if (!strcmp(sub, "destroy")) {
         const char *what = "iscsi target destroy";
-        Cairn__Mgmt__IscsiTargetDestroy m;
-        cairn__mgmt__iscsi_target_destroy__init(&m);
+        Cairn__Mgmt__IscsiTargetDestroy m = CAIRN__MGMT__ISCSI_TARGET_DESTROY__INIT;
         static const struct option none[] = {{0}};
-        int c;
-        reset_getopt();
-        while ((c = next_opt(argc, argv, ":f", none, what)) != -1)
-            if (c == 'f') m.force = true;
+        m.force = flag_given(argc, argv, ":f", none, what);
         want_args(argc, argv, 1, 1, what, "IQN");
         m.name = argv[optind];
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_TARGET_DESTROY;
-        req.iscsi_target_destroy = &m;
-        send_simple(&req);
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_TARGET_DESTROY, &m);
         return 0;
     }
     if (!strcmp(sub, "list")) return -2; /* handled by the listing below */
@@ -96,19 +88,10 @@ static void join(char *buf, size_t cap, char *const *items, size_t n, const char
 static int cmd_list(int argc, char **argv, bool targets_only)
 {
     const char *what = targets_only ? "iscsi target list" : "iscsi list";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 0, 1, what, "");
-    Cairn__Mgmt__IscsiList m;
-    cairn__mgmt__iscsi_list__init(&m);
+    list_opts_t lo = list_args(argc, argv, 0, 1, what, "", NULL);
+    Cairn__Mgmt__IscsiList m = CAIRN__MGMT__ISCSI_LIST__INIT;
     if (optind < argc) m.name = argv[optind];
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_LIST;
-    req.iscsi_list = &m;
-    Cairn__Mgmt__Response *resp = call(&req);
+    Cairn__Mgmt__Response *resp = call_cmd(CAIRN__MGMT__REQUEST__CMD_ISCSI_LIST, &m);
     if (resp->result_case != CAIRN__MGMT__RESPONSE__RESULT_ISCSI_TARGETS)
         fail("unexpected answer from cairnd");
     Cairn__Mgmt__IscsiTargets *ts = resp->iscsi_targets;
@@ -144,8 +127,7 @@ static int cmd_list(int argc, char **argv, bool targets_only)
             mgmt_table_add_row(tab, cells);
         }
     }
-    mgmt_table_print(tab, stdout, lo.mode, "iscsi");
-    mgmt_table_free(tab);
+    table_print_free(tab, lo.mode, "iscsi");
     if (!targets_only && lo.mode != MGMT_OUT_JSON && lo.mode != MGMT_OUT_TABS) {
         for (size_t i = 0; i < ts->n_targets; i++)
             for (size_t k = 0; k < ts->targets[i]->n_sessions; k++) {
@@ -159,12 +141,7 @@ static int cmd_list(int argc, char **argv, bool targets_only)
 
 int iscsi_command(int argc, char **argv)
 {
-    if (argc < 2) fail("iscsi: missing subcommand (target, lun, acl, chap, list)");
-    const char *sub = argv[1];
-    argc--;
-    argv++;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
+    const char *sub = subcommand(&argc, &argv, "iscsi: missing subcommand (target, lun, acl, chap, list)");
     if (!strcmp(sub, "target")) {
         int rc = cmd_target(argc, argv);
         if (rc != -2) return rc;
@@ -172,14 +149,10 @@ int iscsi_command(int argc, char **argv)
     }
     if (!strcmp(sub, "list")) return cmd_list(argc, argv, false);
     if (!strcmp(sub, "lun")) {
-        if (argc < 2) fail("iscsi lun: missing subcommand (add, remove)");
-        const char *op = argv[1];
-        argc--;
-        argv++;
+        const char *op = subcommand(&argc, &argv, "iscsi lun: missing subcommand (add, remove)");
         if (!strcmp(op, "add")) {
             const char *what = "iscsi lun add";
-            Cairn__Mgmt__IscsiLunAdd m;
-            cairn__mgmt__iscsi_lun_add__init(&m);
+            Cairn__Mgmt__IscsiLunAdd m = CAIRN__MGMT__ISCSI_LUN_ADD__INIT;
             static const struct option lo[] = {{"lun", required_argument, NULL, 'l'}, {0}};
             int c;
             reset_getopt();
@@ -191,52 +164,35 @@ int iscsi_command(int argc, char **argv)
             want_args(argc, argv, 2, 2, what, "IQN VOLUME");
             m.target = argv[optind];
             m.volume = argv[optind + 1];
-            req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_LUN_ADD;
-            req.iscsi_lun_add = &m;
-            send_simple(&req);
+            call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_LUN_ADD, &m);
             return 0;
         }
         if (!strcmp(op, "remove")) {
             const char *what = "iscsi lun remove";
-            no_opts(argc, argv, what);
-            want_args(argc, argv, 2, 2, what, "IQN LUN");
-            Cairn__Mgmt__IscsiLunRemove m;
-            cairn__mgmt__iscsi_lun_remove__init(&m);
+            exact_words(argc, argv, 2, what, "IQN LUN");
+            Cairn__Mgmt__IscsiLunRemove m = CAIRN__MGMT__ISCSI_LUN_REMOVE__INIT;
             m.target = argv[optind];
             m.lun = parse_lun(argv[optind + 1], what);
-            req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_LUN_REMOVE;
-            req.iscsi_lun_remove = &m;
-            send_simple(&req);
+            call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_LUN_REMOVE, &m);
             return 0;
         }
         fail("iscsi lun: unknown subcommand '%s'", op);
     }
     if (!strcmp(sub, "acl")) {
-        if (argc < 2) fail("iscsi acl: missing subcommand (add, remove)");
-        const char *op = argv[1];
+        const char *op = subcommand(&argc, &argv, "iscsi acl: missing subcommand (add, remove)");
         if (strcmp(op, "add") && strcmp(op, "remove")) fail("iscsi acl: unknown subcommand '%s'", op);
-        argc--;
-        argv++;
         const char *what = !strcmp(op, "add") ? "iscsi acl add" : "iscsi acl remove";
-        no_opts(argc, argv, what);
-        want_args(argc, argv, 2, 2, what, "IQN INITIATOR_IQN");
-        Cairn__Mgmt__IscsiAcl m;
-        cairn__mgmt__iscsi_acl__init(&m);
+        exact_words(argc, argv, 2, what, "IQN INITIATOR_IQN");
+        Cairn__Mgmt__IscsiAcl m = CAIRN__MGMT__ISCSI_ACL__INIT;
         m.target = argv[optind];
         m.initiator = argv[optind + 1];
         m.remove = !strcmp(op, "remove");
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_ACL;
-        req.iscsi_acl = &m;
-        send_simple(&req);
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_ACL, &m);
         return 0;
     }
     if (!strcmp(sub, "chap")) {
-        if (argc < 2) fail("iscsi chap: missing subcommand (set, clear)");
-        const char *op = argv[1];
-        argc--;
-        argv++;
-        Cairn__Mgmt__IscsiChap m;
-        cairn__mgmt__iscsi_chap__init(&m);
+        const char *op = subcommand(&argc, &argv, "iscsi chap: missing subcommand (set, clear)");
+        Cairn__Mgmt__IscsiChap m = CAIRN__MGMT__ISCSI_CHAP__INIT;
         if (!strcmp(op, "set")) {
             const char *what = "iscsi chap set";
             static const struct option lo[] = {{"mutual", no_argument, NULL, 'm'}, {0}};
@@ -263,16 +219,13 @@ int iscsi_command(int argc, char **argv)
             m.secret = argv[optind + 2];
         } else if (!strcmp(op, "clear")) {
             const char *what = "iscsi chap clear";
-            no_opts(argc, argv, what);
-            want_args(argc, argv, 1, 1, what, "IQN");
+            exact_words(argc, argv, 1, what, "IQN");
             m.target = argv[optind];
             m.clear = true;
         } else {
             fail("iscsi chap: unknown subcommand '%s'", op);
         }
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_ISCSI_CHAP;
-        req.iscsi_chap = &m;
-        send_simple(&req);
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_ISCSI_CHAP, &m);
         return 0;
     }
     fail("iscsi: unknown subcommand '%s'", sub);

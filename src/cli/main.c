@@ -137,29 +137,18 @@ int main(int argc, char **argv)
     if ((dsret = user_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if ((dsret = analytics_command(cmd, argc - i, argv + i)) >= 0) return dsret;
     if (strcmp(cmd, "pool")) fail("unknown command '%s' (see cairn --help)", cmd);
-    if (i + 1 >= argc) fail("pool: missing subcommand (create, list, status, iostat, export, import, destroy, scrub, clear, events, history, get, set, add, remove, offline, online, replace, attach, detach, wait)");
-    const char *sub = argv[i + 1];
-    int sargc = argc - i - 1;
-    char **sargv = argv + i + 1;
-    if (!strcmp(sub, "create")) return cmd_pool_create(sargc, sargv);
-    if (!strcmp(sub, "list")) return cmd_pool_list(sargc, sargv);
-    if (!strcmp(sub, "status")) return cmd_pool_status(sargc, sargv);
-    if (!strcmp(sub, "import")) return cmd_pool_import(sargc, sargv);
-    if (!strcmp(sub, "get")) return cmd_pool_get(sargc, sargv);
-    if (!strcmp(sub, "set")) return cmd_pool_set(sargc, sargv);
-    if (!strcmp(sub, "add")) return cmd_pool_add(sargc, sargv);
-    if (!strcmp(sub, "remove")) return cmd_pool_remove(sargc, sargv);
-    if (!strcmp(sub, "offline")) return cmd_pool_offline(sargc, sargv, false);
-    if (!strcmp(sub, "online")) return cmd_pool_offline(sargc, sargv, true);
-    if (!strcmp(sub, "replace")) return cmd_pool_replace(sargc, sargv);
-    if (!strcmp(sub, "wait")) return cmd_pool_wait(sargc, sargv);
-    if (!strcmp(sub, "attach")) return cmd_pool_attach(sargc, sargv, false);
-    if (!strcmp(sub, "detach")) return cmd_pool_attach(sargc, sargv, true);
-    if (!strcmp(sub, "iostat")) return cmd_pool_iostat(sargc, sargv);
-    if (!strcmp(sub, "events")) return cmd_pool_events(sargc, sargv);
-    if (!strcmp(sub, "clear")) return cmd_pool_clear(sargc, sargv);
-    if (!strcmp(sub, "history")) return cmd_pool_history(sargc, sargv);
-    if (!strcmp(sub, "export") || !strcmp(sub, "destroy") || !strcmp(sub, "scrub"))
-        return cmd_pool_simple(sargc, sargv, sub);
-    fail("pool: unknown subcommand '%s'", sub);
+    static const cli_verb_t pool_verbs[] = {
+        {"create", cmd_pool_create},   {"list", cmd_pool_list},       {"status", cmd_pool_status},
+        {"import", cmd_pool_import},   {"get", cmd_pool_get},         {"set", cmd_pool_set},
+        {"add", cmd_pool_add},         {"remove", cmd_pool_remove},   {"offline", cmd_pool_offline},
+        {"online", cmd_pool_offline},  {"replace", cmd_pool_replace}, {"wait", cmd_pool_wait},
+        {"attach", cmd_pool_attach},   {"detach", cmd_pool_attach},   {"iostat", cmd_pool_iostat},
+        {"events", cmd_pool_events},   {"clear", cmd_pool_clear},     {"history", cmd_pool_history},
+        {"export", cmd_pool_simple},   {"destroy", cmd_pool_simple},  {"scrub", cmd_pool_simple},
+    };
+    return cli_run_group("pool",
+                         "create, list, status, iostat, export, import, destroy, scrub, clear, "
+                         "events, history, get, set, add, remove, offline, online, replace, "
+                         "attach, detach, wait",
+                         pool_verbs, CLI_NVERBS(pool_verbs), argc - i, argv + i);
 }

@@ -67,12 +67,7 @@ int cmd_pool_create(int argc, char **argv)
     pc.root = spec_to_msg(root);
     pc.props = props;
     pc.n_props = nprops;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_CREATE;
-    req.pool_create = &pc;
-    Cairn__Mgmt__Response *r = call(&req);
-    cairn__mgmt__response__free_unpacked(r, NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_CREATE, &pc);
     spec_msg_free(pc.root);
     cli_cache_section_free(&pc);
     cli_spare_section_free(pc.spares, pc.n_spares);
@@ -93,27 +88,16 @@ int cmd_pool_create(int argc, char **argv)
 int cmd_pool_list(int argc, char **argv)
 {
     const char *what = "pool list";
-    list_opts_t lo = {0};
     bool verbose = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":vHp", g_list_longopts, what)) != -1) {
-        if (c == 'v') verbose = true;
-        else parse_list_opts(c, &lo);
-    }
-    want_args(argc, argv, 0, 1, what, "");
+    list_opts_t lo = list_args(argc, argv, 0, 1, what, "", &verbose);
     Cairn__Mgmt__PoolList pl;
     cairn__mgmt__pool_list__init(&pl);
     if (optind < argc) {
         set_name(argv[optind], what);
         pl.name = argv[optind];
     }
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_LIST;
-    req.pool_list = &pl;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST) fail("unexpected response");
+    Cairn__Mgmt__Response *r = call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_POOL_LIST, &pl,
+                                               CAIRN__MGMT__RESPONSE__RESULT_POOL_LIST);
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
     /* EXPANDSZ last: scripts that cut the columns before it keep working. */
     static const char *const hdr[] = {"NAME", "SIZE", "ALLOC", "FREE", "CAP", "RATIO", "HEALTH",
@@ -312,11 +296,7 @@ static void print_advice(const Cairn__Mgmt__PoolStatusResult *p)
 int cmd_pool_status(int argc, char **argv)
 {
     const char *what = "pool status";
-    bool verbose = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":v", NULL, what)) != -1)
-        if (c == 'v') verbose = true;
+    bool verbose = flag_given(argc, argv, ":v", NULL, what);
     want_args(argc, argv, 0, 1, what, "");
     Cairn__Mgmt__PoolStatus ps;
     cairn__mgmt__pool_status__init(&ps);
@@ -325,12 +305,8 @@ int cmd_pool_status(int argc, char **argv)
         ps.name = argv[optind];
     }
     ps.verbose = verbose;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
-    req.pool_status = &ps;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS) fail("unexpected response");
+    Cairn__Mgmt__Response *r = call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_POOL_STATUS, &ps,
+                                               CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS);
     if (r->pool_status->n_pools == 0) printf("no pools available\n");
     for (size_t i = 0; i < r->pool_status->n_pools; i++) {
         const Cairn__Mgmt__PoolStatusResult *p = r->pool_status->pools[i];
@@ -365,43 +341,29 @@ int cmd_pool_status(int argc, char **argv)
 
 /* ---------------------------------------------------------------- simple pool commands */
 
-int cmd_pool_simple(int argc, char **argv, const char *sub)
+int cmd_pool_simple(int argc, char **argv)
 {
+    const char *sub = argv[0];
     char what[64];
     snprintf(what, sizeof what, "pool %s", sub);
-    bool flag = false;
-    const char *opts = !strcmp(sub, "scrub") ? ":s" : ":f";
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, opts, NULL, what)) != -1) flag = true;
-    want_args(argc, argv, 1, 1, what, "pool name");
-    char *name = argv[optind];
-    set_name(name, what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    Cairn__Mgmt__PoolExport ex;
-    Cairn__Mgmt__PoolDestroy de;
-    Cairn__Mgmt__PoolScrub sc;
+    bool flag = flag_given(argc, argv, !strcmp(sub, "scrub") ? ":s" : ":f", NULL, what);
+    char *name = (char *)pool_args(argc, argv, 1, 1, what, "pool name");
     if (!strcmp(sub, "export")) {
-        cairn__mgmt__pool_export__init(&ex);
+        Cairn__Mgmt__PoolExport ex = CAIRN__MGMT__POOL_EXPORT__INIT;
         ex.name = name;
         ex.force = flag;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT;
-        req.pool_export = &ex;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_EXPORT, &ex);
     } else if (!strcmp(sub, "destroy")) {
-        cairn__mgmt__pool_destroy__init(&de);
+        Cairn__Mgmt__PoolDestroy de = CAIRN__MGMT__POOL_DESTROY__INIT;
         de.name = name;
         de.force = flag;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY;
-        req.pool_destroy = &de;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_DESTROY, &de);
     } else {
-        cairn__mgmt__pool_scrub__init(&sc);
+        Cairn__Mgmt__PoolScrub sc = CAIRN__MGMT__POOL_SCRUB__INIT;
         sc.name = name;
         sc.stop = flag;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB;
-        req.pool_scrub = &sc;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_SCRUB, &sc);
     }
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
 }
 
@@ -412,13 +374,8 @@ int cmd_hostid(int argc, char **argv)
 {
     (void)argv;
     if (argc != 1) fail("hostid: takes no arguments");
-    Cairn__Mgmt__Ping ping;
-    cairn__mgmt__ping__init(&ping);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_PING;
-    req.ping = &ping;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Ping ping = CAIRN__MGMT__PING__INIT;
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_PING, &ping);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PONG || !r->pong->hostid)
         fail("hostid: the daemon reports no host id");
     printf("%08x\n", r->pong->hostid);
@@ -450,11 +407,7 @@ int cmd_pool_import(int argc, char **argv)
     if (ndirs == 0) fail("%s: give -d DIR (where to look for devices; there is no default)", what);
     pi.dirs = dirs;
     pi.n_dirs = ndirs;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT;
-    req.pool_import = &pi;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_IMPORT, &pi);
     if (!pi.name[0]) {
         if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_IMPORT_CANDIDATES)
             fail("unexpected response");
@@ -473,8 +426,7 @@ int cmd_pool_import(int argc, char **argv)
                                        txg, nl};
                 mgmt_table_add_row(t, cells);
             }
-            mgmt_table_print(t, stdout, MGMT_OUT_HUMAN, NULL);
-            mgmt_table_free(t);
+            table_print_free(t, MGMT_OUT_HUMAN, NULL);
         }
     }
     cairn__mgmt__response__free_unpacked(r, NULL);
@@ -494,11 +446,7 @@ static bool is_size_prop(const char *n)
 int cmd_pool_get(int argc, char **argv)
 {
     const char *what = "pool get";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 1, 2, what, "property name (or 'all')");
+    list_opts_t lo = list_args(argc, argv, 1, 2, what, "property name (or 'all')", NULL);
     Cairn__Mgmt__PoolGet pg;
     cairn__mgmt__pool_get__init(&pg);
     char *list = cairn_strdup(argv[optind]);
@@ -515,12 +463,8 @@ int cmd_pool_get(int argc, char **argv)
         set_name(argv[optind + 1], what);
         pg.name = argv[optind + 1];
     }
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_GET;
-    req.pool_get = &pg;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_PROPS) fail("unexpected response");
+    Cairn__Mgmt__Response *r =
+        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_POOL_GET, &pg, CAIRN__MGMT__RESPONSE__RESULT_PROPS);
     bool exact = lo.exact || lo.mode == MGMT_OUT_JSON;
     static const char *const hdr[] = {"NAME", "PROPERTY", "VALUE", "SOURCE"};
     mgmt_table_t *t = mgmt_table_new(4, hdr, exact ? 0x4 : 0);
@@ -537,8 +481,7 @@ int cmd_pool_get(int argc, char **argv)
         const char *cells[] = {p->target, p->name, v[0] ? v : "-", p->source};
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo.mode, "properties");
-    mgmt_table_free(t);
+    table_print_free(t, lo.mode, "properties");
     cairn__mgmt__response__free_unpacked(r, NULL);
     free(props);
     free(list);
@@ -562,10 +505,6 @@ int cmd_pool_set(int argc, char **argv)
     ps.prop = argv[optind];
     ps.value = eq + 1;
     ps.name = argv[optind + 1];
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_SET;
-    req.pool_set = &ps;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_SET, &ps);
     return 0;
 }

@@ -37,14 +37,9 @@
 /* The status tree of one pool (the caller frees the response). */
 static Cairn__Mgmt__Response *pool_status_of(const char *name, const char *what)
 {
-    Cairn__Mgmt__PoolStatus ps;
-    cairn__mgmt__pool_status__init(&ps);
+    Cairn__Mgmt__PoolStatus ps = CAIRN__MGMT__POOL_STATUS__INIT;
     ps.name = (char *)name;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
-    req.pool_status = &ps;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_STATUS, &ps);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS || !r->pool_status->n_pools ||
         !r->pool_status->pools[0]->root)
         fail("%s: unexpected answer from cairnd", what);
@@ -140,12 +135,7 @@ int cmd_pool_add(int argc, char **argv)
     pa.name = (char *)name;
     pa.cache_devices = pc.cache_devices;
     pa.n_cache_devices = pc.n_cache_devices;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ADD;
-    req.pool_add = &pa;
-    Cairn__Mgmt__Response *r = call(&req);
-    cairn__mgmt__response__free_unpacked(r, NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_ADD, &pa);
     if (pa.dry_run) print_add_layout(name, root, &pc, &pa, what);
     if (pa.root) spec_msg_free(pa.root);
     mgmt_vdev_spec_free(root);
@@ -168,9 +158,7 @@ int cmd_pool_remove(int argc, char **argv)
     reset_getopt();
     while (next_opt(argc, argv, "+:", NULL, what) != -1) {
     }
-    want_args(argc, argv, 2, 2, what, "pool name and device");
-    const char *name = argv[optind];
-    set_name(name, what);
+    const char *name = pool_args(argc, argv, 2, 2, what, "pool name and device");
     const char *dev = argv[optind + 1];
     if (!dev[0]) fail("%s: empty device name", what);
     char buf[PATH_MAX];
@@ -180,23 +168,18 @@ int cmd_pool_remove(int argc, char **argv)
     if (!vdev_name && stat(dev, &st) == 0 && realpath(dev, buf)) sent = buf;
     else if (strchr(dev, '/') && dev[0] != '/')
         fail("%s: cannot open '%s': %s", what, dev, strerror(errno));
-    Cairn__Mgmt__PoolRemove pr;
-    cairn__mgmt__pool_remove__init(&pr);
+    Cairn__Mgmt__PoolRemove pr = CAIRN__MGMT__POOL_REMOVE__INIT;
     pr.name = (char *)name;
     pr.device = sent;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE;
-    req.pool_remove = &pr;
-    Cairn__Mgmt__Response *r = call(&req);
-    cairn__mgmt__response__free_unpacked(r, NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_REMOVE, &pr);
     return 0;
 }
 
 /* ---------------------------------------------------------------- offline, online, replace, wait */
 
-int cmd_pool_offline(int argc, char **argv, bool online)
+int cmd_pool_offline(int argc, char **argv)
 {
+    bool online = !strcmp(argv[0], "online");
     const char *what = online ? "pool online" : "pool offline";
     bool temporary = false, expand = false;
     int c;
@@ -205,31 +188,22 @@ int cmd_pool_offline(int argc, char **argv, bool online)
         if (c == 't') temporary = true;
         if (c == 'e') expand = true;
     }
-    want_args(argc, argv, 2, 2, what, "pool name and device");
-    const char *name = argv[optind];
-    set_name(name, what);
+    const char *name = pool_args(argc, argv, 2, 2, what, "pool name and device");
     char buf[PATH_MAX + 64];
     const char *dev = leaf_arg(argv[optind + 1], buf, sizeof buf, what);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    Cairn__Mgmt__PoolOffline off;
-    Cairn__Mgmt__PoolOnline on;
     if (online) {
-        cairn__mgmt__pool_online__init(&on);
+        Cairn__Mgmt__PoolOnline on = CAIRN__MGMT__POOL_ONLINE__INIT;
         on.name = (char *)name;
         on.device = (char *)dev;
         on.expand = expand;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE;
-        req.pool_online = &on;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_ONLINE, &on);
     } else {
-        cairn__mgmt__pool_offline__init(&off);
+        Cairn__Mgmt__PoolOffline off = CAIRN__MGMT__POOL_OFFLINE__INIT;
         off.name = (char *)name;
         off.device = (char *)dev;
         off.temporary = temporary;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE;
-        req.pool_offline = &off;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_OFFLINE, &off);
     }
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
 }
 
@@ -243,27 +217,21 @@ int cmd_pool_replace(int argc, char **argv)
         if (c == 'f') force = true;
         if (c == 's') sequential = true;
     }
-    want_args(argc, argv, 2, 3, what, "pool name and device");
-    const char *name = argv[optind];
-    set_name(name, what);
+    const char *name = pool_args(argc, argv, 2, 3, what, "pool name and device");
     char b1[PATH_MAX + 64], b2[PATH_MAX + 64];
-    Cairn__Mgmt__PoolReplace m;
-    cairn__mgmt__pool_replace__init(&m);
+    Cairn__Mgmt__PoolReplace m = CAIRN__MGMT__POOL_REPLACE__INIT;
     m.name = (char *)name;
     m.old_device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
     m.new_device = optind + 2 < argc ? (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what) : "";
     m.force = force;
     m.sequential = sequential;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE;
-    req.pool_replace = &m;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_REPLACE, &m);
     return 0;
 }
 
-int cmd_pool_attach(int argc, char **argv, bool detach)
+int cmd_pool_attach(int argc, char **argv)
 {
+    bool detach = !strcmp(argv[0], "detach");
     const char *what = detach ? "pool detach" : "pool attach";
     bool force = false, sequential = false;
     int c;
@@ -272,32 +240,23 @@ int cmd_pool_attach(int argc, char **argv, bool detach)
         if (c == 'f') force = true;
         if (c == 's') sequential = true;
     }
-    want_args(argc, argv, detach ? 2 : 3, detach ? 2 : 3, what,
+    const char *name = pool_args(argc, argv, detach ? 2 : 3, detach ? 2 : 3, what,
               detach ? "pool name and device" : "pool name, existing device and new device");
-    const char *name = argv[optind];
-    set_name(name, what);
     char b1[PATH_MAX + 64], b2[PATH_MAX + 64];
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    Cairn__Mgmt__PoolAttach at;
-    Cairn__Mgmt__PoolDetach de;
     if (detach) {
-        cairn__mgmt__pool_detach__init(&de);
+        Cairn__Mgmt__PoolDetach de = CAIRN__MGMT__POOL_DETACH__INIT;
         de.name = (char *)name;
         de.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_DETACH;
-        req.pool_detach = &de;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_DETACH, &de);
     } else {
-        cairn__mgmt__pool_attach__init(&at);
+        Cairn__Mgmt__PoolAttach at = CAIRN__MGMT__POOL_ATTACH__INIT;
         at.name = (char *)name;
         at.device = (char *)leaf_arg(argv[optind + 1], b1, sizeof b1, what);
         at.new_device = (char *)leaf_arg(argv[optind + 2], b2, sizeof b2, what);
         at.force = force;
         at.sequential = sequential;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH;
-        req.pool_attach = &at;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_ATTACH, &at);
     }
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
     return 0;
 }
 
@@ -316,18 +275,11 @@ int cmd_pool_wait(int argc, char **argv)
         else if (!strcmp(optarg, "scrub")) func = 0;
         else fail("%s: unknown activity '%s' (resilver, scrub)", what, optarg);
     }
-    want_args(argc, argv, 1, 1, what, "pool name");
-    const char *name = argv[optind];
-    set_name(name, what);
+    const char *name = pool_args(argc, argv, 1, 1, what, "pool name");
     for (;;) {
-        Cairn__Mgmt__PoolStatus ps;
-        cairn__mgmt__pool_status__init(&ps);
+        Cairn__Mgmt__PoolStatus ps = CAIRN__MGMT__POOL_STATUS__INIT;
         ps.name = (char *)name;
-        Cairn__Mgmt__Request req;
-        cairn__mgmt__request__init(&req);
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_STATUS;
-        req.pool_status = &ps;
-        Cairn__Mgmt__Response *r = call(&req);
+        Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_STATUS, &ps);
         bool busy = false;
         if (r->result_case == CAIRN__MGMT__RESPONSE__RESULT_POOL_STATUS && r->pool_status->n_pools) {
             const Cairn__Mgmt__ScrubStatus *s = r->pool_status->pools[0]->scrub;
@@ -408,14 +360,9 @@ static unsigned long parse_positive(const char *s, const char *what, const char 
 
 static Cairn__Mgmt__Response *fetch(const char *pool)
 {
-    Cairn__Mgmt__PoolIostat pi;
-    cairn__mgmt__pool_iostat__init(&pi);
+    Cairn__Mgmt__PoolIostat pi = CAIRN__MGMT__POOL_IOSTAT__INIT;
     if (pool) pi.name = (char *)pool;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT;
-    req.pool_iostat = &pi;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_IOSTAT, &pi);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_POOL_IOSTAT || !r->pool_iostat)
         fail("pool iostat: unexpected answer from cairnd");
     return r;
@@ -562,15 +509,8 @@ static void print_tables(mgmt_table_t *io, mgmt_table_t *arc, list_opts_t *lo)
 int cmd_pool_iostat(int argc, char **argv)
 {
     const char *what = "pool iostat";
-    list_opts_t lo = {0};
     bool verbose = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":vHp", g_list_longopts, what)) != -1) {
-        if (c == 'v') verbose = true;
-        else parse_list_opts(c, &lo);
-    }
-    want_args(argc, argv, 0, 3, what, "");
+    list_opts_t lo = list_args(argc, argv, 0, 3, what, "", &verbose);
     const char *pool = NULL;
     if (optind < argc && !is_number(argv[optind])) {
         pool = argv[optind++];

@@ -40,16 +40,11 @@ static void print_event(const Cairn__Mgmt__PoolEvent *e, bool scripted)
 /* One ask; prints what came and returns how many, *after moved past them. */
 static size_t events_page(const char *pool, uint64_t *after, uint32_t wait_ms, bool scripted)
 {
-    Cairn__Mgmt__PoolEvents m;
-    cairn__mgmt__pool_events__init(&m);
+    Cairn__Mgmt__PoolEvents m = CAIRN__MGMT__POOL_EVENTS__INIT;
     m.name = (char *)(pool ? pool : "");
     m.after = *after;
     m.wait_ms = wait_ms;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS;
-    req.pool_events = &m;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS, &m);
     size_t n = 0;
     if (r->result_case == CAIRN__MGMT__RESPONSE__RESULT_EVENTS) {
         n = r->events->n_events;
@@ -77,15 +72,10 @@ int cmd_pool_events(int argc, char **argv)
     if (pool) set_name(pool, what);
     if (clear && follow) fail("%s: -c and -f cannot be combined", what);
     if (clear) {
-        Cairn__Mgmt__PoolEvents m;
-        cairn__mgmt__pool_events__init(&m);
+        Cairn__Mgmt__PoolEvents m = CAIRN__MGMT__POOL_EVENTS__INIT;
         m.name = (char *)(pool ? pool : "");
         m.clear = true;
-        Cairn__Mgmt__Request req;
-        cairn__mgmt__request__init(&req);
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS;
-        req.pool_events = &m;
-        Cairn__Mgmt__Response *r = call(&req);
+        Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_POOL_EVENTS, &m);
         if (r->result_case == CAIRN__MGMT__RESPONSE__RESULT_EVENTS)
             printf("cleared %llu events\n", (unsigned long long)r->events->cleared);
         cairn__mgmt__response__free_unpacked(r, NULL);
@@ -103,22 +93,13 @@ int cmd_pool_events(int argc, char **argv)
 int cmd_pool_clear(int argc, char **argv)
 {
     const char *what = "pool clear";
-    reset_getopt();
-    while (next_opt(argc, argv, ":", NULL, what) != -1) {
-    }
-    want_args(argc, argv, 1, 2, what, "pool name");
-    const char *name = argv[optind];
-    set_name(name, what);
+    want_no_opts(argc, argv, what);
+    const char *name = pool_args(argc, argv, 1, 2, what, "pool name");
     char buf[PATH_MAX + 64];
     const char *dev = optind + 1 < argc ? leaf_arg(argv[optind + 1], buf, sizeof buf, what) : "";
-    Cairn__Mgmt__PoolClear cl;
-    cairn__mgmt__pool_clear__init(&cl);
+    Cairn__Mgmt__PoolClear cl = CAIRN__MGMT__POOL_CLEAR__INIT;
     cl.name = (char *)name;
     cl.device = (char *)dev;
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR;
-    req.pool_clear = &cl;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_POOL_CLEAR, &cl);
     return 0;
 }

@@ -10,20 +10,10 @@
 
 static int cmd_share_list(int argc, char **argv)
 {
-    const char *what = "share list";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 0, 0, what, "");
-    Cairn__Mgmt__ShareList sl;
-    cairn__mgmt__share_list__init(&sl);
-    Cairn__Mgmt__Request req;
-    cairn__mgmt__request__init(&req);
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_SHARE_LIST;
-    req.share_list = &sl;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_SHARES) fail("unexpected response");
+    list_opts_t lo = list_args(argc, argv, 0, 0, "share list", "", NULL);
+    Cairn__Mgmt__ShareList sl = CAIRN__MGMT__SHARE_LIST__INIT;
+    Cairn__Mgmt__Response *r =
+        call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_SHARE_LIST, &sl, CAIRN__MGMT__RESPONSE__RESULT_SHARES);
     static const char *const hdr[] = {"DATASET", "PATH", "OPTIONS", "VERSIONS", "CLIENTS"};
     mgmt_table_t *t = mgmt_table_new(5, hdr, 0x10);
     for (size_t i = 0; i < r->shares->n_rows; i++) {
@@ -33,8 +23,7 @@ static int cmd_share_list(int argc, char **argv)
         const char *cells[] = {row->dataset, row->path, row->options, row->versions, clients};
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo.mode, "shares");
-    mgmt_table_free(t);
+    table_print_free(t, lo.mode, "shares");
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
@@ -42,7 +31,6 @@ static int cmd_share_list(int argc, char **argv)
 int share_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "share")) return -1;
-    if (argc < 2) fail("share: missing subcommand (list)");
-    if (!strcmp(argv[1], "list")) return cmd_share_list(argc - 1, argv + 1);
-    fail("share: unknown subcommand '%s'", argv[1]);
+    static const cli_verb_t verbs[] = {{"list", cmd_share_list}};
+    return cli_run_group("share", "list", verbs, CLI_NVERBS(verbs), argc, argv);
 }

@@ -26,19 +26,12 @@ static int cmd_token_create(int argc, char **argv)
 {
     const char *what = "token create";
     static const struct option longopts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
-    bool read_only = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":", longopts, what)) != -1)
-        if (c == 'r') read_only = true;
+    bool read_only = flag_given(argc, argv, ":", longopts, what);
     want_args(argc, argv, 1, 1, what, "NAME");
     Cairn__Mgmt__TokenCreate tc = CAIRN__MGMT__TOKEN_CREATE__INIT;
     tc.name = argv[optind];
     tc.read_only = read_only;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_TOKEN_CREATE;
-    req.token_create = &tc;
-    Cairn__Mgmt__Response *r = call(&req);
+    Cairn__Mgmt__Response *r = call_cmd(CAIRN__MGMT__REQUEST__CMD_TOKEN_CREATE, &tc);
     if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_TOKENS || r->tokens->n_rows != 1)
         fail("unexpected response");
     printf("%s\n", r->tokens->rows[0]->secret);
@@ -62,53 +55,43 @@ static void print_credentials(const Cairn__Mgmt__TokenRows *rows, const list_opt
         const char *cells[] = {row->name, row->role, created};
         mgmt_table_add_row(t, cells);
     }
-    mgmt_table_print(t, stdout, lo->mode, what);
-    mgmt_table_free(t);
+    table_print_free(t, lo->mode, what);
 }
 
-static int cmd_token_list(int argc, char **argv)
+/* `token list` and `user list` (users). */
+static int cmd_credential_list(int argc, char **argv, bool users)
 {
-    const char *what = "token list";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 0, 0, what, "");
+    list_opts_t lo = list_args(argc, argv, 0, 0, users ? "user list" : "token list", "", NULL);
     Cairn__Mgmt__TokenList tl = CAIRN__MGMT__TOKEN_LIST__INIT;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_TOKEN_LIST;
-    req.token_list = &tl;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_TOKENS) fail("unexpected response");
-    print_credentials(r->tokens, &lo, "tokens");
+    Cairn__Mgmt__UserList ul = CAIRN__MGMT__USER_LIST__INIT;
+    Cairn__Mgmt__Response *r =
+        users ? call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_USER_LIST, &ul, CAIRN__MGMT__RESPONSE__RESULT_USERS)
+              : call_cmd_expect(CAIRN__MGMT__REQUEST__CMD_TOKEN_LIST, &tl, CAIRN__MGMT__RESPONSE__RESULT_TOKENS);
+    print_credentials(users ? r->users : r->tokens, &lo, users ? "users" : "tokens");
     cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
 
+static int cmd_token_list(int argc, char **argv) { return cmd_credential_list(argc, argv, false); }
+static int cmd_user_list(int argc, char **argv) { return cmd_credential_list(argc, argv, true); }
+
 static int cmd_token_revoke(int argc, char **argv)
 {
     const char *what = "token revoke";
-    reset_getopt();
-    while (next_opt(argc, argv, ":", NULL, what) != -1) {
-    }
+    want_no_opts(argc, argv, what);
     want_args(argc, argv, 1, 1, what, "NAME");
     Cairn__Mgmt__TokenRevoke tr = CAIRN__MGMT__TOKEN_REVOKE__INIT;
     tr.name = argv[optind];
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_TOKEN_REVOKE;
-    req.token_revoke = &tr;
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
+    call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_TOKEN_REVOKE, &tr);
     return 0;
 }
 
 int token_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "token")) return -1;
-    if (argc < 2) fail("token: missing subcommand (create, list, revoke)");
-    if (!strcmp(argv[1], "create")) return cmd_token_create(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "list")) return cmd_token_list(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "revoke")) return cmd_token_revoke(argc - 1, argv + 1);
-    fail("token: unknown subcommand '%s' (create, list, revoke)", argv[1]);
+    static const cli_verb_t verbs[] = {
+        {"create", cmd_token_create}, {"list", cmd_token_list}, {"revoke", cmd_token_revoke}};
+    return cli_run_group("token", "create, list, revoke", verbs, CLI_NVERBS(verbs), argc, argv);
 }
 
 /* ------------------------------------------------------------------ users */
@@ -156,68 +139,42 @@ static void read_password(char *buf, size_t len)
 
 /* `user add [--read-only] NAME`, `user passwd NAME`, `user remove NAME`: one name,
  * and a password for add and passwd. */
-static int cmd_user_change(int argc, char **argv, const char *sub)
+static int cmd_user_change(int argc, char **argv)
 {
+    const char *sub = argv[0];
     char what[32];
     snprintf(what, sizeof what, "user %s", sub);
     static const struct option add_opts[] = {{"read-only", no_argument, NULL, 'r'}, {0}};
-    bool add = !strcmp(sub, "add"), remove = !strcmp(sub, "remove"), read_only = false;
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":", add ? add_opts : NULL, what)) != -1)
-        if (c == 'r') read_only = true;
+    bool add = !strcmp(sub, "add"), remove = !strcmp(sub, "remove");
+    bool read_only = flag_given(argc, argv, ":", add ? add_opts : NULL, what);
     want_args(argc, argv, 1, 1, what, "NAME");
     char password[MGMT_PASSWORD_MAX + 2] = "";
     if (!remove) read_password(password, sizeof password);
     Cairn__Mgmt__UserAdd ua = CAIRN__MGMT__USER_ADD__INIT;
     Cairn__Mgmt__UserPasswd up = CAIRN__MGMT__USER_PASSWD__INIT;
     Cairn__Mgmt__UserRemove ur = CAIRN__MGMT__USER_REMOVE__INIT;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
     if (add) {
         ua.name = argv[optind];
         ua.read_only = read_only;
         ua.password = password;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_ADD;
-        req.user_add = &ua;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_USER_ADD, &ua);
     } else if (remove) {
         ur.name = argv[optind];
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_REMOVE;
-        req.user_remove = &ur;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_USER_REMOVE, &ur);
     } else {
         up.name = argv[optind];
         up.password = password;
-        req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_PASSWD;
-        req.user_passwd = &up;
+        call_cmd_simple(CAIRN__MGMT__REQUEST__CMD_USER_PASSWD, &up);
     }
-    cairn__mgmt__response__free_unpacked(call(&req), NULL);
-    return 0;
-}
-
-static int cmd_user_list(int argc, char **argv)
-{
-    const char *what = "user list";
-    list_opts_t lo = {0};
-    int c;
-    reset_getopt();
-    while ((c = next_opt(argc, argv, ":Hp", g_list_longopts, what)) != -1) parse_list_opts(c, &lo);
-    want_args(argc, argv, 0, 0, what, "");
-    Cairn__Mgmt__UserList ul = CAIRN__MGMT__USER_LIST__INIT;
-    Cairn__Mgmt__Request req = CAIRN__MGMT__REQUEST__INIT;
-    req.cmd_case = CAIRN__MGMT__REQUEST__CMD_USER_LIST;
-    req.user_list = &ul;
-    Cairn__Mgmt__Response *r = call(&req);
-    if (r->result_case != CAIRN__MGMT__RESPONSE__RESULT_USERS) fail("unexpected response");
-    print_credentials(r->users, &lo, "users");
-    cairn__mgmt__response__free_unpacked(r, NULL);
     return 0;
 }
 
 int user_command(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "user")) return -1;
-    if (argc < 2) fail("user: missing subcommand (add, passwd, remove, list)");
-    if (!strcmp(argv[1], "add") || !strcmp(argv[1], "passwd") || !strcmp(argv[1], "remove"))
-        return cmd_user_change(argc - 1, argv + 1, argv[1]);
-    if (!strcmp(argv[1], "list")) return cmd_user_list(argc - 1, argv + 1);
-    fail("user: unknown subcommand '%s' (add, passwd, remove, list)", argv[1]);
+    static const cli_verb_t verbs[] = {{"add", cmd_user_change},
+                                       {"passwd", cmd_user_change},
+                                       {"remove", cmd_user_change},
+                                       {"list", cmd_user_list}};
+    return cli_run_group("user", "add, passwd, remove, list", verbs, CLI_NVERBS(verbs), argc, argv);
 }

@@ -66,24 +66,27 @@ static bool compress_is_gzip(cairn_compress_t alg)
     return alg >= CAIRN_COMPRESS_GZIP_1 && alg <= CAIRN_COMPRESS_GZIP_9;
 }
 
+/* The codecs below gzip's levels (gzip takes its level as an argument). */
+static const struct {
+    size_t (*compress)(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_cap);
+    int (*decompress)(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len);
+} g_codecs[CAIRN_COMPRESS_GZIP_1] = {
+    [CAIRN_COMPRESS_LZJB] = {cairn_lzjb_compress, cairn_lzjb_decompress},
+    [CAIRN_COMPRESS_LZ4] = {lz4_compress, lz4_decompress},
+    [CAIRN_COMPRESS_ZLE] = {cairn_zle_compress, cairn_zle_decompress},
+};
+
 size_t cairn_compress(cairn_compress_t alg, const void *src, size_t src_len, void *dst,
                       size_t dst_cap)
 {
     if (src_len == 0 || dst_cap == 0)
         return 0;
-    switch (alg) {
-    case CAIRN_COMPRESS_LZJB:
-        return cairn_lzjb_compress(src, src_len, dst, dst_cap);
-    case CAIRN_COMPRESS_LZ4:
-        return lz4_compress(src, src_len, dst, dst_cap);
-    case CAIRN_COMPRESS_ZLE:
-        return cairn_zle_compress(src, src_len, dst, dst_cap);
-    default:
-        if (compress_is_gzip(alg))
-            return cairn_gzip_compress((int)(alg - CAIRN_COMPRESS_GZIP_1) + 1, src, src_len, dst,
-                                       dst_cap);
-        return 0; /* off, or a value we do not know: store uncompressed */
-    }
+    if (compress_is_gzip(alg))
+        return cairn_gzip_compress((int)(alg - CAIRN_COMPRESS_GZIP_1) + 1, src, src_len, dst,
+                                   dst_cap);
+    if ((unsigned)alg < CAIRN_COMPRESS_GZIP_1 && g_codecs[alg].compress)
+        return g_codecs[alg].compress(src, src_len, dst, dst_cap);
+    return 0; /* off, or a value we do not know: store uncompressed */
 }
 
 int cairn_decompress(cairn_compress_t alg, const void *src, size_t src_len, void *dst,
@@ -96,21 +99,15 @@ int cairn_decompress(cairn_compress_t alg, const void *src, size_t src_len, void
         return src_len == 0 ? 0 : -EIO;
     if (src_len == 0)
         return -EIO;
-    switch (alg) {
-    case CAIRN_COMPRESS_OFF:
+    if (alg == CAIRN_COMPRESS_OFF) {
         if (src_len != dst_len)
             return -EIO;
         memmove(dst, src, dst_len);
         return 0;
-    case CAIRN_COMPRESS_LZJB:
-        return cairn_lzjb_decompress(src, src_len, dst, dst_len);
-    case CAIRN_COMPRESS_LZ4:
-        return lz4_decompress(src, src_len, dst, dst_len);
-    case CAIRN_COMPRESS_ZLE:
-        return cairn_zle_decompress(src, src_len, dst, dst_len);
-    default:
-        return cairn_gzip_decompress(src, src_len, dst, dst_len);
     }
+    if (compress_is_gzip(alg))
+        return cairn_gzip_decompress(src, src_len, dst, dst_len);
+    return g_codecs[alg].decompress(src, src_len, dst, dst_len);
 }
 
 static const char *const compress_names[CAIRN_COMPRESS_COUNT] = {

@@ -785,18 +785,33 @@ static int dir_add_locked(dmu_pool_t *dp, dnode_t *dir, uint64_t txg, const char
     return 0;
 }
 
-int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
+/* The start of a change to the directory entry `name` in an open txg: the
+ * pool's DMU with dp->lock held and *txg held, or NULL and *err. */
+static dmu_pool_t *named_change_begin(spa_t *spa, const char *name, uint64_t *txg, int *err)
 {
     dmu_pool_t *dp = dmu_pool(spa);
-    if (!dp) return -ENXIO;
-    if (!name_ok(name)) return -EINVAL;
-    if (spa_readonly(spa)) return -EROFS;
-    uint64_t txg = spa_tx_hold(spa);
+    *err = !dp ? -ENXIO : !name_ok(name) ? -EINVAL : spa_readonly(spa) ? -EROFS : 0;
+    if (*err) return NULL;
+    *txg = spa_tx_hold(spa);
     pthread_mutex_lock(&dp->lock);
-    dnode_t *dir = dir_dnode(dp, txg);
-    int err = dir ? dir_add_locked(dp, dir, txg, name, NULL, false, id_out) : -EIO;
+    return dp;
+}
+
+static void named_change_end(dmu_pool_t *dp, uint64_t txg)
+{
     pthread_mutex_unlock(&dp->lock);
-    spa_tx_rele(spa, txg);
+    spa_tx_rele(dp->spa, txg);
+}
+
+int dmu_objset_create(spa_t *spa, const char *name, uint64_t *id_out)
+{
+    uint64_t txg;
+    int err;
+    dmu_pool_t *dp = named_change_begin(spa, name, &txg, &err);
+    if (!dp) return err;
+    dnode_t *dir = dir_dnode(dp, txg);
+    err = dir ? dir_add_locked(dp, dir, txg, name, NULL, false, id_out) : -EIO;
+    named_change_end(dp, txg);
     return err;
 }
 
@@ -852,15 +867,12 @@ static int destroy_locked(dmu_pool_t *dp, const char *name, uint64_t txg, bool s
 
 int dmu_objset_destroy(spa_t *spa, const char *name)
 {
-    dmu_pool_t *dp = dmu_pool(spa);
-    if (!dp) return -ENXIO;
-    if (!name_ok(name)) return -EINVAL;
-    if (spa_readonly(spa)) return -EROFS;
-    uint64_t txg = spa_tx_hold(spa);
-    pthread_mutex_lock(&dp->lock);
-    int err = destroy_locked(dp, name, txg, false, 0);
-    pthread_mutex_unlock(&dp->lock);
-    spa_tx_rele(spa, txg);
+    uint64_t txg;
+    int err;
+    dmu_pool_t *dp = named_change_begin(spa, name, &txg, &err);
+    if (!dp) return err;
+    err = destroy_locked(dp, name, txg, false, 0);
+    named_change_end(dp, txg);
     return err;
 }
 

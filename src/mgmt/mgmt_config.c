@@ -9,10 +9,9 @@
  * through the same mgmt_config_set(), so both are validated alike.
  */
 #include <cairn/dsl.h>
-#include <cairn/iscsi.h>
+#include <cairn/frontend_defaults.h>
 #include <cairn/log.h>
 #include <cairn/mgmt.h>
-#include <cairn/nfs.h>
 #include <cairn/spa.h>
 #include <cairn/util.h>
 

@@ -131,6 +131,19 @@ uint32_t nfs4_resolve_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid)
     return NFS4_OK;
 }
 
+uint32_t nfs4_arg_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid)
+{
+    nfs4_get_stateid(cx->a, sid);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    return nfs4_resolve_stateid(cx, sid);
+}
+
+uint32_t nfs4_arg_file_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid)
+{
+    uint32_t status = nfs4_arg_stateid(cx, sid);
+    return status == NFS4_OK ? nfs4_need_real_file(cx) : status;
+}
+
 void nfs4_set_cur_stateid(nfs4_cx_t *cx, const nfs4_stateid_t *sid)
 {
     cx->cur_sid = *sid;
@@ -290,6 +303,16 @@ static int hash_cb(nfs_export_t *exp, void *arg)
     return 0;
 }
 
+/* Whether the caller may use exp (its credentials in *eff): NFS4_OK, or the
+ * refusal with exp released. */
+static uint32_t authorize_export(nfs4_cx_t *cx, nfs_export_t *exp, zpl_cred_t *eff, bool *writable)
+{
+    int arc = nfs_export_authorize(exp, cx->call, eff, writable);
+    if (arc >= 0) return NFS4_OK;
+    nfs_export_rele(exp);
+    return arc == -EPERM ? NFS4ERR_PERM : NFS4ERR_ACCESS; /* PERM: secure, high port */
+}
+
 /* Makes f the root of export path, if the client may use it. */
 static uint32_t enter_export(nfs4_cx_t *cx, nfs4_cfh_t *f, const char *path)
 {
@@ -299,11 +322,8 @@ static uint32_t enter_export(nfs4_cx_t *cx, nfs4_cfh_t *f, const char *path)
     if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_NOENT;
     zpl_cred_t eff;
     bool writable = false;
-    int arc = nfs_export_authorize(exp, cx->call, &eff, &writable);
-    if (arc < 0) {
-        nfs_export_rele(exp);
-        return arc == -EPERM ? NFS4ERR_PERM : NFS4ERR_ACCESS; /* PERM: secure, high port */
-    }
+    uint32_t st = authorize_export(cx, exp, &eff, &writable);
+    if (st != NFS4_OK) return st;
     zpl_node_t *root;
     int rc = zpl_root(nfs_export_fs(exp), &root);
     if (rc < 0) {
@@ -433,11 +453,8 @@ static uint32_t fh_decode(nfs4_cx_t *cx, const uint8_t *buf, uint32_t len, nfs4_
     if (found) return found == -EAGAIN ? NFS4ERR_DELAY : NFS4ERR_STALE;
     zpl_cred_t eff;
     bool writable = false;
-    int arc = nfs_export_authorize(exp, cx->call, &eff, &writable);
-    if (arc < 0) {
-        nfs_export_rele(exp);
-        return arc == -EPERM ? NFS4ERR_PERM : NFS4ERR_ACCESS; /* PERM: secure, high port */
-    }
+    uint32_t st = authorize_export(cx, exp, &eff, &writable);
+    if (st != NFS4_OK) return st;
     zpl_node_t *node;
     int rc = zpl_fh_to_inode(nfs_export_fs(exp), buf, len, &node);
     if (rc < 0) {

@@ -71,6 +71,19 @@ static uint32_t need_readable(nfs4_cx_t *cx, nfs4_stateid_t *sid)
     return via_open ? NFS4_OK : nfs4_owner_perm(&cx->cur, ZPL_ACCESS_READ);
 }
 
+/* The arguments SEEK and READ_PLUS share (stateid, offset, then a word: what
+ * to seek, how much to read), read, and the current file readable through the
+ * stateid. */
+static uint32_t readable_args(nfs4_cx_t *cx, uint64_t *off, uint32_t *word)
+{
+    nfs4_stateid_t sid;
+    nfs4_get_stateid(cx->a, &sid);
+    *off = nfs_xdr_get_u64(cx->a);
+    *word = nfs_xdr_get_u32(cx->a);
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    return need_readable(cx, &sid);
+}
+
 /* The current file may be changed through sid. */
 static uint32_t need_changeable(nfs4_cx_t *cx, nfs4_stateid_t *sid)
 {
@@ -118,12 +131,9 @@ static uint32_t op_fallocate(nfs4_cx_t *cx, bool punch)
 
 static uint32_t op_seek(nfs4_cx_t *cx)
 {
-    nfs4_stateid_t sid;
-    nfs4_get_stateid(cx->a, &sid);
-    uint64_t off = nfs_xdr_get_u64(cx->a);
-    uint32_t what = nfs_xdr_get_u32(cx->a);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    uint32_t st = need_readable(cx, &sid);
+    uint64_t off;
+    uint32_t what;
+    uint32_t st = readable_args(cx, &off, &what);
     if (st) return st;
     if (what != NFS4_CONTENT_DATA && what != NFS4_CONTENT_HOLE) return NFS4ERR_UNION_NOTSUPP;
     bool hole = what == NFS4_CONTENT_HOLE;
@@ -218,12 +228,9 @@ static int put_segments(nfs4_cx_t *cx, uint64_t *pos, uint64_t end, uint32_t *ns
 
 static uint32_t op_read_plus(nfs4_cx_t *cx)
 {
-    nfs4_stateid_t sid;
-    nfs4_get_stateid(cx->a, &sid);
-    uint64_t off = nfs_xdr_get_u64(cx->a);
-    uint32_t count = nfs_xdr_get_u32(cx->a);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    uint32_t st = need_readable(cx, &sid);
+    uint64_t off;
+    uint32_t count;
+    uint32_t st = readable_args(cx, &off, &count);
     if (st) return st;
     if (count > NFS4_MAX_IO) count = NFS4_MAX_IO;
     zpl_attr_t a;

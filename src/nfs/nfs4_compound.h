@@ -78,6 +78,10 @@ void nfs4_get_stateid(nfs_xdr_t *x, nfs4_stateid_t *s);
 void nfs4_put_cinfo(nfs_xdr_t *x, const zpl_wcc_t *wcc);
 /* Resolves the 4.1 "current stateid" special value. */
 uint32_t nfs4_resolve_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid);
+/* An operation's stateid argument, read (NFS4ERR_BADXDR) and resolved; the _file
+ * form also wants the current filehandle a real file (nfs4_need_real_file). */
+uint32_t nfs4_arg_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid);
+uint32_t nfs4_arg_file_stateid(nfs4_cx_t *cx, nfs4_stateid_t *sid);
 void nfs4_set_cur_stateid(nfs4_cx_t *cx, const nfs4_stateid_t *sid);
 
 /* nfs4_ops_state.c: helpers shared with OPEN (nfs4_open.c), all under st->lock */

@@ -374,10 +374,7 @@ nfs4_stid_t *nfs4_deleg_reclaim(nfs4_server_t *st, nfs4_client_t *c, nfs4_stid_t
 uint32_t nfs4_op_delegreturn(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
-    nfs4_get_stateid(cx->a, &sid);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    uint32_t status = nfs4_resolve_stateid(cx, &sid);
-    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    uint32_t status = nfs4_arg_file_stateid(cx, &sid);
     if (status) return status;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);

@@ -46,15 +46,21 @@ long nfs4_range_conflict(const nfs4_range_list_t *l, const void *owner, uint64_t
     return -1;
 }
 
+/* Room for one more range (the list unchanged when there is none). */
+static int reserve_one(nfs4_range_list_t *l)
+{
+    if (l->n < l->cap) return 0;
+    size_t cap = l->cap ? l->cap * 2 : 4;
+    nfs4_range_t *v = realloc(l->v, cap * sizeof *v);
+    if (!v) return -ENOMEM;
+    l->v = v;
+    l->cap = cap;
+    return 0;
+}
+
 static int push(nfs4_range_list_t *l, nfs4_range_t r)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4;
-        nfs4_range_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return -ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (reserve_one(l)) return -ENOMEM;
     l->v[l->n++] = r;
     return 0;
 }
@@ -63,13 +69,7 @@ int nfs4_range_clear(nfs4_range_list_t *l, const void *owner, uint64_t first, ui
 {
     /* Reserve room for the one split that can add a range, so failure leaves
      * the list untouched. */
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4;
-        nfs4_range_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return -ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (reserve_one(l)) return -ENOMEM;
     for (size_t i = 0; i < l->n;) {
         nfs4_range_t *r = &l->v[i];
         if (r->owner != owner || !overlaps(r, first, last)) { i++; continue; }

@@ -708,9 +708,7 @@ uint32_t nfs4_op_test_stateid(nfs4_cx_t *cx)
 uint32_t nfs4_op_free_stateid(nfs4_cx_t *cx)
 {
     nfs4_stateid_t sid;
-    nfs4_get_stateid(cx->a, &sid);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    uint32_t status = nfs4_resolve_stateid(cx, &sid);
+    uint32_t status = nfs4_arg_stateid(cx, &sid);
     if (status) return status;
     pthread_mutex_lock(&cx->st->lock);
     nfs4_stid_t *s;
@@ -826,10 +824,7 @@ uint32_t nfs4_op_close(nfs4_cx_t *cx)
 {
     uint32_t seqid = nfs_xdr_get_u32(cx->a);
     nfs4_stateid_t sid;
-    nfs4_get_stateid(cx->a, &sid);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    uint32_t status = nfs4_resolve_stateid(cx, &sid);
-    if (status == NFS4_OK) status = nfs4_need_real_file(cx);
+    uint32_t status = nfs4_arg_file_stateid(cx, &sid);
     if (status) return status;
     nfs4_server_t *st = cx->st;
     pthread_mutex_lock(&st->lock);

@@ -334,6 +334,20 @@ out_unref:
      * drops it when it sees dead_pending. */
 }
 
+/* The end of a call: its reply sent (rc > 0), or the connection closed (rc < 0:
+ * the record made no sense), and the reply buffer freed. */
+static void conn_finish_call(nfs_conn_t *c, int rc, const uint8_t *hdr, size_t hlen, nfs_xdr_t *res)
+{
+    if (rc > 0) {
+        conn_send_reply(c, hdr, hlen, res);
+    } else if (rc < 0) {
+        pthread_mutex_lock(&c->lock);
+        conn_close_locked(c);
+        pthread_mutex_unlock(&c->lock);
+    }
+    nfs_xdr_free(res);
+}
+
 /* ------------------------------------------------------------ back channel */
 
 static size_t put_be32(uint8_t *p, uint32_t v);
@@ -604,14 +618,7 @@ static bool conn_try_inline(nfs_conn_t *c)
         nfs_xdr_free(&res);
         return false;
     }
-    if (rc > 0) {
-        conn_send_reply(c, hdr, h, &res);
-    } else if (rc < 0) {
-        pthread_mutex_lock(&c->lock);
-        conn_close_locked(c);
-        pthread_mutex_unlock(&c->lock);
-    }
-    nfs_xdr_free(&res);
+    conn_finish_call(c, rc, hdr, h, &res);
     c->rec_len = 0; /* the buffer is kept for the connection's next record */
     return true;
 }
@@ -626,14 +633,7 @@ static void run_call(void *arg)
     size_t h = 0;
     nfs_xdr_t res;
     int rc = nfs_rpc_execute(c, job->rec, job->len, hdr, &h, &res);
-    if (rc > 0) {
-        conn_send_reply(c, hdr, h, &res);
-    } else if (rc < 0) {
-        pthread_mutex_lock(&c->lock);
-        conn_close_locked(c);
-        pthread_mutex_unlock(&c->lock);
-    }
-    nfs_xdr_free(&res);
+    conn_finish_call(c, rc, hdr, h, &res);
     free(job->rec);
     free(job);
     conn_call_done(c);

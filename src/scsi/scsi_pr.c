@@ -342,17 +342,25 @@ void pr_reset(scsi_lu_t *lu) { lu->res2 = false; }
 
 /* ------------------------------------------------------ RESERVE(6/10) */
 
+/* Under lu->lock: with a persistent reservation held, RESERVE and RELEASE(6/10)
+ * succeed for its holder and conflict for anyone else; then true, the command
+ * answered and the lock dropped. */
+static bool answered_by_pr_holder(scsi_ctx_t *c)
+{
+    scsi_lu_t *lu = c->lu;
+    if (!lu->holder) return false;
+    bool mine = is_holder(lu, reg_find(lu, c->nexus));
+    pthread_mutex_unlock(&lu->lock);
+    if (mine) scsi_respond(c, NULL, 0, 0);
+    else res_conflict(c);
+    return true;
+}
+
 void pr_reserve2(scsi_ctx_t *c)
 {
     scsi_lu_t *lu = c->lu;
     pthread_mutex_lock(&lu->lock);
-    if (lu->holder) {
-        bool mine = is_holder(lu, reg_find(lu, c->nexus));
-        pthread_mutex_unlock(&lu->lock);
-        if (mine) scsi_respond(c, NULL, 0, 0);
-        else res_conflict(c);
-        return;
-    }
+    if (answered_by_pr_holder(c)) return;
     if (lu->res2 && lu->res2_nexus != c->nexus->nexus_id) {
         pthread_mutex_unlock(&lu->lock);
         res_conflict(c);
@@ -368,13 +376,7 @@ void pr_release2(scsi_ctx_t *c)
 {
     scsi_lu_t *lu = c->lu;
     pthread_mutex_lock(&lu->lock);
-    if (lu->holder) {
-        bool mine = is_holder(lu, reg_find(lu, c->nexus));
-        pthread_mutex_unlock(&lu->lock);
-        if (mine) scsi_respond(c, NULL, 0, 0);
-        else res_conflict(c);
-        return;
-    }
+    if (answered_by_pr_holder(c)) return;
     /* releasing someone else's reservation (or none) succeeds and does nothing */
     if (lu->res2 && lu->res2_nexus == c->nexus->nexus_id) lu->res2 = false;
     pthread_mutex_unlock(&lu->lock);

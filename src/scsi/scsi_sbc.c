@@ -540,6 +540,115 @@ static void copy_record(scsi_ctx_t *c, uint8_t list_id, uint8_t status, uint16_t
     pthread_mutex_unlock(&lu->lock);
 }
 
+/* The segment descriptors of an EXTENDED COPY parameter list (seg_len bytes at
+ * segs, at byte seg_at of the list): each block to block (28 bytes) between
+ * target descriptors below ncscd; *nseg of them. False: answered. */
+static bool xcopy_check_segments(scsi_ctx_t *c, const uint8_t *segs, uint32_t seg_len,
+                                 uint32_t seg_at, uint32_t ncscd, uint32_t *nseg)
+{
+    *nseg = 0;
+    for (uint32_t off = 0; off < seg_len; (*nseg)++) {
+        const uint8_t *d = segs + off;
+        if (seg_len - off < 4) {
+            param_len_error(c);
+            return false;
+        }
+        if (d[0] != 0x02) {
+            copy_sense(c, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x09);   /* UNSUPPORTED SEGMENT DESCRIPTOR */
+            return false;
+        }
+        uint32_t dl = be16(d + 2) + 4u;
+        if (dl != 28 || seg_len - off < dl) {
+            bad_param(c, (int)(seg_at + off + 2), -1);
+            return false;
+        }
+        if (be16(d + 4) >= ncscd || be16(d + 6) >= ncscd) {
+            copy_sense(c, 0x0a, 0x0d, 0x02);   /* COPY ABORTED, COPY TARGET DEVICE NOT REACHABLE */
+            return false;
+        }
+        off += dl;
+    }
+    return true;
+}
+
+/* The LUs the list's ncscd target descriptors name (identification descriptors
+ * of block devices whose block size they state), pinned into lus. False:
+ * answered; what was pinned is in lus for the caller to unpin. */
+static bool xcopy_pin_targets(scsi_ctx_t *c, const uint8_t *p, uint32_t ncscd, scsi_lu_t **lus)
+{
+    for (uint32_t i = 0; i < ncscd; i++) {
+        const uint8_t *d = p + 16 + 32 * i;
+        int at = (int)(16 + 32 * i);
+        if (d[0] != 0xe4) {
+            copy_sense(c, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x07);   /* UNSUPPORTED TARGET DESCRIPTOR */
+            return false;
+        }
+        /* LU ID TYPE and NUL are ignored (SPC-4); block devices only */
+        if ((d[1] & 0x1f) != 0) {
+            bad_param(c, at + 1, 4);
+            return false;
+        }
+        lus[i] = cscd_lookup(c->tgt, d);
+        if (!lus[i]) {
+            copy_sense(c, 0x0a, 0x0d, 0x02);   /* COPY ABORTED, COPY TARGET DEVICE NOT REACHABLE */
+            return false;
+        }
+        uint32_t dbl = be24(d + 29);
+        if (dbl != lu_bs(lus[i])) {
+            bad_param(c, at + 29, -1);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* One checked block-to-block segment descriptor d (at byte `at` of the list),
+ * after `done` completed ones: copied, *bytes of it. False: answered. */
+static bool xcopy_segment(scsi_ctx_t *c, const uint8_t *d, int at, scsi_lu_t **lus, uint16_t done,
+                          uint64_t *bytes_out)
+{
+    scsi_lu_t *src = lus[be16(d + 4)], *dst = lus[be16(d + 6)];
+    bool dc = d[1] & 0x02;
+    uint64_t nblk = be16(d + 10), slba = be64(d + 12), dlba = be64(d + 20);
+    uint32_t sbs = lu_bs(src), dbs = lu_bs(dst);
+    uint64_t bytes = nblk * (dc ? dbs : sbs);
+    pthread_mutex_lock(&src->lock);
+    bool ok = pr_allowed(src, c->nexus, PRC_READ, 0);
+    pthread_mutex_unlock(&src->lock);
+    pthread_mutex_lock(&dst->lock);
+    ok = ok && pr_allowed(dst, c->nexus, PRC_WRITE, 0);
+    pthread_mutex_unlock(&dst->lock);
+    if (!ok) {
+        res_conflict(c);
+        return false;
+    }
+    if (dst->readonly || zvol_is_readonly(dst->zv) || spc_swp(dst)) {
+        copy_sense(c, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00);
+        return false;
+    }
+    if (bytes % sbs || bytes % dbs || bytes > XCOPY_MAX_SEGMENT_BYTES) {
+        bad_param(c, at + 10, -1);
+        return false;
+    }
+    if (!range_ok(src, slba, bytes / sbs) || !range_ok(dst, dlba, bytes / dbs)) {
+        /* COPY ABORTED; initiators (libiscsi's suite among them) expect no
+         * additional sense code here rather than LBA OUT OF RANGE */
+        copy_sense(c, 0x0a, 0x00, 0x00);
+        scsi_sense_info(c->cmd, done);   /* segments completed */
+        return false;
+    }
+    if (bytes) {
+        int e = zvol_copy(src->zv, slba * sbs, dst->zv, dlba * dbs, bytes, write_flags(dst, false));
+        if (e) {
+            scsi_zvol_error(c, e, true);
+            if (c->cmd->sense_len) c->cmd->sense[2] = 0x0a;   /* COPY ABORTED */
+            return false;
+        }
+    }
+    *bytes_out = bytes;
+    return true;
+}
+
 void sbc_xcopy(scsi_ctx_t *c)
 {
     uint32_t declared = be32(c->cdb + 10);
@@ -574,103 +683,20 @@ void sbc_xcopy(scsi_ctx_t *c)
         return;
     }
     /* count and check the segment descriptors before touching anything */
-    uint32_t nseg = 0;
-    for (uint32_t off = 0; off < seg_len; nseg++) {
-        const uint8_t *d = p + 16 + cscd_len + off;
-        if (seg_len - off < 4) {
-            param_len_error(c);
-            return;
-        }
-        if (d[0] != 0x02) {
-            copy_sense(c, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x09);   /* UNSUPPORTED SEGMENT DESCRIPTOR */
-            return;
-        }
-        uint32_t dl = be16(d + 2) + 4u;
-        if (dl != 28 || seg_len - off < dl) {
-            bad_param(c, (int)(16 + cscd_len + off + 2), -1);
-            return;
-        }
-        if (be16(d + 4) >= ncscd || be16(d + 6) >= ncscd) {
-            copy_sense(c, 0x0a, 0x0d, 0x02);   /* COPY ABORTED, COPY TARGET DEVICE NOT REACHABLE */
-            return;
-        }
-        off += dl;
-    }
+    uint32_t nseg;
+    if (!xcopy_check_segments(c, p + 16 + cscd_len, seg_len, 16 + cscd_len, ncscd, &nseg)) return;
     if (nseg > XCOPY_MAX_SEGMENTS) {
         copy_sense(c, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x08);   /* TOO MANY SEGMENT DESCRIPTORS */
         return;
     }
     scsi_lu_t *lus[XCOPY_MAX_CSCD] = {0};
-    uint32_t i;
-    for (i = 0; i < ncscd; i++) {
-        const uint8_t *d = p + 16 + 32 * i;
-        int at = (int)(16 + 32 * i);
-        if (d[0] != 0xe4) {
-            copy_sense(c, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x07);   /* UNSUPPORTED TARGET DESCRIPTOR */
-            goto out;
-        }
-        /* LU ID TYPE and NUL are ignored (SPC-4); block devices only */
-        if ((d[1] & 0x1f) != 0) {
-            bad_param(c, at + 1, 4);
-            goto out;
-        }
-        lus[i] = cscd_lookup(c->tgt, d);
-        if (!lus[i]) {
-            copy_sense(c, 0x0a, 0x0d, 0x02);   /* COPY ABORTED, COPY TARGET DEVICE NOT REACHABLE */
-            goto out;
-        }
-        uint32_t dbl = be24(d + 29);
-        if (dbl != lu_bs(lus[i])) {
-            bad_param(c, at + 29, -1);
-            goto out;
-        }
-    }
+    if (!xcopy_pin_targets(c, p, ncscd, lus)) goto out;
     uint16_t done = 0;
     uint64_t bytes_done = 0;
     for (uint32_t off = 0; off < seg_len; off += 28) {
-        const uint8_t *d = p + 16 + cscd_len + off;
-        scsi_lu_t *src = lus[be16(d + 4)], *dst = lus[be16(d + 6)];
-        bool dc = d[1] & 0x02;
-        uint64_t nblk = be16(d + 10), slba = be64(d + 12), dlba = be64(d + 20);
-        uint32_t sbs = lu_bs(src), dbs = lu_bs(dst);
-        uint64_t bytes = nblk * (dc ? dbs : sbs);
-        pthread_mutex_lock(&src->lock);
-        bool ok = pr_allowed(src, c->nexus, PRC_READ, 0);
-        pthread_mutex_unlock(&src->lock);
-        pthread_mutex_lock(&dst->lock);
-        ok = ok && pr_allowed(dst, c->nexus, PRC_WRITE, 0);
-        pthread_mutex_unlock(&dst->lock);
-        if (!ok) {
-            res_conflict(c);
+        uint64_t bytes;
+        if (!xcopy_segment(c, p + 16 + cscd_len + off, (int)(16 + cscd_len + off), lus, done, &bytes))
             goto failed;
-        }
-        if (dst->readonly || zvol_is_readonly(dst->zv) || spc_swp(dst)) {
-            copy_sense(c, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00);
-            goto failed;
-        }
-        if (bytes % sbs || bytes % dbs) {
-            bad_param(c, (int)(16 + cscd_len + off + 10), -1);
-            goto failed;
-        }
-        if (bytes > XCOPY_MAX_SEGMENT_BYTES) {
-            bad_param(c, (int)(16 + cscd_len + off + 10), -1);
-            goto failed;
-        }
-        if (!range_ok(src, slba, bytes / sbs) || !range_ok(dst, dlba, bytes / dbs)) {
-            /* COPY ABORTED; initiators (libiscsi's suite among them) expect no
-             * additional sense code here rather than LBA OUT OF RANGE */
-            copy_sense(c, 0x0a, 0x00, 0x00);
-            scsi_sense_info(c->cmd, done);   /* segments completed */
-            goto failed;
-        }
-        if (bytes) {
-            int e = zvol_copy(src->zv, slba * sbs, dst->zv, dlba * dbs, bytes, write_flags(dst, false));
-            if (e) {
-                scsi_zvol_error(c, e, true);
-                if (c->cmd->sense_len) c->cmd->sense[2] = 0x0a;   /* COPY ABORTED */
-                goto failed;
-            }
-        }
         done++;
         bytes_done += bytes;
     }

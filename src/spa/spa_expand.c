@@ -155,17 +155,6 @@ void spa_expand_sync(spa_t *spa, uint64_t txg)
     if (e && asked) spa->expand_err = e;
 }
 
-typedef struct leaf_by_path {
-    const char *path;
-    vdev_t *found;
-} leaf_by_path_t;
-
-static void match_leaf(vdev_t *leaf, void *arg)
-{
-    leaf_by_path_t *f = arg;
-    if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
-}
-
 int spa_vdev_expand(spa_t *spa, const char *path, char *err, size_t errlen)
 {
     if (spa->readonly) {
@@ -173,9 +162,7 @@ int spa_vdev_expand(spa_t *spa, const char *path, char *err, size_t errlen)
         return -EROFS;
     }
     pthread_mutex_lock(&spa->config_lock);
-    leaf_by_path_t f = {.path = path};
-    vdev_foreach_leaf(spa->root, match_leaf, &f);
-    vdev_t *leaf = f.found;
+    vdev_t *leaf = spa_tree_leaf(spa, path);
     vdev_t *top = leaf ? vdev_top(leaf) : NULL;
     int e = 0;
     if (!leaf) {

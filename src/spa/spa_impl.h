@@ -512,7 +512,10 @@ void spa_dtl_open_fixup(vdev_t *root, uint64_t open_txg);
 
 /* spa_resilver.c, shared with fault management (spa_fault.c). Config lock. */
 bool spa_vdev_survives_without(vdev_t *top, vdev_t *leaf);
-vdev_t *spa_leaf_by_path(spa_t *spa, const char *path); /* NULL: no such leaf (OLD of a replacement neither) */ /* a good copy of every block is left */
+vdev_t *spa_leaf_by_path(spa_t *spa, const char *path); /* NULL: no such leaf (OLD of a replacement neither) */
+/* The tree's leaf at path, any side of a replacing or spare vdev included (a leaf
+ * that left the tree for good is no longer under it). */
+vdev_t *spa_tree_leaf(spa_t *spa, const char *path); /* a good copy of every block is left */
 void spa_resilver_asked(spa_t *spa);               /* a leaf turned stale: resilver since now */
 void spa_dtl_close(vdev_t *leaf, uint64_t txg);    /* its open-ended log ends at txg */
 

@@ -60,6 +60,7 @@
 
 typedef struct leaf_find {
     const char *path;
+    bool named_only; /* skip the OLD side of a replacement */
     vdev_t *found;
 } leaf_find_t;
 
@@ -68,15 +69,22 @@ static void find_leaf(vdev_t *leaf, void *arg)
     leaf_find_t *f = arg;
     /* The OLD side of a replacement is not named: it leaves with the replacement
      * (and at a reused path the name means NEW). */
-    if (leaf->parent && leaf->parent->type == VDEV_TYPE_REPLACING && !leaf->parent->is_spare &&
-        leaf != vdev_io_child(leaf->parent))
+    if (f->named_only && leaf->parent && leaf->parent->type == VDEV_TYPE_REPLACING &&
+        !leaf->parent->is_spare && leaf != vdev_io_child(leaf->parent))
         return;
     if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
 }
 
+vdev_t *spa_tree_leaf(spa_t *spa, const char *path)
+{
+    leaf_find_t f = {.path = path, .named_only = false};
+    vdev_foreach_leaf(spa->root, find_leaf, &f);
+    return f.found;
+}
+
 vdev_t *spa_leaf_by_path(spa_t *spa, const char *path)
 {
-    leaf_find_t f = {.path = path};
+    leaf_find_t f = {.path = path, .named_only = true};
     vdev_foreach_leaf(spa->root, find_leaf, &f);
     return f.found;
 }

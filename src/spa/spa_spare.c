@@ -57,27 +57,6 @@ void spa_spares_from_config(spa_t *spa, const spa_config_phys_t *cfg)
     for (uint32_t i = 0; i < spa->nspares; i++) spa->spares[i].path[SPA_PATH_MAX - 1] = '\0';
 }
 
-typedef struct path_in_tree {
-    const char *path;
-    vdev_t *found;
-} path_in_tree_t;
-
-static void match_path(vdev_t *leaf, void *arg)
-{
-    path_in_tree_t *p = arg;
-    /* A leaf that left the tree for good is no longer under it; one out of
-     * service inside a replacing vdev still is. */
-    if (!p->found && leaf->path && !strcmp(leaf->path, p->path)) p->found = leaf;
-}
-
-/* The tree's leaf at path, any side of a replacing or spare vdev included. */
-static vdev_t *tree_leaf(spa_t *spa, const char *path)
-{
-    path_in_tree_t p = {.path = path};
-    vdev_foreach_leaf(spa->root, match_path, &p);
-    return p.found;
-}
-
 static int spare_index(const spa_t *spa, const char *path)
 {
     for (uint32_t i = 0; i < spa->nspares; i++)
@@ -93,7 +72,7 @@ static int spare_check(spa_t *spa, const char *path, bool force, char *err, size
         cairn_seterr(err, errlen, "device path too long: '%s'", path);
         return -ENAMETOOLONG;
     }
-    if (tree_leaf(spa, path)) {
+    if (spa_tree_leaf(spa, path)) {
         cairn_seterr(err, errlen, "'%s' is already a device of pool '%s'", path, spa->name);
         return -EEXIST;
     }
@@ -202,7 +181,7 @@ int spa_spare_remove(spa_t *spa, const char *path, char *err, size_t errlen)
     if (i < 0) {
         cairn_seterr(err, errlen, "'%s' is not a spare of pool '%s'", path, spa->name);
         e = -ENOENT;
-    } else if (tree_leaf(spa, path)) {
+    } else if (spa_tree_leaf(spa, path)) {
         cairn_seterr(err, errlen, "cannot remove '%s': the spare is in use (detach it first)", path);
         e = -EBUSY;
     } else {
@@ -237,7 +216,7 @@ size_t spa_spares_get(spa_t *spa, spa_spare_info_t *out, size_t max)
     size_t n = 0;
     for (uint32_t i = 0; i < spa->nspares && n < max; i++, n++) {
         cairn_strlcpy(out[n].path, spa->spares[i].path, sizeof out[n].path);
-        out[n].in_use = tree_leaf(spa, spa->spares[i].path) != NULL;
+        out[n].in_use = spa_tree_leaf(spa, spa->spares[i].path) != NULL;
     }
     pthread_mutex_unlock(&spa->config_lock);
     return n;
@@ -330,7 +309,7 @@ void spa_spare_activate(spa_t *spa, const char *faulted_path)
     vdev_t *leaf = spa_leaf_by_path(spa, faulted_path);
     bool wanted = leaf && wants_spare(leaf);
     for (uint32_t i = 0; wanted && i < spa->nspares; i++)
-        if (!tree_leaf(spa, spa->spares[i].path)) cairn_strlcpy(cand[n++], spa->spares[i].path, SPA_PATH_MAX);
+        if (!spa_tree_leaf(spa, spa->spares[i].path)) cairn_strlcpy(cand[n++], spa->spares[i].path, SPA_PATH_MAX);
     pthread_mutex_unlock(&spa->config_lock);
     for (uint32_t i = 0; i < n; i++) {
         char err[512] = "";

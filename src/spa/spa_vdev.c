@@ -161,17 +161,6 @@ static int config_change_wait(spa_t *spa)
     return err;
 }
 
-typedef struct path_find {
-    const char *path;
-    vdev_t *found;
-} path_find_t;
-
-static void find_leaf(vdev_t *leaf, void *arg)
-{
-    path_find_t *f = arg;
-    if (!f->found && leaf->path && !strcmp(leaf->path, f->path)) f->found = leaf;
-}
-
 static void close_leaf(vdev_t *leaf, void *arg)
 {
     (void)arg;
@@ -246,9 +235,7 @@ static int check_add_spec(spa_t *spa, const spa_vdev_spec_t *root, bool force, c
         uint32_t nleaves = c->type == VDEV_TYPE_LEAF ? 1 : c->nchildren;
         for (uint32_t k = 0; k < nleaves; k++) {
             const spa_vdev_spec_t *leaf = c->type == VDEV_TYPE_LEAF ? c : &c->children[k];
-            path_find_t f = {.path = leaf->path};
-            vdev_foreach_leaf(spa->root, find_leaf, &f);
-            if (f.found) {
+            if (spa_tree_leaf(spa, leaf->path)) {
                 cairn_seterr(err, errlen, "device '%s' is already in pool '%s'", leaf->path, spa->name);
                 return -EEXIST;
             }
@@ -438,11 +425,7 @@ int spa_vdev_remove_log_begin(spa_t *spa, const char *name, char *err, size_t er
         snprintf(tname, sizeof tname, "%s-%u", vdev_type_name(top), top->id);
         if (!vdev_is_leaf(top) && !strcmp(tname, name)) found = top;
     }
-    if (!found) {
-        path_find_t f = {.path = name};
-        vdev_foreach_leaf(spa->root, find_leaf, &f);
-        found = f.found;
-    }
+    if (!found) found = spa_tree_leaf(spa, name);
     if (!found) {
         cairn_seterr(err, errlen, "cannot remove '%s': no such device in pool '%s'", name, spa->name);
         return -ENOENT;

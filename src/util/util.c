@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static void oom(void)
 {
@@ -179,6 +181,38 @@ void cairn_vformat_line(char *buf, size_t len, const char *fmt, va_list ap)
     vsnprintf(buf, len, fmt, ap);
     for (char *p = buf; *p; p++)
         if (*p == '\n') *p = ' ';
+}
+
+static int pio_all(int fd, uint8_t *p, size_t len, uint64_t off, bool write)
+{
+    while (len) {
+        ssize_t n = write ? pwrite(fd, p, len, (off_t)off) : pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? -errno : -EIO;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int cairn_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    return pio_all(fd, buf, len, off, false);
+}
+
+int cairn_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    return pio_all(fd, (uint8_t *)buf, len, off, true);
+}
+
+void cairn_vdie(const char *prog, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    cairn_vformat_line(msg, sizeof msg, fmt, ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", prog, msg);
+    exit(1);
 }
 
 void cairn_seterr(char *err, size_t errlen, const char *fmt, ...)

@@ -126,34 +126,6 @@ static vdev_fault_stats_t fault_stats; /* fields updated with __atomic builtins 
 
 /* ---- file helpers ---- */
 
-static int fault_pwrite_all(int fd, const char *buf, size_t len, uint64_t off)
-{
-    while (len > 0) {
-        ssize_t n = pwrite(fd, buf, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (n == 0) return -EIO;
-        buf += n, len -= (size_t)n, off += (uint64_t)n;
-    }
-    return 0;
-}
-
-static int fault_pread_all(int fd, char *buf, size_t len, uint64_t off)
-{
-    while (len > 0) {
-        ssize_t n = pread(fd, buf, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (n == 0) return -EIO; /* past the end of the file */
-        buf += n, len -= (size_t)n, off += (uint64_t)n;
-    }
-    return 0;
-}
-
 static void fault_held_free(fault_write_t *w)
 {
     free(w->data);
@@ -164,7 +136,7 @@ static void fault_held_free(fault_write_t *w)
 
 static int fault_do_read(fault_leaf_t *fl, uint64_t offset, char *buf, size_t len)
 {
-    int rc = fault_pread_all(fl->fd, buf, len, offset);
+    int rc = cairn_pread_all(fl->fd, buf, len, offset);
     if (rc < 0) return rc;
     uint64_t end = offset + len;
     for (fault_write_t *w = fl->held_head; w; w = w->next) {
@@ -239,8 +211,8 @@ static int fault_do_flush(fault_leaf_t *fl)
          * not the pool's); the buffered descriptor for what it refuses. The
          * kernel keeps the two views coherent, so the order still holds. */
         if (fl->direct_fd >= 0 && CAIRN_IS_P2ALIGNED(w->offset | w->len, FAULT_DIRECT_ALIGN))
-            rc = fault_pwrite_all(fl->direct_fd, w->data, w->len, w->offset);
-        if (rc == -EINVAL) rc = fault_pwrite_all(fl->fd, w->data, w->len, w->offset);
+            rc = cairn_pwrite_all(fl->direct_fd, w->data, w->len, w->offset);
+        if (rc == -EINVAL) rc = cairn_pwrite_all(fl->fd, w->data, w->len, w->offset);
         if (rc < 0) break; /* keep the rest held: the flush did not complete */
         fl->held_head = w->next;
         fault_held_free(w);
@@ -483,7 +455,7 @@ static void fault_apply_sectors(fault_leaf_t *fl, const fault_write_t *w, const 
         }
         size_t j = i;
         while (j < n && keep[j]) j++;
-        int rc = fault_pwrite_all(fl->fd, w->data + i * FAULT_SECTOR, (j - i) * FAULT_SECTOR,
+        int rc = cairn_pwrite_all(fl->fd, w->data + i * FAULT_SECTOR, (j - i) * FAULT_SECTOR,
                                   w->offset + i * FAULT_SECTOR);
         if (rc < 0) log_warn("vdev", "fault cut on %s: %s", fl->file_path, strerror(-rc));
         i = j;

@@ -304,11 +304,12 @@ static void lwb_push(zilog_t *zl, const cairn_dva_t *dva, uint64_t seq, uint64_t
     zl->lwbs[zl->nlwbs++] = (lwb_t){.dva = *dva, .seq = seq, .max_txg = max_txg};
 }
 
-/* Ends the chain: an empty header and the chain's blocks freed in one txg. */
-static void chain_restart_freeing_empty(zilog_t *zl, const cairn_dva_t *extra, size_t nextra,
-                                        const cairn_blkptr_t *extra_bps, size_t nextra_bps)
+/* The old chain's blocks (written ones, the pre-allocated one and `extra`) and
+ * the blocks its records still hold (`extra_bps`) freed with txg; the header
+ * cleared for the caller to set. */
+static void chain_free_old(zilog_t *zl, uint64_t txg, const cairn_dva_t *extra, size_t nextra,
+                           const cairn_blkptr_t *extra_bps, size_t nextra_bps)
 {
-    uint64_t txg = spa_tx_hold_nowait(zl->spa);
     for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
     for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
     zl->nlwbs = 0;
@@ -316,6 +317,14 @@ static void chain_restart_freeing_empty(zilog_t *zl, const cairn_dva_t *extra, s
     for (size_t i = 0; i < nextra; i++) spa_log_free(zl->spa, &extra[i], txg);
     memset(&zl->next_dva, 0, sizeof zl->next_dva);
     memset(&zl->hdr, 0, sizeof zl->hdr);
+}
+
+/* Ends the chain: an empty header and the chain's blocks freed in one txg. */
+static void chain_restart_freeing_empty(zilog_t *zl, const cairn_dva_t *extra, size_t nextra,
+                                        const cairn_blkptr_t *extra_bps, size_t nextra_bps)
+{
+    uint64_t txg = spa_tx_hold_nowait(zl->spa);
+    chain_free_old(zl, txg, extra, nextra, extra_bps, nextra_bps);
     spa_log_header_set(zl->spa, zl->os_id, &zl->hdr, txg);
     zl->chain_ready_txg = txg;
     spa_tx_rele(zl->spa, txg);
@@ -340,13 +349,7 @@ static int chain_restart_freeing(zilog_t *zl, const cairn_dva_t *extra, size_t n
         err = spa_log_alloc(zl->spa, ZIL_MIN_BLOCK, &first);
     }
     uint64_t txg = spa_tx_hold_nowait(zl->spa);
-    for (size_t i = 0; i < nextra_bps; i++) spa_block_free_at_sync(zl->spa, txg, &extra_bps[i]);
-    for (size_t i = 0; i < zl->nlwbs; i++) spa_log_free(zl->spa, &zl->lwbs[i].dva, txg);
-    zl->nlwbs = 0;
-    if (zl->next_dva.asize) spa_log_free(zl->spa, &zl->next_dva, txg);
-    for (size_t i = 0; i < nextra; i++) spa_log_free(zl->spa, &extra[i], txg);
-    memset(&zl->next_dva, 0, sizeof zl->next_dva);
-    memset(&zl->hdr, 0, sizeof zl->hdr);
+    chain_free_old(zl, txg, extra, nextra, extra_bps, nextra_bps);
     if (!err) {
         zl->hdr.chain_guid = cairn_random_guid();
         zl->hdr.head = first;
