@@ -117,4 +117,12 @@ ssize_t vdev_writev_len(const struct iovec *iov, int iovcnt);
  * whose cache flush costs a rotation or more; benchmarks). 0 turns it off. */
 int vdev_fault_set_flush_delay(const char *path, uint32_t us);
 
+/* While gate is true, FLUSHes of the leaf wait before they run (writes go on):
+ * a test orders what happens while a flush is in flight. Returns 0 or -ENOENT. */
+int vdev_fault_gate_flushes(const char *path, bool gate);
+
+/* The leaf's next FLUSH fails with -EIO and loses every write it held, as a
+ * disk whose cache flush failed may have. Returns 0 or -ENOENT. */
+int vdev_fault_fail_next_flush(const char *path);
+
 #endif

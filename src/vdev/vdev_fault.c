@@ -63,6 +63,7 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,8 @@ typedef struct fault_leaf {
     bool fail_writes;
     bool frozen;
     uint32_t flush_delay_us; /* added to every FLUSH: a slow disk (benchmarks) */
+    _Atomic bool flush_gate; /* FLUSHes wait while set (tests order a flush's window) */
+    bool fail_next_flush;    /* the next FLUSH fails and loses the held writes */
     cairn_rng_t garbage_rng;
 } fault_leaf_t;
 
@@ -204,6 +207,17 @@ static int fault_do_write(fault_leaf_t *fl, uint64_t offset, const char *buf, si
 static int fault_do_flush(fault_leaf_t *fl)
 {
     int rc = 0;
+    if (fl->fail_next_flush) {
+        fl->fail_next_flush = false;
+        while (fl->held_head) {
+            fault_write_t *w = fl->held_head;
+            fl->held_head = w->next;
+            fault_held_free(w);
+            FAULT_STAT_ADD(cut_dropped, 1);
+        }
+        fl->held_tail = NULL;
+        return -EIO;
+    }
     while (fl->held_head) {
         fault_write_t *w = fl->held_head;
         rc = -EINVAL;
@@ -261,6 +275,7 @@ static void fault_io_run(void *arg)
     vdev_t *vd = __atomic_load_n(&fl->vd, __ATOMIC_ACQUIRE); /* rebound by a reopen */
     int rc;
     fault_wait_stall(fl);
+    while (io->op == VDEV_IO_FLUSH && atomic_load(&fl->flush_gate)) usleep(1000);
     uint64_t start = cairn_now_ns();
     pthread_mutex_lock(&fl->lock);
     if (fl->frozen || fault_switch_on(fl)) rc = -EIO;
@@ -581,6 +596,27 @@ int vdev_fault_set_flush_delay(const char *path, uint32_t us)
     return fault_for_path(path, fault_set_flush_delay, &us);
 }
 
+static void fault_set_flush_gate(fault_leaf_t *fl, void *arg)
+{
+    atomic_store(&fl->flush_gate, *(const bool *)arg);
+}
+
+int vdev_fault_gate_flushes(const char *path, bool gate)
+{
+    return fault_for_path(path, fault_set_flush_gate, &gate);
+}
+
+static void fault_set_fail_next_flush(fault_leaf_t *fl, void *arg)
+{
+    (void)arg;
+    fl->fail_next_flush = true;
+}
+
+int vdev_fault_fail_next_flush(const char *path)
+{
+    return fault_for_path(path, fault_set_fail_next_flush, NULL);
+}
+
 static void fault_clear_leaf(fault_leaf_t *fl, void *arg)
 {
     (void)arg;
@@ -590,6 +626,8 @@ static void fault_clear_leaf(fault_leaf_t *fl, void *arg)
         free(in);
     }
     fl->fail_writes = false;
+    fl->fail_next_flush = false;
+    atomic_store(&fl->flush_gate, false);
 }
 
 int vdev_fault_clear(const char *path)

@@ -29,7 +29,10 @@
  * their records; when the writer sees that txg synced, it moves the head past
  * them (header set in an open txg U) and frees them with U. If a log write
  * fails, the writer falls back to waiting for the txgs of the batch and starts
- * a new chain (the old one may now have a hole). zil_restart_chains() starts
+ * a new chain (the old one may now have a hole). A flush runs after the writer
+ * role is handed on, so when one fails the next batch may already be written
+ * behind the hole: that batch too waits for its txgs before it is published
+ * (broken_chain), and the writer after it starts the new chain. zil_restart_chains() starts
  * a new chain for every open log of a pool on demand (a log vdev is being
  * removed: the new chains are allocated elsewhere).
  *
@@ -231,7 +234,11 @@ struct zilog {
     bool writer;                    /* a thread is writing a batch to the log */
     uint64_t tickets, published;    /* batches started / published in order */
     _Atomic int commit_err;         /* sticky: a commit failed even by txg (pool failed) */
-    bool chain_broken;              /* a log flush failed: restart the chain */
+    /* The chain (its guid) a log flush failed on, 0: none. Its blocks may be
+     * lost and with them the way to every later block of that chain, so the
+     * next writer restarts the chain, and a batch written on it after the failed
+     * one cannot count on its own flush (commit). Under lock. */
+    uint64_t broken_chain;
     uint64_t published_blk_seq;     /* blocks up to here belong to published batches */
     uint8_t *chunk_buf;             /* the writer's buffers */
     spa_log_ref_t *refs_buf;
@@ -541,6 +548,7 @@ typedef struct batch_plan {
     size_t nwritten;
     uint64_t last_blk_seq;
     bool wait_txg;               /* no log write: wait for max_txg instead */
+    uint64_t chain_guid;         /* the chain its blocks were written on, 0: none */
 } batch_plan_t;
 
 /* Waits until every batch before ticket is published (no block write of the
@@ -597,14 +605,16 @@ static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *s
  * already synced leave the chain (chain_clean). */
 static int chain_prepare(zilog_t *zl, batch_plan_t *p, uint64_t synced, bool *txg_instead)
 {
-    if (zl->chain_broken && zl->hdr.chain_guid) {
+    pthread_mutex_lock(&zl->lock);
+    bool broken = zl->hdr.chain_guid && zl->broken_chain == zl->hdr.chain_guid;
+    pthread_mutex_unlock(&zl->lock);
+    if (broken) {
         /* A flush failed under an earlier batch: its blocks may be lost, and with
          * them the way to everything after. Start over once the txgs cover it. */
         wait_prior(zl, p->ticket);
         int err = spa_txg_wait_synced(zl->spa, 0);
         if (err) return err;
         chain_restart(zl, NULL, 0);
-        zl->chain_broken = false;
     }
     if (atomic_load(&zl->txg_only)) {
         p->wait_txg = *txg_instead = true;
@@ -750,6 +760,7 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
     p->last_blk_seq = zl->next_blk_seq - 1;
     if (err) return batch_to_txg(zl, p, err);
     if (p->nwritten) atomic_fetch_add(&zl->st_log_writes, 1);
+    p->chain_guid = zl->hdr.chain_guid;
     return 0;
 }
 
@@ -767,7 +778,7 @@ static int flush_batch(zilog_t *zl, batch_plan_t *p)
             log_warn("zil", "object set %llu: log flush failed (%s); waiting for the txg instead",
                      (unsigned long long)zl->os_id, strerror(-err));
             pthread_mutex_lock(&zl->lock);
-            zl->chain_broken = true;
+            zl->broken_chain = p->chain_guid;
             pthread_mutex_unlock(&zl->lock);
             p->wait_txg = true;
         }
@@ -917,6 +928,16 @@ int zil_commit(zilog_t *zl, uint64_t seq)
         pthread_mutex_lock(&zl->lock);
         /* Publish in order: a later batch's flush must not vouch for an earlier one's. */
         while (zl->published != p.ticket - 1) pthread_cond_wait(&zl->done_cv, &zl->lock);
+        if (!err && p.nwritten && !p.wait_txg && p.chain_guid == zl->broken_chain) {
+            /* An earlier batch's flush failed on the chain this one's blocks
+             * follow (it was written before the failure was known): a replay may
+             * never reach them, so the txg vouches for these records instead.
+             * Later batches wait to publish behind this one meanwhile. */
+            pthread_mutex_unlock(&zl->lock);
+            atomic_fetch_add(&zl->st_txg_waits, 1);
+            err = spa_txg_wait_synced(zl->spa, p.max_txg);
+            pthread_mutex_lock(&zl->lock);
+        }
         CAIRN_ASSERT(p.ticket <= zl->tickets);
         zl->published = p.ticket;
         if (p.last_blk_seq > zl->published_blk_seq) zl->published_blk_seq = p.last_blk_seq;
