@@ -291,6 +291,11 @@ typedef enum vdev_open_lock {
 int vdev_leaf_open_how(const char *path, vdev_open_lock_t how, vdev_t **out);
 /* Synchronous leaf I/O at absolute device offsets (labels, tests). */
 int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len);
+/* The same queued: 0 and done called exactly once later (possibly in this
+ * thread), or a negative errno and done never called (a leaf without a device:
+ * -ENXIO). For a caller keeping several large I/Os in flight (sequential rebuild). */
+int vdev_leaf_io_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                        vdev_io_done_t done, void *arg);
 /* Absolute offset of label l (0..3) on a leaf of psize bytes. */
 uint64_t vdev_label_offset(uint64_t leaf_psize, int l);
 /* Data area bytes of a leaf of psize bytes (between the front reserve and the end labels). */

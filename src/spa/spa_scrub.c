@@ -391,7 +391,11 @@ static int rebuild_walk(spa_t *spa, scan_ctx_t *c, uint64_t *copy_errors)
             if (c->top_of[i] == v) dst[n++] = c->leaves[i].leaf;
         if (!n) continue;
         uint64_t from = c->pos.objset == v ? c->pos.object : 0, errs = 0;
+        uint64_t t0 = cairn_now_ns();
         e = spa_rebuild_top(spa, v, from, dst, n, rebuild_progress, c, &errs);
+        log_debug("spa", "pool %s: sequential copy of vdev %u from offset %llu took %llu ms",
+                  spa->name, v, (unsigned long long)from,
+                  (unsigned long long)((cairn_now_ns() - t0) / 1000000));
         *copy_errors += errs;
     }
     free(dst);

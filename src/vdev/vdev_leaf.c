@@ -112,6 +112,12 @@ static void leaf_waiter_submit(leaf_waiter_t *w, vdev_t *leaf, vdev_io_op_t op, 
     if (rc < 0) leaf_waiter_done(w, rc);
 }
 
+int vdev_leaf_io_submit(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len,
+                        vdev_io_done_t done, void *arg)
+{
+    return leaf->ops ? leaf->ops->submit(leaf, op, offset, buf, len, done, arg) : -ENXIO;
+}
+
 int vdev_leaf_io_sync(vdev_t *leaf, vdev_io_op_t op, uint64_t offset, void *buf, size_t len)
 {
     leaf_waiter_t w;

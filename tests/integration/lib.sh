@@ -324,7 +324,7 @@ stop_writer() {
 # ---- disks that fail and are resilvered under NFS and iSCSI clients ----
 # (test_pool_fault, _spare, _resilver*, _rebuild, _space: source nfs_lib.sh too.)
 
-# pool_put POOL NAME MIB: a random file of MIB MiB (at most 16) written through NFS into
+# pool_put POOL NAME MIB: a random file of MIB MiB written through NFS into
 # POOL/fs, kept as $T/POOL.NAME to compare.
 pool_put() {
     head -c "$(($3 << 20))" /dev/urandom >"$T/$1.$2"

@@ -46,7 +46,7 @@ sparse_files "$d" 256M l1 l2
 L1=fault:$d/l1 L2=fault:$d/l2
 run_ok "$CAIRN" pool create fm mirror "$L1" "$L2"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash fm/fs
-pool_put fm a 16  # (putfile sends at most 16 MiB)
+pool_put fm a 16
 scrub_clean fm
 
 # Below the threshold: three bad blocks on l2 are repaired, l2 stays ONLINE.

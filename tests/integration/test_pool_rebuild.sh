@@ -7,6 +7,8 @@
 #  - replace -s of a mirror side by a new file, the same checks;
 #  - kill -9 in the middle of a sequential rebuild (slowed with
 #    CAIRN_RESILVER_DELAY_US): after restart it goes on from its saved offset;
+#  - a source side failing every read (fault: leaf, FILE.eio): each chunk its
+#    read failed is read from the other side, the rebuild counts no error;
 #  - refused with one line on raidz, and while a resilver runs; nothing changed.
 # The pool ends with `cairn check` clean.
 set -euo pipefail
@@ -95,6 +97,34 @@ run_ok "$CAIRN" pool online "$pool" "$dir/l1"
 run_ok "$CAIRN" pool online "$pool" "$dir/m2"
 run_ok "$CAIRN" pool wait -t resilver "$pool"
 pass "$pool: a sequential rebuild killed with -9 resumed at offset $off and l3 alone serves the data"
+
+# ---- a side that fails every read: the copy reads those chunks from the other ----
+# Slowed (a pause per chunk) so that f1 starts failing in the middle of the copy,
+# before a label write could fault it: the copy's own reads meet the errors.
+daemon_stop
+CAIRN_RESILVER_DELAY_US=150000 nfs_daemon_start d1
+sparse_files "$T/f" 256M f1 f2 f3
+run_ok "$CAIRN" pool create fp mirror "fault:$T/f/f1" "$T/f/f2"
+run_ok "$CAIRN" create -o sharenfs=no_root_squash fp/fs
+for f in a b c; do pool_put fp "$f" 16; done
+mark=$(log_mark)
+run_ok "$CAIRN" pool attach -s fp "$T/f/f2" "$T/f/f3"
+log_wait "$mark" "attached to .* \(sequential rebuild\)" >/dev/null
+touch "$T/f/f1.eio"
+line=$(log_wait "$mark" "pool fp: resilver finished \(sequential\)")
+grep -q ": [0-9]* bytes resilvered, 0 errors" <<<"$line" || fail "fp: $line"
+if tail -n +"$((mark + 1))" "$LOG" | grep -a "pool fp: sequential rebuild" >"$T/errs.fp"; then
+    fail "fp: a chunk was not copied: $(cat "$T/errs.fp")"
+fi
+run_ok "$CAIRN" pool wait fp
+run_ok "$CAIRN" pool status fp
+read_errs=$(awk -v p="fault:$T/f/f1" '$1 == p {print $3}' "$LAST_STDOUT")
+[ "${read_errs:-0}" -gt 0 ] || fail "fp: the copy met no read error on f1: $(cat "$LAST_STDOUT")"
+rm "$T/f/f1.eio"
+run_ok "$CAIRN" pool offline fp "$T/f/f2"
+pool_verify_all fp
+pass "fp: a sequential rebuild beside a side failing reads ($read_errs) copied every chunk from the other"
+run_ok "$CAIRN" pool destroy fp
 
 # ---- refusals: one line, nothing changed ----
 sparse_files "$T/r" 256M r1 r2 r3 n1

@@ -764,10 +764,18 @@ int main(int argc, char **argv)
         snprintf(p, sizeof p, "/%s", argv[3]);
         FILE *f = fopen(argv[4], "rb");
         CHECK(f != NULL, "cannot open %s", argv[4]);
+        /* The whole file, however large, in pieces of the buffer's size. */
         static uint8_t data[16 << 20];
-        size_t n = fread(data, 1, sizeof data, f);
+        struct nfsfh *fh = open_trunc(nfs, p, 0);
+        uint64_t off = 0;
+        size_t n;
+        while ((n = fread(data, 1, sizeof data, f)) > 0) {
+            pwrite_all(nfs, fh, off, data, n);
+            off += n;
+        }
+        CHECK(!ferror(f), "cannot read %s", argv[4]);
         fclose(f);
-        put_file(nfs, p, data, n, 0);
+        EXPECT(nfs, nfs_close(nfs, fh), 0);
         nfs_destroy_context(nfs);
     } else if (!strcmp(mode, "symlink") && argc > 4) {
         struct nfs_context *nfs = connect_ctx(NULL);

@@ -14,7 +14,8 @@
 #     (default throttle settings); the run counts only if the resilver was still in
 #     progress when the client finished.
 # Each figure is the median of RUNS runs. BENCH_PARTS (default "device rebuild client")
-# picks the parts to run; rebuild and client need device's figure only for the ratio. DIR should be on a real disk, not tmpfs.
+# picks the parts to run (BENCH_MODES: "sequential healing", the rebuild part's modes); rebuild
+# and client need device's figure only for the ratio. DIR should be on a real disk, not tmpfs.
 # DATA_MB must be at least twice CLIENT_MB (the reads take two sets of files).
 # Usage: tools/bench/resilver.sh [DIR] [DATA_MB] [CLIENT_MB] [RUNS]
 set -euo pipefail
@@ -96,7 +97,7 @@ printf 'device write (fio 1 MiB direct) %8.0f MB/s\n' "$(printf '%s\n' "${fio_ra
 fi
 
 # ---- 2. rebuild and resilver rates, idle pool ----
-part rebuild && for mode in sequential healing; do
+part rebuild && for mode in ${BENCH_MODES:-sequential healing}; do
     rates=()
     for _ in $(seq "$RUNS"); do
         start_daemon
