@@ -43,9 +43,9 @@ typedef struct zfx {
     zilog_t *zl;
 } zfx_t;
 
-static void zfx_make(zfx_t *z, const char *tag, cairn_compress_t compress)
+/* On z's pool: slow txgs, object set "fs" and one object, synced. */
+static void zfx_objects(zfx_t *z, cairn_compress_t compress)
 {
-    test_pool_make(&z->p, tag, 256 * CAIRN_MIB);
     char err[128];
     assert_int_equal(spa_prop_set(z->p.spa, "txg_timeout", "300", err, sizeof err), 0);
     assert_int_equal(dmu_objset_create(z->p.spa, "fs", NULL), 0);
@@ -56,6 +56,12 @@ static void zfx_make(zfx_t *z, const char *tag, cairn_compress_t compress)
     assert_int_equal(dmu_object_alloc(z->os, &props, &z->obj, tx), 0);
     dmu_tx_commit(tx);
     assert_int_equal(spa_txg_wait_synced(z->p.spa, 0), 0);
+}
+
+static void zfx_make(zfx_t *z, const char *tag, cairn_compress_t compress)
+{
+    test_pool_make(&z->p, tag, 256 * CAIRN_MIB);
+    zfx_objects(z, compress);
 }
 
 static void zfx_open_log(zfx_t *z, zil_replay_fn fn, void *arg)
@@ -275,8 +281,8 @@ static void test_crash_claim_replay(void **state)
 }
 
 /* A pool of a main disk and a log device (a fault leaf, holding writes until
- * a flush; the main disk one too when main_fault), txgs slow, object set "fs"
- * with one object; the log device's path (for vdev_fault_*) in logpath. */
+ * a flush; the main disk one too when main_fault) with zfx_objects' set and
+ * object; the log device's path (for vdev_fault_*) in logpath. */
 static void zfx_make_with_log(zfx_t *z, const char *tag, bool main_fault, char logpath[600])
 {
     memset(z, 0, sizeof *z);
@@ -301,14 +307,7 @@ static void zfx_make_with_log(zfx_t *z, const char *tag, bool main_fault, char l
     assert_int_equal(e, 0);
     assert_true(spa_has_log_vdevs(z->p.spa));
     snprintf(z->p.path, sizeof z->p.path, "%s", z->p.dir); /* imports search both files */
-    assert_int_equal(spa_prop_set(z->p.spa, "txg_timeout", "300", err, sizeof err), 0);
-    assert_int_equal(dmu_objset_create(z->p.spa, "fs", NULL), 0);
-    assert_int_equal(dmu_objset_open(z->p.spa, "fs", &z->os), 0);
-    dmu_object_props_t props = {.recordsize = BLK, .compress = CAIRN_COMPRESS_LZ4,
-                                .checksum = CAIRN_CHECKSUM_FLETCHER4, .copies = 1};
-    dmu_tx_t *tx = dmu_tx_begin(z->os);
-    assert_int_equal(dmu_object_alloc(z->os, &props, &z->obj, tx), 0);
-    dmu_tx_commit(tx);
+    zfx_objects(z, CAIRN_COMPRESS_LZ4);
 }
 
 static void test_powercut_pointers(void **state)
