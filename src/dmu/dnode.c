@@ -103,6 +103,7 @@
 #include "dmu_impl.h"
 
 #include <cairn/assert.h>
+#include <cairn/bufpool.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <stdlib.h>
@@ -150,7 +151,12 @@ static _Atomic uint64_t bufcache_kept; /* bytes on the lists, all sizes */
 static uint64_t bufcache_budget;
 static pthread_once_t bufcache_once = PTHREAD_ONCE_INIT;
 
-static void bufcache_size(void) { bufcache_budget = spa_default_dirty_max() / 2; }
+static void bufcache_size(void)
+{
+    bufcache_budget = spa_default_dirty_max() / 2;
+    /* The same room for large records, which live in the buffer pool. */
+    cairn_bufpool_set_reserve(bufcache_budget);
+}
 
 /* The class of an aligned size, or -1 when it is not one of them. Under
  * AddressSanitizer nothing is kept, so a use after free stays visible. */
@@ -347,6 +353,7 @@ static uint8_t *rec_data_alloc(uint32_t rs, cairn_rbuf_t **holder)
         *holder = NULL;
         return dmu_buf_alloc(rs);
     }
+    pthread_once(&bufcache_once, bufcache_size);
     *holder = cairn_rbuf_new_aligned(rs, CAIRN_P2ROUNDUP((size_t)rs, (size_t)CAIRN_IO_ALIGN));
     return (*holder)->data;
 }
