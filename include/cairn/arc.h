@@ -105,9 +105,14 @@ void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
                        uint8_t policy);
 /* arc_insert_unread() of the n blocks one write just stored (stored[i] is
  * bps[i].psize bytes), under one taking of the ARC's lock: a txg's sync
- * writes its records in batches of up to 1 MiB from many threads at once. */
+ * writes its records in batches of up to 1 MiB from many threads at once.
+ * adopt (NULL, or NULL entries: copy stored[i]): a reference on the buffer
+ * whose data is stored[i], bytes never written again, which the ARC takes
+ * over (kept or released) instead of copying the block: the writer's own
+ * buffer becomes the cached one. */
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
-                            const void *const *stored, size_t n, uint8_t policy);
+                            const void *const *stored, cairn_rbuf_t *const *adopt, size_t n,
+                            uint8_t policy);
 /* arc_insert_stored() / arc_insert_unread() (unread) of a buffer the caller
  * read the block into: the ARC takes over the caller's reference on stored
  * (bp->psize bytes, verified, never written again) instead of copying it. */
@@ -192,6 +197,7 @@ typedef struct arc_stats {
     uint64_t decompressed_size; /* bytes of decompressed copies (hot blocks; read ahead, until used) */
     uint64_t entries;
     uint64_t evictions, frees_dropped, bypassed;
+    uint64_t adopted_writes;  /* written blocks cached as the writer's buffer, not a copy */
     uint64_t l2_hits, l2_misses, l2_feeds, l2_feed_bytes, l2_size, l2_entries;
     uint64_t l2_cksum_bad, l2_io_errors, l2_devices_dropped, l2_rebuilt;
 } arc_stats_t;

@@ -13,7 +13,7 @@
  *
  * Bounded: chunks handed out plus chunks kept never exceed the limit (the ARC
  * sets it to its target, arc_max or less, plus an eighth for lent and in-flight
- * buffers); a chunk freed beyond it goes back to malloc. cairn_bufpool_trim() gives back every
+ * buffers) plus the reserve (the DMU's budget for dirty records); a chunk freed beyond it goes back to malloc. cairn_bufpool_trim() gives back every
  * kept chunk (and the heap's free pages to the kernel) under memory pressure.
  *
  * Classes: every multiple of 4 KiB up to 256 KiB (a 128 KiB block plus the
@@ -42,11 +42,17 @@ void cairn_bufpool_free(void *p, size_t size);
 size_t cairn_bufpool_class_size(size_t size);
 /* Bound on chunks handed out plus chunks kept; lowering it gives back kept chunks over it. */
 void cairn_bufpool_set_limit(uint64_t bytes);
+/* Room on top of the limit for buffers a writer holds while they are in flight
+ * (the DMU's large dirty records, which the ARC adopts once written): without
+ * it, with the ARC full, every buffer it evicts went back to malloc and the
+ * next record took fresh pages. */
+void cairn_bufpool_set_reserve(uint64_t bytes);
 /* Gives back every kept chunk, and the heap's free memory to the kernel. */
 void cairn_bufpool_trim(void);
 
 typedef struct cairn_bufpool_stats {
     uint64_t limit;
+    uint64_t reserve;    /* room on top of the limit (cairn_bufpool_set_reserve) */
     uint64_t in_use;     /* bytes of pooled chunks handed out */
     uint64_t kept;       /* bytes of free chunks kept for reuse */
     uint64_t reused;     /* allocations served from a kept chunk */

@@ -28,6 +28,7 @@
 #define CAIRN_SPA_H
 
 #include <cairn/blkptr.h>
+#include <cairn/rbuf.h>
 #include <cairn/types.h>
 #include <cairn/vdev.h>
 
@@ -456,6 +457,13 @@ int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n);
 int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
                          const uint32_t *lsizes, const spa_write_props_t *props,
                          cairn_blkptr_t *bps);
+/* spa_block_write_many() where holders[i] (when not NULL) is a reference-counted
+ * buffer whose data is datas[i], never written again: a block stored raw from
+ * it is cached by a reference on it (props->cache) instead of a copy. The
+ * caller keeps its own references. */
+int spa_block_write_many_held(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                              cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                              const spa_write_props_t *props, cairn_blkptr_t *bps);
 /* Reads the block into buf (bp->lsize bytes), verifying it against bp and
  * repairing bad copies. -ECKSUM when no copy verifies. Any context. */
 int spa_block_read(spa_t *spa, const cairn_blkptr_t *bp, void *buf);

@@ -622,22 +622,32 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy)
 {
-    arc_insert_unread_many(pool_guid, bp, &stored, 1, policy);
+    arc_insert_unread_many(pool_guid, bp, &stored, NULL, 1, policy);
 }
 
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
-                            const void *const *stored, size_t n, uint8_t policy)
+                            const void *const *stored, cairn_rbuf_t *const *adopt, size_t n,
+                            uint8_t policy)
 {
     arc_buf_t *small[64];
     arc_buf_t **bufs = n <= 64 ? small : cairn_zalloc(n * sizeof *bufs);
-    uint64_t bypassed = 0;
+    uint64_t bypassed = 0, adopted = 0;
     for (size_t i = 0; i < n; i++) {
+        arc_buf_t *given = adopt ? adopt[i] : NULL;
         bool keep = kept_by(&bps[i], policy);
-        bufs[i] = keep ? arc_buf_new(stored[i], bps[i].psize) : NULL;
+        if (given && (!keep || given->size != bps[i].psize || given->data != stored[i])) {
+            arc_buf_rele(given); /* not the block as stored: copied below, or not kept */
+            given = NULL;
+        }
+        /* The writer's buffer, taken as it is: at 1 MiB NFS writes the copy into
+         * a new buffer was most of the sync threads' CPU (docs/benchmarks.md). */
+        bufs[i] = given ? given : keep ? arc_buf_new(stored[i], bps[i].psize) : NULL;
+        if (given) adopted++;
         if (!keep) bypassed++;
     }
     pthread_mutex_lock(&A.lock);
     A.st.bypassed += bypassed;
+    A.st.adopted_writes += adopted;
     /* Each insert's walk of its bucket misses the cache: bring every bucket,
      * then every chain's first entry, in before walking any, so the misses
      * overlap instead of following one another under the lock. */

@@ -126,6 +126,10 @@ typedef struct dmu_rec {
     uint64_t blkid;
     uint8_t *data;
     uint32_t data_cap;         /* dmu_buf_alloc() size of data, 0: not from it */
+    /* Large records: the reference-counted buffer data lies in (data_cap 0).
+     * Its sync hands the ARC a reference, so the written block is cached
+     * without a copy; the bytes are immutable from then on, as data is. */
+    cairn_rbuf_t *data_buf;
     /* syncing context */
     dnode_t *dn;
     uint64_t txg;

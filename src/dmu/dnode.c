@@ -103,6 +103,7 @@
 #include "dmu_impl.h"
 
 #include <cairn/assert.h>
+#include <cairn/bufpool.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
 #include <stdlib.h>
@@ -150,7 +151,12 @@ static _Atomic uint64_t bufcache_kept; /* bytes on the lists, all sizes */
 static uint64_t bufcache_budget;
 static pthread_once_t bufcache_once = PTHREAD_ONCE_INIT;
 
-static void bufcache_size(void) { bufcache_budget = spa_default_dirty_max() / 2; }
+static void bufcache_size(void)
+{
+    bufcache_budget = spa_default_dirty_max() / 2;
+    /* The same room for large records, which live in the buffer pool. */
+    cairn_bufpool_set_reserve(bufcache_budget);
+}
 
 /* The class of an aligned size, or -1 when it is not one of them. Under
  * AddressSanitizer nothing is kept, so a use after free stays visible. */
@@ -335,10 +341,51 @@ dnode_t *dnode_create(objset_t *os, uint64_t obj, const dnode_phys_t *phys)
     return dn;
 }
 
+/* Records from this size on live in a reference-counted buffer the ARC can
+ * keep as the written block (dmu_rec_t.data_buf); the page of alignment that
+ * buffer costs is then at most 1/16 of the record. Smaller ones are copied. */
+#define REC_SHARED_MIN (64u * 1024)
+
+/* A record buffer of rs bytes: *holder gets the buffer it lies in, or NULL. */
+static uint8_t *rec_data_alloc(uint32_t rs, cairn_rbuf_t **holder)
+{
+    if (rs < REC_SHARED_MIN) {
+        *holder = NULL;
+        return dmu_buf_alloc(rs);
+    }
+    pthread_once(&bufcache_once, bufcache_size);
+    *holder = cairn_rbuf_new_aligned(rs, CAIRN_P2ROUNDUP((size_t)rs, (size_t)CAIRN_IO_ALIGN));
+    return (*holder)->data;
+}
+
+/* Gives back data from rec_data_alloc(rs, &holder). */
+static void rec_data_free(uint8_t *data, uint32_t rs, cairn_rbuf_t *holder)
+{
+    if (holder) cairn_rbuf_rele(holder);
+    else dmu_buf_free(data, rs);
+}
+
+/* Gives back the record's data, however it was allocated. */
+static void rec_data_release(dmu_rec_t *r)
+{
+    if (r->data_buf) cairn_rbuf_rele(r->data_buf);
+    else if (r->data_cap) dmu_buf_free(r->data, r->data_cap);
+    else free(r->data);
+    r->data = NULL;
+    r->data_buf = NULL;
+    r->data_cap = 0;
+}
+
+/* Sets the record's data to a new buffer of rs bytes (the old one not released). */
+static void rec_data_new(dmu_rec_t *r, uint32_t rs)
+{
+    r->data = rec_data_alloc(rs, &r->data_buf);
+    r->data_cap = r->data_buf ? 0 : rs;
+}
+
 static void rec_free(dmu_rec_t *r)
 {
-    if (r->data_cap) dmu_buf_free(r->data, r->data_cap);
-    else free(r->data);
+    rec_data_release(r);
     free(r);
 }
 
@@ -578,13 +625,14 @@ static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
         dn_slot_t *s = dn->slots[i];
         dmu_rec_t *x = s && s->txg >= txg ? dmu_map_get(&s->recs[dn_shard(0)], 0) : NULL;
         if (!x) continue;
-        uint8_t *d = dmu_buf_alloc(newsz);
+        cairn_rbuf_t *holder;
+        uint8_t *d = rec_data_alloc(newsz, &holder);
         memcpy(d, x->data, old);
         memset(d + old, 0, newsz - old);
-        if (x->data_cap) dmu_buf_free(x->data, x->data_cap);
-        else free(x->data);
+        rec_data_release(x);
         x->data = d;
-        x->data_cap = newsz;
+        x->data_buf = holder;
+        x->data_cap = holder ? 0 : newsz;
         rec_changed(dn, s->txg, x); /* a block written at the old size is not it */
         nb.dirty += newsz - old;
         nb.space += spa_space_estimate(dn_spa(dn), newsz - old, dn->cur.copies);
@@ -716,6 +764,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
 {
     unsigned sh = dn_shard(blkid);
     uint8_t *data = NULL;
+    cairn_rbuf_t *holder = NULL;
     uint32_t data_size = 0;
     cairn_blkptr_t read_bp;
     bool have_read = false;
@@ -723,18 +772,18 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
         dn_slot_t *s = slot_find(dn, txg);
         dmu_rec_t *r = dmu_map_get(&s->recs[sh], blkid);
         if (r) {
-            free(data);
+            rec_data_free(data, data_size, holder);
             *out = r;
             return 0;
         }
         uint32_t rs = dn->cur.datablksz;
         if (data && data_size != rs) {
-            free(data);
+            rec_data_free(data, data_size, holder);
             data = NULL;
             have_read = false;
         }
         if (!data) {
-            data = dmu_buf_alloc(rs);
+            data = rec_data_alloc(rs, &holder);
             data_size = rs;
         }
         if (!whole) {
@@ -743,7 +792,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
             int err;
             int k = dn_lookup(dn, txg, blkid, &src, &bp, &err);
             if (err) {
-                free(data);
+                rec_data_free(data, data_size, holder);
                 return err;
             }
             if (k == LK_DATA) {
@@ -752,7 +801,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
                 memset(data, 0, rs);
             } else if (!have_read || memcmp(&bp, &read_bp, sizeof(bp))) {
                 if (bp.lsize != rs) {
-                    free(data);
+                    rec_data_free(data, data_size, holder);
                     return -EIO;
                 }
                 if (shared) pthread_mutex_unlock(&dn->shard_lock[sh]);
@@ -767,7 +816,7 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
                 }
                 if (!err && dn->cur.type == DNODE_TYPE_FREE) err = -ENOENT;
                 if (err) {
-                    free(data);
+                    rec_data_free(data, data_size, holder);
                     return err;
                 }
                 read_bp = bp;
@@ -778,7 +827,8 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
         r = cairn_zalloc(sizeof(*r));
         r->blkid = blkid;
         r->data = data;
-        r->data_cap = data_size;
+        r->data_buf = holder;
+        r->data_cap = holder ? 0 : data_size;
         dmu_map_put(&s->recs[sh], blkid, r);
         dn->mod_gen++;
         note_new_record(dn, s, blkid, rs, nb);
@@ -819,8 +869,7 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             if (!r) {
                 r = cairn_zalloc(sizeof(*r));
                 r->blkid = blkid;
-                r->data = dmu_buf_alloc(rs);
-                r->data_cap = rs;
+                rec_data_new(r, rs);
                 dn_slot_t *s = slot_find(dn, txg);
                 dmu_map_put(&s->recs[sh], blkid, r);
                 dn->mod_gen++;
@@ -1652,6 +1701,7 @@ void dnode_write_recs_task(void *arg)
 {
     dmu_rec_batch_t *b = arg;
     const void **datas = cairn_zalloc(b->n * sizeof *datas);
+    cairn_rbuf_t **holders = cairn_zalloc(b->n * sizeof *holders);
     uint32_t *sizes = cairn_zalloc(b->n * sizeof *sizes);
     cairn_blkptr_t *bps = cairn_zalloc(b->n * sizeof *bps);
     dmu_rec_t **live = cairn_zalloc(b->n * sizeof *live);
@@ -1674,11 +1724,14 @@ void dnode_write_recs_task(void *arg)
         if (buf_is_zero(r->data, r->size)) continue;
         live[k] = r;
         datas[k] = r->data;
+        /* Immutable now that its txg is syncing: the ARC may keep it as it is. */
+        holders[k] = r->data_buf && r->data_buf->size == r->size ? r->data_buf : NULL;
         sizes[k++] = r->size;
     }
     if (k) {
         dmu_rec_t *r0 = live[0];
-        int err = spa_block_write_many(dn_spa(r0->dn), r0->txg, k, datas, sizes, &r0->props, bps);
+        int err = spa_block_write_many_held(dn_spa(r0->dn), r0->txg, k, datas, holders, sizes,
+                                            &r0->props, bps);
         for (size_t j = 0; j < k; j++) {
             dmu_rec_t *r = live[j];
             r->error = err;
@@ -1688,6 +1741,7 @@ void dnode_write_recs_task(void *arg)
         }
     }
     free(datas);
+    free(holders);
     free(sizes);
     free(bps);
     free(live);
@@ -1819,9 +1873,7 @@ void dnode_sync_put_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, uint8_t *data
     dn_slot_t *s = slot_get(dn, txg, true);
     dmu_rec_t *r = dmu_map_get(&s->recs[dn_shard(blkid)], blkid);
     if (r) {
-        if (r->data_cap) dmu_buf_free(r->data, r->data_cap);
-        else free(r->data);
-        r->data_cap = 0;
+        rec_data_release(r);
     } else {
         r = cairn_zalloc(sizeof(*r));
         r->blkid = blkid;

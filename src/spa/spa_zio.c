@@ -23,7 +23,10 @@
  * block of at least SPA_ARC_ADOPT_MIN that the ARC will keep is read into a
  * buffer the ARC then adopts as the block's stored copy (no copy into the
  * ARC); smaller ones use a per-thread scratch buffer and are copied, since
- * the adopted buffer's alignment costs a page of memory per block.
+ * the adopted buffer's alignment costs a page of memory per block. Likewise a
+ * written block stored raw from a buffer the caller holds by reference
+ * (spa_block_write_many_held: the DMU's large records) is cached as that
+ * buffer, not as a copy.
  *
  * Placement across top-level vdevs: a rotor stays on one vdev for a run of
  * bytes proportional to its share of the pool's free space, then moves on, so
@@ -274,13 +277,13 @@ static void block_unalloc(spa_t *spa, uint64_t txg, cairn_blkptr_t *bp)
 }
 
 static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
-                      const uint32_t *lsizes, const spa_write_props_t *props, cairn_blkptr_t *bps,
-                      bool may_gang);
+                      cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                      const spa_write_props_t *props, cairn_blkptr_t *bps, bool may_gang);
 
 int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                     const spa_write_props_t *props, cairn_blkptr_t *bp)
 {
-    return write_many(spa, txg, 1, &data, &lsize, props, bp, true);
+    return write_many(spa, txg, 1, &data, NULL, &lsize, props, bp, true);
 }
 
 /* Nothing in the pipeline is tied to the syncing thread: the allocator records
@@ -290,7 +293,7 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
 int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                          const spa_write_props_t *props, cairn_blkptr_t *bp)
 {
-    return write_many(spa, txg, 1, &data, &lsize, props, bp, false);
+    return write_many(spa, txg, 1, &data, NULL, &lsize, props, bp, false);
 }
 
 int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
@@ -314,12 +317,19 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
                          const uint32_t *lsizes, const spa_write_props_t *props,
                          cairn_blkptr_t *bps)
 {
-    return write_many(spa, txg, n, datas, lsizes, props, bps, true);
+    return write_many(spa, txg, n, datas, NULL, lsizes, props, bps, true);
+}
+
+int spa_block_write_many_held(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                              cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                              const spa_write_props_t *props, cairn_blkptr_t *bps)
+{
+    return write_many(spa, txg, n, datas, holders, lsizes, props, bps, true);
 }
 
 static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
-                      const uint32_t *lsizes, const spa_write_props_t *props, cairn_blkptr_t *bps,
-                      bool may_gang)
+                      cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                      const spa_write_props_t *props, cairn_blkptr_t *bps, bool may_gang)
 {
     if (spa->readonly) return -EROFS;
     for (size_t i = 0; i < n; i++)
@@ -388,8 +398,20 @@ static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *dat
             else block_unalloc(spa, txg, &bps[i]);
             memset(&bps[i], 0, sizeof bps[i]);
         }
-    else if (props->cache)
-        arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, n, props->cache_policy);
+    else if (props->cache) {
+        /* A block stored raw from a holder's buffer is cached as that buffer:
+         * the bytes the devices got and the checksum covers, never written
+         * again (the holder's contract), so nothing is copied. */
+        cairn_rbuf_t **adopt = NULL;
+        for (size_t i = 0; holders && i < n; i++) {
+            if (!holders[i] || (const void *)stored[i] != datas[i]) continue;
+            if (!adopt) adopt = cairn_zalloc(n * sizeof *adopt);
+            adopt[i] = cairn_rbuf_hold(holders[i]);
+        }
+        arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, adopt, n,
+                               props->cache_policy);
+        free(adopt);
+    }
     for (size_t i = 0; i < n; i++) {
         free(owned[i]);
         spa_gang_destroy(gangs[i]);

@@ -112,7 +112,10 @@ void *cairn_bufpool_alloc(size_t size)
 }
 
 /* Under P.lock: whether a free chunk of cs bytes may be kept. */
-static bool room_to_keep(size_t cs) { return P.st.in_use + P.st.kept + cs <= P.st.limit; }
+static bool room_to_keep(size_t cs)
+{
+    return P.st.in_use + P.st.kept + cs <= P.st.limit + P.st.reserve;
+}
 
 void cairn_bufpool_free(void *p, size_t size)
 {
@@ -175,12 +178,27 @@ static void free_list(free_chunk_t *f)
     }
 }
 
+/* Under P.lock: sheds kept chunks over the bound after the limit or the reserve moved. */
+static free_chunk_t *bound_changed_locked(void)
+{
+    uint64_t bound = P.st.limit + P.st.reserve;
+    return shed_locked(bound > P.st.in_use ? bound - P.st.in_use : 0);
+}
+
 void cairn_bufpool_set_limit(uint64_t bytes)
 {
     pthread_mutex_lock(&P.lock);
     P.st.limit = bytes;
-    uint64_t room = bytes > P.st.in_use ? bytes - P.st.in_use : 0;
-    free_chunk_t *gone = shed_locked(room);
+    free_chunk_t *gone = bound_changed_locked();
+    pthread_mutex_unlock(&P.lock);
+    free_list(gone);
+}
+
+void cairn_bufpool_set_reserve(uint64_t bytes)
+{
+    pthread_mutex_lock(&P.lock);
+    P.st.reserve = bytes;
+    free_chunk_t *gone = bound_changed_locked();
     pthread_mutex_unlock(&P.lock);
     free_list(gone);
 }

@@ -488,7 +488,7 @@ static void test_insert_unread_many(void **state)
         stored[i] = b[i].stored;
     }
     arc_insert_stored(g_guid, &bps[7], stored[7], ARC_POLICY_DEFAULT); /* read by someone */
-    arc_insert_unread_many(g_guid, bps, stored, N, ARC_POLICY_DEFAULT);
+    arc_insert_unread_many(g_guid, bps, stored, NULL, N, ARC_POLICY_DEFAULT);
     arc_stats_t st;
     arc_get_stats(&st);
     assert_int_equal(st.entries, N);
@@ -515,13 +515,63 @@ static void test_insert_unread_many(void **state)
     /* Metadata only: the data blocks are counted as bypassed, the indirect one kept. */
     fresh(4 * CAIRN_MIB);
     for (int i = 0; i < N; i++) stored[i] = b[i].stored;
-    arc_insert_unread_many(g_guid, bps, stored, N, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
+    arc_insert_unread_many(g_guid, bps, stored, NULL, N, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
     arc_get_stats(&st);
     assert_int_equal(st.entries, 1);
     assert_int_equal(st.bypassed, N - 1);
     assert_true(arc_cached(g_guid, &bps[3]));
     check_invariants();
     for (int i = 0; i < N; i++) free_blk(&b[i]);
+}
+
+/* A write's blocks handed over as the writer's reference-counted buffers: the
+ * one that is the block as stored is cached as that very buffer (a hit's span
+ * points into it, nothing copied); one whose buffer is not the stored bytes
+ * (another size) is copied and its reference given back; one the policy does
+ * not keep gives its reference back too. */
+static void test_insert_unread_many_adopts(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB);
+    blk_t b[3];
+    cairn_blkptr_t bps[3];
+    const void *stored[3];
+    cairn_rbuf_t *given[3], *mine[3];
+    for (int i = 0; i < 3; i++) {
+        make_blk(&b[i], 300 + (uint64_t)i, 5, 0, false, i == 2 ? CAIRN_BT_DATA : CAIRN_BT_INDIRECT);
+        bps[i] = b[i].bp;
+        /* block 1's buffer holds one byte less than the block: not the block as stored */
+        mine[i] = cairn_rbuf_new(b[i].stored, i == 1 ? BLK - 1 : BLK);
+        given[i] = cairn_rbuf_hold(mine[i]); /* the reference handed over */
+        stored[i] = i == 1 ? b[i].stored : mine[i]->data;
+    }
+    arc_insert_unread_many(g_guid, bps, stored, given, 3, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.adopted_writes, 1);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(st.bypassed, 1);
+    assert_int_equal(atomic_load(&mine[0]->refs), 2); /* the ARC's and ours */
+    assert_int_equal(atomic_load(&mine[1]->refs), 1); /* copied, reference given back */
+    assert_int_equal(atomic_load(&mine[2]->refs), 1); /* not kept, reference given back */
+    uint8_t *out = malloc(BLK); /* filled only if a hit cannot lend */
+    cairn_rbuf_t *ref = NULL;
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &bps[0], 0, BLK, out, ARC_POLICY_DEFAULT, &ref), 0);
+    assert_ptr_equal(ref, mine[0]);
+    cairn_rbuf_rele(ref);
+    ref = NULL;
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &bps[1], 0, BLK, out, ARC_POLICY_DEFAULT, &ref), 0);
+    assert_true(ref != NULL && ref != mine[1]);
+    assert_memory_equal(ref->data, b[1].stored, BLK);
+    cairn_rbuf_rele(ref);
+    free(out);
+    check_invariants();
+    fresh(4 * CAIRN_MIB); /* the ARC lets go of block 0's buffer */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(atomic_load(&mine[i]->refs), 1);
+        cairn_rbuf_rele(mine[i]);
+        free_blk(&b[i]);
+    }
 }
 
 static void test_memory_only_lookup(void **state)
@@ -659,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_unread_blocks_are_not_hot_at_first_use),
         cmocka_unit_test(test_decompress_ahead),
         cmocka_unit_test(test_insert_unread_many),
+        cmocka_unit_test(test_insert_unread_many_adopts),
         cmocka_unit_test(test_memory_only_lookup),
         cmocka_unit_test(test_lent_buffers_outlive_the_block),
     };

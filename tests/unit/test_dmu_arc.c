@@ -4,7 +4,8 @@
  * out of the ARC; records evicted from the ARC are served from a cache device
  * (data verified), also after export and import rebuilt the device's index;
  * a cache device overwritten with junk costs nothing but time; records just
- * written are read back from the ARC; read-ahead racing readers of the same
+ * written are read back from the ARC, raw ones kept as the very buffer the
+ * record was written from; read-ahead racing readers of the same
  * blocks never touches their buffers; records read from the disks are kept in
  * the buffer they were read into; a sync batch's records lie end to end and
  * read-ahead reads them in one read, healing a mirror side that returned a bad
@@ -271,6 +272,36 @@ static int thread_nice_range(const char *prefix, long *lo, long *hi)
  * the reader, off its path, on threads at the lowest priority (the reads from
  * the disks keep theirs), and each first hit takes that copy. A second read
  * finds copies made ahead of it as well, which its hits keep. */
+/* A synced record that is stored raw is cached as the record's own buffer
+ * (counted, no copy), and what the ARC then serves is what was written, also
+ * after the writer has let go of the buffer and later writes have reused the
+ * memory it released: read in the SPA's memory-only mode, so nothing comes
+ * from a device. Compressed records are cached as the compressor's output. */
+static void test_written_records_cached_without_copy(void **state)
+{
+    (void)state;
+    test_pool_t f;
+    objset_t *os;
+    pool_with_objset(&f, "dmu_arc_adopt", 256 * CAIRN_MIB, 64 * CAIRN_MIB, &os);
+    uint64_t obj = new_obj(os);
+    arc_stats_t a, b;
+    arc_get_stats(&a);
+    put(os, obj, 0, 16 * RS, 21); /* random: stored raw */
+    assert_int_equal(dmu_objset_sync(os), 0);
+    spa_txg_wait_synced(f.spa, 0);
+    arc_get_stats(&b);
+    assert_true(b.adopted_writes - a.adopted_writes >= 16);
+    for (uint64_t v = 22; v < 26; v++) { /* the released buffers' memory written over */
+        put(os, obj, 16 * RS, 16 * RS, v);
+        assert_int_equal(dmu_objset_sync(os), 0);
+    }
+    spa_memory_only_begin();
+    expect(os, obj, 0, 16 * RS, 21);
+    expect(os, obj, 16 * RS, 16 * RS, 25);
+    assert_false(spa_memory_only_end());
+    pool_done(&f, os);
+}
+
 static void test_written_records_decompressed_ahead(void **state)
 {
     (void)state;
@@ -1131,6 +1162,7 @@ int main(void)
         cmocka_unit_test(test_rewrite_and_free_never_stale),
         cmocka_unit_test(test_primarycache_none_bypasses),
         cmocka_unit_test(test_written_records_are_read_from_the_arc),
+        cmocka_unit_test(test_written_records_cached_without_copy),
         cmocka_unit_test(test_written_records_decompressed_ahead),
         cmocka_unit_test(test_cold_reads_adopt_the_read_buffer),
         cmocka_unit_test(test_l2arc_serves_and_survives_reimport),

@@ -114,6 +114,25 @@ static void test_bound(void **state)
     cairn_bufpool_set_limit(64 * MIB);
 }
 
+/* The reserve widens the bound by its size (a writer's buffers in flight), and
+ * taking it away gives back what then no longer fits. */
+static void test_reserve(void **state)
+{
+    (void)state;
+    cairn_bufpool_trim();
+    cairn_bufpool_set_limit(1 * MIB);
+    cairn_bufpool_set_reserve(512 * KIB);
+    enum { N = 16 };
+    void *p[N];
+    for (int i = 0; i < N; i++) p[i] = cairn_bufpool_alloc(128 * KIB);
+    for (int i = 0; i < N; i++) cairn_bufpool_free(p[i], 128 * KIB);
+    assert_int_equal(stats().kept, 12 * 128 * KIB); /* 1 MiB and the 512 KiB reserve */
+    cairn_bufpool_set_reserve(0);
+    assert_int_equal(stats().kept, 8 * 128 * KIB);
+    cairn_bufpool_trim();
+    cairn_bufpool_set_limit(64 * MIB);
+}
+
 /* A chunk whose memory went back (freed over the limit) serves again, whole and writable. */
 static void test_released_chunks_serve_again(void **state)
 {
@@ -226,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_size_classes),
         cmocka_unit_test(test_reuse_and_alignment),
         cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_reserve),
         cmocka_unit_test(test_released_chunks_serve_again),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_rbufs_use_the_pool),

@@ -17,7 +17,9 @@
 # Environment: GIB (1), ARC (arc_max; default 8G as nfs-throughput.sh, so the file
 # fits; "auto" leaves arc_max unset), BENCH_DIR (/var/tmp/cairn-nfs-faults),
 # PERF=1 records a perf profile of cairnd over each phase
-# (BENCH_DIR/perf-*.data, top lines printed).
+# (BENCH_DIR/perf-*.data, top lines printed; PERF_OPTS: perf record's call-graph
+# options, default -g), WRITE_ONLY=1 stops after the write phase (the A/B of the
+# write path: alternate two builds' runs).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
@@ -61,7 +63,7 @@ phase() { # NAME COMMAND...
     shift
     read -r f0 c0 < <(stat_of)
     if [ "${PERF:-0}" = 1 ]; then
-        perf record -q -g -p "$CPID" -o "$BENCH_DIR/perf-$name.data" 2>/dev/null & pd=$!
+        perf record -q ${PERF_OPTS:--g} -p "$CPID" -o "$BENCH_DIR/perf-$name.data" 2>/dev/null & pd=$!
         sleep 0.5
     fi
     "$@" >/dev/null
@@ -72,6 +74,15 @@ phase() { # NAME COMMAND...
         "$(cut -d' ' -f1 /proc/loadavg)"
 }
 phase write nfs-cp "$DATA" "$URL"
+if [ "${WRITE_ONLY:-0}" = 1 ]; then
+    "$BUILD/cairn" arcstat 2>/dev/null | head -5 || true
+    if [ "${PERF:-0}" = 1 ]; then
+        echo "== perf write (self, top 15)"
+        perf report -i "$BENCH_DIR/perf-write.data" --no-children --sort sym --stdio 2>/dev/null |
+            grep -E '^ +[0-9]' | head -15
+    fi
+    exit 0
+fi
 phase warm nfs-cat "$URL"
 cold
 phase cold nfs-cat "$URL"
