@@ -11,7 +11,10 @@
 #   2. why the server's threads slept, per call: every sched_switch out of a thread
 #      that blocked, grouped by thread and by the first Cairn frames of its stack;
 #   3. a CPU profile (perf record -g --call-graph dwarf): the top functions, self
-#      and with children.
+#      and with children;
+#   4. the workers' log write (pwrite64) and flush (fdatasync) latencies, medians, split
+#      by whether the pool's sync threads (spa_sync, dmu_sync, vdev_cq) switched within
+#      2 ms of the call: a txg sync in progress, whose writes a flush waits for.
 # A profiler slows the phase; the rates it prints are not the benchmark's.
 # Environment: FILES (2000), BENCH_DIR (/var/tmp/cairn-nfs-meta-profile), OUT (BENCH_DIR/out).
 # Needs perf and libnfs-dev.
@@ -81,4 +84,36 @@ perf record -q -g --call-graph dwarf,16384 -F 2000 -o "$OUT/cpu.data" -p "$pid" 
 sleep 1; run_phase; kill -INT $pp; wait $pp || true
 down
 echo "# CPU, with children (top 30)"
-perf report -i "$OUT/cpu.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep . | head -30
+perf report -i "$OUT/cpu.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep . | awk 'NR <= 30' || true
+
+# 4. log I/O latency, with and without a txg sync around
+up
+perf record -q -e syscalls:sys_enter_fdatasync,syscalls:sys_exit_fdatasync,syscalls:sys_enter_pwrite64 \
+    -e syscalls:sys_exit_pwrite64,sched:sched_switch -o "$OUT/lat.data" -p "$pid" 2>/dev/null & pp=$!
+sleep 1; run_phase; kill -INT $pp; wait $pp || true
+down
+echo "# log I/O of the $PHASE calls: median latency while a txg sync runs / otherwise"
+perf script -i "$OUT/lat.data" -F comm,tid,time,event,trace 2>/dev/null | python3 -c '
+import bisect, re, statistics, sys
+start, io, sync = {}, [], []
+for l in sys.stdin:
+    m = re.match(r"\s*(\S+)\s+(\d+)\s+([\d.]+):\s+(\S+):", l)
+    if not m: continue
+    comm, tid, t, ev = m.group(1), m.group(2), float(m.group(3)), m.group(4)
+    if ev == "sched:sched_switch":
+        if re.search(r"prev_comm=(spa_sync|dmu_sync|vdev_cq)", l): sync.append(t)
+        continue
+    if not comm.startswith("nfs/"): continue
+    kind = "flush (fdatasync)" if "fdatasync" in ev else "write (pwrite64)"
+    if "enter" in ev: start[(tid, kind)] = t
+    elif (tid, kind) in start: t0 = start.pop((tid, kind)); io.append((t0, t - t0, kind))
+sync.sort()
+def busy(t):
+    i = bisect.bisect_left(sync, t - 0.002)
+    return i < len(sync) and sync[i] <= t + 0.002
+for kind in ("write (pwrite64)", "flush (fdatasync)"):
+    a = [d * 1e6 for t, d, k in io if k == kind and busy(t)]
+    b = [d * 1e6 for t, d, k in io if k == kind and not busy(t)]
+    med = lambda v: statistics.median(v) if v else 0
+    print(f"{kind:18s} sync running: {len(a):5d} calls, median {med(a):6.0f} us | otherwise: {len(b):5d}, median {med(b):6.0f} us")
+'
