@@ -937,7 +937,7 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
     "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused",
-    "autoexpand", "expandsize", "multihost", NULL,
+    "autoexpand", "expandsize", "multihost", "bcloneused", "bclonesaved", "bcloneratio", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -967,6 +967,17 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
     else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
     else if (!strcmp(prop, "autoexpand")) snprintf(buf, len, "%s", spa->autoexpand ? "on" : "off");
+    else if (!strncmp(prop, "bclone", 6) &&
+             (!strcmp(prop + 6, "used") || !strcmp(prop + 6, "saved") || !strcmp(prop + 6, "ratio"))) {
+        /* Block cloning (spa_brt.c): the allocated bytes of shared blocks, the
+         * bytes their extra references would take as copies, and the ratio
+         * of all references to the blocks, as OpenZFS names them. */
+        spa_brt_stats_t bs;
+        spa_brt_stats(spa, &bs);
+        if (prop[6] == 'u') snprintf(buf, len, "%llu", (unsigned long long)bs.used);
+        else if (prop[6] == 's') snprintf(buf, len, "%llu", (unsigned long long)bs.saved);
+        else snprintf(buf, len, "%.2fx", bs.used ? (double)(bs.used + bs.saved) / (double)bs.used : 1.0);
+    }
     else if (!strcmp(prop, "expandsize"))
         snprintf(buf, len, "%llu", (unsigned long long)spa_expandsize(spa));
     else if (!strcmp(prop, "logregion") || !strcmp(prop, "logused")) {
