@@ -35,6 +35,8 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER clonefile|copyfile SRC DST
       CLONE (count 0), or COPY until done, all of SRC into a new file DST; the
       size and the bytes (by digest) must match.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER samefile A B
+      A and B have the same size and bytes.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER remove NAME...
       REMOVEs the files.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch NAME MIB
@@ -584,6 +586,24 @@ def mode_clonefile(op, src, dst):
     print(op + " ok")
 
 
+def mode_samefile(a, b):
+    import hashlib
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    asid, afh = open_file(cl, exp, a, create=False, access=1)
+    bsid, bfh = open_file(cl, exp, b, create=False, access=1)
+    size = u64_attr(cl, afh, FATTR4_SIZE)
+    check(u64_attr(cl, bfh, FATTR4_SIZE) == size, "%s and %s differ in size" % (a, b))
+    for off in range(0, size, 8 << 20):
+        n = min(8 << 20, size - off)
+        check(hashlib.sha256(read(cl, afh, asid, off, n)).digest() ==
+              hashlib.sha256(read(cl, bfh, bsid, off, n)).digest(), "%s and %s differ at %d" % (a, b, off))
+    cl.ok([putfh(afh), op_close(asid)], "CLOSE")
+    cl.ok([putfh(bfh), op_close(bsid)], "CLOSE")
+    cl.goodbye()
+    print("samefile ok")
+
+
 def mode_remove(*names):
     _, _, exp, owner = ctx()
     cl = connect(owner)
@@ -631,6 +651,8 @@ def main():
              "punch-crash": mode_punch_crash, "punch-verify": mode_punch_verify}
     if mode in ("clonefile", "copyfile"):
         mode_clonefile(mode[:-4], args[0], args[1])
+    elif mode == "samefile":
+        mode_samefile(args[0], args[1])
     elif mode == "remove":
         mode_remove(*args)
     elif mode in ("fill", "punch"):
