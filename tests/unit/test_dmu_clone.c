@@ -388,6 +388,76 @@ static void test_check_finds_orphaned_entries(void **state)
     free(x.data);
 }
 
+/* The table's rules at the SPA: holes and gang blocks are refused, counts go
+ * up and down, and the first reference marks the pool version 2 on disk
+ * (label config and uberblock), which older builds refuse. */
+static uint64_t label_u64(const char *path, uint64_t off)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint64_t v = 0;
+    assert_int_equal(fseeko(f, (off_t)off, SEEK_SET), 0);
+    assert_int_equal(fread(&v, sizeof v, 1, f), 1);
+    fclose(f);
+    return v;
+}
+
+/* Version of the newest uberblock in label 0's ring (slots of 4 KiB at 128 KiB). */
+static uint64_t newest_ub_version(const char *path)
+{
+    uint64_t best_txg = 0, version = 0;
+    for (uint64_t slot = 0; slot < 32; slot++) {
+        uint64_t off = 128 * 1024 + slot * 4096;
+        if (label_u64(path, off) != 0x4b4c42524542ULL) continue;
+        uint64_t txg = label_u64(path, off + 16);
+        if (txg > best_txg) {
+            best_txg = txg;
+            version = label_u64(path, off + 8);
+        }
+    }
+    return version;
+}
+
+static void test_spa_table_rules(void **state)
+{
+    (void)state;
+    pair_t x;
+    pair_make(&x, "clonerules");
+    dmu_objset_close(x.os);
+    x.os = NULL;
+    test_pool_reimport(&x.p);
+    assert_int_equal(label_u64(x.p.path, 16 * 1024 + 8), 1); /* config version, no clone yet */
+    pair_open(&x);
+    cairn_blkptr_t *bps = calloc(NREC, sizeof *bps);
+    dnode_t *dn = dnode_hold(x.os, x.a, false);
+    assert_int_equal(dnode_prefetch_bps(dn, 0, NREC, bps), REC);
+    dnode_rele(dn);
+    cairn_blkptr_t hole = {0}, gang = bps[0];
+    gang.flags |= CAIRN_BP_GANG;
+    uint64_t txg = spa_tx_hold(x.p.spa);
+    assert_int_equal(spa_block_clone_ref(x.p.spa, txg, &hole), -EOPNOTSUPP);
+    assert_int_equal(spa_block_clone_ref(x.p.spa, txg, &gang), -EOPNOTSUPP);
+    spa_tx_rele(x.p.spa, txg);
+    assert_int_equal(spa_brt_refs(x.p.spa, &bps[0]), 0);
+    uint64_t n = 0;
+    assert_int_equal(clone_all(x.os, x.a, x.os, x.b, &n), 0);
+    uint64_t c = new_object(x.os);
+    assert_int_equal(clone_all(x.os, x.a, x.os, c, &n), 0);
+    assert_int_equal(spa_brt_refs(x.p.spa, &bps[0]), 2);
+    free_object(x.os, c);
+    sync_pool(x.p.spa);
+    assert_int_equal(spa_brt_refs(x.p.spa, &bps[0]), 1);
+    dmu_objset_close(x.os);
+    x.os = NULL;
+    test_pool_export(&x.p);
+    assert_int_equal(label_u64(x.p.path, 16 * 1024 + 8), 2);
+    assert_int_equal(newest_ub_version(x.p.path), 2);
+    test_pool_import(&x.p, 0);
+    assert_int_equal(spa_brt_refs(x.p.spa, &bps[0]), 1);
+    free(bps);
+    pair_done(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_clone_dirty_source_and_alignment),
         cmocka_unit_test(test_clone_crash),
         cmocka_unit_test(test_check_finds_orphaned_entries),
+        cmocka_unit_test(test_spa_table_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
