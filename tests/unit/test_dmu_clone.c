@@ -458,6 +458,51 @@ static void test_spa_table_rules(void **state)
     pair_done(&x);
 }
 
+/* The defragmenter leaves cloned blocks alone (rewriting one would give the
+ * clone its own copy and double the space), as it leaves a snapshot's: an
+ * object whose records lie scattered (each record synced between two records
+ * of another object) is rewritten when it is alone, not once it is cloned. */
+static void scattered_object(pair_t *x, uint64_t obj, uint64_t filler)
+{
+    for (uint32_t r = 0; r < 32; r++) {
+        dmu_tx_t *tx = dmu_tx_begin(x->os);
+        assert_int_equal(dmu_write(x->os, obj, (uint64_t)r * REC, REC, x->data + (size_t)r * REC, tx), 0);
+        assert_int_equal(dmu_write(x->os, filler, (uint64_t)r * REC, REC, x->data, tx), 0);
+        dmu_tx_commit(tx);
+        sync_pool(x->p.spa);
+    }
+}
+
+static void test_defrag_leaves_clones(void **state)
+{
+    (void)state;
+    pair_t x;
+    pair_make(&x, "clonedefrag");
+    uint64_t s1 = new_object(x.os), s2 = new_object(x.os), f = new_object(x.os);
+    scattered_object(&x, s1, f);
+    scattered_object(&x, s2, f);
+    dmu_defrag_opts_t opts = {0};
+    dmu_defrag_stats_t st = {0};
+    assert_int_equal(dmu_defrag_object(x.os, s1, &opts, &st), 0);
+    assert_true(st.records > 0); /* scattered indeed: alone, it is rewritten */
+    uint64_t c = new_object(x.os), n = 0;
+    dmu_tx_t *tx = dmu_tx_begin(x.os);
+    assert_int_equal(dmu_clone_range(x.os, s2, 0, x.os, c, 0, 32 * REC, tx, &n), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(n, 32);
+    sync_pool(x.p.spa);
+    memset(&st, 0, sizeof st);
+    assert_int_equal(dmu_defrag_object(x.os, s2, &opts, &st), 0);
+    assert_int_equal(st.records, 0);
+    assert_true(st.shared_records > 0);
+    assert_int_equal(dmu_defrag_object(x.os, c, &opts, &st), 0);
+    assert_int_equal(st.records, 0);
+    spa_brt_stats_t bs;
+    spa_brt_stats(x.p.spa, &bs);
+    assert_int_equal(bs.entries, 32);
+    pair_done(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_clone_crash),
         cmocka_unit_test(test_check_finds_orphaned_entries),
         cmocka_unit_test(test_spa_table_rules),
+        cmocka_unit_test(test_defrag_leaves_clones),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
