@@ -39,6 +39,7 @@ typedef enum cairn_blk_type {
     CAIRN_BT_DIRECTORY = 6,   /* object-set directory entries (MOS) */
     CAIRN_BT_LOGDIR = 7,      /* the intent-log directory (spa_log.c) */
     CAIRN_BT_ZAP = 8,         /* a record of a ZAP object (directories, properties) */
+    CAIRN_BT_BRT = 9,         /* the block reference table (spa_brt.c) */
     CAIRN_BT_COUNT
 } cairn_blk_type_t;
 

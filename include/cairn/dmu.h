@@ -121,6 +121,18 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
 int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
                      dmu_tx_t *tx, cairn_blkptr_t *bp);
 /* Holes and ranges never written read as zeros. */
+/* Block cloning: [dst_off, dst_off + len) of dst_obj becomes [src_off, ...) of
+ * src_obj by sharing its blocks (the pool's block reference table counts the
+ * extra references; the pool allocates nothing for the data). Object sets of
+ * one pool; record-aligned whole records of equal record size (else -EINVAL,
+ * -EXDEV for another pool or record size). A source record not yet synced is
+ * -EAGAIN: wait for the txg to sync (spa_txg_wait_synced) and call again (the
+ * records done so far are done). A block that cannot be shared (gang) is
+ * -EOPNOTSUPP from that record on: copy the rest. *cloned counts the records
+ * that share their block (hole records are made holes). Open context. */
+int dmu_clone_range(objset_t *src_os, uint64_t src_obj, uint64_t src_off, objset_t *dst_os,
+                    uint64_t dst_obj, uint64_t dst_off, uint64_t len, dmu_tx_t *tx,
+                    uint64_t *cloned);
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf);
 /* dmu_read for callers that must not wait for a device (a connection thread):
  * served only from memory - dirty records and the ARC - or -EWOULDBLOCK, and

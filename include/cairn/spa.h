@@ -415,6 +415,8 @@ typedef struct spa_check_report {
     uint64_t leaked_bytes;       /* allocated but referenced by nothing */
     uint64_t double_bytes;       /* referenced twice, or referenced but free */
     uint64_t gang_blocks;        /* of blocks, those stored in fragments (spa_gang.c) */
+    uint64_t brt_entries;        /* blocks the block reference table says are shared */
+    uint64_t brt_orphans;        /* of those, blocks nothing references (an error) */
 } spa_check_report_t;
 /* Returns 0 when every block verifies and accounting is exact; -EUCLEAN otherwise,
  * with a one-line summary in err. */
@@ -514,6 +516,32 @@ void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 /* spa_block_free() from any context: the block is freed in txg (which the
  * caller holds open) when that txg syncs. */
 void spa_block_free_at_sync(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+
+/*
+ * Block cloning (spa_brt.c). A block may be referenced more than once in a
+ * pool: spa_block_clone_ref() records one more reference (in txg, which the
+ * caller holds open, and whose sync must then write the new pointer), and
+ * spa_block_free() of a block with more references drops one and keeps the
+ * space. Holes and gang blocks cannot be cloned (-EOPNOTSUPP: copy instead).
+ */
+bool spa_block_cloneable(const cairn_blkptr_t *bp);
+int spa_block_clone_ref(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
+/* References of bp beyond the first (0: not shared). */
+uint64_t spa_brt_refs(spa_t *spa, const cairn_blkptr_t *bp);
+typedef struct spa_brt_stats {
+    uint64_t used;    /* allocated bytes of blocks referenced more than once */
+    uint64_t saved;   /* bytes the extra references would take if copied */
+    uint64_t entries; /* blocks referenced more than once */
+} spa_brt_stats_t;
+void spa_brt_stats(spa_t *spa, spa_brt_stats_t *st);
+typedef struct spa_brt_ref {
+    uint32_t vdev;
+    uint64_t offset;
+    uint64_t refs;
+    uint64_t asize;
+} spa_brt_ref_t;
+/* Every shared block (live table). Caller frees *out. */
+size_t spa_brt_list(spa_t *spa, spa_brt_ref_t **out);
 
 /* Transactions: hold the open txg while making changes to it. spa_tx_hold()
  * first waits on the write throttle; spa_tx_throttle() is that wait alone and

@@ -296,6 +296,17 @@ int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
  * the caller's to refuse (NFS: INVAL). */
 int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
                    uint64_t *copied);
+/* Block cloning: [doff, doff + len) of dst becomes [soff, soff + len) of src
+ * by sharing its blocks (dmu_clone_range): both files in one pool with the
+ * same record size (else -EXDEV), offsets and len multiples of it (else
+ * -EINVAL). dst grows to doff + len if shorter. Durable when it returns (the
+ * intent log has no clone record: its txg is synced). -EAGAIN when the source
+ * kept changing; -EOPNOTSUPP when a block cannot be shared: copy instead.
+ * *cloned: bytes done (all of len on success). */
+int zpl_clone_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                    uint64_t *cloned);
+/* The unit of zpl_clone_range for n: its record size (0: none). */
+uint32_t zpl_clone_blksize(zpl_node_t *n);
 /* Makes everything written to the filesystem so far durable (NFS COMMIT). */
 int zpl_fsync(zpl_node_t *n);
 int zpl_commit(zpl_fs_t *fs);

@@ -122,7 +122,10 @@ int zvol_or_write(zvol_t *zv, uint64_t off, uint64_t len, const void *data, int 
 /* EXTENDED COPY within a target: copies len bytes from src at src_off to dst at
  * dst_off (src may be dst; overlapping ranges copy as memmove). Both volumes
  * must be in the same process; their block sizes may differ but offsets and len
- * must be aligned to both. flags: FUA. */
+ * must be aligned to both. flags: FUA. Between two volumes of one pool with one
+ * volblocksize and record-aligned ranges the records are cloned (they share
+ * the source's blocks; durable on return); otherwise, or when that fails,
+ * copied. */
 int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint64_t len,
               int flags);
 

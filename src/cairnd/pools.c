@@ -349,7 +349,8 @@ static spa_vdev_spec_t *spec_from_msg(cairnd_arena_t *a, const Cairn__Mgmt__Vdev
 
 static const char *const g_readonly_props[] = {"size", "alloc", "free", "capacity",
                                                 "health", "guid", "ashift", "logregion",
-                                                "logused", "expandsize", NULL};
+                                                "logused", "expandsize", "bcloneused",
+                                                "bclonesaved", "bcloneratio", NULL};
 static bool prop_readonly(const char *name)
 {
     for (const char *const *p = g_readonly_props; *p; p++)

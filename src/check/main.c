@@ -80,6 +80,8 @@ static void print_report(const char *pool, const spa_check_report_t *rep, bool c
     printf("double:      %llu\n", (unsigned long long)rep->double_bytes);
     printf("bad blocks:  %llu\n", (unsigned long long)rep->bad_blocks);
     printf("gang blocks: %llu\n", (unsigned long long)rep->gang_blocks);
+    printf("shared:      %llu\n", (unsigned long long)rep->brt_entries);
+    printf("orphaned:    %llu\n", (unsigned long long)rep->brt_orphans);
     printf("result:      %s\n", clean ? "clean" : "ERRORS");
 }
 

@@ -23,6 +23,7 @@
  *   - Shared blocks: born at or before the object set's shared_upto hook's txg
  *     (its newest snapshot, a clone's origin). Their old copy would stay for the
  *     snapshot, so a rewrite would double the space for no gain to the snapshot.
+ *     Cloned blocks (with references in the pool's block reference table) too.
  *   - Records a client changed: the check that the record is still in the
  *     block looked up, and the re-dirtying, are done under the record's shard
  *     mutex (dnode.c), so a client write before it leaves the record to the
@@ -148,7 +149,9 @@ int dmu_defrag_object(objset_t *os, uint64_t obj, const dmu_defrag_opts_t *opts,
         size_t mine = 0;
         for (size_t i = 0; i < n; i++) {
             if (cairn_bp_is_hole(&bps[i])) continue;
-            if (bps[i].birth_txg <= shared_upto) {
+            /* A cloned block (another reference in the block reference
+             * table) is shared as a snapshot's is. */
+            if (bps[i].birth_txg <= shared_upto || spa_brt_refs(spa, &bps[i]) > 0) {
                 memset(&bps[i], 0, sizeof(bps[i]));
                 st->shared_records++;
             } else {

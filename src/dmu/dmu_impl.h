@@ -295,6 +295,8 @@ void dnode_rele(dnode_t *dn);
 void objset_evict_dnodes(objset_t *os);
 /* txg-aware primitives; sync_ctx: called by the sync thread (no dirty accounting). */
 /* dmu_write_direct(): see include/cairn/dmu.h. */
+/* Block cloning of one record (dnode.c, see there). */
+int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg, uint64_t dblkid);
 int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                        cairn_blkptr_t *bp);
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,

@@ -240,6 +240,42 @@ int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, con
     return err;
 }
 
+int dmu_clone_range(objset_t *src_os, uint64_t src_obj, uint64_t src_off, objset_t *dst_os,
+                    uint64_t dst_obj, uint64_t dst_off, uint64_t len, dmu_tx_t *tx,
+                    uint64_t *cloned)
+{
+    *cloned = 0;
+    int err = tx_check(dst_os, tx);
+    if (err) return err;
+    if (tx->sync_ctx) return -EINVAL;
+    if (src_os->dp->spa != dst_os->dp->spa) return -EXDEV;
+    if (src_os == dst_os && src_obj == dst_obj) return -EINVAL;
+    dnode_t *src = hold_user(src_os, src_obj);
+    if (!src) return -ENOENT;
+    dnode_t *dst = hold_user(dst_os, dst_obj);
+    if (!dst) {
+        dnode_rele(src);
+        return -ENOENT;
+    }
+    dmu_object_info_t si, di;
+    err = dmu_object_info(src_os, src_obj, &si);
+    if (!err) err = dmu_object_info(dst_os, dst_obj, &di);
+    if (!err && si.props.recordsize != di.props.recordsize) err = -EXDEV;
+    uint64_t rs = err ? 1 : si.props.recordsize;
+    if (!err && (src_off % rs || dst_off % rs || len % rs)) err = -EINVAL;
+    if (!err && (src_off > DMU_MAX_OFFSET || dst_off > DMU_MAX_OFFSET ||
+                 len > DMU_MAX_OFFSET - CAIRN_MAX(src_off, dst_off)))
+        err = -EFBIG;
+    for (uint64_t i = 0; !err && i < len / rs; i++) {
+        int r = dnode_clone_record(src, src_off / rs + i, dst, tx->txg, dst_off / rs + i);
+        if (r < 0) err = r;
+        else *cloned += (uint64_t)r;
+    }
+    dnode_rele(dst);
+    dnode_rele(src);
+    return err;
+}
+
 int dmu_read(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, void *buf)
 {
     dnode_t *dn = hold_user(os, obj);

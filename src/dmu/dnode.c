@@ -1069,6 +1069,88 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
     return 0;
 }
 
+/*
+ * Block cloning (dmu_clone_range): record sblkid of src becomes record dblkid
+ * of dst in txg (held open by the caller) by sharing src's block. The dirty
+ * record gets the block's bytes (readers of dirty records read memory) and the
+ * block as its override, which the sync adopts as it adopts a direct write's
+ * block: no new allocation, the same birth txg, checksum and compression (a
+ * block's checksum covers its bytes only, nothing of its place, so the pointer
+ * verifies wherever it is put). The extra reference is taken in the pool's
+ * block reference table before the override is set; every way the override can
+ * be dropped (a later change, a free, a zero record) frees it in txg, which
+ * gives that reference back. The source record must be on disk as of the last
+ * sync: a dirty one (in any live txg) is -EAGAIN, so the caller waits for its
+ * sync and asks again. Returns 1 cloned, 0 a hole (dst written as zeros), or
+ * -errno (-EOPNOTSUPP: the block cannot be shared, e.g. a gang block; copy).
+ */
+int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg, uint64_t dblkid)
+{
+    if (src->obj == META_OBJ || dst->obj == META_OBJ) return -EINVAL;
+    spa_t *spa = dn_spa(dst);
+    if (dn_spa(src) != spa) return -EXDEV;
+    dn_rlock(src);
+    uint32_t rs = src->cur.datablksz;
+    int err = src->cur.type != DNODE_TYPE_PLAIN ? -EINVAL : 0;
+    const uint8_t *data = NULL;
+    cairn_blkptr_t bp;
+    memset(&bp, 0, sizeof bp);
+    int k = LK_ZERO;
+    if (!err) {
+        pthread_mutex_t *shard = &src->shard_lock[dn_shard(sblkid)];
+        pthread_mutex_lock(shard);
+        k = dn_lookup(src, UINT64_MAX, sblkid, &data, &bp, &err);
+        pthread_mutex_unlock(shard);
+    }
+    dn_unlock(src);
+    if (err) return err;
+    if (k == LK_DATA) return -EAGAIN;
+    dn_rlock(dst);
+    uint32_t drs = dst->cur.datablksz;
+    bool plain = dst->cur.type == DNODE_TYPE_PLAIN;
+    dn_unlock(dst);
+    if (!plain) return -EINVAL;
+    if (drs != rs) return -EXDEV;
+    uint8_t *buf = dmu_buf_alloc(rs);
+    if (k == LK_ZERO) {
+        memset(buf, 0, rs);
+        err = dn_write_open(dst, txg, dblkid * rs, rs, buf, NULL);
+        dmu_buf_free(buf, rs);
+        return err;
+    }
+    if (!spa_block_cloneable(&bp) || bp.type != CAIRN_BT_DATA || bp.level != 0 || bp.lsize != rs) {
+        dmu_buf_free(buf, rs);
+        return -EOPNOTSUPP;
+    }
+    err = spa_block_read(spa, &bp, buf);
+    uint32_t mods = 0;
+    if (!err) err = dn_write_open(dst, txg, dblkid * rs, rs, buf, &mods);
+    dmu_buf_free(buf, rs);
+    if (err) return err;
+    dn_rlock(dst);
+    dn_slot_t *s = slot_find(dst, txg);
+    bool ok = s && s->snap.datablksz == rs && dst->cur.type == DNODE_TYPE_PLAIN;
+    dn_unlock(dst);
+    if (!ok) return -EAGAIN; /* changed under us; the bytes are written, not shared */
+    err = spa_block_clone_ref(spa, txg, &bp);
+    if (err) return err == -EOPNOTSUPP ? 0 : err; /* written as a copy */
+    unsigned sh = dn_shard(dblkid);
+    dn_rlock(dst);
+    pthread_mutex_lock(&dst->shard_lock[sh]);
+    s = slot_find(dst, txg);
+    dmu_rec_t *r = s ? dmu_map_get(&s->recs[sh], dblkid) : NULL;
+    bool adopt = r && r->mods == mods && !r->has_override;
+    if (adopt) {
+        r->has_override = true;
+        r->override_bp = bp;
+    }
+    pthread_mutex_unlock(&dst->shard_lock[sh]);
+    dn_unlock(dst);
+    /* Changed meanwhile: the record is a copy; the reference goes back in txg. */
+    if (!adopt) spa_block_free_at_sync(spa, txg, &bp);
+    return adopt ? 1 : 0;
+}
+
 /* dn->lock held exclusively. */
 static void slot_drop_recs(dnode_t *dn, dn_slot_t *s, uint64_t start, uint64_t end)
 {

@@ -59,6 +59,7 @@ void nfs4_supported_attrs(uint32_t minor, nfs4_bitmap_t *out)
         nfs4_bm_set(out, supported_list[i]);
     if (minor >= 1) nfs4_bm_set(out, FATTR4_SUPPATTR_EXCLCREAT);
     if (minor >= 2) {
+        nfs4_bm_set(out, FATTR4_CLONE_BLKSIZE);
         nfs4_bm_set(out, FATTR4_SPACE_FREED);
         nfs4_bm_set(out, FATTR4_CHANGE_ATTR_TYPE);
         nfs4_bm_set(out, FATTR4_XATTR_SUPPORT);
@@ -170,6 +171,11 @@ static bool put_attr(nfs_xdr_t *x, const nfs4_attr_src_t *s, unsigned bit)
         if (s->minor < 1) return false;
         nfs4_exclcreat_attrs(&bm);
         nfs4_bitmap_put(x, &bm);
+        return true;
+    /* CLONE's unit (nfs42.c): the record size, the unit blocks are shared in. */
+    case FATTR4_CLONE_BLKSIZE:
+        if (s->minor < 2) return false;
+        nfs_xdr_put_u32(x, a->blksize);
         return true;
     /* Removing the object's last link would free what its blocks hold. */
     case FATTR4_SPACE_FREED: nfs_xdr_put_u64(x, a->used); return true;

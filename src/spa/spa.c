@@ -99,6 +99,7 @@ static void spa_free(spa_t *spa)
     spa_fault_stop(spa);
     spa_metaslabs_fini(spa);
     spa_log_fini(spa);
+    spa_brt_fini(spa);
     if (spa->root) vdev_free(spa->root);
     spa_vdev_fini(spa);
     pthread_mutex_destroy(&spa->rotor_lock);
@@ -349,6 +350,7 @@ int spa_create(const char *name, const spa_vdev_spec_t *root, const spa_create_o
     spa->ub_slot_size = spa_ub_slot_size(ashift);
     spa_metaslabs_init(spa);
     spa_log_init(spa);
+    spa_brt_init(spa);
 
     /* Everything checked: from here on devices are written. */
     e = spa_config_write_all(spa, SPA_STATE_ACTIVE);
@@ -529,8 +531,8 @@ static void gather_ub(vdev_t *leaf, void *arg)
 /* An uberblock is usable when the roots it names read back and verify. */
 static bool ub_usable(spa_t *spa, const spa_uberblock_phys_t *ub)
 {
-    const cairn_blkptr_t *roots[2] = {&ub->mos_root, &ub->sm_head};
-    for (int i = 0; i < 2; i++) {
+    const cairn_blkptr_t *roots[3] = {&ub->mos_root, &ub->sm_head, &ub->brt_root};
+    for (int i = 0; i < 3; i++) {
         if (cairn_bp_is_hole(roots[i])) continue;
         void *buf = cairn_zalloc(roots[i]->lsize ? roots[i]->lsize : 1);
         int e = spa_block_read_flags(spa, roots[i], buf, VDEV_READ_NOREPAIR, NULL);
@@ -558,6 +560,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     }
     spa->autoexpand = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_AUTOEXPAND;
     spa->multihost = cfg->reserved[SPA_CONFIG_FLAGS_WORD] & SPA_CONFIG_FLAG_MULTIHOST;
+    spa->brt_feature = cfg->version >= SPA_VERSION_BRT;
     spa_config_host(cfg, &spa->last_host);
     spa_spares_from_config(spa, cfg);
     spa->root = spa_vdev_tree_from_config(cfg, s->leaves, s->n);
@@ -603,6 +606,7 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     qsort(g.list, g.n, sizeof *g.list, cmp_ub_desc);
     spa_metaslabs_init(spa);
     spa_log_init(spa);
+    spa_brt_init(spa);
     int found = -1;
     for (size_t i = 0; i < g.n; i++) {
         if (ub_usable(spa, &g.list[i])) { found = (int)i; break; }
@@ -619,6 +623,12 @@ static int spa_open_from_config(spa_t *spa, const spa_config_phys_t *cfg, scanne
     int e = spa_spacemap_load(spa);
     if (e) {
         cairn_seterr(err, errlen, "pool '%s' cannot be imported: space map log unreadable (%s)",
+               spa->name, strerror(-e));
+        return e;
+    }
+    e = spa_brt_load(spa);
+    if (e) {
+        cairn_seterr(err, errlen, "pool '%s' cannot be imported: block reference table unreadable (%s)",
                spa->name, strerror(-e));
         return e;
     }
@@ -927,7 +937,7 @@ int spa_leaf_paths(spa_t *spa, char ***paths, size_t *n)
 static const char *const spa_props[] = {
     "size", "alloc", "free", "capacity", "health", "guid", "ashift",
     "comment", "txg_timeout", "dirty_max", "txg", "readonly", "logregion", "logused",
-    "autoexpand", "expandsize", "multihost", NULL,
+    "autoexpand", "expandsize", "multihost", "bcloneused", "bclonesaved", "bcloneratio", NULL,
 };
 
 const char *const *spa_prop_names(void) { return spa_props; }
@@ -957,6 +967,17 @@ int spa_prop_get(spa_t *spa, const char *prop, char *buf, size_t len)
     else if (!strcmp(prop, "txg")) snprintf(buf, len, "%llu", (unsigned long long)spa->ub.txg);
     else if (!strcmp(prop, "readonly")) snprintf(buf, len, "%s", spa->readonly ? "on" : "off");
     else if (!strcmp(prop, "autoexpand")) snprintf(buf, len, "%s", spa->autoexpand ? "on" : "off");
+    else if (!strncmp(prop, "bclone", 6) &&
+             (!strcmp(prop + 6, "used") || !strcmp(prop + 6, "saved") || !strcmp(prop + 6, "ratio"))) {
+        /* Block cloning (spa_brt.c): the allocated bytes of shared blocks, the
+         * bytes their extra references would take as copies, and the ratio
+         * of all references to the blocks, as OpenZFS names them. */
+        spa_brt_stats_t bs;
+        spa_brt_stats(spa, &bs);
+        if (prop[6] == 'u') snprintf(buf, len, "%llu", (unsigned long long)bs.used);
+        else if (prop[6] == 's') snprintf(buf, len, "%llu", (unsigned long long)bs.saved);
+        else snprintf(buf, len, "%.2fx", bs.used ? (double)(bs.used + bs.saved) / (double)bs.used : 1.0);
+    }
     else if (!strcmp(prop, "expandsize"))
         snprintf(buf, len, "%llu", (unsigned long long)spa_expandsize(spa));
     else if (!strcmp(prop, "logregion") || !strcmp(prop, "logused")) {

@@ -23,6 +23,9 @@
 #define SPA_CONFIG_MAGIC 0x4746434e52494143ULL  /* "CAIRNCFG" */
 #define SPA_UBERBLOCK_MAGIC 0x4b4c42524542ULL   /* "UBERBLK" */
 #define SPA_VERSION 1
+/* Labels and uberblocks of a pool with a block reference table (spa_brt.c):
+ * builds that only know version 1 refuse the pool. */
+#define SPA_VERSION_BRT 2
 #define SPA_PATH_MAX 256
 #define SPA_COMMENT_MAX 256
 
@@ -69,6 +72,9 @@ typedef struct spa_uberblock_phys {
     cairn_blkptr_t sm_head; /* newest space map log block */
     cairn_blkptr_t log_dir; /* the intent-log directory (spa_log.c); a hole when none */
     uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
+    /* version >= SPA_VERSION_BRT only (version 1 ends above; these read as a hole): */
+    cairn_blkptr_t brt_root;            /* the block reference table; a hole when empty */
+    uint8_t cksum2[CAIRN_CHECKSUM_LEN]; /* sha256 of everything before it */
 } spa_uberblock_phys_t;
 
 /* Per vdev entry, after the vdevs[] array, when the header's reserved[0] is
@@ -154,7 +160,8 @@ _Static_assert(sizeof(spa_mmp_phys_t) == 168, "mmp record size");
 /* The layouts above are the on-disk format (docs/ondisk-format.md). */
 _Static_assert(sizeof(spa_vdev_phys_t) == 296, "vdev config entry size");
 _Static_assert(offsetof(spa_config_phys_t, vdevs) == 552, "config header size");
-_Static_assert(sizeof(spa_uberblock_phys_t) == 464, "uberblock size");
+_Static_assert(offsetof(spa_uberblock_phys_t, brt_root) == 464, "uberblock version 1 size");
+_Static_assert(sizeof(spa_uberblock_phys_t) == 624, "uberblock size");
 _Static_assert(offsetof(spa_uberblock_phys_t, mos_root) == 48, "uberblock layout");
 
 /* ---------------- in memory ---------------- */
@@ -269,6 +276,10 @@ struct spa {
 
     /* intent-log region and directory (spa_log.c) */
     void *log;
+    /* block reference table (spa_brt.c); brt_feature (config_lock): the pool
+     * carries version-2 labels and uberblocks */
+    void *brt;
+    _Atomic bool brt_feature;
     uint64_t import_txg;
 
     /* upper layer */
@@ -391,6 +402,18 @@ int spa_spacemap_load(spa_t *spa);
 int spa_spacemap_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
 void spa_metaslabs_init(spa_t *spa);
 void spa_metaslabs_fini(spa_t *spa);
+
+/* spa_brt.c */
+void spa_brt_init(spa_t *spa); /* empty */
+void spa_brt_fini(spa_t *spa);
+int spa_brt_load(spa_t *spa);  /* import: the table of spa->ub */
+/* Syncing context, before the space map log: writes the table as of txg if txg changed it. */
+int spa_brt_sync(spa_t *spa, uint64_t txg, spa_uberblock_phys_t *ub);
+/* The table's own blocks (check, scrub). */
+int spa_brt_visit(spa_t *spa, spa_bp_visitor_t visit, void *arg);
+/* spa_block_free()'s first step: true when bp has other references, one of
+ * which goes now (in txg); the block then stays allocated. */
+bool spa_brt_release(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp);
 
 /* spa_log.c */
 bool spa_top_is_log(const spa_t *spa, uint32_t v);

@@ -130,7 +130,7 @@ spa_config_phys_t *spa_config_build(spa_t *spa, spa_pool_state_t state, uint64_t
                                            SPA_CONFIG_FLAG_HOSTREC;
     memcpy(&cfg->reserved[SPA_CONFIG_SCAN_WORD], &spa->scan_saved, sizeof spa->scan_saved);
     cfg->magic = SPA_CONFIG_MAGIC;
-    cfg->version = SPA_VERSION;
+    cfg->version = spa->brt_feature ? SPA_VERSION_BRT : SPA_VERSION;
     cfg->length = size;
     cfg->pool_guid = spa->guid;
     cfg->config_txg = txg;
@@ -163,7 +163,9 @@ bool spa_config_host(const spa_config_phys_t *cfg, spa_host_phys_t *out)
 
 int spa_config_verify(const spa_config_phys_t *cfg, size_t bufsize)
 {
-    if (cfg->magic != SPA_CONFIG_MAGIC || cfg->version != SPA_VERSION) return -EINVAL;
+    if (cfg->magic != SPA_CONFIG_MAGIC || cfg->version < SPA_VERSION ||
+        cfg->version > SPA_VERSION_BRT)
+        return -EINVAL;
     if (cfg->length < sizeof *cfg || cfg->length > bufsize ||
         cfg->nvdevs == 0 || cfg->nvdevs > 4096 ||
         cfg->reserved[SPA_CONFIG_SPARES_WORD] > SPA_MAX_SPARES ||
@@ -329,15 +331,22 @@ int spa_label_read_config(vdev_t *leaf, spa_config_phys_t **out)
 void spa_uberblock_seal(spa_uberblock_phys_t *ub)
 {
     cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum), ub->cksum);
+    if (ub->version >= SPA_VERSION_BRT)
+        cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum2), ub->cksum2);
 }
 
 bool spa_uberblock_valid(const spa_uberblock_phys_t *ub, uint64_t pool_guid)
 {
-    if (ub->magic != SPA_UBERBLOCK_MAGIC || ub->version != SPA_VERSION) return false;
+    if (ub->magic != SPA_UBERBLOCK_MAGIC || ub->version < SPA_VERSION ||
+        ub->version > SPA_VERSION_BRT)
+        return false;
     if (pool_guid && ub->pool_guid != pool_guid) return false;
     uint8_t ck[CAIRN_CHECKSUM_LEN];
     cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum), ck);
-    return memcmp(ck, ub->cksum, sizeof ck) == 0;
+    if (memcmp(ck, ub->cksum, sizeof ck) != 0) return false;
+    if (ub->version < SPA_VERSION_BRT) return true;
+    cairn_checksum(CAIRN_CHECKSUM_SHA256, ub, offsetof(spa_uberblock_phys_t, cksum2), ck);
+    return memcmp(ck, ub->cksum2, sizeof ck) == 0;
 }
 
 typedef struct ub_write_ctx {
@@ -392,6 +401,10 @@ void spa_uberblock_collect(vdev_t *leaf, uint64_t pool_guid, uint32_t slot_size,
             if (dup) continue;
             *list = cairn_realloc(*list, (*n + 1) * sizeof **list);
             (*list)[(*n)++] = *ub;
+            if (ub->version < SPA_VERSION_BRT) { /* the slot's bytes past a version-1 uberblock */
+                memset(&(*list)[*n - 1].brt_root, 0, sizeof ub->brt_root);
+                memset((*list)[*n - 1].cksum2, 0, sizeof ub->cksum2);
+            }
         }
     }
     free(ring);

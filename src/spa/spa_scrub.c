@@ -338,6 +338,8 @@ static int scan_walk(spa_t *spa, scan_ctx_t *c)
     c->pos = (spa_bookmark_t){SPA_SCAN_POS_POOL, 0, 0, 0};
     int e2 = spa_spacemap_visit(spa, scrub_visit, c);
     if (!e) e = e2;
+    e2 = spa_brt_visit(spa, scrub_visit, c);
+    if (!e) e = e2;
     e2 = spa_log_visit(spa, scrub_visit, c);
     return e ? e : e2;
 }
@@ -788,7 +790,21 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
     e = spa_upper->traverse(spa, &spa->ub.mos_root, NULL, check_visit, &c);
     if (!e) e = spa_spacemap_visit(spa, check_visit, &c);
     if (!e) e = spa_log_visit(spa, check_visit, &c);
+    if (!e) e = spa_brt_visit(spa, check_visit, &c);
     if (!e) spa_log_add_region_refs(spa, c.referenced, rep);
+    /* A shared block is walked (and counted allocated) once; an entry of the
+     * block reference table whose block nothing references would make a
+     * future free of nothing, or keep space forever. */
+    if (!e) {
+        spa_brt_ref_t *refs = NULL;
+        size_t n = spa_brt_list(spa, &refs);
+        rep->brt_entries = n;
+        for (size_t i = 0; i < n; i++)
+            if (refs[i].vdev >= spa->ntop ||
+                !range_tree_contains(c.referenced[refs[i].vdev], refs[i].offset, 1))
+                rep->brt_orphans++;
+        free(refs);
+    }
     for (uint32_t i = 0; i < spa->ntop; i++) {
         alloc_cmp_ctx_t ac = {.referenced = c.referenced[i], .rep = rep};
         if (spa->ms[i]) metaslab_walk(spa->ms[i], METASLAB_SPACE_ALLOCATED, compare_alloc, &ac);
@@ -802,12 +818,13 @@ int spa_check(const char *name, const char *const *paths, size_t npaths,
         if (err) snprintf(err, errlen, "cannot walk the pool: %s", strerror(-e));
         return e;
     }
-    if (rep->bad_blocks || rep->leaked_bytes || rep->double_bytes) {
+    if (rep->bad_blocks || rep->leaked_bytes || rep->double_bytes || rep->brt_orphans) {
         if (err)
             snprintf(err, errlen,
                      "pool is inconsistent: %llu bad blocks, %llu bytes leaked, %llu bytes doubly "
-                     "allocated", (unsigned long long)rep->bad_blocks,
-                     (unsigned long long)rep->leaked_bytes, (unsigned long long)rep->double_bytes);
+                     "allocated, %llu shared-block entries without their block",
+                     (unsigned long long)rep->bad_blocks, (unsigned long long)rep->leaked_bytes,
+                     (unsigned long long)rep->double_bytes, (unsigned long long)rep->brt_orphans);
         return -EUCLEAN;
     }
     return 0;

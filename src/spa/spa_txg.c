@@ -357,13 +357,15 @@ int spa_sync(spa_t *spa, uint64_t txg)
     }
     err = spa_log_sync(spa, txg, &ub);
     if (err) return err;
+    err = spa_brt_sync(spa, txg, &ub);
+    if (err) return err;
     err = spa_spacemap_sync(spa, txg, &ub);
     if (err) return err;
     /* Every block of txg must be on stable storage before the uberblock names it. */
     err = vdev_flush(spa->root);
     if (err) return err;
     ub.magic = SPA_UBERBLOCK_MAGIC;
-    ub.version = SPA_VERSION;
+    ub.version = atomic_load(&spa->brt_feature) ? SPA_VERSION_BRT : SPA_VERSION;
     ub.txg = txg;
     ub.pool_guid = spa->guid;
     ub.timestamp = cairn_wallclock_s();

@@ -722,6 +722,9 @@ void spa_blocks_prefetch(spa_t *spa, const cairn_blkptr_t *in, size_t n, uint8_t
 void spa_block_free(spa_t *spa, uint64_t txg, const cairn_blkptr_t *bp)
 {
     if (cairn_bp_is_hole(bp) || spa->readonly) return;
+    /* A shared block loses one reference and keeps its space and its cached
+     * copies (the other references still read it). */
+    if (spa_brt_release(spa, txg, bp)) return;
     arc_free(spa->guid, bp); /* ARC: a freed block's cached copies go at once */
     if (cairn_bp_is_gang(bp)) {
         spa_gang_free(spa, txg, bp);

@@ -2116,6 +2116,78 @@ int zpl_copy_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t dof
     return err;
 }
 
+uint32_t zpl_clone_blksize(zpl_node_t *n)
+{
+    if (n->kind != ZPL_NODE_REAL) return 0;
+    dmu_object_info_t oi;
+    return dmu_object_info(n->fs->os, n->obj, &oi) ? 0 : oi.props.recordsize;
+}
+
+/* Clones are not in the intent log (it has no record for them): each waits
+ * for its txg to sync before it returns, like the other barriers. A source
+ * record not yet synced makes the DMU ask for a sync first (-EAGAIN); a few
+ * rounds of that and the caller copies instead. */
+#define ZPL_CLONE_SYNC_ROUNDS 4
+
+int zpl_clone_range(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff, uint64_t len,
+                    uint64_t *cloned)
+{
+    *cloned = 0;
+    if (src->kind != ZPL_NODE_REAL || dst->kind != ZPL_NODE_REAL) return -EISDIR;
+    zpl_fs_t *fs = dst->fs;
+    if (dmu_objset_spa(src->fs->os) != dmu_objset_spa(fs->os)) return -EXDEV;
+    if (src == dst || (src->fs == fs && src->obj == dst->obj)) return -EINVAL;
+    if (doff > ZPL_MAX_FILE_SIZE || len > ZPL_MAX_FILE_SIZE - doff) return -EFBIG;
+    uint32_t rs = zpl_clone_blksize(src);
+    if (!rs || rs != zpl_clone_blksize(dst)) return -EXDEV;
+    if (soff % rs || doff % rs || len % rs) return -EINVAL;
+    if (len == 0) return 0;
+    spa_t *spa = dmu_objset_spa(fs->os);
+    int err = 0;
+    for (int round = 0; round < ZPL_CLONE_SYNC_ROUNDS; round++) {
+        dsl_dataset_props_t props;
+        dmu_tx_t *tx;
+        /* Quota and reservation count every reference (the dataset's used
+         * grows by len), though the pool allocates nothing for the data. */
+        err = op_begin(fs, len, &props, &tx);
+        if (err) return err;
+        uint64_t n = 0;
+        pthread_mutex_lock(&dst->data_lock);
+        pthread_rwlock_wrlock(&dst->lock);
+        err = regular_file_check(dst);
+        if (!err) {
+            pthread_rwlock_rdlock(&src->lock);
+            err = regular_file_check(src);
+            pthread_rwlock_unlock(&src->lock);
+        }
+        if (!err)
+            err = dmu_clone_range(src->fs->os, src->obj, soff, fs->os, dst->obj, doff, len, tx,
+                                  &n);
+        /* After an -EAGAIN the records before the unsynced one hold the
+         * source's data already: the size covers the range either way (the
+         * rest of it reads as it did), and the next round does it all again. */
+        if (!err || err == -EAGAIN) {
+            if (doff + len > dst->phys.size) dst->phys.size = doff + len;
+            touch(dst, true, now_ns());
+            int e2 = phys_write(dst, tx);
+            if (!err) err = e2;
+        }
+        pthread_rwlock_unlock(&dst->lock);
+        pthread_mutex_unlock(&dst->data_lock);
+        uint64_t txg = dmu_tx_txg(tx);
+        int e3 = op_end_logged(fs, &props, tx, true, 0, false);
+        int e4 = spa_txg_wait_synced(spa, txg);
+        if (!err) {
+            *cloned = len;
+            return e3 ? e3 : e4;
+        }
+        if (err != -EAGAIN) return err;
+        if (e4) return e4;
+        (void)n;
+    }
+    return -EAGAIN;
+}
+
 int zpl_commit(zpl_fs_t *fs)
 {
     if (fs->snapshot) return 0;

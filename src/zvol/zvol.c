@@ -766,6 +766,50 @@ int zvol_or_write(zvol_t *zv, uint64_t off, uint64_t len, const void *data, int 
     return read_modify_write(zv, off, len, flags, merge_or, data, NULL);
 }
 
+/*
+ * EXTENDED COPY by block cloning: between two volumes of one pool with the
+ * same volblocksize and record-aligned ranges, the destination's records
+ * share the source's blocks (dmu_clone_range) instead of being written again.
+ * A clone has no intent-log record (the log gets a barrier), so it waits for
+ * its txg to sync before it counts as done, FUA or not: a later SYNCHRONIZE
+ * CACHE commits only the log. A source record not yet synced asks for a sync
+ * first (a few rounds). Returns 0 when all of len was cloned, else an error
+ * after which the caller copies (records cloned so far are rewritten then).
+ */
+#define ZVOL_CLONE_SYNC_ROUNDS 4
+static int clone_range(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint64_t len)
+{
+    zvol_state_t *ss = src->zs, *ds = dst->zs;
+    if (ss == ds || !ss->obj || !ds->obj || ss->spa != ds->spa || ss->rs != ds->rs ||
+        src_off % ss->rs || dst_off % ss->rs || len % ss->rs || len == 0)
+        return -EXDEV;
+    int err = -EAGAIN;
+    for (int round = 0; round < ZVOL_CLONE_SYNC_ROUNDS && err == -EAGAIN; round++) {
+        zvol_props_t p;
+        zvol_rl_t rl;
+        err = change_begin(dst, dst_off, len, true, &p, &rl);
+        if (err) return err;
+        err = ds->be->check_space(ds, records_bytes(ds, dst_off, len), false);
+        uint64_t txg = 0, n = 0;
+        if (!err) {
+            dmu_tx_t *tx = dmu_tx_begin(ds->os);
+            err = apply_props(ds, &p, tx);
+            if (!err) err = dmu_clone_range(ss->os, ss->obj, src_off, ds->os, ds->obj, dst_off, len,
+                                            tx, &n);
+            txg = dmu_tx_txg(tx);
+            dmu_tx_commit(tx);
+            note_txg(ds, txg);
+            zil_log_barrier(ds->zil, txg);
+        }
+        rl_exit(ds, &rl);
+        if (txg) {
+            int e = spa_txg_wait_synced(ds->spa, txg);
+            if (!err) err = e;
+        }
+    }
+    return err;
+}
+
 int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint64_t len,
               int flags)
 {
@@ -779,6 +823,7 @@ int zvol_copy(zvol_t *src, uint64_t src_off, zvol_t *dst, uint64_t dst_off, uint
     if ((err = check_range(dst_off, len, dp.volsize))) return err;
     if ((err = check_writable(dst, &dp))) return err;
     if (len == 0) return 0;
+    if (clone_range(src, src_off, dst, dst_off, len) == 0) return 0;
     /* Same volume, destination overlapping after the source: copy backwards
      * so every chunk is read before it is overwritten (memmove semantics). */
     bool backwards = src->zs == dst->zs && dst_off > src_off && dst_off < src_off + len;

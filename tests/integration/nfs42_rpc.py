@@ -15,8 +15,10 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE); one COPY
       moves at most 64 MiB (a short count the client asks again after). Errors: bad
       stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
-      length 0 (INVAL), past the largest offset (FBIG), no handle. CLONE and
-      OFFLOAD_STATUS are NOTSUPP; in minor versions 0 and 1 SEEK and GETXATTR are
+      length 0 (INVAL), past the largest offset (FBIG), no handle.
+      OFFLOAD_STATUS: NOTSUPP. CLONE (whole file, a range, within one file, its
+      alignment rules: INVAL), clone_blksize = the record size, and a COPY with
+      unaligned ends (head and tail copied, the middle cloned). In minor versions 0 and 1 SEEK and GETXATTR are
       OP_ILLEGAL and the 4.2 attributes are not supported, in 4.2 they are.
       Extended attributes (RFC 8276) on a file and a directory: SETXATTR's
       CREATE/REPLACE/EITHER rules (EXIST, NOXATTR), values with any bytes up to
@@ -30,6 +32,13 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       REMOVEXATTR are ROFS; SEEK, READ_PLUS and GETXATTR work.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER fill NAME MIB
       writes MIB MiB of random bytes to NAME (FILE_SYNC).
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER clonefile|copyfile SRC DST
+      CLONE (count 0), or COPY until done, all of SRC into a new file DST; the
+      size and the bytes (by digest) must match.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER samefile A B
+      A and B have the same size and bytes.
+  nfs42_rpc.py HOST NFSPORT EXPORT OWNER remove NAME...
+      REMOVEs the files.
   nfs42_rpc.py HOST NFSPORT EXPORT OWNER punch NAME MIB
       DEALLOCATEs all of NAME: it reads as zeros, keeps its size, SEEK finds no
       data, and its space_used falls below one record (polled: the space is
@@ -54,7 +63,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nfs_rpc import X, check, fail  # noqa: E402
 from nfs4_rpc import (OK, INVAL, ILLEGAL, Client, Op, op_close, op_read,  # noqa: E402
                       op_write, put_stateid, putfh, op_lookup_path, OP_GETATTR,
-                      OP_PUTROOTFH, OP_SAVEFH)
+                      OP_PUTROOTFH, OP_SAVEFH, OP_REMOVE)
 
 OP_ALLOCATE, OP_COPY, OP_DEALLOCATE, OP_OFFLOAD_STATUS = 59, 60, 62, 67
 OP_READ_PLUS, OP_SEEK, OP_CLONE = 68, 69, 71
@@ -66,6 +75,8 @@ RS = 128 * 1024
 ANON = (0, bytes(12))
 FATTR4_SIZE, FATTR4_SPACE_USED = 4, 45
 FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE, FATTR4_XATTR_SUPPORT = 78, 79, 82
+FATTR4_CLONE_BLKSIZE = 77
+BADXDR = 10036
 OP_GETXATTR, OP_SETXATTR, OP_LISTXATTRS, OP_REMOVEXATTR, OP_ACCESS = 72, 73, 74, 75, 3
 EXIST, NAMETOOLONG, TOOSMALL, NOXATTR, XATTR2BIG = 17, 63, 10005, 10095, 10096
 SX_EITHER, SX_CREATE, SX_REPLACE = 0, 1, 2
@@ -360,8 +371,58 @@ def check_copy(cl, exp, fh, sid, dfh, size):
     cl.ok([putfh(cfh), op_close(csid)], "CLOSE copy100")
 
 
+def op_clone(src_sid, dst_sid, soff, doff, count):
+    x = X()
+    put_stateid(x, src_sid)
+    put_stateid(x, dst_sid)
+    x.u64(soff).u64(doff).u64(count)
+    return Op(OP_CLONE, x.b)
+
+
+def clone(cl, sfh, ssid, dfh, dsid, soff, doff, count):
+    st, _ = cl.compound([putfh(sfh), Op(OP_SAVEFH), putfh(dfh),
+                         op_clone(ssid, dsid, soff, doff, count)])
+    return st
+
+
+def check_clone(cl, exp):
+    """CLONE (RFC 7862 15.13) and a COPY whose middle is cloned: the bytes, the
+    size, clone_blksize, and the alignment rules."""
+    sid, fh = open_file(cl, exp, "csrc")
+    src = rnd("clone-src", 8 * RS + 1000)
+    write(cl, fh, sid, 0, src)
+    words, vals = cl.ok([putfh(fh), op_getattr(FATTR4_CLONE_BLKSIZE)], "clone_blksize")[-1]
+    check(vals.gu32() == RS, "clone_blksize is not the record size")
+    check(FATTR4_CLONE_BLKSIZE in supported_attrs(cl), "clone_blksize not supported")
+    dsid, dfh = open_file(cl, exp, "cdst")
+    check(clone(cl, fh, sid, dfh, dsid, 0, 0, 0) == OK, "CLONE count 0")
+    check(u64_attr(cl, dfh, FATTR4_SIZE) == len(src), "the clone's size")
+    check(read(cl, dfh, dsid, 0, len(src)) == src, "the clone's bytes")
+    check(clone(cl, fh, sid, dfh, dsid, 2 * RS, 9 * RS, 2 * RS) == OK, "CLONE of a range")
+    check(read(cl, dfh, dsid, 9 * RS, 2 * RS) == src[2 * RS:4 * RS], "the cloned range")
+    check(u64_attr(cl, dfh, FATTR4_SIZE) == 11 * RS, "CLONE past the end grows the file")
+    for soff, doff, count, what in ((100, 0, RS, "source offset"), (0, RS // 2, RS, "destination offset"),
+                                    (0, 0, RS + 1, "count"), (0, 0, 9 * RS, "range past the end")):
+        check(clone(cl, fh, sid, dfh, dsid, soff, doff, count) == INVAL,
+              "CLONE with an unaligned %s is not INVAL" % what)
+    check(clone(cl, fh, sid, fh, sid, 0, 4 * RS, RS) == OK, "CLONE within one file")
+    check(read(cl, fh, sid, 4 * RS, RS) == src[:RS], "CLONE within one file: the bytes")
+    src = src[:4 * RS] + src[:RS] + src[5 * RS:]
+    check(clone(cl, fh, sid, fh, sid, 0, RS // 2, RS) == INVAL, "CLONE of overlapping ranges")
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dfh), op_clone(sid, unknown(sid), 0, 0, RS)],
+           BAD_STATEID, "CLONE, unknown destination stateid")
+    expect(cl, [putfh(dfh), op_clone(sid, dsid, 0, 0, RS)], NOFILEHANDLE, "CLONE without SAVEFH")
+    expect(cl, [putfh(fh), Op(OP_CLONE, X().b)], BADXDR, "CLONE without arguments")
+    # COPY: head and tail copied, the records in between cloned.
+    res = cl.ok([putfh(fh), Op(OP_SAVEFH), putfh(dfh), op_copy(sid, dsid, RS - 10, RS - 10, 5 * RS)],
+                "COPY, unaligned ends")[-1]
+    check(res == (5 * RS, 2), "COPY, unaligned ends: %r" % (res,))
+    check(read(cl, dfh, dsid, RS - 10, 5 * RS) == src[RS - 10:6 * RS - 10], "COPY's bytes")
+    cl.ok([putfh(fh), op_close(sid)], "CLOSE csrc")
+    cl.ok([putfh(dfh), op_close(dsid)], "CLOSE cdst")
+
+
 def check_minor_versions(cl, fh):
-    expect(cl, [putfh(fh), Op(OP_CLONE, X().b)], NOTSUPP, "CLONE")
     expect(cl, [Op(OP_OFFLOAD_STATUS, X().u32(0).fixed(bytes(12)).b)], NOTSUPP, "OFFLOAD_STATUS")
     check({FATTR4_SPACE_FREED, FATTR4_CHANGE_ATTR_TYPE} <= supported_attrs(cl),
           "4.2 does not list space_freed and change_attr_type")
@@ -432,6 +493,7 @@ def mode_ops():
     dfh = check_errors(cl, exp, fh, sid)
     check_copy(cl, exp, fh, sid, dfh, 10 * RS)
     check_minor_versions(cl, fh)
+    check_clone(cl, exp)
     check_xattrs(cl, exp, fh)
     cl.ok([putfh(fh), op_close(sid)], "CLOSE")
     cl.goodbye()
@@ -494,6 +556,63 @@ def mode_punch(name, mib):
     print("punch ok")
 
 
+def mode_clonefile(op, src, dst):
+    """CLONE (op "clone") or COPY (op "copy") of all of src to a new file dst;
+    the bytes compared by digest, 1 MiB at a time."""
+    import hashlib
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    ssid, sfh = open_file(cl, exp, src, create=False, access=1)
+    dsid, dfh = open_file(cl, exp, dst)
+    size = u64_attr(cl, sfh, FATTR4_SIZE)
+    if op == "clone":
+        check(clone(cl, sfh, ssid, dfh, dsid, 0, 0, 0) == OK, "CLONE of " + src)
+    else:
+        done = 0
+        while done < size:
+            n, _ = cl.ok([putfh(sfh), Op(OP_SAVEFH), putfh(dfh),
+                          op_copy(ssid, dsid, done, done, size - done)], "COPY")[-1]
+            check(n > 0, "COPY made no progress")
+            done += n
+    check(u64_attr(cl, dfh, FATTR4_SIZE) == size, "the %s's size" % op)
+    for off in range(0, size, 8 << 20):
+        n = min(8 << 20, size - off)
+        a = hashlib.sha256(read(cl, sfh, ssid, off, n)).digest()
+        b = hashlib.sha256(read(cl, dfh, dsid, off, n)).digest()
+        check(a == b, "the %s's bytes at %d" % (op, off))
+    cl.ok([putfh(sfh), op_close(ssid)], "CLOSE")
+    cl.ok([putfh(dfh), op_close(dsid)], "CLOSE")
+    cl.goodbye()
+    print(op + " ok")
+
+
+def mode_samefile(a, b):
+    import hashlib
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    asid, afh = open_file(cl, exp, a, create=False, access=1)
+    bsid, bfh = open_file(cl, exp, b, create=False, access=1)
+    size = u64_attr(cl, afh, FATTR4_SIZE)
+    check(u64_attr(cl, bfh, FATTR4_SIZE) == size, "%s and %s differ in size" % (a, b))
+    for off in range(0, size, 8 << 20):
+        n = min(8 << 20, size - off)
+        check(hashlib.sha256(read(cl, afh, asid, off, n)).digest() ==
+              hashlib.sha256(read(cl, bfh, bsid, off, n)).digest(), "%s and %s differ at %d" % (a, b, off))
+    cl.ok([putfh(afh), op_close(asid)], "CLOSE")
+    cl.ok([putfh(bfh), op_close(bsid)], "CLOSE")
+    cl.goodbye()
+    print("samefile ok")
+
+
+def mode_remove(*names):
+    _, _, exp, owner = ctx()
+    cl = connect(owner)
+    for name in names:
+        cl.ok(op_lookup_path(exp) + [Op(OP_REMOVE, X().opaque(name.encode()).b)], "REMOVE " + name)
+    cl.goodbye()
+    print("remove ok")
+
+
 def mode_punch_crash(name):
     _, _, exp, owner = ctx()
     cl = connect(owner)
@@ -530,7 +649,13 @@ def main():
     mode, args = sys.argv[5], sys.argv[6:]
     modes = {"ops": mode_ops, "mkfile": mode_mkfile, "rofs": mode_rofs,
              "punch-crash": mode_punch_crash, "punch-verify": mode_punch_verify}
-    if mode in ("fill", "punch"):
+    if mode in ("clonefile", "copyfile"):
+        mode_clonefile(mode[:-4], args[0], args[1])
+    elif mode == "samefile":
+        mode_samefile(args[0], args[1])
+    elif mode == "remove":
+        mode_remove(*args)
+    elif mode in ("fill", "punch"):
         (mode_fill if mode == "fill" else mode_punch)(args[0], int(args[1]))
     elif mode in modes:
         modes[mode](*args)

@@ -9,9 +9,11 @@
 #  - `fallocate -l` (mode 0) extends a file's size without writing data;
 #  - copy_file_range(2) (perl's syscall 326) and `cp --reflink=auto` copy 4 MiB
 #    with identical bytes;
+#  - `cp --reflink=always` of 16 MiB sends CLONE: identical bytes, and the pool's
+#    bclonesaved counts at least the 16 MiB;
 #  - user.* extended attributes: set, get, list, remove (perl's syscall);
 #  - /proc/self/mountstats shows the client really sent ALLOCATE, DEALLOCATE, SEEK,
-#    COPY and the four xattr operations (none fell back to 4.1 behaviour), and a WRITE
+#    COPY, CLONE and the four xattr operations (none fell back to 4.1 behaviour), and a WRITE
 #    byte count for the copies far below what they copied (the data never crossed the
 #    wire).
 # The guest kernel (Debian 6.1) is built without CONFIG_NFS_V4_2_READ_PLUS, so READ_PLUS
@@ -99,6 +101,12 @@ echo "WRITE bytes sent during the copies: $((w1 - w0))"
 [ $((w1 - w0)) -lt 1048576 ] || fail "the copies sent $((w1 - w0)) bytes of WRITE"
 echo "PASS: copy"
 
+# ---- cp --reflink=always: CLONE, the server shares the blocks ----
+dd if=/dev/urandom of=big bs=1M count=16 conv=fsync status=none || fail "dd big"
+cp --reflink=always big big.clone || fail "cp --reflink=always"
+cmp big big.clone || fail "cp --reflink=always: the bytes differ"
+echo "PASS: reflink"
+
 # ---- extended attributes (perl's syscall: setxattr 188, getxattr 191, listxattr 194,
 # removexattr 197; the guest has no setfattr) ----
 echo data > xa || fail "create xa"
@@ -121,7 +129,7 @@ echo "xattrs: $got"
 echo "PASS: xattrs"
 
 grep -E "^[[:space:]]*(ALLOCATE|DEALLOCATE|SEEK|COPY|CLONE|READ_PLUS|WRITE|[A-Z]*XATTRS?):" /proc/self/mountstats
-for op in ALLOCATE DEALLOCATE SEEK COPY SETXATTR GETXATTR LISTXATTRS REMOVEXATTR; do
+for op in ALLOCATE DEALLOCATE SEEK COPY CLONE SETXATTR GETXATTR LISTXATTRS REMOVEXATTR; do
     n=$(awk -v op="$op:" '$1 == op { print $2; exit }' /proc/self/mountstats)
     [ "${n:-0}" -gt 0 ] || fail "the client sent no $op"
 done
@@ -135,8 +143,11 @@ rc=0
 VM_NFS_PORT=$NFS_PORT VM_ISCSI_PORT=0 "$VM_DIR/run-vm.sh" "$GUEST" >"$T/vm.out" 2>&1 || rc=$?
 cat "$T/vm.out"
 [ "$rc" -eq 0 ] || fail "the guest failed (rc $rc)"
-for what in punch seek allocate copy xattrs "4.2 operations sent" "NFSv4.2 guest"; do
+for what in punch seek allocate copy reflink xattrs "4.2 operations sent" "NFSv4.2 guest"; do
     grep -q "PASS: $what" "$T/vm.out" || fail "no pass line for $what"
 done
-pass "Linux kernel client, vers=4.2: fallocate -p frees space, SEEK_DATA/HOLE, fallocate -l, copy_file_range and cp --reflink=auto copy on the server, user xattrs"
+# The clone of the 16 MiB file (and the copies of 4 MiB, by clones) share blocks.
+saved=$("$CAIRN" pool get -H -p bclonesaved tank | cut -f3)
+[ "$saved" -ge $((16 << 20)) ] || fail "bclonesaved $saved after cp --reflink=always of 16 MiB"
+pass "Linux kernel client, vers=4.2: fallocate -p frees space, SEEK_DATA/HOLE, fallocate -l, copy_file_range and cp --reflink=auto copy on the server, cp --reflink=always clones (bclonesaved $saved), user xattrs"
 daemon_stop

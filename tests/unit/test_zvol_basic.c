@@ -454,6 +454,56 @@ static void test_copy(void **state)
     vol_done(&v);
 }
 
+/* EXTENDED COPY between two volumes of one pool, record-aligned: the records
+ * are cloned (the pool's allocated space does not grow by them), read back as
+ * the source, and stay when the source is rewritten; the pool checks clean. */
+static uint64_t settled_alloc(spa_t *spa)
+{
+    for (int i = 0; i < 6; i++) assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    spa_space_t sp;
+    spa_get_space(spa, &sp);
+    return sp.alloc;
+}
+
+static void test_copy_clones(void **state)
+{
+    (void)state;
+    vol_t v;
+    vol_make(&v, "zvclone", 16 * MIB, 512);
+    objset_t *os2 = zfix_objset(&v.f, "vol2", true);
+    zvol_t *z2;
+    zvol_objset_opts_t o = {.volsize = 16 * MIB, .volblocksize = VBS, .block_size = 512};
+    assert_int_equal(zvol_open_objset(os2, &o, &z2), 0);
+    write_pattern(v.zv, 60, 0, 8 * MIB, 0);
+    write_pattern(z2, 61, 0, 16 * MIB, 0); /* the clone replaces blocks the volume had */
+    uint64_t before = settled_alloc(v.f.spa);
+    assert_int_equal(zvol_copy(v.zv, 0, z2, 4 * MIB, 8 * MIB, 0), 0);
+    uint64_t after = settled_alloc(v.f.spa);
+    if (after + 8 * MIB > before + MIB)
+        fail_msg("a clone of 8 MiB over 8 MiB of the volume: alloc %llu -> %llu",
+                 (unsigned long long)before, (unsigned long long)after);
+    spa_brt_stats_t st;
+    spa_brt_stats(v.f.spa, &st);
+    assert_int_equal(st.saved, 8 * MIB);
+    uint8_t *a = malloc(8 * MIB), *b = malloc(8 * MIB);
+    assert_int_equal(zvol_read(v.zv, 0, 8 * MIB, a), 0);
+    assert_int_equal(zvol_read(z2, 4 * MIB, 8 * MIB, b), 0);
+    assert_memory_equal(a, b, 8 * MIB);
+    expect_pattern(z2, 61, 0, 4 * MIB);
+    expect_pattern(z2, 61, 12 * MIB, 4 * MIB);
+    write_pattern(v.zv, 62, 0, 8 * MIB, ZVOL_WRITE_FUA);
+    assert_int_equal(zvol_read(z2, 4 * MIB, 8 * MIB, b), 0);
+    assert_memory_equal(a, b, 8 * MIB);
+    settled_alloc(v.f.spa);
+    spa_brt_stats(v.f.spa, &st);
+    assert_int_equal(st.entries, 0);
+    zvol_close(z2);
+    dmu_objset_close(os2);
+    free(a);
+    free(b);
+    vol_done(&v);
+}
+
 static void test_lba_status(void **state)
 {
     (void)state;
@@ -714,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_compare_and_write),
         cmocka_unit_test(test_or_write),
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_copy_clones),
         cmocka_unit_test(test_lba_status),
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_durability),
