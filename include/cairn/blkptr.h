@@ -6,8 +6,10 @@
  * address space, allocated size), says how to decode it (compression,
  * checksum, logical and physical size) and carries its checksum, so a parent
  * always verifies its child: the whole tree is self-validating from the
- * uberblock down. birth_txg is the transaction group that wrote the block;
- * snapshots and incremental walks rely on it.
+ * uberblock down. birth_txg is the transaction group that wrote the block
+ * (for a clone's pointer: the one that put the reference in place, with
+ * phys_birth_txg saying when the bytes were written); snapshots and
+ * incremental walks rely on it.
  *
  * A hole (a never-written or freed range of an object) is a pointer with
  * ncopies == 0; it costs no space. `fill` counts the non-hole level-0 blocks
@@ -56,7 +58,8 @@ typedef struct cairn_blkptr {
     uint8_t ncopies;                   /* DVAs in use; 0 = hole */
     uint8_t flags;
     uint16_t reserved0;                /* 80 */
-    uint64_t reserved1[2];             /* 96 */
+    uint64_t phys_birth_txg;           /* 88: a clone's: when its bytes were written (0: birth_txg) */
+    uint64_t reserved1;                /* 96 */
     uint8_t cksum[CAIRN_CHECKSUM_LEN]; /* 128: checksum of the stored bytes */
 } cairn_blkptr_t;
 
@@ -68,6 +71,15 @@ _Static_assert(sizeof(cairn_blkptr_t) == 128, "block pointer is 128 bytes on dis
 
 static inline bool cairn_bp_is_hole(const cairn_blkptr_t *bp) { return bp->ncopies == 0; }
 static inline bool cairn_bp_is_gang(const cairn_blkptr_t *bp) { return (bp->flags & CAIRN_BP_GANG) != 0; }
+
+/* When the block's bytes reached the disks. A pointer a clone put in place
+ * (dmu_clone_range) is born, as a reference, in the clone's txg - which is
+ * what snapshots, dead lists, rollback and destroy go by - while its bytes
+ * are older: a resilver, which asks what a stale disk missed, goes by this. */
+static inline uint64_t cairn_bp_phys_birth(const cairn_blkptr_t *bp)
+{
+    return bp->phys_birth_txg ? bp->phys_birth_txg : bp->birth_txg;
+}
 static inline uint64_t cairn_dva_asize(const cairn_dva_t *d)
 {
     return (uint64_t)d->asize << CAIRN_SECTOR_SHIFT;

@@ -1074,7 +1074,8 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
  * of dst in txg (held open by the caller) by sharing src's block. The dirty
  * record gets the block's bytes (readers of dirty records read memory) and the
  * block as its override, which the sync adopts as it adopts a direct write's
- * block: no new allocation, the same birth txg, checksum and compression (a
+ * block: no new allocation, the same DVAs, checksum and compression, born in
+ * txg with the bytes' own txg as its physical birth (a
  * block's checksum covers its bytes only, nothing of its place, so the pointer
  * verifies wherever it is put). The extra reference is taken in the pool's
  * block reference table before the override is set; every way the override can
@@ -1134,6 +1135,13 @@ int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg
     if (!ok) return -EAGAIN; /* changed under us; the bytes are written, not shared */
     err = spa_block_clone_ref(spa, txg, &bp);
     if (err) return err == -EOPNOTSUPP ? 0 : err; /* written as a copy */
+    /* The reference is born now: the destination's snapshots, dead list,
+     * rollback and destroy go by birth_txg, and a pointer still dated by the
+     * source's write would look held by an older snapshot of the destination
+     * (or its origin) and never be given back. The bytes keep their date for
+     * a resilver (cairn_bp_phys_birth). */
+    bp.phys_birth_txg = cairn_bp_phys_birth(&bp);
+    bp.birth_txg = txg;
     unsigned sh = dn_shard(dblkid);
     dn_rlock(dst);
     pthread_mutex_lock(&dst->shard_lock[sh]);

@@ -174,7 +174,8 @@ static bool rs_needs(const scan_ctx_t *c, const cairn_blkptr_t *bp)
         const rs_leaf_t *l = &c->leaves[i];
         bool born = false;
         for (uint32_t r = 0; r < l->ndtl && !born; r++)
-            born = bp->birth_txg >= l->dtl[r][0] && bp->birth_txg <= l->dtl[r][1];
+            born = cairn_bp_phys_birth(bp) >= l->dtl[r][0] &&
+                   cairn_bp_phys_birth(bp) <= l->dtl[r][1];
         if (!born) continue;
         /* A gang block's fragments may lie on any vdev: read it all again. */
         if (cairn_bp_is_gang(bp)) return true;

@@ -3,9 +3,12 @@
  * kill hooks): a dataset's `used` counts every reference (a clone of 16 MiB
  * grows it by 16 MiB) while the pool allocates the block once; snapshots hold
  * cloned blocks as they hold any other, whether taken after the clone or
- * before it (the clone's pointers then carry a birth older than the
- * snapshot, so their frees wait on the snapshot's dead list); destroying the
- * dataset gives the space back; the offline check is clean throughout.
+ * before it; destroying the dataset gives the space back; the offline check
+ * is clean throughout. A clone's pointers are born in the clone's txg (their
+ * bytes keep their own date as the physical birth): a destination with an
+ * older snapshot, a rollback past the clone and a destroyed dataset clone all
+ * give the reference back, which they never did while the pointers carried
+ * the source's older birth (the space stayed allocated for good).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,9 +172,8 @@ static void test_snapshot_after_clone(void **state)
     cl_done(&c);
 }
 
-/* A snapshot older than the clone: the clone's pointers carry the source's
- * older birth, so the dataset keeps their frees on its dead list until the
- * snapshot goes; no block is freed while referenced, none is lost. */
+/* A snapshot older than the clone: the source's blocks are held by it; the
+ * clone's references are newer than it and go at once. */
 static void test_snapshot_before_clone(void **state)
 {
     (void)state;
@@ -198,6 +200,111 @@ static void test_snapshot_before_clone(void **state)
     spa_brt_stats_t st;
     spa_brt_stats(c.f.spa, &st);
     assert_int_equal(st.entries, 0);
+    cl_done(&c);
+}
+
+/* A second dataset of the pool, empty, with one object. */
+static objset_t *other_fs(cl_t *c, const char *tag, char *fs2, size_t len, dsl_dataset_t **ds2,
+                          uint64_t *obj)
+{
+    fx_ds_name(&c->f, fs2, len, tag);
+    fx_create_fs(&c->f, fs2);
+    OK(dsl_dataset_hold(c->f.dp, fs2, ds2));
+    objset_t *os2 = dsl_dataset_objset(*ds2);
+    dmu_tx_t *tx = dmu_tx_begin(os2);
+    assert_int_equal(dmu_object_alloc(os2, &props, obj, tx), 0);
+    dmu_tx_commit(tx);
+    sync_pool(c);
+    return os2;
+}
+
+static void clone_into(cl_t *c, objset_t *os2, uint64_t obj)
+{
+    uint64_t n = 0;
+    dmu_tx_t *tx = dmu_tx_begin(os2);
+    assert_int_equal(dmu_clone_range(c->os, c->a, 0, os2, obj, 0, DATA_BYTES, tx, &n), 0);
+    dmu_tx_commit(tx);
+    assert_int_equal(n, NREC);
+    sync_pool(c);
+}
+
+static void assert_no_shared(cl_t *c)
+{
+    spa_brt_stats_t st;
+    spa_brt_stats(c->f.spa, &st);
+    assert_int_equal(st.entries, 0);
+}
+
+/* The destination has a snapshot taken after the source was written, before
+ * the clone: removing the clone and then the source gives everything back
+ * while that snapshot stays (it never held the clone). */
+static void test_destination_snapshot_older_than_clone(void **state)
+{
+    (void)state;
+    cl_t c;
+    cl_make(&c, "dslclsnapdst");
+    char fs2[320], sn[340];
+    dsl_dataset_t *ds2;
+    uint64_t obj;
+    objset_t *os2 = other_fs(&c, "e", fs2, sizeof fs2, &ds2, &obj);
+    snprintf(sn, sizeof sn, "%s@old", fs2);
+    OK(dsl_snapshot(c.f.dp, sn, false, fx_err, sizeof fx_err));
+    clone_into(&c, os2, obj);
+    dmu_tx_t *tx = dmu_tx_begin(os2);
+    assert_int_equal(dmu_object_free(os2, obj, tx), 0);
+    dmu_tx_commit(tx);
+    free_object(&c, c.a);
+    assert_alloc_near(&c, c.alloc_empty, "clone and source removed, the old snapshot kept");
+    assert_no_shared(&c);
+    dsl_dataset_rele(ds2);
+    cl_done(&c);
+}
+
+/* A rollback of the destination to a snapshot older than the clone drops
+ * the clone's references; removing the source then gives the space back. */
+static void test_rollback_past_clone(void **state)
+{
+    (void)state;
+    cl_t c;
+    cl_make(&c, "dslclrollback");
+    char fs2[320], sn[340];
+    dsl_dataset_t *ds2;
+    uint64_t obj;
+    objset_t *os2 = other_fs(&c, "e", fs2, sizeof fs2, &ds2, &obj);
+    snprintf(sn, sizeof sn, "%s@before", fs2);
+    OK(dsl_snapshot(c.f.dp, sn, false, fx_err, sizeof fx_err));
+    clone_into(&c, os2, obj);
+    dsl_dataset_rele(ds2);
+    OK(dsl_rollback(c.f.dp, sn, false, fx_err, sizeof fx_err));
+    free_object(&c, c.a);
+    assert_alloc_near(&c, c.alloc_empty, "rolled back past the clone, source removed");
+    assert_no_shared(&c);
+    cl_done(&c);
+}
+
+/* A dataset clone (of a snapshot taken before the block clone) that received
+ * the block clone, destroyed: its references go with it. */
+static void test_destroy_dataset_clone_with_block_clone(void **state)
+{
+    (void)state;
+    cl_t c;
+    cl_make(&c, "dslcloriginx");
+    char fs2[320], sn[340], fs3[320];
+    dsl_dataset_t *ds2, *ds3;
+    uint64_t obj;
+    (void)other_fs(&c, "e", fs2, sizeof fs2, &ds2, &obj);
+    dsl_dataset_rele(ds2);
+    snprintf(sn, sizeof sn, "%s@origin", fs2);
+    OK(dsl_snapshot(c.f.dp, sn, false, fx_err, sizeof fx_err));
+    fx_ds_name(&c.f, fs3, sizeof fs3, "f");
+    OK(dsl_clone(c.f.dp, sn, fs3, NULL, 0, fx_err, sizeof fx_err));
+    OK(dsl_dataset_hold(c.f.dp, fs3, &ds3));
+    clone_into(&c, dsl_dataset_objset(ds3), obj);
+    free_object(&c, c.a);
+    dsl_dataset_rele(ds3);
+    OK(dsl_dataset_destroy(c.f.dp, fs3, false, false, fx_err, sizeof fx_err));
+    assert_alloc_near(&c, c.alloc_empty, "dataset clone destroyed, source removed");
+    assert_no_shared(&c);
     cl_done(&c);
 }
 
@@ -266,6 +373,9 @@ int main(void)
         cmocka_unit_test(test_snapshot_after_clone),
         cmocka_unit_test(test_snapshot_before_clone),
         cmocka_unit_test(test_destroy_dataset_with_clone),
+        cmocka_unit_test(test_destination_snapshot_older_than_clone),
+        cmocka_unit_test(test_rollback_past_clone),
+        cmocka_unit_test(test_destroy_dataset_clone_with_block_clone),
         cmocka_unit_test(test_reimport),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
