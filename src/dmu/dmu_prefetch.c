@@ -90,7 +90,14 @@
 #define PF_WINDOW_MIN (8 * CAIRN_MIB)
 #define PF_WINDOW_MAX (32 * CAIRN_MIB)
 #define PF_MIN_RECORDS 4
-#define PF_MAX_RECORDS 256
+/* A bound on one refill's lookup, not on the window: at 256 records a volume of
+ * 8 KiB records read ahead 2 MiB whatever window_bytes said, refilled half of
+ * it (1 MiB) per reader's read, and a reader of 1 MiB reads then asked for
+ * exactly the records the tasks were still reading: it read them itself, one
+ * record per disk read (mean disk read of a sequential pass ~107 KiB; with the
+ * window in bytes honoured, 288 KiB; tools/bench/frag-seqread.sh). 4096 records
+ * of 8 KiB are PF_WINDOW_MAX. */
+#define PF_MAX_RECORDS 4096
 #define PF_TRIGGER 2 /* reads in a row before reading ahead */
 #define PF_REORDER_READS 8 /* reads that may overtake each other on the way here */
 /* Each task waits for its read: the threads are the read-ahead's queue depth. */
