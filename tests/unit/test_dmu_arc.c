@@ -721,6 +721,41 @@ static void test_prefetch_window_grows(void **state)
     arc_set_max(64 * CAIRN_MIB);
 }
 
+/* Small records get the window in bytes: three 1 MiB reads of 8 KiB records
+ * in a row read 8 MiB (1024 records) ahead, where a cap of 256 records had held
+ * it to 2 MiB - two of the reader's reads, which then overtook the read-ahead
+ * still in flight and read record by record. On a 16 MiB ARC the window is an
+ * eighth of it, so what is read ahead is not evicted before it is read. */
+static void test_prefetch_window_small_records(void **state)
+{
+    (void)state;
+    const uint32_t rs = 8192;
+    const uint64_t len = 16 * CAIRN_MIB;
+    for (int small_arc = 0; small_arc < 2; small_arc++) {
+        test_pool_t f;
+        objset_t *os;
+        pool_with_objset(&f, "dmu_arc_pfsmall", 256 * CAIRN_MIB,
+                         small_arc ? 16 * CAIRN_MIB : 1024 * CAIRN_MIB, &os);
+        uint64_t obj = new_obj_rs(os, rs);
+        put(os, obj, 0, len, 33);
+        reopen_cold(&f, &os);
+        uint8_t *b = malloc(CAIRN_MIB), *all = malloc(len);
+        fill(all, len, 33);
+        uint64_t issued0 = dmu_prefetch_issued();
+        for (uint64_t i = 0; i < 3; i++) {
+            assert_int_equal(dmu_read(os, obj, i * CAIRN_MIB, CAIRN_MIB, b), 0);
+            assert_memory_equal(b, all + i * CAIRN_MIB, CAIRN_MIB);
+        }
+        dmu_prefetch_wait();
+        uint64_t want = (small_arc ? 2 : 8) * CAIRN_MIB / rs;
+        assert_int_equal(dmu_prefetch_issued() - issued0, want);
+        free(b);
+        free(all);
+        pool_done(&f, os);
+    }
+    arc_set_max(64 * CAIRN_MIB);
+}
+
 /* Read-ahead of records the ARC let go of but a cache device holds: the records
  * ahead of a sequential reader come from the cache device (verified), not the
  * disks, and read-ahead never touches the reader's buffers (it once copied a
@@ -1171,6 +1206,7 @@ int main(void)
         cmocka_unit_test(test_sequential_prefetch),
         cmocka_unit_test(test_prefetch_reordered),
         cmocka_unit_test(test_prefetch_window_grows),
+        cmocka_unit_test(test_prefetch_window_small_records),
         cmocka_unit_test(test_prefetch_races_reader),
         cmocka_unit_test(test_prefetch_from_cache_device),
         cmocka_unit_test(test_prefetch_from_cache_device_decompressed),

@@ -23,7 +23,7 @@
  * defragmented layout costs random writes).
  * This is a benchmark, never a test.
  *
- * -a sets arc_max (default 16 MiB).
+ * -a sets arc_max (default 16 MiB; frag-seqread.sh passes 256).
  * usage: bench_zvol_fragseq [-d DIR] [-s VOLSIZE_MIB] [-q THREADS] [-a ARC_MIB] [-D]
  */
 #include <cairn/arc.h>
