@@ -6,9 +6,11 @@
  * in the CPU's cache. One mutex guards everything; it is taken once per
  * block-sized buffer (thousands a second at most), not per byte.
  *
- * New chunks come from posix_memalign: the heap (dmu_tune_malloc keeps
- * buffers of these sizes out of mmap), so a chunk given back over the limit
- * can still be merged by malloc into a chunk of another class.
+ * New chunks come from one reserved address range in huge pages (see
+ * region_chunk_locked for why); a chunk given back over the limit returns
+ * its memory to the kernel and keeps its address for its class. When the
+ * range is refused or used up they come from posix_memalign (the heap:
+ * dmu_tune_malloc keeps buffers of these sizes out of mmap), as before.
  */
 #include <cairn/assert.h>
 #include <cairn/bufpool.h>
@@ -102,6 +104,7 @@ size_t cairn_bufpool_class_size(size_t size)
 
 static uint8_t *region, *region_next, *region_end;
 
+/* Under P.lock. */
 static bool in_region(const void *p)
 {
     return region && (const uint8_t *)p >= region && (const uint8_t *)p < region_end;
@@ -151,7 +154,10 @@ static void *fresh_chunk(size_t bytes)
  * the region's (all but the page holding the link), else to malloc. */
 static void give_back(void *p, unsigned c, size_t cs)
 {
-    if (!in_region(p)) {
+    pthread_mutex_lock(&P.lock); /* the region is set under it */
+    bool ours = in_region(p);
+    pthread_mutex_unlock(&P.lock);
+    if (!ours) {
         free(p);
         return;
     }
