@@ -13,8 +13,15 @@
  *
  * Bounded: chunks handed out plus chunks kept never exceed the limit (the ARC
  * sets it to its target, arc_max or less, plus an eighth for lent and in-flight
- * buffers) plus the reserve (the DMU's budget for dirty records); a chunk freed beyond it goes back to malloc. cairn_bufpool_trim() gives back every
- * kept chunk (and the heap's free pages to the kernel) under memory pressure.
+ * buffers) plus the reserve (the DMU's budget for dirty records); a chunk freed beyond it gives its
+ * memory back to the kernel (keeping its address for a later chunk of its class).
+ * cairn_bufpool_trim() gives back every kept chunk (and the heap's free pages)
+ * under memory pressure.
+ *
+ * Memory: one reserved address range advised for transparent huge pages
+ * (malloc's when that is refused): on a guest with shadow paging, the kernel's
+ * first touch of a 4 KiB user page (the socket sending a just-written record)
+ * costs ~5 us, and a huge page pays it once per 2 MiB (docs/benchmarks.md).
  *
  * Classes: every multiple of 4 KiB up to 256 KiB (a 128 KiB block plus the
  * page of its header wastes nothing), then eight per doubling up to

@@ -6,9 +6,11 @@
  * in the CPU's cache. One mutex guards everything; it is taken once per
  * block-sized buffer (thousands a second at most), not per byte.
  *
- * New chunks come from posix_memalign: the heap (dmu_tune_malloc keeps
- * buffers of these sizes out of mmap), so a chunk given back over the limit
- * can still be merged by malloc into a chunk of another class.
+ * New chunks come from one reserved address range in huge pages (see
+ * region_chunk_locked for why); a chunk given back over the limit returns
+ * its memory to the kernel and keeps its address for its class. When the
+ * range is refused or used up they come from posix_memalign (the heap:
+ * dmu_tune_malloc keeps buffers of these sizes out of mmap), as before.
  */
 #include <cairn/assert.h>
 #include <cairn/bufpool.h>
@@ -18,6 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -39,11 +42,13 @@ _Static_assert(CAIRN_BUFPOOL_MAX == PAGE_CLASS_MAX << DOUBLINGS, "classes reach 
 
 typedef struct free_chunk {
     struct free_chunk *next;
+    size_t bytes; /* set on the way out (shed_locked) */
 } free_chunk_t;
 
 static struct {
     pthread_mutex_t lock;
     free_chunk_t *free[NCLASSES];
+    free_chunk_t *bare[NCLASSES]; /* given back: address kept, memory returned */
     cairn_bufpool_stats_t st;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .st = {.limit = DEFAULT_LIMIT}};
 
@@ -81,11 +86,87 @@ size_t cairn_bufpool_class_size(size_t size)
     return cs;
 }
 
+/*
+ * Where pooled chunks come from: one address range reserved at the first
+ * chunk, 2 MiB aligned and advised for transparent huge pages, carved in
+ * order. Why: on a guest whose MMU is shadowed by the hypervisor (PVM here),
+ * the first time the kernel touches a user page it never touched before (the
+ * socket copying a just-written ARC buffer out) costs ~5 us per 4 KiB page,
+ * 1.3 CPU-s per GiB sent, and a first user touch faults per 4 KiB page; a
+ * huge page pays both once per 2 MiB (docs/benchmarks.md). malloc's heap
+ * cannot be advised reliably (its headers touch each 2 MiB before we see the
+ * chunk). A chunk given back has its memory returned to the kernel and its
+ * address kept (bare) for the next chunk of its class. A host without THP
+ * ignores the advice; a reservation refused or used up falls back to malloc.
+ */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define REGION_BYTES ((size_t)64 << 30)
+
+static uint8_t *region, *region_next, *region_end;
+
+/* Under P.lock. */
+static bool in_region(const void *p)
+{
+    return region && (const uint8_t *)p >= region && (const uint8_t *)p < region_end;
+}
+
+/* Under P.lock: a chunk's address from the region, or NULL. */
+static void *region_chunk_locked(unsigned c, size_t bytes)
+{
+    if (P.bare[c]) {
+        free_chunk_t *f = P.bare[c];
+        P.bare[c] = f->next;
+        return f;
+    }
+    if (!region) {
+        static bool refused;
+#if defined(__SANITIZE_ADDRESS__)
+        refused = true; /* LeakSanitizer watches malloc's chunks, not ours */
+#endif
+        if (refused) return NULL;
+        void *m = mmap(NULL, REGION_BYTES + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            refused = true;
+            return NULL;
+        }
+        region = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        region_next = region;
+        region_end = region + REGION_BYTES;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(region, REGION_BYTES, MADV_HUGEPAGE);
+#endif
+    }
+    if ((size_t)(region_end - region_next) < bytes) return NULL;
+    void *p = region_next;
+    region_next += bytes;
+    return p;
+}
+
 static void *fresh_chunk(size_t bytes)
 {
     void *p = NULL;
     if (posix_memalign(&p, CAIRN_IO_ALIGN, bytes)) abort();
     return p;
+}
+
+/* Gives a pooled chunk of class c (cs bytes) back: to the kernel when it is
+ * the region's (all but the page holding the link), else to malloc. */
+static void give_back(void *p, unsigned c, size_t cs)
+{
+    pthread_mutex_lock(&P.lock); /* the region is set under it */
+    bool ours = in_region(p);
+    pthread_mutex_unlock(&P.lock);
+    if (!ours) {
+        free(p);
+        return;
+    }
+    (void)madvise((uint8_t *)p + 4096, cs - 4096, MADV_DONTNEED);
+    free_chunk_t *f = p;
+    pthread_mutex_lock(&P.lock);
+    f->next = P.bare[c];
+    P.bare[c] = f;
+    pthread_mutex_unlock(&P.lock);
 }
 
 void *cairn_bufpool_alloc(size_t size)
@@ -102,6 +183,7 @@ void *cairn_bufpool_alloc(size_t size)
         P.st.reused++;
     } else {
         P.st.fresh++;
+        f = region_chunk_locked(c, cs);
     }
     P.st.in_use += cs;
     pthread_mutex_unlock(&P.lock);
@@ -144,7 +226,7 @@ void cairn_bufpool_free(void *p, size_t size)
     pthread_mutex_unlock(&P.lock);
     if (!keep) {
         UNPOISON(p, cs);
-        free(p);
+        give_back(p, c, cs);
     }
 }
 
@@ -162,6 +244,7 @@ static free_chunk_t *shed_locked(uint64_t target)
             P.free[c] = f->next;
             P.st.kept -= cs;
             P.st.released++;
+            f->bytes = cs;
             f->next = out;
             out = f;
         }
@@ -173,7 +256,9 @@ static void free_list(free_chunk_t *f)
 {
     while (f) {
         free_chunk_t *n = f->next;
-        free(f);
+        size_t cs;
+        unsigned c = class_of(f->bytes, &cs);
+        give_back(f, c, cs);
         f = n;
     }
 }

@@ -19,7 +19,8 @@
 # PERF=1 records a perf profile of cairnd over each phase
 # (BENCH_DIR/perf-*.data, top lines printed; PERF_OPTS: perf record's call-graph
 # options, default -g), WRITE_ONLY=1 stops after the write phase (the A/B of the
-# write path: alternate two builds' runs).
+# write path: alternate two builds' runs), WARM_ONLY=1 stops after the warm read
+# and a second one (warm2: the same ARC buffers sent a second time).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
@@ -84,6 +85,17 @@ if [ "${WRITE_ONLY:-0}" = 1 ]; then
     exit 0
 fi
 phase warm nfs-cat "$URL"
+if [ "${WARM_ONLY:-0}" = 1 ]; then
+    phase warm2 nfs-cat "$URL"
+    if [ "${PERF:-0}" = 1 ]; then
+        for n in warm warm2; do
+            echo "== perf $n (self, top 12)"
+            perf report -i "$BENCH_DIR/perf-$n.data" --no-children --sort sym --stdio 2>/dev/null |
+                grep -E '^ +[0-9]' | head -12
+        done
+    fi
+    exit 0
+fi
 cold
 phase cold nfs-cat "$URL"
 cold
