@@ -34,6 +34,7 @@
 #ifndef CAIRN_BUFPOOL_H
 #define CAIRN_BUFPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,11 @@ void cairn_bufpool_set_limit(uint64_t bytes);
 void cairn_bufpool_set_reserve(uint64_t bytes);
 /* Gives back every kept chunk, and the heap's free memory to the kernel. */
 void cairn_bufpool_trim(void);
+/* Whether new chunks come from the range in huge pages (the default) or from
+ * malloc; set before the first chunk (cairnd.conf buffer_huge_pages). A host
+ * where huge pages cost more than they save (they did on an earlier machine:
+ * docs/benchmarks.md) turns them off. */
+void cairn_bufpool_set_huge_pages(bool on);
 
 typedef struct cairn_bufpool_stats {
     uint64_t limit;

@@ -93,6 +93,8 @@ typedef struct cairnd_config {
     /* The background defragmenter runs once a pool saw no client I/O this long
      * (dsl_set_defrag_idle_ms); 0: never. */
     uint32_t defrag_idle_ms;
+    /* Buffer pool chunks in transparent huge pages (cairn_bufpool_set_huge_pages). */
+    uint32_t buffer_huge_pages;
     /* HTTPS (REST API and /metrics): off while http_listen is unset (port 0). Empty
      * cert/key paths: a self-signed pair made in the state dir on first start. */
     mgmt_listen_t http;

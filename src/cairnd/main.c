@@ -26,6 +26,7 @@
  */
 #include "cairnd.h"
 
+#include <cairn/bufpool.h>
 #include <cairn/dsl.h>
 #include <cairn/log.h>
 #include <cairn/util.h>
@@ -491,6 +492,7 @@ static void start_engine(const cairnd_config_t *cfg)
     char err[MGMT_PATH_MAX + 512];
     dsl_init(); /* registers the DSL (and the DMU beneath it) with the SPA */
     cairnd_analytics_start(cfg);
+    cairn_bufpool_set_huge_pages(cfg->buffer_huge_pages != 0); /* before any chunk */
     cairnd_arc_init(cfg->state_dir, cfg->arc_max);
     spa_fault_set_policy(cfg->fault_errors, cfg->fault_window);
     spa_set_probe_interval(cfg->vdev_probe_interval_ms);

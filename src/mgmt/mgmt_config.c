@@ -51,6 +51,7 @@ void mgmt_config_defaults(cairnd_config_t *cfg)
     cfg->resilver_delay_ms = SPA_RESILVER_DELAY_MS_DEFAULT;
     cfg->scrub_delay_ms = SPA_SCRUB_DELAY_MS_DEFAULT;
     cfg->defrag_idle_ms = DSL_DEFRAG_IDLE_MS_DEFAULT;
+    cfg->buffer_huge_pages = 1;
     cfg->mmp_interval_ms = SPA_MMP_INTERVAL_MS_DEFAULT;
     cfg->mmp_fail_intervals = SPA_MMP_FAIL_INTERVALS_DEFAULT;
     cfg->device_lock = true;
@@ -192,6 +193,7 @@ static const num_setting_t num_settings[] = {
     {"scrub_delay_ms", offsetof(cairnd_config_t, scrub_delay_ms), 0, 1000, "milliseconds"},
     /* The defragmenter: 0 turns it off; at most a day of quiet. */
     {"defrag_idle_ms", offsetof(cairnd_config_t, defrag_idle_ms), 0, 86400000, "milliseconds"},
+    {"buffer_huge_pages", offsetof(cairnd_config_t, buffer_huge_pages), 0, 1, "a switch"},
     {"mmp_interval", offsetof(cairnd_config_t, mmp_interval_ms), SPA_MMP_INTERVAL_MS_MIN,
      SPA_MMP_INTERVAL_MS_MAX, "milliseconds"},
     {"mmp_fail_intervals", offsetof(cairnd_config_t, mmp_fail_intervals), SPA_MMP_FAIL_INTERVALS_MIN,

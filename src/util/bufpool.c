@@ -103,6 +103,14 @@ size_t cairn_bufpool_class_size(size_t size)
 #define REGION_BYTES ((size_t)64 << 30)
 
 static uint8_t *region, *region_next, *region_end;
+static bool huge_pages_off; /* under P.lock */
+
+void cairn_bufpool_set_huge_pages(bool on)
+{
+    pthread_mutex_lock(&P.lock);
+    huge_pages_off = !on;
+    pthread_mutex_unlock(&P.lock);
+}
 
 /* Under P.lock. */
 static bool in_region(const void *p)
@@ -120,6 +128,7 @@ static void *region_chunk_locked(unsigned c, size_t bytes)
     }
     if (!region) {
         static bool refused;
+        if (huge_pages_off) return NULL;
 #if defined(__SANITIZE_ADDRESS__)
         refused = true; /* LeakSanitizer watches malloc's chunks, not ours */
 #endif

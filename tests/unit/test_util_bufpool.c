@@ -19,6 +19,7 @@
 #include <cairn/util.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,40 @@ static void test_reserve(void **state)
 }
 
 #if !defined(__SANITIZE_ADDRESS__)
+/* The size of the mapping of this process that holds p (/proc/self/maps). */
+static uint64_t mapping_bytes(const void *p)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[512];
+    uint64_t found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo && (uintptr_t)p < hi)
+            found = hi - lo;
+    }
+    fclose(f);
+    return found;
+}
+
+/* buffer_huge_pages: off, new chunks come from malloc; on, from the pool's
+ * reserved range (tens of GiB of address space, advised for huge pages). Runs
+ * first: the range is made by the first chunk taken while it is on. */
+static void test_huge_pages_switch(void **state)
+{
+    (void)state;
+    cairn_bufpool_set_huge_pages(false);
+    void *a = cairn_bufpool_alloc(256 * KIB);
+    uint64_t where_a = mapping_bytes(a);
+    cairn_bufpool_set_huge_pages(true);
+    void *b = cairn_bufpool_alloc(512 * KIB);
+    uint64_t where_b = mapping_bytes(b);
+    cairn_bufpool_free(a, 256 * KIB);
+    cairn_bufpool_free(b, 512 * KIB);
+    assert_true(where_a > 0 && where_a < (16ull << 30));
+    assert_true(where_b >= (16ull << 30));
+}
+
 /* A chunk given back keeps its address for the next chunk of its class (the
  * pool's address range is not used up by chunks coming and going), and that
  * chunk reads what is written to it, not what its predecessor held. */
@@ -263,6 +298,9 @@ static void test_rbufs_use_the_pool(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+#if !defined(__SANITIZE_ADDRESS__)
+        cmocka_unit_test(test_huge_pages_switch),
+#endif
         cmocka_unit_test(test_size_classes),
         cmocka_unit_test(test_reuse_and_alignment),
         cmocka_unit_test(test_bound),
