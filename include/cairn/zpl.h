@@ -289,8 +289,8 @@ int zpl_deallocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
  * anyway, and can still fail for space. Durable before it returns. */
 int zpl_allocate(zpl_node_t *n, uint64_t off, uint64_t len, zpl_wcc_t *wcc);
 /* Copies up to len bytes of src from soff to dst at doff inside the daemon
- * (the pool shares no blocks between files, so the data is read and written
- * again; holes of the source stay holes and are not read). Stops short at the
+ * (the data is read and written again - zpl_clone_range shares the blocks
+ * instead where the pool can; holes of the source stay holes and are not read). Stops short at the
  * end of src; *copied says how far it got, also on error. dst is durable when
  * it returns. -EXDEV across filesystems. Overlapping ranges of one file are
  * the caller's to refuse (NFS: INVAL). */
