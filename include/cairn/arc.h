@@ -109,10 +109,14 @@ void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
  * adopt (NULL, or NULL entries: copy stored[i]): a reference on the buffer
  * whose data is stored[i], bytes never written again, which the ARC takes
  * over (kept or released) instead of copying the block: the writer's own
- * buffer becomes the cached one. */
+ * buffer becomes the cached one. logical (NULL, or NULL entries): for a
+ * compressed block, a reference on a buffer of its bps[i].lsize logical
+ * bytes, never written again, which the ARC takes over too and may keep as
+ * the block's decompressed copy until its first read (the first thing it
+ * drops when it needs room). */
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
-                            const void *const *stored, cairn_rbuf_t *const *adopt, size_t n,
-                            uint8_t policy);
+                            const void *const *stored, cairn_rbuf_t *const *adopt,
+                            cairn_rbuf_t *const *logical, size_t n, uint8_t policy);
 /* arc_insert_stored() / arc_insert_unread() (unread) of a buffer the caller
  * read the block into: the ARC takes over the caller's reference on stored
  * (bp->psize bytes, verified, never written again) instead of copying it. */
@@ -198,6 +202,9 @@ typedef struct arc_stats {
     uint64_t entries;
     uint64_t evictions, frees_dropped, bypassed;
     uint64_t adopted_writes;  /* written blocks cached as the writer's buffer, not a copy */
+    uint64_t written_copies;  /* compressed blocks written that kept the writer's logical bytes */
+    uint64_t written_copies_dropped; /* of those, dropped unread to make room */
+    uint64_t written_copies_size;    /* bytes of such copies held now (in decompressed_size) */
     uint64_t l2_hits, l2_misses, l2_feeds, l2_feed_bytes, l2_size, l2_entries;
     uint64_t l2_cksum_bad, l2_io_errors, l2_devices_dropped, l2_rebuilt;
 } arc_stats_t;

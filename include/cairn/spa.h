@@ -461,8 +461,9 @@ int spa_block_write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *
                          cairn_blkptr_t *bps);
 /* spa_block_write_many() where holders[i] (when not NULL) is a reference-counted
  * buffer whose data is datas[i], never written again: a block stored raw from
- * it is cached by a reference on it (props->cache) instead of a copy. The
- * caller keeps its own references. */
+ * it is cached by a reference on it (props->cache) instead of a copy, and a
+ * compressed one offers it to the ARC as its logical bytes. The caller keeps
+ * its own references. */
 int spa_block_write_many_held(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
                               cairn_rbuf_t *const *holders, const uint32_t *lsizes,
                               const spa_write_props_t *props, cairn_blkptr_t *bps);

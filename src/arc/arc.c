@@ -25,6 +25,16 @@
  * the reader gets there: a file read a second time, decompressing on the
  * reader's path, streamed at a fifth of the first read's rate).
  *
+ * Written copies. A compressed block just written arrives with the writer's
+ * record buffer (its logical bytes, never written again), which the entry
+ * keeps as its decompressed copy instead of letting it go: a read right after
+ * the write is lent those bytes with nothing decompressed, and the buffers it
+ * then drops are memory already touched for the next copies (where this
+ * guest's page clearing was most of a second read's CPU). Such a copy is the
+ * cheapest thing the ARC holds, the stored bytes make it again, so written
+ * copies are the first to go when room is needed, oldest first, before any
+ * entry is evicted: they only use room nothing else wants.
+ *
  * Scan resistance falls out of that: a one-pass scan touches each block once,
  * so it only ever fills (and evicts from) the MRU, and produces no ghost hits
  * that could grow p; the hot set, read at least twice, sits on the MFU and the
@@ -92,6 +102,8 @@ typedef struct arc_hdr {
     uint8_t cksum[CAIRN_CHECKSUM_LEN];
     arc_buf_t *stored;      /* psize bytes as stored; NULL on ghosts */
     arc_buf_t *decomp;      /* lsize bytes, only for compressed MFU blocks */
+    bool written_copy;      /* decomp is the writer's logical bytes, on the written list */
+    struct arc_hdr *wprev, *wnext; /* the written list: head = newest */
     struct arc_hdr *hnext;
     struct arc_hdr *prev, *next; /* list: head = most recent */
 } arc_hdr_t;
@@ -107,6 +119,8 @@ static struct {
     size_t nbuckets, count;
     arc_list_t list[ST_COUNT];
     uint64_t c, c_max, p, decomp_size; /* c: the target, c_max (arc_max) or less under pressure */
+    arc_hdr_t *written_head, *written_tail; /* entries holding a written copy */
+    uint64_t written_size;
     arc_stats_t st; /* counters only; sizes are filled from the lists */
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER, .c = ARC_DEFAULT_MAX, .c_max = ARC_DEFAULT_MAX, .p = 0};
 
@@ -187,12 +201,61 @@ static void list_push(arc_hdr_t *h, int state)
     l->count++;
 }
 
+/* The written list. A compressed block just written can keep the logical bytes
+ * the writer handed over (its record buffer, no copy) as its decompressed
+ * copy, so a read right after the write neither decompresses nor takes fresh
+ * memory for the copy. Such a copy is the cheapest thing the ARC holds (the
+ * stored bytes make it again), so it is the first to go when room is needed,
+ * oldest first, before any entry is evicted: written copies only ever use
+ * room the cache is not using for anything else. */
+static void written_link(arc_hdr_t *h)
+{
+    h->written_copy = true;
+    h->wprev = NULL;
+    h->wnext = A.written_head;
+    if (A.written_head) A.written_head->wprev = h;
+    A.written_head = h;
+    if (!A.written_tail) A.written_tail = h;
+    A.written_size += h->decomp->size;
+}
+
+static void written_unlink(arc_hdr_t *h)
+{
+    if (!h->written_copy) return;
+    if (h->wprev) h->wprev->wnext = h->wnext;
+    else A.written_head = h->wnext;
+    if (h->wnext) h->wnext->wprev = h->wprev;
+    else A.written_tail = h->wprev;
+    h->wprev = h->wnext = NULL;
+    h->written_copy = false;
+    A.written_size -= h->decomp->size;
+}
+
+/* Drops h's decompressed copy; the caller keeps its list's size right (h
+ * unlinked from it, or the size adjusted in place). */
+static void decomp_drop(arc_hdr_t *h)
+{
+    if (!h->decomp) return;
+    written_unlink(h);
+    A.decomp_size -= h->decomp->size;
+    arc_buf_rele(h->decomp);
+    h->decomp = NULL;
+}
+
 static void drop_data(arc_hdr_t *h)
 {
-    if (h->decomp) A.decomp_size -= h->decomp->size;
+    decomp_drop(h);
     arc_buf_rele(h->stored);
-    arc_buf_rele(h->decomp);
-    h->stored = h->decomp = NULL;
+    h->stored = NULL;
+}
+
+/* The oldest written copy goes; its entry stays where it is on its list. */
+static void drop_oldest_written_locked(void)
+{
+    arc_hdr_t *h = A.written_tail;
+    A.list[h->state].size -= h->decomp->size;
+    decomp_drop(h);
+    A.st.written_copies_dropped++;
 }
 
 /* Unlinks h from its list and the table and frees it. */
@@ -223,6 +286,10 @@ static void evict_locked(uint64_t need)
 {
     CAIRN_ASSERT(cairn_mutex_held(&A.lock));
     while (live_size() + need > A.c && live_size() > 0) {
+        if (A.written_tail) {
+            drop_oldest_written_locked();
+            continue;
+        }
         arc_list_t *mru = &A.list[ST_MRU], *mfu = &A.list[ST_MFU];
         arc_hdr_t *victim = (mru->tail && (mru->size > A.p || !mfu->tail)) ? mru->tail : mfu->tail;
         hdr_to_ghost(victim);
@@ -360,12 +427,10 @@ static int lookup_impl(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t of
         h->unread = false;
         list_unlink(h);
         arc_buf_t *dc = buf_hold(h->decomp), *st = dc ? NULL : buf_hold(h->stored);
-        if (first_use && h->decomp) {
-            /* Decompressed by the read-ahead for this use only: one copy per
-             * streamed block stays, the stored one. */
-            A.decomp_size -= h->decomp->size;
-            arc_buf_rele(h->decomp);
-            h->decomp = NULL;
+        if (first_use) {
+            /* Decompressed by the read-ahead, or written, for this use only:
+             * one copy per streamed block stays, the stored one. */
+            decomp_drop(h);
         }
         list_push(h, to);
         bool want_decomp = !dc && to == ST_MFU && bp->compress != CAIRN_COMPRESS_OFF &&
@@ -622,17 +687,35 @@ void arc_insert_stored(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
 void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void *stored,
                        uint8_t policy)
 {
-    arc_insert_unread_many(pool_guid, bp, &stored, NULL, 1, policy);
+    arc_insert_unread_many(pool_guid, bp, &stored, NULL, NULL, 1, policy);
+}
+
+/* Under A.lock, right after insert_locked entered bp: gives the new entry the
+ * writer's logical bytes as its written copy; false leaves copy the caller's. */
+static bool attach_written_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *copy)
+{
+    arc_key_t k = arc_key_of(pool_guid, bp);
+    arc_hdr_t *h = live_hdr_locked(&k, bp);
+    if (!h || h->decomp) return false;
+    h->decomp = copy;
+    A.decomp_size += copy->size;
+    A.list[h->state].size += copy->size;
+    written_link(h);
+    A.st.written_copies++;
+    evict_locked(0);
+    return true;
 }
 
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
-                            const void *const *stored, cairn_rbuf_t *const *adopt, size_t n,
-                            uint8_t policy)
+                            const void *const *stored, cairn_rbuf_t *const *adopt,
+                            cairn_rbuf_t *const *logical, size_t n, uint8_t policy)
 {
-    arc_buf_t *small[64];
+    arc_buf_t *small[64], *small_copies[64];
     arc_buf_t **bufs = n <= 64 ? small : cairn_zalloc(n * sizeof *bufs);
+    arc_buf_t **copies = n <= 64 ? small_copies : cairn_zalloc(n * sizeof *copies);
     uint64_t bypassed = 0, adopted = 0;
     for (size_t i = 0; i < n; i++) {
+        copies[i] = logical ? logical[i] : NULL;
         arc_buf_t *given = adopt ? adopt[i] : NULL;
         bool keep = kept_by(&bps[i], policy);
         if (given && (!keep || given->size != bps[i].psize || given->data != stored[i])) {
@@ -662,12 +745,19 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
             if (h) __builtin_prefetch(h);
         }
     }
-    for (size_t i = 0; i < n; i++)
-        if (bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], policy, false, true))
-            bufs[i] = NULL;
+    for (size_t i = 0; i < n; i++) {
+        bool entered = bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], policy, false, true);
+        if (entered) bufs[i] = NULL;
+        if (entered && copies[i] && copies[i]->size == bps[i].lsize &&
+            bps[i].compress != CAIRN_COMPRESS_OFF &&
+            attach_written_locked(pool_guid, &bps[i], copies[i]))
+            copies[i] = NULL;
+    }
     pthread_mutex_unlock(&A.lock);
+    for (size_t i = 0; i < n; i++) arc_buf_rele(copies[i]);
     for (size_t i = 0; i < n; i++) arc_buf_rele(bufs[i]);
     if (bufs != small) free(bufs);
+    if (copies != small_copies) free(copies);
 }
 
 void arc_free(uint64_t pool_guid, const cairn_blkptr_t *bp)
@@ -798,6 +888,7 @@ void arc_get_stats(arc_stats_t *out)
     out->mfu_ghost_size = A.list[ST_MFU_GHOST].size;
     out->size = out->mru_size + out->mfu_size;
     out->decompressed_size = A.decomp_size;
+    out->written_copies_size = A.written_size;
     out->entries = A.list[ST_MRU].count + A.list[ST_MFU].count;
     pthread_mutex_unlock(&A.lock);
     l2arc_fill_stats(out);

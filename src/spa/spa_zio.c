@@ -25,8 +25,9 @@
  * ARC); smaller ones use a per-thread scratch buffer and are copied, since
  * the adopted buffer's alignment costs a page of memory per block. Likewise a
  * written block stored raw from a buffer the caller holds by reference
- * (spa_block_write_many_held: the DMU's large records) is cached as that
- * buffer, not as a copy.
+ * (spa_block_write_many_held: the DMU's records) is cached as that buffer,
+ * not as a copy; a compressed one hands that buffer to the ARC as the block's
+ * logical bytes, kept until the first read if the ARC has room.
  *
  * Placement across top-level vdevs: a rotor stays on one vdev for a run of
  * bytes proportional to its share of the pool's free space, then moves on, so
@@ -402,15 +403,20 @@ static int write_many(spa_t *spa, uint64_t txg, size_t n, const void *const *dat
         /* A block stored raw from a holder's buffer is cached as that buffer:
          * the bytes the devices got and the checksum covers, never written
          * again (the holder's contract), so nothing is copied. */
-        cairn_rbuf_t **adopt = NULL;
+        /* A compressed one offers the holder's buffer as its logical bytes,
+         * which the ARC may keep for a read right after the write. */
+        cairn_rbuf_t **adopt = NULL, **logical = NULL;
         for (size_t i = 0; holders && i < n; i++) {
-            if (!holders[i] || (const void *)stored[i] != datas[i]) continue;
-            if (!adopt) adopt = cairn_zalloc(n * sizeof *adopt);
-            adopt[i] = cairn_rbuf_hold(holders[i]);
+            if (!holders[i]) continue;
+            bool raw = (const void *)stored[i] == datas[i];
+            cairn_rbuf_t ***to = raw ? &adopt : &logical;
+            if (!*to) *to = cairn_zalloc(n * sizeof **to);
+            (*to)[i] = cairn_rbuf_hold(holders[i]);
         }
-        arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, adopt, n,
+        arc_insert_unread_many(spa->guid, bps, (const void *const *)stored, adopt, logical, n,
                                props->cache_policy);
         free(adopt);
+        free(logical);
     }
     for (size_t i = 0; i < n; i++) {
         free(owned[i]);

@@ -488,7 +488,7 @@ static void test_insert_unread_many(void **state)
         stored[i] = b[i].stored;
     }
     arc_insert_stored(g_guid, &bps[7], stored[7], ARC_POLICY_DEFAULT); /* read by someone */
-    arc_insert_unread_many(g_guid, bps, stored, NULL, N, ARC_POLICY_DEFAULT);
+    arc_insert_unread_many(g_guid, bps, stored, NULL, NULL, N, ARC_POLICY_DEFAULT);
     arc_stats_t st;
     arc_get_stats(&st);
     assert_int_equal(st.entries, N);
@@ -515,7 +515,7 @@ static void test_insert_unread_many(void **state)
     /* Metadata only: the data blocks are counted as bypassed, the indirect one kept. */
     fresh(4 * CAIRN_MIB);
     for (int i = 0; i < N; i++) stored[i] = b[i].stored;
-    arc_insert_unread_many(g_guid, bps, stored, NULL, N, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
+    arc_insert_unread_many(g_guid, bps, stored, NULL, NULL, N, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
     arc_get_stats(&st);
     assert_int_equal(st.entries, 1);
     assert_int_equal(st.bypassed, N - 1);
@@ -545,7 +545,7 @@ static void test_insert_unread_many_adopts(void **state)
         given[i] = cairn_rbuf_hold(mine[i]); /* the reference handed over */
         stored[i] = i == 1 ? b[i].stored : mine[i]->data;
     }
-    arc_insert_unread_many(g_guid, bps, stored, given, 3, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
+    arc_insert_unread_many(g_guid, bps, stored, given, NULL, 3, ARC_POLICY(ARC_CACHE_METADATA, ARC_CACHE_NONE));
     arc_stats_t st;
     arc_get_stats(&st);
     assert_int_equal(st.adopted_writes, 1);
@@ -572,6 +572,90 @@ static void test_insert_unread_many_adopts(void **state)
         cairn_rbuf_rele(mine[i]);
         free_blk(&b[i]);
     }
+}
+
+/* A compressed block written with its logical bytes handed over keeps them as
+ * its decompressed copy (no decompression, nothing copied) until its first
+ * read, which is lent that very buffer and drops it; copies of that kind go,
+ * oldest first, before any entry is evicted; a buffer that is not the block's
+ * logical bytes, or a block stored raw, gives its reference back. */
+static void test_written_copies(void **state)
+{
+    (void)state;
+    fresh(4 * CAIRN_MIB); /* 64 blocks */
+    enum { N = 8 };
+    blk_t b[N + 2];
+    cairn_blkptr_t bps[N + 2];
+    const void *stored[N + 2];
+    cairn_rbuf_t *mine[N + 2], *given[N + 2];
+    for (int i = 0; i < N + 2; i++) {
+        make_blk(&b[i], 400 + (uint64_t)i, 5, 0, i != N + 1, CAIRN_BT_DATA);
+        bps[i] = b[i].bp;
+        stored[i] = b[i].stored;
+        uint8_t logical[BLK];
+        content(logical, BLK, 400 + (uint64_t)i, 0, i != N + 1);
+        /* block N's buffer is one byte short: not its logical bytes */
+        mine[i] = cairn_rbuf_new(logical, i == N ? BLK - 1 : BLK);
+        given[i] = cairn_rbuf_hold(mine[i]);
+    }
+    assert_int_equal(bps[0].compress, CAIRN_COMPRESS_LZ4);
+    assert_int_equal(bps[N + 1].compress, CAIRN_COMPRESS_OFF);
+    arc_insert_unread_many(g_guid, bps, stored, NULL, given, N + 2, ARC_POLICY_DEFAULT);
+    arc_stats_t st;
+    arc_get_stats(&st);
+    assert_int_equal(st.entries, N + 2);
+    assert_int_equal(st.written_copies, N);
+    assert_int_equal(st.written_copies_size, (uint64_t)N * BLK);
+    assert_int_equal(st.decompressed_size, (uint64_t)N * BLK);
+    for (int i = 0; i < N + 2; i++) {
+        assert_int_equal(atomic_load(&mine[i]->refs), i < N ? 2 : 1);
+        assert_int_equal(arc_ahead_state(g_guid, &bps[i]),
+                         i == N ? ARC_AHEAD_DECOMPRESS : ARC_AHEAD_DONE);
+    }
+    check_invariants();
+
+    /* The first read is lent the writer's buffer; the ARC lets go of it. */
+    cairn_rbuf_t *ref = NULL;
+    assert_int_equal(arc_lookup_memory_ref(g_guid, &bps[0], 0, BLK, NULL, ARC_POLICY_DEFAULT, &ref), 0);
+    assert_ptr_equal(ref, mine[0]);
+    cairn_rbuf_rele(ref);
+    assert_int_equal(atomic_load(&mine[0]->refs), 1);
+    arc_get_stats(&st);
+    assert_int_equal(st.written_copies_size, (uint64_t)(N - 1) * BLK);
+    assert_int_equal(st.mfu_size, 0); /* its first use: not hot */
+    assert_int_equal(arc_ahead_state(g_guid, &bps[0]), ARC_AHEAD_DECOMPRESS_HOT); /* used once */
+
+    /* Filling the cache drops written copies, oldest first, and evicts nothing
+     * while any is left: 60 more blocks need room the copies hold. */
+    enum { M = 60 };
+    blk_t more[M];
+    uint64_t before = st.evictions;
+    for (int i = 0; i < M; i++) {
+        make_blk(&more[i], 500 + (uint64_t)i, 5, 0, false, CAIRN_BT_DATA);
+        arc_insert_stored(g_guid, &more[i].bp, more[i].stored, ARC_POLICY_DEFAULT);
+    }
+    arc_get_stats(&st);
+    assert_true(st.written_copies_dropped > 0);
+    assert_true(st.written_copies_dropped < N - 1);
+    assert_int_equal(st.evictions, before);
+    assert_int_equal(st.entries, N + 2 + M);
+    assert_int_equal(st.written_copies_size, (uint64_t)(N - 1 - st.written_copies_dropped) * BLK);
+    /* the oldest went first: block 1's copy is gone, the newest (N - 1) kept */
+    assert_int_equal(arc_ahead_state(g_guid, &bps[1]), ARC_AHEAD_DECOMPRESS);
+    assert_int_equal(arc_ahead_state(g_guid, &bps[N - 1]), ARC_AHEAD_DONE);
+    assert_int_equal(atomic_load(&mine[1]->refs), 1);
+    assert_int_equal(atomic_load(&mine[N - 1]->refs), 2);
+    check_invariants();
+    /* A dropped copy's block still reads right (decompressed from its stored bytes). */
+    assert_true(read_blk(&b[1], ARC_POLICY_DEFAULT, 401, 0));
+
+    fresh(4 * CAIRN_MIB); /* the ARC lets go of every copy */
+    for (int i = 0; i < N + 2; i++) {
+        assert_int_equal(atomic_load(&mine[i]->refs), 1);
+        cairn_rbuf_rele(mine[i]);
+        free_blk(&b[i]);
+    }
+    for (int i = 0; i < M; i++) free_blk(&more[i]);
 }
 
 static void test_memory_only_lookup(void **state)
@@ -710,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_decompress_ahead),
         cmocka_unit_test(test_insert_unread_many),
         cmocka_unit_test(test_insert_unread_many_adopts),
+        cmocka_unit_test(test_written_copies),
         cmocka_unit_test(test_memory_only_lookup),
         cmocka_unit_test(test_lent_buffers_outlive_the_block),
     };

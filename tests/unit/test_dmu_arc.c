@@ -212,7 +212,12 @@ static void test_written_records_are_read_from_the_arc(void **state)
     arc_get_stats(&b);
     assert_true(b.hits - a.hits >= 32);
     assert_true(b.misses - a.misses < 4);  /* at most metadata */
-    assert_true(b.size - a.size < 4 * RS); /* compressed as stored, no decompressed copies */
+    /* Written, each record kept the writer's bytes as its decompressed copy
+     * (nothing to decompress ahead); each first read took it: compressed as
+     * stored, no decompressed copies left. */
+    assert_true(a.written_copies_size >= 32 * RS);
+    assert_int_equal(b.written_copies_size, 0);
+    assert_true(b.size <= a.size - 32 * RS);
     assert_true(b.size < 32 * RS);
 
     arc_get_stats(&a);
@@ -267,16 +272,12 @@ static int thread_nice_range(const char *prefix, long *lo, long *hi)
     return n;
 }
 
-/* A file read right after it was written: its records are in the ARC as
- * stored (compressed) and unread. The read-ahead decompresses those ahead of
- * the reader, off its path, on threads at the lowest priority (the reads from
- * the disks keep theirs), and each first hit takes that copy. A second read
- * finds copies made ahead of it as well, which its hits keep. */
 /* A synced record that is stored raw is cached as the record's own buffer
  * (counted, no copy), and what the ARC then serves is what was written, also
  * after the writer has let go of the buffer and later writes have reused the
  * memory it released: read in the SPA's memory-only mode, so nothing comes
- * from a device. Compressed records are cached as the compressor's output. */
+ * from a device. Compressed records are cached as the compressor's output
+ * (and the writer's bytes, test_written_records_are_read_from_the_arc). */
 static void test_written_records_cached_without_copy(void **state)
 {
     (void)state;
@@ -302,6 +303,12 @@ static void test_written_records_cached_without_copy(void **state)
     pool_done(&f, os);
 }
 
+/* A file read right after it was written, once the ARC needed the room of
+ * the writer's copies: its records are in the ARC as stored (compressed) and
+ * unread. The read-ahead decompresses those ahead of the reader, off its
+ * path, on threads at the lowest priority (the reads from the disks keep
+ * theirs), and each first hit takes that copy. A second read finds copies
+ * made ahead of it as well, which its hits keep. */
 static void test_written_records_decompressed_ahead(void **state)
 {
     (void)state;
@@ -316,6 +323,19 @@ static void test_written_records_decompressed_ahead(void **state)
     dmu_tx_commit(tx);
     assert_int_equal(dmu_objset_sync(os), 0);
     arc_stats_t a, p, z;
+    /* The writer's bytes kept as the records' copies are the first thing the
+     * ARC gives up for room: shrunk by just their size, it keeps every record
+     * (as stored) and none of them; the read-ahead then has 32 unread
+     * compressed records before it. */
+    arc_get_stats(&a);
+    assert_true(a.written_copies_size >= 32 * RS);
+    arc_set_target(a.size - a.written_copies_size);
+    arc_set_target(UINT64_MAX);
+    arc_get_stats(&p);
+    assert_int_equal(p.written_copies_size, 0);
+    assert_int_equal(p.entries, a.entries);
+    assert_int_equal(p.evictions, a.evictions);
+    assert_int_equal(p.decompressed_size, a.decompressed_size - a.written_copies_size);
     arc_get_stats(&a);
     uint64_t issued0 = dmu_prefetch_issued();
     for (uint64_t rec = 0; rec < 3; rec++) /* the third read in a row starts the read-ahead */
