@@ -1008,6 +1008,34 @@ static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, 
 }
 
 /*
+ * The last step of a direct write and of a clone, which both put a block
+ * beside a record they have just written in txg (held open by the caller):
+ * bp becomes record blkid's override, for the sync to adopt instead of
+ * writing the record, only if nothing changed the record since that write
+ * (its mods count is still mods) and nothing else gave it an override;
+ * otherwise the block describes older content and is freed at txg's sync.
+ * Returns whether bp became the override.
+ */
+static bool rec_override_or_free(dnode_t *dn, uint64_t txg, uint64_t blkid, uint32_t mods,
+                                 const cairn_blkptr_t *bp)
+{
+    unsigned sh = dn_shard(blkid);
+    dn_rlock(dn);
+    pthread_mutex_lock(&dn->shard_lock[sh]);
+    dn_slot_t *s = slot_find(dn, txg);
+    dmu_rec_t *r = s ? dmu_map_get(&s->recs[sh], blkid) : NULL;
+    bool adopt = r && r->mods == mods && !r->has_override;
+    if (adopt) {
+        r->has_override = true;
+        r->override_bp = *bp;
+    }
+    pthread_mutex_unlock(&dn->shard_lock[sh]);
+    dn_unlock(dn);
+    if (!adopt) spa_block_free_at_sync(dn_spa(dn), txg, bp);
+    return adopt;
+}
+
+/*
  * A whole record written now and, at once, as its own block (for the intent
  * log, see dmu_write_direct in include/cairn/dmu.h). The caller's transaction
  * holds txg open, so the slot stays while the block is written; the record's
@@ -1049,22 +1077,10 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
     spa_t *spa = dn_spa(dn);
     cairn_blkptr_t nbp;
     if (spa_block_write_open(spa, txg, buf, rs, &props, &nbp)) return 0;
-    unsigned sh = dn_shard(blkid);
-    dn_rlock(dn);
-    pthread_mutex_lock(&dn->shard_lock[sh]);
-    s = slot_find(dn, txg);
-    dmu_rec_t *r = s ? dmu_map_get(&s->recs[sh], blkid) : NULL;
-    bool adopt = r && r->mods == mods && !r->has_override;
-    if (adopt) {
-        r->has_override = true;
-        r->override_bp = nbp;
-    }
-    pthread_mutex_unlock(&dn->shard_lock[sh]);
-    dn_unlock(dn);
-    /* Changed meanwhile: this block is not the record's, but it does hold the
-     * bytes this write wrote, so a log record may still point at it; it lives
-     * until txg, whose sync frees it. */
-    if (!adopt) spa_block_free_at_sync(spa, txg, &nbp);
+    /* If the record changed meanwhile, this block is not the record's, but it
+     * does hold the bytes this write wrote, so a log record may still point at
+     * it: it lives until txg, whose sync frees it. */
+    (void)rec_override_or_free(dn, txg, blkid, mods, &nbp);
     *bp = nbp;
     return 0;
 }
@@ -1142,21 +1158,8 @@ int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg
      * a resilver (cairn_bp_phys_birth). */
     bp.phys_birth_txg = cairn_bp_phys_birth(&bp);
     bp.birth_txg = txg;
-    unsigned sh = dn_shard(dblkid);
-    dn_rlock(dst);
-    pthread_mutex_lock(&dst->shard_lock[sh]);
-    s = slot_find(dst, txg);
-    dmu_rec_t *r = s ? dmu_map_get(&s->recs[sh], dblkid) : NULL;
-    bool adopt = r && r->mods == mods && !r->has_override;
-    if (adopt) {
-        r->has_override = true;
-        r->override_bp = bp;
-    }
-    pthread_mutex_unlock(&dst->shard_lock[sh]);
-    dn_unlock(dst);
     /* Changed meanwhile: the record is a copy; the reference goes back in txg. */
-    if (!adopt) spa_block_free_at_sync(spa, txg, &bp);
-    return adopt ? 1 : 0;
+    return rec_override_or_free(dst, txg, dblkid, mods, &bp) ? 1 : 0;
 }
 
 /* dn->lock held exclusively. */

@@ -317,6 +317,46 @@ static bool clone_fallback(int rc)
     return rc == -EXDEV || rc == -EOPNOTSUPP || rc == -EAGAIN || rc == -EINVAL;
 }
 
+/* Whole records cloned, or copied where the pool cannot share them: COPY's
+ * aligned middle and CLONE's whole records read the same either way. */
+static int clone_else_copy(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint64_t doff,
+                           uint64_t len, uint64_t *done)
+{
+    int rc = zpl_clone_range(src, soff, dst, doff, len, done);
+    if (rc < 0 && clone_fallback(rc)) rc = zpl_copy_range(src, soff, dst, doff, len, done);
+    return rc;
+}
+
+/* The arguments COPY and CLONE begin with. */
+typedef struct {
+    nfs4_stateid_t src_sid, dst_sid;
+    uint64_t soff, doff, count;
+} copy_args_t;
+
+static void copy_args_get(nfs_xdr_t *a, copy_args_t *ca)
+{
+    nfs4_get_stateid(a, &ca->src_sid);
+    nfs4_get_stateid(a, &ca->dst_sid);
+    ca->soff = nfs_xdr_get_u64(a);
+    ca->doff = nfs_xdr_get_u64(a);
+    ca->count = nfs_xdr_get_u64(a);
+}
+
+/* The checks COPY and CLONE share, in the order that decides the answer when
+ * several fail: the arguments, both file handles, then (COPY only: nsrv
+ * source servers named) NOTSUPP for an inter-server copy, then the saved file
+ * readable and the current one changeable through their stateids. */
+static uint32_t copy_ends_check(nfs4_cx_t *cx, copy_args_t *ca, uint32_t nsrv)
+{
+    if (cx->a->err) return NFS4ERR_BADXDR;
+    if (cx->cur.kind == NFS4_FH_NONE || cx->saved.kind == NFS4_FH_NONE)
+        return NFS4ERR_NOFILEHANDLE;
+    if (nsrv) return NFS4ERR_NOTSUPP;
+    uint32_t st;
+    if ((st = on_saved(cx, &ca->src_sid, need_readable))) return regular_or_wrong_type(st);
+    return regular_or_wrong_type(need_changeable(cx, &ca->dst_sid));
+}
+
 /* COPY: the records both ranges cover whole (when the offsets are as far
  * from a record boundary in both files) are cloned - the pool shares their
  * blocks instead of writing them again - and the unaligned head and tail are
@@ -337,9 +377,7 @@ static int copy_by_clones(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint6
     }
     if (mid) {
         uint64_t done = 0;
-        rc = zpl_clone_range(src, soff + head, dst, doff + head, mid, &done);
-        if (rc < 0 && clone_fallback(rc))
-            rc = zpl_copy_range(src, soff + head, dst, doff + head, mid, &done);
+        rc = clone_else_copy(src, soff + head, dst, doff + head, mid, &done);
         *copied += done;
         if (rc < 0 || done < mid) return rc;
     }
@@ -354,27 +392,19 @@ static int copy_by_clones(zpl_node_t *src, uint64_t soff, zpl_node_t *dst, uint6
 
 static uint32_t op_copy(nfs4_cx_t *cx)
 {
-    nfs4_stateid_t src_sid, dst_sid;
-    nfs4_get_stateid(cx->a, &src_sid);
-    nfs4_get_stateid(cx->a, &dst_sid);
-    uint64_t soff = nfs_xdr_get_u64(cx->a);
-    uint64_t doff = nfs_xdr_get_u64(cx->a);
-    uint64_t count = nfs_xdr_get_u64(cx->a);
+    copy_args_t ca;
+    copy_args_get(cx->a, &ca);
     (void)nfs_xdr_get_u32(cx->a);   /* ca_consecutive: a synchronous copy always is */
     (void)nfs_xdr_get_u32(cx->a);   /* ca_synchronous: done synchronously either way */
     uint32_t nsrv = 0;
     uint32_t st = skip_netlocs(cx->a, &nsrv);
     if (st) return st;
-    if (cx->cur.kind == NFS4_FH_NONE || cx->saved.kind == NFS4_FH_NONE)
-        return NFS4ERR_NOFILEHANDLE;
-    if (nsrv) return NFS4ERR_NOTSUPP; /* inter-server copy */
-    if ((st = on_saved(cx, &src_sid, need_readable)))
-        return regular_or_wrong_type(st);
-    if ((st = need_changeable(cx, &dst_sid))) return regular_or_wrong_type(st);
-    if ((st = copy_range_check(cx, soff, doff, &count))) return st;
-    if (count > NFS42_COPY_MAX) count = NFS42_COPY_MAX;
+    if ((st = copy_ends_check(cx, &ca, nsrv))) return st;
+    if ((st = copy_range_check(cx, ca.soff, ca.doff, &ca.count))) return st;
+    uint64_t count = CAIRN_MIN(ca.count, NFS42_COPY_MAX);
     uint64_t copied = 0;
-    int rc = count ? copy_by_clones(cx->saved.node, soff, cx->cur.node, doff, count, &copied) : 0;
+    int rc = count ? copy_by_clones(cx->saved.node, ca.soff, cx->cur.node, ca.doff, count, &copied)
+                   : 0;
     /* What was copied stands (like a short WRITE); an error with nothing
      * copied is the answer. */
     if (rc < 0 && copied == 0) return nfs4_errno_to_status(rc);
@@ -397,18 +427,11 @@ static uint32_t op_copy(nfs4_cx_t *cx)
  * range is copied: the result reads the same. Durable before the reply. */
 static uint32_t op_clone(nfs4_cx_t *cx)
 {
-    nfs4_stateid_t src_sid, dst_sid;
-    nfs4_get_stateid(cx->a, &src_sid);
-    nfs4_get_stateid(cx->a, &dst_sid);
-    uint64_t soff = nfs_xdr_get_u64(cx->a);
-    uint64_t doff = nfs_xdr_get_u64(cx->a);
-    uint64_t count = nfs_xdr_get_u64(cx->a);
-    if (cx->a->err) return NFS4ERR_BADXDR;
-    if (cx->cur.kind == NFS4_FH_NONE || cx->saved.kind == NFS4_FH_NONE)
-        return NFS4ERR_NOFILEHANDLE;
-    uint32_t st;
-    if ((st = on_saved(cx, &src_sid, need_readable))) return regular_or_wrong_type(st);
-    if ((st = need_changeable(cx, &dst_sid))) return regular_or_wrong_type(st);
+    copy_args_t ca;
+    copy_args_get(cx->a, &ca);
+    uint32_t st = copy_ends_check(cx, &ca, 0);
+    if (st) return st;
+    uint64_t soff = ca.soff, doff = ca.doff, count = ca.count;
     zpl_attr_t sa;
     int rc = zpl_getattr(cx->saved.node, &sa);
     if (rc < 0) return nfs4_errno_to_status(rc);
@@ -421,9 +444,7 @@ static uint32_t op_clone(nfs4_cx_t *cx)
     uint64_t mid = count / bs * bs, done = 0;
     rc = 0;
     if (mid) {
-        rc = zpl_clone_range(cx->saved.node, soff, cx->cur.node, doff, mid, &done);
-        if (rc < 0 && clone_fallback(rc))
-            rc = zpl_copy_range(cx->saved.node, soff, cx->cur.node, doff, mid, &done);
+        rc = clone_else_copy(cx->saved.node, soff, cx->cur.node, doff, mid, &done);
         if (rc < 0) return nfs4_errno_to_status(rc);
         if (done < mid) return NFS4ERR_INVAL; /* the source shrank meanwhile */
     }

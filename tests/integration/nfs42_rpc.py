@@ -12,12 +12,13 @@ minor version 2): SEEK, ALLOCATE, DEALLOCATE, READ_PLUS and COPY.
       past the end of file and keeps the size; COPY (count 0: to the end) makes a
       byte-identical copy with the holes kept, copies a range, and refuses
       overlapping ranges of one file, ranges past the source's end (INVAL), a
-      directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE); one COPY
+      directory (WRONG_TYPE), a missing saved handle (NOFILEHANDLE), another
+      server as the source (NOTSUPP), with the order of those errors; one COPY
       moves at most 64 MiB (a short count the client asks again after). Errors: bad
       stateid, a read-only open's stateid (OPENMODE), directories (ISDIR),
       length 0 (INVAL), past the largest offset (FBIG), no handle.
       OFFLOAD_STATUS: NOTSUPP. CLONE (whole file, a range, within one file, its
-      alignment rules: INVAL), clone_blksize = the record size, and a COPY with
+      alignment rules: INVAL, the order of its errors), clone_blksize = the record size, and a COPY with
       unaligned ends (head and tail copied, the middle cloned). In minor versions 0 and 1 SEEK and GETXATTR are
       OP_ILLEGAL and the 4.2 attributes are not supported, in 4.2 they are.
       Extended attributes (RFC 8276) on a file and a directory: SETXATTR's
@@ -70,6 +71,7 @@ OP_READ_PLUS, OP_SEEK, OP_CLONE = 68, 69, 71
 NXIO, ISDIR, FBIG, NOSPC, ROFS = 6, 21, 27, 28, 30
 NOTSUPP, NOFILEHANDLE, BAD_STATEID, OPENMODE = 10004, 10020, 10025, 10038
 WRONG_TYPE, UNION_NOTSUPP = 10083, 10090
+NL4_NAME = 1
 DATA, HOLE = 0, 1
 RS = 128 * 1024
 ANON = (0, bytes(12))
@@ -124,11 +126,14 @@ def op_read_plus(sid, off, count):
     return Op(OP_READ_PLUS, x.b, parse)
 
 
-def op_copy(src_sid, dst_sid, soff, doff, count):
+def op_copy(src_sid, dst_sid, soff, doff, count, source_servers=()):
+    """COPY; source_servers: host names for ca_source_server<> (an inter-server copy)."""
     x = X()
     put_stateid(x, src_sid)
     put_stateid(x, dst_sid)
-    x.u64(soff).u64(doff).u64(count).u32(0).u32(1).u32(0)
+    x.u64(soff).u64(doff).u64(count).u32(0).u32(1).u32(len(source_servers))
+    for name in source_servers:
+        x.u32(NL4_NAME).opaque(name)
 
     def parse(r, st):
         if st != OK:
@@ -357,6 +362,20 @@ def check_copy(cl, exp, fh, sid, dfh, size):
     expect(cl, [putfh(dst), op_copy(ANON, dsid, 0, 0, 1)], NOFILEHANDLE, "COPY without SAVEFH")
     expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, unknown(sid), 0, 0, 1)],
            BAD_STATEID, "COPY, unknown destination stateid")
+    # Which error wins when several apply (the server checks in this order).
+    other = [b"elsewhere.example"]
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, dsid, 0, 0, 1, other)],
+           NOTSUPP, "COPY from another server")
+    expect(cl, [putfh(dst), Op(OP_COPY, X().b)], BADXDR,
+           "COPY without arguments or SAVEFH: BADXDR before NOFILEHANDLE")
+    expect(cl, [putfh(dst), op_copy(ANON, dsid, 0, 0, 1, other)], NOFILEHANDLE,
+           "COPY from another server without SAVEFH: NOFILEHANDLE before NOTSUPP")
+    expect(cl, [putfh(dfh), Op(OP_SAVEFH), putfh(dst), op_copy(ANON, unknown(sid), 0, 0, 1, other)],
+           NOTSUPP, "COPY from another server's directory: NOTSUPP before WRONG_TYPE")
+    expect(cl, [putfh(dfh), Op(OP_SAVEFH), putfh(dst), op_copy(ANON, unknown(sid), 0, 0, 1)],
+           WRONG_TYPE, "COPY from a directory, unknown destination stateid: the source first")
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dst), op_copy(sid, unknown(sid), size + 1, 0, 1)],
+           BAD_STATEID, "COPY past the source's end, unknown stateid: the stateid first")
     cl.ok([putfh(dst), op_close(dsid)], "CLOSE copy")
     # One COPY moves at most 64 MiB (a sparse 100 MiB source: cheap to copy).
     hsid, hfh = open_file(cl, exp, "sparse100")
@@ -413,6 +432,14 @@ def check_clone(cl, exp):
            BAD_STATEID, "CLONE, unknown destination stateid")
     expect(cl, [putfh(dfh), op_clone(sid, dsid, 0, 0, RS)], NOFILEHANDLE, "CLONE without SAVEFH")
     expect(cl, [putfh(fh), Op(OP_CLONE, X().b)], BADXDR, "CLONE without arguments")
+    # Which error wins when several apply (the server checks in this order).
+    expect(cl, [putfh(dfh), op_clone(sid, unknown(sid), 0, 0, RS)], NOFILEHANDLE,
+           "CLONE without SAVEFH, unknown stateid: NOFILEHANDLE first")
+    root = lookup_fh(cl, exp)
+    expect(cl, [putfh(root), Op(OP_SAVEFH), putfh(dfh), op_clone(ANON, unknown(sid), 0, 0, RS)],
+           WRONG_TYPE, "CLONE from a directory, unknown destination stateid: the source first")
+    expect(cl, [putfh(fh), Op(OP_SAVEFH), putfh(dfh), op_clone(sid, unknown(sid), 100, 0, RS)],
+           BAD_STATEID, "CLONE unaligned, unknown stateid: the stateid before alignment")
     # COPY: head and tail copied, the records in between cloned.
     res = cl.ok([putfh(fh), Op(OP_SAVEFH), putfh(dfh), op_copy(sid, dsid, RS - 10, RS - 10, 5 * RS)],
                 "COPY, unaligned ends")[-1]
