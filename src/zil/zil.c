@@ -1291,6 +1291,18 @@ void zil_close(zilog_t *zl)
     }
     registry_remove(zl);
     pthread_mutex_unlock(&zil_registry_lock);
+    if (!zl->inert && atomic_load(&zl->st_commits)) {
+        /* How well commits were grouped (flushes per commit), for whoever
+         * reads the log after a benchmark: the counters are not exported. */
+        zil_stats_t st;
+        zil_get_stats(zl, &st);
+        log_info("zil",
+                 "object set %llu: closing the intent log: %llu commits, %llu log writes, "
+                 "%llu flushes, %llu records, %llu txg waits",
+                 (unsigned long long)zl->os_id, (unsigned long long)st.commits,
+                 (unsigned long long)st.log_writes, (unsigned long long)st.flushes,
+                 (unsigned long long)st.records, (unsigned long long)st.txg_waits);
+    }
     if (!zl->inert) {
         /* Everything logged is in some txg: once that is durable the log is empty. */
         if (spa_txg_wait_synced(zl->spa, 0) == 0) {
