@@ -121,7 +121,7 @@ run_cairn() {
             start_cairnd "$build"
             conc_one "$name" "$pid" "nfs://127.0.0.1/bench/m?nfsport=$P&mountport=$((P + 1))&version=3" "$n" "$mode"
             stop_cairnd
-            # "... N commits, N log writes, N flushes, N records, ..."
+            # "... N log writes, N flushes asked, N flushes, N records, ...": flushes issued
             echo "$ZIL_LINE" | sed -n 's/.* \([0-9]*\) flushes, \([0-9]*\) records.*/\1 \2/p' |
                 awk -v n="$name" -v c="$n" -v m="$mode" '$2 > 0 {printf "%s %s %s flushes_per_change %.3f\n", n, c, m, $1 / $2}' >>"$CRES"
         done
