@@ -213,6 +213,7 @@ awk '{print $1, $2, $3}' "$CRES" | sort -u | sort -k2,2n -k3,3 -k1,1 | while rea
 done
 # Ratios per run (each run's servers saw the same load), then their median.
 echo
+echo "# Cairn / peer per run, median of the runs; one ratio per build in the order given (cairn1 / cairn2 ...)"
 echo "| clients | directories | phase | cairnN / ganesha | cairnN / ganesha-dirsync |"
 echo "|---:|---|---|---|---|"
 awk '{print $2, $3}' "$CRES" | sort -u | sort -k1,1n | while read -r n mode; do
