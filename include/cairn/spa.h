@@ -685,8 +685,15 @@ int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint6
 /* Payload plus references must fit: bytes a block of that DVA can hold. */
 uint32_t spa_log_capacity(const cairn_dva_t *dva);
 /* Makes every log block written so far on these blocks' vdevs durable (one
- * flush per top-level vdev involved). */
-int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n);
+ * flush per top-level vdev involved). Concurrent callers share flushes: one is
+ * in flight at a time, and those arriving meanwhile wait for the next, which
+ * covers all of them (group commit across object sets). *issued (may be NULL):
+ * whether this call issued the flush that covered it. */
+int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n, bool *issued);
+/* Tests: flushes block before touching the device while on; whether one is
+ * blocked there now. */
+void spa_log_test_hold_flush(bool on);
+bool spa_log_test_flush_held(void);
 /* Reads block seq of chain guid at dva: *payload (malloc'ed), *len, *next.
  * -ENOENT when the block is not that block (end of the chain). */
 int spa_log_read(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
@@ -700,6 +707,8 @@ uint64_t spa_import_txg(spa_t *spa);
 /* Counters: log blocks written and log flushes issued (tests, benchmarks). */
 typedef struct spa_log_stats {
     uint64_t blocks_written, flushes, region_bytes, region_free;
+    uint64_t flushes_shared;       /* spa_log_flush calls covered by a flush another caller issued */
+    uint32_t flush_waiters;        /* callers waiting for the next flush now */
     uint64_t region_normal_bytes;  /* the part of region_bytes taken from the normal vdevs */
     uint64_t chunks_dropped;       /* chunks of the normal vdevs given back (idle) */
 } spa_log_stats_t;

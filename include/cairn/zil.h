@@ -122,7 +122,9 @@ bool zil_replaying(const zilog_t *zl);
 typedef struct zil_stats {
     uint64_t commits;        /* zil_commit calls that had something to make durable */
     uint64_t log_writes;     /* writer rounds that wrote log blocks */
-    uint64_t flushes;        /* device flushes issued for the log */
+    uint64_t flushes;        /* log flushes asked for (one per batch that wrote log blocks) */
+    uint64_t flushes_issued; /* of those, flushes this log issued itself (the rest were covered
+                              * by a flush another batch or log had issued: spa_log_flush) */
     uint64_t blocks;         /* log blocks written */
     uint64_t records;        /* records written */
     uint64_t txg_waits;      /* commits that fell back to waiting for a txg */

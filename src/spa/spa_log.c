@@ -61,6 +61,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LOGDIR_MAGIC 0x524944474f4c4e43ULL   /* "CNLOGDIR" */
 #define LOGBLK_MAGIC 0x4b4c42474f4c4e43ULL   /* "CNLOGBLK" */
@@ -151,6 +152,20 @@ typedef struct spa_log {
     bool dir_dirty;              /* regions dropped: write the directory in the next sync */
     pthread_mutex_t grow_lock;   /* one region growth at a time */
     _Atomic uint64_t blocks_written, flushes;
+    /* Shared flushes (spa_log_flush): one flush of the log's vdevs in flight at
+     * a time; callers arriving meanwhile add their vdevs to flush_pend and wait
+     * for the next one, which covers them all. Generations count flushes
+     * started and finished; flush_failed_gen/err: the last one that failed. */
+    pthread_mutex_t flush_lock;
+    pthread_cond_t flush_cv;
+    bool flushing;
+    uint64_t flush_started, flush_done, flush_failed_gen;
+    int flush_failed_err;
+    uint32_t flush_pend[SPA_MAX_TOP];
+    size_t nflush_pend;
+    bool flush_pend_all;         /* flush_pend overflowed: the next flush takes every log vdev */
+    uint32_t flush_waiters;
+    _Atomic uint64_t flushes_shared;
     /* blocks to free when their txg syncs (spa_block_free_at_sync) */
     sync_free_t *sync_frees;
     size_t nsync_frees, capsync_frees;
@@ -173,6 +188,8 @@ void spa_log_init(spa_t *spa)
     spa_log_t *l = cairn_zalloc(sizeof *l);
     pthread_mutex_init(&l->lock, NULL);
     pthread_mutex_init(&l->grow_lock, NULL);
+    pthread_mutex_init(&l->flush_lock, NULL);
+    pthread_cond_init(&l->flush_cv, NULL);
     l->ntop = spa->ntop;
     atomic_store(&l->shrink_delay_ns, LOG_SHRINK_DELAY_NS);
     /* Room for log vdevs added later (spa_vdev.c). */
@@ -194,6 +211,8 @@ void spa_log_fini(spa_t *spa)
     free(l->live_refs);
     pthread_mutex_destroy(&l->lock);
     pthread_mutex_destroy(&l->grow_lock);
+    pthread_mutex_destroy(&l->flush_lock);
+    pthread_cond_destroy(&l->flush_cv);
     free(l);
     spa->log = NULL;
 }
@@ -724,22 +743,88 @@ int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint6
     return err;
 }
 
-int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n)
+static _Atomic bool test_hold_flush;
+static _Atomic bool test_flush_held;
+
+void spa_log_test_hold_flush(bool on) { atomic_store(&test_hold_flush, on); }
+bool spa_log_test_flush_held(void) { return atomic_load(&test_flush_held); }
+
+/* Flushes the vdevs in tops, or every top-level vdev (all), without the flush lock. */
+static int flush_tops(spa_t *spa, const uint32_t *tops, size_t n, bool all)
 {
-    uint32_t done[32] = {0};
-    size_t ndone = 0;
+    if (atomic_load(&test_hold_flush)) {
+        atomic_store(&test_flush_held, true);
+        while (atomic_load(&test_hold_flush)) usleep(1000);
+        atomic_store(&test_flush_held, false);
+    }
     int err = 0;
+    if (all) n = __atomic_load_n(&spa->ntop, __ATOMIC_ACQUIRE);
     for (size_t i = 0; i < n; i++) {
-        bool seen = false;
-        for (size_t k = 0; k < ndone; k++) seen |= done[k] == dvas[i].vdev;
-        if (seen || ndone == 32) continue;
-        done[ndone++] = dvas[i].vdev;
-        vdev_t *top = log_top(spa, dvas[i].vdev);
+        vdev_t *top = log_top(spa, all ? (uint32_t)i : tops[i]);
         if (!top) continue;
         int e = vdev_flush_now(top);
         if (e) err = e;
     }
-    atomic_fetch_add(&log_of(spa)->flushes, 1);
+    return err;
+}
+
+/* Group flush. A caller's blocks were written (their writes completed) before
+ * it came here, so any flush of their vdevs that starts from now on makes
+ * them durable: while one is in flight, callers queue their vdevs and the
+ * next flush, started by whichever of them finds the device free, covers all
+ * of them. Concurrent commits - of one log or of the logs of several object
+ * sets, from many clients - then pay one flush per flush time instead of one
+ * each: a flush of a file or a virtual disk costs a device cache flush and,
+ * on a host file system, a journal commit, and ran in parallel with every
+ * other (the ZIL's writers hand the writer role on before they flush). */
+int spa_log_flush(spa_t *spa, const cairn_dva_t *dvas, size_t n, bool *issued)
+{
+    spa_log_t *l = log_of(spa);
+    if (issued) *issued = false;
+    pthread_mutex_lock(&l->flush_lock);
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < l->nflush_pend; k++) seen |= l->flush_pend[k] == dvas[i].vdev;
+        if (seen) continue;
+        if (l->nflush_pend < SPA_MAX_TOP) l->flush_pend[l->nflush_pend++] = dvas[i].vdev;
+        else l->flush_pend_all = true;
+    }
+    const uint64_t mine = l->flush_started + 1; /* the first flush to start after this point */
+    bool waited = false;
+    while (l->flush_done < mine) {
+        if (l->flushing) {
+            waited = true;
+            l->flush_waiters++;
+            pthread_cond_wait(&l->flush_cv, &l->flush_lock);
+            l->flush_waiters--;
+            continue;
+        }
+        l->flushing = true;
+        const uint64_t gen = ++l->flush_started;
+        uint32_t tops[SPA_MAX_TOP];
+        size_t ntops = l->nflush_pend;
+        bool all = l->flush_pend_all;
+        memcpy(tops, l->flush_pend, ntops * sizeof *tops);
+        l->nflush_pend = 0;
+        l->flush_pend_all = false;
+        pthread_mutex_unlock(&l->flush_lock);
+        int err = flush_tops(spa, tops, ntops, all);
+        atomic_fetch_add(&l->flushes, 1);
+        if (issued) *issued = true;
+        pthread_mutex_lock(&l->flush_lock);
+        l->flushing = false;
+        l->flush_done = gen;
+        if (err) {
+            l->flush_failed_gen = gen;
+            l->flush_failed_err = err;
+        }
+        pthread_cond_broadcast(&l->flush_cv);
+    }
+    /* A failure of a later generation is reported too (it may be this one's
+     * own, overwritten): the caller then falls back to the txg, which is safe. */
+    int err = l->flush_failed_gen >= mine ? l->flush_failed_err : 0;
+    pthread_mutex_unlock(&l->flush_lock);
+    if (waited) atomic_fetch_add(&l->flushes_shared, 1);
     return err;
 }
 
@@ -812,6 +897,10 @@ void spa_log_get_stats(spa_t *spa, spa_log_stats_t *out)
     if (!l) return;
     out->blocks_written = atomic_load(&l->blocks_written);
     out->flushes = atomic_load(&l->flushes);
+    out->flushes_shared = atomic_load(&l->flushes_shared);
+    pthread_mutex_lock(&l->flush_lock);
+    out->flush_waiters = l->flush_waiters;
+    pthread_mutex_unlock(&l->flush_lock);
     pthread_mutex_lock(&l->lock);
     out->region_bytes = l->region_bytes;
     out->chunks_dropped = atomic_load(&l->chunks_dropped);

@@ -210,7 +210,7 @@ static void test_remove_first_log_vdev(void **state)
                                              sizeof payload, 0), 0);
     }
     free(block);
-    assert_int_equal(spa_log_flush(spa, d, 3), 0);
+    assert_int_equal(spa_log_flush(spa, d, 3, NULL), 0);
     spa_log_header_t h = {.chain_guid = guid, .head_seq = 1, .head = d[0]};
     uint64_t txg = spa_tx_hold_nowait(spa);
     spa_log_header_set(spa, os_id, &h, txg);

@@ -390,6 +390,81 @@ static void test_last_committer_not_stranded(void **state)
     zfx_done(&z);
 }
 
+/* Concurrent log flushes share one: while a flush is held in flight, callers
+ * arriving meanwhile wait, and a single next flush covers every one of them
+ * (counted, not timed). Before, each caller issued its own. */
+typedef struct flusher {
+    spa_t *spa;
+    const cairn_dva_t *dva;
+    int err;
+    bool issued;
+} flusher_t;
+
+static void *flush_caller(void *arg)
+{
+    flusher_t *f = arg;
+    f->err = spa_log_flush(f->spa, f->dva, 1, &f->issued);
+    return NULL;
+}
+
+/* Polls cond until it holds; a minute without it fails the test (a hang, not a pace). */
+#define WAIT_UNTIL(cond, what)                                                        \
+    do {                                                                              \
+        int waited_ms_ = 0;                                                           \
+        while (!(cond)) {                                                             \
+            if (++waited_ms_ > 60000) fail_msg("never: %s", what);                    \
+            usleep(1000);                                                             \
+        }                                                                             \
+    } while (0)
+
+static void test_flushes_shared(void **state)
+{
+    (void)state;
+    test_pool_t p;
+    test_pool_make(&p, "zilflushshare", 256 * CAIRN_MIB);
+    slow_txgs(&p);
+    enum { WAITERS = 7 };
+    cairn_dva_t d[WAITERS + 1];
+    uint8_t *block = spa_log_block_alloc();
+    for (int i = 0; i <= WAITERS; i++) {
+        assert_int_equal(spa_log_alloc(p.spa, 8192, &d[i]), 0);
+        snprintf((char *)block + SPA_LOG_BLOCK_FRAME, 100, "block %d", i);
+        assert_int_equal(spa_log_write_block(p.spa, &d[i], 0x5eed, 1, &d[i], block, 100, 0), 0);
+    }
+    free(block);
+    spa_log_stats_t st0, st;
+    spa_log_get_stats(p.spa, &st0);
+
+    spa_log_test_hold_flush(true);
+    pthread_t th[WAITERS + 1];
+    flusher_t f[WAITERS + 1];
+    f[0] = (flusher_t){.spa = p.spa, .dva = &d[0], .err = -1};
+    assert_int_equal(pthread_create(&th[0], NULL, flush_caller, &f[0]), 0);
+    WAIT_UNTIL(spa_log_test_flush_held(), "the first flush reached the device");
+    for (int i = 1; i <= WAITERS; i++) {
+        f[i] = (flusher_t){.spa = p.spa, .dva = &d[i], .err = -1};
+        assert_int_equal(pthread_create(&th[i], NULL, flush_caller, &f[i]), 0);
+    }
+    WAIT_UNTIL((spa_log_get_stats(p.spa, &st), st.flush_waiters == WAITERS),
+               "every later caller waits for the flush in flight");
+    spa_log_test_hold_flush(false);
+    int issued = 0;
+    for (int i = 0; i <= WAITERS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(f[i].err, 0);
+        issued += f[i].issued;
+    }
+    assert_true(f[0].issued);
+    spa_log_get_stats(p.spa, &st);
+    /* The held one, then one for all seven that arrived during it. */
+    assert_int_equal(st.flushes - st0.flushes, 2);
+    assert_int_equal(issued, 2);
+    assert_int_equal(st.flushes_shared - st0.flushes_shared, WAITERS);
+    assert_int_equal(st.flush_waiters, 0);
+    test_pool_export(&p);
+    test_pool_remove(&p);
+}
+
 /* Chains at the pool level: a corrupted block ends the chain there. */
 static void test_chain_torn_tail(void **state)
 {
@@ -408,7 +483,7 @@ static void test_chain_torn_tail(void **state)
                                              100, 0), 0);
     }
     free(block);
-    assert_int_equal(spa_log_flush(p.spa, d, N), 0);
+    assert_int_equal(spa_log_flush(p.spa, d, N, NULL), 0);
     spa_log_header_t h = {.chain_guid = guid, .head = d[0], .head_seq = 1};
     uint64_t txg = spa_tx_hold_nowait(p.spa);
     spa_log_header_set(p.spa, 77, &h, txg);
@@ -737,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_replay_exactly_once),
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_last_committer_not_stranded),
+        cmocka_unit_test(test_flushes_shared),
         cmocka_unit_test(test_chain_torn_tail),
         cmocka_unit_test(test_powercut),
         cmocka_unit_test(test_powercut_under_committers),
