@@ -24,7 +24,10 @@
  * write is refused for want of the very space that waits): so while deferred
  * frees remain after a sync, the sync thread closes empty txgs of its own,
  * SPA_FREE_SYNC_MS apart, until they are released. An empty txg allocates
- * nothing (nothing dirty, the space map log unchanged), so this stops.
+ * nothing (nothing dirty, the space map log unchanged), so this stops. A txg
+ * with changes in it is not closed for this: it syncs on its own terms (the
+ * timeout, dirty data, a waiter), and the frees advance with it; a writer
+ * refused for space waits for those syncs itself (spa_space_freeing).
  *
  * spa_sync() writes txg T: the upper layer's blocks (giving a new MOS root),
  * then the space map log for T, a flush of every leaf, the uberblock, and a
@@ -244,8 +247,11 @@ static bool txg_should_close(spa_t *spa, uint64_t now)
      * acknowledged lives in the intent log until the pool is imported again. */
     if (tx->failed) return false;
     if (tx->wait_target >= t) return true;
+    /* Only an empty txg: one with changes keeps its timeout. On a pool that
+     * keeps overwriting, every sync frees, so closing changed txgs here would
+     * cut them SPA_FREE_SYNC_MS apart whatever txg_timeout says. */
     if (atomic_load(&spa->frees_deferred) && !atomic_load(&spa->hold_frees) && !tx->failed &&
-        now - tx->last_sync_ns >= SPA_FREE_SYNC_MS * 1000000ULL)
+        !tx->touched[t & 3] && now - tx->last_sync_ns >= SPA_FREE_SYNC_MS * 1000000ULL)
         return true;
     /* An idle intent log gives its free chunks back in a txg of its own. */
     if (spa_log_shrink_due(spa, now)) return true;

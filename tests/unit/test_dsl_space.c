@@ -6,7 +6,9 @@
  * in-memory model (content of every object in every head and snapshot)
  * after each step and across export/import, ending with the space invariant:
  * with every snapshot, clone and object gone, the root's `used` is back at
- * its baseline and spa_check finds no leak and no double free.
+ * its baseline and spa_check finds no leak and no double free. Freed space
+ * comes back on an idle pool, by empty txgs that leave a txg with changes to
+ * its timeout.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -791,6 +793,52 @@ static void test_frees_return_when_idle(void **state)
     fx_destroy(&f);
 }
 
+/* Deferred frees close empty txgs only: a txg with changes in it keeps its
+ * timeout. It was closed too, SPA_FREE_SYNC_MS after a sync that freed
+ * something, which synced what callers count on staying unsynced until the
+ * timeout (the intent log tests' simulated crashes lost less than they must). */
+static void test_deferred_frees_leave_changed_txg_open(void **state)
+{
+    (void)state;
+    fx_t f = {0};
+    fx_make(&f, "dsldefer");
+    OK(spa_prop_set(f.spa, "txg_timeout", "300", fx_err, sizeof(fx_err)));
+    sm_head_t h;
+    sm_make(&f, &h, "defer");
+    sm_write(&f, &h, 0, 1);
+    sync_pool(&f);
+    dsl_dataset_t *ds;
+    OK(dsl_dataset_hold(f.dp, h.name, &ds));
+    objset_t *os = dsl_dataset_objset(ds);
+    uint8_t *b = malloc(SM_RS);
+    /* Txg f frees the block record 0 had; those frees stay deferred until
+     * f + SPA_DEFER_TXGS has synced. The write to record 1 must come in a txg
+     * up to that one, or nothing was deferred when it came: a slow machine
+     * may need another round. */
+    uint64_t f_txg = 0, t = 0;
+    for (int round = 0; round < 100; round++) {
+        memset(b, round + 2, SM_RS);
+        dmu_tx_t *tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, h.obj, 0, SM_RS, b, tx), 0);
+        f_txg = dmu_tx_txg(tx);
+        dmu_tx_commit(tx);
+        assert_int_equal(spa_txg_wait_synced(f.spa, f_txg), 0);
+        tx = dmu_tx_begin(os);
+        assert_int_equal(dmu_write(os, h.obj, SM_RS, SM_RS, b, tx), 0);
+        t = dmu_tx_txg(tx);
+        dmu_tx_commit(tx);
+        if (t <= f_txg + SPA_DEFER_TXGS) break;
+        assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
+    }
+    assert_true(t <= f_txg + SPA_DEFER_TXGS);
+    /* Nothing waits for t, its dirty data is small, its timeout far off. */
+    usleep(500 * 1000);
+    assert_true(spa_last_synced_txg(f.spa) < t);
+    free(b);
+    dsl_dataset_rele(ds);
+    fx_destroy(&f);
+}
+
 /* On a full pool, a write right after a remove waits for the freed space
  * instead of failing: the remove's txg and the defer window are synced for it. */
 static void test_write_after_free_on_full_pool(void **state)
@@ -889,6 +937,7 @@ int main(void)
         cmocka_unit_test(test_space_model),
         cmocka_unit_test(test_quota_counts_snapshots),
         cmocka_unit_test(test_frees_return_when_idle),
+        cmocka_unit_test(test_deferred_frees_leave_changed_txg_open),
         cmocka_unit_test(test_write_after_free_on_full_pool),
         cmocka_unit_test(test_raidz_deflated),
     };
