@@ -30,6 +30,7 @@
 #include <pthread.h>
 
 #include "pool_fixture.h"
+#include "wait_until.h"
 
 #define BLK 4096
 
@@ -406,16 +407,6 @@ static void *flush_caller(void *arg)
     f->err = spa_log_flush(f->spa, f->dva, 1, &f->issued);
     return NULL;
 }
-
-/* Polls cond until it holds; a minute without it fails the test (a hang, not a pace). */
-#define WAIT_UNTIL(cond, what)                                                        \
-    do {                                                                              \
-        int waited_ms_ = 0;                                                           \
-        while (!(cond)) {                                                             \
-            if (++waited_ms_ > 60000) fail_msg("never: %s", what);                    \
-            usleep(1000);                                                             \
-        }                                                                             \
-    } while (0)
 
 static void test_flushes_shared(void **state)
 {

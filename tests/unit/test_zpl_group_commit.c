@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "test_zpl_fixture.h"
+#include "wait_until.h"
 #include "../../src/zpl/zpl_impl.h"
 
 #include <cairn/spa.h>
@@ -41,16 +42,6 @@ static void *create_and_commit(void *arg)
     }
     return NULL;
 }
-
-/* Polls cond until it holds; a minute without it fails the test (a hang, not a pace). */
-#define WAIT_UNTIL(cond, what)                                                        \
-    do {                                                                              \
-        int waited_ms_ = 0;                                                           \
-        while (!(cond)) {                                                             \
-            if (++waited_ms_ > 60000) fail_msg("never: %s", what);                    \
-            usleep(1000);                                                             \
-        }                                                                             \
-    } while (0)
 
 /* Every record is in a batch, every batch has asked for its flush, and every
  * one but the held first one waits for the next flush. */
