@@ -78,6 +78,21 @@ alloc_reaches() {
     done
     fail "tank's alloc never reached $1 (now $(pool_alloc))"
 }
+# The baseline once the frees above are released: a remove's (DEALLOCATE's) space
+# comes back only after the txgs its frees are deferred by, which an idle pool closes
+# within a fraction of a second and a busy one at its own pace.
+alloc_steady() {
+    local i prev=-1 cur same=0
+    for i in $(seq 1 120); do
+        cur=$(pool_alloc)
+        if [ "$cur" = "$prev" ]; then same=$((same + 1)); else same=0; fi
+        [ "$same" -ge 3 ] && return 0
+        prev=$cur
+        sleep 0.5
+    done
+    fail "tank's alloc never settled (now $(pool_alloc))"
+}
+alloc_steady
 a0=$(pool_alloc)
 s0=$(pool_prop bclonesaved)   # what the ops above left shared
 nfs42_rpc /tank/share "cl-$$" fill cbig 64
