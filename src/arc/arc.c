@@ -593,9 +593,9 @@ int arc_lookup_memory_ref(uint64_t pool_guid, const cairn_blkptr_t *bp, uint32_t
 }
 
 /* Under A.lock: enters the block with its stored buffer, which the ARC then
- * owns; false when it is not entered (too big, or cached already), the buffer
- * still the caller's to release (after unlocking). */
-static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b,
+ * owns, and returns its entry; NULL when it is not entered (too big, or cached
+ * already), the buffer still the caller's to release (after unlocking). */
+static arc_hdr_t *insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b,
                           uint8_t policy, bool on_l2, bool unread)
 {
     CAIRN_ASSERT(cairn_mutex_held(&A.lock));
@@ -603,14 +603,14 @@ static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_
     if (b->size > A.c / 4) {
         /* A block that big would flush a quarter of the cache by itself. */
         A.st.bypassed++;
-        return false;
+        return NULL;
     }
     if (A.count + 1 > A.nbuckets) table_grow();
     arc_hdr_t **pp = slot_of(&k);
     arc_hdr_t *h = *pp;
     int target = ST_MRU;
     if (h && (h->state == ST_MRU || h->state == ST_MFU) && hdr_matches(h, bp))
-        return false; /* raced with another reader: already cached */
+        return NULL; /* raced with another reader: already cached */
     if (h && hdr_matches(h, bp) && (h->state == ST_MRU_GHOST || h->state == ST_MFU_GHOST)) {
         /* Seen before and evicted: it has proved itself, so it goes to the MFU. */
         target = ST_MFU;
@@ -638,14 +638,14 @@ static bool insert_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_
     h->decomp = NULL;
     list_push(h, target);
     trim_ghosts_locked();
-    return true;
+    return h;
 }
 
 static void insert_buf(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *b, uint8_t policy,
                        bool on_l2, bool unread)
 {
     pthread_mutex_lock(&A.lock);
-    bool in = insert_locked(pool_guid, bp, b, policy, on_l2, unread);
+    bool in = insert_locked(pool_guid, bp, b, policy, on_l2, unread) != NULL;
     pthread_mutex_unlock(&A.lock);
     if (!in) arc_buf_rele(b);
 }
@@ -690,20 +690,17 @@ void arc_insert_unread(uint64_t pool_guid, const cairn_blkptr_t *bp, const void 
     arc_insert_unread_many(pool_guid, bp, &stored, NULL, NULL, 1, policy);
 }
 
-/* Under A.lock, right after insert_locked entered bp: gives the new entry the
- * writer's logical bytes as its written copy; false leaves copy the caller's. */
-static bool attach_written_locked(uint64_t pool_guid, const cairn_blkptr_t *bp, arc_buf_t *copy)
+/* Under A.lock, right after insert_locked entered h: gives the new entry the
+ * writer's logical bytes as its written copy (the ARC owns copy from now on). */
+static void attach_written_locked(arc_hdr_t *h, arc_buf_t *copy)
 {
-    arc_key_t k = arc_key_of(pool_guid, bp);
-    arc_hdr_t *h = live_hdr_locked(&k, bp);
-    if (!h || h->decomp) return false;
+    CAIRN_ASSERT(cairn_mutex_held(&A.lock) && !h->decomp);
     h->decomp = copy;
     A.decomp_size += copy->size;
     A.list[h->state].size += copy->size;
     written_link(h);
     A.st.written_copies++;
     evict_locked(0);
-    return true;
 }
 
 void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
@@ -746,12 +743,14 @@ void arc_insert_unread_many(uint64_t pool_guid, const cairn_blkptr_t *bps,
         }
     }
     for (size_t i = 0; i < n; i++) {
-        bool entered = bufs[i] && insert_locked(pool_guid, &bps[i], bufs[i], policy, false, true);
-        if (entered) bufs[i] = NULL;
-        if (entered && copies[i] && copies[i]->size == bps[i].lsize &&
-            bps[i].compress != CAIRN_COMPRESS_OFF &&
-            attach_written_locked(pool_guid, &bps[i], copies[i]))
+        arc_hdr_t *h =
+            bufs[i] ? insert_locked(pool_guid, &bps[i], bufs[i], policy, false, true) : NULL;
+        if (h) bufs[i] = NULL;
+        if (h && copies[i] && copies[i]->size == bps[i].lsize &&
+            bps[i].compress != CAIRN_COMPRESS_OFF) {
+            attach_written_locked(h, copies[i]);
             copies[i] = NULL;
+        }
     }
     pthread_mutex_unlock(&A.lock);
     for (size_t i = 0; i < n; i++) arc_buf_rele(copies[i]);
