@@ -127,12 +127,13 @@ scrub_clean rp
 pass "an older copy put back is resilvered with everything it lacks (scrub repairs nothing)"
 
 # ---- a disk pulled out whose driver answers EIO rather than ENXIO ----
-touch "$d/l3.eio"
-mv "$d/l3" "$a/l3" # its path no longer names it: missing, not failing
+# One rename does both at once (the file leaves its path and "l3.eio" appears):
+# with a touch before a move, a sync in between met EIO from a disk its path
+# still named, and five such errors fault it (FAULTED, not UNAVAIL).
+mv "$d/l3" "$d/l3.eio" # its path no longer names it: missing, not failing
 pool_put rp e2 4
 wait_state rp "$L3" UNAVAIL
-rm "$d/l3.eio"
-mv "$a/l3" "$d/l3"
+mv "$d/l3.eio" "$d/l3"
 wait_state rp "$L3" ONLINE
 run_ok "$CAIRN" pool wait -t resilver rp
 wait_spare_avail rp "$d/s1"
