@@ -205,6 +205,8 @@ uint64_t dmu_objset_id(objset_t *os);
  * rename sets it again). A read that finds no good copy of a block logs it once,
  * with dataset, object and offset, and enters it in the pool's error log. */
 void dmu_objset_set_label(objset_t *os, const char *name);
+/* That name, or "<metadata>" / "<objset ID>" for an object set without one. */
+void dmu_objset_label(objset_t *os, char *buf, size_t len);
 /* What the syncs of txgs not yet synced will allocate for this object set, an
  * estimate from above (data with copies and parity, the indirect blocks it
  * dirties): the dataset layer counts it as used until those txgs are synced. */

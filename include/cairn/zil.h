@@ -133,6 +133,16 @@ typedef struct zil_stats {
     uint64_t region_full;    /* batches that found the log region full (they waited for txgs) */
 } zil_stats_t;
 void zil_get_stats(zilog_t *zl, zil_stats_t *out);
+/* The counters of every open, writable log (one per mounted filesystem or open
+ * volume), named by the dataset (the object set's label, dmu_objset_label): at
+ * most max into out; returns how many there are. Counters start at zero when a
+ * log opens (mount, import) and go with it when it closes. */
+#define ZIL_DATASET_NAME_MAX 256
+typedef struct zil_log_stats {
+    char dataset[ZIL_DATASET_NAME_MAX];
+    zil_stats_t st;
+} zil_log_stats_t;
+size_t zil_stats_list(zil_log_stats_t *out, size_t max);
 
 /* Makes commits wait for the txgs of their records instead of writing the log
  * (the behaviour before the log existed; benchmarks compare the two). */

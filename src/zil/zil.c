@@ -291,6 +291,22 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->region_full = atomic_load(&zl->st_region_full);
 }
 
+size_t zil_stats_list(zil_log_stats_t *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&zil_registry_lock);
+    for (zilog_t *z = zil_registry; z; z = z->reg_next) {
+        if (z->inert) continue;
+        if (n < max) {
+            dmu_objset_label(z->os, out[n].dataset, sizeof out[n].dataset);
+            zil_get_stats(z, &out[n].st);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&zil_registry_lock);
+    return n;
+}
+
 bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
 {
     if (!zl || zl->inert || zl->replaying || atomic_load(&zl->txg_only)) return false;
@@ -1296,7 +1312,7 @@ void zil_close(zilog_t *zl)
     pthread_mutex_unlock(&zil_registry_lock);
     if (!zl->inert && atomic_load(&zl->st_commits)) {
         /* How well commits were grouped (flushes per commit), for whoever
-         * reads the log after a benchmark: the counters are not exported. */
+         * reads the log after a benchmark: /metrics loses them with the log. */
         zil_stats_t st;
         zil_get_stats(zl, &st);
         log_info("zil",
