@@ -120,6 +120,21 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
  * range is not one whole record. */
 int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
                      dmu_tx_t *tx, cairn_blkptr_t *bp);
+/* dmu_write() that also tells, for each record of the range (stamps[i] for
+ * record off / recordsize + i, up to nstamps), a stamp of the content the
+ * write left in it: unique to that change, so a later change of the record
+ * (or its drop and rewrite) gives it another. 0: not known. */
+int dmu_write_stamped(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+                      dmu_tx_t *tx, uint64_t *stamps, size_t nstamps);
+/* For the intent log's commit of an asynchronous write: if txg is still the
+ * open txg and record blkid of obj, dirty in it, still has stamp (nothing
+ * changed it since the write that left that stamp), writes its bytes at once
+ * as a block (as dmu_write_direct does; not yet durable: spa_blocks_flush) that
+ * becomes the record's override, so the txg's sync adopts it. 0 and *bp, or
+ * -EAGAIN for every other case (the txg closed, the record changed or already
+ * has a block, a write failed...): the caller waits for txg instead. */
+int dmu_write_dirty_block(objset_t *os, uint64_t obj, uint64_t blkid, uint64_t txg,
+                          uint64_t stamp, cairn_blkptr_t *bp);
 /* Holes and ranges never written read as zeros. */
 /* Block cloning: [dst_off, dst_off + len) of dst_obj becomes [src_off, ...) of
  * src_obj by sharing its blocks (the pool's block reference table counts the

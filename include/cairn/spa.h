@@ -556,6 +556,8 @@ uint64_t spa_tx_hold_nowait(spa_t *spa);
  * near the throttle's limit): for callers that must not wait. */
 bool spa_tx_would_throttle(spa_t *spa);
 void spa_tx_rele(spa_t *spa, uint64_t txg);
+/* Holds txg only if it is the open txg now (true; spa_tx_rele to end). */
+bool spa_tx_hold_if_open(spa_t *spa, uint64_t txg);
 /* Tell the txg machinery how many bytes of dirty data txg now carries (for the
  * size trigger and the write throttle; delta may be negative), and how many
  * bytes its sync will allocate for them, estimated from above (space: data with
