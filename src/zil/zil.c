@@ -170,6 +170,15 @@ typedef struct itx {
     zil_rec_t rec;          /* data/name point into the same allocation (or NULL) */
     bool barrier;
     bool read_back;         /* ZIL_REC_WRITE whose data is read from the DMU */
+    /* zil_log_write_later: records later_first.. of later_rs bytes, their
+     * stamps, and once the commit wrote them (converted), their blocks; the
+     * record's seq is the last of later_n numbers, one per block record */
+    bool later, converted;
+    uint32_t later_rs;
+    uint64_t later_first;
+    size_t later_n;
+    uint64_t *stamps;
+    cairn_blkptr_t *bps;
 } itx_t;
 
 #define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
@@ -262,7 +271,8 @@ struct zilog {
     uint64_t replay_applied_seq;    /* the last record replay applied */
 
     _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_flushes_issued, st_blocks, st_records, st_txg_waits,
-        st_replayed, st_block_records, st_replayed_blocks, st_region_full;
+        st_replayed, st_block_records, st_replayed_blocks, st_region_full, st_later_blocks,
+        st_later_waits;
 };
 
 static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -289,6 +299,8 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->replayed = atomic_load(&zl->st_replayed);
     out->block_records = atomic_load(&zl->st_block_records);
     out->region_full = atomic_load(&zl->st_region_full);
+    out->later_blocks = atomic_load(&zl->st_later_blocks);
+    out->later_waits = atomic_load(&zl->st_later_waits);
 }
 
 bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
@@ -561,6 +573,31 @@ static void wait_prior(zilog_t *zl, uint64_t ticket)
     pthread_mutex_unlock(&zl->lock);
 }
 
+/* The batch's asynchronous writes (zil_log_write_later) whose txg is still
+ * open: each record is written as a block, which its txg adopts
+ * (dmu_write_dirty_block), and logged as a pointer to it. One that cannot be
+ * (its txg is closing, a record changed since the write, the log is off...)
+ * becomes a barrier: the batch waits for its txg, which writes the data.
+ * Records written before such a failure stay the txg's blocks. */
+static void later_convert(zilog_t *zl, itx_t *batch, uint64_t synced)
+{
+    bool txg_only = atomic_load(&zl->txg_only);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (!it->later || it->converted || it->barrier || it->rec.txg <= synced) continue;
+        bool ok = !txg_only;
+        for (size_t i = 0; i < it->later_n && ok; i++)
+            ok = dmu_write_dirty_block(zl->os, it->rec.obj, it->later_first + i, it->rec.txg,
+                                       it->stamps[i], &it->bps[i]) == 0;
+        if (ok) {
+            it->converted = true;
+            atomic_fetch_add(&zl->st_later_blocks, it->later_n);
+        } else {
+            it->barrier = true;
+            atomic_fetch_add(&zl->st_later_waits, 1);
+        }
+    }
+}
+
 /* What the batch asks of the log: the records not yet covered by a synced txg
  * (*synced, updated), their encoded size (*bytes), whether any is to be logged
  * (*any: barriers are not), and the txgs they need (p->max_txg, p->barrier_txg).
@@ -573,6 +610,7 @@ static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *s
                          uint64_t *bytes, bool *any)
 {
     *synced = spa_last_synced_txg(zl->spa);
+    later_convert(zl, batch, *synced);
     for (int pass = 0; pass < 2; pass++) {
         *bytes = 0;
         *any = false;
@@ -585,8 +623,12 @@ static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *s
                 continue;
             }
             *any = true;
-            *bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
-                      (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
+            if (it->later)
+                *bytes += it->later_n * (CAIRN_P2ROUNDUP(ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t),
+                                                         (size_t)8) + sizeof(spa_log_ref_t));
+            else
+                *bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
+                          (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
         }
         if (pass == 0 && p->barrier_txg && *any && !atomic_load(&zl->txg_only)) {
             atomic_fetch_add(&zl->st_txg_waits, 1);
@@ -642,12 +684,19 @@ static int chain_prepare(zilog_t *zl, batch_plan_t *p, uint64_t synced, bool *tx
 static int flush_referenced_blocks(zilog_t *zl, itx_t *batch, uint64_t synced)
 {
     size_t nbps = 0;
-    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced) continue;
+        nbps += is_block_rec(&it->rec) ? 1 : it->converted ? it->later_n : 0;
+    }
     if (!nbps) return 0;
     cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
     size_t k = 0;
-    for (itx_t *it = batch; it; it = it->next)
-        if (it->rec.txg > synced && is_block_rec(&it->rec)) memcpy(&bps[k++], it->rec.data, sizeof *bps);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced) continue;
+        if (is_block_rec(&it->rec)) memcpy(&bps[k++], it->rec.data, sizeof *bps);
+        else if (it->converted)
+            for (size_t i = 0; i < it->later_n; i++) bps[k++] = it->bps[i];
+    }
     int err = spa_blocks_flush(zl->spa, bps, k);
     free(bps);
     return err;
@@ -677,6 +726,23 @@ static int fill_add_write(zilog_t *zl, fill_t *f, const itx_t *it, uint64_t *rem
     return 0;
 }
 
+/* A converted asynchronous write: one pointer record per block, each with a
+ * sequence number of its own (replay marks progress by number, and each
+ * record's replay frees its block). */
+static int fill_add_later(zilog_t *zl, fill_t *f, const itx_t *it, uint64_t *remaining)
+{
+    for (size_t i = 0; i < it->later_n; i++) {
+        zil_rec_t r = {.type = ZIL_REC_WRITE_BLOCK, .seq = it->rec.seq - (it->later_n - 1) + i,
+                       .txg = it->bps[i].birth_txg, .obj = it->rec.obj,
+                       .off = (it->later_first + i) * it->later_rs, .len = it->later_rs,
+                       .data = &it->bps[i], .dlen = sizeof it->bps[i]};
+        int err = fill_add(zl, f, &r, *remaining);
+        if (err) return err;
+        *remaining -= CAIRN_MIN(*remaining, zil_rec_encoded_size(&r) + sizeof(spa_log_ref_t));
+    }
+    return 0;
+}
+
 /* Packs the batch's records into chained blocks (those full are written as
  * they fill, fill_flush), then the last block with its successor allocated. */
 static int fill_batch(zilog_t *zl, fill_t *f, itx_t *batch, uint64_t synced, uint64_t bytes)
@@ -687,6 +753,8 @@ static int fill_batch(zilog_t *zl, fill_t *f, itx_t *batch, uint64_t synced, uin
         int err;
         if (it->read_back) {
             err = fill_add_write(zl, f, it, &remaining);
+        } else if (it->converted) {
+            err = fill_add_later(zl, f, it, &remaining);
         } else {
             err = fill_add(zl, f, &it->rec, remaining);
             remaining -= CAIRN_MIN(remaining, zil_rec_encoded_size(&it->rec));
@@ -979,11 +1047,13 @@ static void queue_trim_locked(zilog_t *zl)
     }
 }
 
-static uint64_t queue(zilog_t *zl, itx_t *it)
+/* Queues it with nseq sequence numbers (its seq is the last). */
+static uint64_t queue_n(zilog_t *zl, itx_t *it, uint64_t nseq)
 {
     pthread_mutex_lock(&zl->lock);
     queue_trim_locked(zl);
-    it->rec.seq = zl->next_seq++;
+    zl->next_seq += nseq;
+    it->rec.seq = zl->next_seq - 1;
     if (zl->tail) zl->tail->next = it;
     else zl->head = it;
     zl->tail = it;
@@ -991,6 +1061,8 @@ static uint64_t queue(zilog_t *zl, itx_t *it)
     pthread_mutex_unlock(&zl->lock);
     return s;
 }
+
+static uint64_t queue(zilog_t *zl, itx_t *it) { return queue_n(zl, it, 1); }
 
 uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
 {
@@ -1026,6 +1098,27 @@ uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
         it->rec.name2 = (const char *)p;
     }
     return queue(zl, it);
+}
+
+uint64_t zil_log_write_later(zilog_t *zl, uint64_t txg, uint64_t obj, uint64_t first,
+                            uint32_t rs, size_t n, const uint64_t *stamps)
+{
+    if (!zl || zl->inert || zl->replaying) return 0;
+    if (!n || !rs) return zil_log_barrier(zl, txg);
+    itx_t *it = cairn_zalloc(sizeof *it + n * (sizeof *it->stamps + sizeof *it->bps));
+    it->later = true;
+    it->later_rs = rs;
+    it->later_first = first;
+    it->later_n = n;
+    it->bps = (cairn_blkptr_t *)(it + 1);
+    it->stamps = (uint64_t *)(it->bps + n);
+    memcpy(it->stamps, stamps, n * sizeof *stamps);
+    it->rec.type = ZIL_REC_WRITE_BLOCK; /* what it becomes; data comes with the commit */
+    it->rec.txg = txg;
+    it->rec.obj = obj;
+    it->rec.off = first * rs;
+    it->rec.len = n * rs;
+    return queue_n(zl, it, n);
 }
 
 uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg)
