@@ -60,6 +60,19 @@
  * replay does not reach (it stopped at a malformed record) are freed with the
  * old chain when zil_open starts a new one.
  *
+ * WRITES COMMITTED LATER (zil_log_write_later, NFS UNSTABLE + COMMIT). An
+ * asynchronous write queues only its range and the DMU's stamps of the records
+ * it changed. The writer, before it measures a batch, asks the DMU to write
+ * each such record as a block (dmu_write_dirty_block: only while the record's
+ * txg is still open and the record still has that write's stamp, so the bytes
+ * are exactly the write's result, as a copy would be) and the record becomes
+ * ZIL_REC_WRITE_BLOCK pointers, one sequence number each (reserved when
+ * queued): from there on a LARGE WRITE's life, above. A record that cannot be
+ * written so turns the whole itx into a barrier, waited for before the batch is
+ * written like any barrier; what was already written stays with the txg. Such
+ * a block born in a txg lost with a crash before its log block was written was
+ * never durable anywhere: nothing leaks.
+ *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
 #include <cairn/assert.h>
