@@ -110,7 +110,7 @@ uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec);
  * rs bytes of obj, made in txg, which dmu_write_stamped stamped (stamps[i]
  * for record first + i): nothing is copied now. Its commit writes each
  * record's bytes as a block of its own that the txg adopts
- * (dmu_write_dirty_block) and logs pointers to them (ZIL_REC_WRITE_BLOCK), so
+ * (dmu_write_dirty_blocks) and logs pointers to them (ZIL_REC_WRITE_BLOCK), so
  * the data is written once and the commit does not wait for the txg; when a
  * record cannot be written so (the txg is closing, the record changed since),
  * the commit waits for txg instead, as for a barrier. */

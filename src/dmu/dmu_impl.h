@@ -299,8 +299,8 @@ void objset_evict_dnodes(objset_t *os);
 int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg, uint64_t dblkid);
 int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                        cairn_blkptr_t *bp);
-int dnode_write_dirty_block(dnode_t *dn, uint64_t txg, uint64_t blkid, uint64_t stamp,
-                            cairn_blkptr_t *bp);
+int dnode_write_dirty_blocks(dnode_t *dn, uint64_t txg, uint64_t first, size_t n,
+                             const uint64_t *stamps, cairn_blkptr_t *bps);
 int dnode_write_stamped(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                         uint64_t *stamps, size_t nstamps);
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,

@@ -257,14 +257,14 @@ int dmu_write_stamped(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, co
     return err;
 }
 
-int dmu_write_dirty_block(objset_t *os, uint64_t obj, uint64_t blkid, uint64_t txg,
-                          uint64_t stamp, cairn_blkptr_t *bp)
+int dmu_write_dirty_blocks(objset_t *os, uint64_t obj, uint64_t first, size_t n, uint64_t txg,
+                           const uint64_t *stamps, cairn_blkptr_t *bps)
 {
-    memset(bp, 0, sizeof *bp);
+    memset(bps, 0, n * sizeof *bps);
     if (os->readonly) return -EAGAIN;
     dnode_t *dn = hold_user(os, obj);
     if (!dn) return -EAGAIN;
-    int err = dnode_write_dirty_block(dn, txg, blkid, stamp, bp);
+    int err = dnode_write_dirty_blocks(dn, txg, first, n, stamps, bps);
     dnode_rele(dn);
     return err;
 }

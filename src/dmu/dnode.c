@@ -1105,59 +1105,78 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
 }
 
 /*
- * A dirty record written as a block at commit time (dmu_write_dirty_block in
+ * Dirty records written as blocks at commit time (dmu_write_dirty_blocks in
  * include/cairn/dmu.h): the intent log's way to make an asynchronous write
  * durable without a second copy of its bytes. Only while txg is the open txg
- * (held here, so the record's slot stays and no newer txg can change it) and
- * only if the record still carries the stamp its write left: then its bytes
- * are exactly what that write made of it. They are copied under the shard
- * mutex (writers change records in place), written as a block like
- * dnode_write_direct's, and the block becomes the override the sync adopts;
- * a change in between (the stamp moved) frees it in txg and asks the caller
- * to wait for the txg instead, as does everything unusual.
+ * (held here, so the records' slot stays and no newer txg can change them)
+ * and only if each record still carries the stamp its write left: then its
+ * bytes are exactly what that write made of it. They are copied under the
+ * shard mutex (writers change records in place; the copies go to the ARC as
+ * they are, as a syncing record's buffer does) and written together, one
+ * allocation after another (a few large I/Os per leaf, as the sync writes
+ * records), like dnode_write_direct's blocks; each becomes its record's
+ * override for the sync to adopt. A change in between (the stamp moved)
+ * frees that block in txg and asks the caller to wait for the txg instead, as
+ * does everything unusual; blocks already adopted stay the txg's.
  */
-int dnode_write_dirty_block(dnode_t *dn, uint64_t txg, uint64_t blkid, uint64_t stamp,
-                            cairn_blkptr_t *bp)
+int dnode_write_dirty_blocks(dnode_t *dn, uint64_t txg, uint64_t first, size_t n,
+                             const uint64_t *stamps, cairn_blkptr_t *bps)
 {
-    memset(bp, 0, sizeof *bp);
-    if (dn->obj == META_OBJ || !stamp) return -EAGAIN;
+    memset(bps, 0, n * sizeof *bps);
+    if (dn->obj == META_OBJ || !n) return -EAGAIN;
     spa_t *spa = dn_spa(dn);
     if (!spa_tx_hold_if_open(spa, txg)) return -EAGAIN;
     int err = -EAGAIN;
-    uint8_t *buf = NULL;
     uint32_t rs = 0;
+    cairn_rbuf_t **bufs = cairn_zalloc(n * sizeof *bufs);
+    const void **datas = cairn_zalloc(n * sizeof *datas);
+    uint32_t *sizes = cairn_zalloc(n * sizeof *sizes);
+    spa_write_props_t props = {0};
     dn_rlock(dn);
     dn_slot_t *s = slot_find(dn, txg);
-    spa_write_props_t props = {0};
-    if (s && dn->cur.type == DNODE_TYPE_PLAIN && s->snap.datablksz == dn->cur.datablksz) {
+    if (s && dn->cur.type == DNODE_TYPE_PLAIN && s->snap.datablksz == dn->cur.datablksz &&
+        dn_blk_type(s->snap.type) == CAIRN_BT_DATA) {
         rs = s->snap.datablksz;
         props = (spa_write_props_t){
-            .type = dn_blk_type(s->snap.type),
+            .type = CAIRN_BT_DATA,
             .checksum = s->snap.checksum ? s->snap.checksum : CAIRN_CHECKSUM_FLETCHER4,
             .compress = s->snap.compress,
             .copies = s->snap.copies ? s->snap.copies : 1,
             .cache = true,
             .cache_policy = dmu_objset_cache_policy(dn->os),
         };
-        unsigned sh = dn_shard(blkid);
-        pthread_mutex_lock(&dn->shard_lock[sh]);
-        dmu_rec_t *r = dmu_map_get(&s->recs[sh], blkid);
-        if (r && r->mods == stamp && !r->has_override && props.type == CAIRN_BT_DATA) {
-            buf = dmu_buf_alloc(rs);
-            memcpy(buf, r->data, rs);
-            err = 0;
+        err = 0;
+        for (size_t i = 0; i < n && !err; i++) {
+            unsigned sh = dn_shard(first + i);
+            pthread_mutex_lock(&dn->shard_lock[sh]);
+            dmu_rec_t *r = dmu_map_get(&s->recs[sh], first + i);
+            if (r && stamps[i] && r->mods == stamps[i] && !r->has_override) {
+                bufs[i] = cairn_rbuf_new_aligned(rs, rs);
+                memcpy(bufs[i]->data, r->data, rs);
+                datas[i] = bufs[i]->data;
+                sizes[i] = rs;
+            } else {
+                err = -EAGAIN;
+            }
+            pthread_mutex_unlock(&dn->shard_lock[sh]);
         }
-        pthread_mutex_unlock(&dn->shard_lock[sh]);
     }
     dn_unlock(dn);
-    if (!err) {
-        cairn_blkptr_t nbp;
-        err = spa_block_write_open(spa, txg, buf, rs, &props, &nbp) ? -EAGAIN : 0;
-        if (!err && rec_override_or_free(dn, txg, blkid, stamp, &nbp)) *bp = nbp;
-        else err = -EAGAIN;
+    /* The copies are never written again: the ARC keeps them as they are. */
+    if (!err && spa_block_write_many_open(spa, txg, n, datas, bufs, sizes, &props, bps))
+        err = -EAGAIN;
+    for (size_t i = 0; i < n && !err; i++) {
+        if (!rec_override_or_free(dn, txg, first + i, stamps[i], &bps[i])) {
+            err = -EAGAIN; /* freed in txg; the rest are freed the same way */
+            for (size_t j = i + 1; j < n; j++) spa_block_free_at_sync(spa, txg, &bps[j]);
+        }
     }
-    if (buf) dmu_buf_free(buf, rs);
+    for (size_t i = 0; i < n; i++) cairn_rbuf_rele(bufs[i]);
+    free(bufs);
+    free(datas);
+    free(sizes);
     spa_tx_rele(spa, txg);
+    if (err) memset(bps, 0, n * sizeof *bps);
     return err;
 }
 

@@ -63,7 +63,7 @@
  * WRITES COMMITTED LATER (zil_log_write_later, NFS UNSTABLE + COMMIT). An
  * asynchronous write queues only its range and the DMU's stamps of the records
  * it changed. The writer, before it measures a batch, asks the DMU to write
- * each such record as a block (dmu_write_dirty_block: only while the record's
+ * each such record as a block (dmu_write_dirty_blocks: only while the record's
  * txg is still open and the record still has that write's stamp, so the bytes
  * are exactly the write's result, as a copy would be) and the record becomes
  * ZIL_REC_WRITE_BLOCK pointers, one sequence number each (reserved when
@@ -588,26 +588,67 @@ static void wait_prior(zilog_t *zl, uint64_t ticket)
 
 /* The batch's asynchronous writes (zil_log_write_later) whose txg is still
  * open: each record is written as a block, which its txg adopts
- * (dmu_write_dirty_block), and logged as a pointer to it. One that cannot be
+ * (dmu_write_dirty_blocks), and logged as a pointer to it. One that cannot be
  * (its txg is closing, a record changed since the write, the log is off...)
  * becomes a barrier: the batch waits for its txg, which writes the data.
  * Records written before such a failure stay the txg's blocks. */
+static bool later_pending(const itx_t *it, uint64_t synced)
+{
+    return it->later && !it->converted && !it->barrier && it->rec.txg > synced;
+}
+
+/* Whether b continues a's records (one DMU call writes both: with NFS's
+ * sequential 1 MiB writes, one allocation and a few large I/Os per leaf for
+ * the whole batch instead of one round per write). */
+static bool later_follows(const itx_t *a, const itx_t *b)
+{
+    return b->rec.obj == a->rec.obj && b->rec.txg == a->rec.txg && b->later_rs == a->later_rs &&
+           b->later_first == a->later_first + a->later_n;
+}
+
 static void later_convert(zilog_t *zl, itx_t *batch, uint64_t synced)
 {
     bool txg_only = atomic_load(&zl->txg_only);
     for (itx_t *it = batch; it; it = it->next) {
-        if (!it->later || it->converted || it->barrier || it->rec.txg <= synced) continue;
-        bool ok = !txg_only;
-        for (size_t i = 0; i < it->later_n && ok; i++)
-            ok = dmu_write_dirty_block(zl->os, it->rec.obj, it->later_first + i, it->rec.txg,
-                                       it->stamps[i], &it->bps[i]) == 0;
-        if (ok) {
-            it->converted = true;
-            atomic_fetch_add(&zl->st_later_blocks, it->later_n);
-        } else {
-            it->barrier = true;
-            atomic_fetch_add(&zl->st_later_waits, 1);
+        if (!later_pending(it, synced)) continue;
+        /* The run of writes continuing this one, in batch order. */
+        size_t n = it->later_n, nitx = 1;
+        itx_t *last = it;
+        for (itx_t *o = it->next; o; o = o->next) {
+            if (!later_pending(o, synced)) continue;
+            if (!later_follows(last, o)) break;
+            n += o->later_n;
+            nitx++;
+            last = o;
         }
+        uint64_t *stamps = cairn_zalloc(n * sizeof *stamps);
+        cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
+        size_t k = 0;
+        itx_t *o = it;
+        for (size_t j = 0; j < nitx; o = o->next) {
+            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
+                continue;
+            memcpy(stamps + k, o->stamps, o->later_n * sizeof *stamps);
+            k += o->later_n;
+            j++;
+        }
+        bool ok = !txg_only && dmu_write_dirty_blocks(zl->os, it->rec.obj, it->later_first, n,
+                                                      it->rec.txg, stamps, bps) == 0;
+        k = 0;
+        o = it;
+        for (size_t j = 0; j < nitx; o = o->next) {
+            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
+                continue;
+            if (ok) memcpy(o->bps, bps + k, o->later_n * sizeof *bps);
+            k += o->later_n;
+            j++;
+            if (ok) o->converted = true;
+            else o->barrier = true;
+        }
+        if (ok) atomic_fetch_add(&zl->st_later_blocks, n);
+        else atomic_fetch_add(&zl->st_later_waits, nitx);
+        free(stamps);
+        free(bps);
     }
 }
 
