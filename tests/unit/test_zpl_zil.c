@@ -58,6 +58,7 @@ typedef struct report {
     bool stale[MAXN];            /* freed by the logged changes */
     uint64_t txg_waits, records;
     uint64_t later_blocks;       /* records the commits wrote as blocks */
+    uint64_t later_waits;        /* unstable writes whose commit waited for the txg instead */
     uint64_t synced_delta;       /* txgs synced while the logged part ran and committed */
     uint64_t sync_bytes;         /* unstable_synced: leaf bytes its last sync wrote */
     uint8_t verf[ZPL_VERF_SIZE];
@@ -291,6 +292,16 @@ static void sc_unstable_rewrite(zpl_fs_t *fs, report_t *r)
     put(fs, "u", 5 * 128 * 1024 + 32 * 1024, 64 * 1024, 15);
 }
 
+/* A small write (copied into the log) changes record 3 after the large ones:
+ * that record no longer holds what its write made of it, so the commit does
+ * not write it as a block but waits for the txg (which writes everything). */
+static void sc_unstable_changed(zpl_fs_t *fs, report_t *r)
+{
+    (void)r;
+    for (uint64_t off = 0; off < 1024 * 1024; off += 128 * 1024) put(fs, "u", off, 128 * 1024, 11);
+    put(fs, "u", 3 * 128 * 1024 + 5000, 1000, 12);
+}
+
 /* Bytes written to the pool's leaves so far. */
 static uint64_t leaf_write_bytes(const vdev_t *v)
 {
@@ -361,6 +372,7 @@ static const scenario_t scenarios[] = {
     {"unstable", "standard", sc_unstable_base, sc_unstable, true},
     {"unstable_rewrite", "standard", sc_unstable_base, sc_unstable_rewrite, true},
     {"unstable_synced", "standard", sc_unstable_base, sc_unstable_synced, false},
+    {"unstable_changed", "standard", sc_unstable_base, sc_unstable_changed, true},
     {"unlinked", "standard", sc_unlinked_base, sc_unlinked, true},
 };
 
@@ -394,6 +406,7 @@ static int child_main(const char *name, int fd)
     if (sc->commit) r->synced_delta = spa_last_synced_txg(f.spa) - synced;
     zil_get_stats(f.fs->zil, &after);
     r->later_blocks = after.later_blocks - before.later_blocks;
+    r->later_waits = after.later_waits - before.later_waits;
     r->txg_waits = after.txg_waits - before.txg_waits;
     r->records = after.records - before.records;
     note_attrs(r, f.fs);
@@ -701,6 +714,25 @@ static void test_unstable_rewritten_after_commit(void **state)
     free(r);
 }
 
+/* A record changed between the write and the commit: the commit falls back to
+ * the txg, and both writes' bytes are there after the crash; nothing leaked. */
+static void test_unstable_changed_before_commit(void **state)
+{
+    (void)state;
+    report_t *r = calloc(1, sizeof *r);
+    zfix_t f;
+    crash_run_ex("unstable_changed", r, &f, false, true);
+    assert_int_equal(r->later_blocks, 0);
+    assert_true(r->later_waits > 0);
+    assert_true(r->synced_delta > 0);
+    check_nodes(&f, r);
+    check_bytes(&f, "u", 0, 3 * 128 * 1024 + 5000, 11);
+    check_bytes(&f, "u", 3 * 128 * 1024 + 5000, 1000, 12);
+    check_bytes(&f, "u", 3 * 128 * 1024 + 6000, 5 * 128 * 1024 - 6000, 11);
+    finish(&f);
+    free(r);
+}
+
 /* The txg after such a commit adopts its blocks: its sync writes the record
  * rewritten since and metadata, not the megabyte again (on a single leaf,
  * copies=1); the commit itself let no txg sync; nothing leaked. */
@@ -764,6 +796,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unlinked_set_after_crash),
         cmocka_unit_test(test_unstable_rewritten_after_commit),
         cmocka_unit_test(test_unstable_commit_blocks_adopted),
+        cmocka_unit_test(test_unstable_changed_before_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
