@@ -586,12 +586,6 @@ static void wait_prior(zilog_t *zl, uint64_t ticket)
     pthread_mutex_unlock(&zl->lock);
 }
 
-/* The batch's asynchronous writes (zil_log_write_later) whose txg is still
- * open: each record is written as a block, which its txg adopts
- * (dmu_write_dirty_blocks), and logged as a pointer to it. One that cannot be
- * (its txg is closing, a record changed since the write, the log is off...)
- * becomes a barrier: the batch waits for its txg, which writes the data.
- * Records written before such a failure stay the txg's blocks. */
 static bool later_pending(const itx_t *it, uint64_t synced)
 {
     return it->later && !it->converted && !it->barrier && it->rec.txg > synced;
@@ -606,6 +600,12 @@ static bool later_follows(const itx_t *a, const itx_t *b)
            b->later_first == a->later_first + a->later_n;
 }
 
+/* The batch's asynchronous writes (zil_log_write_later) whose txg is still
+ * open: each record is written as a block, which its txg adopts
+ * (dmu_write_dirty_blocks), and logged as a pointer to it. One that cannot be
+ * (its txg is closing, a record changed since the write, the log is off...)
+ * becomes a barrier: the batch waits for its txg, which writes the data.
+ * Records written before such a failure stay the txg's blocks. */
 static void later_convert(zilog_t *zl, itx_t *batch, uint64_t synced)
 {
     bool txg_only = atomic_load(&zl->txg_only);
