@@ -445,6 +445,11 @@ static void render_zil(FILE *f)
          "another batch issued).", offsetof(zil_stats_t, flushes_issued)},
         {"cairn_zil_txg_waits_total", "Commits that waited for a txg to sync instead of the "
          "log.", offsetof(zil_stats_t, txg_waits)},
+        {"cairn_zil_later_blocks_total", "Records of asynchronous writes (NFS UNSTABLE) their "
+         "commit wrote as blocks the txg adopts.", offsetof(zil_stats_t, later_blocks)},
+        {"cairn_zil_later_waits_total", "Asynchronous writes whose commit waited for their txg "
+         "instead (the record changed since, the txg was closing).",
+         offsetof(zil_stats_t, later_waits)},
         {"cairn_zil_region_full_total", "Batches that found the log space full and waited for "
          "txgs.", offsetof(zil_stats_t, region_full)},
     };

@@ -270,6 +270,15 @@ for m in commits log_writes records_written flushes txg_waits; do
     else [ "$d" -ge "$N" ] || fail "cairn_zil_${m}_total of tank/share rose by $d, not >= $N"; fi
     [ "$o" = 0 ] || fail "cairn_zil_${m}_total of tank/other is '$o', not 0"
 done
+# UNSTABLE 1 MiB WRITEs with a COMMIT after each MiB: each COMMIT writes the records
+# of its MiB (8 of 128 KiB) as blocks the txg adopts, unless their txg was closing.
+LB0=$(metric 'cairn_zil_later_blocks_total{dataset="tank/share"}')
+run_ok "$NFSCLIENT" "$(nfs_url /tank/share)" stream unstable 2 1024 1
+scrape
+LB1=$(metric 'cairn_zil_later_blocks_total{dataset="tank/share"}')
+[ -n "$LB0" ] && [ $((LB1 - LB0)) -ge 8 ] ||
+    fail "2 MiB of UNSTABLE writes committed per MiB: later_blocks rose by $((LB1 - LB0)), not >= 8"
+SW1=$(metric "cairn_nfs_share_written_bytes_total$SHARE") # the NFSv4 checks below start here
 pass "intent log: $N sync WRITEs of tank/share: $(($(metric 'cairn_zil_commits_total{dataset="tank/share"}') - ZIL0[commits])) commits, $(($(metric 'cairn_zil_flushes_total{dataset="tank/share"}') - ZIL0[flushes])) flushes"
 # Reads: twice, the second from memory on the I/O thread (a READ that would block
 # there runs again on a worker and must count once).
