@@ -690,8 +690,9 @@ typedef struct spa_log_ref {
 void *spa_log_block_alloc(void);   /* SPA_LOG_BLOCK_MAX bytes, aligned for direct I/O */
 int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint64_t seq,
                         const cairn_dva_t *next, void *block, uint32_t len, uint32_t nrefs);
-/* Payload plus references must fit: bytes a block of that DVA can hold. */
-uint32_t spa_log_capacity(const cairn_dva_t *dva);
+/* Payload plus references must fit: bytes a block of that DVA can hold (on
+ * raidz its allocated size counts parity too: only the data part holds them). */
+uint32_t spa_log_capacity(spa_t *spa, const cairn_dva_t *dva);
 /* Makes every log block written so far on these blocks' vdevs durable (one
  * flush per top-level vdev involved). Concurrent callers share flushes: one is
  * in flight at a time, and those arriving meanwhile wait for the next, which

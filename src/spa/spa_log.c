@@ -486,13 +486,6 @@ void spa_log_add_region_refs(spa_t *spa, range_tree_t **referenced, spa_check_re
 
 static uint64_t dva_size(const cairn_dva_t *d) { return cairn_dva_asize(d); }
 
-uint32_t spa_log_capacity(const cairn_dva_t *dva)
-{
-    uint64_t s = dva_size(dva);
-    if (s > SPA_LOG_BLOCK_MAX) s = SPA_LOG_BLOCK_MAX;
-    return (uint32_t)(s - SPA_LOG_BLOCK_FRAME);
-}
-
 /* On raidz the allocated size includes parity: the data size is what fits. */
 static uint64_t block_psize(vdev_t *top, const cairn_dva_t *d)
 {
@@ -501,6 +494,17 @@ static uint64_t block_psize(vdev_t *top, const cairn_dva_t *d)
     uint64_t unit = 1ULL << top->ashift, p = unit;
     while (p + unit <= SPA_LOG_BLOCK_MAX && vdev_psize_to_asize(top, p + unit) <= a) p += unit;
     return p;
+}
+
+/* The writer packs up to this: counted from the allocated size, a raidz block
+ * took records and references into its parity's share, and writing it zeroed
+ * past the end of the buffer (a batch of 63 block pointers in a 12 KiB block). */
+uint32_t spa_log_capacity(spa_t *spa, const cairn_dva_t *dva)
+{
+    vdev_t *top = log_top(spa, dva->vdev);
+    uint64_t s = top ? block_psize(top, dva) : dva_size(dva);
+    if (s > SPA_LOG_BLOCK_MAX) s = SPA_LOG_BLOCK_MAX;
+    return s > SPA_LOG_BLOCK_FRAME ? (uint32_t)(s - SPA_LOG_BLOCK_FRAME) : 0;
 }
 
 static void release_deferred_locked(spa_t *spa, spa_log_t *l)
@@ -724,7 +728,7 @@ int spa_log_write_block(spa_t *spa, const cairn_dva_t *dva, uint64_t guid, uint6
 {
     vdev_t *top = log_top(spa, dva->vdev);
     uint64_t body = (uint64_t)len + (uint64_t)nrefs * sizeof(spa_log_ref_t);
-    if (!top || body > spa_log_capacity(dva)) return -EINVAL;
+    if (!top || body > spa_log_capacity(spa, dva)) return -EINVAL;
     uint64_t psize = block_psize(top, dva);
     uint64_t wlen = top->type == VDEV_TYPE_RAIDZ
                         ? psize

@@ -550,7 +550,7 @@ static int fill_flush(zilog_t *zl, fill_t *f, uint64_t remaining, bool force)
     zl->next_blk_seq++;
     f->used = 0;
     f->max_txg = 0;
-    f->cap = spa_log_capacity(&next);
+    f->cap = spa_log_capacity(zl->spa, &next);
     return 0;
 }
 
@@ -880,7 +880,7 @@ static int write_batch(zilog_t *zl, itx_t *batch, batch_plan_t *p)
         if (err) return err;
     }
     err = flush_referenced_blocks(zl, batch, synced);
-    fill_t f = {.cap = spa_log_capacity(&zl->next_dva), .block = block_get(zl)};
+    fill_t f = {.cap = spa_log_capacity(zl->spa, &zl->next_dva), .block = block_get(zl)};
     f.buf = f.block + SPA_LOG_BLOCK_FRAME;
     /* Kept across batches (one writer at a time): no allocation per commit. */
     if (!zl->refs_buf) zl->refs_buf = cairn_zalloc(ZIL_REFS_MAX * sizeof *zl->refs_buf);
