@@ -478,6 +478,16 @@ same_space() {
     fail "$1 $3: used+available $n_tot, was $b_tot"
 }
 
+# pool_synced POOL: returns once every change made to POOL so far has synced (its
+# space numbers, alloc and used, count it). A property change is a task of the txg
+# sync, so `set` returns only when the txg holding it has synced, and with it every
+# txg before; a user property changes nothing else. A fixed pause of a txg_timeout
+# is no such promise on a loaded machine.
+pool_synced() {
+    run_ok "$CAIRN" set "test:synced=$((++CAIRN_SYNC_MARKS))" "$1"
+}
+CAIRN_SYNC_MARKS=0
+
 # ---- dataset helpers (test_cli_datasets*.sh) ----
 
 # ds_get PROP DATASET: the exact value (get -H -p -o value).
