@@ -429,17 +429,23 @@ spare_row() {
 }
 
 # wait_spare_in POOL SPARE: until SPARE is INUSE under a spare-N vdev and resilvered.
+# A spare that fault management (or an import) takes in shows in the tree a txg sync
+# before its resilver starts, and `pool wait -t resilver` has nothing to wait for in
+# between: so until no leaf shows "(resilvering)" either.
 wait_spare_in() {
     local i
     for i in $(seq 1 300); do
-        if [ "$(spare_row "$1" "$2")" = INUSE ] && grep -q 'spare-[0-9]' "$LAST_STDOUT"; then
-            run_ok "$CAIRN" pool wait -t resilver "$1"
-            run_ok "$CAIRN" pool status "$1"
-            return 0
-        fi
+        [ "$(spare_row "$1" "$2")" = INUSE ] && grep -q 'spare-[0-9]' "$LAST_STDOUT" && break
+        [ "$i" -lt 300 ] || fail "$2 never stepped in: $(cat "$LAST_STDOUT")"
         sleep 0.1
     done
-    fail "$2 never stepped in: $(cat "$LAST_STDOUT")"
+    for i in $(seq 1 600); do
+        run_ok "$CAIRN" pool wait -t resilver "$1"
+        run_ok "$CAIRN" pool status "$1"
+        grep -q '(resilvering)' "$LAST_STDOUT" || return 0
+        sleep 0.1
+    done
+    fail "$2 stepped in but was never resilvered: $(cat "$LAST_STDOUT")"
 }
 
 # wait_spare_avail POOL SPARE: until SPARE is back in the list (AVAIL) with no spare-N left.
