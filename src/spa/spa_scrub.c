@@ -528,6 +528,9 @@ static void *scrub_thread(void *arg)
     spa->scan_resuming = false;
     pthread_mutex_unlock(&spa->scrub_lock);
     c.delay_us = test_delay_us(c.func);
+    /* Make what was written so far part of the walked tree (frees are held
+     * already: the tree as of any later txg stays whole). */
+    spa_txg_wait_synced(spa, 0);
     if (c.func == SPA_SCAN_RESILVER) spa_resilver_began(spa, c.resuming, c.sequential);
     int e = 0;
 again:
@@ -619,15 +622,15 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
         pthread_join(spa->scrub_thread, NULL);
         pthread_mutex_lock(&spa->scrub_lock);
         spa->scrub_thread_running = false;
+        if (spa->scrub.state == SPA_SCRUB_SCANNING) { /* another start won the race */
+            pthread_mutex_unlock(&spa->scrub_lock);
+            return -EBUSY;
+        }
     }
-    /* Make what was written so far part of the walked tree. */
-    pthread_mutex_unlock(&spa->scrub_lock);
-    spa_txg_wait_synced(spa, 0);
-    pthread_mutex_lock(&spa->scrub_lock);
-    if (spa->scrub.state == SPA_SCRUB_SCANNING) { /* another start won the race */
-        pthread_mutex_unlock(&spa->scrub_lock);
-        return -EBUSY;
-    }
+    /* Running from here on, as `pool status` and `pool wait` see it: the txg
+     * sync that makes what was written so far part of the walked tree is the
+     * thread's first step, not a gap in which a resilver a leaf
+     * needs is due and yet nothing runs. */
     spa_space_t sp;
     spa_get_space(spa, &sp);
     memset(&spa->scrub, 0, sizeof spa->scrub);

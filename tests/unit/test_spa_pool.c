@@ -20,6 +20,7 @@
 #include <cairn/vdev_fault.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -548,6 +549,57 @@ static void test_resilver_takes_leaf_stale_at_its_end(void **s)
     fixture_fini(&f);
 }
 
+typedef struct scan_starter {
+    spa_t *spa;
+    int rc;
+} scan_starter_t;
+
+static void *start_scrub(void *arg)
+{
+    scan_starter_t *a = arg;
+    a->rc = spa_scrub_start(a->spa);
+    return NULL;
+}
+
+/* A scan is running, as status and `pool wait` see it, from the moment it is
+ * started: the txg sync it begins with (what was written so far joins the
+ * walked tree) is its own first step. It used to come before the scan showed
+ * as running, so for a whole sync a resilver that a spare or a disk back made
+ * due was nowhere, and `pool wait -t resilver` returned at once. Here every
+ * leaf's flushes wait at a gate, so that sync cannot end until the test lets
+ * it: the scan must show as running meanwhile. */
+static void test_scan_runs_before_its_first_sync(void **s)
+{
+    (void)s;
+    fixture_t f;
+    fixture_init(&f, "mirror2", layout_leaves("mirror2"));
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed() + 41);
+    vdev_fault_reset();
+    spa_t *spa = create_pool(&f, "mirror2", "fault:");
+    fill_pool(spa, &r, 1);
+    for (int i = 0; i < f.nleaves; i++) assert_int_equal(vdev_fault_gate_flushes(f.paths[i], true), 0);
+    toy_write(spa, 0, cairn_rng_next(&r), 65536, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_SHA256, 1);
+    scan_starter_t a = {.spa = spa, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, start_scrub, &a), 0);
+    spa_scrub_stat_t st;
+    WAIT_UNTIL((spa_scrub_get(spa, &st), st.state == SPA_SCRUB_SCANNING), "the scrub shows as running");
+    assert_int_equal(st.func, SPA_SCAN_SCRUB);
+    for (int i = 0; i < f.nleaves; i++) assert_int_equal(vdev_fault_gate_flushes(f.paths[i], false), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(a.rc, 0);
+    spa_scrub_wait(spa);
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.state, SPA_SCRUB_FINISHED);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(toy_verify(spa, NULL), 0);
+    assert_int_equal(spa_export(spa), 0);
+    vdev_fault_reset();
+    check_pool(&f);
+    fixture_fini(&f);
+}
+
 /* Ditto copies on a single disk: a corrupted copy is repaired from the other one. */
 static void test_heal_ditto_single(void **s)
 {
@@ -811,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_offline_resilver_mirror2),
         cmocka_unit_test(test_offline_resilver_raidz2),
         cmocka_unit_test(test_resilver_takes_leaf_stale_at_its_end),
+        cmocka_unit_test(test_scan_runs_before_its_first_sync),
         cmocka_unit_test(test_missing_leaf_degraded),
         cmocka_unit_test(test_create_refusals),
         cmocka_unit_test(test_compressed_padding_zeroed),
