@@ -618,10 +618,13 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
         return -EBUSY;
     }
     if (spa->scrub_thread_running) {
-        pthread_mutex_unlock(&spa->scrub_lock);
-        pthread_join(spa->scrub_thread, NULL);
-        pthread_mutex_lock(&spa->scrub_lock);
+        /* The last scan's thread, ended but not joined: joined by this caller
+         * alone (two starts at once must not both join it). */
+        pthread_t ended = spa->scrub_thread;
         spa->scrub_thread_running = false;
+        pthread_mutex_unlock(&spa->scrub_lock);
+        pthread_join(ended, NULL);
+        pthread_mutex_lock(&spa->scrub_lock);
         if (spa->scrub.state == SPA_SCRUB_SCANNING) { /* another start won the race */
             pthread_mutex_unlock(&spa->scrub_lock);
             return -EBUSY;
@@ -629,8 +632,8 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
     }
     /* Running from here on, as `pool status` and `pool wait` see it: the txg
      * sync that makes what was written so far part of the walked tree is the
-     * thread's first step, not a gap in which a resilver a leaf
-     * needs is due and yet nothing runs. */
+     * thread's first step, not a gap in which a resilver is due and yet
+     * nothing runs. */
     spa_space_t sp;
     spa_get_space(spa, &sp);
     memset(&spa->scrub, 0, sizeof spa->scrub);
