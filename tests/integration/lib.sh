@@ -24,6 +24,11 @@ cairn_test_cleanup() {
     for pid in "${CAIRN_DAEMON_PIDS[@]}"; do
         kill -9 "$pid" 2>/dev/null || true
     done
+    # Clients still running in the background (writers a failed step left, which
+    # would retry against a dead server for good and load the tests after us).
+    for pid in $(jobs -p); do
+        kill -9 "$pid" 2>/dev/null || true
+    done
     if [ "$rc" -ne 0 ]; then
         echo "--- test failed (rc=$rc); daemon logs:" >&2
         tail -n 30 "$T"/*/cairnd.log "$T"/*.daemon.log >&2 2>/dev/null || true
