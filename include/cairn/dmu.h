@@ -120,6 +120,23 @@ int dmu_write(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void
  * range is not one whole record. */
 int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
                      dmu_tx_t *tx, cairn_blkptr_t *bp);
+/* dmu_write() that also tells, for each record of the range (stamps[i] for
+ * record off / recordsize + i, up to nstamps), a stamp of the content the
+ * write left in it: unique to that change, so a later change of the record
+ * (or its drop and rewrite) gives it another. 0: not known. */
+int dmu_write_stamped(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+                      dmu_tx_t *tx, uint64_t *stamps, size_t nstamps);
+/* For the intent log's commit of an asynchronous write: if txg is still the
+ * open txg and records first.. first + n - 1 of obj, dirty in it, still have
+ * stamps[i] (nothing changed them since the write that left those stamps),
+ * writes their bytes at once as blocks (as dmu_write_direct does, allocated
+ * together; not yet durable: spa_blocks_flush) that become the records'
+ * overrides, so the txg's sync adopts them. 0 and bps[], or -EAGAIN for every
+ * other case (the txg closed, a record changed or already has a block, a
+ * write failed...): the caller waits for txg instead (blocks already adopted
+ * stay the txg's; bps[] are then holes). */
+int dmu_write_dirty_blocks(objset_t *os, uint64_t obj, uint64_t first, size_t n, uint64_t txg,
+                           const uint64_t *stamps, cairn_blkptr_t *bps);
 /* Holes and ranges never written read as zeros. */
 /* Block cloning: [dst_off, dst_off + len) of dst_obj becomes [src_off, ...) of
  * src_obj by sharing its blocks (the pool's block reference table counts the
@@ -205,6 +222,8 @@ uint64_t dmu_objset_id(objset_t *os);
  * rename sets it again). A read that finds no good copy of a block logs it once,
  * with dataset, object and offset, and enters it in the pool's error log. */
 void dmu_objset_set_label(objset_t *os, const char *name);
+/* That name, or "<metadata>" / "<objset ID>" for an object set without one. */
+void dmu_objset_label(objset_t *os, char *buf, size_t len);
 /* What the syncs of txgs not yet synced will allocate for this object set, an
  * estimate from above (data with copies and parity, the indirect blocks it
  * dirties): the dataset layer counts it as used until those txgs are synced. */

@@ -454,6 +454,12 @@ int spa_block_write(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
  * is written but not yet durable: spa_blocks_flush() makes it so. */
 int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t lsize,
                          const spa_write_props_t *props, cairn_blkptr_t *bp);
+/* spa_block_write_open() for n blocks at once, allocated one after another, with
+ * holders as for spa_block_write_many_held (NULL: none). Returns 0 or the first
+ * error (then no block of the call is allocated). */
+int spa_block_write_many_open(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                              cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                              const spa_write_props_t *props, cairn_blkptr_t *bps);
 /* Flushes the top-level vdevs holding the copies of n blocks, each vdev once. */
 int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n);
 /* spa_block_write() for n blocks at once, each from datas[i] of lsizes[i] bytes: they
@@ -560,6 +566,8 @@ uint64_t spa_tx_hold_nowait(spa_t *spa);
  * near the throttle's limit): for callers that must not wait. */
 bool spa_tx_would_throttle(spa_t *spa);
 void spa_tx_rele(spa_t *spa, uint64_t txg);
+/* Holds txg only if it is the open txg now (true; spa_tx_rele to end). */
+bool spa_tx_hold_if_open(spa_t *spa, uint64_t txg);
 /* Tell the txg machinery how many bytes of dirty data txg now carries (for the
  * size trigger and the write throttle; delta may be negative), and how many
  * bytes its sync will allocate for them, estimated from above (space: data with

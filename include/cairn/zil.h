@@ -106,6 +106,16 @@ void zil_abandon(zilog_t *zl);
  * except that a ZIL_REC_WRITE with data NULL is read back from the DMU when
  * written to the log. Returns its sequence number. */
 uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec);
+/* An asynchronous write (NFS UNSTABLE) of records first.. first + n - 1 of
+ * rs bytes of obj, made in txg, which dmu_write_stamped stamped (stamps[i]
+ * for record first + i): nothing is copied now. Its commit writes each
+ * record's bytes as a block of its own that the txg adopts
+ * (dmu_write_dirty_blocks) and logs pointers to them (ZIL_REC_WRITE_BLOCK), so
+ * the data is written once and the commit does not wait for the txg; when a
+ * record cannot be written so (the txg is closing, the record changed since),
+ * the commit waits for txg instead, as for a barrier. */
+uint64_t zil_log_write_later(zilog_t *zl, uint64_t txg, uint64_t obj, uint64_t first,
+                            uint32_t rs, size_t n, const uint64_t *stamps);
 /* An operation the log cannot record: committing it waits for txg. */
 uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg);
 #define ZIL_INDIRECT_MIN (32 * 1024u)
@@ -131,8 +141,20 @@ typedef struct zil_stats {
     uint64_t replayed;       /* records applied by replay */
     uint64_t block_records;  /* ZIL_REC_WRITE_BLOCK records written to the log */
     uint64_t region_full;    /* batches that found the log region full (they waited for txgs) */
+    uint64_t later_blocks;   /* records of zil_log_write_later writes a commit wrote as blocks */
+    uint64_t later_waits;    /* such writes whose commit waited for their txg instead */
 } zil_stats_t;
 void zil_get_stats(zilog_t *zl, zil_stats_t *out);
+/* The counters of every open, writable log (one per mounted filesystem or open
+ * volume), named by the dataset (the object set's label, dmu_objset_label): at
+ * most max into out; returns how many there are. Counters start at zero when a
+ * log opens (mount, import) and go with it when it closes. */
+#define ZIL_DATASET_NAME_MAX 256
+typedef struct zil_log_stats {
+    char dataset[ZIL_DATASET_NAME_MAX];
+    zil_stats_t st;
+} zil_log_stats_t;
+size_t zil_stats_list(zil_log_stats_t *out, size_t max);
 
 /* Makes commits wait for the txgs of their records instead of writing the log
  * (the behaviour before the log existed; benchmarks compare the two). */

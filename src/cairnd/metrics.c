@@ -7,7 +7,8 @@
  * The pool figures come from the very requests the CLI sends (pool status and
  * iostat through cairnd_handle_request), so /metrics, `cairn pool status` and
  * the REST API cannot disagree; the front ends' counters are read from the NFS
- * and iSCSI layers' statistics structs (include/cairn/stats.h).
+ * and iSCSI layers' statistics structs (include/cairn/stats.h), the intent
+ * logs' per dataset from the ZIL's list of open logs (zil_stats_list).
  *
  * cairnd_counters_json() gives the front ends' totals as JSON as well
  * (GET /api/v1/counters), with the time they were read, for the web UI's live
@@ -16,8 +17,10 @@
 #include "cairnd.h"
 
 #include <cairn/stats.h>
+#include <cairn/zil.h>
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <time.h>
 #include <stdio.h>
@@ -415,6 +418,54 @@ static void render_iscsi_targets(FILE *f)
     free(v);
 }
 
+/* Per dataset with an open intent log: how its sync operations were made durable
+ * (how many commits shared a log write and a flush, how many fell back to a txg). */
+static void render_zil(FILE *f)
+{
+    size_t n = zil_stats_list(NULL, 0);
+    zil_log_stats_t *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return;
+    size_t now = zil_stats_list(v, n); /* logs may have opened or closed meanwhile */
+    if (now < n) n = now;
+    static const struct {
+        const char *name, *help;
+        size_t field;
+    } fams[] = {
+        {"cairn_zil_commits_total", "Commits (sync operations, COMMIT, fsync) that had "
+         "something to make durable.", offsetof(zil_stats_t, commits)},
+        {"cairn_zil_log_writes_total", "Rounds of log block writes; concurrent commits share one.",
+         offsetof(zil_stats_t, log_writes)},
+        {"cairn_zil_blocks_written_total", "Log blocks written.", offsetof(zil_stats_t, blocks)},
+        {"cairn_zil_records_written_total", "Log records written.", offsetof(zil_stats_t, records)},
+        {"cairn_zil_block_records_total", "Large writes logged as pointers to blocks written "
+         "in place.", offsetof(zil_stats_t, block_records)},
+        {"cairn_zil_flushes_requested_total", "Log flushes the log's batches needed.",
+         offsetof(zil_stats_t, flushes)},
+        {"cairn_zil_flushes_total", "Log flushes issued (the rest were covered by a flush "
+         "another batch issued).", offsetof(zil_stats_t, flushes_issued)},
+        {"cairn_zil_txg_waits_total", "Commits that waited for a txg to sync instead of the "
+         "log.", offsetof(zil_stats_t, txg_waits)},
+        {"cairn_zil_later_blocks_total", "Records of asynchronous writes (NFS UNSTABLE) their "
+         "commit wrote as blocks the txg adopts.", offsetof(zil_stats_t, later_blocks)},
+        {"cairn_zil_later_waits_total", "Asynchronous writes whose commit waited for their txg "
+         "instead (the record changed since, the txg was closing).",
+         offsetof(zil_stats_t, later_waits)},
+        {"cairn_zil_region_full_total", "Batches that found the log space full and waited for "
+         "txgs.", offsetof(zil_stats_t, region_full)},
+    };
+    for (size_t k = 0; k < CAIRN_ARRAY_SIZE(fams); k++) {
+        family(f, fams[k].name, "counter", fams[k].help);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t val;
+            memcpy(&val, (const char *)&v[i].st + fams[k].field, sizeof val);
+            fprintf(f, "%s{", fams[k].name);
+            put_label(f, "dataset", v[i].dataset);
+            fprintf(f, "} %" PRIu64 "\n", val);
+        }
+    }
+    free(v);
+}
+
 char *cairnd_metrics_render(size_t *len)
 {
     char *buf = NULL;
@@ -431,6 +482,7 @@ char *cairnd_metrics_render(size_t *len)
     render_nfs_shares(f);
     render_iscsi(f, cairnd_iscsi_stats());
     render_iscsi_targets(f);
+    render_zil(f);
     cairnd_arena_free(&s.arena);
     if (fclose(f)) {
         free(buf);

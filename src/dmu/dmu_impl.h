@@ -138,7 +138,7 @@ typedef struct dmu_rec {
     cairn_blkptr_t bp;
     int error;
     /* open context, under the record's shard mutex */
-    uint32_t mods;             /* bumped by every change of data */
+    uint64_t mods;             /* stamp of the last change of data (rec_changed) */
     bool has_override;         /* override_bp already holds data: the sync adopts it */
     cairn_blkptr_t override_bp;
 } dmu_rec_t;
@@ -299,6 +299,10 @@ void objset_evict_dnodes(objset_t *os);
 int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg, uint64_t dblkid);
 int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                        cairn_blkptr_t *bp);
+int dnode_write_dirty_blocks(dnode_t *dn, uint64_t txg, uint64_t first, size_t n,
+                             const uint64_t *stamps, cairn_blkptr_t *bps);
+int dnode_write_stamped(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                        uint64_t *stamps, size_t nstamps);
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx);
 int dnode_read_impl(dnode_t *dn, uint64_t off, uint64_t len, void *buf);

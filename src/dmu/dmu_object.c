@@ -240,6 +240,35 @@ int dmu_write_direct(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, con
     return err;
 }
 
+int dmu_write_stamped(objset_t *os, uint64_t obj, uint64_t off, uint64_t len, const void *buf,
+                      dmu_tx_t *tx, uint64_t *stamps, size_t nstamps)
+{
+    memset(stamps, 0, nstamps * sizeof *stamps);
+    dmu_write_hook_t hook = atomic_load_explicit(&write_hook, memory_order_relaxed);
+    if (hook) hook(os, obj, off, len);
+    int err = tx_check(os, tx);
+    if (err) return err;
+    if (len == 0) return 0;
+    if (tx->sync_ctx) return -EINVAL;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -ENOENT;
+    err = dnode_write_stamped(dn, tx->txg, off, len, buf, stamps, nstamps);
+    dnode_rele(dn);
+    return err;
+}
+
+int dmu_write_dirty_blocks(objset_t *os, uint64_t obj, uint64_t first, size_t n, uint64_t txg,
+                           const uint64_t *stamps, cairn_blkptr_t *bps)
+{
+    memset(bps, 0, n * sizeof *bps);
+    if (os->readonly) return -EAGAIN;
+    dnode_t *dn = hold_user(os, obj);
+    if (!dn) return -EAGAIN;
+    int err = dnode_write_dirty_blocks(dn, txg, first, n, stamps, bps);
+    dnode_rele(dn);
+    return err;
+}
+
 int dmu_clone_range(objset_t *src_os, uint64_t src_obj, uint64_t src_off, objset_t *dst_os,
                     uint64_t dst_obj, uint64_t dst_off, uint64_t len, dmu_tx_t *tx,
                     uint64_t *cloned)

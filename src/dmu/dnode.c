@@ -389,11 +389,16 @@ static void rec_free(dmu_rec_t *r)
     free(r);
 }
 
+/* Stamps of record changes: unique across records, dnodes and time, so a
+ * stamp taken at a write names that very content (a record dropped and made
+ * again does not start over from the same count). 0 is never a stamp. */
+static _Atomic uint64_t rec_mods_clock;
+
 /* The record's data changed (open context, its shard mutex held): a block
  * written directly from its old content no longer describes it. */
 static void rec_changed(dnode_t *dn, uint64_t txg, dmu_rec_t *r)
 {
-    r->mods++;
+    r->mods = atomic_fetch_add_explicit(&rec_mods_clock, 1, memory_order_relaxed) + 1;
     if (r->has_override) {
         r->has_override = false;
         spa_block_free_at_sync(dn->os->dp->spa, txg, &r->override_bp);
@@ -847,8 +852,11 @@ static int dirty_rec(dnode_t *dn, uint64_t txg, uint64_t blkid, bool whole, bool
  */
 static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len,
                             const uint8_t *src, bool shared, dn_newbytes_t *nb,
-                            uint64_t *maxblkid, bool *wrote, uint32_t *mods_out)
+                            uint64_t *maxblkid, bool *wrote, uint64_t *mods_out, size_t nmods)
 {
+    /* mods_out[i]: the stamp record off / rs + i got (0: not known) */
+    uint32_t rs0 = dn->cur.datablksz;
+    uint64_t first_blkid = off / rs0;
     /* A writer still in a txg older than a record-size change cannot write:
      * its txg stores records at the old size. */
     if (slot_find(dn, txg)->snap.datablksz != dn->cur.datablksz) return -EINVAL;
@@ -882,7 +890,7 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
             if (src) cairn_copy_nontemporal(r->data, src, rs);
             else memset(r->data, 0, rs);
             rec_changed(dn, txg, r);
-            if (mods_out) *mods_out = r->mods;
+            if (rs == rs0 && blkid - first_blkid < nmods) mods_out[blkid - first_blkid] = r->mods;
         } else {
             err = dirty_rec(dn, txg, blkid, false, shared, &r, nb);
             if (!err && dn->cur.datablksz != rs) {
@@ -894,6 +902,8 @@ static int dn_write_records(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t le
                 if (src) memcpy(r->data + boff, src, n);
                 else memset(r->data + boff, 0, n);
                 rec_changed(dn, txg, r);
+                if (rs == rs0 && blkid - first_blkid < nmods)
+                    mods_out[blkid - first_blkid] = r->mods;
             }
         }
         /* Keep newer txgs that shadow this record up to date. */
@@ -947,7 +957,7 @@ static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len
     uint64_t maxblkid = 0;
     bool wrote = false;
     slot_get(dn, txg, sync_ctx);
-    int err = dn_write_records(dn, txg, off, len, src, false, &nb, &maxblkid, &wrote, NULL);
+    int err = dn_write_records(dn, txg, off, len, src, false, &nb, &maxblkid, &wrote, NULL, 0);
     if (wrote) note_maxblkid(dn, txg, maxblkid, sync_ctx);
     if (!sync_ctx && dn->obj != META_OBJ) dn_account(dn, txg, &nb);
     return err;
@@ -961,7 +971,7 @@ static int dn_write_locked(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len
  * while the caller's transaction holds it, so the slot stays between the two.
  */
 static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
-                         uint32_t *mods_out);
+                         uint64_t *mods_out, size_t nmods);
 
 int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                      bool sync_ctx)
@@ -975,11 +985,20 @@ int dnode_write_impl(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, cons
         dn_unlock(dn);
         return err;
     }
-    return dn_write_open(dn, txg, off, len, buf, NULL);
+    return dn_write_open(dn, txg, off, len, buf, NULL, 0);
+}
+
+int dnode_write_stamped(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
+                        uint64_t *stamps, size_t nstamps)
+{
+    memset(stamps, 0, nstamps * sizeof *stamps);
+    if (off > DMU_MAX_OFFSET || len > DMU_MAX_OFFSET - off) return -EFBIG;
+    if (dn->obj == META_OBJ) return -EINVAL;
+    return dn_write_open(dn, txg, off, len, buf, stamps, nstamps);
 }
 
 static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
-                         uint32_t *mods_out)
+                         uint64_t *mods_out, size_t nmods)
 {
     dn_rlock(dn);
     if (!slot_find(dn, txg)) {
@@ -995,7 +1014,7 @@ static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, 
     int err = dn->cur.type == DNODE_TYPE_FREE || !slot_find(dn, txg)
                   ? -ENOENT
                   : dn_write_records(dn, txg, off, len, buf, true, &nb, &maxblkid, &wrote,
-                                     mods_out);
+                                     mods_out, nmods);
     bool need_max = wrote && !maxblkid_covers(dn, txg, maxblkid);
     dn_unlock(dn);
     if (need_max) {
@@ -1016,7 +1035,7 @@ static int dn_write_open(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, 
  * otherwise the block describes older content and is freed at txg's sync.
  * Returns whether bp became the override.
  */
-static bool rec_override_or_free(dnode_t *dn, uint64_t txg, uint64_t blkid, uint32_t mods,
+static bool rec_override_or_free(dnode_t *dn, uint64_t txg, uint64_t blkid, uint64_t mods,
                                  const cairn_blkptr_t *bp)
 {
     unsigned sh = dn_shard(blkid);
@@ -1053,8 +1072,8 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
     uint32_t rs = dn->cur.datablksz;
     dn_unlock(dn);
     if (len != rs || off % rs) return -EINVAL;
-    uint32_t mods = 0;
-    int err = dn_write_open(dn, txg, off, len, buf, &mods);
+    uint64_t mods = 0;
+    int err = dn_write_open(dn, txg, off, len, buf, &mods, 1);
     if (err) return err;
     uint64_t blkid = off / rs;
     dn_rlock(dn);
@@ -1083,6 +1102,82 @@ int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, co
     (void)rec_override_or_free(dn, txg, blkid, mods, &nbp);
     *bp = nbp;
     return 0;
+}
+
+/*
+ * Dirty records written as blocks at commit time (dmu_write_dirty_blocks in
+ * include/cairn/dmu.h): the intent log's way to make an asynchronous write
+ * durable without a second copy of its bytes. Only while txg is the open txg
+ * (held here, so the records' slot stays and no newer txg can change them)
+ * and only if each record still carries the stamp its write left: then its
+ * bytes are exactly what that write made of it. They are copied under the
+ * shard mutex (writers change records in place; the copies go to the ARC as
+ * they are, as a syncing record's buffer does) and written together, one
+ * allocation after another (a few large I/Os per leaf, as the sync writes
+ * records), like dnode_write_direct's blocks; each becomes its record's
+ * override for the sync to adopt. A change in between (the stamp moved)
+ * frees that block in txg and asks the caller to wait for the txg instead, as
+ * does everything unusual; blocks already adopted stay the txg's.
+ */
+int dnode_write_dirty_blocks(dnode_t *dn, uint64_t txg, uint64_t first, size_t n,
+                             const uint64_t *stamps, cairn_blkptr_t *bps)
+{
+    memset(bps, 0, n * sizeof *bps);
+    if (dn->obj == META_OBJ || !n) return -EAGAIN;
+    spa_t *spa = dn_spa(dn);
+    if (!spa_tx_hold_if_open(spa, txg)) return -EAGAIN;
+    int err = -EAGAIN;
+    uint32_t rs = 0;
+    cairn_rbuf_t **bufs = cairn_zalloc(n * sizeof *bufs);
+    const void **datas = cairn_zalloc(n * sizeof *datas);
+    uint32_t *sizes = cairn_zalloc(n * sizeof *sizes);
+    spa_write_props_t props = {0};
+    dn_rlock(dn);
+    dn_slot_t *s = slot_find(dn, txg);
+    if (s && dn->cur.type == DNODE_TYPE_PLAIN && s->snap.datablksz == dn->cur.datablksz &&
+        dn_blk_type(s->snap.type) == CAIRN_BT_DATA) {
+        rs = s->snap.datablksz;
+        props = (spa_write_props_t){
+            .type = CAIRN_BT_DATA,
+            .checksum = s->snap.checksum ? s->snap.checksum : CAIRN_CHECKSUM_FLETCHER4,
+            .compress = s->snap.compress,
+            .copies = s->snap.copies ? s->snap.copies : 1,
+            .cache = true,
+            .cache_policy = dmu_objset_cache_policy(dn->os),
+        };
+        err = 0;
+        for (size_t i = 0; i < n && !err; i++) {
+            unsigned sh = dn_shard(first + i);
+            pthread_mutex_lock(&dn->shard_lock[sh]);
+            dmu_rec_t *r = dmu_map_get(&s->recs[sh], first + i);
+            if (r && stamps[i] && r->mods == stamps[i] && !r->has_override) {
+                bufs[i] = cairn_rbuf_new_aligned(rs, rs);
+                memcpy(bufs[i]->data, r->data, rs);
+                datas[i] = bufs[i]->data;
+                sizes[i] = rs;
+            } else {
+                err = -EAGAIN;
+            }
+            pthread_mutex_unlock(&dn->shard_lock[sh]);
+        }
+    }
+    dn_unlock(dn);
+    /* The copies are never written again: the ARC keeps them as they are. */
+    if (!err && spa_block_write_many_open(spa, txg, n, datas, bufs, sizes, &props, bps))
+        err = -EAGAIN;
+    for (size_t i = 0; i < n && !err; i++) {
+        if (!rec_override_or_free(dn, txg, first + i, stamps[i], &bps[i])) {
+            err = -EAGAIN; /* freed in txg; the rest are freed the same way */
+            for (size_t j = i + 1; j < n; j++) spa_block_free_at_sync(spa, txg, &bps[j]);
+        }
+    }
+    for (size_t i = 0; i < n; i++) cairn_rbuf_rele(bufs[i]);
+    free(bufs);
+    free(datas);
+    free(sizes);
+    spa_tx_rele(spa, txg);
+    if (err) memset(bps, 0, n * sizeof *bps);
+    return err;
 }
 
 /*
@@ -1131,7 +1226,7 @@ int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg
     uint8_t *buf = dmu_buf_alloc(rs);
     if (k == LK_ZERO) {
         memset(buf, 0, rs);
-        err = dn_write_open(dst, txg, dblkid * rs, rs, buf, NULL);
+        err = dn_write_open(dst, txg, dblkid * rs, rs, buf, NULL, 0);
         dmu_buf_free(buf, rs);
         return err;
     }
@@ -1140,8 +1235,8 @@ int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg
         return -EOPNOTSUPP;
     }
     err = spa_block_read(spa, &bp, buf);
-    uint32_t mods = 0;
-    if (!err) err = dn_write_open(dst, txg, dblkid * rs, rs, buf, &mods);
+    uint64_t mods = 0;
+    if (!err) err = dn_write_open(dst, txg, dblkid * rs, rs, buf, &mods, 1);
     dmu_buf_free(buf, rs);
     if (err) return err;
     dn_rlock(dst);

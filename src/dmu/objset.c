@@ -1109,6 +1109,15 @@ void dmu_objset_set_label(objset_t *os, const char *name)
     pthread_mutex_unlock(&os->label_lock);
 }
 
+void dmu_objset_label(objset_t *os, char *buf, size_t len)
+{
+    pthread_mutex_lock(&os->label_lock);
+    if (os->label[0]) cairn_strlcpy(buf, os->label, len);
+    else if (os == os->dp->mos) cairn_strlcpy(buf, "<metadata>", len);
+    else snprintf(buf, len, "<objset %" PRIu64 ">", os->id);
+    pthread_mutex_unlock(&os->label_lock);
+}
+
 void dmu_read_error(objset_t *os, uint64_t obj, unsigned level, uint64_t blkid, uint32_t recsize,
                     int err)
 {
@@ -1118,11 +1127,7 @@ void dmu_read_error(objset_t *os, uint64_t obj, unsigned level, uint64_t blkid, 
     spa_bookmark_t bm = {os->id, obj, (int64_t)level, blkid};
     if (!spa_errlog_add(spa, &bm)) return; /* once per block, not at every retry */
     char name[DIR_NAME_LEN];
-    pthread_mutex_lock(&os->label_lock);
-    if (os->label[0]) cairn_strlcpy(name, os->label, sizeof name);
-    else if (os == os->dp->mos) cairn_strlcpy(name, "<metadata>", sizeof name);
-    else snprintf(name, sizeof name, "<objset %" PRIu64 ">", os->id);
-    pthread_mutex_unlock(&os->label_lock);
+    dmu_objset_label(os, name, sizeof name);
     unsigned shift = level * DN_EPB_SHIFT;
     uint64_t off = shift < 64 && blkid <= (UINT64_MAX >> shift) / (recsize ? recsize : 1)
                        ? (blkid << shift) * recsize

@@ -147,6 +147,19 @@ uint64_t spa_tx_hold(spa_t *spa)
     return t;
 }
 
+bool spa_tx_hold_if_open(spa_t *spa, uint64_t txg)
+{
+    spa_txg_state_t *tx = &spa->tx;
+    pthread_mutex_lock(&tx->lock);
+    bool open = txg == tx->open_txg && !tx->failed;
+    if (open) {
+        tx->holders[txg & 3]++;
+        tx->touched[txg & 3] = true;
+    }
+    pthread_mutex_unlock(&tx->lock);
+    return open;
+}
+
 void spa_tx_rele(spa_t *spa, uint64_t txg)
 {
     spa_txg_state_t *tx = &spa->tx;

@@ -297,6 +297,13 @@ int spa_block_write_open(spa_t *spa, uint64_t txg, const void *data, uint32_t ls
     return write_many(spa, txg, 1, &data, NULL, &lsize, props, bp, false);
 }
 
+int spa_block_write_many_open(spa_t *spa, uint64_t txg, size_t n, const void *const *datas,
+                              cairn_rbuf_t *const *holders, const uint32_t *lsizes,
+                              const spa_write_props_t *props, cairn_blkptr_t *bps)
+{
+    return write_many(spa, txg, n, datas, holders, lsizes, props, bps, false);
+}
+
 int spa_blocks_flush(spa_t *spa, const cairn_blkptr_t *bps, size_t n)
 {
     uint64_t done[(SPACEMAP_MAX_VDEVS + 63) / 64] = {0};

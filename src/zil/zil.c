@@ -60,6 +60,19 @@
  * replay does not reach (it stopped at a malformed record) are freed with the
  * old chain when zil_open starts a new one.
  *
+ * WRITES COMMITTED LATER (zil_log_write_later, NFS UNSTABLE + COMMIT). An
+ * asynchronous write queues only its range and the DMU's stamps of the records
+ * it changed. The writer, before it measures a batch, asks the DMU to write
+ * each such record as a block (dmu_write_dirty_blocks: only while the record's
+ * txg is still open and the record still has that write's stamp, so the bytes
+ * are exactly the write's result, as a copy would be) and the record becomes
+ * ZIL_REC_WRITE_BLOCK pointers, one sequence number each (reserved when
+ * queued): from there on a LARGE WRITE's life, above. A record that cannot be
+ * written so turns the whole itx into a barrier, waited for before the batch is
+ * written like any barrier; what was already written stays with the txg. Such
+ * a block born in a txg lost with a crash before its log block was written was
+ * never durable anywhere: nothing leaks.
+ *
  * Log block payload: records back to back (zil_rec_encode), nothing else.
  */
 #include <cairn/assert.h>
@@ -170,6 +183,15 @@ typedef struct itx {
     zil_rec_t rec;          /* data/name point into the same allocation (or NULL) */
     bool barrier;
     bool read_back;         /* ZIL_REC_WRITE whose data is read from the DMU */
+    /* zil_log_write_later: records later_first.. of later_rs bytes, their
+     * stamps, and once the commit wrote them (converted), their blocks; the
+     * record's seq is the last of later_n numbers, one per block record */
+    bool later, converted;
+    uint32_t later_rs;
+    uint64_t later_first;
+    size_t later_n;
+    uint64_t *stamps;
+    cairn_blkptr_t *bps;
 } itx_t;
 
 #define ZIL_REFS_MAX (SPA_LOG_BLOCK_MAX / (ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t)) + 1)
@@ -262,7 +284,8 @@ struct zilog {
     uint64_t replay_applied_seq;    /* the last record replay applied */
 
     _Atomic uint64_t st_commits, st_log_writes, st_flushes, st_flushes_issued, st_blocks, st_records, st_txg_waits,
-        st_replayed, st_block_records, st_replayed_blocks, st_region_full;
+        st_replayed, st_block_records, st_replayed_blocks, st_region_full, st_later_blocks,
+        st_later_waits;
 };
 
 static pthread_mutex_t zil_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -289,6 +312,24 @@ void zil_get_stats(zilog_t *zl, zil_stats_t *out)
     out->replayed = atomic_load(&zl->st_replayed);
     out->block_records = atomic_load(&zl->st_block_records);
     out->region_full = atomic_load(&zl->st_region_full);
+    out->later_blocks = atomic_load(&zl->st_later_blocks);
+    out->later_waits = atomic_load(&zl->st_later_waits);
+}
+
+size_t zil_stats_list(zil_log_stats_t *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&zil_registry_lock);
+    for (zilog_t *z = zil_registry; z; z = z->reg_next) {
+        if (z->inert) continue;
+        if (n < max) {
+            dmu_objset_label(z->os, out[n].dataset, sizeof out[n].dataset);
+            zil_get_stats(z, &out[n].st);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&zil_registry_lock);
+    return n;
 }
 
 bool zil_write_indirect(zilog_t *zl, bool logbias_throughput, uint64_t len)
@@ -561,6 +602,72 @@ static void wait_prior(zilog_t *zl, uint64_t ticket)
     pthread_mutex_unlock(&zl->lock);
 }
 
+static bool later_pending(const itx_t *it, uint64_t synced)
+{
+    return it->later && !it->converted && !it->barrier && it->rec.txg > synced;
+}
+
+/* Whether b continues a's records (one DMU call writes both: with NFS's
+ * sequential 1 MiB writes, one allocation and a few large I/Os per leaf for
+ * the whole batch instead of one round per write). */
+static bool later_follows(const itx_t *a, const itx_t *b)
+{
+    return b->rec.obj == a->rec.obj && b->rec.txg == a->rec.txg && b->later_rs == a->later_rs &&
+           b->later_first == a->later_first + a->later_n;
+}
+
+/* The batch's asynchronous writes (zil_log_write_later) whose txg is still
+ * open: each record is written as a block, which its txg adopts
+ * (dmu_write_dirty_blocks), and logged as a pointer to it. One that cannot be
+ * (its txg is closing, a record changed since the write, the log is off...)
+ * becomes a barrier: the batch waits for its txg, which writes the data.
+ * Records written before such a failure stay the txg's blocks. */
+static void later_convert(zilog_t *zl, itx_t *batch, uint64_t synced)
+{
+    bool txg_only = atomic_load(&zl->txg_only);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (!later_pending(it, synced)) continue;
+        /* The run of writes continuing this one, in batch order. */
+        size_t n = it->later_n, nitx = 1;
+        itx_t *last = it;
+        for (itx_t *o = it->next; o; o = o->next) {
+            if (!later_pending(o, synced)) continue;
+            if (!later_follows(last, o)) break;
+            n += o->later_n;
+            nitx++;
+            last = o;
+        }
+        uint64_t *stamps = cairn_zalloc(n * sizeof *stamps);
+        cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
+        size_t k = 0;
+        itx_t *o = it;
+        for (size_t j = 0; j < nitx; o = o->next) {
+            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
+                continue;
+            memcpy(stamps + k, o->stamps, o->later_n * sizeof *stamps);
+            k += o->later_n;
+            j++;
+        }
+        bool ok = !txg_only && dmu_write_dirty_blocks(zl->os, it->rec.obj, it->later_first, n,
+                                                      it->rec.txg, stamps, bps) == 0;
+        k = 0;
+        o = it;
+        for (size_t j = 0; j < nitx; o = o->next) {
+            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
+                continue;
+            if (ok) memcpy(o->bps, bps + k, o->later_n * sizeof *bps);
+            k += o->later_n;
+            j++;
+            if (ok) o->converted = true;
+            else o->barrier = true;
+        }
+        if (ok) atomic_fetch_add(&zl->st_later_blocks, n);
+        else atomic_fetch_add(&zl->st_later_waits, nitx);
+        free(stamps);
+        free(bps);
+    }
+}
+
 /* What the batch asks of the log: the records not yet covered by a synced txg
  * (*synced, updated), their encoded size (*bytes), whether any is to be logged
  * (*any: barriers are not), and the txgs they need (p->max_txg, p->barrier_txg).
@@ -573,6 +680,7 @@ static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *s
                          uint64_t *bytes, bool *any)
 {
     *synced = spa_last_synced_txg(zl->spa);
+    later_convert(zl, batch, *synced);
     for (int pass = 0; pass < 2; pass++) {
         *bytes = 0;
         *any = false;
@@ -585,8 +693,12 @@ static int batch_measure(zilog_t *zl, itx_t *batch, batch_plan_t *p, uint64_t *s
                 continue;
             }
             *any = true;
-            *bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
-                      (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
+            if (it->later)
+                *bytes += it->later_n * (CAIRN_P2ROUNDUP(ZIL_REC_HDR_SIZE + sizeof(cairn_blkptr_t),
+                                                         (size_t)8) + sizeof(spa_log_ref_t));
+            else
+                *bytes += zil_rec_encoded_size(&it->rec) + (it->read_back ? it->rec.len : 0) +
+                          (is_block_rec(&it->rec) ? sizeof(spa_log_ref_t) : 0);
         }
         if (pass == 0 && p->barrier_txg && *any && !atomic_load(&zl->txg_only)) {
             atomic_fetch_add(&zl->st_txg_waits, 1);
@@ -642,12 +754,19 @@ static int chain_prepare(zilog_t *zl, batch_plan_t *p, uint64_t synced, bool *tx
 static int flush_referenced_blocks(zilog_t *zl, itx_t *batch, uint64_t synced)
 {
     size_t nbps = 0;
-    for (itx_t *it = batch; it; it = it->next) nbps += it->rec.txg > synced && is_block_rec(&it->rec);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced) continue;
+        nbps += is_block_rec(&it->rec) ? 1 : it->converted ? it->later_n : 0;
+    }
     if (!nbps) return 0;
     cairn_blkptr_t *bps = cairn_zalloc(nbps * sizeof *bps);
     size_t k = 0;
-    for (itx_t *it = batch; it; it = it->next)
-        if (it->rec.txg > synced && is_block_rec(&it->rec)) memcpy(&bps[k++], it->rec.data, sizeof *bps);
+    for (itx_t *it = batch; it; it = it->next) {
+        if (it->rec.txg <= synced) continue;
+        if (is_block_rec(&it->rec)) memcpy(&bps[k++], it->rec.data, sizeof *bps);
+        else if (it->converted)
+            for (size_t i = 0; i < it->later_n; i++) bps[k++] = it->bps[i];
+    }
     int err = spa_blocks_flush(zl->spa, bps, k);
     free(bps);
     return err;
@@ -677,6 +796,23 @@ static int fill_add_write(zilog_t *zl, fill_t *f, const itx_t *it, uint64_t *rem
     return 0;
 }
 
+/* A converted asynchronous write: one pointer record per block, each with a
+ * sequence number of its own (replay marks progress by number, and each
+ * record's replay frees its block). */
+static int fill_add_later(zilog_t *zl, fill_t *f, const itx_t *it, uint64_t *remaining)
+{
+    for (size_t i = 0; i < it->later_n; i++) {
+        zil_rec_t r = {.type = ZIL_REC_WRITE_BLOCK, .seq = it->rec.seq - (it->later_n - 1) + i,
+                       .txg = it->bps[i].birth_txg, .obj = it->rec.obj,
+                       .off = (it->later_first + i) * it->later_rs, .len = it->later_rs,
+                       .data = &it->bps[i], .dlen = sizeof it->bps[i]};
+        int err = fill_add(zl, f, &r, *remaining);
+        if (err) return err;
+        *remaining -= CAIRN_MIN(*remaining, zil_rec_encoded_size(&r) + sizeof(spa_log_ref_t));
+    }
+    return 0;
+}
+
 /* Packs the batch's records into chained blocks (those full are written as
  * they fill, fill_flush), then the last block with its successor allocated. */
 static int fill_batch(zilog_t *zl, fill_t *f, itx_t *batch, uint64_t synced, uint64_t bytes)
@@ -687,6 +823,8 @@ static int fill_batch(zilog_t *zl, fill_t *f, itx_t *batch, uint64_t synced, uin
         int err;
         if (it->read_back) {
             err = fill_add_write(zl, f, it, &remaining);
+        } else if (it->converted) {
+            err = fill_add_later(zl, f, it, &remaining);
         } else {
             err = fill_add(zl, f, &it->rec, remaining);
             remaining -= CAIRN_MIN(remaining, zil_rec_encoded_size(&it->rec));
@@ -979,11 +1117,13 @@ static void queue_trim_locked(zilog_t *zl)
     }
 }
 
-static uint64_t queue(zilog_t *zl, itx_t *it)
+/* Queues it with nseq sequence numbers (its seq is the last). */
+static uint64_t queue_n(zilog_t *zl, itx_t *it, uint64_t nseq)
 {
     pthread_mutex_lock(&zl->lock);
     queue_trim_locked(zl);
-    it->rec.seq = zl->next_seq++;
+    zl->next_seq += nseq;
+    it->rec.seq = zl->next_seq - 1;
     if (zl->tail) zl->tail->next = it;
     else zl->head = it;
     zl->tail = it;
@@ -991,6 +1131,8 @@ static uint64_t queue(zilog_t *zl, itx_t *it)
     pthread_mutex_unlock(&zl->lock);
     return s;
 }
+
+static uint64_t queue(zilog_t *zl, itx_t *it) { return queue_n(zl, it, 1); }
 
 uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
 {
@@ -1026,6 +1168,27 @@ uint64_t zil_log(zilog_t *zl, const zil_rec_t *rec)
         it->rec.name2 = (const char *)p;
     }
     return queue(zl, it);
+}
+
+uint64_t zil_log_write_later(zilog_t *zl, uint64_t txg, uint64_t obj, uint64_t first,
+                            uint32_t rs, size_t n, const uint64_t *stamps)
+{
+    if (!zl || zl->inert || zl->replaying) return 0;
+    if (!n || !rs) return zil_log_barrier(zl, txg);
+    itx_t *it = cairn_zalloc(sizeof *it + n * (sizeof *it->stamps + sizeof *it->bps));
+    it->later = true;
+    it->later_rs = rs;
+    it->later_first = first;
+    it->later_n = n;
+    it->bps = (cairn_blkptr_t *)(it + 1);
+    it->stamps = (uint64_t *)(it->bps + n);
+    memcpy(it->stamps, stamps, n * sizeof *stamps);
+    it->rec.type = ZIL_REC_WRITE_BLOCK; /* what it becomes; data comes with the commit */
+    it->rec.txg = txg;
+    it->rec.obj = obj;
+    it->rec.off = first * rs;
+    it->rec.len = n * rs;
+    return queue_n(zl, it, n);
 }
 
 uint64_t zil_log_barrier(zilog_t *zl, uint64_t txg)
@@ -1296,7 +1459,7 @@ void zil_close(zilog_t *zl)
     pthread_mutex_unlock(&zil_registry_lock);
     if (!zl->inert && atomic_load(&zl->st_commits)) {
         /* How well commits were grouped (flushes per commit), for whoever
-         * reads the log after a benchmark: the counters are not exported. */
+         * reads the log after a benchmark: /metrics loses them with the log. */
         zil_stats_t st;
         zil_get_stats(zl, &st);
         log_info("zil",

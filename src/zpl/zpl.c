@@ -1923,12 +1923,16 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     zpl_zil_direct_t direct = {0};
     bool sync_write = props.sync != DSL_SYNC_DISABLED &&
                       ((flags & ZPL_IO_SYNC) || props.sync == DSL_SYNC_ALWAYS);
-    bool indirect = sync_write &&
-                    zil_write_indirect(fs->zil, props.logbias == DSL_LOGBIAS_THROUGHPUT, len);
+    bool throughput = props.logbias == DSL_LOGBIAS_THROUGHPUT;
+    bool indirect = sync_write && zil_write_indirect(fs->zil, throughput, len);
+    /* A large asynchronous one is stamped, for its commit to write its records
+     * as blocks then (zpl_zil_write_later). */
+    bool later = !sync_write && zil_wanted(&props) && zpl_zil_write_later(fs, len, throughput);
     if (!err && len) {
         pthread_rwlock_rdlock(&n->lock);
         err = n->dead ? -ESTALE
               : indirect ? zpl_zil_write_direct(n, off, len, buf, tx, &direct)
+              : later    ? zpl_zil_write_stamped(n, off, len, buf, tx, &direct)
                          : dmu_write(fs->os, n->obj, off, len, buf, tx);
         pthread_rwlock_unlock(&n->lock);
     }
@@ -1957,12 +1961,12 @@ int zpl_write(zpl_node_t *n, uint64_t off, size_t len, const void *buf, int flag
     /* ZIL: a copy of the bytes and the new attributes, under the node lock. */
     logged = !err && len && zil_wanted(&props);
     if (logged)
-        zpl_zil_log_write(n, off, len, buf, tx, props.logbias == DSL_LOGBIAS_THROUGHPUT,
-                          &direct);
+        zpl_zil_log_write(n, off, len, buf, tx, throughput, &direct);
 out:
     pthread_rwlock_unlock(&n->lock);
     pthread_mutex_unlock(&n->data_lock);
     free(direct.bps);
+    free(direct.stamps);
     return op_end_logged(fs, &props, tx, (flags & ZPL_IO_SYNC) != 0, err, logged);
 }
 

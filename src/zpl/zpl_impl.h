@@ -135,7 +135,16 @@ typedef struct zpl_zil_direct {
     uint64_t first;               /* record id of bps[0] */
     size_t n;
     cairn_blkptr_t *bps;
+    uint64_t *stamps;             /* instead of bps: an asynchronous write's stamps */
+    uint64_t txg;                 /* the data's txg (the attributes' may be newer) */
 } zpl_zil_direct_t;
+/* Whether an asynchronous write of len bytes is logged as zil_log_write_later
+ * (where a sync write that large would be written directly). */
+bool zpl_zil_write_later(zpl_fs_t *fs, uint64_t len, bool throughput);
+/* Writes an asynchronous write's data (n->lock shared, in its transaction)
+ * with dmu_write_stamped, for zpl_zil_log_write. */
+int zpl_zil_write_stamped(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf,
+                          dmu_tx_t *tx, zpl_zil_direct_t *d);
 /* Writes a sync write's data (n->lock shared, in its transaction): whole
  * records with dmu_write_direct, the rest with dmu_write. */
 int zpl_zil_write_direct(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf,

@@ -5,8 +5,10 @@
 # writes + SYNCHRONIZE CACHE): threads write 128 KiB to files without ZPL_IO_SYNC
 # and 64 KiB to a volume without FUA, and every third write calls zpl_fsync /
 # zvol_flush; only then are those writes' 4 KiB blocks appended to the ack file.
-# Without a log device such large writes are barriers, not copies in the log: the
-# commit waits for the txg that writes their data once. The namespace thread keeps
+# Without a log device such large file writes are not copied into the log: the
+# commit writes their records as blocks the txg adopts and logs pointers to them
+# (or, a record changed since or its txg closing, waits for the txg); volume writes
+# are barriers, their flush waits for the txg. The namespace thread keeps
 # logging records meanwhile. The writer is killed with kill -9 at a random moment
 # (txg_timeout 300 s, so only commits and the dirty-data trigger sync txgs).
 #

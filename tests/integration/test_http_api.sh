@@ -238,6 +238,10 @@ SHARE='{dataset="tank/share",share="/tank/share"}'
 OTHER='{dataset="tank/other",share="/tank/other"}'
 SW0=$(metric "cairn_nfs_share_written_bytes_total$SHARE")
 SR0=$(metric "cairn_nfs_share_requests_total$SHARE")
+declare -A ZIL0
+for m in commits log_writes records_written flushes txg_waits; do
+    ZIL0[$m]=$(metric "cairn_zil_${m}_total{dataset=\"tank/share\"}")
+done
 [ -n "$SW0" ] && [ "$(metric "cairn_nfs_share_written_bytes_total$OTHER")" = 0 ] ||
     fail "no per-share counters: $(grep share_ "$T/metrics.txt")"
 N=32 # FILE_SYNC WRITEs of 64 KiB: 2 MiB
@@ -255,6 +259,27 @@ SR1=$(metric "cairn_nfs_share_requests_total$SHARE")
 [ $((SR1 - SR0)) -ge "$N" ] || fail "share tank/share: $((SR1 - SR0)) requests counted for $N WRITEs"
 [ "$(metric "cairn_nfs_share_written_bytes_total$OTHER")" = 0 ] || fail "share tank/other counted writes"
 pass "NFSv3: $N WRITEs of a libnfs client counted as $((W1 - W0)), $((B1 - B0)) bytes (in total and for the share)"
+# The intent log of the share's dataset made each FILE_SYNC WRITE durable (one call in
+# flight: a commit, a log write and a flush each); the other dataset's log did nothing.
+for m in commits log_writes records_written flushes txg_waits; do
+    v=$(metric "cairn_zil_${m}_total{dataset=\"tank/share\"}")
+    o=$(metric "cairn_zil_${m}_total{dataset=\"tank/other\"}")
+    [ -n "$v" ] && [ -n "${ZIL0[$m]}" ] || fail "no cairn_zil_${m}_total for tank/share"
+    d=$((v - ZIL0[$m]))
+    if [ "$m" = txg_waits ]; then [ "$d" = 0 ] || fail "sync WRITEs waited for $d txgs"
+    else [ "$d" -ge "$N" ] || fail "cairn_zil_${m}_total of tank/share rose by $d, not >= $N"; fi
+    [ "$o" = 0 ] || fail "cairn_zil_${m}_total of tank/other is '$o', not 0"
+done
+# UNSTABLE 1 MiB WRITEs with a COMMIT after each MiB: each COMMIT writes the records
+# of its MiB (8 of 128 KiB) as blocks the txg adopts, unless their txg was closing.
+LB0=$(metric 'cairn_zil_later_blocks_total{dataset="tank/share"}')
+run_ok "$NFSCLIENT" "$(nfs_url /tank/share)" stream unstable 2 1024 1
+scrape
+LB1=$(metric 'cairn_zil_later_blocks_total{dataset="tank/share"}')
+[ -n "$LB0" ] && [ $((LB1 - LB0)) -ge 8 ] ||
+    fail "2 MiB of UNSTABLE writes committed per MiB: later_blocks rose by $((LB1 - LB0)), not >= 8"
+SW1=$(metric "cairn_nfs_share_written_bytes_total$SHARE") # the NFSv4 checks below start here
+pass "intent log: $N sync WRITEs of tank/share: $(($(metric 'cairn_zil_commits_total{dataset="tank/share"}') - ZIL0[commits])) commits, $(($(metric 'cairn_zil_flushes_total{dataset="tank/share"}') - ZIL0[flushes])) flushes"
 # Reads: twice, the second from memory on the I/O thread (a READ that would block
 # there runs again on a worker and must count once).
 R0=$(metric 'cairn_nfs_read_bytes_total{version="3"}')

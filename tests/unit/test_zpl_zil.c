@@ -17,8 +17,11 @@
  *     attributes they left;
  *   - commits of namespace operations wait for the log, not for txgs;
  *   - large unstable writes (NFS UNSTABLE) committed later (COMMIT): their
- *     bytes are not copied into the log (the commit waits for the txg, which
- *     writes them once), small ones are; both are there after the crash;
+ *     bytes are not copied into the log; the commit writes their records as
+ *     blocks the txg adopts (written once) and logs pointers, without waiting
+ *     for the txg; small ones are copied; both are there after the crash,
+ *     also records rewritten after a commit in the same txg (newest bytes,
+ *     nothing leaked), and a txg that syncs afterwards writes no data twice;
  *   - sync=always makes a change durable without a commit; sync=disabled
  *     logs nothing and its commit does not wait (the change is lost, and
  *     nothing else breaks);
@@ -36,6 +39,9 @@
 #include "test_zpl_fixture.h"
 #pragma GCC diagnostic pop
 #include "../../src/zpl/zpl_impl.h"
+#include <cairn/vdev.h>
+
+#include <stdatomic.h>
 
 #include <errno.h>
 #include <sys/sysmacros.h>
@@ -51,6 +57,10 @@ typedef struct report {
     zpl_attr_t attr[MAXN];       /* after the logged changes (unused for stale ones) */
     bool stale[MAXN];            /* freed by the logged changes */
     uint64_t txg_waits, records;
+    uint64_t later_blocks;       /* records the commits wrote as blocks */
+    uint64_t later_waits;        /* unstable writes whose commit waited for the txg instead */
+    uint64_t synced_delta;       /* txgs synced while the logged part ran and committed */
+    uint64_t sync_bytes;         /* unstable_synced: leaf bytes its last sync wrote */
     uint8_t verf[ZPL_VERF_SIZE];
 } report_t;
 
@@ -270,6 +280,52 @@ static void sc_unstable(zpl_fs_t *fs, report_t *r)
     put(fs, "u", 2 * 1024 * 1024, 1000, 12);
 }
 
+/* Committed, then records 1 and 3 rewritten whole and 64 KiB of record 5
+ * (stamped, not copied: large enough) in the same txg, committed again. */
+static void sc_unstable_rewrite(zpl_fs_t *fs, report_t *r)
+{
+    (void)r;
+    for (uint64_t off = 0; off < 1024 * 1024; off += 128 * 1024) put(fs, "u", off, 128 * 1024, 11);
+    assert_int_equal(zpl_commit(fs), 0);
+    put(fs, "u", 1 * 128 * 1024, 128 * 1024, 13);
+    put(fs, "u", 3 * 128 * 1024, 128 * 1024, 14);
+    put(fs, "u", 5 * 128 * 1024 + 32 * 1024, 64 * 1024, 15);
+}
+
+/* A small write (copied into the log) changes record 3 after the large ones:
+ * that record no longer holds what its write made of it, so the commit does
+ * not write it as a block but waits for the txg (which writes everything). */
+static void sc_unstable_changed(zpl_fs_t *fs, report_t *r)
+{
+    (void)r;
+    for (uint64_t off = 0; off < 1024 * 1024; off += 128 * 1024) put(fs, "u", off, 128 * 1024, 11);
+    put(fs, "u", 3 * 128 * 1024 + 5000, 1000, 12);
+}
+
+/* Bytes written to the pool's leaves so far. */
+static uint64_t leaf_write_bytes(const vdev_t *v)
+{
+    if (!v->nchildren) return atomic_load(&v->stats.write_bytes);
+    uint64_t sum = 0;
+    for (uint32_t c = 0; c < v->nchildren; c++) sum += leaf_write_bytes(v->children[c]);
+    return sum;
+}
+
+/* Committed, record 2 rewritten, then the txg syncs: it adopts the seven
+ * blocks the commit wrote and writes record 2 alone (plus metadata). */
+static void sc_unstable_synced(zpl_fs_t *fs, report_t *r)
+{
+    spa_t *spa = dmu_objset_spa(fs->os);
+    uint64_t synced = spa_last_synced_txg(spa);
+    for (uint64_t off = 0; off < 1024 * 1024; off += 128 * 1024) put(fs, "u", off, 128 * 1024, 11);
+    assert_int_equal(zpl_commit(fs), 0);
+    r->synced_delta = spa_last_synced_txg(spa) - synced;
+    put(fs, "u", 2 * 128 * 1024, 128 * 1024, 13);
+    uint64_t before = leaf_write_bytes(spa_root_vdev(spa));
+    assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    r->sync_bytes = leaf_write_bytes(spa_root_vdev(spa)) - before;
+}
+
 /* Files removed while open (as NFSv4 holds them), then the crash: "a" went
  * in a synced txg (the unlinked set on disk names it), "b" in a logged remove. */
 static void sc_unlinked_base(zpl_fs_t *fs, report_t *r)
@@ -314,6 +370,9 @@ static const scenario_t scenarios[] = {
     {"always", "always", sc_none, sc_always, false},
     {"disabled", "disabled", sc_none, sc_disabled, false},
     {"unstable", "standard", sc_unstable_base, sc_unstable, true},
+    {"unstable_rewrite", "standard", sc_unstable_base, sc_unstable_rewrite, true},
+    {"unstable_synced", "standard", sc_unstable_base, sc_unstable_synced, false},
+    {"unstable_changed", "standard", sc_unstable_base, sc_unstable_changed, true},
     {"unlinked", "standard", sc_unlinked_base, sc_unlinked, true},
 };
 
@@ -334,14 +393,20 @@ static int child_main(const char *name, int fd)
     snprintf(r->pool, sizeof r->pool, "%s", f.pool);
     snprintf(r->fsname, sizeof r->fsname, "%s", f.fsname);
     assert_int_equal(dsl_prop_set(f.dp, f.fsname, "sync", sc->sync, err, sizeof err), 0);
+    /* Bytes on the leaves are the data's own (the patterns compress well). */
+    assert_int_equal(dsl_prop_set(f.dp, f.fsname, "compression", "off", err, sizeof err), 0);
     sc->base(f.fs, r);
     assert_int_equal(zpl_commit(f.fs), 0);
     assert_int_equal(spa_txg_wait_synced(f.spa, 0), 0);
     zil_stats_t before, after;
     zil_get_stats(f.fs->zil, &before);
+    uint64_t synced = spa_last_synced_txg(f.spa);
     sc->logged(f.fs, r);
     if (sc->commit) assert_int_equal(zpl_commit(f.fs), 0);
+    if (sc->commit) r->synced_delta = spa_last_synced_txg(f.spa) - synced;
     zil_get_stats(f.fs->zil, &after);
+    r->later_blocks = after.later_blocks - before.later_blocks;
+    r->later_waits = after.later_waits - before.later_waits;
     r->txg_waits = after.txg_waits - before.txg_waits;
     r->records = after.records - before.records;
     note_attrs(r, f.fs);
@@ -604,16 +669,89 @@ static void test_unstable_then_commit(void **state)
     (void)state;
     report_t *r = calloc(1, sizeof *r);
     zfix_t f;
-    /* The commit waited for the txg that wrote the data: nothing to replay. */
-    crash_run_ex("unstable", r, &f, false, true);
-    /* Not 16 records of 64 KiB copies (and their attribute records): at most
-     * the small write's two, if its txg had not synced. */
-    assert_true(r->records <= 2);
+    /* The commit wrote the eight records as blocks and logged pointers to
+     * them: no txg wait, no txg synced, and the crash replays them. */
+    crash_run("unstable", r, &f, true);
+    assert_int_equal(r->later_blocks, 8);
+    assert_int_equal(r->synced_delta, 0);
+    /* Not 16 records of 64 KiB copies: eight pointers with their attribute
+     * records, and the small write's copy and attributes. */
+    assert_int_equal(r->records, 8 + 8 + 2);
     check_nodes(&f, r);
     assert_int_equal(r->attr[0].size, 2 * 1024 * 1024 + 1000);
     check_bytes(&f, "u", 0, 1024 * 1024, 11);
     check_bytes(&f, "u", 1024 * 1024, 1024 * 1024, -1);
     check_bytes(&f, "u", 2 * 1024 * 1024, 1000, 12);
+    finish(&f);
+    free(r);
+}
+
+/* Records rewritten after a commit in the same txg: the second commit writes
+ * new blocks for them (the first ones are freed with the txg, or, after the
+ * crash, claimed, replayed and freed by replay): the newest bytes come back
+ * and the check finds nothing leaked. */
+static void test_unstable_rewritten_after_commit(void **state)
+{
+    (void)state;
+    report_t *r = calloc(1, sizeof *r);
+    zfix_t f;
+    crash_run("unstable_rewrite", r, &f, true);
+    assert_int_equal(r->later_blocks, 8 + 3);
+    assert_int_equal(r->synced_delta, 0);
+    check_nodes(&f, r);
+    assert_int_equal(r->attr[0].size, 1024 * 1024);
+    const uint64_t rs = 128 * 1024;
+    check_bytes(&f, "u", 0, rs, 11);
+    check_bytes(&f, "u", rs, rs, 13);
+    check_bytes(&f, "u", 2 * rs, rs, 11);
+    check_bytes(&f, "u", 3 * rs, rs, 14);
+    check_bytes(&f, "u", 4 * rs, rs, 11);
+    check_bytes(&f, "u", 5 * rs, 32 * 1024, 11);
+    check_bytes(&f, "u", 5 * rs + 32 * 1024, 64 * 1024, 15);
+    check_bytes(&f, "u", 5 * rs + 96 * 1024, 32 * 1024, 11);
+    check_bytes(&f, "u", 6 * rs, 2 * rs, 11);
+    finish(&f);
+    free(r);
+}
+
+/* A record changed between the write and the commit: the commit falls back to
+ * the txg, and both writes' bytes are there after the crash; nothing leaked. */
+static void test_unstable_changed_before_commit(void **state)
+{
+    (void)state;
+    report_t *r = calloc(1, sizeof *r);
+    zfix_t f;
+    crash_run_ex("unstable_changed", r, &f, false, true);
+    assert_int_equal(r->later_blocks, 0);
+    assert_true(r->later_waits > 0);
+    assert_true(r->synced_delta > 0);
+    check_nodes(&f, r);
+    check_bytes(&f, "u", 0, 3 * 128 * 1024 + 5000, 11);
+    check_bytes(&f, "u", 3 * 128 * 1024 + 5000, 1000, 12);
+    check_bytes(&f, "u", 3 * 128 * 1024 + 6000, 5 * 128 * 1024 - 6000, 11);
+    finish(&f);
+    free(r);
+}
+
+/* The txg after such a commit adopts its blocks: its sync writes the record
+ * rewritten since and metadata, not the megabyte again (on a single leaf,
+ * copies=1); the commit itself let no txg sync; nothing leaked. */
+static void test_unstable_commit_blocks_adopted(void **state)
+{
+    (void)state;
+    report_t *r = calloc(1, sizeof *r);
+    zfix_t f;
+    crash_run("unstable_synced", r, &f, false);
+    assert_int_equal(r->synced_delta, 0);
+    assert_int_equal(r->later_blocks, 8);
+    assert_true(r->sync_bytes >= 128 * 1024);
+    if (r->sync_bytes >= 512 * 1024)
+        fprintf(stderr, "the sync wrote %llu bytes\n", (unsigned long long)r->sync_bytes);
+    assert_true(r->sync_bytes < 512 * 1024);
+    check_nodes(&f, r);
+    check_bytes(&f, "u", 0, 2 * 128 * 1024, 11);
+    check_bytes(&f, "u", 2 * 128 * 1024, 128 * 1024, 13);
+    check_bytes(&f, "u", 3 * 128 * 1024, 5 * 128 * 1024, 11);
     finish(&f);
     free(r);
 }
@@ -656,6 +794,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sync_always_and_disabled),
         cmocka_unit_test(test_unstable_then_commit),
         cmocka_unit_test(test_unlinked_set_after_crash),
+        cmocka_unit_test(test_unstable_rewritten_after_commit),
+        cmocka_unit_test(test_unstable_commit_blocks_adopted),
+        cmocka_unit_test(test_unstable_changed_before_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
