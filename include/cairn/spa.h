@@ -255,6 +255,10 @@ int spa_vdev_detach(spa_t *spa, const char *path, char *err, size_t errlen);
 void spa_resilver_check(spa_t *spa);
 /* Blocks until no scan of that kind (-1: any) runs. */
 void spa_scan_wait(spa_t *spa, int func);
+/* Tests: a scan that has found its work done waits before it ends while on;
+ * whether one waits there now. */
+void spa_scan_test_hold_end(bool on);
+bool spa_scan_test_end_held(void);
 
 /* ---- scrub ---- */
 typedef enum spa_scrub_state {

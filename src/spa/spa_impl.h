@@ -259,8 +259,9 @@ struct spa {
     /* Ids (bit v) of removed vdevs whose records or log region the durable space map
      * log or log directory may still hold (dropped at import, rewritten by the first
      * sync): a vdev added in that sync must not take such an id, or a crash before
-     * its uberblock would replay the old vdev's records onto the new one. */
-    uint32_t stale_ids;
+     * its uberblock would replay the old vdev's records onto the new one. Atomic:
+     * the sync thread drops ids while an add reads them under the config lock. */
+    _Atomic uint32_t stale_ids;
     /* Growing vdevs whose leaves grew (spa_expand.c), config lock. */
     bool autoexpand;                /* pool property, kept in the labels */
     /* Multihost protection (spa_mmp.c): the property, and the heartbeat thread. */

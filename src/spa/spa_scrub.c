@@ -22,7 +22,12 @@
  * still reaches every block it had not. A resilver pass covers the blocks born
  * up to pass_txg (synced when the pass began, kept in the record): a stale
  * leaf whose dirty time log ends at or before it is whole once the pass ends;
- * a log that grew since ends later and gets another pass from the start.
+ * a log that grew since ends later and gets another pass from the start. A
+ * leaf made stale while a resilver runs (an attach, a spare, a disk back)
+ * starts no resilver of its own but asks this one for another pass
+ * (resilver_again); the resilver's last look at that request and its end are
+ * one critical section (scrub_lock), so no such leaf is left stale with no
+ * resilver coming.
  *
  * The offline check imports the pool read-only (nothing is ever written), reads
  * and verifies every copy of every block, and compares the set of extents the
@@ -463,12 +468,19 @@ static int scan_passes(spa_t *spa, scan_ctx_t *c)
 
 /* A finished sequential rebuild turns into the scrub that verifies it, in
  * this thread: its record says scrub (a crash from here resumes the scrub),
- * its summary stays for `pool status`. */
+ * its summary stays for `pool status`. Unless a leaf turned stale since its
+ * last look: then nothing changes, and the resilver makes another pass. */
 static void rebuild_to_scrub(spa_t *spa, scan_ctx_t *c)
 {
     spa_space_t sp;
     spa_get_space(spa, &sp);
     pthread_mutex_lock(&spa->scrub_lock);
+    if (spa->resilver_again) {
+        /* A leaf turned stale since the resilver's last look: it goes on first. */
+        spa->resilver_again = false;
+        pthread_mutex_unlock(&spa->scrub_lock);
+        return;
+    }
     spa->rebuild_last = spa->scrub;
     spa->rebuild_last.state = SPA_SCRUB_FINISHED;
     spa->rebuild_last.end_time = cairn_wallclock_s();
@@ -490,6 +502,21 @@ static void rebuild_to_scrub(spa_t *spa, scan_ctx_t *c)
     scan_checkpoint(spa, c);
 }
 
+static _Atomic bool test_hold_scan_end;
+static _Atomic bool test_scan_end_held;
+
+void spa_scan_test_hold_end(bool on) { atomic_store(&test_hold_scan_end, on); }
+bool spa_scan_test_end_held(void) { return atomic_load(&test_scan_end_held); }
+
+/* Tests: a scan that has found its work done waits here before it ends. */
+static void scan_end_test_hold(void)
+{
+    if (!atomic_load(&test_hold_scan_end)) return;
+    atomic_store(&test_scan_end_held, true);
+    while (atomic_load(&test_hold_scan_end)) usleep(1000);
+    atomic_store(&test_scan_end_held, false);
+}
+
 static void *scrub_thread(void *arg)
 {
     spa_t *spa = arg;
@@ -501,6 +528,9 @@ static void *scrub_thread(void *arg)
     spa->scan_resuming = false;
     pthread_mutex_unlock(&spa->scrub_lock);
     c.delay_us = test_delay_us(c.func);
+    /* Make what was written so far part of the walked tree (frees are held
+     * already: the tree as of any later txg stays whole). */
+    spa_txg_wait_synced(spa, 0);
     if (c.func == SPA_SCAN_RESILVER) spa_resilver_began(spa, c.resuming, c.sequential);
     int e = 0;
 again:
@@ -515,6 +545,7 @@ again:
     }
     spa->resilver_again = false;
     pthread_mutex_unlock(&spa->scrub_lock);
+    scan_end_test_hold();
     if (c.func == SPA_SCAN_RESILVER && c.rebuilt && finished && !e) {
         spa_scrub_stat_t st;
         spa_scrub_get(spa, &st);
@@ -530,10 +561,17 @@ again:
      * scan is over. */
     if (!finished && closing == SPA_SCAN_CLOSE_SAVE) scan_checkpoint(spa, &c);
     else if (!closing) scan_record_clear(spa);
-    free(c.leaves);
-    free(c.top_of);
-    atomic_fetch_sub(&spa->hold_frees, 1);
     pthread_mutex_lock(&spa->scrub_lock);
+    /* A leaf that turned stale since the look above (its spa_resilver_check
+     * saw this resilver running, so it started none): another pass, decided
+     * under the same lock as the end, or that leaf would wait for the next
+     * resilver someone else starts. */
+    if (c.func == SPA_SCAN_RESILVER && finished && !e && !closing && spa->resilver_again) {
+        spa->resilver_again = false;
+        pthread_mutex_unlock(&spa->scrub_lock);
+        goto again;
+    }
+    atomic_fetch_sub(&spa->hold_frees, 1);
     /* Before the state changes, so whoever waits for the scrub sees its list. */
     if (c.func == SPA_SCAN_SCRUB) spa_errlog_scrub_end(spa, finished);
     spa->scrub.end_time = cairn_wallclock_s();
@@ -541,6 +579,8 @@ again:
     spa_scrub_stat_t final = spa->scrub;
     pthread_cond_broadcast(&spa->scrub_cv);
     pthread_mutex_unlock(&spa->scrub_lock);
+    free(c.leaves);
+    free(c.top_of);
     spa_event_post(spa->name,
                    c.func == SPA_SCAN_RESILVER ? "sysevent.fs.cairn.resilver_finish"
                                                : "sysevent.fs.cairn.scrub_finish",
@@ -578,19 +618,22 @@ int spa_scan_start(spa_t *spa, spa_scan_func_t func)
         return -EBUSY;
     }
     if (spa->scrub_thread_running) {
-        pthread_mutex_unlock(&spa->scrub_lock);
-        pthread_join(spa->scrub_thread, NULL);
-        pthread_mutex_lock(&spa->scrub_lock);
+        /* The last scan's thread, ended but not joined: joined by this caller
+         * alone (two starts at once must not both join it). */
+        pthread_t ended = spa->scrub_thread;
         spa->scrub_thread_running = false;
-    }
-    /* Make what was written so far part of the walked tree. */
-    pthread_mutex_unlock(&spa->scrub_lock);
-    spa_txg_wait_synced(spa, 0);
-    pthread_mutex_lock(&spa->scrub_lock);
-    if (spa->scrub.state == SPA_SCRUB_SCANNING) { /* another start won the race */
         pthread_mutex_unlock(&spa->scrub_lock);
-        return -EBUSY;
+        pthread_join(ended, NULL);
+        pthread_mutex_lock(&spa->scrub_lock);
+        if (spa->scrub.state == SPA_SCRUB_SCANNING) { /* another start won the race */
+            pthread_mutex_unlock(&spa->scrub_lock);
+            return -EBUSY;
+        }
     }
+    /* Running from here on, as `pool status` and `pool wait` see it: the txg
+     * sync that makes what was written so far part of the walked tree is the
+     * thread's first step, not a gap in which a resilver is due and yet
+     * nothing runs. */
     spa_space_t sp;
     spa_get_space(spa, &sp);
     memset(&spa->scrub, 0, sizeof spa->scrub);

@@ -24,6 +24,11 @@ cairn_test_cleanup() {
     for pid in "${CAIRN_DAEMON_PIDS[@]}"; do
         kill -9 "$pid" 2>/dev/null || true
     done
+    # Clients still running in the background (writers a failed step left, which
+    # would retry against a dead server for good and load the tests after us).
+    for pid in $(jobs -p); do
+        kill -9 "$pid" 2>/dev/null || true
+    done
     if [ "$rc" -ne 0 ]; then
         echo "--- test failed (rc=$rc); daemon logs:" >&2
         tail -n 30 "$T"/*/cairnd.log "$T"/*.daemon.log >&2 2>/dev/null || true
@@ -429,17 +434,23 @@ spare_row() {
 }
 
 # wait_spare_in POOL SPARE: until SPARE is INUSE under a spare-N vdev and resilvered.
+# A spare that fault management (or an import) takes in shows in the tree a txg sync
+# before its resilver starts, and `pool wait -t resilver` has nothing to wait for in
+# between: so until no leaf shows "(resilvering)" either.
 wait_spare_in() {
     local i
     for i in $(seq 1 300); do
-        if [ "$(spare_row "$1" "$2")" = INUSE ] && grep -q 'spare-[0-9]' "$LAST_STDOUT"; then
-            run_ok "$CAIRN" pool wait -t resilver "$1"
-            run_ok "$CAIRN" pool status "$1"
-            return 0
-        fi
+        [ "$(spare_row "$1" "$2")" = INUSE ] && grep -q 'spare-[0-9]' "$LAST_STDOUT" && break
+        [ "$i" -lt 300 ] || fail "$2 never stepped in: $(cat "$LAST_STDOUT")"
         sleep 0.1
     done
-    fail "$2 never stepped in: $(cat "$LAST_STDOUT")"
+    for i in $(seq 1 600); do
+        run_ok "$CAIRN" pool wait -t resilver "$1"
+        run_ok "$CAIRN" pool status "$1"
+        grep -q '(resilvering)' "$LAST_STDOUT" || return 0
+        sleep 0.1
+    done
+    fail "$2 stepped in but was never resilvered: $(cat "$LAST_STDOUT")"
 }
 
 # wait_spare_avail POOL SPARE: until SPARE is back in the list (AVAIL) with no spare-N left.
@@ -477,6 +488,16 @@ same_space() {
     done
     fail "$1 $3: used+available $n_tot, was $b_tot"
 }
+
+# pool_synced POOL: returns once every change made to POOL so far has synced (its
+# space numbers, alloc and used, count it). A property change is a task of the txg
+# sync, so `set` returns only when the txg holding it has synced, and with it every
+# txg before; a user property changes nothing else. A fixed pause of a txg_timeout
+# is no such promise on a loaded machine.
+pool_synced() {
+    run_ok "$CAIRN" set "test:synced=$((++CAIRN_SYNC_MARKS))" "$1"
+}
+CAIRN_SYNC_MARKS=0
 
 # ---- dataset helpers (test_cli_datasets*.sh) ----
 

@@ -119,13 +119,14 @@ total() {
     run_ok "$CAIRN" analytics show "$1" -w "${2:-600}" -H -p
     awk -F'\t' '$1 == "total" {print $2}' "$LAST_STDOUT"
 }
-# The sampler files each second when it ends: wait until the iSCSI writes (the
-# last traffic) are in, however slow the machine.
-for i in $(seq 1 100); do
-    [ "$(count iscsi.ops op 'WRITE(16)')" -ge "$K" ] && break
+# The sampler files each second when it ends, in order: wait until the last
+# traffic, the READ(16)s that read the iSCSI writes back (16 blocks each), is in,
+# however slow the machine. (Waiting for the writes and then 1.2 s let a late
+# sampler file the READ-backs between reading a total and its parts.)
+for i in $(seq 1 300); do
+    [ "$(count iscsi.ops op 'READ(16)')" -ge $(((K + 15) / 16)) ] && break
     sleep 0.2
 done
-sleep 1.2 # the second that holds the last READ-back has ended too
 
 V3=$(total nfs3.ops)
 [ "$(count nfs3.ops op WRITE)" -eq "$N" ] || fail "nfs3.ops by op: WRITE $(count nfs3.ops op WRITE), not $N"

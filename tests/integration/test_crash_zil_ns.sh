@@ -48,8 +48,15 @@ for r in $(seq 1 "$rounds"); do
     out="$T/writer.$r.out"
     "$NSLOG" writer -d "$T/p" zilns --ack "$ack" --round "$r" >"$out" 2>"$T/writer.$r.err" &
     wpid=$!
-    for i in $(seq 1 500); do grep -q ready "$out" 2>/dev/null && break; sleep 0.02; done
-    ms=$((400 + RANDOM % 1200))
+    # Kill only once the writers are under way (operations of this round acknowledged),
+    # then at a random moment: a fixed pause after "ready" gave a loaded machine's
+    # writers too few operations to replay.
+    for i in $(seq 1 3000); do
+        [ "$(grep -c "^A $r " "$ack")" -gt 16 ] && break
+        kill -0 "$wpid" 2>/dev/null || break
+        sleep 0.02
+    done
+    ms=$((RANDOM % 1200))
     sleep_ms "$ms"
     kill -0 "$wpid" 2>/dev/null || fail "round $r: the writer died by itself: $(grep -v ' INFO ' "$T/writer.$r.err" | tail -n 20)"
     kill -9 "$wpid"
@@ -61,7 +68,7 @@ for r in $(seq 1 "$rounds"); do
     # writers waited for a txg instead (as they must), so most rounds, not all, must.
     replay=$(grep -o ' zil: .*replayed [0-9]*' "$LAST_STDERR" | grep -o '[0-9]*$' | tail -n 1 || true)
     [ "${replay:-0}" -gt 0 ] && replayed_rounds=$((replayed_rounds + 1))
-    echo "round $r: killed after ${ms} ms: replayed ${replay:-0} records: $(cat "$LAST_STDOUT")"
+    echo "round $r: killed ${ms} ms into the writes: replayed ${replay:-0} records: $(cat "$LAST_STDOUT")"
     check_clean zilns "$T/p"
 done
 [ $((replayed_rounds * 2)) -gt "$rounds" ] ||
@@ -84,9 +91,16 @@ for r in $(seq 1 "$nfs_rounds"); do
     $NSCRASH 127.0.0.1 "$NFS_PORT" "$MOUNT_PORT" "$PMAP_PORT" /zilnfs/share ops "d$r" \
         >"$T/nfs.$r.acks" 2>"$T/nfs.$r.err" &
     cpid=$!
-    # The first replies may wait for the mount (and its replay) of the last round.
-    for i in $(seq 1 600); do grep -q '^C f3 ' "$T/nfs.$r.acks" 2>/dev/null && break; sleep 0.05; done
-    sleep_ms $((200 + RANDOM % 800))
+    # The first replies may wait for the mount (and its replay) of the last round; the
+    # kill comes once more than 10 are in (what the round needs to prove anything),
+    # then at a random moment: a fixed pause after the third CREATE was not always
+    # enough replies on a loaded machine.
+    for i in $(seq 1 1200); do
+        [ "$(grep -c '^[CRMLD] ' "$T/nfs.$r.acks" 2>/dev/null)" -gt 10 ] && break
+        kill -0 "$cpid" 2>/dev/null || break
+        sleep 0.05
+    done
+    sleep_ms $((RANDOM % 800))
     daemon_kill9
     wait "$cpid" || fail "round $r: the NFS client failed: $(tail -n 3 "$T/nfs.$r.err")"
     n=$(grep -c '^[CRMLD] ' "$T/nfs.$r.acks" || true)

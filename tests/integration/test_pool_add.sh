@@ -89,7 +89,7 @@ vdev_size() { awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$LAST_STDOUT"; }
 new0=0
 "$NFSCLIENT" "$URL" fill post $((48 * MIB)) >"$LAST_STDOUT" 2>"$LAST_STDERR" ||
     fail "writing after the add: $(cat "$LAST_STDOUT" "$LAST_STDERR")"
-sleep 6 # the txg with the file's data syncs (txg_timeout 5 s)
+pool_synced tank # the txg with the file's data
 old1=$(top_alloc tank mirror-0)
 new1=$(top_alloc tank mirror-1)
 d_old=$((old1 - old0)); d_new=$((new1 - new0))
@@ -164,7 +164,7 @@ run_ok "$CAIRN" pool create rz raidz2 "$T/z/r1" "$T/z/r2" "$T/z/r3" "$T/z/r4"
 run_ok "$CAIRN" create -o sharenfs=no_root_squash rz/fs
 URL=$(nfs_url /rz/fs)
 nfs_client "$URL" fill f1 $((64 * MIB))
-sleep 6
+pool_synced rz
 zs0=$(pool_size rz)
 avail0=$("$CAIRN" get -H -p -o value available rz)
 run_ok "$CAIRN" pool add rz raidz2 "$T/z/r5" "$T/z/r6" "$T/z/r7" "$T/z/r8"
@@ -176,7 +176,7 @@ grow=$((avail1 - avail0))
 [ "$grow" -ge $(( (zs1 - zs0) * 40 / 100 )) ] && [ "$grow" -le $(( (zs1 - zs0) * 55 / 100 )) ] ||
     fail "available grew by $grow for $((zs1 - zs0)) raw bytes of raidz2 (want about half)"
 nfs_client "$URL" fill f2 $((64 * MIB))
-sleep 6
+pool_synced rz
 run_ok "$CAIRN" pool status rz
 grep -q "raidz2-1" "$LAST_STDOUT" || fail "no raidz2-1 in status: $(cat "$LAST_STDOUT")"
 run_fail "$CAIRN" pool add rz raidz1 "$T/r/y" "$T/r/z" "$T/r/w"
@@ -186,7 +186,7 @@ expect_stderr "pool uses a 4-wide raidz2 and new vdev is a 3-wide raidz1"
 run_ok "$CAIRN" pool add -f rz mirror "$T/r/y" "$T/r/z"
 used0=$("$CAIRN" get -H -p -o value used rz/fs)
 nfs_client "$URL" fill f3 $((96 * MIB))
-sleep 6
+pool_synced rz
 used1=$("$CAIRN" get -H -p -o value used rz/fs)
 d=$((used1 - used0))
 [ "$d" -ge $((95 * MIB)) ] && [ "$d" -le $((100 * MIB)) ] ||

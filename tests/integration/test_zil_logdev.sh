@@ -37,11 +37,22 @@ fszil() {
         fail "cairn_fszil $mode $*: $(grep -v ' INFO ' "$LAST_STDERR" | tail -n 5)"
     fi
 }
+# wait_writes N: until the writer ($wpid) had N more operations acknowledged, so the
+# kill leaves something to replay (a fixed pause after its "ready" was no promise of
+# that on a loaded machine).
+wait_writes() {
+    local want=$(( $(wc -l <"$ack") + $1 )) i
+    for i in $(seq 1 3000); do
+        [ "$(wc -l <"$ack")" -ge "$want" ] && return 0
+        kill -0 "$wpid" 2>/dev/null || fail "writer died: $(grep -v ' INFO ' "$T/w.err" | tail -n 5)"
+        sleep 0.02
+    done
+    fail "the writer had $(wc -l <"$ack") operations acknowledged, no progress in 60 s"
+}
 for r in 1 2; do
     "$FSZIL" writer -d "$T/p" -d "$T/l" zl --ack "$ack" --round "$r" >"$T/w.out" 2>"$T/w.err" &
     wpid=$!
-    for i in $(seq 1 500); do grep -q ready "$T/w.out" 2>/dev/null && break; sleep 0.02; done
-    sleep_ms 700
+    wait_writes 64
     kill -0 "$wpid" 2>/dev/null || fail "writer died: $(grep -v ' INFO ' "$T/w.err" | tail -n 5)"
     kill -9 "$wpid"
     wait "$wpid" 2>/dev/null || true
@@ -57,8 +68,7 @@ pass "acknowledged sync operations replay from the log mirror after kill -9"
 # A crash, then both log devices gone.
 "$FSZIL" writer -d "$T/p" -d "$T/l" zl --ack "$ack" --round 3 >"$T/w.out" 2>"$T/w.err" &
 wpid=$!
-for i in $(seq 1 500); do grep -q ready "$T/w.out" 2>/dev/null && break; sleep 0.02; done
-sleep_ms 500
+wait_writes 64
 kill -9 "$wpid"
 wait "$wpid" 2>/dev/null || true
 wait_unlocked "$T/p"/a "$T/p"/b "$T/l"/l1 "$T/l"/l2

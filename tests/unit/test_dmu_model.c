@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "pool_fixture.h"
+#include "wait_until.h"
 
 static uint64_t test_seed(void)
 {
@@ -295,8 +296,7 @@ static void test_write_behind_newer_txg(void **state)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, sync_thread, os), 0);
     /* Wait for T to close and T+1 to open (the SPA opens it while T quiesces). */
-    for (int i = 0; i < 2000 && spa_open_txg(f.spa) <= t; i++) usleep(1000);
-    assert_true(spa_open_txg(f.spa) > t);
+    WAIT_UNTIL(spa_open_txg(f.spa) > t, "txg T+1 opens");
     dmu_tx_t *newer = dmu_tx_begin(os);
     assert_true(dmu_tx_txg(newer) > t);
     assert_int_equal(dmu_write(os, obj, 1000, 100, b, newer), 0);

@@ -13,12 +13,14 @@
 #include <cmocka.h>
 
 #include "spa_toy_upper.h"
+#include "wait_until.h"
 
 #include "../../src/spa/spa_impl.h"
 
 #include <cairn/vdev_fault.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -495,6 +497,109 @@ static void run_offline_resilver(const char *layout, int noff)
 static void test_offline_resilver_mirror2(void **s) { (void)s; run_offline_resilver("mirror2", 1); }
 static void test_offline_resilver_raidz2(void **s) { (void)s; run_offline_resilver("raidz2", 2); }
 
+/* A leaf that turns stale as a resilver ends (here: brought online while the
+ * resilver, its work found done, has not ended yet) saw the resilver running
+ * and started none; the resilver must take it in another pass. It used to end
+ * regardless, leaving the leaf stale - shown "(resilvering)" with no resilver
+ * to come, a replacement never finishing. */
+static void test_resilver_takes_leaf_stale_at_its_end(void **s)
+{
+    (void)s;
+    fixture_t f;
+    fixture_init(&f, "mirror3", layout_leaves("mirror3"));
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed() + 31);
+    spa_t *spa = create_pool(&f, "mirror3", "");
+    fill_pool(spa, &r, 1);
+    char err[256] = "";
+    for (int i = 1; i <= 2; i++) assert_int_equal(spa_vdev_offline(spa, f.paths[i], false, err, sizeof err), 0);
+    for (int sl = 0; sl < 4; sl++)
+        toy_write(spa, sl, cairn_rng_next(&r), 65536, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_SHA256, 1);
+    assert_int_equal(spa_txg_wait_synced(spa, 0), 0);
+    toy_root_phys_t *expect = cairn_zalloc(sizeof *expect);
+    *expect = ((toy_state_t *)spa_get_upper_private(spa))->root;
+
+    vdev_t *top = spa_root_vdev(spa)->children[0];
+    spa_scan_test_hold_end(true);
+    assert_int_equal(spa_vdev_online(spa, f.paths[1], err, sizeof err), 0);
+    WAIT_UNTIL(spa_scan_test_end_held(), "the resilver of leaf 1 reaches its end");
+    assert_false(atomic_load(&top->children[1]->stale));
+    assert_int_equal(spa_vdev_online(spa, f.paths[2], err, sizeof err), 0);
+    assert_true(atomic_load(&top->children[2]->stale));
+    spa_scan_test_hold_end(false);
+    spa_scan_wait(spa, SPA_SCAN_RESILVER);
+    spa_scrub_stat_t st;
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.func, SPA_SCAN_RESILVER);
+    assert_int_equal(st.state, SPA_SCRUB_FINISHED);
+    assert_false(atomic_load(&top->children[2]->stale));
+    assert_int_equal(top->children[2]->ndtl, 0);
+    assert_int_equal(spa_health(spa), VDEV_STATE_ONLINE);
+
+    /* Leaf 2 alone serves every block. */
+    assert_int_equal(spa_vdev_offline(spa, f.paths[0], false, err, sizeof err), 0);
+    assert_int_equal(spa_vdev_offline(spa, f.paths[1], false, err, sizeof err), 0);
+    assert_int_equal(toy_verify(spa, expect), 0);
+    assert_int_equal(spa_vdev_online(spa, f.paths[0], err, sizeof err), 0);
+    assert_int_equal(spa_vdev_online(spa, f.paths[1], err, sizeof err), 0);
+    spa_scan_wait(spa, SPA_SCAN_RESILVER);
+    assert_int_equal(spa_export(spa), 0);
+    check_pool(&f);
+    free(expect);
+    fixture_fini(&f);
+}
+
+typedef struct scan_starter {
+    spa_t *spa;
+    int rc;
+} scan_starter_t;
+
+static void *start_scrub(void *arg)
+{
+    scan_starter_t *a = arg;
+    a->rc = spa_scrub_start(a->spa);
+    return NULL;
+}
+
+/* A scan is running, as status and `pool wait` see it, from the moment it is
+ * started: the txg sync it begins with (what was written so far joins the
+ * walked tree) is its own first step. It used to come before the scan showed
+ * as running, so for a whole sync a resilver that a spare or a disk back made
+ * due was nowhere, and `pool wait -t resilver` returned at once. Here every
+ * leaf's flushes wait at a gate, so that sync cannot end until the test lets
+ * it: the scan must show as running meanwhile. */
+static void test_scan_runs_before_its_first_sync(void **s)
+{
+    (void)s;
+    fixture_t f;
+    fixture_init(&f, "mirror2", layout_leaves("mirror2"));
+    cairn_rng_t r;
+    cairn_rng_seed(&r, test_seed() + 41);
+    vdev_fault_reset();
+    spa_t *spa = create_pool(&f, "mirror2", "fault:");
+    fill_pool(spa, &r, 1);
+    for (int i = 0; i < f.nleaves; i++) assert_int_equal(vdev_fault_gate_flushes(f.paths[i], true), 0);
+    toy_write(spa, 0, cairn_rng_next(&r), 65536, CAIRN_COMPRESS_OFF, CAIRN_CHECKSUM_SHA256, 1);
+    scan_starter_t a = {.spa = spa, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, start_scrub, &a), 0);
+    spa_scrub_stat_t st;
+    WAIT_UNTIL((spa_scrub_get(spa, &st), st.state == SPA_SCRUB_SCANNING), "the scrub shows as running");
+    assert_int_equal(st.func, SPA_SCAN_SCRUB);
+    for (int i = 0; i < f.nleaves; i++) assert_int_equal(vdev_fault_gate_flushes(f.paths[i], false), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(a.rc, 0);
+    spa_scrub_wait(spa);
+    spa_scrub_get(spa, &st);
+    assert_int_equal(st.state, SPA_SCRUB_FINISHED);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(toy_verify(spa, NULL), 0);
+    assert_int_equal(spa_export(spa), 0);
+    vdev_fault_reset();
+    check_pool(&f);
+    fixture_fini(&f);
+}
+
 /* Ditto copies on a single disk: a corrupted copy is repaired from the other one. */
 static void test_heal_ditto_single(void **s)
 {
@@ -757,6 +862,8 @@ int main(void)
         cmocka_unit_test(test_heal_ditto_single),
         cmocka_unit_test(test_offline_resilver_mirror2),
         cmocka_unit_test(test_offline_resilver_raidz2),
+        cmocka_unit_test(test_resilver_takes_leaf_stale_at_its_end),
+        cmocka_unit_test(test_scan_runs_before_its_first_sync),
         cmocka_unit_test(test_missing_leaf_degraded),
         cmocka_unit_test(test_create_refusals),
         cmocka_unit_test(test_compressed_padding_zeroed),
