@@ -95,19 +95,33 @@
 /* Each record's data fits in one log block with room to spare. */
 #define ZPL_ZIL_WRITE_PIECE (64 * 1024u)
 
+/* The records [off, off + len) spans, into d (rs, first, n); *plain when the
+ * object has no record size yet or the write is empty (a plain dmu_write). */
+static int record_span(zpl_node_t *n, uint64_t off, uint64_t len, zpl_zil_direct_t *d,
+                       bool *plain)
+{
+    memset(d, 0, sizeof *d);
+    dmu_object_info_t info;
+    int err = dmu_object_info(n->fs->os, n->obj, &info);
+    if (err) return err;
+    uint32_t rs = info.props.recordsize;
+    *plain = !rs || len == 0;
+    if (*plain) return 0;
+    d->rs = rs;
+    d->first = off / rs;
+    d->n = (size_t)((off + len - 1) / rs - d->first + 1);
+    return 0;
+}
+
 int zpl_zil_write_direct(zpl_node_t *n, uint64_t off, uint64_t len, const void *buf,
                          dmu_tx_t *tx, zpl_zil_direct_t *d)
 {
     zpl_fs_t *fs = n->fs;
-    memset(d, 0, sizeof *d);
-    dmu_object_info_t info;
-    int err = dmu_object_info(fs->os, n->obj, &info);
+    bool plain;
+    int err = record_span(n, off, len, d, &plain);
     if (err) return err;
-    uint32_t rs = info.props.recordsize;
-    if (!rs || len == 0) return dmu_write(fs->os, n->obj, off, len, buf, tx);
-    d->rs = rs;
-    d->first = off / rs;
-    d->n = (size_t)((off + len - 1) / rs - d->first + 1);
+    if (plain) return dmu_write(fs->os, n->obj, off, len, buf, tx);
+    uint32_t rs = d->rs;
     d->bps = cairn_zalloc(d->n * sizeof *d->bps);
     const uint8_t *src = buf;
     for (uint64_t pos = off; pos < off + len && !err;) {
@@ -132,15 +146,10 @@ int zpl_zil_write_stamped(zpl_node_t *n, uint64_t off, uint64_t len, const void 
                           dmu_tx_t *tx, zpl_zil_direct_t *d)
 {
     zpl_fs_t *fs = n->fs;
-    memset(d, 0, sizeof *d);
-    dmu_object_info_t info;
-    int err = dmu_object_info(fs->os, n->obj, &info);
+    bool plain;
+    int err = record_span(n, off, len, d, &plain);
     if (err) return err;
-    uint32_t rs = info.props.recordsize;
-    if (!rs || len == 0) return dmu_write(fs->os, n->obj, off, len, buf, tx);
-    d->rs = rs;
-    d->first = off / rs;
-    d->n = (size_t)((off + len - 1) / rs - d->first + 1);
+    if (plain) return dmu_write(fs->os, n->obj, off, len, buf, tx);
     d->txg = dmu_tx_txg(tx);
     d->stamps = cairn_zalloc(d->n * sizeof *d->stamps);
     return dmu_write_stamped(fs->os, n->obj, off, len, buf, tx, d->stamps, d->n);
