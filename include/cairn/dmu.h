@@ -86,7 +86,8 @@ typedef struct dmu_object_props {
 typedef struct dmu_object_info {
     dmu_object_props_t props;
     uint64_t max_offset;           /* end of the highest record ever written (not a file size) */
-    uint64_t used_bytes;           /* allocated bytes of its blocks, as of the last sync */
+    uint64_t used_bytes;           /* allocated bytes of its blocks as of the last sync, plus an
+                                    * estimate (from above) for records dirty in unsynced txgs */
     uint64_t generation;           /* txg that created it */
     uint32_t bonus_len;
 } dmu_object_info_t;

@@ -131,7 +131,7 @@ typedef struct zpl_attr {
     uint32_t blksize;         /* the object's record size */
     uint64_t nlink;
     uint64_t size;            /* directories: entries + 2 */
-    uint64_t used;            /* bytes allocated, as of the last sync */
+    uint64_t used;            /* bytes allocated as of the last sync, plus an estimate for unsynced writes */
     uint64_t rdev;            /* makedev() value for devices */
     int64_t atime_ns, mtime_ns, ctime_ns, crtime_ns;  /* since the epoch */
     uint64_t ino;             /* fileid */

@@ -163,6 +163,9 @@ typedef struct dn_slot {
      * each counted once in the space estimate (see "Space estimates" in dnode.c). */
     pthread_mutex_t est_lock;
     dmu_map_t est_inds;
+    /* The space the records this txg dirtied will take (the same estimate from
+     * above): what the object's used counts for them until the txg syncs. */
+    _Atomic uint64_t space_est;
 } dn_slot_t;
 
 /* A cached indirect block: the tree as of the last sync (plus the syncing txg's edits). */
@@ -297,6 +300,7 @@ void objset_evict_dnodes(objset_t *os);
 /* dmu_write_direct(): see include/cairn/dmu.h. */
 /* Block cloning of one record (dnode.c, see there). */
 int dnode_clone_record(dnode_t *src, uint64_t sblkid, dnode_t *dst, uint64_t txg, uint64_t dblkid);
+uint64_t dnode_used_estimate(dnode_t *dn); /* dn->lock held */
 int dnode_write_direct(dnode_t *dn, uint64_t txg, uint64_t off, uint64_t len, const void *buf,
                        cairn_blkptr_t *bp);
 int dnode_write_dirty_blocks(dnode_t *dn, uint64_t txg, uint64_t first, size_t n,

@@ -155,7 +155,7 @@ int dmu_object_info(objset_t *os, uint64_t obj, dmu_object_info_t *out)
         out->props.copies = c->copies;
         out->props.zap = c->type == DNODE_TYPE_ZAP;
         out->max_offset = (c->flags & DNODE_FLAG_WRITTEN) ? (c->maxblkid + 1) * c->datablksz : 0;
-        out->used_bytes = dn->phys.used_bytes;
+        out->used_bytes = dnode_used_estimate(dn);
         out->generation = c->generation;
         out->bonus_len = c->bonuslen;
     }

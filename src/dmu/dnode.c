@@ -283,20 +283,23 @@ static void note_new_record(dnode_t *dn, dn_slot_t *s, uint64_t blkid, uint32_t 
                             dn_newbytes_t *nb)
 {
     spa_t *spa = dn_spa(dn);
+    uint64_t est = spa_space_estimate(spa, rs, dn->cur.copies);
     nb->dirty += rs;
-    nb->space += spa_space_estimate(spa, rs, dn->cur.copies);
     uint64_t top = CAIRN_MAX(blkid, (dn->cur.flags & DNODE_FLAG_WRITTEN) ? dn->cur.maxblkid : 0);
     unsigned nl = levels_for(top);
-    if (nl <= 1) return;
-    uint64_t ind = spa_space_estimate(spa, DN_IND_BLKSZ, 2);
-    pthread_mutex_lock(&s->est_lock);
-    for (unsigned level = 1; level < nl; level++) {
-        uint64_t key = ind_key(level, blkid >> (DN_EPB_SHIFT * level));
-        if (dmu_map_get(&s->est_inds, key)) break; /* and every level above it */
-        dmu_map_put(&s->est_inds, key, s);
-        nb->space += ind;
+    if (nl > 1) {
+        uint64_t ind = spa_space_estimate(spa, DN_IND_BLKSZ, 2);
+        pthread_mutex_lock(&s->est_lock);
+        for (unsigned level = 1; level < nl; level++) {
+            uint64_t key = ind_key(level, blkid >> (DN_EPB_SHIFT * level));
+            if (dmu_map_get(&s->est_inds, key)) break; /* and every level above it */
+            dmu_map_put(&s->est_inds, key, s);
+            est += ind;
+        }
+        pthread_mutex_unlock(&s->est_lock);
     }
-    pthread_mutex_unlock(&s->est_lock);
+    nb->space += est;
+    atomic_fetch_add_explicit(&s->space_est, est, memory_order_relaxed);
 }
 
 static cairn_blk_type_t dn_blk_type(uint8_t type)
@@ -461,6 +464,23 @@ static dn_slot_t *slot_find(dnode_t *dn, uint64_t txg)
 {
     dn_slot_t *s = dn->slots[txg & 3];
     return s && s->txg == txg ? s : NULL;
+}
+
+/*
+ * What the object's blocks take as of the last sync, plus the estimate for the
+ * records its unsynced txgs dirtied (dn->lock held): the used space a user
+ * reads of a file just written, not zero until its txg syncs. A commit that
+ * writes no txg (the intent log's commit-time blocks) answers before that
+ * sync, and a client that caches attributes under a delegation keeps what the
+ * commit's reply said. From above while records are overwritten, as the
+ * dataset's pending space is.
+ */
+uint64_t dnode_used_estimate(dnode_t *dn)
+{
+    uint64_t used = dn->phys.used_bytes;
+    for (int i = 0; i < 4; i++)
+        if (dn->slots[i]) used += atomic_load_explicit(&dn->slots[i]->space_est, memory_order_relaxed);
+    return used;
 }
 
 /* Live slots, oldest first. */
@@ -640,7 +660,9 @@ static int grow_single_record(dnode_t *dn, uint64_t txg, uint32_t newsz)
         x->data_cap = holder ? 0 : newsz;
         rec_changed(dn, s->txg, x); /* a block written at the old size is not it */
         nb.dirty += newsz - old;
-        nb.space += spa_space_estimate(dn_spa(dn), newsz - old, dn->cur.copies);
+        uint64_t est = spa_space_estimate(dn_spa(dn), newsz - old, dn->cur.copies);
+        nb.space += est;
+        atomic_fetch_add_explicit(&s->space_est, est, memory_order_relaxed);
     }
     dn_account(dn, txg, &nb);
     return 0;
