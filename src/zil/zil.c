@@ -627,42 +627,31 @@ static void later_convert(zilog_t *zl, itx_t *batch, uint64_t synced)
     bool txg_only = atomic_load(&zl->txg_only);
     for (itx_t *it = batch; it; it = it->next) {
         if (!later_pending(it, synced)) continue;
-        /* The run of writes continuing this one, in batch order. */
-        size_t n = it->later_n, nitx = 1;
-        itx_t *last = it;
-        for (itx_t *o = it->next; o; o = o->next) {
+        /* The run of writes continuing this one, in batch order (the pending
+         * writes between it and its last follower all follow). */
+        size_t n = 0, nitx = 0, cap = 8;
+        itx_t **run = cairn_zalloc(cap * sizeof *run);
+        for (itx_t *o = it; o; o = o->next) {
             if (!later_pending(o, synced)) continue;
-            if (!later_follows(last, o)) break;
+            if (nitx && !later_follows(run[nitx - 1], o)) break;
+            if (nitx == cap) run = cairn_realloc(run, (cap *= 2) * sizeof *run);
+            run[nitx++] = o;
             n += o->later_n;
-            nitx++;
-            last = o;
         }
         uint64_t *stamps = cairn_zalloc(n * sizeof *stamps);
         cairn_blkptr_t *bps = cairn_zalloc(n * sizeof *bps);
-        size_t k = 0;
-        itx_t *o = it;
-        for (size_t j = 0; j < nitx; o = o->next) {
-            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
-                continue;
-            memcpy(stamps + k, o->stamps, o->later_n * sizeof *stamps);
-            k += o->later_n;
-            j++;
-        }
+        for (size_t j = 0, k = 0; j < nitx; k += run[j++]->later_n)
+            memcpy(stamps + k, run[j]->stamps, run[j]->later_n * sizeof *stamps);
         bool ok = !txg_only && dmu_write_dirty_blocks(zl->os, it->rec.obj, it->later_first, n,
                                                       it->rec.txg, stamps, bps) == 0;
-        k = 0;
-        o = it;
-        for (size_t j = 0; j < nitx; o = o->next) {
-            if (o != it && (!later_pending(o, synced) || o->later_first != it->later_first + k))
-                continue;
-            if (ok) memcpy(o->bps, bps + k, o->later_n * sizeof *bps);
-            k += o->later_n;
-            j++;
-            if (ok) o->converted = true;
-            else o->barrier = true;
+        for (size_t j = 0, k = 0; j < nitx; k += run[j++]->later_n) {
+            if (ok) memcpy(run[j]->bps, bps + k, run[j]->later_n * sizeof *bps);
+            run[j]->converted = ok;
+            run[j]->barrier = !ok;
         }
         if (ok) atomic_fetch_add(&zl->st_later_blocks, n);
         else atomic_fetch_add(&zl->st_later_waits, nitx);
+        free(run);
         free(stamps);
         free(bps);
     }
